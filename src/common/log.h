@@ -1,0 +1,34 @@
+/* Structured logging to stderr: one line per event, key=value text
+ *   ts=2026-11-29T11:00:00.123Z level=info msg="registered" resource=example.com/fuse
+ * or JSON lines ({"ts":...,"level":"info","msg":"registered","resource":...}).
+ * Only executables and the daemon runtimes log; library modules return errors.
+ */
+#ifndef KDEV_COMMON_LOG_H
+#define KDEV_COMMON_LOG_H
+
+#include <stdbool.h>
+
+enum kdev_log_level { KDEV_LOG_DEBUG = 0, KDEV_LOG_INFO, KDEV_LOG_WARN, KDEV_LOG_ERROR };
+
+/* Sets the minimum level printed and the format (JSON lines when |json|). */
+void kdev_log_setup(enum kdev_log_level min, bool json);
+
+/* Parses "debug", "info", "warn" or "error" into |out|. Returns 0, or -EINVAL
+ * for any other text. */
+int kdev_log_level_parse(const char *text, enum kdev_log_level *out);
+
+/* True when |level| would be printed. */
+bool kdev_log_enabled(enum kdev_log_level level);
+
+/* Logs |msg| with key/value pairs given as a NULL-terminated list of
+ * alternating const char* keys and values, e.g.
+ *   kdev_log(KDEV_LOG_INFO, "registered", "resource", name, NULL);
+ * Values are quoted when they contain spaces, quotes or '='. */
+void kdev_log(enum kdev_log_level level, const char *msg, ...) __attribute__((sentinel));
+
+#define kdev_log_debug(...) do { if (kdev_log_enabled(KDEV_LOG_DEBUG)) kdev_log(KDEV_LOG_DEBUG, __VA_ARGS__, NULL); } while (0)
+#define kdev_log_info(...)  do { if (kdev_log_enabled(KDEV_LOG_INFO)) kdev_log(KDEV_LOG_INFO, __VA_ARGS__, NULL); } while (0)
+#define kdev_log_warn(...)  do { if (kdev_log_enabled(KDEV_LOG_WARN)) kdev_log(KDEV_LOG_WARN, __VA_ARGS__, NULL); } while (0)
+#define kdev_log_error(...) do { if (kdev_log_enabled(KDEV_LOG_ERROR)) kdev_log(KDEV_LOG_ERROR, __VA_ARGS__, NULL); } while (0)
+
+#endif /* KDEV_COMMON_LOG_H */

@@ -1,0 +1,17 @@
+/* kdevctl subcommands. Each takes the arguments after the subcommand name
+ * (argv[0] is the subcommand name itself), prints its result to stdout and
+ * its errors to stderr, and returns the process exit status: 0 success,
+ * 1 failure, 2 usage error. Every command answers --help / -h with its usage
+ * on stdout and status 0. */
+#ifndef KDEV_KUBELET_CMDS_H
+#define KDEV_KUBELET_CMDS_H
+
+int kdevctl_cmd_kubelet(int argc, char **argv);    /* kubelet --dir DIR [--scenario FILE] */
+int kdevctl_cmd_plugins(int argc, char **argv);    /* plugins DIR */
+int kdevctl_cmd_watch(int argc, char **argv);      /* watch SOCKET */
+int kdevctl_cmd_options(int argc, char **argv);    /* options SOCKET */
+int kdevctl_cmd_allocate(int argc, char **argv);   /* allocate SOCKET ID... */
+int kdevctl_cmd_preferred(int argc, char **argv);  /* preferred SOCKET --available ... */
+int kdevctl_cmd_checkpoint(int argc, char **argv); /* checkpoint FILE */
+
+#endif /* KDEV_KUBELET_CMDS_H */
