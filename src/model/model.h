@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "deviceplugin/v1beta1/api.pb-c.h"
 
 /* Device ID length limit (Device.ID in the v1beta1 proto: "Max length of this
  * field is 63 characters"). */
@@ -58,5 +59,75 @@ const struct kdev_device *kdev_resource_find(const struct kdev_resource *r, cons
  * qualified name (<= 63 chars, [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?).
  * Returns 0, or -EINVAL with |err| saying which rule failed. */
 int kdev_resource_name_check(const char *name, struct kdev_err *err);
+
+/* Frees everything inside |r| (not |r| itself). NULL-safe; leaves |r| empty. */
+void kdev_resource_clear(struct kdev_resource *r);
+
+/* Frees everything inside |d| (not |d| itself). NULL-safe; leaves |d| empty. */
+void kdev_device_clear(struct kdev_device *d);
+
+/* Compares two device IDs in natural order: runs of decimal digits compare by
+ * numeric value ("ttyS2" < "ttyS10", "null::2" < "null::10"), everything else
+ * byte-wise; IDs equal in that order fall back to strcmp, so this is a total
+ * order consistent with equality. Returns <0, 0 or >0 like strcmp. */
+int kdev_id_natural_cmp(const char *a, const char *b);
+
+/* Builds the Allocate answer for one container request (v1beta1
+ * ContainerAllocateRequest.devices_ids -> ContainerAllocateResponse).
+ *
+ * |ids| holds |n_ids| device IDs of resource |r|. On success |out| (which the
+ * caller initialised with V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT and which
+ * must have no devices yet) gets one DeviceSpec per distinct container path of
+ * the requested devices' nodes, in request order (device order, then node
+ * order); a container path seen again is not repeated (kubelet merges by
+ * container_path too, pod_devices.go). When two requested devices give the same
+ * container path from the same host path their permissions are merged ("rw" +
+ * "m" -> "rwm"; a NULL permissions field counts as "rw"). Other fields of |out|
+ * are left untouched.
+ *
+ * The new strings and messages are heap-allocated and belong to |out|; release
+ * them with kdev_allocate_response_free_contents().
+ *
+ * Returns 0, or -EINVAL (|out| unchanged) with |err| naming the device and the
+ * resource when the request is empty, an ID is unknown
+ * (`unknown device "x" for resource example.com/fuse`), an ID is repeated, a
+ * device is unhealthy (the v1beta1 proto asks plugins to fail Allocate for
+ * devices that cannot be allocated), or two devices map one container path to
+ * different host paths. -ENOMEM on allocation failure. */
+int kdev_resource_allocate(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
+                           V1beta1__ContainerAllocateResponse *out, struct kdev_err *err);
+
+/* Frees the contents of |resp| (envs, mounts, devices, annotations,
+ * cdi_devices, each entry and its strings; strings equal to
+ * protobuf_c_empty_string are not freed), assuming all were malloc'ed, and
+ * resets |resp| to V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT. Does not free
+ * |resp| itself. NULL-safe. */
+void kdev_allocate_response_free_contents(V1beta1__ContainerAllocateResponse *resp);
+
+/* Answers one GetPreferredAllocation container request
+ * (ContainerPreferredAllocationRequest, see kubelet endpoint.go).
+ *
+ * |available| (|n_avail| IDs) and |must| (|n_must| IDs) are device IDs of |r|;
+ * repeated IDs count once. |size| is the wanted number of devices
+ * (allocation_size). The answer is a subset of |available| that contains every
+ * ID of |must|, with exactly |size| IDs when |size| <= the number of distinct
+ * available IDs, otherwise all of them. It is deterministic: the same sets in
+ * any order give the same list. Order and choice: |must| first (natural ID
+ * order), then the other available devices ranked by (1) NUMA node among the
+ * nodes of |must|'s devices, (2) NUMA node with the most available devices
+ * (ties: lower node number; devices with no NUMA node (-1) last), (3) natural
+ * ID order (kdev_id_natural_cmp).
+ *
+ * On success *out is a malloc'ed array of *n_out malloc'ed strings (NULL when
+ * *n_out is 0) that the caller frees with kdev_strv_free(). Returns 0, or
+ * -EINVAL with |err| naming the ID when an ID is not a device of |r|, an ID of
+ * |must| is not in |available|, or |size| is negative or smaller than the
+ * number of distinct |must| IDs; -ENOMEM. On error *out is NULL, *n_out 0. */
+int kdev_resource_preferred(const struct kdev_resource *r, const char *const *available,
+                            size_t n_avail, const char *const *must, size_t n_must, int size,
+                            char ***out, size_t *n_out, struct kdev_err *err);
+
+/* Frees |n| strings of |v| and |v| itself. NULL-safe. */
+void kdev_strv_free(char **v, size_t n);
 
 #endif /* KDEV_MODEL_MODEL_H */

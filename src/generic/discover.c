@@ -1,0 +1,469 @@
+/* Generic backend discovery: globs -> device sets -> kdev_resource. */
+#include "generic/generic.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct match {
+        char *named; /* matched path as named, without the root prefix */
+        char *real;  /* realpath of the match */
+};
+
+struct matches {
+        struct match *v;
+        size_t n;
+};
+
+static void matches_clear(struct matches *m)
+{
+        for (size_t i = 0; i < m->n; i++) {
+                free(m->v[i].named);
+                free(m->v[i].real);
+        }
+        free(m->v);
+        m->v = NULL;
+        m->n = 0;
+}
+
+static int match_cmp(const void *pa, const void *pb)
+{
+        const struct match *a = pa, *b = pb;
+        return kdev_id_natural_cmp(a->named, b->named);
+}
+
+static const char *base_name(const char *p)
+{
+        const char *s = strrchr(p, '/');
+        return s ? s + 1 : p;
+}
+
+/* Copies |root| with glob metacharacters escaped, without a trailing '/'. */
+static char *escape_root(const char *root)
+{
+        size_t n = strlen(root);
+        while (n > 0 && root[n - 1] == '/')
+                n--;
+        char *out = malloc(2 * n + 1);
+        if (!out)
+                return NULL;
+        size_t o = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (strchr("*?[]\\", root[i]))
+                        out[o++] = '\\';
+                out[o++] = root[i];
+        }
+        out[o] = '\0';
+        return out;
+}
+
+/* Expands one path glob under |root_pat| (escaped) into kept matches. */
+static int expand(const struct kdev_generic_config *cfg, size_t ri, size_t gi, size_t pi,
+                  const char *root_pat, size_t root_len, const struct kdev_generic_options *opts,
+                  struct matches *out, struct kdev_err *err)
+{
+        const struct kdev_generic_path *p = &cfg->resources[ri].groups[gi].paths[pi];
+        size_t plen = strlen(root_pat) + strlen(p->path) + 1;
+        char *pattern = malloc(plen);
+        if (!pattern)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        snprintf(pattern, plen, "%s%s", root_pat, p->path);
+
+        glob_t g;
+        memset(&g, 0, sizeof(g));
+        int grc = glob(pattern, GLOB_NOSORT, NULL, &g);
+        free(pattern);
+        if (grc == GLOB_NOMATCH) {
+                globfree(&g);
+                return 0;
+        }
+        if (grc != 0) {
+                globfree(&g);
+                if (grc == GLOB_NOSPACE)
+                        return kdev_err_set(err, ENOMEM, "out of memory");
+                return kdev_err_set(err, EIO,
+                                    "%s:%u:%u: generic.devices[%zu].groups[%zu].paths[%zu].path: "
+                                    "cannot expand \"%s\": read error",
+                                    cfg->source, p->line, p->column, ri, gi, pi, p->path);
+        }
+        if (g.gl_pathc > KDEV_GENERIC_MATCHES_MAX) {
+                size_t n = g.gl_pathc;
+                globfree(&g);
+                return kdev_err_set(err, E2BIG,
+                                    "%s:%u:%u: generic.devices[%zu].groups[%zu].paths[%zu].path: "
+                                    "\"%s\" matches %zu entries, more than the limit of %d",
+                                    cfg->source, p->line, p->column, ri, gi, pi, p->path, n,
+                                    KDEV_GENERIC_MATCHES_MAX);
+        }
+        out->v = calloc(g.gl_pathc ? g.gl_pathc : 1, sizeof(*out->v));
+        if (!out->v) {
+                globfree(&g);
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+                const char *m = g.gl_pathv[i];
+                struct stat st;
+                if (lstat(m, &st) < 0)
+                        continue;
+                char *real = realpath(m, NULL);
+                if (!real)
+                        continue; /* dangling symlink, vanished entry */
+                if (stat(real, &st) < 0 ||
+                    !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ||
+                      (S_ISREG(st.st_mode) && opts->allow_regular_files))) {
+                        free(real);
+                        continue;
+                }
+                /* glob returns the pattern's root prefix unescaped: strip its length. */
+                const char *named = strlen(m) >= root_len ? m + root_len : m;
+                struct match *mm = &out->v[out->n];
+                mm->real = real;
+                mm->named = strdup(named);
+                out->n++;
+                if (!mm->named) {
+                        globfree(&g);
+                        matches_clear(out);
+                        return kdev_err_set(err, ENOMEM, "out of memory");
+                }
+        }
+        globfree(&g);
+        qsort(out->v, out->n, sizeof(*out->v), match_cmp);
+        return 0;
+}
+
+static char *container_path(const struct kdev_generic_path *p, const struct match *m)
+{
+        if (!p->mount_path)
+                return strdup(m->named);
+        size_t n = strlen(p->mount_path);
+        if (n == 0 || p->mount_path[n - 1] != '/')
+                return strdup(p->mount_path);
+        const char *b = base_name(m->named);
+        char *s = malloc(n + strlen(b) + 1);
+        if (s) {
+                memcpy(s, p->mount_path, n);
+                strcpy(s + n, b);
+        }
+        return s;
+}
+
+/* Devices of one resource under construction. */
+struct dev_list {
+        struct kdev_device *v;
+        size_t n;
+        size_t *group; /* group index of each device */
+};
+
+static void dev_list_clear(struct dev_list *l)
+{
+        for (size_t i = 0; i < l->n; i++)
+                kdev_device_clear(&l->v[i]);
+        free(l->v);
+        free(l->group);
+        memset(l, 0, sizeof(*l));
+}
+
+/* Builds the devices of group |gi| of resource |ri| from the matches of each
+ * path; appends to |l| (capacity already reserved). */
+static int build_group(const struct kdev_generic_group *g, size_t gi, const struct matches *ms,
+                       size_t sets, struct dev_list *l)
+{
+        size_t m0 = ms[0].n;
+        for (size_t i = 0; i < sets; i++) {
+                char base[PATH_MAX + 32];
+                if (sets > m0)
+                        snprintf(base, sizeof(base), "%s-%zu", base_name(ms[0].v[i % m0].named),
+                                 i / m0);
+                else
+                        snprintf(base, sizeof(base), "%s", base_name(ms[0].v[i % m0].named));
+                for (unsigned r = 0; r < g->count; r++) {
+                        struct kdev_device *d = &l->v[l->n];
+                        l->group[l->n] = gi;
+                        l->n++;
+                        d->healthy = true;
+                        d->numa_node = -1;
+                        if (g->count > 1) {
+                                size_t len = strlen(base) + 16;
+                                d->id = malloc(len);
+                                if (d->id)
+                                        snprintf(d->id, len, "%s::%u", base, r);
+                        } else {
+                                d->id = strdup(base);
+                        }
+                        d->specs = calloc(g->n_paths, sizeof(*d->specs));
+                        if (!d->id || !d->specs)
+                                return -ENOMEM;
+                        d->n_specs = g->n_paths;
+                        for (size_t k = 0; k < g->n_paths; k++) {
+                                const struct match *m = &ms[k].v[i % ms[k].n];
+                                struct kdev_device_spec *s = &d->specs[k];
+                                s->container_path = container_path(&g->paths[k], m);
+                                s->host_path = strdup(m->real);
+                                s->permissions = strdup(g->paths[k].permissions);
+                                if (!s->container_path || !s->host_path || !s->permissions)
+                                        return -ENOMEM;
+                        }
+                }
+        }
+        return 0;
+}
+
+struct id_ref {
+        const char *id;
+        size_t idx;
+};
+
+static int id_ref_cmp(const void *pa, const void *pb)
+{
+        const struct id_ref *a = pa, *b = pb;
+        int c = strcmp(a->id, b->id);
+        if (c)
+                return c;
+        return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* Sorted (id, index) pairs of |l|, or NULL on ENOMEM. */
+static struct id_ref *sorted_ids(const struct dev_list *l)
+{
+        struct id_ref *v = malloc((l->n ? l->n : 1) * sizeof(*v));
+        if (!v)
+                return NULL;
+        for (size_t i = 0; i < l->n; i++)
+                v[i] = (struct id_ref){l->v[i].id, i};
+        qsort(v, l->n, sizeof(*v), id_ref_cmp);
+        return v;
+}
+
+/* Prefixes "g<group>-" to the IDs of groups that share an ID with another
+ * group, then checks that IDs are unique, short and printable. */
+static int fix_ids(const struct kdev_generic_config *cfg, size_t ri, struct dev_list *l,
+                   struct kdev_err *err)
+{
+        const struct kdev_generic_resource *res = &cfg->resources[ri];
+        struct id_ref *ids = sorted_ids(l);
+        bool *prefix = calloc(res->n_groups, sizeof(*prefix));
+        if (!ids || !prefix) {
+                free(ids);
+                free(prefix);
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        }
+        bool any = false;
+        for (size_t i = 1; i < l->n; i++) {
+                if (strcmp(ids[i].id, ids[i - 1].id) == 0 &&
+                    l->group[ids[i].idx] != l->group[ids[i - 1].idx]) {
+                        prefix[l->group[ids[i].idx]] = true;
+                        prefix[l->group[ids[i - 1].idx]] = true;
+                        any = true;
+                }
+        }
+        free(ids);
+        ids = NULL;
+        for (size_t i = 0; any && i < l->n; i++) {
+                size_t gi = l->group[i];
+                if (!prefix[gi])
+                        continue;
+                size_t len = strlen(l->v[i].id) + 32;
+                char *s = malloc(len);
+                if (!s) {
+                        free(prefix);
+                        return kdev_err_set(err, ENOMEM, "out of memory");
+                }
+                snprintf(s, len, "g%zu-%s", gi, l->v[i].id);
+                free(l->v[i].id);
+                l->v[i].id = s;
+        }
+        free(prefix);
+
+        for (size_t i = 0; i < l->n; i++) {
+                const struct kdev_generic_group *g = &res->groups[l->group[i]];
+                const char *id = l->v[i].id;
+                if (strlen(id) > KDEV_DEVICE_ID_MAX)
+                        return kdev_err_set(err, EINVAL,
+                                            "%s:%u:%u: generic.devices[%zu].groups[%zu]: device "
+                                            "ID \"%s\" of resource %s is longer than %d "
+                                            "characters",
+                                            cfg->source, g->line, g->column, ri, l->group[i], id,
+                                            res->name, KDEV_DEVICE_ID_MAX);
+                for (const char *p = id; *p; p++) {
+                        if (*p <= ' ' || *p > '~')
+                                return kdev_err_set(err, EINVAL,
+                                                    "%s:%u:%u: generic.devices[%zu].groups[%zu]: "
+                                                    "device ID \"%s\" of resource %s has a "
+                                                    "character that is not printable ASCII",
+                                                    cfg->source, g->line, g->column, ri,
+                                                    l->group[i], id, res->name);
+                }
+        }
+        ids = sorted_ids(l);
+        if (!ids)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        for (size_t i = 1; i < l->n; i++) {
+                if (strcmp(ids[i].id, ids[i - 1].id) != 0)
+                        continue;
+                size_t gi = l->group[ids[i].idx];
+                const struct kdev_generic_group *g = &res->groups[gi];
+                int rc = kdev_err_set(err, EINVAL,
+                                      "%s:%u:%u: generic.devices[%zu].groups[%zu]: device ID "
+                                      "\"%s\" of resource %s is not unique (matches of the "
+                                      "first path must have distinct basenames)",
+                                      cfg->source, g->line, g->column, ri, gi, ids[i].id,
+                                      res->name);
+                free(ids);
+                return rc;
+        }
+        free(ids);
+        return 0;
+}
+
+static int discover_resource(const struct kdev_generic_config *cfg, size_t ri,
+                             const char *root_pat, size_t root_len,
+                             const struct kdev_generic_options *opts, struct kdev_resource *out,
+                             struct kdev_err *err)
+{
+        const struct kdev_generic_resource *res = &cfg->resources[ri];
+        struct matches *ms = NULL;
+        size_t *sets = calloc(res->n_groups, sizeof(*sets));
+        struct matches **all = calloc(res->n_groups, sizeof(*all));
+        struct dev_list l = {0};
+        int rc = 0;
+        size_t total = 0;
+
+        if (!sets || !all) {
+                rc = kdev_err_set(err, ENOMEM, "out of memory");
+                goto out;
+        }
+        for (size_t gi = 0; gi < res->n_groups; gi++) {
+                const struct kdev_generic_group *g = &res->groups[gi];
+                ms = calloc(g->n_paths, sizeof(*ms));
+                if (!ms) {
+                        rc = kdev_err_set(err, ENOMEM, "out of memory");
+                        goto out;
+                }
+                all[gi] = ms;
+                size_t n_sets = SIZE_MAX;
+                for (size_t pi = 0; pi < g->n_paths; pi++) {
+                        rc = expand(cfg, ri, gi, pi, root_pat, root_len, opts, &ms[pi], err);
+                        if (rc < 0)
+                                goto out;
+                        size_t s = ms[pi].n * g->paths[pi].limit;
+                        if (s < n_sets)
+                                n_sets = s;
+                }
+                sets[gi] = n_sets;
+                total += n_sets * g->count;
+                if (total > KDEV_GENERIC_DEVICES_MAX) {
+                        rc = kdev_err_set(err, E2BIG,
+                                          "%s:%u:%u: generic.devices[%zu]: resource %s has more "
+                                          "than %d devices",
+                                          cfg->source, res->line, res->column, ri, res->name,
+                                          KDEV_GENERIC_DEVICES_MAX);
+                        goto out;
+                }
+        }
+        if (total > 0) {
+                l.v = calloc(total, sizeof(*l.v));
+                l.group = calloc(total, sizeof(*l.group));
+                if (!l.v || !l.group) {
+                        rc = kdev_err_set(err, ENOMEM, "out of memory");
+                        goto out;
+                }
+        }
+        for (size_t gi = 0; gi < res->n_groups; gi++) {
+                if (sets[gi] == 0)
+                        continue;
+                rc = build_group(&res->groups[gi], gi, all[gi], sets[gi], &l);
+                if (rc < 0) {
+                        rc = kdev_err_set(err, ENOMEM, "out of memory");
+                        goto out;
+                }
+        }
+        rc = fix_ids(cfg, ri, &l, err);
+        if (rc < 0)
+                goto out;
+        out->name = strdup(res->name);
+        if (!out->name) {
+                rc = kdev_err_set(err, ENOMEM, "out of memory");
+                goto out;
+        }
+        out->devices = l.v;
+        out->n_devices = l.n;
+        l.v = NULL;
+        l.n = 0;
+out:
+        dev_list_clear(&l);
+        for (size_t gi = 0; all && gi < res->n_groups; gi++) {
+                if (!all[gi])
+                        continue;
+                for (size_t pi = 0; pi < res->groups[gi].n_paths; pi++)
+                        matches_clear(&all[gi][pi]);
+                free(all[gi]);
+        }
+        free(all);
+        free(sets);
+        return rc;
+}
+
+int kdev_generic_discover(const struct kdev_generic_config *cfg,
+                          const struct kdev_generic_options *opts, struct kdev_resource_set *out,
+                          struct kdev_err *err)
+{
+        static const struct kdev_generic_options defaults = {NULL, false};
+        if (!cfg || !out)
+                return kdev_err_set(err, EINVAL, "kdev_generic_discover: invalid arguments");
+        if (!opts)
+                opts = &defaults;
+        const char *root = opts->root ? opts->root : "";
+        if (root[0]) {
+                struct stat st;
+                if (stat(root, &st) < 0)
+                        return kdev_err_set(err, errno, "root \"%s\": %s", root, strerror(errno));
+                if (!S_ISDIR(st.st_mode))
+                        return kdev_err_set(err, ENOTDIR, "root \"%s\": %s", root,
+                                            strerror(ENOTDIR));
+        }
+        for (size_t i = 0; i < cfg->n_resources; i++) {
+                for (size_t j = 0; j < out->n_resources; j++) {
+                        if (strcmp(out->resources[j].name, cfg->resources[i].name) == 0)
+                                return kdev_err_set(err, EEXIST,
+                                                    "resource %s is already defined",
+                                                    cfg->resources[i].name);
+                }
+        }
+        char *root_pat = escape_root(root);
+        if (!root_pat)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        /* Length of the unescaped root prefix that glob puts in front of matches. */
+        size_t root_len = strlen(root);
+        while (root_len > 0 && root[root_len - 1] == '/')
+                root_len--;
+
+        size_t n_old = out->n_resources;
+        struct kdev_resource *v =
+                realloc(out->resources, (n_old + cfg->n_resources + 1) * sizeof(*v));
+        if (!v) {
+                free(root_pat);
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        }
+        out->resources = v;
+        int rc = 0;
+        size_t done = 0;
+        for (; done < cfg->n_resources; done++) {
+                struct kdev_resource *r = &v[n_old + done];
+                memset(r, 0, sizeof(*r));
+                rc = discover_resource(cfg, done, root_pat, root_len, opts, r, err);
+                if (rc < 0)
+                        break;
+        }
+        free(root_pat);
+        if (rc < 0) {
+                for (size_t i = 0; i < done; i++)
+                        kdev_resource_clear(&v[n_old + i]);
+                return rc;
+        }
+        out->n_resources = n_old + cfg->n_resources;
+        return 0;
+}

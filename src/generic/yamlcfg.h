@@ -1,0 +1,99 @@
+/* Strict, table-driven reading of a YAML configuration document (libyaml).
+ *
+ * Internal to kdev (the generic backend's config now; the NVIDIA-compatible
+ * section later adds its own tables). A schema is a set of mapping tables
+ * (key, required, handler); handlers read one value node into a C struct.
+ * Every error is reported as `file:line:column: key.path[i]: message` with the
+ * 1-based position of the offending node, and processing stops at the first
+ * error. Unknown keys, repeated keys, wrong node kinds, YAML anchors/aliases
+ * and multi-document files are errors.
+ */
+#ifndef KDEV_GENERIC_YAMLCFG_H
+#define KDEV_GENERIC_YAMLCFG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <yaml.h>
+
+#include "common/err.h"
+
+/* Largest configuration file read (bytes). */
+#define KDEV_YCFG_FILE_MAX (1024 * 1024)
+
+struct kdev_ycfg {
+        const char *file;       /* display name used in messages */
+        yaml_document_t doc;    /* the parsed document */
+        bool have_doc;
+        unsigned char *visited; /* per node: already read (alias detection) */
+        size_t n_nodes;
+        char path[512];         /* key path of the node being read */
+        size_t path_len;
+        struct kdev_err *err;
+};
+
+/* Reads one value node; |obj| is the struct being filled (the mapping's
+ * object for mapping fields, the element for list items). Returns 0 or a
+ * negative errno after setting c->err (use kdev_ycfg_fail). */
+typedef int (*kdev_ycfg_fn)(struct kdev_ycfg *c, yaml_node_t *node, void *obj);
+
+struct kdev_ycfg_field {
+        const char *key;
+        bool required;
+        kdev_ycfg_fn fn;
+};
+
+/* Reads |path| (at most KDEV_YCFG_FILE_MAX bytes) into a malloc'ed,
+ * NUL-terminated buffer. Errors: `<path>: cannot read: <strerror>` with the
+ * errno, `<path>: the file is larger than 1048576 bytes` (-EFBIG). */
+int kdev_ycfg_read_file(const char *path, char **text, size_t *len, struct kdev_err *err);
+
+/* Parses |text| (|len| bytes) as exactly one YAML document into |c|, whose
+ * messages name |file|. Errors (-EINVAL): YAML syntax errors with libyaml's
+ * position and problem, an empty document, more than one document. On
+ * success, kdev_ycfg_root() is the root node. Call kdev_ycfg_done() always. */
+int kdev_ycfg_parse(struct kdev_ycfg *c, const char *file, const char *text, size_t len,
+                    struct kdev_err *err);
+
+yaml_node_t *kdev_ycfg_root(struct kdev_ycfg *c);
+
+/* Releases the document of |c|. */
+void kdev_ycfg_done(struct kdev_ycfg *c);
+
+/* Sets c->err to `file:line:column: path: message` at |node| and returns
+ * -EINVAL. */
+int kdev_ycfg_fail(struct kdev_ycfg *c, const yaml_node_t *node, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* Reads mapping |node| with the |n| fields of |fields| into |obj|: unknown,
+ * repeated and non-string keys and missing required keys are errors. */
+int kdev_ycfg_mapping(struct kdev_ycfg *c, yaml_node_t *node, const struct kdev_ycfg_field *fields,
+                      size_t n, void *obj);
+
+/* Reads list |node|: allocates a zeroed array of its items (|elem_size| bytes
+ * each) into *items / *n_items first (so a caller's free function can release
+ * a partly read array), then calls |fn| for each item. |min| and |max| bound
+ * the number of items. */
+int kdev_ycfg_list(struct kdev_ycfg *c, yaml_node_t *node, size_t min, size_t max,
+                   size_t elem_size, void **items, size_t *n_items, kdev_ycfg_fn fn);
+
+/* Reads a string scalar (not null) into a malloc'ed copy. */
+int kdev_ycfg_string(struct kdev_ycfg *c, yaml_node_t *node, char **out);
+
+/* Reads a plain (unquoted) decimal integer scalar in [min, max]. */
+int kdev_ycfg_uint(struct kdev_ycfg *c, yaml_node_t *node, unsigned min, unsigned max,
+                   unsigned *out);
+
+/* Appends printf-formatted text to the key path (".key" or "[i]"); returns
+ * the mark to give kdev_ycfg_path_pop() to remove it again. */
+size_t kdev_ycfg_path_push(struct kdev_ycfg *c, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+void kdev_ycfg_path_pop(struct kdev_ycfg *c, size_t mark);
+
+/* Value node of |key| in mapping |node|, or NULL. */
+yaml_node_t *kdev_ycfg_lookup(struct kdev_ycfg *c, yaml_node_t *node, const char *key);
+
+/* 1-based position of |node|. */
+unsigned kdev_ycfg_line(const yaml_node_t *node);
+unsigned kdev_ycfg_column(const yaml_node_t *node);
+
+#endif /* KDEV_GENERIC_YAMLCFG_H */

@@ -1,0 +1,304 @@
+/* Allocate payload: device IDs -> DeviceSpecs of one ContainerAllocateResponse. */
+#include "model/model.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/lookup.h"
+
+enum { PERM_R = 1, PERM_W = 2, PERM_M = 4 };
+
+static unsigned perms_mask(const char *p)
+{
+        unsigned m = 0;
+        if (!p)
+                p = "rw";
+        for (; *p; p++) {
+                if (*p == 'r')
+                        m |= PERM_R;
+                else if (*p == 'w')
+                        m |= PERM_W;
+                else if (*p == 'm')
+                        m |= PERM_M;
+        }
+        return m;
+}
+
+static void perms_text(unsigned m, char out[4])
+{
+        size_t n = 0;
+        if (m & PERM_R)
+                out[n++] = 'r';
+        if (m & PERM_W)
+                out[n++] = 'w';
+        if (m & PERM_M)
+                out[n++] = 'm';
+        out[n] = '\0';
+}
+
+struct spec_ent {
+        const struct kdev_device_spec *spec;
+        const struct kdev_device *dev;
+        size_t order;
+        unsigned perms;
+        int keep;
+};
+
+static int path_cmp(const char *a, const char *b)
+{
+        return strcmp(a ? a : "", b ? b : "");
+}
+
+static int ent_cmp_path(const void *pa, const void *pb)
+{
+        const struct spec_ent *a = pa, *b = pb;
+        int c = path_cmp(a->spec->container_path, b->spec->container_path);
+        if (c)
+                return c;
+        return a->order < b->order ? -1 : a->order > b->order;
+}
+
+static int ent_cmp_order(const void *pa, const void *pb)
+{
+        const struct spec_ent *a = pa, *b = pb;
+        return a->order < b->order ? -1 : a->order > b->order;
+}
+
+struct dev_ref {
+        const struct kdev_device *dev;
+        size_t idx;
+};
+
+static int ref_cmp(const void *pa, const void *pb)
+{
+        const struct dev_ref *a = pa, *b = pb;
+        if (a->dev != b->dev)
+                return (uintptr_t)a->dev < (uintptr_t)b->dev ? -1 : 1;
+        return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+static char *dup_or_empty(const char *s)
+{
+        return strdup(s ? s : "");
+}
+
+static void free_pb_string(char *s)
+{
+        if (s && s != protobuf_c_empty_string)
+                free(s);
+}
+
+void kdev_allocate_response_free_contents(V1beta1__ContainerAllocateResponse *resp)
+{
+        if (!resp)
+                return;
+        for (size_t i = 0; i < resp->n_envs; i++) {
+                if (!resp->envs[i])
+                        continue;
+                free_pb_string(resp->envs[i]->key);
+                free_pb_string(resp->envs[i]->value);
+                free(resp->envs[i]);
+        }
+        free(resp->envs);
+        for (size_t i = 0; i < resp->n_mounts; i++) {
+                if (!resp->mounts[i])
+                        continue;
+                free_pb_string(resp->mounts[i]->container_path);
+                free_pb_string(resp->mounts[i]->host_path);
+                free(resp->mounts[i]);
+        }
+        free(resp->mounts);
+        for (size_t i = 0; i < resp->n_devices; i++) {
+                if (!resp->devices[i])
+                        continue;
+                free_pb_string(resp->devices[i]->container_path);
+                free_pb_string(resp->devices[i]->host_path);
+                free_pb_string(resp->devices[i]->permissions);
+                free(resp->devices[i]);
+        }
+        free(resp->devices);
+        for (size_t i = 0; i < resp->n_annotations; i++) {
+                if (!resp->annotations[i])
+                        continue;
+                free_pb_string(resp->annotations[i]->key);
+                free_pb_string(resp->annotations[i]->value);
+                free(resp->annotations[i]);
+        }
+        free(resp->annotations);
+        for (size_t i = 0; i < resp->n_cdi_devices; i++) {
+                if (!resp->cdi_devices[i])
+                        continue;
+                free_pb_string(resp->cdi_devices[i]->name);
+                free(resp->cdi_devices[i]);
+        }
+        free(resp->cdi_devices);
+        V1beta1__ContainerAllocateResponse init = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+        *resp = init;
+}
+
+static void free_specs(V1beta1__DeviceSpec **v, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                free_pb_string(v[i]->container_path);
+                free_pb_string(v[i]->host_path);
+                free_pb_string(v[i]->permissions);
+                free(v[i]);
+        }
+        free(v);
+}
+
+/* Resolves and checks the requested IDs; fills devs[0..n_ids). */
+static int resolve_request(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
+                           const struct kdev_device **devs, struct kdev_err *err)
+{
+        struct kdev_lookup lk;
+        int rc = kdev_lookup_init(&lk, r, n_ids);
+        if (rc < 0)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        for (size_t i = 0; i < n_ids; i++) {
+                const char *id = ids[i] ? ids[i] : "";
+                devs[i] = kdev_lookup_find(&lk, id);
+                if (!devs[i]) {
+                        kdev_lookup_free(&lk);
+                        return kdev_err_set(err, EINVAL, "unknown device \"%s\" for resource %s",
+                                            id, r->name);
+                }
+                if (!devs[i]->healthy) {
+                        kdev_lookup_free(&lk);
+                        return kdev_err_set(err, EINVAL,
+                                            "device \"%s\" of resource %s is unhealthy", id,
+                                            r->name);
+                }
+        }
+        kdev_lookup_free(&lk);
+
+        /* Repeated IDs: sort (device, position) pairs; report the repeat that
+         * comes first in the request. */
+        struct dev_ref *refs = malloc(n_ids * sizeof(*refs));
+        if (!refs)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        for (size_t i = 0; i < n_ids; i++)
+                refs[i] = (struct dev_ref){devs[i], i};
+        qsort(refs, n_ids, sizeof(*refs), ref_cmp);
+        size_t dup = SIZE_MAX;
+        for (size_t i = 1; i < n_ids; i++) {
+                if (refs[i].dev == refs[i - 1].dev && refs[i].idx < dup)
+                        dup = refs[i].idx;
+        }
+        free(refs);
+        if (dup != SIZE_MAX)
+                return kdev_err_set(err, EINVAL,
+                                    "device \"%s\" of resource %s is requested more than once",
+                                    devs[dup]->id, r->name);
+        return 0;
+}
+
+int kdev_resource_allocate(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
+                           V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
+{
+        if (!r || !out || (n_ids && !ids))
+                return kdev_err_set(err, EINVAL, "kdev_resource_allocate: invalid arguments");
+        if (n_ids == 0)
+                return kdev_err_set(err, EINVAL, "empty allocation request for resource %s",
+                                    r->name);
+        if (out->n_devices != 0)
+                return kdev_err_set(err, EINVAL,
+                                    "kdev_resource_allocate: response already has devices");
+
+        const struct kdev_device **devs = malloc(n_ids * sizeof(*devs));
+        if (!devs)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        int rc = resolve_request(r, ids, n_ids, devs, err);
+        if (rc < 0) {
+                free(devs);
+                return rc;
+        }
+
+        size_t k = 0;
+        for (size_t i = 0; i < n_ids; i++)
+                k += devs[i]->n_specs;
+        struct spec_ent *ents = malloc((k ? k : 1) * sizeof(*ents));
+        if (!ents) {
+                free(devs);
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        }
+        size_t o = 0;
+        for (size_t i = 0; i < n_ids; i++) {
+                for (size_t j = 0; j < devs[i]->n_specs; j++, o++) {
+                        const struct kdev_device_spec *s = &devs[i]->specs[j];
+                        ents[o] = (struct spec_ent){s, devs[i], o, perms_mask(s->permissions), 0};
+                }
+        }
+        free(devs);
+
+        /* Group by container path; the first in request order is kept and
+         * takes the union of the group's permissions. */
+        qsort(ents, k, sizeof(*ents), ent_cmp_path);
+        size_t kept = 0;
+        for (size_t i = 0; i < k;) {
+                size_t j = i + 1;
+                ents[i].keep = 1;
+                kept++;
+                for (; j < k && path_cmp(ents[j].spec->container_path,
+                                         ents[i].spec->container_path) == 0;
+                     j++) {
+                        if (path_cmp(ents[j].spec->host_path, ents[i].spec->host_path) != 0) {
+                                rc = kdev_err_set(err, EINVAL,
+                                                  "devices \"%s\" and \"%s\" of resource %s both "
+                                                  "use container path \"%s\" for different host "
+                                                  "paths \"%s\" and \"%s\"",
+                                                  ents[i].dev->id, ents[j].dev->id, r->name,
+                                                  ents[i].spec->container_path
+                                                          ? ents[i].spec->container_path : "",
+                                                  ents[i].spec->host_path
+                                                          ? ents[i].spec->host_path : "",
+                                                  ents[j].spec->host_path
+                                                          ? ents[j].spec->host_path : "");
+                                free(ents);
+                                return rc;
+                        }
+                        ents[i].perms |= ents[j].perms;
+                }
+                i = j;
+        }
+        qsort(ents, k, sizeof(*ents), ent_cmp_order);
+
+        V1beta1__DeviceSpec **specs = calloc(kept ? kept : 1, sizeof(*specs));
+        if (!specs) {
+                free(ents);
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        }
+        size_t n = 0;
+        for (size_t i = 0; i < k; i++) {
+                if (!ents[i].keep)
+                        continue;
+                V1beta1__DeviceSpec *ds = malloc(sizeof(*ds));
+                if (!ds)
+                        goto nomem;
+                V1beta1__DeviceSpec init = V1BETA1__DEVICE_SPEC__INIT;
+                *ds = init;
+                specs[n++] = ds;
+                char p[4];
+                perms_text(ents[i].perms, p);
+                ds->container_path = dup_or_empty(ents[i].spec->container_path);
+                ds->host_path = dup_or_empty(ents[i].spec->host_path);
+                ds->permissions = strdup(p);
+                if (!ds->container_path || !ds->host_path || !ds->permissions)
+                        goto nomem;
+        }
+        free(ents);
+        if (n == 0) {
+                free(specs);
+                specs = NULL;
+        }
+        out->devices = specs;
+        out->n_devices = n;
+        return 0;
+
+nomem:
+        free(ents);
+        free_specs(specs, n);
+        return kdev_err_set(err, ENOMEM, "out of memory");
+}

@@ -1,0 +1,376 @@
+/* Generic backend config loader: valid files and every kind of error, with
+ * exact messages. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "generic/generic.h"
+
+#define HEAD "version: v1\ngeneric:\n  devices:\n"
+
+static void test_parse_valid(void **state)
+{
+        (void)state;
+        const char *text = HEAD
+                "    - name: example.com/fuse\n"
+                "      groups:\n"
+                "        - paths:\n"
+                "            - path: /dev/fuse\n"
+                "          count: 4\n"
+                "    - name: example.com/tty\n"
+                "      groups:\n"
+                "        - paths:\n"
+                "            - path: /dev/ttyS*\n"
+                "              mountPath: /dev/serial/\n"
+                "              permissions: mwr\n"
+                "              limit: 3\n"
+                "            - path: /dev/null\n"
+                "              permissions: \"r\"\n"
+                "        - count: 2\n"
+                "          paths: [{path: /dev/zero}]\n";
+        struct kdev_generic_config *cfg = NULL;
+        struct kdev_err e;
+        kdev_err_clear(&e);
+        int rc = kdev_generic_config_parse("demo.yaml", text, strlen(text), &cfg, &e);
+        if (rc != 0)
+                fail_msg("%s", e.msg);
+        assert_string_equal(cfg->source, "demo.yaml");
+        assert_int_equal(cfg->n_resources, 2);
+        const struct kdev_generic_resource *r = &cfg->resources[0];
+        assert_string_equal(r->name, "example.com/fuse");
+        assert_int_equal(r->line, 4);
+        assert_int_equal(r->column, 7);
+        assert_int_equal(r->n_groups, 1);
+        assert_int_equal(r->groups[0].count, 4);
+        assert_int_equal(r->groups[0].n_paths, 1);
+        assert_string_equal(r->groups[0].paths[0].path, "/dev/fuse");
+        assert_null(r->groups[0].paths[0].mount_path);
+        assert_string_equal(r->groups[0].paths[0].permissions, "rw");
+        assert_int_equal(r->groups[0].paths[0].limit, 1);
+        assert_int_equal(r->groups[0].paths[0].line, 7);
+        assert_int_equal(r->groups[0].paths[0].column, 21);
+
+        r = &cfg->resources[1];
+        assert_string_equal(r->name, "example.com/tty");
+        assert_int_equal(r->n_groups, 2);
+        assert_int_equal(r->groups[0].count, 1);
+        assert_int_equal(r->groups[0].n_paths, 2);
+        assert_string_equal(r->groups[0].paths[0].path, "/dev/ttyS*");
+        assert_string_equal(r->groups[0].paths[0].mount_path, "/dev/serial/");
+        assert_string_equal(r->groups[0].paths[0].permissions, "rwm");
+        assert_int_equal(r->groups[0].paths[0].limit, 3);
+        assert_string_equal(r->groups[0].paths[1].permissions, "r");
+        assert_int_equal(r->groups[1].count, 2);
+        assert_string_equal(r->groups[1].paths[0].path, "/dev/zero");
+        kdev_generic_config_free(cfg);
+        kdev_generic_config_free(NULL);
+}
+
+static void test_parse_minimal(void **state)
+{
+        (void)state;
+        struct kdev_generic_config *cfg = NULL;
+        const char *texts[] = {"version: v1\n", "version: v1\ngeneric:\n  devices: []\n"};
+        for (size_t i = 0; i < 2; i++) {
+                assert_int_equal(kdev_generic_config_parse("m.yaml", texts[i], strlen(texts[i]),
+                                                           &cfg, NULL),
+                                 0);
+                assert_int_equal(cfg->n_resources, 0);
+                kdev_generic_config_free(cfg);
+        }
+}
+
+struct bad {
+        const char *text;
+        const char *msg;
+};
+
+/* One resource, one group, one path: lines 4..8; count value at 8:18. */
+#define ONE(path_extra, group_extra)                                                               \
+        HEAD "    - name: example.com/fuse\n"                                                      \
+             "      groups:\n"                                                                     \
+             "        - paths:\n"                                                                  \
+             "            - path: /dev/fuse\n" path_extra group_extra
+
+static const struct bad bad_cases[] = {
+        {ONE("", "          count: 0\n"),
+         "demo.yaml:8:18: generic.devices[0].groups[0].count: must be an integer between 1 and "
+         "1000, got \"0\""},
+        {ONE("", "          count: abc\n"),
+         "demo.yaml:8:18: generic.devices[0].groups[0].count: must be an integer between 1 and "
+         "1000, got \"abc\""},
+        {ONE("", "          count: 1001\n"),
+         "demo.yaml:8:18: generic.devices[0].groups[0].count: must be an integer between 1 and "
+         "1000, got \"1001\""},
+        {ONE("", "          count: -1\n"),
+         "demo.yaml:8:18: generic.devices[0].groups[0].count: must be an integer between 1 and "
+         "1000, got \"-1\""},
+        {ONE("", "          count: 99999999999999999999\n"),
+         "demo.yaml:8:18: generic.devices[0].groups[0].count: must be an integer between 1 and "
+         "1000, got \"99999999999999999999\""},
+        {ONE("", "          count: \"4\"\n"),
+         "demo.yaml:8:18: generic.devices[0].groups[0].count: must be an integer between 1 and "
+         "1000, got the quoted string \"4\""},
+        {ONE("", "          count: [1]\n"),
+         "demo.yaml:8:18: generic.devices[0].groups[0].count: must be an integer between 1 and "
+         "1000, got a list"},
+        {ONE("", "          count:\n"),
+         "demo.yaml:8:17: generic.devices[0].groups[0].count: must be an integer between 1 and "
+         "1000, got null"},
+        {ONE("              permissions: x\n", ""),
+         "demo.yaml:8:28: generic.devices[0].groups[0].paths[0].permissions: must be a "
+         "combination of \"r\", \"w\" and \"m\", each at most once, got \"x\""},
+        {ONE("              permissions: rr\n", ""),
+         "demo.yaml:8:28: generic.devices[0].groups[0].paths[0].permissions: must be a "
+         "combination of \"r\", \"w\" and \"m\", each at most once, got \"rr\""},
+        {ONE("              permissions: \"\"\n", ""),
+         "demo.yaml:8:28: generic.devices[0].groups[0].paths[0].permissions: must be a "
+         "combination of \"r\", \"w\" and \"m\", each at most once, got \"\""},
+        {ONE("              limit: 0\n", ""),
+         "demo.yaml:8:22: generic.devices[0].groups[0].paths[0].limit: must be an integer "
+         "between 1 and 1000, got \"0\""},
+        {ONE("              mountPath: dev/fuse\n", ""),
+         "demo.yaml:8:26: generic.devices[0].groups[0].paths[0].mountPath: must be an absolute "
+         "path, got \"dev/fuse\""},
+        {ONE("              mountPath: /dev/../etc\n", ""),
+         "demo.yaml:8:26: generic.devices[0].groups[0].paths[0].mountPath: must not contain "
+         "\".\" or \"..\" components, got \"/dev/../etc\""},
+        {ONE("              pth: /x\n", ""),
+         "demo.yaml:8:15: generic.devices[0].groups[0].paths[0].pth: unknown key (expected one "
+         "of: path, mountPath, permissions, limit)"},
+        {ONE("              path: /x\n", ""),
+         "demo.yaml:8:15: generic.devices[0].groups[0].paths[0].path: duplicate key (first at "
+         "line 7, column 15)"},
+        {ONE("", "          cnt: 2\n"),
+         "demo.yaml:8:11: generic.devices[0].groups[0].cnt: unknown key (expected one of: paths, "
+         "count)"},
+        {HEAD "    - name: example.com/fuse\n"
+              "      groups:\n"
+              "        - paths:\n"
+              "            - path: dev/fuse\n",
+         "demo.yaml:7:21: generic.devices[0].groups[0].paths[0].path: must be an absolute path, "
+         "got \"dev/fuse\""},
+        {HEAD "    - name: example.com/fuse\n"
+              "      groups:\n"
+              "        - paths:\n"
+              "            - path: /dev/\n",
+         "demo.yaml:7:21: generic.devices[0].groups[0].paths[0].path: must not end with '/', "
+         "got \"/dev/\""},
+        {HEAD "    - name: example.com/fuse\n"
+              "      groups:\n"
+              "        - paths:\n"
+              "            - path: /dev/./fuse\n",
+         "demo.yaml:7:21: generic.devices[0].groups[0].paths[0].path: must not contain \".\" or "
+         "\"..\" components, got \"/dev/./fuse\""},
+        {HEAD "    - name: example.com/fuse\n"
+              "      groups:\n"
+              "        - paths:\n"
+              "            - mountPath: /dev/fuse\n",
+         "demo.yaml:7:15: generic.devices[0].groups[0].paths[0]: missing required key \"path\""},
+        {HEAD "    - name: example.com/fuse\n"
+              "      groups:\n"
+              "        - count: 2\n",
+         "demo.yaml:6:11: generic.devices[0].groups[0]: missing required key \"paths\""},
+        {HEAD "    - name: example.com/fuse\n"
+              "      groups:\n"
+              "        - paths: []\n",
+         "demo.yaml:6:18: generic.devices[0].groups[0].paths: must have at least 1 entry"},
+        {HEAD "    - name: example.com/fuse\n"
+              "      groups:\n"
+              "        paths:\n"
+              "          - path: /dev/fuse\n",
+         "demo.yaml:6:9: generic.devices[0].groups: must be a list, got a mapping"},
+        {HEAD "    - name: example.com/fuse\n"
+              "      groups: []\n",
+         "demo.yaml:5:15: generic.devices[0].groups: must have at least 1 entry"},
+        {HEAD "    - name: example.com/fuse\n",
+         "demo.yaml:4:7: generic.devices[0]: missing required key \"groups\""},
+        {HEAD "    - name:\n"
+              "      groups: []\n",
+         "demo.yaml:4:12: generic.devices[0].name: must be a string, got null"},
+        {HEAD "    - name: gpu\n"
+              "      groups: []\n",
+         "demo.yaml:4:13: generic.devices[0].name: resource name \"gpu\" is invalid: it must have "
+         "the form <domain>/<name>"},
+        {HEAD "    - name: kubernetes.io/gpu\n"
+              "      groups: []\n",
+         "demo.yaml:4:13: generic.devices[0].name: resource name \"kubernetes.io/gpu\" is "
+         "invalid: the \"kubernetes.io\" domain is reserved for native resources"},
+        {HEAD "    - name: example.com/a\n"
+              "      groups: [{paths: [{path: /dev/a}]}]\n"
+              "    - groups: [{paths: [{path: /dev/a}]}]\n"
+              "      name: example.com/a\n",
+         "demo.yaml:7:13: generic.devices[1].name: duplicate resource name \"example.com/a\" "
+         "(first at line 4, column 13)"},
+        {HEAD "    - name: example.com/a\n"
+              "      gropus: []\n",
+         "demo.yaml:5:7: generic.devices[0].gropus: unknown key (expected one of: name, groups)"},
+        {HEAD "    name: example.com/a\n",
+         "demo.yaml:4:5: generic.devices: must be a list, got a mapping"},
+        {"version: v1\ngeneric: devices\n",
+         "demo.yaml:2:10: generic: must be a mapping, got \"devices\""},
+        {"version: v1\ngeneric:\n",
+         "demo.yaml:2:9: generic: must be a mapping, got null"},
+        {"version: v1\ngeneric: {}\n",
+         "demo.yaml:2:10: generic: missing required key \"devices\""},
+        {"version: v1\ngeneric:\n  devices: []\nflags: {}\n",
+         "demo.yaml:4:1: flags: unknown key (expected one of: version, generic)"},
+        {"version: v2\n", "demo.yaml:1:10: version: unsupported version \"v2\" (supported: v1)"},
+        {"version: 1\n", "demo.yaml:1:10: version: unsupported version \"1\" (supported: v1)"},
+        {"version: [v1]\n", "demo.yaml:1:10: version: must be a string, got a list"},
+        {"generic:\n  devices: []\n", "demo.yaml:1:1: missing required key \"version\""},
+        {"version: v1\nversion: v1\n",
+         "demo.yaml:2:1: version: duplicate key (first at line 1, column 1)"},
+        {"- version: v1\n", "demo.yaml:1:1: must be a mapping, got a list"},
+        {"v1\n", "demo.yaml:1:1: must be a mapping, got \"v1\""},
+        {"[v1]: x\n", "demo.yaml:1:1: keys must be strings, got a list"},
+        {"", "demo.yaml: the file is empty (no YAML document)"},
+        {"# only a comment\n\n", "demo.yaml: the file is empty (no YAML document)"},
+        {"version: v1\n---\nversion: v1\n", "demo.yaml:2:1: only one YAML document is allowed"},
+        {"version: v1\ngeneric: [\n",
+         "demo.yaml:3:1: YAML syntax error: did not find expected node content (while parsing "
+         "a flow node at line 3, column 1)"},
+        {"version: v1\n  bad: x\n",
+         "demo.yaml:2:6: YAML syntax error: mapping values are not allowed in this context"},
+        {"version: \"v1\n",
+         "demo.yaml:2:1: YAML syntax error: found unexpected end of stream (while scanning a "
+         "quoted scalar at line 1, column 10)"},
+        {"version: *x\n",
+         "demo.yaml:1:10: YAML syntax error: found undefined alias"},
+        {"version: v1\n\xff\xfe: x\n",
+         "demo.yaml: YAML error at byte 12: invalid leading UTF-8 octet"},
+        {HEAD "    - name: example.com/a\n"
+              "      groups:\n"
+              "        - &g\n"
+              "          paths: [{path: /dev/a}]\n"
+              "        - *g\n",
+         "demo.yaml:6:11: generic.devices[0].groups[1]: YAML anchors and aliases are not "
+         "supported"},
+        {HEAD "    - name: &n example.com/a\n"
+              "      groups: [{paths: [{path: *n}]}]\n",
+         "demo.yaml:4:13: generic.devices[0].groups[0].paths[0].path: YAML anchors and aliases "
+         "are not supported"},
+};
+
+static void test_parse_errors(void **state)
+{
+        (void)state;
+        for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+                struct kdev_generic_config *cfg = (struct kdev_generic_config *)1;
+                struct kdev_err e;
+                kdev_err_clear(&e);
+                int rc = kdev_generic_config_parse("demo.yaml", bad_cases[i].text,
+                                                   strlen(bad_cases[i].text), &cfg, &e);
+                if (rc != -EINVAL || strcmp(e.msg, bad_cases[i].msg) != 0)
+                        fail_msg("case %zu: rc %d\n got: %s\nwant: %s", i, rc, e.msg,
+                                 bad_cases[i].msg);
+                assert_null(cfg);
+        }
+}
+
+static void test_list_limits(void **state)
+{
+        (void)state;
+        /* 65 paths in one group: over the limit of 64 */
+        char *text = malloc(65536);
+        size_t n = (size_t)sprintf(text, HEAD "    - name: example.com/a\n      groups:\n"
+                                              "        - paths:\n");
+        for (int i = 0; i < 65; i++)
+                n += (size_t)sprintf(text + n, "            - path: /dev/x%d\n", i);
+        struct kdev_generic_config *cfg;
+        struct kdev_err e;
+        assert_int_equal(kdev_generic_config_parse("demo.yaml", text, n, &cfg, &e), -EINVAL);
+        assert_string_equal(e.msg, "demo.yaml:7:13: generic.devices[0].groups[0].paths: must "
+                                   "have at most 64 entries, got 65");
+        free(text);
+}
+
+static void test_load_files(void **state)
+{
+        (void)state;
+        char dir[] = "/tmp/kdev-gcfg-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char path[256];
+        struct kdev_generic_config *cfg = (struct kdev_generic_config *)1;
+        struct kdev_err e;
+
+        /* missing file */
+        snprintf(path, sizeof(path), "%s/missing.yaml", dir);
+        assert_int_equal(kdev_generic_config_load(path, &cfg, &e), -ENOENT);
+        assert_null(cfg);
+        char want[512];
+        snprintf(want, sizeof(want), "%s: cannot read: No such file or directory", path);
+        assert_string_equal(e.msg, want);
+
+        /* a directory */
+        assert_int_equal(kdev_generic_config_load(dir, &cfg, &e), -EISDIR);
+        snprintf(want, sizeof(want), "%s: cannot read: Is a directory", dir);
+        assert_string_equal(e.msg, want);
+
+        /* empty file */
+        snprintf(path, sizeof(path), "%s/empty.yaml", dir);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+        assert_int_equal(kdev_generic_config_load(path, &cfg, &e), -EINVAL);
+        snprintf(want, sizeof(want), "%s: the file is empty (no YAML document)", path);
+        assert_string_equal(e.msg, want);
+        unlink(path);
+
+        /* error messages name the file as given */
+        snprintf(path, sizeof(path), "%s/bad.yaml", dir);
+        f = fopen(path, "w");
+        fputs("version: v1\ngeneric:\n  devices:\n    - name: x\n", f);
+        fclose(f);
+        assert_int_equal(kdev_generic_config_load(path, &cfg, &e), -EINVAL);
+        snprintf(want, sizeof(want),
+                 "%s:4:13: generic.devices[0].name: resource name \"x\" is invalid: it must have "
+                 "the form <domain>/<name>",
+                 path);
+        assert_string_equal(e.msg, want);
+        unlink(path);
+
+        /* too large */
+        snprintf(path, sizeof(path), "%s/big.yaml", dir);
+        f = fopen(path, "w");
+        for (int i = 0; i < 1024 * 1024 / 16 + 1; i++)
+                fputs("# padding line\n\n", f);
+        fclose(f);
+        assert_int_equal(kdev_generic_config_load(path, &cfg, &e), -EFBIG);
+        snprintf(want, sizeof(want), "%s: the file is larger than 1048576 bytes", path);
+        assert_string_equal(e.msg, want);
+        unlink(path);
+
+        /* the shipped example loads */
+        assert_int_equal(kdev_generic_config_load(KDEV_SOURCE_DIR "/examples/generic-demo.yaml",
+                                                  &cfg, &e),
+                         0);
+        assert_int_equal(cfg->n_resources, 4);
+        assert_string_equal(cfg->resources[0].name, "example.com/null");
+        assert_string_equal(cfg->resources[1].name, "example.com/zero");
+        assert_string_equal(cfg->resources[2].name, "example.com/fuse");
+        assert_string_equal(cfg->resources[3].name, "example.com/tty");
+        kdev_generic_config_free(cfg);
+
+        assert_int_equal(rmdir(dir), 0);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_parse_valid),
+                cmocka_unit_test(test_parse_minimal),
+                cmocka_unit_test(test_parse_errors),
+                cmocka_unit_test(test_list_limits),
+                cmocka_unit_test(test_load_files),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
