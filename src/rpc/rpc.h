@@ -12,6 +12,10 @@
  *
  * Ownership: message bytes passed in are copied; message bytes handed to
  * callbacks are valid only during the callback.
+ *
+ * Signals: libuv writes to sockets with write(2), so a peer that went away
+ * raises SIGPIPE. Processes using this module must ignore SIGPIPE
+ * (signal(SIGPIPE, SIG_IGN)), as libuv itself requires.
  */
 #ifndef KDEV_RPC_RPC_H
 #define KDEV_RPC_RPC_H
@@ -106,7 +110,9 @@ int kdev_rpc_server_listen_unix(struct kdev_rpc_server *srv, const char *path,
  * socket file is not unlinked. Safe with NULL |srv|. */
 void kdev_rpc_server_close(struct kdev_rpc_server *srv, void (*done)(void *arg), void *arg);
 
-/* Number of calls currently open (for tests and metrics). */
+/* Number of calls currently open (for tests and metrics): every HTTP/2
+ * stream the server still tracks, including finished calls whose response is
+ * still being written. */
 size_t kdev_rpc_server_open_calls(const struct kdev_rpc_server *srv);
 
 /* Sets the cancel callback of |call| (see kdev_rpc_cancel_fn). */
@@ -115,7 +121,8 @@ void kdev_rpc_call_on_cancel(struct kdev_rpc_call *call, kdev_rpc_cancel_fn fn, 
 /* Unary answer: sends |msg| (|len| bytes, copied) then status OK, and ends the
  * call (it is freed). Returns 0 or a negative errno (the call is then ended
  * with INTERNAL). A message over max_send_message ends the call with
- * RESOURCE_EXHAUSTED and returns -EMSGSIZE. */
+ * RESOURCE_EXHAUSTED and returns -EMSGSIZE. -ECANCELED when the call has
+ * already ended (e.g. called from its on_cancel): nothing happens. */
 int kdev_rpc_call_reply(struct kdev_rpc_call *call, const uint8_t *msg, size_t len);
 
 /* Same as kdev_rpc_call_reply() for a protobuf-c message (packed here). */
@@ -124,8 +131,10 @@ int kdev_rpc_call_reply_pb(struct kdev_rpc_call *call, const struct ProtobufCMes
 /* Streaming: queues |msg| (|len| bytes, copied) on the call. Backpressure
  * coalesces: while the peer is not reading, at most one message waits, and a
  * newer message replaces the one waiting (the stream carries the latest
- * state). Returns 0, -EMSGSIZE (message over the limit: nothing sent), or
- * -ENOMEM. */
+ * state). Returns 0, -EMSGSIZE (message over the limit: nothing sent),
+ * -ENOMEM, or -ECANCELED (the call already ended). While the peer keeps up
+ * (flow-control windows open, little queued for the socket) every message is
+ * sent. */
 int kdev_rpc_call_send(struct kdev_rpc_call *call, const uint8_t *msg, size_t len);
 
 /* Same as kdev_rpc_call_send() for a protobuf-c message. */
@@ -178,7 +187,10 @@ struct kdev_rpc_client *kdev_rpc_client_new(uv_loop_t *loop, const char *path,
  * |timeout_ms| > 0 sends grpc-timeout and enforces it locally; 0 = none.
  * |on_message| (may be NULL) runs for every response message; |on_done| runs
  * once at the end. Returns the call handle (valid until on_done returns), or
- * NULL with |err| filled (then no callback runs). */
+ * NULL with |err| filled (then no callback runs): -EINVAL, -ENOMEM,
+ * -ESHUTDOWN (client closing). on_done never runs inside this function: a
+ * request over max_send_message (RESOURCE_EXHAUSTED) or a path too long for
+ * sun_path (UNAVAILABLE) are reported from the loop. */
 struct kdev_rpc_client_call *kdev_rpc_client_call(struct kdev_rpc_client *cl, const char *method,
                                                   const uint8_t *req, size_t len,
                                                   uint64_t timeout_ms,
@@ -199,7 +211,9 @@ void kdev_rpc_client_close(struct kdev_rpc_client *cl);
  * |method| on socket |path| with |req|, and stores the single response message
  * in |*resp| (malloc'ed, caller frees; NULL when none) and its size in
  * |*resp_len|. Returns the gRPC status (>= 0; 0 = OK) with |err| holding the
- * grpc-message for non-OK statuses, or a negative errno on local failure. */
+ * grpc-message for non-OK statuses (err->code EREMOTEIO; the status name when
+ * the message is empty), or a negative errno on local failure. A connection
+ * failure is UNAVAILABLE. More than one response message is INTERNAL. */
 int kdev_rpc_unary_sync(const char *path, const char *method, const uint8_t *req, size_t len,
                         uint64_t timeout_ms, uint8_t **resp, size_t *resp_len,
                         struct kdev_err *err);

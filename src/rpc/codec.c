@@ -1,0 +1,181 @@
+/* gRPC wire helpers: status names, grpc-message percent-encoding,
+ * grpc-timeout values, message prefixes (grpc/grpc doc/PROTOCOL-HTTP2.md,
+ * doc/statuscodes.md). */
+#include "rpc/rpc_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const status_names[] = {
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+};
+
+const char *kdev_rpc_status_name(int status)
+{
+        if (status < 0 || (size_t)status >= sizeof(status_names) / sizeof(status_names[0]))
+                return "UNKNOWN";
+        return status_names[status];
+}
+
+char *kdev_rpc_percent_encode(const char *in)
+{
+        static const char hex[] = "0123456789ABCDEF";
+        if (!in)
+                in = "";
+        size_t n = 0;
+        for (const unsigned char *p = (const unsigned char *)in; *p; p++)
+                n += (*p < 0x20 || *p > 0x7e || *p == '%') ? 3 : 1;
+        char *out = malloc(n + 1);
+        if (!out)
+                return NULL;
+        char *o = out;
+        for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+                if (*p < 0x20 || *p > 0x7e || *p == '%') {
+                        *o++ = '%';
+                        *o++ = hex[*p >> 4];
+                        *o++ = hex[*p & 0xf];
+                } else {
+                        *o++ = (char)*p;
+                }
+        }
+        *o = '\0';
+        return out;
+}
+
+static int hexval(char c)
+{
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+char *kdev_rpc_percent_decode(const char *in, size_t len)
+{
+        char *out = malloc(len + 1);
+        if (!out)
+                return NULL;
+        size_t o = 0;
+        for (size_t i = 0; i < len; i++) {
+                if (in[i] == '%' && i + 2 < len && hexval(in[i + 1]) >= 0 &&
+                    hexval(in[i + 2]) >= 0) {
+                        out[o++] = (char)(hexval(in[i + 1]) << 4 | hexval(in[i + 2]));
+                        i += 2;
+                } else {
+                        out[o++] = in[i];
+                }
+        }
+        out[o] = '\0';
+        return out;
+}
+
+int kdev_rpc__timeout_parse(const char *v, size_t len, uint64_t *ms)
+{
+        if (len < 2 || len > 9)
+                return -EINVAL;
+        uint64_t n = 0;
+        for (size_t i = 0; i + 1 < len; i++) {
+                if (v[i] < '0' || v[i] > '9')
+                        return -EINVAL;
+                n = n * 10 + (uint64_t)(v[i] - '0');
+        }
+        switch (v[len - 1]) {
+        case 'H':
+                *ms = n * 3600000u;
+                break;
+        case 'M':
+                *ms = n * 60000u;
+                break;
+        case 'S':
+                *ms = n * 1000u;
+                break;
+        case 'm':
+                *ms = n;
+                break;
+        case 'u':
+                *ms = (n + 999u) / 1000u;
+                break;
+        case 'n':
+                *ms = (n + 999999u) / 1000000u;
+                break;
+        default:
+                return -EINVAL;
+        }
+        return 0;
+}
+
+size_t kdev_rpc__timeout_format(uint64_t ms, char *buf, size_t size)
+{
+        static const struct {
+                uint64_t div;
+                char unit;
+        } units[] = { { 1, 'm' }, { 1000, 'S' }, { 60000, 'M' }, { 3600000, 'H' } };
+        const uint64_t max = 99999999u;
+        uint64_t v = 0;
+        char unit = 'H';
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+                v = ms / units[i].div + (ms % units[i].div ? 1 : 0);
+                unit = units[i].unit;
+                if (v <= max)
+                        break;
+        }
+        if (v > max)
+                v = max;
+        int n = snprintf(buf, size, "%llu%c", (unsigned long long)v, unit);
+        return n < 0 ? 0 : (size_t)n;
+}
+
+void kdev_rpc__put_prefix(uint8_t *p, uint32_t len)
+{
+        p[0] = 0;
+        p[1] = (uint8_t)(len >> 24);
+        p[2] = (uint8_t)(len >> 16);
+        p[3] = (uint8_t)(len >> 8);
+        p[4] = (uint8_t)len;
+}
+
+bool kdev_rpc__content_type_ok(const char *v, size_t len, bool *is_grpc)
+{
+        static const char base[] = "application/grpc";
+        const size_t blen = sizeof(base) - 1;
+        *is_grpc = false;
+        if (len < blen || strncasecmp(v, base, blen) != 0)
+                return false;
+        if (len == blen) {
+                *is_grpc = true;
+                return true;
+        }
+        if (v[blen] != '+' && v[blen] != ';')
+                return false; /* "application/grpcfoo" is not gRPC */
+        *is_grpc = true;
+        size_t rest = len - blen;
+        const char *r = v + blen;
+        if (r[0] == ';')
+                return true;
+        size_t sub = 1;
+        while (sub < rest && r[sub] != ';')
+                sub++;
+        return sub == 6 && strncasecmp(r, "+proto", 6) == 0;
+}

@@ -1,0 +1,217 @@
+/* HTTP/2 transport shared by server and client connections: reads feed
+ * nghttp2_session_mem_recv(), frames from nghttp2_session_mem_send() are
+ * copied into uv_write requests. nghttp2 must not be asked to send from
+ * inside its own callbacks, so a flush requested there (depth > 0) is
+ * deferred to the connection's idle handle, which runs before the loop
+ * blocks again. Writing stops while KDEV_RPC_WQ_HIGH bytes wait for the
+ * socket, which is what makes slow readers push back into the streams. */
+#include "rpc/rpc_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct wreq {
+        uv_write_t req;
+        struct kdev_rpc_conn *c;
+        size_t len;
+        uint8_t *data;
+};
+
+static void conn_handle_closed(uv_handle_t *h)
+{
+        struct kdev_rpc_conn *c = h->data;
+        if (--c->handles == 0)
+                c->ops->closed(c);
+}
+
+static void conn_close_handles(struct kdev_rpc_conn *c)
+{
+        if (!uv_is_closing((uv_handle_t *)&c->pipe))
+                uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
+        if (!uv_is_closing((uv_handle_t *)&c->idle))
+                uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
+}
+
+int kdev_rpc__conn_init(struct kdev_rpc_conn *c, uv_loop_t *loop,
+                        const struct kdev_rpc_conn_ops *ops, void *owner)
+{
+        int rv = uv_pipe_init(loop, &c->pipe, 0);
+        if (rv < 0)
+                return rv;
+        rv = uv_idle_init(loop, &c->idle);
+        if (rv < 0) {
+                /* cannot happen on Unix; keep the pipe closable anyway */
+                c->pipe.data = c;
+                return rv;
+        }
+        c->pipe.data = c;
+        c->idle.data = c;
+        c->handles = 2;
+        c->ops = ops;
+        c->owner = owner;
+        return 0;
+}
+
+static void conn_write_done(uv_write_t *req, int status)
+{
+        struct wreq *w = (struct wreq *)req;
+        struct kdev_rpc_conn *c = w->c;
+        c->wq_bytes -= w->len;
+        free(w->data);
+        free(w);
+        if (c->dead)
+                return;
+        if (status < 0) {
+                c->ops->lost(c, status);
+                return;
+        }
+        kdev_rpc__conn_flush(c);
+}
+
+/* Moves frames from nghttp2 to the socket. Returns 0, or a negative libuv
+ * error when the connection must be dropped. */
+static int conn_pump(struct kdev_rpc_conn *c)
+{
+        uint8_t *buf = NULL;
+        size_t len = 0, cap = 0;
+        int err = 0;
+
+        c->depth++;
+        while (c->wq_bytes + len < KDEV_RPC_WQ_HIGH) {
+                const uint8_t *data;
+                ssize_t n = nghttp2_session_mem_send(c->session, &data);
+                if (n < 0) {
+                        err = UV_EPROTO;
+                        break;
+                }
+                if (n == 0)
+                        break;
+                if (len + (size_t)n > cap) {
+                        size_t ncap = cap ? cap * 2 : 16384;
+                        while (ncap < len + (size_t)n)
+                                ncap *= 2;
+                        uint8_t *nb = realloc(buf, ncap);
+                        if (!nb) {
+                                err = UV_ENOMEM;
+                                break;
+                        }
+                        buf = nb;
+                        cap = ncap;
+                }
+                memcpy(buf + len, data, (size_t)n);
+                len += (size_t)n;
+        }
+        c->depth--;
+        if (len == 0 || uv_is_closing((uv_handle_t *)&c->pipe)) {
+                free(buf);
+                return err;
+        }
+        struct wreq *w = malloc(sizeof(*w));
+        if (!w) {
+                free(buf);
+                return UV_ENOMEM;
+        }
+        w->c = c;
+        w->len = len;
+        w->data = buf;
+        uv_buf_t ub = uv_buf_init((char *)buf, (unsigned int)len);
+        int rv = uv_write(&w->req, (uv_stream_t *)&c->pipe, &ub, 1, conn_write_done);
+        if (rv < 0) {
+                free(buf);
+                free(w);
+                return rv;
+        }
+        c->wq_bytes += len;
+        return err;
+}
+
+static void conn_idle_cb(uv_idle_t *h)
+{
+        struct kdev_rpc_conn *c = h->data;
+        uv_idle_stop(h);
+        if (c->final_flush) {
+                c->final_flush = false;
+                if (c->session)
+                        (void)conn_pump(c);
+                conn_close_handles(c);
+                return;
+        }
+        kdev_rpc__conn_flush(c);
+}
+
+void kdev_rpc__conn_flush(struct kdev_rpc_conn *c)
+{
+        if (c->dead || !c->session)
+                return;
+        if (c->depth > 0) {
+                uv_idle_start(&c->idle, conn_idle_cb);
+                return;
+        }
+        int rv = conn_pump(c);
+        if (c->dead)
+                return;
+        if (rv < 0) {
+                c->ops->lost(c, rv);
+                return;
+        }
+        if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session) &&
+            c->wq_bytes == 0)
+                c->ops->lost(c, UV_EOF); /* GOAWAY exchanged and no streams left */
+}
+
+static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+        (void)h;
+        (void)suggested;
+        buf->base = malloc(KDEV_RPC_READ_BUF);
+        buf->len = buf->base ? KDEV_RPC_READ_BUF : 0;
+}
+
+static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+        struct kdev_rpc_conn *c = s->data;
+        if (nread > 0 && !c->dead) {
+                c->depth++;
+                ssize_t rv = nghttp2_session_mem_recv(c->session, (const uint8_t *)buf->base,
+                                                      (size_t)nread);
+                c->depth--;
+                free(buf->base);
+                if (c->dead)
+                        return;
+                if (rv < 0) {
+                        /* the owner closes with flush_first for UV_EPROTO, so
+                         * the GOAWAY nghttp2 queued goes out */
+                        c->ops->lost(c, UV_EPROTO);
+                        return;
+                }
+                kdev_rpc__conn_flush(c);
+                return;
+        }
+        free(buf->base);
+        if (nread < 0 && !c->dead)
+                c->ops->lost(c, (int)nread);
+}
+
+int kdev_rpc__conn_start(struct kdev_rpc_conn *c)
+{
+        int rv = uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_read);
+        if (rv < 0)
+                return rv;
+        uv_idle_start(&c->idle, conn_idle_cb);
+        return 0;
+}
+
+void kdev_rpc__conn_close(struct kdev_rpc_conn *c, bool flush_first)
+{
+        if (c->dead)
+                return;
+        c->dead = true;
+        if (!uv_is_closing((uv_handle_t *)&c->pipe))
+                uv_read_stop((uv_stream_t *)&c->pipe);
+        if (flush_first && c->session) {
+                c->final_flush = true;
+                uv_idle_start(&c->idle, conn_idle_cb);
+                return;
+        }
+        conn_close_handles(c);
+}

@@ -1,0 +1,99 @@
+/* kdev rpc internals shared by the server and the client: the HTTP/2
+ * transport over a libuv pipe (read, write queue, deferred flush), gRPC
+ * framing and grpc-timeout helpers. Not part of the public API; tests may
+ * include it. */
+#ifndef KDEV_RPC_RPC_INTERNAL_H
+#define KDEV_RPC_RPC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nghttp2/nghttp2.h>
+#include <uv.h>
+
+#include "rpc/rpc.h"
+
+/* Length of the gRPC message prefix: compressed flag + 32-bit big-endian
+ * length (PROTOCOL-HTTP2 "Length-Prefixed-Message"). */
+#define KDEV_RPC_PREFIX_LEN 5u
+
+/* Bytes handed to the socket and not yet written: above this the transport
+ * stops asking nghttp2 for more frames, so stream data stays in the streams
+ * (where server streams coalesce). */
+#define KDEV_RPC_WQ_HIGH (64u * 1024u)
+
+/* A server stream appends a new message behind unsent data only while the
+ * total fits the peer's flow-control windows and this bound; otherwise the
+ * message waits as the single pending one. */
+#define KDEV_RPC_STREAM_QUEUE_MAX (64u * 1024u)
+
+/* Size of each socket read buffer. */
+#define KDEV_RPC_READ_BUF (64u * 1024u)
+
+/* Parses a grpc-timeout value (|len| bytes: 1-8 ASCII digits and a unit
+ * H M S m u n) into milliseconds, rounding up so that any positive timeout
+ * stays > 0. Returns 0 or -EINVAL. */
+int kdev_rpc__timeout_parse(const char *v, size_t len, uint64_t *ms);
+
+/* Formats |ms| (> 0) as a grpc-timeout value into |buf| (at least 16 bytes),
+ * using the finest unit that fits 8 digits (rounding up). Returns the
+ * length. */
+size_t kdev_rpc__timeout_format(uint64_t ms, char *buf, size_t size);
+
+/* Writes the 5-byte message prefix for an uncompressed |len|-byte message. */
+void kdev_rpc__put_prefix(uint8_t *p, uint32_t len);
+
+/* Returns true when |v| (|len| bytes) is a gRPC content type we decode:
+ * "application/grpc" or "application/grpc+proto", optionally followed by
+ * ";parameters". Sets |*is_grpc| when it starts with application/grpc at
+ * all (so that "+json" can be told apart from "text/html"). */
+bool kdev_rpc__content_type_ok(const char *v, size_t len, bool *is_grpc);
+
+/* ------------------------------------------------------------------------ */
+/* HTTP/2 transport over a uv_pipe_t                                          */
+/* ------------------------------------------------------------------------ */
+
+struct kdev_rpc_conn;
+
+struct kdev_rpc_conn_ops {
+        /* The connection failed or ended (|uv_status|: UV_EOF for a clean end,
+         * another negative libuv error otherwise). Runs at top level (never
+         * inside nghttp2); the owner tears down with kdev_rpc__conn_close. */
+        void (*lost)(struct kdev_rpc_conn *c, int uv_status);
+        /* Every handle is closed: the owner deletes the session and frees. */
+        void (*closed)(struct kdev_rpc_conn *c);
+};
+
+struct kdev_rpc_conn {
+        uv_pipe_t pipe;
+        uv_idle_t idle;              /* deferred flush / final flush */
+        nghttp2_session *session;    /* owned by the owner; may be NULL */
+        const struct kdev_rpc_conn_ops *ops;
+        void *owner;
+        size_t wq_bytes;             /* bytes in uv_write requests in flight */
+        unsigned handles;            /* handles not yet closed */
+        int depth;                   /* > 0 while inside nghttp2 */
+        bool dead;                   /* close requested */
+        bool final_flush;            /* flush once more, then close */
+};
+
+/* Initialises the pipe and idle handles on |loop|. Returns 0 or a libuv
+ * error (then nothing needs closing). */
+int kdev_rpc__conn_init(struct kdev_rpc_conn *c, uv_loop_t *loop,
+                        const struct kdev_rpc_conn_ops *ops, void *owner);
+
+/* Starts reading and schedules a flush. Returns 0 or a libuv error. */
+int kdev_rpc__conn_start(struct kdev_rpc_conn *c);
+
+/* Writes what nghttp2 has to send, now when at top level, else deferred to
+ * the idle handle. No-op on a dead connection. */
+void kdev_rpc__conn_flush(struct kdev_rpc_conn *c);
+
+/* Stops reading and closes the handles; with |flush_first|, frames queued
+ * in the session (GOAWAY, RST_STREAM) are written first (best effort, from
+ * the idle callback). ops->closed runs once everything is closed.
+ * Idempotent. */
+void kdev_rpc__conn_close(struct kdev_rpc_conn *c, bool flush_first);
+
+#endif /* KDEV_RPC_RPC_INTERNAL_H */

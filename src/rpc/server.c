@@ -1,0 +1,1002 @@
+/* gRPC server over HTTP/2 (nghttp2) on a Unix socket, one libuv loop.
+ *
+ * Follows grpc/grpc doc/PROTOCOL-HTTP2.md: requests are HEADERS (POST,
+ * content-type application/grpc[+proto]) plus one length-prefixed message;
+ * responses are HEADERS (:status 200), DATA messages and trailers
+ * (grpc-status, percent-encoded grpc-message), or a single trailers-only
+ * HEADERS frame for errors before any message.
+ *
+ * Lifetime of a call (struct kdev_rpc_call, one per HTTP/2 stream):
+ *   RECV  request headers/body arriving, the handler has not seen it;
+ *   LIVE  handed to the handler, which must finish it (or gets on_cancel);
+ *   DONE  finished or cancelled: the handler's pointer is dead, the struct
+ *         stays until nghttp2 closes the stream (its data may still drain).
+ * Structs are freed on stream close or when the connection goes away.
+ */
+#include "rpc/rpc_internal.h"
+
+#include <errno.h>
+#include <protobuf-c/protobuf-c.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct method {
+        char *path;
+        bool streaming;
+        kdev_rpc_handler_fn fn;
+        void *user_data;
+};
+
+struct sconn;
+
+struct kdev_rpc_server {
+        uv_loop_t *loop;
+        size_t max_recv;
+        size_t max_send;
+        struct method **methods; /* stable pointers: calls point at them */
+        size_t nmethods;
+        nghttp2_session_callbacks *cbs;
+        uv_pipe_t listener;
+        uv_idle_t closer;  /* only closed: makes freeing always asynchronous */
+        unsigned handles;  /* listener + closer while open */
+        struct sconn *conns;
+        size_t ncalls;
+        bool listening;
+        bool closing;
+        void (*done)(void *arg);
+        void *done_arg;
+};
+
+struct sconn {
+        struct kdev_rpc_conn c;
+        struct kdev_rpc_server *srv;
+        struct sconn *prev, *next;
+        struct kdev_rpc_call *calls;
+        bool gone; /* calls cancelled, close requested */
+};
+
+enum call_state { CALL_RECV, CALL_LIVE, CALL_DONE };
+
+struct kdev_rpc_call {
+        struct sconn *sc;
+        struct kdev_rpc_call *prev, *next;
+        int32_t stream_id;
+        enum call_state state;
+        const struct method *m;
+        char *path;
+
+        /* request headers */
+        bool post;
+        bool ct_seen, ct_ok, ct_grpc;
+        char ctype[64];
+        bool enc_bad;
+        char enc[32];
+        bool timeout_bad;
+        uint64_t timeout_ms;
+        bool has_timeout;
+
+        /* request message */
+        uint8_t prefix[KDEV_RPC_PREFIX_LEN];
+        size_t prefix_got;
+        uint8_t *req;
+        size_t req_len, req_got;
+        bool have_msg;
+
+        uint64_t deadline;
+        uv_timer_t *timer;
+        kdev_rpc_cancel_fn on_cancel;
+        void *cancel_ud;
+
+        /* response */
+        bool headers_sent;
+        bool deferred;  /* data provider returned NGHTTP2_ERR_DEFERRED */
+        bool finishing; /* send trailers once the data has drained */
+        int fin_status;
+        char *fin_msg;  /* percent-encoded, may be NULL */
+        uint8_t *out;   /* framed messages, out_off..out_len not yet sent */
+        size_t out_len, out_off;
+        uint8_t *pend;  /* the one message waiting while the peer is slow */
+        size_t pend_len;
+};
+
+#define NV(n, v) \
+        { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE }
+
+static void srv_maybe_free(struct kdev_rpc_server *srv);
+static void sconn_kill(struct sconn *sc, bool goaway);
+
+/* ---------------------------------------------------------------------- */
+/* call helpers                                                            */
+/* ---------------------------------------------------------------------- */
+
+static void timer_free_cb(uv_handle_t *h)
+{
+        free(h);
+}
+
+static void call_stop_timer(struct kdev_rpc_call *call)
+{
+        if (call->timer) {
+                uv_close((uv_handle_t *)call->timer, timer_free_cb);
+                call->timer = NULL;
+        }
+}
+
+static void call_unlink(struct kdev_rpc_call *call)
+{
+        struct sconn *sc = call->sc;
+        if (call->prev)
+                call->prev->next = call->next;
+        else if (sc->calls == call)
+                sc->calls = call->next;
+        if (call->next)
+                call->next->prev = call->prev;
+        call->prev = call->next = NULL;
+}
+
+static void call_free(struct kdev_rpc_call *call)
+{
+        call_stop_timer(call);
+        call->sc->srv->ncalls--;
+        free(call->path);
+        free(call->req);
+        free(call->fin_msg);
+        free(call->out);
+        free(call->pend);
+        free(call);
+}
+
+/* Trailers-only response (HEADERS with END_STREAM). */
+static void call_respond_error(struct kdev_rpc_call *call, const char *http_status, int status,
+                               const char *message)
+{
+        char st[16];
+        snprintf(st, sizeof(st), "%d", status);
+        char *enc = kdev_rpc_percent_encode(message ? message : "");
+        nghttp2_nv nva[5] = {
+                NV(":status", http_status),
+                NV("content-type", "application/grpc"),
+                NV("grpc-accept-encoding", "identity"),
+                NV("grpc-status", st),
+                NV("grpc-message", enc ? enc : ""),
+        };
+        size_t n = (enc && enc[0]) ? 5 : 4;
+        call->state = CALL_DONE;
+        call->on_cancel = NULL;
+        call_stop_timer(call);
+        call->headers_sent = true;
+        if (nghttp2_submit_response(call->sc->c.session, call->stream_id, nva, n, NULL) != 0)
+                nghttp2_submit_rst_stream(call->sc->c.session, NGHTTP2_FLAG_NONE, call->stream_id,
+                                          NGHTTP2_INTERNAL_ERROR);
+        free(enc);
+        free(call->req);
+        call->req = NULL;
+}
+
+static ssize_t srv_data_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf, size_t length,
+                             uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+        (void)src;
+        (void)ud;
+        struct kdev_rpc_call *call = nghttp2_session_get_stream_user_data(s, stream_id);
+        if (!call)
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        if (call->out_off == call->out_len && call->pend) {
+                free(call->out);
+                call->out = call->pend;
+                call->out_len = call->pend_len;
+                call->out_off = 0;
+                call->pend = NULL;
+                call->pend_len = 0;
+        }
+        if (call->out_off < call->out_len) {
+                size_t n = call->out_len - call->out_off;
+                if (n > length)
+                        n = length;
+                memcpy(buf, call->out + call->out_off, n);
+                call->out_off += n;
+                if (call->out_off == call->out_len) {
+                        /* drained: idle streams hold no buffers */
+                        free(call->out);
+                        call->out = NULL;
+                        call->out_len = call->out_off = 0;
+                }
+                return (ssize_t)n;
+        }
+        if (call->finishing) {
+                char st[16];
+                snprintf(st, sizeof(st), "%d", call->fin_status);
+                nghttp2_nv nva[2] = {
+                        NV("grpc-status", st),
+                        NV("grpc-message", call->fin_msg ? call->fin_msg : ""),
+                };
+                size_t n = (call->fin_msg && call->fin_msg[0]) ? 2 : 1;
+                if (nghttp2_submit_trailer(s, stream_id, nva, n) != 0)
+                        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+                call->finishing = false;
+                *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+                return 0;
+        }
+        call->deferred = true;
+        return NGHTTP2_ERR_DEFERRED;
+}
+
+/* Sends the response HEADERS with a data provider. Returns 0 or -EIO. */
+static int call_start_response(struct kdev_rpc_call *call)
+{
+        if (call->headers_sent)
+                return 0;
+        nghttp2_nv nva[3] = {
+                NV(":status", "200"),
+                NV("content-type", "application/grpc"),
+                NV("grpc-accept-encoding", "identity"),
+        };
+        nghttp2_data_provider prd = { .source.ptr = call, .read_callback = srv_data_read };
+        if (nghttp2_submit_response(call->sc->c.session, call->stream_id, nva, 3, &prd) != 0)
+                return -EIO;
+        call->headers_sent = true;
+        return 0;
+}
+
+static void call_resume(struct kdev_rpc_call *call)
+{
+        if (call->deferred) {
+                call->deferred = false;
+                nghttp2_session_resume_data(call->sc->c.session, call->stream_id);
+        }
+}
+
+/* Ends a LIVE or RECV call with |status|: trailers-only when nothing was
+ * sent, trailers after the queued data otherwise. Does not flush. */
+static void call_end(struct kdev_rpc_call *call, int status, const char *message)
+{
+        if (!call->headers_sent) {
+                call_respond_error(call, "200", status, message);
+                return;
+        }
+        call->state = CALL_DONE;
+        call->on_cancel = NULL;
+        call_stop_timer(call);
+        free(call->fin_msg);
+        call->fin_msg = (message && message[0]) ? kdev_rpc_percent_encode(message) : NULL;
+        call->fin_status = status;
+        call->finishing = true;
+        call_resume(call);
+}
+
+static bool call_fits(const struct kdev_rpc_call *call, size_t need)
+{
+        nghttp2_session *s = call->sc->c.session;
+        int32_t sw = nghttp2_session_get_stream_remote_window_size(s, call->stream_id);
+        int32_t cw = nghttp2_session_get_remote_window_size(s);
+        size_t win = KDEV_RPC_STREAM_QUEUE_MAX;
+        if (sw < 0)
+                sw = 0;
+        if (cw < 0)
+                cw = 0;
+        if ((size_t)sw < win)
+                win = (size_t)sw;
+        if ((size_t)cw < win)
+                win = (size_t)cw;
+        return need <= win && call->sc->c.wq_bytes < KDEV_RPC_WQ_HIGH;
+}
+
+static int out_append(struct kdev_rpc_call *call, uint8_t *framed, size_t flen)
+{
+        size_t unsent = call->out_len - call->out_off;
+        if (unsent == 0) {
+                free(call->out);
+                call->out = framed;
+                call->out_len = flen;
+                call->out_off = 0;
+                return 0;
+        }
+        uint8_t *nb = malloc(unsent + flen);
+        if (!nb) {
+                free(framed);
+                return -ENOMEM;
+        }
+        memcpy(nb, call->out + call->out_off, unsent);
+        memcpy(nb + unsent, framed, flen);
+        free(framed);
+        free(call->out);
+        call->out = nb;
+        call->out_len = unsent + flen;
+        call->out_off = 0;
+        return 0;
+}
+
+/* Queues a framed message (ownership taken). |force| appends behind
+ * everything (unary replies); otherwise the coalescing rule applies. */
+static int call_queue(struct kdev_rpc_call *call, uint8_t *framed, size_t flen, bool force)
+{
+        if (call_start_response(call) < 0) {
+                free(framed);
+                return -EIO;
+        }
+        size_t unsent = call->out_len - call->out_off;
+        int rv = 0;
+        if (force) {
+                if (call->pend) {
+                        rv = out_append(call, call->pend, call->pend_len);
+                        call->pend = NULL;
+                        call->pend_len = 0;
+                }
+                if (rv == 0)
+                        rv = out_append(call, framed, flen);
+                else
+                        free(framed);
+        } else if (!call->pend && (unsent == 0 || call_fits(call, unsent + flen))) {
+                rv = out_append(call, framed, flen);
+        } else {
+                free(call->pend); /* a newer state replaces the waiting one */
+                call->pend = framed;
+                call->pend_len = flen;
+        }
+        call_resume(call);
+        return rv;
+}
+
+/* ---------------------------------------------------------------------- */
+/* public call API                                                         */
+/* ---------------------------------------------------------------------- */
+
+void kdev_rpc_call_on_cancel(struct kdev_rpc_call *call, kdev_rpc_cancel_fn fn, void *user_data)
+{
+        if (!call)
+                return;
+        call->on_cancel = fn;
+        call->cancel_ud = user_data;
+}
+
+uint64_t kdev_rpc_call_deadline(const struct kdev_rpc_call *call)
+{
+        return call ? call->deadline : 0;
+}
+
+const char *kdev_rpc_call_method(const struct kdev_rpc_call *call)
+{
+        return call && call->path ? call->path : "";
+}
+
+static uint8_t *frame_alloc(size_t len)
+{
+        uint8_t *f = malloc(KDEV_RPC_PREFIX_LEN + len);
+        if (f)
+                kdev_rpc__put_prefix(f, (uint32_t)len);
+        return f;
+}
+
+/* Reply with an already framed message (ownership taken). */
+static int call_reply_framed(struct kdev_rpc_call *call, uint8_t *framed, size_t len)
+{
+        struct kdev_rpc_conn *c = &call->sc->c;
+        if (len > call->sc->srv->max_send) {
+                free(framed);
+                char msg[128];
+                snprintf(msg, sizeof(msg), "trying to send message larger than max (%zu vs. %zu)",
+                         len, call->sc->srv->max_send);
+                call_end(call, KDEV_RPC_RESOURCE_EXHAUSTED, msg);
+                kdev_rpc__conn_flush(c);
+                return -EMSGSIZE;
+        }
+        if (!framed) {
+                call_end(call, KDEV_RPC_INTERNAL, "out of memory");
+                kdev_rpc__conn_flush(c);
+                return -ENOMEM;
+        }
+        int rv = call_queue(call, framed, KDEV_RPC_PREFIX_LEN + len, true);
+        if (rv < 0)
+                call_end(call, KDEV_RPC_INTERNAL, "server failed to queue the response");
+        else
+                call_end(call, KDEV_RPC_OK, NULL);
+        kdev_rpc__conn_flush(c); /* may free the call */
+        return rv;
+}
+
+int kdev_rpc_call_reply(struct kdev_rpc_call *call, const uint8_t *msg, size_t len)
+{
+        if (!call || call->state != CALL_LIVE)
+                return -ECANCELED;
+        uint8_t *f = NULL;
+        if (len <= call->sc->srv->max_send) {
+                f = frame_alloc(len);
+                if (f && len)
+                        memcpy(f + KDEV_RPC_PREFIX_LEN, msg, len);
+        }
+        return call_reply_framed(call, f, len);
+}
+
+int kdev_rpc_call_reply_pb(struct kdev_rpc_call *call, const struct ProtobufCMessage *msg)
+{
+        if (!call || call->state != CALL_LIVE)
+                return -ECANCELED;
+        size_t len = protobuf_c_message_get_packed_size(msg);
+        uint8_t *f = NULL;
+        if (len <= call->sc->srv->max_send) {
+                f = frame_alloc(len);
+                if (f)
+                        protobuf_c_message_pack(msg, f + KDEV_RPC_PREFIX_LEN);
+        }
+        return call_reply_framed(call, f, len);
+}
+
+static int call_send_framed(struct kdev_rpc_call *call, uint8_t *framed, size_t len)
+{
+        if (!framed)
+                return -ENOMEM;
+        int rv = call_queue(call, framed, KDEV_RPC_PREFIX_LEN + len, false);
+        kdev_rpc__conn_flush(&call->sc->c);
+        return rv;
+}
+
+int kdev_rpc_call_send(struct kdev_rpc_call *call, const uint8_t *msg, size_t len)
+{
+        if (!call || call->state != CALL_LIVE)
+                return -ECANCELED;
+        if (len > call->sc->srv->max_send)
+                return -EMSGSIZE;
+        uint8_t *f = frame_alloc(len);
+        if (f && len)
+                memcpy(f + KDEV_RPC_PREFIX_LEN, msg, len);
+        return call_send_framed(call, f, len);
+}
+
+int kdev_rpc_call_send_pb(struct kdev_rpc_call *call, const struct ProtobufCMessage *msg)
+{
+        if (!call || call->state != CALL_LIVE)
+                return -ECANCELED;
+        size_t len = protobuf_c_message_get_packed_size(msg);
+        if (len > call->sc->srv->max_send)
+                return -EMSGSIZE;
+        uint8_t *f = frame_alloc(len);
+        if (f)
+                protobuf_c_message_pack(msg, f + KDEV_RPC_PREFIX_LEN);
+        return call_send_framed(call, f, len);
+}
+
+void kdev_rpc_call_finish(struct kdev_rpc_call *call, int status, const char *message)
+{
+        if (!call || call->state != CALL_LIVE)
+                return;
+        struct kdev_rpc_conn *c = &call->sc->c;
+        call_end(call, status, message);
+        kdev_rpc__conn_flush(c); /* may free the call */
+}
+
+/* ---------------------------------------------------------------------- */
+/* deadlines                                                               */
+/* ---------------------------------------------------------------------- */
+
+static void call_deadline_cb(uv_timer_t *t)
+{
+        struct kdev_rpc_call *call = t->data;
+        struct kdev_rpc_conn *c = &call->sc->c;
+        bool was_live = call->state == CALL_LIVE;
+        kdev_rpc_cancel_fn fn = call->on_cancel;
+        void *ud = call->cancel_ud;
+        call_end(call, KDEV_RPC_DEADLINE_EXCEEDED, "deadline exceeded");
+        if (was_live && fn)
+                fn(call, ud);
+        kdev_rpc__conn_flush(c);
+}
+
+/* ---------------------------------------------------------------------- */
+/* nghttp2 callbacks                                                       */
+/* ---------------------------------------------------------------------- */
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, void *ud)
+{
+        struct sconn *sc = ud;
+        if (sc->gone)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+        if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+                return 0;
+        struct kdev_rpc_call *call = calloc(1, sizeof(*call));
+        if (!call)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+        call->sc = sc;
+        call->stream_id = frame->hd.stream_id;
+        call->next = sc->calls;
+        if (sc->calls)
+                sc->calls->prev = call;
+        sc->calls = call;
+        sc->srv->ncalls++;
+        nghttp2_session_set_stream_user_data(s, frame->hd.stream_id, call);
+        return 0;
+}
+
+static void copy_value(char *dst, size_t size, const uint8_t *v, size_t len)
+{
+        if (len >= size)
+                len = size - 1;
+        memcpy(dst, v, len);
+        dst[len] = '\0';
+}
+
+#define HDR_IS(lit) (namelen == sizeof(lit) - 1 && memcmp(name, lit, namelen) == 0)
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *ud)
+{
+        (void)flags;
+        struct sconn *sc = ud;
+        if (sc->gone)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+        if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+                return 0;
+        struct kdev_rpc_call *call = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
+        if (!call)
+                return 0;
+        if (HDR_IS(":path")) {
+                free(call->path);
+                call->path = strndup((const char *)value, valuelen);
+                if (!call->path)
+                        return NGHTTP2_ERR_CALLBACK_FAILURE;
+        } else if (HDR_IS(":method")) {
+                call->post = valuelen == 4 && memcmp(value, "POST", 4) == 0;
+        } else if (HDR_IS("content-type")) {
+                call->ct_seen = true;
+                copy_value(call->ctype, sizeof(call->ctype), value, valuelen);
+                call->ct_ok = kdev_rpc__content_type_ok((const char *)value, valuelen,
+                                                        &call->ct_grpc);
+        } else if (HDR_IS("grpc-encoding")) {
+                if (!(valuelen == 8 && memcmp(value, "identity", 8) == 0)) {
+                        call->enc_bad = true;
+                        copy_value(call->enc, sizeof(call->enc), value, valuelen);
+                }
+        } else if (HDR_IS("grpc-timeout")) {
+                if (kdev_rpc__timeout_parse((const char *)value, valuelen, &call->timeout_ms) < 0)
+                        call->timeout_bad = true;
+                else
+                        call->has_timeout = true;
+        }
+        return 0;
+}
+
+static const struct method *find_method(const struct kdev_rpc_server *srv, const char *path)
+{
+        for (size_t i = 0; i < srv->nmethods; i++)
+                if (strcmp(srv->methods[i]->path, path) == 0)
+                        return srv->methods[i];
+        return NULL;
+}
+
+static void call_headers_done(struct kdev_rpc_call *call)
+{
+        struct kdev_rpc_server *srv = call->sc->srv;
+        char msg[512];
+        if (!call->ct_ok && !call->ct_grpc) {
+                /* not gRPC at all: HTTP 415 (PROTOCOL-HTTP2, Content-Type) */
+                snprintf(msg, sizeof(msg), "invalid gRPC request content-type \"%s\"",
+                         call->ct_seen ? call->ctype : "");
+                call_respond_error(call, "415", KDEV_RPC_INTERNAL, msg);
+                return;
+        }
+        if (!call->ct_ok) {
+                snprintf(msg, sizeof(msg),
+                         "unsupported content-type \"%s\" (only application/grpc and "
+                         "application/grpc+proto)",
+                         call->ctype);
+                call_respond_error(call, "200", KDEV_RPC_UNIMPLEMENTED, msg);
+                return;
+        }
+        if (!call->post) {
+                call_respond_error(call, "405", KDEV_RPC_INTERNAL, "gRPC requires method POST");
+                return;
+        }
+        if (call->enc_bad) {
+                snprintf(msg, sizeof(msg),
+                         "compressed messages are not supported (grpc-encoding \"%s\"; "
+                         "this server accepts identity only)",
+                         call->enc);
+                call_respond_error(call, "200", KDEV_RPC_UNIMPLEMENTED, msg);
+                return;
+        }
+        if (call->timeout_bad) {
+                call_respond_error(call, "200", KDEV_RPC_INTERNAL, "malformed grpc-timeout");
+                return;
+        }
+        call->m = call->path ? find_method(srv, call->path) : NULL;
+        if (!call->m) {
+                snprintf(msg, sizeof(msg), "unknown method %s", call->path ? call->path : "");
+                call_respond_error(call, "200", KDEV_RPC_UNIMPLEMENTED, msg);
+                return;
+        }
+        if (call->has_timeout) {
+                call->deadline = uv_now(srv->loop) + call->timeout_ms;
+                call->timer = malloc(sizeof(*call->timer));
+                if (!call->timer) {
+                        call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED,
+                                           "out of memory");
+                        return;
+                }
+                uv_timer_init(srv->loop, call->timer);
+                call->timer->data = call;
+                uv_timer_start(call->timer, call_deadline_cb, call->timeout_ms, 0);
+        }
+}
+
+static void call_request_end(struct kdev_rpc_call *call)
+{
+        if (call->state != CALL_RECV)
+                return;
+        if (!call->have_msg) {
+                call_respond_error(call, "200", KDEV_RPC_INTERNAL,
+                                   call->prefix_got ? "truncated request message"
+                                                    : "missing request message");
+                return;
+        }
+        call->state = CALL_LIVE;
+        uint8_t *req = call->req;
+        size_t len = call->req_len;
+        call->req = NULL;
+        const struct method *m = call->m;
+        /* the handler may end, or (by closing the server) free, the call */
+        m->fn(call, req ? req : (const uint8_t *)"", len, m->user_data);
+        free(req);
+}
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *ud)
+{
+        struct sconn *sc = ud;
+        if (sc->gone)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+        if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+                return 0;
+        struct kdev_rpc_call *call = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
+        if (!call)
+                return 0;
+        if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+                call_headers_done(call);
+        if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+                call_request_end(call);
+        return 0;
+}
+
+static void call_feed(struct kdev_rpc_call *call, const uint8_t *d, size_t n)
+{
+        struct kdev_rpc_server *srv = call->sc->srv;
+        char msg[160];
+        while (n > 0 && call->state == CALL_RECV) {
+                if (call->have_msg) {
+                        call_respond_error(call, "200", KDEV_RPC_INTERNAL,
+                                           "more than one request message for a unary or "
+                                           "server-streaming method");
+                        return;
+                }
+                if (call->prefix_got < KDEV_RPC_PREFIX_LEN) {
+                        size_t take = KDEV_RPC_PREFIX_LEN - call->prefix_got;
+                        if (take > n)
+                                take = n;
+                        memcpy(call->prefix + call->prefix_got, d, take);
+                        call->prefix_got += take;
+                        d += take;
+                        n -= take;
+                        if (call->prefix_got < KDEV_RPC_PREFIX_LEN)
+                                return;
+                        uint32_t len = (uint32_t)call->prefix[1] << 24 |
+                                       (uint32_t)call->prefix[2] << 16 |
+                                       (uint32_t)call->prefix[3] << 8 | call->prefix[4];
+                        if (call->prefix[0] == 1) {
+                                call_respond_error(call, "200", KDEV_RPC_UNIMPLEMENTED,
+                                                   "compressed messages are not supported");
+                                return;
+                        }
+                        if (call->prefix[0] != 0) {
+                                call_respond_error(call, "200", KDEV_RPC_INTERNAL,
+                                                   "invalid message flags");
+                                return;
+                        }
+                        if (len > srv->max_recv) {
+                                snprintf(msg, sizeof(msg),
+                                         "received message larger than max (%u vs. %zu)", len,
+                                         srv->max_recv);
+                                call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED, msg);
+                                return;
+                        }
+                        call->req = malloc(len ? len : 1);
+                        if (!call->req) {
+                                call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED,
+                                                   "out of memory");
+                                return;
+                        }
+                        call->req_len = len;
+                        call->req_got = 0;
+                        call->have_msg = len == 0;
+                        continue;
+                }
+                size_t take = call->req_len - call->req_got;
+                if (take > n)
+                        take = n;
+                memcpy(call->req + call->req_got, d, take);
+                call->req_got += take;
+                d += take;
+                n -= take;
+                if (call->req_got == call->req_len)
+                        call->have_msg = true;
+        }
+}
+
+static int on_data_chunk_recv(nghttp2_session *s, uint8_t flags, int32_t stream_id,
+                              const uint8_t *data, size_t len, void *ud)
+{
+        (void)flags;
+        struct sconn *sc = ud;
+        if (sc->gone)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+        struct kdev_rpc_call *call = nghttp2_session_get_stream_user_data(s, stream_id);
+        if (call && call->state == CALL_RECV)
+                call_feed(call, data, len);
+        return 0;
+}
+
+static int on_frame_send(nghttp2_session *s, const nghttp2_frame *frame, void *ud)
+{
+        (void)ud;
+        /* Response complete but the client is still sending (early error):
+         * tell it to stop, as PROTOCOL-HTTP2 allows (RST_STREAM NO_ERROR). */
+        if (frame->hd.type == NGHTTP2_HEADERS && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+            nghttp2_session_get_stream_remote_close(s, frame->hd.stream_id) == 0)
+                nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                          NGHTTP2_NO_ERROR);
+        return 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t stream_id, uint32_t error_code, void *ud)
+{
+        (void)error_code;
+        (void)ud;
+        struct kdev_rpc_call *call = nghttp2_session_get_stream_user_data(s, stream_id);
+        if (!call)
+                return 0;
+        nghttp2_session_set_stream_user_data(s, stream_id, NULL);
+        call_unlink(call);
+        if (call->state == CALL_LIVE) {
+                call->state = CALL_DONE;
+                if (call->on_cancel)
+                        call->on_cancel(call, call->cancel_ud);
+        }
+        call_free(call);
+        return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* connections                                                             */
+/* ---------------------------------------------------------------------- */
+
+static void sconn_closed(struct kdev_rpc_conn *c)
+{
+        struct sconn *sc = c->owner;
+        struct kdev_rpc_server *srv = sc->srv;
+        if (sc->prev)
+                sc->prev->next = sc->next;
+        else
+                srv->conns = sc->next;
+        if (sc->next)
+                sc->next->prev = sc->prev;
+        struct kdev_rpc_call *call;
+        while ((call = sc->calls)) {
+                call_unlink(call);
+                call_free(call);
+        }
+        nghttp2_session_del(c->session);
+        free(sc);
+        srv_maybe_free(srv);
+}
+
+/* Drops the connection: every call still open is cancelled (on_cancel runs)
+ * and freed. With |goaway| a GOAWAY(NO_ERROR) goes out first. */
+static void sconn_kill(struct sconn *sc, bool goaway)
+{
+        if (sc->gone)
+                return;
+        sc->gone = true;
+        nghttp2_session *s = sc->c.session;
+        if (goaway && s)
+                nghttp2_submit_goaway(s, NGHTTP2_FLAG_NONE,
+                                      nghttp2_session_get_last_proc_stream_id(s),
+                                      NGHTTP2_NO_ERROR, NULL, 0);
+        kdev_rpc__conn_close(&sc->c, goaway);
+        struct kdev_rpc_call *call;
+        while ((call = sc->calls)) {
+                call_unlink(call);
+                if (s)
+                        nghttp2_session_set_stream_user_data(s, call->stream_id, NULL);
+                if (call->state == CALL_LIVE) {
+                        call->state = CALL_DONE;
+                        if (call->on_cancel)
+                                call->on_cancel(call, call->cancel_ud);
+                }
+                call_free(call);
+        }
+}
+
+static void sconn_lost(struct kdev_rpc_conn *c, int uv_status)
+{
+        sconn_kill(c->owner, uv_status == UV_EPROTO);
+}
+
+static const struct kdev_rpc_conn_ops sconn_ops = {
+        .lost = sconn_lost,
+        .closed = sconn_closed,
+};
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+        struct kdev_rpc_server *srv = listener->data;
+        if (status < 0 || srv->closing)
+                return;
+        struct sconn *sc = calloc(1, sizeof(*sc));
+        if (!sc)
+                return; /* the connection waits in the backlog; retried on next event */
+        sc->srv = srv;
+        if (kdev_rpc__conn_init(&sc->c, srv->loop, &sconn_ops, sc) < 0) {
+                free(sc);
+                return;
+        }
+        sc->next = srv->conns;
+        if (srv->conns)
+                srv->conns->prev = sc;
+        srv->conns = sc;
+        if (uv_accept(listener, (uv_stream_t *)&sc->c.pipe) < 0 ||
+            nghttp2_session_server_new(&sc->c.session, srv->cbs, sc) != 0) {
+                sconn_kill(sc, false);
+                return;
+        }
+        nghttp2_settings_entry iv[] = {
+                { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1000 },
+                { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+        };
+        if (nghttp2_submit_settings(sc->c.session, NGHTTP2_FLAG_NONE, iv, 2) != 0 ||
+            kdev_rpc__conn_start(&sc->c) < 0)
+                sconn_kill(sc, false);
+}
+
+/* ---------------------------------------------------------------------- */
+/* server                                                                  */
+/* ---------------------------------------------------------------------- */
+
+struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
+                                            const struct kdev_rpc_server_options *opts)
+{
+        struct kdev_rpc_server *srv = calloc(1, sizeof(*srv));
+        if (!srv)
+                return NULL;
+        srv->loop = loop;
+        srv->max_recv = opts && opts->max_recv_message ? opts->max_recv_message
+                                                       : KDEV_RPC_DEFAULT_MAX_MESSAGE;
+        srv->max_send = opts && opts->max_send_message ? opts->max_send_message
+                                                       : KDEV_RPC_DEFAULT_MAX_MESSAGE;
+        if (nghttp2_session_callbacks_new(&srv->cbs) != 0) {
+                free(srv);
+                return NULL;
+        }
+        nghttp2_session_callbacks_set_on_begin_headers_callback(srv->cbs, on_begin_headers);
+        nghttp2_session_callbacks_set_on_header_callback(srv->cbs, on_header);
+        nghttp2_session_callbacks_set_on_frame_recv_callback(srv->cbs, on_frame_recv);
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(srv->cbs, on_data_chunk_recv);
+        nghttp2_session_callbacks_set_on_frame_send_callback(srv->cbs, on_frame_send);
+        nghttp2_session_callbacks_set_on_stream_close_callback(srv->cbs, on_stream_close);
+        if (uv_pipe_init(loop, &srv->listener, 0) < 0 || uv_idle_init(loop, &srv->closer) < 0) {
+                nghttp2_session_callbacks_del(srv->cbs);
+                free(srv);
+                return NULL;
+        }
+        srv->listener.data = srv;
+        srv->closer.data = srv;
+        srv->handles = 2;
+        return srv;
+}
+
+int kdev_rpc_server_add_method(struct kdev_rpc_server *srv, const char *path, bool server_streaming,
+                               kdev_rpc_handler_fn handler, void *user_data)
+{
+        if (!srv || !path || !handler)
+                return -EINVAL;
+        struct method **nm = realloc(srv->methods, (srv->nmethods + 1) * sizeof(*nm));
+        if (!nm)
+                return -ENOMEM;
+        srv->methods = nm;
+        struct method *m = malloc(sizeof(*m));
+        char *p = strdup(path);
+        if (!m || !p) {
+                free(m);
+                free(p);
+                return -ENOMEM;
+        }
+        *m = (struct method){ p, server_streaming, handler, user_data };
+        nm[srv->nmethods++] = m;
+        return 0;
+}
+
+int kdev_rpc_server_listen_unix(struct kdev_rpc_server *srv, const char *path,
+                                struct kdev_err *err)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (!srv || !path || !path[0])
+                return kdev_err_set(err, EINVAL, "listen: empty socket path");
+        if (srv->closing)
+                return kdev_err_set(err, ESHUTDOWN, "listen unix:%s: server is closing", path);
+        if (srv->listening)
+                return kdev_err_set(err, EBUSY, "listen unix:%s: server already listening", path);
+        size_t len = strlen(path);
+        if (len >= sizeof(sa.sun_path))
+                return kdev_err_set(err, ENAMETOOLONG,
+                                    "listen unix:%s: socket path is %zu bytes, a Unix socket path "
+                                    "must be at most %zu bytes (sun_path is %zu bytes with the "
+                                    "terminating NUL)",
+                                    path, len, sizeof(sa.sun_path) - 1, sizeof(sa.sun_path));
+        memcpy(sa.sun_path, path, len + 1);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+                int e = errno;
+                return kdev_err_set(err, e, "listen unix:%s: socket: %s", path, strerror(e));
+        }
+        if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int e = errno;
+                close(fd);
+                return kdev_err_set(err, e, "listen unix:%s: bind: %s", path, strerror(e));
+        }
+        /* uv_pipe_open (not uv_pipe_bind): libuv would unlink a path it bound
+         * when the handle closes, and the file's fate is the caller's call. */
+        int rv = uv_pipe_open(&srv->listener, fd);
+        if (rv == 0)
+                rv = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection);
+        if (rv < 0) {
+                if (uv_fileno((uv_handle_t *)&srv->listener, &(uv_os_fd_t){ 0 }) != 0)
+                        close(fd);
+                unlink(path); /* we created it a moment ago */
+                return kdev_err_set(err, -rv, "listen unix:%s: %s", path, uv_strerror(rv));
+        }
+        srv->listening = true;
+        return 0;
+}
+
+static void srv_handle_closed(uv_handle_t *h)
+{
+        struct kdev_rpc_server *srv = h->data;
+        srv->handles--;
+        srv_maybe_free(srv);
+}
+
+static void srv_maybe_free(struct kdev_rpc_server *srv)
+{
+        if (!srv->closing || srv->handles > 0 || srv->conns)
+                return;
+        void (*done)(void *) = srv->done;
+        void *arg = srv->done_arg;
+        for (size_t i = 0; i < srv->nmethods; i++) {
+                free(srv->methods[i]->path);
+                free(srv->methods[i]);
+        }
+        free(srv->methods);
+        nghttp2_session_callbacks_del(srv->cbs);
+        free(srv);
+        if (done)
+                done(arg);
+}
+
+void kdev_rpc_server_close(struct kdev_rpc_server *srv, void (*done)(void *arg), void *arg)
+{
+        if (!srv || srv->closing)
+                return;
+        srv->closing = true;
+        srv->done = done;
+        srv->done_arg = arg;
+        uv_close((uv_handle_t *)&srv->listener, srv_handle_closed);
+        uv_close((uv_handle_t *)&srv->closer, srv_handle_closed);
+        /* conns are freed only from close callbacks, so |next| stays valid */
+        for (struct sconn *sc = srv->conns; sc; sc = sc->next)
+                sconn_kill(sc, true);
+}
+
+size_t kdev_rpc_server_open_calls(const struct kdev_rpc_server *srv)
+{
+        return srv ? srv->ncalls : 0;
+}

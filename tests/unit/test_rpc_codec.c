@@ -1,0 +1,158 @@
+/* rpc: wire helpers (status names, grpc-message percent-encoding,
+ * grpc-timeout, content types) against PROTOCOL-HTTP2's rules. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rpc/rpc_internal.h"
+
+static void test_status_names(void **state)
+{
+        (void)state;
+        assert_string_equal(kdev_rpc_status_name(0), "OK");
+        assert_string_equal(kdev_rpc_status_name(KDEV_RPC_DEADLINE_EXCEEDED), "DEADLINE_EXCEEDED");
+        assert_string_equal(kdev_rpc_status_name(8), "RESOURCE_EXHAUSTED");
+        assert_string_equal(kdev_rpc_status_name(12), "UNIMPLEMENTED");
+        assert_string_equal(kdev_rpc_status_name(14), "UNAVAILABLE");
+        assert_string_equal(kdev_rpc_status_name(16), "UNAUTHENTICATED");
+        assert_string_equal(kdev_rpc_status_name(17), "UNKNOWN");
+        assert_string_equal(kdev_rpc_status_name(-1), "UNKNOWN");
+}
+
+static void check_enc(const char *in, const char *want)
+{
+        char *s = kdev_rpc_percent_encode(in);
+        assert_non_null(s);
+        assert_string_equal(s, want);
+        char *back = kdev_rpc_percent_decode(s, strlen(s));
+        assert_string_equal(back, in);
+        free(s);
+        free(back);
+}
+
+static void test_percent_encode(void **state)
+{
+        (void)state;
+        check_enc("", "");
+        check_enc("plain text ~!", "plain text ~!");
+        check_enc("100%", "100%25");
+        check_enc("a\nb\tc", "a%0Ab%09c");
+        check_enc("\xc3\xa9t\xc3\xa9", "%C3%A9t%C3%A9");
+        check_enc("\x7f", "%7F");
+}
+
+static void check_dec(const char *in, const char *want)
+{
+        char *s = kdev_rpc_percent_decode(in, strlen(in));
+        assert_non_null(s);
+        assert_string_equal(s, want);
+        free(s);
+}
+
+static void test_percent_decode(void **state)
+{
+        (void)state;
+        check_dec("%c3%a9", "\xc3\xa9"); /* lower-case hex is accepted */
+        check_dec("%zz", "%zz");         /* invalid escapes kept verbatim */
+        check_dec("50%", "50%");
+        check_dec("%4", "%4");
+        check_dec("%%41", "%A");
+        /* |len| bounds the input */
+        char *s = kdev_rpc_percent_decode("abc%41", 4);
+        assert_string_equal(s, "abc%");
+        free(s);
+}
+
+static void check_timeout(const char *v, int rv, uint64_t ms)
+{
+        uint64_t got = 12345;
+        assert_int_equal(kdev_rpc__timeout_parse(v, strlen(v), &got), rv);
+        if (rv == 0)
+                assert_int_equal(got, ms);
+}
+
+static void test_timeout_parse(void **state)
+{
+        (void)state;
+        check_timeout("1H", 0, 3600000);
+        check_timeout("2M", 0, 120000);
+        check_timeout("3S", 0, 3000);
+        check_timeout("250m", 0, 250);
+        check_timeout("1500u", 0, 2); /* rounded up */
+        check_timeout("1n", 0, 1);
+        check_timeout("0m", 0, 0);
+        check_timeout("99999999H", 0, 99999999ull * 3600000u);
+        check_timeout("", -EINVAL, 0);
+        check_timeout("m", -EINVAL, 0);
+        check_timeout("123456789m", -EINVAL, 0); /* at most 8 digits */
+        check_timeout("10x", -EINVAL, 0);
+        check_timeout("1.5S", -EINVAL, 0);
+        check_timeout("-1S", -EINVAL, 0);
+        check_timeout("10", -EINVAL, 0);
+}
+
+static void check_fmt(uint64_t ms, const char *want)
+{
+        char buf[32];
+        size_t n = kdev_rpc__timeout_format(ms, buf, sizeof(buf));
+        assert_string_equal(buf, want);
+        assert_int_equal(n, strlen(want));
+}
+
+static void test_timeout_format(void **state)
+{
+        (void)state;
+        check_fmt(1, "1m");
+        check_fmt(250, "250m");
+        check_fmt(99999999, "99999999m");
+        check_fmt(100000000, "100000S");
+        check_fmt(100000001, "100001S"); /* rounded up, never shorter */
+        check_fmt(99999999ull * 1000u + 1, "1666667M");
+}
+
+static void check_ct(const char *v, bool ok, bool grpc)
+{
+        bool g = !grpc;
+        assert_int_equal(kdev_rpc__content_type_ok(v, strlen(v), &g), ok);
+        assert_int_equal(g, grpc);
+}
+
+static void test_content_type(void **state)
+{
+        (void)state;
+        check_ct("application/grpc", true, true);
+        check_ct("application/grpc+proto", true, true);
+        check_ct("application/grpc;charset=utf-8", true, true);
+        check_ct("application/grpc+proto;x=y", true, true);
+        check_ct("application/grpc+json", false, true);
+        check_ct("application/grpcx", false, false);
+        check_ct("application/json", false, false);
+        check_ct("text/html", false, false);
+        check_ct("", false, false);
+}
+
+static void test_prefix(void **state)
+{
+        (void)state;
+        uint8_t p[5];
+        kdev_rpc__put_prefix(p, 0x01020304u);
+        assert_memory_equal(p, "\x00\x01\x02\x03\x04", 5);
+        kdev_rpc__put_prefix(p, 4194304u);
+        assert_memory_equal(p, "\x00\x00\x40\x00\x00", 5);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_status_names),   cmocka_unit_test(test_percent_encode),
+                cmocka_unit_test(test_percent_decode), cmocka_unit_test(test_timeout_parse),
+                cmocka_unit_test(test_timeout_format), cmocka_unit_test(test_content_type),
+                cmocka_unit_test(test_prefix),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
