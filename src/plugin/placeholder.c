@@ -1,2 +1,0 @@
-/* placeholder so the module library is never empty */
-typedef int kdev_plugin_placeholder_t;

@@ -1,0 +1,596 @@
+/* Device plugin runtime: per-resource gRPC servers, registration with kubelet,
+ * kubelet restart handling. See runtime.h for the contract. */
+#include "plugin/runtime.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "deviceplugin/v1beta1/api.pb-c.h"
+#include "model/model.h"
+#include "plugin/service.h"
+#include "rpc/rpc.h"
+
+#define API_VERSION "v1beta1"
+#define METHOD_REGISTER "/v1beta1.Registration/Register"
+/* Events closer together than this are handled as one burst. */
+#define DEBOUNCE_MS 10
+
+enum reg_state {
+        REG_WAIT_LOCK, /* another instance holds the lock */
+        REG_IDLE,      /* serving, not registered, nothing in flight */
+        REG_PENDING,   /* Register call in flight */
+        REG_DONE,      /* registered */
+        REG_BACKOFF,   /* waiting to retry Register */
+};
+
+struct dp_server {
+        struct kdev_dp_runtime *rt;
+        struct kdev_dp_service *svc; /* current server generation, NULL when none */
+        char *socket_name;           /* file name inside the directory */
+        char *socket_path;
+        char *lock_path;
+        int lock_fd;                 /* -1 until the lock is held */
+        dev_t sock_dev;              /* identity of the socket this process created */
+        ino_t sock_ino;
+        bool sock_created;
+        enum reg_state state;
+        bool restart_wanted;    /* fresh server needed at the next flush */
+        bool register_wanted;   /* Register needed at the next flush */
+        struct kdev_rpc_client_call *reg_call;
+        uint64_t backoff_ms;
+        uv_timer_t retry_timer; /* backoff and lock polling */
+        unsigned registrations;
+        bool lock_wait_logged;
+        struct kdev_resource *res;
+};
+
+struct kdev_dp_runtime {
+        uv_loop_t *loop;
+        struct kdev_dp_options opts;
+        char *dir;
+        char *prefix;
+        char *kubelet_path;
+        struct kdev_rpc_client *kubelet;
+        uv_fs_event_t watch;
+        uv_timer_t debounce;
+        struct dp_server **servers;
+        size_t n_servers;
+        bool started;
+        bool stopping;
+        unsigned pending_closes; /* uv handles and services still closing */
+        void (*done)(void *arg);
+        void *done_arg;
+};
+
+static void server_try_lock(struct dp_server *s);
+static void server_register(struct dp_server *s);
+
+int kdev_dp_socket_name(const char *prefix, const char *name, char *buf, size_t size)
+{
+        int n = snprintf(buf, size, "%s%s.sock", prefix, name);
+        if (n < 0 || (size_t)n >= size)
+                return -ENAMETOOLONG;
+        for (char *p = buf; *p; p++) {
+                if (*p == '/')
+                        *p = '_';
+        }
+        return n;
+}
+
+static char *path_join(const char *dir, const char *name)
+{
+        char *out = NULL;
+        if (asprintf(&out, "%s/%s", dir, name) < 0)
+                return NULL;
+        return out;
+}
+
+struct kdev_dp_runtime *kdev_dp_runtime_new(uv_loop_t *loop, const struct kdev_dp_options *opts,
+                                            struct kdev_err *err)
+{
+        struct kdev_dp_runtime *rt = calloc(1, sizeof(*rt));
+        if (!rt)
+                goto oom;
+        rt->loop = loop;
+        if (opts)
+                rt->opts = *opts;
+        if (!rt->opts.register_timeout_ms)
+                rt->opts.register_timeout_ms = 10000;
+        if (!rt->opts.backoff_initial_ms)
+                rt->opts.backoff_initial_ms = 100;
+        if (!rt->opts.backoff_max_ms)
+                rt->opts.backoff_max_ms = 5000;
+        if (!rt->opts.lock_poll_ms)
+                rt->opts.lock_poll_ms = 100;
+        const char *dir = rt->opts.plugin_dir ? rt->opts.plugin_dir : KDEV_DP_DEFAULT_DIR;
+        size_t dlen = strlen(dir);
+        while (dlen > 1 && dir[dlen - 1] == '/')
+                dlen--;
+        rt->dir = strndup(dir, dlen);
+        rt->prefix = strdup(rt->opts.socket_prefix ? rt->opts.socket_prefix : "kdev-");
+        rt->kubelet_path = rt->dir ? path_join(rt->dir, KDEV_DP_KUBELET_SOCKET) : NULL;
+        if (!rt->dir || !rt->prefix || !rt->kubelet_path)
+                goto oom;
+        rt->opts.plugin_dir = rt->dir;
+        rt->opts.socket_prefix = rt->prefix;
+        return rt;
+oom:
+        if (rt) {
+                free(rt->dir);
+                free(rt->prefix);
+                free(rt->kubelet_path);
+                free(rt);
+        }
+        kdev_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+}
+
+static struct dp_server *find_server(const struct kdev_dp_runtime *rt, const char *name)
+{
+        for (size_t i = 0; i < rt->n_servers; i++) {
+                if (strcmp(rt->servers[i]->res->name, name) == 0)
+                        return rt->servers[i];
+        }
+        return NULL;
+}
+
+static void server_free(struct dp_server *s)
+{
+        if (!s)
+                return;
+        free(s->socket_name);
+        free(s->socket_path);
+        free(s->lock_path);
+        free(s);
+}
+
+int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resource *res,
+                                 struct kdev_err *err)
+{
+        int r = kdev_resource_name_check(res->name, err);
+        if (r < 0)
+                return r;
+        if (find_server(rt, res->name))
+                return kdev_err_set(err, EINVAL, "resource %s is configured twice", res->name);
+
+        char name[256];
+        if (kdev_dp_socket_name(rt->prefix, res->name, name, sizeof(name)) < 0)
+                return kdev_err_set(err, ENAMETOOLONG, "socket name for resource %s is too long",
+                                    res->name);
+        struct sockaddr_un sun;
+        size_t plen = strlen(rt->dir) + 1 + strlen(name);
+        if (plen >= sizeof(sun.sun_path))
+                return kdev_err_set(err, ENAMETOOLONG,
+                                    "socket path %s/%s is %zu bytes, longer than the Unix socket "
+                                    "limit of %zu bytes",
+                                    rt->dir, name, plen, sizeof(sun.sun_path) - 1);
+        if (strlen(rt->kubelet_path) >= sizeof(sun.sun_path))
+                return kdev_err_set(err, ENAMETOOLONG, "kubelet socket path %s is too long",
+                                    rt->kubelet_path);
+        size_t lw = kdev_dp_list_and_watch_size(res);
+        if (lw > KDEV_RPC_DEFAULT_MAX_MESSAGE)
+                return kdev_err_set(err, EMSGSIZE,
+                                    "resource %s: its ListAndWatch message of %zu bytes (%zu devices) "
+                                    "exceeds kubelet's 4 MiB receive limit",
+                                    res->name, lw, res->n_devices);
+
+        struct dp_server *s = calloc(1, sizeof(*s));
+        struct dp_server **grown = realloc(rt->servers, (rt->n_servers + 1) * sizeof(*grown));
+        if (grown)
+                rt->servers = grown;
+        if (!s || !grown)
+                goto oom;
+        s->rt = rt;
+        s->res = res;
+        s->lock_fd = -1;
+        s->state = REG_WAIT_LOCK;
+        s->backoff_ms = rt->opts.backoff_initial_ms;
+        s->socket_name = strdup(name);
+        s->socket_path = path_join(rt->dir, name);
+        if (s->socket_path)
+                s->lock_path = malloc(strlen(s->socket_path) + 6);
+        if (!s->socket_name || !s->socket_path || !s->lock_path)
+                goto oom;
+        sprintf(s->lock_path, "%s.lock", s->socket_path);
+        rt->servers[rt->n_servers++] = s;
+        return 0;
+oom:
+        server_free(s);
+        return kdev_err_set(err, ENOMEM, "out of memory");
+}
+
+unsigned kdev_dp_runtime_registrations(const struct kdev_dp_runtime *rt, const char *name)
+{
+        const struct dp_server *s = find_server(rt, name);
+        return s ? s->registrations : 0;
+}
+
+static bool kubelet_socket_exists(const struct kdev_dp_runtime *rt)
+{
+        struct stat st;
+        return stat(rt->kubelet_path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+/* True when the socket file we created is still at its path. */
+static bool own_socket_present(const struct dp_server *s)
+{
+        struct stat st;
+        if (!s->sock_created || lstat(s->socket_path, &st) != 0)
+                return false;
+        return st.st_dev == s->sock_dev && st.st_ino == s->sock_ino;
+}
+
+static void unlink_own_socket(struct dp_server *s)
+{
+        if (own_socket_present(s))
+                unlink(s->socket_path);
+        s->sock_created = false;
+}
+
+/* ---- service generations ------------------------------------------------ */
+
+static void on_service_closed(void *arg)
+{
+        struct kdev_dp_runtime *rt = arg;
+        rt->pending_closes--;
+        if (rt->stopping && rt->pending_closes == 0) {
+                void (*done)(void *) = rt->done;
+                void *done_arg = rt->done_arg;
+                for (size_t i = 0; i < rt->n_servers; i++)
+                        server_free(rt->servers[i]);
+                free(rt->servers);
+                free(rt->dir);
+                free(rt->prefix);
+                free(rt->kubelet_path);
+                free(rt);
+                if (done)
+                        done(done_arg);
+        }
+}
+
+static void server_close_service(struct dp_server *s)
+{
+        if (!s->svc)
+                return;
+        struct kdev_dp_service *svc = s->svc;
+        s->svc = NULL;
+        s->rt->pending_closes++;
+        kdev_dp_service_close(svc, on_service_closed, s->rt);
+}
+
+static void cancel_register(struct dp_server *s)
+{
+        struct kdev_rpc_client_call *call = s->reg_call;
+        if (call) {
+                s->reg_call = NULL; /* its on_done sees a stale call and ignores it */
+                kdev_rpc_client_call_cancel(call);
+        }
+}
+
+static void on_stream_ended(void *arg);
+
+/* Starts a fresh server generation on the socket path. */
+static int server_start_service(struct dp_server *s)
+{
+        struct kdev_err err = {0};
+        server_close_service(s);
+        /* We hold the lock for this path, so whatever is there is stale: ours
+         * from an older generation or a crashed instance's. */
+        struct stat st;
+        if (lstat(s->socket_path, &st) == 0 && S_ISSOCK(st.st_mode))
+                unlink(s->socket_path);
+        s->svc = kdev_dp_service_new(s->rt->loop, s->res, on_stream_ended, s, &err);
+        if (!s->svc || kdev_dp_service_listen(s->svc, s->socket_path, &err) < 0) {
+                kdev_log_error("cannot serve resource", "resource", s->res->name, "socket",
+                               s->socket_path, "error", err.msg);
+                server_close_service(s);
+                return -1;
+        }
+        if (lstat(s->socket_path, &st) == 0) {
+                s->sock_dev = st.st_dev;
+                s->sock_ino = st.st_ino;
+                s->sock_created = true;
+        }
+        kdev_log_info("serving", "resource", s->res->name, "socket", s->socket_path);
+        return 0;
+}
+
+/* ---- registration ------------------------------------------------------- */
+
+static void schedule_flush(struct kdev_dp_runtime *rt);
+
+static void on_retry_timer(uv_timer_t *t)
+{
+        struct dp_server *s = t->data;
+        if (s->rt->stopping)
+                return;
+        if (s->state == REG_WAIT_LOCK) {
+                server_try_lock(s);
+                return;
+        }
+        if (s->state == REG_BACKOFF) {
+                s->state = REG_IDLE;
+                server_register(s);
+        }
+}
+
+static void register_failed(struct dp_server *s, const char *why)
+{
+        s->state = REG_BACKOFF;
+        char delay[32];
+        snprintf(delay, sizeof(delay), "%llums", (unsigned long long)s->backoff_ms);
+        kdev_log_warn("Register failed, retrying", "resource", s->res->name, "kubelet",
+                      s->rt->kubelet_path, "error", why, "retry_in", delay);
+        uv_timer_start(&s->retry_timer, on_retry_timer, s->backoff_ms, 0);
+        s->backoff_ms *= 2;
+        if (s->backoff_ms > s->rt->opts.backoff_max_ms)
+                s->backoff_ms = s->rt->opts.backoff_max_ms;
+}
+
+static void on_register_done(struct kdev_rpc_client_call *call, int status, const char *message,
+                             void *user_data)
+{
+        struct dp_server *s = user_data;
+        if (call != s->reg_call)
+                return; /* cancelled by a newer attempt */
+        s->reg_call = NULL;
+        if (status != KDEV_RPC_OK) {
+                char why[1200];
+                snprintf(why, sizeof(why), "%s: %s", kdev_rpc_status_name(status), message);
+                register_failed(s, why);
+                return;
+        }
+        s->state = REG_DONE;
+        s->registrations++;
+        s->backoff_ms = s->rt->opts.backoff_initial_ms;
+        kdev_log_info("registered with kubelet", "resource", s->res->name, "endpoint",
+                      s->socket_name);
+}
+
+static void server_register(struct dp_server *s)
+{
+        struct kdev_dp_runtime *rt = s->rt;
+        if (rt->stopping || !s->svc)
+                return;
+        cancel_register(s);
+        uv_timer_stop(&s->retry_timer);
+        if (!kubelet_socket_exists(rt)) {
+                register_failed(s, "kubelet socket does not exist (is kubelet running?)");
+                return;
+        }
+        V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+        kdev_dp_fill_options(&opts);
+        V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
+        req.version = API_VERSION;
+        req.endpoint = s->socket_name;
+        req.resource_name = s->res->name;
+        req.options = &opts;
+        uint8_t buf[1024];
+        size_t len = v1beta1__register_request__get_packed_size(&req);
+        if (len > sizeof(buf)) {
+                register_failed(s, "Register request too large");
+                return;
+        }
+        v1beta1__register_request__pack(&req, buf);
+        struct kdev_err err = {0};
+        s->state = REG_PENDING;
+        s->reg_call = kdev_rpc_client_call(rt->kubelet, METHOD_REGISTER, buf, len,
+                                           rt->opts.register_timeout_ms, NULL, on_register_done, s,
+                                           &err);
+        if (!s->reg_call)
+                register_failed(s, err.msg);
+}
+
+/* ---- locking ------------------------------------------------------------ */
+
+static void server_try_lock(struct dp_server *s)
+{
+        if (s->lock_fd < 0) {
+                int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+                if (fd < 0) {
+                        kdev_log_error("cannot open lock file", "resource", s->res->name, "path",
+                                       s->lock_path, "error", strerror(errno));
+                        uv_timer_start(&s->retry_timer, on_retry_timer, s->rt->opts.lock_poll_ms * 10, 0);
+                        return;
+                }
+                if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+                        close(fd);
+                        if (!s->lock_wait_logged) {
+                                kdev_log_warn("another instance holds the socket lock, waiting",
+                                              "resource", s->res->name, "lock", s->lock_path);
+                                s->lock_wait_logged = true;
+                        }
+                        uv_timer_start(&s->retry_timer, on_retry_timer, s->rt->opts.lock_poll_ms, 0);
+                        return;
+                }
+                s->lock_fd = fd;
+                if (s->lock_wait_logged)
+                        kdev_log_info("acquired the socket lock", "resource", s->res->name);
+        }
+        s->state = REG_IDLE;
+        if (server_start_service(s) == 0)
+                server_register(s);
+        else
+                register_failed(s, "no server");
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static void on_debounce(uv_timer_t *t)
+{
+        struct kdev_dp_runtime *rt = t->data;
+        if (rt->stopping)
+                return;
+        for (size_t i = 0; i < rt->n_servers; i++) {
+                struct dp_server *s = rt->servers[i];
+                if (s->state == REG_WAIT_LOCK) {
+                        s->restart_wanted = s->register_wanted = false;
+                        continue;
+                }
+                if (s->restart_wanted) {
+                        cancel_register(s);
+                        if (server_start_service(s) < 0) {
+                                s->restart_wanted = s->register_wanted = false;
+                                register_failed(s, "no server");
+                                continue;
+                        }
+                        s->register_wanted = true;
+                }
+                if (s->register_wanted) {
+                        s->backoff_ms = rt->opts.backoff_initial_ms;
+                        server_register(s);
+                }
+                s->restart_wanted = s->register_wanted = false;
+        }
+}
+
+static void schedule_flush(struct kdev_dp_runtime *rt)
+{
+        if (!rt->stopping)
+                uv_timer_start(&rt->debounce, on_debounce, DEBOUNCE_MS, 0);
+}
+
+static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+        struct kdev_dp_runtime *rt = h->data;
+        (void)events;
+        if (rt->stopping || status < 0)
+                return;
+        if (!filename) {
+                /* Overflow or unknown: re-check everything. */
+                for (size_t i = 0; i < rt->n_servers; i++) {
+                        if (!own_socket_present(rt->servers[i]))
+                                rt->servers[i]->restart_wanted = true;
+                }
+                schedule_flush(rt);
+                return;
+        }
+        if (strcmp(filename, KDEV_DP_KUBELET_SOCKET) == 0) {
+                if (!kubelet_socket_exists(rt))
+                        return; /* removed: wait for it to come back */
+                kdev_log_info("kubelet socket created, registering again", "kubelet",
+                              rt->kubelet_path);
+                for (size_t i = 0; i < rt->n_servers; i++)
+                        rt->servers[i]->restart_wanted = true;
+                schedule_flush(rt);
+                return;
+        }
+        for (size_t i = 0; i < rt->n_servers; i++) {
+                struct dp_server *s = rt->servers[i];
+                if (s->svc && strcmp(filename, s->socket_name) == 0 && !own_socket_present(s)) {
+                        kdev_log_info("plugin socket removed, serving again", "resource",
+                                      s->res->name, "socket", s->socket_path);
+                        s->sock_created = false;
+                        s->restart_wanted = true;
+                        schedule_flush(rt);
+                }
+        }
+}
+
+/* A ListAndWatch stream ended (kubelet closed it or the connection broke). */
+static void on_stream_ended(void *arg)
+{
+        struct dp_server *s = arg;
+        struct kdev_dp_runtime *rt = s->rt;
+        if (rt->stopping)
+                return;
+        if (kubelet_socket_exists(rt)) {
+                kdev_log_info("ListAndWatch stream ended, registering again", "resource",
+                              s->res->name);
+                s->register_wanted = true;
+                schedule_flush(rt);
+        } else {
+                kdev_log_info("ListAndWatch stream ended, waiting for kubelet", "resource",
+                              s->res->name);
+        }
+}
+
+int kdev_dp_runtime_start(struct kdev_dp_runtime *rt, struct kdev_err *err)
+{
+        struct stat st;
+        if (stat(rt->dir, &st) != 0) {
+                if (mkdir(rt->dir, 0750) != 0 && errno != EEXIST)
+                        return kdev_err_set(err, errno, "cannot create device plugin directory %s: %s",
+                                            rt->dir, strerror(errno));
+                kdev_log_info("created device plugin directory", "dir", rt->dir);
+        } else if (!S_ISDIR(st.st_mode)) {
+                return kdev_err_set(err, ENOTDIR, "device plugin path %s is not a directory", rt->dir);
+        }
+        rt->kubelet = kdev_rpc_client_new(rt->loop, rt->kubelet_path, NULL);
+        if (!rt->kubelet)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        uv_timer_init(rt->loop, &rt->debounce);
+        rt->debounce.data = rt;
+        uv_fs_event_init(rt->loop, &rt->watch);
+        rt->watch.data = rt;
+        int r = uv_fs_event_start(&rt->watch, on_dir_event, rt->dir, 0);
+        if (r < 0)
+                return kdev_err_set(err, -r, "cannot watch %s: %s", rt->dir, uv_strerror(r));
+        rt->started = true;
+        for (size_t i = 0; i < rt->n_servers; i++) {
+                struct dp_server *s = rt->servers[i];
+                uv_timer_init(rt->loop, &s->retry_timer);
+                s->retry_timer.data = s;
+                server_try_lock(s);
+        }
+        return 0;
+}
+
+void kdev_dp_runtime_notify(struct kdev_dp_runtime *rt, const char *name)
+{
+        struct dp_server *s = find_server(rt, name);
+        if (s && s->svc)
+                kdev_dp_service_notify(s->svc);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+        on_service_closed(h->data);
+}
+
+void kdev_dp_runtime_stop(struct kdev_dp_runtime *rt, void (*done)(void *arg), void *arg)
+{
+        if (!rt) {
+                if (done)
+                        done(arg);
+                return;
+        }
+        rt->stopping = true;
+        rt->done = done;
+        rt->done_arg = arg;
+        rt->pending_closes++; /* held until every close below is issued */
+        for (size_t i = 0; i < rt->n_servers; i++) {
+                struct dp_server *s = rt->servers[i];
+                cancel_register(s);
+                server_close_service(s);
+                unlink_own_socket(s);
+                if (s->lock_fd >= 0) {
+                        close(s->lock_fd); /* after the unlink: the next owner finds a clean path */
+                        s->lock_fd = -1;
+                }
+                if (rt->started) {
+                        rt->pending_closes++;
+                        s->retry_timer.data = rt;
+                        uv_close((uv_handle_t *)&s->retry_timer, on_handle_closed);
+                }
+        }
+        if (rt->started) {
+                rt->pending_closes += 2;
+                rt->debounce.data = rt;
+                rt->watch.data = rt;
+                uv_close((uv_handle_t *)&rt->debounce, on_handle_closed);
+                uv_close((uv_handle_t *)&rt->watch, on_handle_closed);
+        }
+        kdev_rpc_client_close(rt->kubelet);
+        rt->kubelet = NULL;
+        on_service_closed(rt);
+}

@@ -1,0 +1,86 @@
+/* kdev device plugin runtime: serves any set of resources to kubelet over the
+ * device plugin API v1beta1 (k8s.io/kubelet pkg/apis/deviceplugin/v1beta1).
+ *
+ * For each resource it takes an exclusive lock on "<socket>.lock", serves
+ * the v1beta1 DevicePlugin service on "<dir>/<prefix><resource with '/' -> '_'>.sock"
+ * and only then calls /v1beta1.Registration/Register on "<dir>/kubelet.sock"
+ * (kubelet dials back and calls GetDevicePluginOptions inside Register).
+ * It watches the directory: when kubelet.sock is (re-)created, or the
+ * resource's own socket disappears, it starts a fresh server and registers
+ * again; when a ListAndWatch stream ends while kubelet.sock exists it
+ * registers again; bursts of such events are coalesced into one registration.
+ * When kubelet is absent, Register is retried with exponential backoff.
+ *
+ * The runtime knows nothing of backends: it serves struct kdev_resource
+ * (src/model/model.h) and builds Allocate and GetPreferredAllocation answers
+ * with kdev_resource_allocate() and kdev_resource_preferred().
+ *
+ * Threading: one libuv loop; every function runs on the loop thread.
+ */
+#ifndef KDEV_PLUGIN_RUNTIME_H
+#define KDEV_PLUGIN_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "common/err.h"
+
+struct kdev_resource;
+struct kdev_dp_runtime;
+
+#define KDEV_DP_DEFAULT_DIR "/var/lib/kubelet/device-plugins"
+#define KDEV_DP_KUBELET_SOCKET "kubelet.sock"
+
+struct kdev_dp_options {
+        const char *plugin_dir;       /* device-plugins dir; NULL = KDEV_DP_DEFAULT_DIR */
+        const char *socket_prefix;    /* socket file name prefix; NULL = "kdev-" */
+        uint64_t register_timeout_ms; /* deadline of each Register call; 0 = 10000 */
+        uint64_t backoff_initial_ms;  /* first Register retry delay; 0 = 100 */
+        uint64_t backoff_max_ms;      /* retry delay cap; 0 = 5000 */
+        uint64_t lock_poll_ms;        /* how often a waiting instance retries the lock; 0 = 100 */
+};
+
+/* Creates a runtime on |loop|. |opts| (may be NULL) is copied. Returns NULL
+ * with |err| filled on failure (-ENOMEM). */
+struct kdev_dp_runtime *kdev_dp_runtime_new(uv_loop_t *loop, const struct kdev_dp_options *opts,
+                                            struct kdev_err *err);
+
+/* Adds |res| to be served. |res| is borrowed: it must stay valid until the
+ * runtime is freed; change it only on the loop thread and then call
+ * kdev_dp_runtime_notify(). Fails with -EINVAL when the resource name is
+ * invalid or already added, -ENAMETOOLONG when the socket path does not fit a
+ * Unix socket address (108 bytes with the NUL), -EMSGSIZE when its
+ * ListAndWatch message would exceed 4 MiB (kubelet's receive limit). Must be
+ * called before kdev_dp_runtime_start(). */
+int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resource *res,
+                                 struct kdev_err *err);
+
+/* Starts serving: creates the directory when missing, watches it, and for
+ * each resource takes the lock (or waits for it, logging so), listens and
+ * registers. Returns 0, or a negative errno with |err| (directory cannot be
+ * created or watched). Per-resource failures later are logged and retried. */
+int kdev_dp_runtime_start(struct kdev_dp_runtime *rt, struct kdev_err *err);
+
+/* Tells the runtime that the devices or health of resource |name| changed:
+ * the full list is sent on every open ListAndWatch stream if it differs from
+ * the last one sent. Unknown names are ignored. */
+void kdev_dp_runtime_notify(struct kdev_dp_runtime *rt, const char *name);
+
+/* Stops: closes every server (GOAWAY, streams cancelled), removes only the
+ * sockets this process created and still owns (same inode), releases the
+ * locks, stops the watch and timers, then frees |rt| and calls |done| (may be
+ * NULL) once libuv has released every handle. NULL-safe. */
+void kdev_dp_runtime_stop(struct kdev_dp_runtime *rt, void (*done)(void *arg), void *arg);
+
+/* Statistics for tests and benchmarks: successful registrations so far for
+ * resource |name| (0 when unknown). */
+unsigned kdev_dp_runtime_registrations(const struct kdev_dp_runtime *rt, const char *name);
+
+/* Formats the socket file name for resource |name| with |prefix| into |buf|
+ * (|size| bytes): "<prefix><name with '/' replaced by '_'>.sock". Returns the
+ * length, or -ENAMETOOLONG when it does not fit. */
+int kdev_dp_socket_name(const char *prefix, const char *name, char *buf, size_t size);
+
+#endif /* KDEV_PLUGIN_RUNTIME_H */

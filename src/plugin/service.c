@@ -1,0 +1,373 @@
+/* The v1beta1 DevicePlugin service for one resource. See service.h. */
+#include "plugin/service.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "rpc/rpc.h"
+
+#define SERVICE "/v1beta1.DevicePlugin/"
+
+struct stream {
+        struct kdev_rpc_call *call;
+        struct kdev_dp_service *svc;
+        struct stream *next;
+};
+
+struct kdev_dp_service {
+        struct kdev_rpc_server *srv;
+        struct kdev_resource *res;
+        void (*on_stream_end)(void *arg);
+        void *arg;
+        struct stream *streams;
+        size_t n_streams;
+        uint8_t *last; /* last ListAndWatchResponse sent, packed */
+        size_t last_len;
+        bool closing;
+        void (*done)(void *arg);
+        void *done_arg;
+};
+
+static int status_for(const struct kdev_err *err)
+{
+        switch (err->code) {
+        case EINVAL:
+                return KDEV_RPC_INVALID_ARGUMENT;
+        case ENOENT:
+                return KDEV_RPC_NOT_FOUND;
+        case ENOMEM:
+                return KDEV_RPC_RESOURCE_EXHAUSTED;
+        default:
+                return KDEV_RPC_INTERNAL;
+        }
+}
+
+void kdev_dp_fill_options(V1beta1__DevicePluginOptions *opts)
+{
+        opts->pre_start_required = false;
+        opts->get_preferred_allocation_available = true;
+}
+
+/* ---- ListAndWatch -------------------------------------------------------- */
+
+/* Packs the full device list of |res| into a malloc'ed buffer. */
+static uint8_t *pack_device_list(const struct kdev_resource *res, size_t *len)
+{
+        size_t n = res->n_devices;
+        V1beta1__Device *devs = calloc(n ? n : 1, sizeof(*devs));
+        V1beta1__Device **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+        V1beta1__TopologyInfo *topo = calloc(n ? n : 1, sizeof(*topo));
+        V1beta1__NUMANode *nodes = calloc(n ? n : 1, sizeof(*nodes));
+        V1beta1__NUMANode **node_ptrs = calloc(n ? n : 1, sizeof(*node_ptrs));
+        uint8_t *buf = NULL;
+        if (!devs || !ptrs || !topo || !nodes || !node_ptrs)
+                goto out;
+        for (size_t i = 0; i < n; i++) {
+                const struct kdev_device *d = &res->devices[i];
+                v1beta1__device__init(&devs[i]);
+                devs[i].id = d->id;
+                devs[i].health = d->healthy ? "Healthy" : "Unhealthy";
+                if (d->numa_node >= 0) {
+                        v1beta1__topology_info__init(&topo[i]);
+                        v1beta1__numanode__init(&nodes[i]);
+                        nodes[i].id = d->numa_node;
+                        node_ptrs[i] = &nodes[i];
+                        topo[i].n_nodes = 1;
+                        topo[i].nodes = &node_ptrs[i];
+                        devs[i].topology = &topo[i];
+                }
+                ptrs[i] = &devs[i];
+        }
+        V1beta1__ListAndWatchResponse msg = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
+        msg.n_devices = n;
+        msg.devices = ptrs;
+        *len = v1beta1__list_and_watch_response__get_packed_size(&msg);
+        buf = malloc(*len ? *len : 1);
+        if (buf)
+                v1beta1__list_and_watch_response__pack(&msg, buf);
+out:
+        free(devs);
+        free(ptrs);
+        free(topo);
+        free(nodes);
+        free(node_ptrs);
+        return buf;
+}
+
+size_t kdev_dp_list_and_watch_size(const struct kdev_resource *res)
+{
+        size_t len = 0;
+        uint8_t *buf = pack_device_list(res, &len);
+        free(buf);
+        return len;
+}
+
+static void on_stream_cancel(struct kdev_rpc_call *call, void *user_data)
+{
+        struct stream *st = user_data;
+        struct kdev_dp_service *svc = st->svc;
+        (void)call;
+        for (struct stream **pp = &svc->streams; *pp; pp = &(*pp)->next) {
+                if (*pp == st) {
+                        *pp = st->next;
+                        break;
+                }
+        }
+        svc->n_streams--;
+        free(st);
+        if (!svc->closing && svc->on_stream_end)
+                svc->on_stream_end(svc->arg);
+}
+
+static void handle_list_and_watch(struct kdev_rpc_call *call, const uint8_t *req, size_t len,
+                                  void *user_data)
+{
+        struct kdev_dp_service *svc = user_data;
+        (void)req;
+        (void)len;
+        struct stream *st = calloc(1, sizeof(*st));
+        if (!st) {
+                kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        if (!svc->last) {
+                svc->last = pack_device_list(svc->res, &svc->last_len);
+                if (!svc->last) {
+                        free(st);
+                        kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
+                        return;
+                }
+        }
+        st->call = call;
+        st->svc = svc;
+        st->next = svc->streams;
+        svc->streams = st;
+        svc->n_streams++;
+        kdev_rpc_call_on_cancel(call, on_stream_cancel, st);
+        kdev_rpc_call_send(call, svc->last, svc->last_len);
+}
+
+void kdev_dp_service_notify(struct kdev_dp_service *svc)
+{
+        size_t len = 0;
+        uint8_t *buf = pack_device_list(svc->res, &len);
+        if (!buf)
+                return;
+        if (svc->last && len == svc->last_len && memcmp(buf, svc->last, len) == 0) {
+                free(buf);
+                return; /* unchanged: ListAndWatch sends only on change */
+        }
+        free(svc->last);
+        svc->last = buf;
+        svc->last_len = len;
+        for (struct stream *st = svc->streams; st; st = st->next)
+                kdev_rpc_call_send(st->call, buf, len);
+}
+
+size_t kdev_dp_service_streams(const struct kdev_dp_service *svc)
+{
+        return svc->n_streams;
+}
+
+/* ---- unary methods ------------------------------------------------------- */
+
+static void handle_options(struct kdev_rpc_call *call, const uint8_t *req, size_t len,
+                           void *user_data)
+{
+        (void)req;
+        (void)len;
+        (void)user_data;
+        V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+        kdev_dp_fill_options(&opts);
+        kdev_rpc_call_reply_pb(call, &opts.base);
+}
+
+static void handle_allocate(struct kdev_rpc_call *call, const uint8_t *req, size_t len,
+                            void *user_data)
+{
+        struct kdev_dp_service *svc = user_data;
+        V1beta1__AllocateRequest *ar = v1beta1__allocate_request__unpack(NULL, len, req);
+        if (!ar) {
+                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT, "malformed AllocateRequest");
+                return;
+        }
+        size_t n = ar->n_container_requests;
+        V1beta1__ContainerAllocateResponse *crs = calloc(n ? n : 1, sizeof(*crs));
+        V1beta1__ContainerAllocateResponse **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+        struct kdev_err err = {0};
+        size_t done = 0;
+        int status = KDEV_RPC_OK;
+        if (!crs || !ptrs) {
+                status = KDEV_RPC_RESOURCE_EXHAUSTED;
+                kdev_err_set(&err, ENOMEM, "out of memory");
+        }
+        for (; status == KDEV_RPC_OK && done < n; done++) {
+                V1beta1__ContainerAllocateRequest *cr = ar->container_requests[done];
+                v1beta1__container_allocate_response__init(&crs[done]);
+                ptrs[done] = &crs[done];
+                if (kdev_resource_allocate(svc->res, (const char *const *)cr->devices_ids,
+                                           cr->n_devices_ids, &crs[done], &err) < 0) {
+                        status = status_for(&err);
+                        done++; /* its contents were initialised: free them too */
+                        break;
+                }
+        }
+        if (status == KDEV_RPC_OK) {
+                V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
+                resp.n_container_responses = n;
+                resp.container_responses = ptrs;
+                kdev_rpc_call_reply_pb(call, &resp.base);
+        } else {
+                kdev_rpc_call_finish(call, status, err.msg);
+        }
+        for (size_t i = 0; i < done; i++)
+                kdev_allocate_response_free_contents(&crs[i]);
+        free(crs);
+        free(ptrs);
+        v1beta1__allocate_request__free_unpacked(ar, NULL);
+}
+
+static void handle_preferred(struct kdev_rpc_call *call, const uint8_t *req, size_t len,
+                             void *user_data)
+{
+        struct kdev_dp_service *svc = user_data;
+        V1beta1__PreferredAllocationRequest *pr =
+                v1beta1__preferred_allocation_request__unpack(NULL, len, req);
+        if (!pr) {
+                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT,
+                                     "malformed PreferredAllocationRequest");
+                return;
+        }
+        size_t n = pr->n_container_requests;
+        V1beta1__ContainerPreferredAllocationResponse *crs = calloc(n ? n : 1, sizeof(*crs));
+        V1beta1__ContainerPreferredAllocationResponse **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+        struct kdev_err err = {0};
+        int status = KDEV_RPC_OK;
+        size_t done = 0;
+        if (!crs || !ptrs) {
+                status = KDEV_RPC_RESOURCE_EXHAUSTED;
+                kdev_err_set(&err, ENOMEM, "out of memory");
+        }
+        for (; status == KDEV_RPC_OK && done < n; done++) {
+                V1beta1__ContainerPreferredAllocationRequest *cr = pr->container_requests[done];
+                v1beta1__container_preferred_allocation_response__init(&crs[done]);
+                ptrs[done] = &crs[done];
+                if (kdev_resource_preferred(svc->res, (const char *const *)cr->available_deviceids,
+                                            cr->n_available_deviceids,
+                                            (const char *const *)cr->must_include_deviceids,
+                                            cr->n_must_include_deviceids, cr->allocation_size,
+                                            &crs[done].deviceids, &crs[done].n_deviceids,
+                                            &err) < 0) {
+                        status = status_for(&err);
+                        done++;
+                        break;
+                }
+        }
+        if (status == KDEV_RPC_OK) {
+                V1beta1__PreferredAllocationResponse resp = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
+                resp.n_container_responses = n;
+                resp.container_responses = ptrs;
+                kdev_rpc_call_reply_pb(call, &resp.base);
+        } else {
+                kdev_rpc_call_finish(call, status, err.msg);
+        }
+        for (size_t i = 0; i < done; i++)
+                kdev_strv_free(crs[i].deviceids, crs[i].n_deviceids);
+        free(crs);
+        free(ptrs);
+        v1beta1__preferred_allocation_request__free_unpacked(pr, NULL);
+}
+
+static void handle_prestart(struct kdev_rpc_call *call, const uint8_t *req, size_t len,
+                            void *user_data)
+{
+        struct kdev_dp_service *svc = user_data;
+        V1beta1__PreStartContainerRequest *pr =
+                v1beta1__pre_start_container_request__unpack(NULL, len, req);
+        if (!pr) {
+                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT,
+                                     "malformed PreStartContainerRequest");
+                return;
+        }
+        for (size_t i = 0; i < pr->n_devices_ids; i++) {
+                if (!kdev_resource_find(svc->res, pr->devices_ids[i])) {
+                        char msg[256];
+                        snprintf(msg, sizeof(msg), "unknown device \"%.80s\" for resource %.120s",
+                                 pr->devices_ids[i], svc->res->name);
+                        kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT, msg);
+                        v1beta1__pre_start_container_request__free_unpacked(pr, NULL);
+                        return;
+                }
+        }
+        v1beta1__pre_start_container_request__free_unpacked(pr, NULL);
+        V1beta1__PreStartContainerResponse resp = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+        kdev_rpc_call_reply_pb(call, &resp.base);
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+struct kdev_dp_service *kdev_dp_service_new(uv_loop_t *loop, struct kdev_resource *res,
+                                            void (*on_stream_end)(void *arg), void *arg,
+                                            struct kdev_err *err)
+{
+        struct kdev_dp_service *svc = calloc(1, sizeof(*svc));
+        if (!svc)
+                goto oom;
+        svc->res = res;
+        svc->on_stream_end = on_stream_end;
+        svc->arg = arg;
+        svc->srv = kdev_rpc_server_new(loop, NULL);
+        if (!svc->srv)
+                goto oom;
+        static const struct {
+                const char *method;
+                bool streaming;
+                kdev_rpc_handler_fn fn;
+        } methods[] = {
+                {SERVICE "GetDevicePluginOptions", false, handle_options},
+                {SERVICE "ListAndWatch", true, handle_list_and_watch},
+                {SERVICE "GetPreferredAllocation", false, handle_preferred},
+                {SERVICE "Allocate", false, handle_allocate},
+                {SERVICE "PreStartContainer", false, handle_prestart},
+        };
+        for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+                if (kdev_rpc_server_add_method(svc->srv, methods[i].method, methods[i].streaming,
+                                               methods[i].fn, svc) < 0)
+                        goto oom;
+        }
+        return svc;
+oom:
+        if (svc) {
+                kdev_rpc_server_close(svc->srv, NULL, NULL);
+                free(svc);
+        }
+        kdev_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+}
+
+int kdev_dp_service_listen(struct kdev_dp_service *svc, const char *path, struct kdev_err *err)
+{
+        return kdev_rpc_server_listen_unix(svc->srv, path, err);
+}
+
+static void on_server_closed(void *arg)
+{
+        struct kdev_dp_service *svc = arg;
+        void (*done)(void *) = svc->done;
+        void *done_arg = svc->done_arg;
+        free(svc->last);
+        free(svc);
+        if (done)
+                done(done_arg);
+}
+
+void kdev_dp_service_close(struct kdev_dp_service *svc, void (*done)(void *arg), void *arg)
+{
+        svc->closing = true;
+        svc->done = done;
+        svc->done_arg = arg;
+        kdev_rpc_server_close(svc->srv, on_server_closed, svc);
+}

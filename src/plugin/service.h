@@ -1,0 +1,47 @@
+/* One generation of a resource's gRPC server: the v1beta1 DevicePlugin
+ * service on one Unix socket (k8s.io/kubelet deviceplugin/v1beta1 api.proto).
+ * Internal to the plugin runtime; a kubelet restart replaces the whole
+ * service with a fresh one. */
+#ifndef KDEV_PLUGIN_SERVICE_H
+#define KDEV_PLUGIN_SERVICE_H
+
+#include <stddef.h>
+
+#include <uv.h>
+
+#include "common/err.h"
+#include "deviceplugin/v1beta1/api.pb-c.h"
+
+struct kdev_resource;
+struct kdev_dp_service;
+
+/* Creates the service for |res| (borrowed; must outlive the service).
+ * |on_stream_end| (may be NULL) runs with |arg| when a ListAndWatch stream is
+ * ended by the peer (cancel, connection loss, deadline), never for streams
+ * ended by kdev_dp_service_close(). Returns NULL with |err| on failure. */
+struct kdev_dp_service *kdev_dp_service_new(uv_loop_t *loop, struct kdev_resource *res,
+                                            void (*on_stream_end)(void *arg), void *arg,
+                                            struct kdev_err *err);
+
+/* Listens on Unix socket |path|. Returns 0 or a negative errno with |err|. */
+int kdev_dp_service_listen(struct kdev_dp_service *svc, const char *path, struct kdev_err *err);
+
+/* Sends the resource's device list on every open ListAndWatch stream when it
+ * differs from the last list sent. */
+void kdev_dp_service_notify(struct kdev_dp_service *svc);
+
+/* Number of open ListAndWatch streams. */
+size_t kdev_dp_service_streams(const struct kdev_dp_service *svc);
+
+/* Closes the server (GOAWAY, streams cancelled) and frees |svc|; |done| runs
+ * with |arg| once every handle is released. */
+void kdev_dp_service_close(struct kdev_dp_service *svc, void (*done)(void *arg), void *arg);
+
+/* Size in bytes of the packed ListAndWatchResponse for |res|. */
+size_t kdev_dp_list_and_watch_size(const struct kdev_resource *res);
+
+/* The DevicePluginOptions kdev-plugin advertises: GetPreferredAllocation
+ * available, PreStartContainer not required. */
+void kdev_dp_fill_options(V1beta1__DevicePluginOptions *opts);
+
+#endif /* KDEV_PLUGIN_SERVICE_H */

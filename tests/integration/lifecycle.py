@@ -1,0 +1,240 @@
+"""kdev-plugin lifecycle against a grpcio fake kubelet: kubelet restarts,
+closed streams, absent kubelet, two instances, bursts, clean shutdown."""
+import os
+import socket
+import stat
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
+import kdevtest as kt  # noqa: E402
+from kdevtest import FakeKubelet, Plugin, TempDir, NULL_CONFIG, wait_for  # noqa: E402
+
+RES = "example.com/null"
+SOCK = "kdev-example.com_null.sock"
+
+
+def settle():
+    time.sleep(0.5)
+
+
+def options_ok(d):
+    ch = kt.grpc.insecure_channel("unix:" + os.path.join(d, SOCK))
+    try:
+        f = ch.unary_unary("/v1beta1.DevicePlugin/GetDevicePluginOptions",
+                           request_serializer=kt.api.Empty.SerializeToString,
+                           response_deserializer=kt.api.DevicePluginOptions.FromString)
+        return f(kt.api.Empty(), timeout=5).get_preferred_allocation_available
+    finally:
+        ch.close()
+
+
+def test_registers_with_exact_fields():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="registration")
+            _, req, opts = k.registrations[0]
+            assert req.version == "v1beta1", req.version
+            assert req.endpoint == SOCK, req.endpoint
+            assert req.resource_name == RES
+            assert opts.get_preferred_allocation_available is True
+            assert opts.pre_start_required is False
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            assert k.updates[RES][0] == [("null::%d" % i, "Healthy") for i in range(4)], \
+                k.updates[RES][0]
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_kubelet_restart_reregisters():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="first registration")
+            k.restart()
+            wait_for(lambda: k.count(RES) == 2, what="registration after restart")
+            assert os.path.exists(os.path.join(d, SOCK))
+            assert options_ok(d)
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_fifty_restarts_in_a_row():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="first registration")
+            for i in range(50):
+                k.restart()
+                wait_for(lambda: k.count(RES) == i + 2, what="registration after restart %d" % (i + 1))
+            settle()
+            assert k.count(RES) == 51, k.count(RES)
+            assert options_ok(d)
+            assert p.proc.poll() is None
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_burst_of_events_gives_one_registration():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="first registration")
+            # Plugin socket removed and kubelet.sock re-created in one burst.
+            k.stop()
+            os.unlink(os.path.join(d, SOCK))
+            os.unlink(os.path.join(d, "kubelet.sock")) if os.path.exists(
+                os.path.join(d, "kubelet.sock")) else None
+            k.start()
+            wait_for(lambda: k.count(RES) == 2, what="registration after burst")
+            settle()
+            assert k.count(RES) == 2, "burst gave %d registrations" % (k.count(RES) - 1)
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_stream_closed_by_kubelet_reregisters():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="first registration")
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            k.close_stream(RES)
+            wait_for(lambda: k.count(RES) == 2, what="registration after stream close")
+            assert "ListAndWatch stream ended, registering again" in p.logtext()
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_kubelet_absent_at_start():
+    with TempDir() as d:
+        p = Plugin(d, NULL_CONFIG)
+        k = FakeKubelet(d)
+        try:
+            wait_for(lambda: "Register failed, retrying" in p.logtext(), what="retry log")
+            assert "kubelet socket does not exist" in p.logtext()
+            time.sleep(0.3)
+            k.start()
+            wait_for(lambda: k.count(RES) == 1, what="registration once kubelet appears")
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_register_error_is_retried():
+    with TempDir() as d:
+        k = FakeKubelet(d, reject=1)
+        k.start()
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="registration after a rejected one")
+            assert "test: registration rejected" in p.logtext()
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_two_instances_take_over():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        a = Plugin(d, NULL_CONFIG)
+        b = None
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="first instance registration")
+            b = Plugin(d + "/", NULL_CONFIG)  # same directory, spelled differently
+            wait_for(lambda: "another instance holds the socket lock, waiting" in b.logtext(),
+                     what="second instance waiting")
+            settle()
+            assert k.count(RES) == 1
+            assert a.stop() == 0
+            wait_for(lambda: k.count(RES) == 2, what="second instance registration")
+            settle()
+            sock = os.path.join(d, SOCK)
+            assert stat.S_ISSOCK(os.lstat(sock).st_mode)
+            assert options_ok(d)
+            assert k.count(RES) == 2
+            assert "acquired the socket lock" in b.logtext()
+        finally:
+            if a.proc.poll() is None:
+                a.kill()
+            if b is not None:
+                assert b.stop() == 0
+            k.stop()
+
+
+def test_sigterm_removes_only_own_sockets():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        foreign = os.path.join(d, "other-vendor.sock")
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(foreign)
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="registration")
+            assert p.stop() == 0
+            assert not os.path.exists(os.path.join(d, SOCK))
+            assert os.path.exists(foreign)
+            assert os.path.exists(os.path.join(d, "kubelet.sock"))
+        finally:
+            s.close()
+            k.stop()
+
+
+def test_socket_path_too_long_is_a_startup_error():
+    with TempDir() as d:
+        deep = os.path.join(d, "x" * 100)
+        os.mkdir(deep)
+        p = Plugin(deep, NULL_CONFIG)
+        rc = p.proc.wait(20)
+        p.log.close()
+        assert rc == 1, rc
+        assert "longer than the Unix socket limit of 107 bytes" in p.logtext(), p.logtext()
+
+
+def test_bad_config_is_a_clear_error():
+    with TempDir() as d:
+        p = Plugin(d, "version: v1\ngeneric:\n  devices:\n    - name: gpu\n")
+        rc = p.proc.wait(20)
+        p.log.close()
+        assert rc == 1, rc
+        want = ('plugin-%d.yaml:4:13: generic.devices[0].name: resource name \\"gpu\\" is invalid: '
+                'it must have the form <domain>/<name>"' % kt.Plugin.instances)
+        assert want in p.logtext(), p.logtext()
+
+
+if __name__ == "__main__":
+    if not os.path.exists(os.path.join(kt.BUILD_DIR, "kdev-plugin")):
+        print("kdev-plugin is not built in", kt.BUILD_DIR)
+        sys.exit(1)
+    kt.run_tests([
+        test_registers_with_exact_fields,
+        test_kubelet_restart_reregisters,
+        test_fifty_restarts_in_a_row,
+        test_burst_of_events_gives_one_registration,
+        test_stream_closed_by_kubelet_reregisters,
+        test_kubelet_absent_at_start,
+        test_register_error_is_retried,
+        test_two_instances_take_over,
+        test_sigterm_removes_only_own_sockets,
+        test_socket_path_too_long_is_a_startup_error,
+        test_bad_config_is_a_clear_error,
+    ])

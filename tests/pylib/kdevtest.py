@@ -1,0 +1,224 @@
+"""Helpers shared by kdev's Python integration tests.
+
+Run with /usr/bin/python3 (Debian's python3-grpcio). Messages are generated at
+test time from proto/ with protoc --python_out; services use grpcio's generic
+handlers, so no grpc_tools are needed.
+"""
+import glob
+import importlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SOURCE_DIR = os.environ.get("KDEV_SOURCE_DIR") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD_DIR = os.environ.get("KDEV_BUILD_DIR") or os.path.join(SOURCE_DIR, "build")
+SKIP = 77
+
+try:
+    import grpc  # noqa: E402
+except ImportError:  # pragma: no cover
+    print("SKIP: python3-grpcio is not importable by", sys.executable)
+    sys.exit(SKIP)
+
+
+def load_api():
+    """Generates and imports the v1beta1 messages; returns the module."""
+    out = tempfile.mkdtemp(prefix="kdev-pb-")
+    __import__("atexit").register(shutil.rmtree, out, True)
+    proto_dir = os.path.join(SOURCE_DIR, "proto")
+    subprocess.run(["protoc", "--proto_path=" + proto_dir, "--python_out=" + out,
+                    "deviceplugin/v1beta1/api.proto"], check=True)
+    sys.path.insert(0, out)
+    mod = importlib.import_module("deviceplugin.v1beta1.api_pb2")
+    return mod
+
+
+api = load_api()
+
+
+def wait_for(pred, timeout=20.0, interval=0.01, what="condition"):
+    """Polls pred() until it is truthy; raises AssertionError after timeout s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+
+
+class FakeKubelet:
+    """Serves v1beta1.Registration on DIR/kubelet.sock like kubelet does:
+    validates, dials back, calls GetDevicePluginOptions before answering,
+    then consumes ListAndWatch in a thread."""
+
+    def __init__(self, directory, reject=0):
+        self.dir = directory
+        self.lock = threading.Lock()
+        self.registrations = []   # (time, RegisterRequest, options)
+        self.updates = {}          # resource -> list of device lists
+        self.streams = {}          # resource -> call (to cancel)
+        self.reject = reject       # answer the first N Register calls with an error
+        self.server = None
+
+    def _register(self, req, context):
+        with self.lock:
+            if self.reject > 0:
+                self.reject -= 1
+                context.abort(grpc.StatusCode.UNKNOWN, "test: registration rejected")
+        ch = grpc.insecure_channel("unix:" + os.path.join(self.dir, req.endpoint))
+        stub_opts = ch.unary_unary("/v1beta1.DevicePlugin/GetDevicePluginOptions",
+                                   request_serializer=api.Empty.SerializeToString,
+                                   response_deserializer=api.DevicePluginOptions.FromString)
+        opts = stub_opts(api.Empty(), timeout=10)
+        lw = ch.unary_stream("/v1beta1.DevicePlugin/ListAndWatch",
+                             request_serializer=api.Empty.SerializeToString,
+                             response_deserializer=api.ListAndWatchResponse.FromString)
+        call = lw(api.Empty())
+        with self.lock:
+            old = self.streams.get(req.resource_name)
+            self.streams[req.resource_name] = call
+            self.registrations.append((time.monotonic(), req, opts))
+        if old is not None:
+            old.cancel()
+
+        def consume():
+            try:
+                for msg in call:
+                    with self.lock:
+                        self.updates.setdefault(req.resource_name, []).append(
+                            [(d.ID, d.health) for d in msg.devices])
+            except grpc.RpcError:
+                pass
+            finally:
+                ch.close()
+        threading.Thread(target=consume, daemon=True).start()
+        return api.Empty()
+
+    def start(self):
+        path = os.path.join(self.dir, "kubelet.sock")
+        handler = grpc.method_handlers_generic_handler("v1beta1.Registration", {
+            "Register": grpc.unary_unary_rpc_method_handler(
+                self._register,
+                request_deserializer=api.RegisterRequest.FromString,
+                response_serializer=api.Empty.SerializeToString),
+        })
+        self.server = grpc.server(__import__("concurrent.futures").futures.ThreadPoolExecutor(8))
+        self.server.add_generic_rpc_handlers((handler,))
+        self.server.add_insecure_port("unix:" + path)
+        self.server.start()
+
+    def stop(self):
+        if self.server is not None:
+            self.server.stop(0).wait()
+            self.server = None
+        with self.lock:
+            streams = list(self.streams.values())
+            self.streams.clear()
+        for c in streams:
+            c.cancel()
+
+    def restart(self):
+        """Like a kubelet restart: stop, remove every socket, serve again."""
+        self.stop()
+        for p in glob.glob(os.path.join(self.dir, "*")):
+            try:
+                if os.path.exists(p) and __import__("stat").S_ISSOCK(os.lstat(p).st_mode):
+                    os.unlink(p)
+            except FileNotFoundError:
+                pass
+        self.start()
+
+    def count(self, resource=None):
+        with self.lock:
+            return sum(1 for _, r, _ in self.registrations
+                       if resource is None or r.resource_name == resource)
+
+    def close_stream(self, resource):
+        with self.lock:
+            call = self.streams.pop(resource, None)
+        if call is not None:
+            call.cancel()
+
+
+class Plugin:
+    """A kdev-plugin child process."""
+
+    instances = 0
+
+    def __init__(self, directory, config_text, extra=()):
+        self.dir = directory
+        Plugin.instances += 1
+        self.config = os.path.join(os.path.dirname(directory.rstrip("/")),
+                                   "plugin-%d.yaml" % Plugin.instances)
+        with open(self.config, "w") as f:
+            f.write(config_text)
+        self.log_path = self.config + ".log"
+        self.log = open(self.log_path, "w")
+        exe = os.path.join(BUILD_DIR, "kdev-plugin")
+        self.proc = subprocess.Popen([exe, "--config", self.config, "--device-plugin-dir",
+                                      directory, "--log-level", "debug", *extra],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+
+    def logtext(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self, timeout=20):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout)
+        self.log.close()
+        return rc
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+NULL_CONFIG = """version: v1
+generic:
+  devices:
+    - name: example.com/null
+      groups:
+        - paths:
+            - path: /dev/null
+          count: 4
+"""
+
+
+class TempDir:
+    def __enter__(self):
+        self.path = tempfile.mkdtemp(prefix="kdev-it-")
+        self.dir = os.path.join(self.path, "device-plugins")
+        os.mkdir(self.dir)
+        return self.dir
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def run_tests(tests):
+    """Runs test functions; prints 'N passed, N failed' and exits."""
+    passed = failed = 0
+    for t in tests:
+        start = time.monotonic()
+        try:
+            t()
+            passed += 1
+            print("PASS %s (%.2fs)" % (t.__name__, time.monotonic() - start), flush=True)
+        except Exception as e:  # noqa: BLE001
+            failed += 1
+            import traceback
+            traceback.print_exc()
+            print("FAIL %s: %s" % (t.__name__, e), flush=True)
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
