@@ -1,0 +1,145 @@
+/* Scenario file parsing: the documented example and every kind of error. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kubelet/scenario.h"
+
+static void test_example_file(void **state)
+{
+        (void)state;
+        struct kdev_scenario s;
+        struct kdev_err err = {0};
+        int rc = kdev_scenario_load(KDEV_SOURCE_DIR "/examples/demo-scenario.yaml", &s, &err);
+        if (rc < 0)
+                fail_msg("%s", err.msg);
+        assert_int_equal(s.n_steps, 9);
+        assert_int_equal(s.steps[0].kind, KDEV_SCN_WAIT);
+        assert_int_equal(s.steps[0].wait.timeout_ms, 30000);
+        assert_int_equal(s.steps[0].wait.n_resources, 1);
+        assert_string_equal(s.steps[0].wait.resources[0].resource, "example.com/null");
+        assert_int_equal(s.steps[0].wait.resources[0].count, 2);
+
+        const struct kdev_scn_pod *p = &s.steps[1].pod;
+        assert_int_equal(s.steps[1].kind, KDEV_SCN_POD);
+        assert_string_equal(p->name, "train");
+        char uid[40];
+        kdev_scenario_default_uid("train", uid, sizeof(uid));
+        assert_string_equal(p->uid, uid);
+        assert_int_equal(p->n_containers, 3);
+        assert_string_equal(p->containers[0].name, "setup");
+        assert_true(p->containers[0].init);
+        assert_string_equal(p->containers[1].name, "main");
+        assert_false(p->containers[1].init);
+        assert_int_equal(p->containers[1].n_limits, 1);
+        assert_int_equal(p->containers[2].n_limits, 0);
+        assert_int_equal(s.steps[2].pod.containers[0].limits[0].count, 5);
+
+        assert_int_equal(s.steps[3].kind, KDEV_SCN_POD);
+        assert_int_equal(s.steps[4].kind, KDEV_SCN_DELETE);
+        assert_string_equal(s.steps[4].name, "train");
+        assert_int_equal(s.steps[5].kind, KDEV_SCN_RESTART);
+        assert_int_equal(s.steps[6].kind, KDEV_SCN_WAIT);
+        assert_int_equal(s.steps[7].kind, KDEV_SCN_POD);
+        assert_string_equal(s.steps[7].pod.uid, s.steps[3].pod.uid);
+        assert_int_equal(s.steps[8].kind, KDEV_SCN_SLEEP);
+        assert_int_equal(s.steps[8].sleep_ms, 500);
+        kdev_scenario_clear(&s);
+}
+
+static void expect_error(const char *text, const char *msg)
+{
+        struct kdev_scenario s;
+        struct kdev_err err = {0};
+        assert_int_equal(kdev_scenario_parse(text, strlen(text), "s.yaml", &s, &err), -EINVAL);
+        assert_string_equal(err.msg, msg);
+        assert_int_equal(s.n_steps, 0);
+        assert_null(s.steps);
+}
+
+static void test_errors(void **state)
+{
+        (void)state;
+        expect_error("", "s.yaml: empty scenario");
+        expect_error("pods: [", "s.yaml:2:1: not YAML: did not find expected node content");
+        expect_error("- a", "s.yaml:1:1: expected a mapping, got a list");
+        expect_error("pod: []", "s.yaml:1:1: unknown key \"pod\" (known: wait, pods, steps)");
+        expect_error("pods: {}", "s.yaml:1:7: pods: expected a list, got a mapping");
+        expect_error("pods:\n  - containers: []\n",
+                     "s.yaml:2:5: pods[0]: missing key \"name\"");
+        expect_error("pods:\n  - name: a\n    containers: []\n",
+                     "s.yaml:3:17: pods[0].containers: a pod needs at least one container");
+        expect_error("pods:\n  - name: a\n    containers: [{name: c, limits: {example.com/gpu: x}}]\n",
+                     "s.yaml:3:54: pods[0].containers[0].limits.example.com/gpu: expected a "
+                     "non-negative integer (at most 1000000), got \"x\"");
+        expect_error("pods:\n  - name: a\n    containers: [{name: c, limits: {example.com/gpu: -1}}]\n",
+                     "s.yaml:3:54: pods[0].containers[0].limits.example.com/gpu: expected a "
+                     "non-negative integer (at most 1000000), got \"-1\"");
+        expect_error("pods:\n  - name: a\n    containers: [{name: c}, {name: c}]\n",
+                     "s.yaml:3:36: pods[0].containers[1].name: container name \"c\" used twice in "
+                     "the pod");
+        expect_error("pods:\n  - name: a\n    containers: [{name: c, limit: {}}]\n",
+                     "s.yaml:3:28: pods[0].containers[0]: unknown key \"limit\" (known: name, limits)");
+        expect_error("pods:\n  - name: a\n    name: b\n    containers: [{name: c}]\n",
+                     "s.yaml:3:5: pods[0]: key \"name\" given twice");
+        expect_error("wait: {timeout: 5}\n", "s.yaml:1:7: wait: missing key \"resources\"");
+        expect_error("wait: {timeout: soon, resources: {a/b: 1}}\n",
+                     "s.yaml:1:17: wait.timeout: expected seconds between 0 and 86400, got \"soon\"");
+        expect_error("wait: {resources: {}}\n", "s.yaml:1:19: wait.resources: must name at least one "
+                                                "resource");
+        expect_error("steps:\n  - delete: nobody\n",
+                     "s.yaml:2:13: steps[0].delete: no pod \"nobody\" before this step");
+        expect_error("steps:\n  - sleep: 1\n    restart: true\n",
+                     "s.yaml:2:5: steps[0]: a step has exactly one of wait, pod, delete, restart, sleep");
+        expect_error("steps:\n  - restart: maybe\n", "s.yaml:2:14: steps[0].restart: expected true");
+        expect_error("steps:\n  - jump: 1\n",
+                     "s.yaml:2:5: steps[0]: unknown key \"jump\" (known: wait, pod, delete, restart, "
+                     "sleep)");
+}
+
+static void test_minimal_and_uid(void **state)
+{
+        (void)state;
+        const char *t = "pods:\n  - name: train\n    uid: my-uid\n    containers:\n"
+                        "      - name: main\n        limits: {example.com/null: 1, vendor.com/x: 0}\n"
+                        "steps:\n  - restart:\n  - delete: train\n";
+        struct kdev_scenario s;
+        struct kdev_err err = {0};
+        assert_int_equal(kdev_scenario_parse(t, strlen(t), "t", &s, &err), 0);
+        assert_int_equal(s.n_steps, 3);
+        assert_string_equal(s.steps[0].pod.uid, "my-uid");
+        assert_int_equal(s.steps[0].line, 2);
+        assert_int_equal(s.steps[0].pod.containers[0].n_limits, 2);
+        assert_string_equal(s.steps[0].pod.containers[0].limits[1].resource, "vendor.com/x");
+        assert_int_equal(s.steps[0].pod.containers[0].limits[1].count, 0);
+        assert_int_equal(s.steps[1].kind, KDEV_SCN_RESTART);
+        kdev_scenario_clear(&s);
+
+        char a[40], b[40];
+        kdev_scenario_default_uid("train", a, sizeof(a));
+        kdev_scenario_default_uid("train2", b, sizeof(b));
+        assert_int_equal(strlen(a), 36);
+        assert_string_not_equal(a, b);
+        assert_int_equal(a[14], '4');
+        assert_int_equal(a[19], '8');
+
+        struct kdev_err e2 = {0};
+        assert_int_equal(kdev_scenario_load("/nonexistent/s.yaml", &s, &e2), -ENOENT);
+        assert_string_equal(e2.msg, "open /nonexistent/s.yaml: No such file or directory");
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_example_file),
+                cmocka_unit_test(test_errors),
+                cmocka_unit_test(test_minimal_and_uid),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
