@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs every kdev test: installs dependencies, then builds and runs the suite
+# twice, plainly and under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Usage: scripts/test.sh        (from anywhere inside the checkout)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh --test
+jobs=$(nproc)
+
+echo "== ASan+UBSan build and tests" >&2
+cmake -S . -B build-asan -G Ninja -DKDEV_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+ninja -C build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+echo "== release build and tests" >&2
+cmake -S . -B build -G Ninja >/dev/null
+ninja -C build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
