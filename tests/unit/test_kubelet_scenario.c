@@ -19,7 +19,7 @@ static void test_example_file(void **state)
         int rc = kdev_scenario_load(KDEV_SOURCE_DIR "/examples/demo-scenario.yaml", &s, &err);
         if (rc < 0)
                 fail_msg("%s", err.msg);
-        assert_int_equal(s.n_steps, 9);
+        assert_int_equal(s.n_steps, 10);
         assert_int_equal(s.steps[0].kind, KDEV_SCN_WAIT);
         assert_int_equal(s.steps[0].wait.timeout_ms, 30000);
         assert_int_equal(s.steps[0].wait.n_resources, 1);
@@ -39,17 +39,26 @@ static void test_example_file(void **state)
         assert_false(p->containers[1].init);
         assert_int_equal(p->containers[1].n_limits, 1);
         assert_int_equal(p->containers[2].n_limits, 0);
-        assert_int_equal(s.steps[2].pod.containers[0].limits[0].count, 5);
 
-        assert_int_equal(s.steps[3].kind, KDEV_SCN_POD);
-        assert_int_equal(s.steps[4].kind, KDEV_SCN_DELETE);
-        assert_string_equal(s.steps[4].name, "train");
-        assert_int_equal(s.steps[5].kind, KDEV_SCN_RESTART);
-        assert_int_equal(s.steps[6].kind, KDEV_SCN_WAIT);
-        assert_int_equal(s.steps[7].kind, KDEV_SCN_POD);
-        assert_string_equal(s.steps[7].pod.uid, s.steps[3].pod.uid);
-        assert_int_equal(s.steps[8].kind, KDEV_SCN_SLEEP);
-        assert_int_equal(s.steps[8].sleep_ms, 500);
+        /* fuse-app: two resources in one container, in the order written */
+        const struct kdev_scn_pod *f = &s.steps[2].pod;
+        assert_string_equal(f->name, "fuse-app");
+        assert_int_equal(f->containers[0].n_limits, 2);
+        assert_string_equal(f->containers[0].limits[0].resource, "example.com/fuse");
+        assert_int_equal(f->containers[0].limits[0].count, 2);
+        assert_string_equal(f->containers[0].limits[1].resource, "example.com/zero");
+        assert_int_equal(f->containers[0].limits[1].count, 1);
+
+        assert_int_equal(s.steps[3].pod.containers[0].limits[0].count, 5);
+        assert_int_equal(s.steps[4].kind, KDEV_SCN_POD);
+        assert_int_equal(s.steps[5].kind, KDEV_SCN_DELETE);
+        assert_string_equal(s.steps[5].name, "train");
+        assert_int_equal(s.steps[6].kind, KDEV_SCN_RESTART);
+        assert_int_equal(s.steps[7].kind, KDEV_SCN_WAIT);
+        assert_int_equal(s.steps[8].kind, KDEV_SCN_POD);
+        assert_string_equal(s.steps[8].pod.uid, s.steps[4].pod.uid);
+        assert_int_equal(s.steps[9].kind, KDEV_SCN_SLEEP);
+        assert_int_equal(s.steps[9].sleep_ms, 500);
         kdev_scenario_clear(&s);
 }
 
