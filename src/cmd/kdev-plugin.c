@@ -180,7 +180,12 @@ int main(int argc, char **argv)
 
         struct daemon d = {0};
         int status = 1;
-        uv_loop_init(&d.loop);
+        int r = uv_loop_init(&d.loop);
+        if (r < 0) {
+                kdev_log_error("cannot start", "error", uv_strerror(r));
+                kdev_resource_set_clear(&set);
+                return 1;
+        }
         d.rt = kdev_dp_runtime_new(&d.loop, &opts, &err);
         if (!d.rt)
                 goto out;
@@ -191,14 +196,24 @@ int main(int argc, char **argv)
                 if (kdev_dp_runtime_add_resource(d.rt, &set.resources[i], &err) < 0)
                         goto out;
         }
-        if (kdev_dp_runtime_start(d.rt, &err) < 0)
+        signal(SIGPIPE, SIG_IGN);
+        if ((r = uv_signal_init(&d.loop, &d.sigterm)) < 0) {
+                kdev_err_set(&err, -r, "cannot handle signals: %s", uv_strerror(r));
                 goto out;
-        uv_signal_init(&d.loop, &d.sigterm);
-        uv_signal_init(&d.loop, &d.sigint);
+        }
+        if ((r = uv_signal_init(&d.loop, &d.sigint)) < 0) {
+                uv_close((uv_handle_t *)&d.sigterm, NULL);
+                kdev_err_set(&err, -r, "cannot handle signals: %s", uv_strerror(r));
+                goto out;
+        }
         d.sigterm.data = d.sigint.data = &d;
         uv_signal_start(&d.sigterm, on_signal, SIGTERM);
         uv_signal_start(&d.sigint, on_signal, SIGINT);
-        signal(SIGPIPE, SIG_IGN);
+        if (kdev_dp_runtime_start(d.rt, &err) < 0) {
+                uv_close((uv_handle_t *)&d.sigterm, NULL);
+                uv_close((uv_handle_t *)&d.sigint, NULL);
+                goto out;
+        }
         uv_run(&d.loop, UV_RUN_DEFAULT);
         status = 0;
         kdev_log_info("stopped");

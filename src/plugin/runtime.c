@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -64,6 +65,8 @@ struct kdev_dp_runtime {
         uv_timer_t debounce;
         struct dp_server **servers;
         size_t n_servers;
+        dev_t kubelet_dev; /* identity of the kubelet.sock last seen, 0/0 = none */
+        ino_t kubelet_ino;
         bool started;
         bool stopping;
         unsigned pending_closes; /* uv handles and services still closing */
@@ -122,6 +125,11 @@ struct kdev_dp_runtime *kdev_dp_runtime_new(uv_loop_t *loop, const struct kdev_d
                 goto oom;
         rt->opts.plugin_dir = rt->dir;
         rt->opts.socket_prefix = rt->prefix;
+        /* Handles exist from here on, so that stop can always close them. */
+        uv_timer_init(loop, &rt->debounce);
+        rt->debounce.data = rt;
+        uv_fs_event_init(loop, &rt->watch);
+        rt->watch.data = rt;
         return rt;
 oom:
         if (rt) {
@@ -201,6 +209,8 @@ int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resourc
         if (!s->socket_name || !s->socket_path || !s->lock_path)
                 goto oom;
         sprintf(s->lock_path, "%s.lock", s->socket_path);
+        uv_timer_init(rt->loop, &s->retry_timer);
+        s->retry_timer.data = s;
         rt->servers[rt->n_servers++] = s;
         return 0;
 oom:
@@ -220,6 +230,23 @@ static bool kubelet_socket_exists(const struct kdev_dp_runtime *rt)
         return stat(rt->kubelet_path, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
+/* True when kubelet.sock exists and is not the file seen last time (kubelet
+ * created it anew); remembers the current one. Attribute changes (chmod,
+ * touch) of the same file are not a restart. */
+static bool kubelet_socket_changed(struct kdev_dp_runtime *rt)
+{
+        struct stat st;
+        if (stat(rt->kubelet_path, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+                rt->kubelet_dev = 0;
+                rt->kubelet_ino = 0;
+                return false;
+        }
+        bool changed = st.st_dev != rt->kubelet_dev || st.st_ino != rt->kubelet_ino;
+        rt->kubelet_dev = st.st_dev;
+        rt->kubelet_ino = st.st_ino;
+        return changed;
+}
+
 /* True when the socket file we created is still at its path. */
 static bool own_socket_present(const struct dp_server *s)
 {
@@ -227,6 +254,21 @@ static bool own_socket_present(const struct dp_server *s)
         if (!s->sock_created || lstat(s->socket_path, &st) != 0)
                 return false;
         return st.st_dev == s->sock_dev && st.st_ino == s->sock_ino;
+}
+
+/* True when something accepts connections on the Unix socket at |path|. */
+static bool socket_is_live(const char *path)
+{
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        if (strlen(path) >= sizeof(sun.sun_path))
+                return false;
+        strcpy(sun.sun_path, path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return false;
+        bool live = connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0;
+        close(fd);
+        return live;
 }
 
 static void unlink_own_socket(struct dp_server *s)
@@ -283,11 +325,19 @@ static int server_start_service(struct dp_server *s)
 {
         struct kdev_err err = {0};
         server_close_service(s);
-        /* We hold the lock for this path, so whatever is there is stale: ours
-         * from an older generation or a crashed instance's. */
+        /* We hold the lock for this path, so a socket there is ours from an
+         * older generation or a crashed instance's. Still, never take a socket
+         * that a live process answers on (a lock file removed by hand lets two
+         * instances hold "the" lock). */
         struct stat st;
-        if (lstat(s->socket_path, &st) == 0 && S_ISSOCK(st.st_mode))
+        if (lstat(s->socket_path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+                if (!own_socket_present(s) && socket_is_live(s->socket_path)) {
+                        kdev_log_error("another process serves the resource socket; not taking it",
+                                       "resource", s->res->name, "socket", s->socket_path);
+                        return -1;
+                }
                 unlink(s->socket_path);
+        }
         s->svc = kdev_dp_service_new(s->rt->loop, s->res, on_stream_ended, s, &err);
         if (!s->svc || kdev_dp_service_listen(s->svc, s->socket_path, &err) < 0) {
                 kdev_log_error("cannot serve resource", "resource", s->res->name, "socket",
@@ -319,7 +369,10 @@ static void on_retry_timer(uv_timer_t *t)
         }
         if (s->state == REG_BACKOFF) {
                 s->state = REG_IDLE;
-                server_register(s);
+                if (s->svc)
+                        server_register(s);
+                else
+                        server_try_lock(s); /* the server failed to start: try again */
         }
 }
 
@@ -383,6 +436,7 @@ static void server_register(struct dp_server *s)
         v1beta1__register_request__pack(&req, buf);
         struct kdev_err err = {0};
         s->state = REG_PENDING;
+        kdev_dp_service_expect_kubelet(s->svc);
         s->reg_call = kdev_rpc_client_call(rt->kubelet, METHOD_REGISTER, buf, len,
                                            rt->opts.register_timeout_ms, NULL, on_register_done, s,
                                            &err);
@@ -412,6 +466,15 @@ static void server_try_lock(struct dp_server *s)
                         uv_timer_start(&s->retry_timer, on_retry_timer, s->rt->opts.lock_poll_ms, 0);
                         return;
                 }
+                struct stat held, at_path;
+                if (fstat(fd, &held) != 0 || stat(s->lock_path, &at_path) != 0 ||
+                    held.st_dev != at_path.st_dev || held.st_ino != at_path.st_ino) {
+                        /* The file was replaced between open and flock: the
+                         * lock must be on the file that is at the path now. */
+                        close(fd);
+                        uv_timer_start(&s->retry_timer, on_retry_timer, s->rt->opts.lock_poll_ms, 0);
+                        return;
+                }
                 s->lock_fd = fd;
                 if (s->lock_wait_logged)
                         kdev_log_info("acquired the socket lock", "resource", s->res->name);
@@ -420,7 +483,7 @@ static void server_try_lock(struct dp_server *s)
         if (server_start_service(s) == 0)
                 server_register(s);
         else
-                register_failed(s, "no server");
+                register_failed(s, "cannot serve the resource socket");
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -440,7 +503,7 @@ static void on_debounce(uv_timer_t *t)
                         cancel_register(s);
                         if (server_start_service(s) < 0) {
                                 s->restart_wanted = s->register_wanted = false;
-                                register_failed(s, "no server");
+                                register_failed(s, "cannot serve the resource socket");
                                 continue;
                         }
                         s->register_wanted = true;
@@ -475,8 +538,8 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
                 return;
         }
         if (strcmp(filename, KDEV_DP_KUBELET_SOCKET) == 0) {
-                if (!kubelet_socket_exists(rt))
-                        return; /* removed: wait for it to come back */
+                if (!kubelet_socket_changed(rt))
+                        return; /* removed (wait for it to come back) or only touched */
                 kdev_log_info("kubelet socket created, registering again", "kubelet",
                               rt->kubelet_path);
                 for (size_t i = 0; i < rt->n_servers; i++)
@@ -501,8 +564,8 @@ static void on_stream_ended(void *arg)
 {
         struct dp_server *s = arg;
         struct kdev_dp_runtime *rt = s->rt;
-        if (rt->stopping)
-                return;
+        if (rt->stopping || s->state == REG_PENDING)
+                return; /* a registration under way replaces the stream anyway */
         if (kubelet_socket_exists(rt)) {
                 kdev_log_info("ListAndWatch stream ended, registering again", "resource",
                               s->res->name);
@@ -528,20 +591,13 @@ int kdev_dp_runtime_start(struct kdev_dp_runtime *rt, struct kdev_err *err)
         rt->kubelet = kdev_rpc_client_new(rt->loop, rt->kubelet_path, NULL);
         if (!rt->kubelet)
                 return kdev_err_set(err, ENOMEM, "out of memory");
-        uv_timer_init(rt->loop, &rt->debounce);
-        rt->debounce.data = rt;
-        uv_fs_event_init(rt->loop, &rt->watch);
-        rt->watch.data = rt;
         int r = uv_fs_event_start(&rt->watch, on_dir_event, rt->dir, 0);
         if (r < 0)
                 return kdev_err_set(err, -r, "cannot watch %s: %s", rt->dir, uv_strerror(r));
         rt->started = true;
-        for (size_t i = 0; i < rt->n_servers; i++) {
-                struct dp_server *s = rt->servers[i];
-                uv_timer_init(rt->loop, &s->retry_timer);
-                s->retry_timer.data = s;
-                server_try_lock(s);
-        }
+        kubelet_socket_changed(rt); /* remember the kubelet.sock we start with */
+        for (size_t i = 0; i < rt->n_servers; i++)
+                server_try_lock(rt->servers[i]);
         return 0;
 }
 
@@ -577,19 +633,15 @@ void kdev_dp_runtime_stop(struct kdev_dp_runtime *rt, void (*done)(void *arg), v
                         close(s->lock_fd); /* after the unlink: the next owner finds a clean path */
                         s->lock_fd = -1;
                 }
-                if (rt->started) {
-                        rt->pending_closes++;
-                        s->retry_timer.data = rt;
-                        uv_close((uv_handle_t *)&s->retry_timer, on_handle_closed);
-                }
+                rt->pending_closes++;
+                s->retry_timer.data = rt;
+                uv_close((uv_handle_t *)&s->retry_timer, on_handle_closed);
         }
-        if (rt->started) {
-                rt->pending_closes += 2;
-                rt->debounce.data = rt;
-                rt->watch.data = rt;
-                uv_close((uv_handle_t *)&rt->debounce, on_handle_closed);
-                uv_close((uv_handle_t *)&rt->watch, on_handle_closed);
-        }
+        rt->pending_closes += 2;
+        rt->debounce.data = rt;
+        rt->watch.data = rt;
+        uv_close((uv_handle_t *)&rt->debounce, on_handle_closed);
+        uv_close((uv_handle_t *)&rt->watch, on_handle_closed);
         kdev_rpc_client_close(rt->kubelet);
         rt->kubelet = NULL;
         on_service_closed(rt);

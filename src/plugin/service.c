@@ -15,6 +15,7 @@ struct stream {
         struct kdev_rpc_call *call;
         struct kdev_dp_service *svc;
         struct stream *next;
+        bool kubelet; /* kubelet's stream: its end means kubelet dropped us */
 };
 
 struct kdev_dp_service {
@@ -24,6 +25,8 @@ struct kdev_dp_service {
         void *arg;
         struct stream *streams;
         size_t n_streams;
+        bool expect_kubelet;   /* a registration is under way */
+        uint64_t kubelet_conn; /* connection that called GetDevicePluginOptions, 0 = none yet */
         uint8_t *last; /* last ListAndWatchResponse sent, packed */
         size_t last_len;
         bool closing;
@@ -117,8 +120,9 @@ static void on_stream_cancel(struct kdev_rpc_call *call, void *user_data)
                 }
         }
         svc->n_streams--;
+        bool kubelet = st->kubelet;
         free(st);
-        if (!svc->closing && svc->on_stream_end)
+        if (kubelet && !svc->closing && svc->on_stream_end)
                 svc->on_stream_end(svc->arg);
 }
 
@@ -143,6 +147,13 @@ static void handle_list_and_watch(struct kdev_rpc_call *call, const uint8_t *req
         }
         st->call = call;
         st->svc = svc;
+        uint64_t conn = kdev_rpc_call_connection(call);
+        if (svc->expect_kubelet && svc->kubelet_conn != 0 && svc->kubelet_conn == conn) {
+                for (struct stream *o = svc->streams; o; o = o->next)
+                        o->kubelet = false;
+                st->kubelet = true;
+                svc->expect_kubelet = false;
+        }
         st->next = svc->streams;
         svc->streams = st;
         svc->n_streams++;
@@ -163,8 +174,11 @@ void kdev_dp_service_notify(struct kdev_dp_service *svc)
         free(svc->last);
         svc->last = buf;
         svc->last_len = len;
-        for (struct stream *st = svc->streams; st; st = st->next)
+        struct stream *next;
+        for (struct stream *st = svc->streams; st; st = next) {
+                next = st->next; /* a send that loses the connection frees |st| */
                 kdev_rpc_call_send(st->call, buf, len);
+        }
 }
 
 size_t kdev_dp_service_streams(const struct kdev_dp_service *svc)
@@ -174,12 +188,20 @@ size_t kdev_dp_service_streams(const struct kdev_dp_service *svc)
 
 /* ---- unary methods ------------------------------------------------------- */
 
+void kdev_dp_service_expect_kubelet(struct kdev_dp_service *svc)
+{
+        svc->expect_kubelet = true;
+        svc->kubelet_conn = 0;
+}
+
 static void handle_options(struct kdev_rpc_call *call, const uint8_t *req, size_t len,
                            void *user_data)
 {
+        struct kdev_dp_service *svc = user_data;
         (void)req;
         (void)len;
-        (void)user_data;
+        if (svc->expect_kubelet)
+                svc->kubelet_conn = kdev_rpc_call_connection(call);
         V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
         kdev_dp_fill_options(&opts);
         kdev_rpc_call_reply_pb(call, &opts.base);

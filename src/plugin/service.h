@@ -16,12 +16,22 @@ struct kdev_resource;
 struct kdev_dp_service;
 
 /* Creates the service for |res| (borrowed; must outlive the service).
- * |on_stream_end| (may be NULL) runs with |arg| when a ListAndWatch stream is
- * ended by the peer (cancel, connection loss, deadline), never for streams
- * ended by kdev_dp_service_close(). Returns NULL with |err| on failure. */
+ * |on_stream_end| (may be NULL) runs with |arg| when kubelet's ListAndWatch
+ * stream is ended by the peer (cancel, connection loss, deadline) — not for
+ * other clients' streams (kdevctl watch, monitoring), and never for streams
+ * ended by kdev_dp_service_close(). Kubelet's stream is the first
+ * ListAndWatch opened after kdev_dp_service_expect_kubelet() on the connection
+ * that called GetDevicePluginOptions since then (kubelet calls it inside
+ * Register, then opens ListAndWatch on the same connection; k8s
+ * pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go). Returns NULL with
+ * |err| on failure. */
 struct kdev_dp_service *kdev_dp_service_new(uv_loop_t *loop, struct kdev_resource *res,
                                             void (*on_stream_end)(void *arg), void *arg,
                                             struct kdev_err *err);
+
+/* Marks the start of a registration: the next GetDevicePluginOptions caller
+ * and its next ListAndWatch stream are taken to be kubelet's. */
+void kdev_dp_service_expect_kubelet(struct kdev_dp_service *svc);
 
 /* Listens on Unix socket |path|. Returns 0 or a negative errno with |err|. */
 int kdev_dp_service_listen(struct kdev_dp_service *svc, const char *path, struct kdev_err *err);

@@ -150,6 +150,11 @@ void kdev_rpc_call_finish(struct kdev_rpc_call *call, int status, const char *me
  * call with DEADLINE_EXCEEDED and runs on_cancel. */
 uint64_t kdev_rpc_call_deadline(const struct kdev_rpc_call *call);
 
+/* Identifies the connection |call| arrived on: a serial number unique within
+ * its server, starting at 1 (0 for NULL). Calls on one HTTP/2 connection share
+ * it, so a peer's calls can be told apart from another client's. */
+uint64_t kdev_rpc_call_connection(const struct kdev_rpc_call *call);
+
 /* The method path of |call| (static for the call's lifetime). */
 const char *kdev_rpc_call_method(const struct kdev_rpc_call *call);
 

@@ -44,6 +44,7 @@ struct kdev_rpc_server {
         uv_idle_t closer;  /* only closed: makes freeing always asynchronous */
         unsigned handles;  /* listener + closer while open */
         struct sconn *conns;
+        uint64_t last_conn_id;
         size_t ncalls;
         bool listening;
         bool closing;
@@ -56,7 +57,8 @@ struct sconn {
         struct kdev_rpc_server *srv;
         struct sconn *prev, *next;
         struct kdev_rpc_call *calls;
-        bool gone; /* calls cancelled, close requested */
+        uint64_t id; /* serial number within the server, from 1 */
+        bool gone;   /* calls cancelled, close requested */
 };
 
 enum call_state { CALL_RECV, CALL_LIVE, CALL_DONE };
@@ -356,6 +358,11 @@ void kdev_rpc_call_on_cancel(struct kdev_rpc_call *call, kdev_rpc_cancel_fn fn, 
 uint64_t kdev_rpc_call_deadline(const struct kdev_rpc_call *call)
 {
         return call ? call->deadline : 0;
+}
+
+uint64_t kdev_rpc_call_connection(const struct kdev_rpc_call *call)
+{
+        return call && call->sc ? call->sc->id : 0;
 }
 
 const char *kdev_rpc_call_method(const struct kdev_rpc_call *call)
@@ -836,6 +843,7 @@ static void on_connection(uv_stream_t *listener, int status)
         if (!sc)
                 return; /* the connection waits in the backlog; retried on next event */
         sc->srv = srv;
+        sc->id = ++srv->last_conn_id;
         if (kdev_rpc__conn_init(&sc->c, srv->loop, &sconn_ops, sc) < 0) {
                 free(sc);
                 return;

@@ -123,6 +123,89 @@ def test_stream_closed_by_kubelet_reregisters():
             k.stop()
 
 
+def test_other_clients_streams_do_not_reregister():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="registration")
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            for _ in range(20):  # e.g. `kdevctl watch` started and stopped
+                ch = kt.grpc.insecure_channel("unix:" + os.path.join(d, SOCK))
+                lw = ch.unary_stream("/v1beta1.DevicePlugin/ListAndWatch",
+                                     request_serializer=kt.api.Empty.SerializeToString,
+                                     response_deserializer=kt.api.ListAndWatchResponse.FromString)
+                call = lw(kt.api.Empty())
+                next(call)
+                call.cancel()
+                ch.close()
+            settle()
+            assert k.count(RES) == 1, "%d registrations" % k.count(RES)
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_touching_kubelet_socket_is_not_a_restart():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="registration")
+            os.chmod(os.path.join(d, "kubelet.sock"), 0o600)
+            os.utime(os.path.join(d, "kubelet.sock"))
+            settle()
+            assert k.count(RES) == 1, "%d registrations" % k.count(RES)
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_socket_path_blocked_then_freed_recovers():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        blocker = os.path.join(d, SOCK)
+        os.mkdir(blocker)  # listen fails: a directory sits at the socket path
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: "cannot serve resource" in p.logtext(), what="listen failure")
+            assert k.count(RES) == 0
+            os.rmdir(blocker)
+            wait_for(lambda: k.count(RES) == 1, what="registration once the path is free")
+            assert options_ok(d)
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_removed_lock_file_never_steals_a_live_socket():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        a = Plugin(d, NULL_CONFIG)
+        b = None
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="first instance registration")
+            sock = os.path.join(d, SOCK)
+            ino = os.lstat(sock).st_ino
+            os.unlink(sock + ".lock")  # an admin cleaning the directory
+            b = Plugin(d, NULL_CONFIG)
+            wait_for(lambda: "another process serves the resource socket; not taking it"
+                     in b.logtext(), what="second instance refusing the live socket")
+            settle()
+            assert os.lstat(sock).st_ino == ino
+            assert k.count(RES) == 1, "%d registrations" % k.count(RES)
+            assert a.proc.poll() is None
+        finally:
+            if b is not None:
+                assert b.stop() == 0
+            assert a.stop() == 0
+            k.stop()
+
+
 def test_kubelet_absent_at_start():
     with TempDir() as d:
         p = Plugin(d, NULL_CONFIG)
@@ -231,6 +314,10 @@ if __name__ == "__main__":
         test_fifty_restarts_in_a_row,
         test_burst_of_events_gives_one_registration,
         test_stream_closed_by_kubelet_reregisters,
+        test_other_clients_streams_do_not_reregister,
+        test_touching_kubelet_socket_is_not_a_restart,
+        test_socket_path_blocked_then_freed_recovers,
+        test_removed_lock_file_never_steals_a_live_socket,
         test_kubelet_absent_at_start,
         test_register_error_is_retried,
         test_two_instances_take_over,
