@@ -337,6 +337,13 @@ static int server_start_service(struct dp_server *s)
                         return -1;
                 }
                 unlink(s->socket_path);
+        } else if (lstat(s->socket_path, &st) == 0) {
+                kdev_log_error("cannot serve resource: a file that is not a socket is in the way",
+                               "resource", s->res->name, "path", s->socket_path, "type",
+                               S_ISLNK(st.st_mode) ? "symlink"
+                               : S_ISDIR(st.st_mode) ? "directory"
+                                                     : "file");
+                return -1;
         }
         s->svc = kdev_dp_service_new(s->rt->loop, s->res, on_stream_ended, s, &err);
         if (!s->svc || kdev_dp_service_listen(s->svc, s->socket_path, &err) < 0) {
@@ -417,7 +424,10 @@ static void server_register(struct dp_server *s)
         cancel_register(s);
         uv_timer_stop(&s->retry_timer);
         if (!kubelet_socket_exists(rt)) {
-                register_failed(s, "kubelet socket does not exist (is kubelet running?)");
+                struct stat st;
+                register_failed(s, lstat(rt->kubelet_path, &st) == 0
+                                           ? "kubelet socket path exists but is not a socket"
+                                           : "kubelet socket does not exist (is kubelet running?)");
                 return;
         }
         V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
@@ -449,7 +459,7 @@ static void server_register(struct dp_server *s)
 static void server_try_lock(struct dp_server *s)
 {
         if (s->lock_fd < 0) {
-                int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+                int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
                 if (fd < 0) {
                         kdev_log_error("cannot open lock file", "resource", s->res->name, "path",
                                        s->lock_path, "error", strerror(errno));

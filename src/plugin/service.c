@@ -3,10 +3,12 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/model.h"
+#include "plugin/pbcheck.h"
 #include "rpc/rpc.h"
 
 #define SERVICE "/v1beta1.DevicePlugin/"
@@ -52,6 +54,27 @@ void kdev_dp_fill_options(V1beta1__DevicePluginOptions *opts)
 {
         opts->pre_start_required = false;
         opts->get_preferred_allocation_available = true;
+}
+
+/* Rejects a request that protobuf-c would accept but misread (a NUL byte
+ * inside a string) or cannot decode at all: finishes |call| with
+ * INVALID_ARGUMENT and returns NULL. Otherwise returns the unpacked message,
+ * which the caller frees with protobuf_c_message_free_unpacked(). */
+static ProtobufCMessage *decode(struct kdev_rpc_call *call, const ProtobufCMessageDescriptor *desc,
+                                const uint8_t *req, size_t len)
+{
+        struct kdev_err err = {0};
+        if (kdev_pb_check_strings(desc, req, len, &err) < 0) {
+                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT, err.msg);
+                return NULL;
+        }
+        ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, len, req);
+        if (!m) {
+                char msg[160];
+                snprintf(msg, sizeof(msg), "malformed %s", desc->short_name);
+                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT, msg);
+        }
+        return m;
 }
 
 /* ---- ListAndWatch -------------------------------------------------------- */
@@ -130,8 +153,10 @@ static void handle_list_and_watch(struct kdev_rpc_call *call, const uint8_t *req
                                   void *user_data)
 {
         struct kdev_dp_service *svc = user_data;
-        (void)req;
-        (void)len;
+        ProtobufCMessage *empty = decode(call, &v1beta1__empty__descriptor, req, len);
+        if (!empty)
+                return;
+        protobuf_c_message_free_unpacked(empty, NULL);
         struct stream *st = calloc(1, sizeof(*st));
         if (!st) {
                 kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
@@ -198,8 +223,10 @@ static void handle_options(struct kdev_rpc_call *call, const uint8_t *req, size_
                            void *user_data)
 {
         struct kdev_dp_service *svc = user_data;
-        (void)req;
-        (void)len;
+        ProtobufCMessage *empty = decode(call, &v1beta1__empty__descriptor, req, len);
+        if (!empty)
+                return;
+        protobuf_c_message_free_unpacked(empty, NULL);
         if (svc->expect_kubelet)
                 svc->kubelet_conn = kdev_rpc_call_connection(call);
         V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
@@ -211,11 +238,10 @@ static void handle_allocate(struct kdev_rpc_call *call, const uint8_t *req, size
                             void *user_data)
 {
         struct kdev_dp_service *svc = user_data;
-        V1beta1__AllocateRequest *ar = v1beta1__allocate_request__unpack(NULL, len, req);
-        if (!ar) {
-                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT, "malformed AllocateRequest");
+        V1beta1__AllocateRequest *ar = (V1beta1__AllocateRequest *)decode(
+                call, &v1beta1__allocate_request__descriptor, req, len);
+        if (!ar)
                 return;
-        }
         size_t n = ar->n_container_requests;
         V1beta1__ContainerAllocateResponse *crs = calloc(n ? n : 1, sizeof(*crs));
         V1beta1__ContainerAllocateResponse **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
@@ -256,13 +282,10 @@ static void handle_preferred(struct kdev_rpc_call *call, const uint8_t *req, siz
                              void *user_data)
 {
         struct kdev_dp_service *svc = user_data;
-        V1beta1__PreferredAllocationRequest *pr =
-                v1beta1__preferred_allocation_request__unpack(NULL, len, req);
-        if (!pr) {
-                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT,
-                                     "malformed PreferredAllocationRequest");
+        V1beta1__PreferredAllocationRequest *pr = (V1beta1__PreferredAllocationRequest *)decode(
+                call, &v1beta1__preferred_allocation_request__descriptor, req, len);
+        if (!pr)
                 return;
-        }
         size_t n = pr->n_container_requests;
         V1beta1__ContainerPreferredAllocationResponse *crs = calloc(n ? n : 1, sizeof(*crs));
         V1beta1__ContainerPreferredAllocationResponse **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
@@ -307,13 +330,10 @@ static void handle_prestart(struct kdev_rpc_call *call, const uint8_t *req, size
                             void *user_data)
 {
         struct kdev_dp_service *svc = user_data;
-        V1beta1__PreStartContainerRequest *pr =
-                v1beta1__pre_start_container_request__unpack(NULL, len, req);
-        if (!pr) {
-                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT,
-                                     "malformed PreStartContainerRequest");
+        V1beta1__PreStartContainerRequest *pr = (V1beta1__PreStartContainerRequest *)decode(
+                call, &v1beta1__pre_start_container_request__descriptor, req, len);
+        if (!pr)
                 return;
-        }
         for (size_t i = 0; i < pr->n_devices_ids; i++) {
                 if (!kdev_resource_find(svc->res, pr->devices_ids[i])) {
                         char msg[256];
