@@ -11,6 +11,7 @@ config=${1:-$root/examples/generic-demo.yaml}
 scenario=${2:-$root/examples/demo-scenario.yaml}
 
 # KDEV_BUILD_DIR: use binaries already built there (the test suite does).
+# KDEV_WRAP: a command to run both daemons under (the valgrind test does).
 build=${KDEV_BUILD_DIR:-}
 if [ -z "$build" ]; then
   build=build
@@ -31,9 +32,9 @@ echo "== devices kdev-plugin finds with $(basename "$config")"
 "$build"/kdev-plugin --config "$config" --check
 echo
 echo "== kdevctl kubelet (device-plugins dir $dir) + kdev-plugin"
-"$build"/kdevctl kubelet --dir "$dir" --scenario "$scenario" 2>"$dir.kubelet.log" &
+${KDEV_WRAP:-} "$build"/kdevctl kubelet --dir "$dir" --scenario "$scenario" 2>"$dir.kubelet.log" &
 kubelet_pid=$!
-"$build"/kdev-plugin --config "$config" --device-plugin-dir "$dir" 2>"$dir.plugin.log" &
+${KDEV_WRAP:-} "$build"/kdev-plugin --config "$config" --device-plugin-dir "$dir" 2>"$dir.plugin.log" &
 plugin_pid=$!
 
 kubelet_status=0
