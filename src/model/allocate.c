@@ -195,35 +195,17 @@ static int resolve_request(const struct kdev_resource *r, const char *const *ids
         return 0;
 }
 
-int kdev_resource_allocate(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
-                           V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
+/* Fills out->devices from the device nodes of |devs| (|n_ids| devices). */
+static int build_specs(const struct kdev_resource *r, const struct kdev_device **devs, size_t n_ids,
+                       V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
 {
-        if (!r || !out || (n_ids && !ids))
-                return kdev_err_set(err, EINVAL, "kdev_resource_allocate: invalid arguments");
-        if (n_ids == 0)
-                return kdev_err_set(err, EINVAL, "empty allocation request for resource %s",
-                                    r->name);
-        if (out->n_devices != 0)
-                return kdev_err_set(err, EINVAL,
-                                    "kdev_resource_allocate: response already has devices");
-
-        const struct kdev_device **devs = malloc(n_ids * sizeof(*devs));
-        if (!devs)
-                return kdev_err_set(err, ENOMEM, "out of memory");
-        int rc = resolve_request(r, ids, n_ids, devs, err);
-        if (rc < 0) {
-                free(devs);
-                return rc;
-        }
-
+        int rc;
         size_t k = 0;
         for (size_t i = 0; i < n_ids; i++)
                 k += devs[i]->n_specs;
         struct spec_ent *ents = malloc((k ? k : 1) * sizeof(*ents));
-        if (!ents) {
-                free(devs);
+        if (!ents)
                 return kdev_err_set(err, ENOMEM, "out of memory");
-        }
         size_t o = 0;
         for (size_t i = 0; i < n_ids; i++) {
                 for (size_t j = 0; j < devs[i]->n_specs; j++, o++) {
@@ -231,7 +213,6 @@ int kdev_resource_allocate(const struct kdev_resource *r, const char *const *ids
                         ents[o] = (struct spec_ent){s, devs[i], o, perms_mask(s->permissions), 0};
                 }
         }
-        free(devs);
 
         /* Group by container path; the first in request order is kept and
          * takes the union of the group's permissions. */
@@ -301,4 +282,31 @@ nomem:
         free(ents);
         free_specs(specs, n);
         return kdev_err_set(err, ENOMEM, "out of memory");
+}
+
+int kdev_resource_allocate(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
+                           V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
+{
+        if (!r || !out || (n_ids && !ids))
+                return kdev_err_set(err, EINVAL, "kdev_resource_allocate: invalid arguments");
+        if (n_ids == 0)
+                return kdev_err_set(err, EINVAL, "empty allocation request for resource %s",
+                                    r->name);
+        if (out->n_devices != 0)
+                return kdev_err_set(err, EINVAL,
+                                    "kdev_resource_allocate: response already has devices");
+
+        const struct kdev_device **devs = malloc(n_ids * sizeof(*devs));
+        if (!devs)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        int rc = resolve_request(r, ids, n_ids, devs, err);
+        if (rc == 0)
+                rc = build_specs(r, devs, n_ids, out, err);
+        if (rc == 0 && r->ops && r->ops->allocate) {
+                rc = r->ops->allocate(r->ops_data, r, devs, n_ids, out, err);
+                if (rc < 0)
+                        kdev_allocate_response_free_contents(out);
+        }
+        free(devs);
+        return rc;
 }

@@ -27,6 +27,8 @@ void kdev_resource_clear(struct kdev_resource *r)
                 kdev_device_clear(&r->devices[i]);
         free(r->devices);
         free(r->name);
+        if (r->ops && r->ops->free)
+                r->ops->free(r->ops_data);
         memset(r, 0, sizeof(*r));
 }
 

@@ -30,6 +30,24 @@ struct kdev_device {
         int numa_node;                  /* NUMA node, or -1 for no topology */
         struct kdev_device_spec *specs; /* device nodes given on Allocate */
         size_t n_specs;
+        void *data;                     /* backend's, borrowed: owned by the resource's ops_data */
+};
+
+struct kdev_resource;
+
+/* Backend hooks of a resource (all optional). */
+struct kdev_resource_ops {
+        /* Adds the backend's part of the Allocate answer for one container
+         * request: |devs| (|n| devices, validated and in request order) and
+         * |out|, whose devices already hold the device nodes of |devs|. New
+         * strings and messages must be malloc'ed (they are freed by
+         * kdev_allocate_response_free_contents). Returns 0 or a negative
+         * errno with |err|; |out| is then cleared by the caller. */
+        int (*allocate)(void *data, const struct kdev_resource *r,
+                        const struct kdev_device *const *devs, size_t n,
+                        V1beta1__ContainerAllocateResponse *out, struct kdev_err *err);
+        /* Frees |data| when the resource is cleared. */
+        void (*free)(void *data);
 };
 
 /* A resource: one extended resource name and its devices. */
@@ -37,6 +55,8 @@ struct kdev_resource {
         char *name; /* extended resource name, e.g. "example.com/fuse" */
         struct kdev_device *devices;
         size_t n_devices;
+        const struct kdev_resource_ops *ops; /* NULL: device nodes only */
+        void *ops_data;                      /* owned; released by ops->free */
 };
 
 /* A set of resources, as a backend returns it. */
@@ -96,6 +116,9 @@ int kdev_id_natural_cmp(const char *a, const char *b);
  * different host paths. -ENOMEM on allocation failure. */
 int kdev_resource_allocate(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
                            V1beta1__ContainerAllocateResponse *out, struct kdev_err *err);
+/* (continued) After the device specs, r->ops->allocate (when set) adds the
+ * backend's part (envs, mounts, annotations, CDI devices); when it fails,
+ * |out| is cleared and its error returned. */
 
 /* Frees the contents of |resp| (envs, mounts, devices, annotations,
  * cdi_devices, each entry and its strings; strings equal to

@@ -256,6 +256,71 @@ struct pref_case {
         const char *want;
 };
 
+/* Backend hook: adds TEST_IDS=<ids joined by ','>, or fails on "bad". */
+static int hook_allocate(void *data, const struct kdev_resource *r,
+                         const struct kdev_device *const *devs, size_t n,
+                         V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
+{
+        int *calls = data;
+        (*calls)++;
+        char buf[256] = "";
+        for (size_t i = 0; i < n; i++) {
+                if (strcmp(devs[i]->id, "bad") == 0)
+                        return kdev_err_set(err, EIO, "hook failed for %s", r->name);
+                if (i)
+                        strcat(buf, ",");
+                strcat(buf, devs[i]->id);
+        }
+        V1beta1__ContainerAllocateResponse__EnvsEntry *e = malloc(sizeof(*e));
+        v1beta1__container_allocate_response__envs_entry__init(e);
+        e->key = strdup("TEST_IDS");
+        e->value = strdup(buf);
+        out->envs = malloc(sizeof(*out->envs));
+        out->envs[0] = e;
+        out->n_envs = 1;
+        return 0;
+}
+
+static void test_allocate_ops_hook(void **state)
+{
+        (void)state;
+        static const struct tdev devs[] = {
+                {"a", -1, true, "/dev/a=/dev/a:rw"},
+                {"bad", -1, true, "/dev/b=/dev/b:rw"},
+        };
+        struct kdev_resource r;
+        make_resource(&r, "example.com/x", devs, 2);
+        int calls = 0;
+        static const struct kdev_resource_ops ops = {.allocate = hook_allocate};
+        r.ops = &ops;
+        r.ops_data = &calls;
+        struct kdev_err err = {0};
+
+        V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+        const char *ok[] = {"a"};
+        assert_int_equal(kdev_resource_allocate(&r, ok, 1, &out, &err), 0);
+        assert_int_equal(calls, 1);
+        assert_int_equal(out.n_devices, 1);
+        assert_string_equal(out.devices[0]->container_path, "/dev/a");
+        assert_int_equal(out.n_envs, 1);
+        assert_string_equal(out.envs[0]->key, "TEST_IDS");
+        assert_string_equal(out.envs[0]->value, "a");
+        kdev_allocate_response_free_contents(&out);
+
+        const char *bad[] = {"a", "bad"};
+        assert_int_equal(kdev_resource_allocate(&r, bad, 2, &out, &err), -EIO);
+        assert_string_equal(err.msg, "hook failed for example.com/x");
+        assert_int_equal(out.n_devices, 0);
+        assert_null(out.devices);
+        assert_int_equal(out.n_envs, 0);
+
+        const char *unknown[] = {"zz"};
+        assert_int_equal(kdev_resource_allocate(&r, unknown, 1, &out, &err), -EINVAL);
+        assert_int_equal(calls, 2); /* not called for a request that fails validation */
+        r.ops = NULL;
+        kdev_resource_clear(&r);
+}
+
 static void test_preferred(void **state)
 {
         (void)state;
@@ -411,6 +476,7 @@ int main(void)
                 cmocka_unit_test(test_allocate_specs),
                 cmocka_unit_test(test_allocate_errors),
                 cmocka_unit_test(test_allocate_large),
+                cmocka_unit_test(test_allocate_ops_hook),
                 cmocka_unit_test(test_free_contents_all_fields),
                 cmocka_unit_test(test_preferred),
                 cmocka_unit_test(test_preferred_errors),
