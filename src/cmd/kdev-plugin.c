@@ -69,6 +69,12 @@ static void on_signal(uv_signal_t *h, int signum)
         d->rt = NULL;
 }
 
+static void on_discovery_warning(void *arg, const char *msg)
+{
+        (void)arg;
+        kdev_log_warn("device discovery", "warning", msg);
+}
+
 static void print_devices(const struct kdev_resource_set *set)
 {
         for (size_t i = 0; i < set->n_resources; i++) {
@@ -160,6 +166,7 @@ int main(int argc, char **argv)
                 return 2;
         }
         kdev_log_setup(level, json);
+        gopts.warn = on_discovery_warning;
 
         struct kdev_err err = {0};
         struct kdev_generic_config *cfg = NULL;

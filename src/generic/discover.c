@@ -36,6 +36,11 @@ static int match_cmp(const void *pa, const void *pb)
         return kdev_id_natural_cmp(a->named, b->named);
 }
 
+static const char *res_name(const struct kdev_generic_config *cfg, size_t ri)
+{
+        return cfg->resources[ri].name;
+}
+
 static const char *base_name(const char *p)
 {
         const char *s = strrchr(p, '/');
@@ -59,6 +64,77 @@ static char *escape_root(const char *root)
         }
         out[o] = '\0';
         return out;
+}
+
+/* An entry of a glob that was not kept, with the warning about it. */
+struct skipped {
+        const char *named; /* as in struct match, points into the glob result */
+        char *msg;
+};
+
+static int skipped_cmp(const void *pa, const void *pb)
+{
+        const struct skipped *a = pa, *b = pb;
+        return kdev_id_natural_cmp(a->named, b->named);
+}
+
+/* What a non-device file of mode |mode| is, as "is ..." text. */
+static const char *kind_text(mode_t mode)
+{
+        if (S_ISREG(mode))
+                return "a regular file, not a device node";
+        if (S_ISDIR(mode))
+                return "a directory";
+        if (S_ISFIFO(mode))
+                return "a FIFO, not a device node";
+        if (S_ISSOCK(mode))
+                return "a socket, not a device node";
+        return "not a device node";
+}
+
+/* The warning for skipped entry |named| (see kdev_generic_discover), or NULL
+ * on ENOMEM. |real|: its realpath (NULL when it could not be resolved, with
+ * errno |e|); |is_link|: |named| is a symlink; |mode|: the type of |real|;
+ * |stat_ok|: |mode| is known. */
+static char *skip_message(const char *res, const char *named, bool is_link, const char *real,
+                          int e, bool stat_ok, mode_t mode)
+{
+        char *msg = NULL;
+        int n;
+        if (!real && is_link && e == ENOENT)
+                n = asprintf(&msg, "%s: %s is a dangling symlink; skipped", res, named);
+        else if (!real || !stat_ok)
+                n = asprintf(&msg, "%s: %s cannot be resolved: %s; skipped", res, named,
+                             strerror(e));
+        else if (is_link)
+                n = asprintf(&msg, "%s: %s is a symlink to %s, which is %s; skipped", res, named,
+                             real, kind_text(mode));
+        else
+                n = asprintf(&msg, "%s: %s is %s; skipped", res, named, kind_text(mode));
+        return n < 0 ? NULL : msg;
+}
+
+/* Gives the warnings of a path whose glob kept nothing: the first
+ * KDEV_GENERIC_WARN_PER_PATH skipped entries in natural order, then a count. */
+static void warn_skipped(const struct kdev_generic_options *opts, const char *res,
+                         const char *path, struct skipped *sk, size_t n_sk)
+{
+        qsort(sk, n_sk, sizeof(*sk), skipped_cmp);
+        size_t shown = 0;
+        for (size_t i = 0; i < n_sk && shown < KDEV_GENERIC_WARN_PER_PATH; i++) {
+                if (sk[i].msg) {
+                        opts->warn(opts->warn_arg, sk[i].msg);
+                        shown++;
+                }
+        }
+        if (n_sk > shown) {
+                char *msg = NULL;
+                if (asprintf(&msg, "%s: %zu more entries matching %s skipped", res,
+                             n_sk - shown, path) >= 0) {
+                        opts->warn(opts->warn_arg, msg);
+                        free(msg);
+                }
+        }
 }
 
 /* Expands one path glob under |root_pat| (escaped) into kept matches. */
@@ -100,37 +176,66 @@ static int expand(const struct kdev_generic_config *cfg, size_t ri, size_t gi, s
                                     KDEV_GENERIC_MATCHES_MAX);
         }
         out->v = calloc(g.gl_pathc ? g.gl_pathc : 1, sizeof(*out->v));
-        if (!out->v) {
+        /* Warnings are only wanted when nothing is kept; collect them all until then. */
+        struct skipped *sk = opts->warn ? calloc(g.gl_pathc ? g.gl_pathc : 1, sizeof(*sk)) : NULL;
+        size_t n_sk = 0;
+        if (!out->v || (opts->warn && !sk)) {
+                free(sk);
                 globfree(&g);
+                matches_clear(out);
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
+        int rc = 0;
         for (size_t i = 0; i < g.gl_pathc; i++) {
                 const char *m = g.gl_pathv[i];
+                /* glob returns the pattern's root prefix unescaped: strip its length. */
+                const char *named = strlen(m) >= root_len ? m + root_len : m;
                 struct stat st;
-                if (lstat(m, &st) < 0)
-                        continue;
-                char *real = realpath(m, NULL);
-                if (!real)
-                        continue; /* dangling symlink, vanished entry */
-                if (stat(real, &st) < 0 ||
-                    !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ||
-                      (S_ISREG(st.st_mode) && opts->allow_regular_files))) {
+                bool is_link = false, stat_ok = false;
+                char *real = NULL;
+                int e = 0;
+                if (lstat(m, &st) < 0) {
+                        e = errno; /* vanished entry */
+                } else {
+                        is_link = S_ISLNK(st.st_mode);
+                        real = realpath(m, NULL);
+                        if (!real)
+                                e = errno; /* dangling symlink, loop, vanished entry */
+                        else if (stat(real, &st) < 0)
+                                e = errno;
+                        else
+                                stat_ok = true;
+                }
+                if (!stat_ok || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ||
+                                  (S_ISREG(st.st_mode) && opts->allow_regular_files))) {
+                        if (sk && out->n == 0) {
+                                sk[n_sk].named = named;
+                                sk[n_sk].msg = skip_message(res_name(cfg, ri), named, is_link,
+                                                            real, e, stat_ok, st.st_mode);
+                                n_sk++;
+                        }
                         free(real);
                         continue;
                 }
-                /* glob returns the pattern's root prefix unescaped: strip its length. */
-                const char *named = strlen(m) >= root_len ? m + root_len : m;
                 struct match *mm = &out->v[out->n];
                 mm->real = real;
                 mm->named = strdup(named);
                 out->n++;
                 if (!mm->named) {
-                        globfree(&g);
-                        matches_clear(out);
-                        return kdev_err_set(err, ENOMEM, "out of memory");
+                        rc = kdev_err_set(err, ENOMEM, "out of memory");
+                        break;
                 }
         }
+        if (rc == 0 && out->n == 0 && n_sk > 0)
+                warn_skipped(opts, res_name(cfg, ri), p->path, sk, n_sk);
+        for (size_t i = 0; i < n_sk; i++)
+                free(sk[i].msg);
+        free(sk);
         globfree(&g);
+        if (rc < 0) {
+                matches_clear(out);
+                return rc;
+        }
         qsort(out->v, out->n, sizeof(*out->v), match_cmp);
         return 0;
 }
@@ -411,7 +516,7 @@ int kdev_generic_discover(const struct kdev_generic_config *cfg,
                           const struct kdev_generic_options *opts, struct kdev_resource_set *out,
                           struct kdev_err *err)
 {
-        static const struct kdev_generic_options defaults = {NULL, false};
+        static const struct kdev_generic_options defaults = {NULL, false, NULL, NULL};
         if (!cfg || !out)
                 return kdev_err_set(err, EINVAL, "kdev_generic_discover: invalid arguments");
         if (!opts)

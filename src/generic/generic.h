@@ -68,6 +68,14 @@ struct kdev_generic_config {
         size_t n_resources;
 };
 
+/* Receives one warning from kdev_generic_discover. |msg| is one line without
+ * a trailing newline, owned by the caller of the callback and valid only
+ * during the call; |arg| is kdev_generic_options.warn_arg. */
+typedef void (*kdev_generic_warn_fn)(void *arg, const char *msg);
+
+/* Warnings shown for one path at most; the rest are summed up in one line. */
+#define KDEV_GENERIC_WARN_PER_PATH 8
+
 /* Discovery options. */
 struct kdev_generic_options {
         /* Directory prepended to every glob for discovery (tests use a fixture
@@ -79,6 +87,10 @@ struct kdev_generic_options {
         /* Accept regular files as device nodes (tests); by default only
          * character and block devices are used. */
         bool allow_regular_files;
+        /* Called for each warning (see kdev_generic_discover); NULL: warnings
+         * are dropped. */
+        kdev_generic_warn_fn warn;
+        void *warn_arg;
 };
 
 /* Loads and checks the config file at |path|. On success *out is a new config
@@ -107,10 +119,28 @@ void kdev_generic_config_free(struct kdev_generic_config *cfg);
  * Per group: each path's glob is expanded (at most 4096 entries) and the
  * entries kept are character or block devices (and regular files when
  * allowed), reached directly or through symlinks; directories, other file
- * types and dangling symlinks are skipped. Kept matches are sorted in natural
- * order of the matched path. sets = min over paths of matches x limit (0 when
- * a path has no match); set i uses match (i mod matches) of every path. Each
- * set gives |count| devices.
+ * types and dangling symlinks are skipped.
+ *
+ * Warnings (through opts->warn; never an error): when a path's glob matched
+ * entries but none of them was kept, each skipped entry is reported, in
+ * natural order of the matched path (as named, without |root|), e.g.
+ *   `example.com/x: /etc/passwd is a regular file, not a device node; skipped`
+ *   `example.com/x: /dev is a directory; skipped`
+ *   `example.com/x: /dev/a is a FIFO, not a device node; skipped` (also
+ *     "a socket", and "not a device node" for other types)
+ *   `example.com/x: /dev/l is a symlink to /etc/passwd, which is a regular
+ *     file, not a device node; skipped` (target = its real path on the host)
+ *   `example.com/x: /dev/l is a dangling symlink; skipped`
+ *   `example.com/x: /dev/l cannot be resolved: <strerror>; skipped`
+ * at most KDEV_GENERIC_WARN_PER_PATH of them, then
+ *   `example.com/x: 4 more entries matching /dev/ttyS* skipped`.
+ * A glob that matches nothing gives no warning (the device may be absent), nor
+ * does a glob of which at least one entry was kept. Warnings that cannot be
+ * allocated are dropped. Warnings of a call that then fails are still given.
+ *
+ * Kept matches are sorted in natural order of the matched path. sets = min
+ * over paths of matches x limit (0 when a path has no match); set i uses match
+ * (i mod matches) of every path. Each set gives |count| devices.
  *
  * Device ID: the basename of the set's first-path match; "-<k>" appended when
  * the group has more sets than first-path matches (k = i / matches, the k-th

@@ -110,15 +110,119 @@ static int syntax_error(const char *file, const yaml_parser_t *p, struct kdev_er
                             p->problem_mark.line + 1, p->problem_mark.column + 1, problem);
 }
 
+#define YAML_CORE_PREFIX "tag:yaml.org,2002:"
+
+/* The tag as the user most likely wrote it: "!!int" for the core schema's
+ * "tag:yaml.org,2002:int"; others as resolved. Malloc'ed, NULL on ENOMEM. */
+static char *tag_text(const yaml_char_t *tag)
+{
+        const char *t = (const char *)tag;
+        size_t pl = strlen(YAML_CORE_PREFIX);
+        if (strncmp(t, YAML_CORE_PREFIX, pl) != 0)
+                return strdup(t);
+        size_t n = strlen(t + pl);
+        char *s = malloc(n + 3);
+        if (s) {
+                memcpy(s, "!!", 2);
+                memcpy(s + 2, t + pl, n + 1);
+        }
+        return s;
+}
+
+/* Event pass over the whole stream, before anything is built: stops at the
+ * first syntax error or at the first collection opening level
+ * KDEV_YCFG_DEPTH_MAX + 1, so that libyaml never scans deeply nested input
+ * (its scanner is quadratic in the flow depth). Records the explicit tag of
+ * every node of the first document in c->tags (node order = event order, as
+ * yaml_parser_load adds nodes); *n_nodes is that document's node count. */
+static int prescan(struct kdev_ycfg *c, const char *text, size_t len, size_t *n_nodes,
+                   struct kdev_err *err)
+{
+        yaml_parser_t parser;
+        size_t depth = 0, docs = 0, n = 0, cap = 0;
+        int rc = 0;
+
+        *n_nodes = 0;
+        if (!yaml_parser_initialize(&parser))
+                return kdev_err_set(err, ENOMEM, "%s: out of memory", c->file);
+        yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+        for (bool end = false; !end && rc == 0;) {
+                yaml_event_t ev;
+                if (!yaml_parser_parse(&parser, &ev)) {
+                        rc = syntax_error(c->file, &parser, err);
+                        break;
+                }
+                const yaml_char_t *tag = NULL;
+                bool node = false;
+                switch (ev.type) {
+                case YAML_STREAM_END_EVENT:
+                        end = true;
+                        break;
+                case YAML_DOCUMENT_START_EVENT:
+                        docs++;
+                        break;
+                case YAML_SEQUENCE_START_EVENT:
+                case YAML_MAPPING_START_EVENT:
+                        if (++depth > KDEV_YCFG_DEPTH_MAX) {
+                                rc = kdev_err_set(err, EINVAL,
+                                                  "%s:%zu:%zu: nesting deeper than %d levels",
+                                                  c->file, ev.start_mark.line + 1,
+                                                  ev.start_mark.column + 1, KDEV_YCFG_DEPTH_MAX);
+                                break;
+                        }
+                        node = true;
+                        tag = ev.type == YAML_SEQUENCE_START_EVENT ? ev.data.sequence_start.tag
+                                                                   : ev.data.mapping_start.tag;
+                        break;
+                case YAML_SEQUENCE_END_EVENT:
+                case YAML_MAPPING_END_EVENT:
+                        depth--;
+                        break;
+                case YAML_SCALAR_EVENT:
+                        node = true;
+                        tag = ev.data.scalar.tag;
+                        break;
+                default:
+                        break;
+                }
+                if (node && docs == 1) {
+                        if (n == cap) {
+                                size_t ncap = cap ? 2 * cap : 64;
+                                char **nt = realloc(c->tags, ncap * sizeof(*nt));
+                                if (!nt) {
+                                        rc = kdev_err_set(err, ENOMEM, "out of memory");
+                                        yaml_event_delete(&ev);
+                                        break;
+                                }
+                                c->tags = nt;
+                                cap = ncap;
+                        }
+                        c->tags[n] = NULL;
+                        n++;
+                        if (tag && !(c->tags[n - 1] = tag_text(tag)))
+                                rc = kdev_err_set(err, ENOMEM, "out of memory");
+                }
+                yaml_event_delete(&ev);
+        }
+        yaml_parser_delete(&parser);
+        *n_nodes = n;
+        return rc;
+}
+
 int kdev_ycfg_parse(struct kdev_ycfg *c, const char *file, const char *text, size_t len,
                     struct kdev_err *err)
 {
         yaml_parser_t parser;
+        size_t n_tagged = 0;
         int rc = 0;
 
         memset(c, 0, sizeof(*c));
         c->file = file;
         c->err = err;
+        rc = prescan(c, text, len, &n_tagged, err);
+        c->n_nodes = n_tagged; /* for kdev_ycfg_done until the document is loaded */
+        if (rc < 0)
+                return rc;
         if (!yaml_parser_initialize(&parser))
                 return kdev_err_set(err, ENOMEM, "%s: out of memory", file);
         yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -144,7 +248,12 @@ int kdev_ycfg_parse(struct kdev_ycfg *c, const char *file, const char *text, siz
                 goto out;
         }
         yaml_document_delete(&next);
-        c->n_nodes = (size_t)(c->doc.nodes.top - c->doc.nodes.start);
+        if ((size_t)(c->doc.nodes.top - c->doc.nodes.start) != n_tagged) {
+                rc = kdev_err_set(err, EINVAL,
+                                  "%s: internal error: %zu YAML nodes loaded, %zu scanned", file,
+                                  (size_t)(c->doc.nodes.top - c->doc.nodes.start), n_tagged);
+                goto out;
+        }
         c->visited = calloc(c->n_nodes ? c->n_nodes : 1, 1);
         if (!c->visited)
                 rc = kdev_err_set(err, ENOMEM, "out of memory");
@@ -165,6 +274,11 @@ void kdev_ycfg_done(struct kdev_ycfg *c)
         c->have_doc = false;
         free(c->visited);
         c->visited = NULL;
+        for (size_t i = 0; c->tags && i < c->n_nodes; i++)
+                free(c->tags[i]);
+        free(c->tags);
+        c->tags = NULL;
+        c->n_nodes = 0;
 }
 
 int kdev_ycfg_fail(struct kdev_ycfg *c, const yaml_node_t *node, const char *fmt, ...)
@@ -232,7 +346,18 @@ static void describe(const yaml_node_t *node, char *buf, size_t len)
         }
 }
 
-/* Marks |node| as read; a node reached twice came through a YAML alias. */
+/* Refuses a node with an explicit tag. */
+static int check_tag(struct kdev_ycfg *c, const yaml_node_t *node)
+{
+        size_t i = (size_t)(node - c->doc.nodes.start);
+        if (i < c->n_nodes && c->tags && c->tags[i])
+                return kdev_ycfg_fail(c, node, "YAML tags are not supported (\"%.100s\")",
+                                      c->tags[i]);
+        return 0;
+}
+
+/* Marks |node| as read; a node reached twice came through a YAML alias. A
+ * tagged node is refused. */
 static int visit(struct kdev_ycfg *c, const yaml_node_t *node)
 {
         size_t i = (size_t)(node - c->doc.nodes.start);
@@ -242,7 +367,7 @@ static int visit(struct kdev_ycfg *c, const yaml_node_t *node)
                                               "YAML anchors and aliases are not supported");
                 c->visited[i] = 1;
         }
-        return 0;
+        return check_tag(c, node);
 }
 
 int kdev_ycfg_mapping(struct kdev_ycfg *c, yaml_node_t *node, const struct kdev_ycfg_field *fields,
@@ -276,6 +401,11 @@ int kdev_ycfg_mapping(struct kdev_ycfg *c, yaml_node_t *node, const struct kdev_
                                 break;
                 }
                 size_t mark = kdev_ycfg_path_push(c, c->path_len ? ".%s" : "%s", key);
+                rc = check_tag(c, k);
+                if (rc < 0) {
+                        kdev_ycfg_path_pop(c, mark);
+                        return rc;
+                }
                 if (f == n) {
                         char expected[512];
                         size_t used = 0;

@@ -5,8 +5,9 @@
  * (key, required, handler); handlers read one value node into a C struct.
  * Every error is reported as `file:line:column: key.path[i]: message` with the
  * 1-based position of the offending node, and processing stops at the first
- * error. Unknown keys, repeated keys, wrong node kinds, YAML anchors/aliases
- * and multi-document files are errors.
+ * error. Unknown keys, repeated keys, wrong node kinds, YAML anchors/aliases,
+ * explicit YAML tags ("!!int", "!foo", "!"), collections nested deeper than
+ * KDEV_YCFG_DEPTH_MAX and multi-document files are errors.
  */
 #ifndef KDEV_GENERIC_YAMLCFG_H
 #define KDEV_GENERIC_YAMLCFG_H
@@ -20,11 +21,17 @@
 /* Largest configuration file read (bytes). */
 #define KDEV_YCFG_FILE_MAX (1024 * 1024)
 
+/* Deepest nesting of mappings and lists accepted (the root collection is
+ * level 1). libyaml's scanner costs grow with the square of the flow nesting
+ * depth, so deeper input is refused as soon as the parser reaches it. */
+#define KDEV_YCFG_DEPTH_MAX 32
+
 struct kdev_ycfg {
         const char *file;       /* display name used in messages */
         yaml_document_t doc;    /* the parsed document */
         bool have_doc;
         unsigned char *visited; /* per node: already read (alias detection) */
+        char **tags;            /* per node: explicit tag as written ("!!int"), or NULL */
         size_t n_nodes;
         char path[512];         /* key path of the node being read */
         size_t path_len;
@@ -49,8 +56,13 @@ int kdev_ycfg_read_file(const char *path, char **text, size_t *len, struct kdev_
 
 /* Parses |text| (|len| bytes) as exactly one YAML document into |c|, whose
  * messages name |file|. Errors (-EINVAL): YAML syntax errors with libyaml's
- * position and problem, an empty document, more than one document. On
- * success, kdev_ycfg_root() is the root node. Call kdev_ycfg_done() always. */
+ * position and problem; `file:line:column: nesting deeper than 32 levels` at
+ * the first collection (in any document of the stream) that opens level 33,
+ * found by an event pass that stops there, before any document is built; an
+ * empty document; more than one document. -ENOMEM. On success,
+ * kdev_ycfg_root() is the root node. Explicit tags are recorded per node and
+ * reported when the node is read (see kdev_ycfg_mapping). Call
+ * kdev_ycfg_done() always. */
 int kdev_ycfg_parse(struct kdev_ycfg *c, const char *file, const char *text, size_t len,
                     struct kdev_err *err);
 
@@ -65,7 +77,14 @@ int kdev_ycfg_fail(struct kdev_ycfg *c, const yaml_node_t *node, const char *fmt
         __attribute__((format(printf, 3, 4)));
 
 /* Reads mapping |node| with the |n| fields of |fields| into |obj|: unknown,
- * repeated and non-string keys and missing required keys are errors. */
+ * repeated and non-string keys and missing required keys are errors.
+ *
+ * Every reader here (mapping, list, string, uint, and the keys of a mapping)
+ * first refuses a node that was reached a second time through an alias
+ * (`...: YAML anchors and aliases are not supported`) or that has an explicit
+ * tag: `file:line:column: key.path: YAML tags are not supported ("!!int")`,
+ * positioned at the tag (tags of the YAML 1.1 core schema are shown with the
+ * "!!" handle, others as the parser resolved them). */
 int kdev_ycfg_mapping(struct kdev_ycfg *c, yaml_node_t *node, const struct kdev_ycfg_field *fields,
                       size_t n, void *obj);
 

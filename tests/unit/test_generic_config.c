@@ -258,6 +258,35 @@ static const struct bad bad_cases[] = {
               "      groups: [{paths: [{path: *n}]}]\n",
          "demo.yaml:4:13: generic.devices[0].groups[0].paths[0].path: YAML anchors and aliases "
          "are not supported"},
+        /* explicit tags, on every kind of node, even where the value would be accepted */
+        {HEAD "    - name: example.com/fuse\n"
+              "      groups:\n"
+              "        - paths:\n"
+              "            - path: !!int /dev/null\n",
+         "demo.yaml:7:21: generic.devices[0].groups[0].paths[0].path: YAML tags are not "
+         "supported (\"!!int\")"},
+        {ONE("", "          count: !!str 4\n"),
+         "demo.yaml:8:18: generic.devices[0].groups[0].count: YAML tags are not supported "
+         "(\"!!str\")"},
+        {ONE("", "          count: !!int 4\n"),
+         "demo.yaml:8:18: generic.devices[0].groups[0].count: YAML tags are not supported "
+         "(\"!!int\")"},
+        {"version: !foo v1\n", "demo.yaml:1:10: version: YAML tags are not supported (\"!foo\")"},
+        {"version: ! v1\n", "demo.yaml:1:10: version: YAML tags are not supported (\"!\")"},
+        {"version: !<tag:yaml.org,2002:str> v1\n",
+         "demo.yaml:1:10: version: YAML tags are not supported (\"!!str\")"},
+        {"%TAG !e! tag:example.com,2000:\n---\nversion: !e!v v1\n",
+         "demo.yaml:3:10: version: YAML tags are not supported (\"tag:example.com,2000:v\")"},
+        {"version: &a !!str v1\n",
+         "demo.yaml:1:10: version: YAML tags are not supported (\"!!str\")"},
+        {"!!str version: v1\n", "demo.yaml:1:1: version: YAML tags are not supported (\"!!str\")"},
+        {"--- !!map\nversion: v1\n", "demo.yaml:1:5: YAML tags are not supported (\"!!map\")"},
+        {"version: v1\ngeneric: !!map {devices: []}\n",
+         "demo.yaml:2:10: generic: YAML tags are not supported (\"!!map\")"},
+        {"version: v1\ngeneric:\n  devices: !!seq []\n",
+         "demo.yaml:3:12: generic.devices: YAML tags are not supported (\"!!seq\")"},
+        {"version: v1\ngeneric:\n  !!str devices: []\n",
+         "demo.yaml:3:3: generic.devices: YAML tags are not supported (\"!!str\")"},
 };
 
 static void test_parse_errors(void **state)
@@ -291,6 +320,90 @@ static void test_list_limits(void **state)
         assert_string_equal(e.msg, "demo.yaml:7:13: generic.devices[0].groups[0].paths: must "
                                    "have at most 64 entries, got 65");
         free(text);
+}
+
+/* Parses |text| (NUL-free) and expects -EINVAL with message |want|. */
+static void expect_error(const char *text, size_t len, const char *want)
+{
+        struct kdev_generic_config *cfg = (struct kdev_generic_config *)1;
+        struct kdev_err e;
+        kdev_err_clear(&e);
+        int rc = kdev_generic_config_parse("demo.yaml", text, len, &cfg, &e);
+        if (rc != -EINVAL || strcmp(e.msg, want) != 0)
+                fail_msg("rc %d\n got: %s\nwant: %s", rc, e.msg, want);
+        assert_null(cfg);
+}
+
+/* |prefix| + |n| x |open| + |mid| + |n| x |close| + |suffix| in a new buffer. */
+static char *nest(const char *prefix, const char *open, size_t n, const char *mid,
+                  const char *close, const char *suffix, size_t *len)
+{
+        size_t cap = strlen(prefix) + n * (strlen(open) + strlen(close)) + strlen(mid) +
+                     strlen(suffix) + 1;
+        char *t = malloc(cap);
+        assert_non_null(t);
+        size_t o = 0;
+        o += (size_t)sprintf(t + o, "%s", prefix);
+        for (size_t i = 0; i < n; i++)
+                o += (size_t)sprintf(t + o, "%s", open);
+        o += (size_t)sprintf(t + o, "%s", mid);
+        for (size_t i = 0; i < n; i++)
+                o += (size_t)sprintf(t + o, "%s", close);
+        o += (size_t)sprintf(t + o, "%s", suffix);
+        *len = o;
+        return t;
+}
+
+static void test_nesting_limit(void **state)
+{
+        (void)state;
+        size_t len;
+        char *t;
+
+        /* 100000 levels followed by a byte that is not UTF-8: the parser stops at the 33rd
+         * bracket and never reads that far (a full parse reports the byte, after ~30 s) */
+        t = nest("", "[", 100000, "\xff", "", "", &len);
+        expect_error(t, len, "demo.yaml:1:33: nesting deeper than 32 levels");
+        free(t);
+
+        /* the tester's file: the root mapping is level 1, the 32nd bracket level 33 */
+        t = nest("version: v1\ngeneric: ", "[", 100000, "", "]", "\n", &len);
+        expect_error(t, len, "demo.yaml:2:41: nesting deeper than 32 levels");
+        free(t);
+        t = nest("version: v1\ngeneric: ", "{a: ", 50000, "x", "}", "\n", &len);
+        expect_error(t, len, "demo.yaml:2:134: nesting deeper than 32 levels");
+        free(t);
+
+        /* 32 levels are read (and then refused by the schema) */
+        t = nest("version: v1\ngeneric: ", "[", 31, "", "]", "\n", &len);
+        expect_error(t, len, "demo.yaml:2:10: generic: must be a mapping, got a list");
+        free(t);
+        t = nest("version: v1\ngeneric: ", "[", 32, "", "]", "\n", &len);
+        expect_error(t, len, "demo.yaml:2:41: nesting deeper than 32 levels");
+        free(t);
+
+        /* block mappings: level k starts on line k at column 2k-1 */
+        char *b = malloc(64 * 80);
+        assert_non_null(b);
+        size_t o = 0;
+        for (int i = 0; i < 40; i++)
+                o += (size_t)sprintf(b + o, "%*sa:\n", 2 * i, "");
+        expect_error(b, o, "demo.yaml:33:65: nesting deeper than 32 levels");
+        o = 0;
+        for (int i = 0; i < 32; i++)
+                o += (size_t)sprintf(b + o, "%*sa:\n", 2 * i, "");
+        expect_error(b, o, "demo.yaml:1:1: a: unknown key (expected one of: version, generic)");
+        free(b);
+
+        /* block sequences on one line */
+        t = nest("", "- ", 40, "x", "", "\n", &len);
+        expect_error(t, len, "demo.yaml:1:65: nesting deeper than 32 levels");
+        free(t);
+
+        /* a later document is checked too, before the one-document rule */
+        t = nest("version: v1\n---\n", "[", 40, "", "]", "\n", &len);
+        expect_error(t, len, "demo.yaml:3:33: nesting deeper than 32 levels");
+        free(t);
 }
 
 static void test_load_files(void **state)
@@ -370,6 +483,7 @@ int main(void)
                 cmocka_unit_test(test_parse_minimal),
                 cmocka_unit_test(test_parse_errors),
                 cmocka_unit_test(test_list_limits),
+                cmocka_unit_test(test_nesting_limit),
                 cmocka_unit_test(test_load_files),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -83,6 +85,17 @@ static int setup(void **state)
         mkd("/r[1]/dev");
         touch("/r[1]/dev/fuse");
         touch("/file");
+        mkd("/w");
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/w/fifo", g_root);
+        if (mkfifo(p, 0644) < 0)
+                return -1;
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/w/sock", g_root);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+                return -1;
+        close(fd);
         return 0;
 }
 
@@ -144,6 +157,22 @@ static void render(const struct kdev_resource *r, char *buf, size_t len)
                 }
                 used += (size_t)snprintf(buf + used, len - used, "]");
         }
+}
+
+/* Collects warnings, one per line. */
+struct warnings {
+        char text[16384];
+        size_t len;
+        size_t n;
+};
+
+static void collect(void *arg, const char *msg)
+{
+        struct warnings *w = arg;
+        assert_null(strchr(msg, '\n'));
+        w->len += (size_t)snprintf(w->text + w->len, sizeof(w->text) - w->len, "%s\n", msg);
+        assert_true(w->len < sizeof(w->text));
+        w->n++;
 }
 
 static struct kdev_generic_config *parse(const char *text)
@@ -216,15 +245,21 @@ static const struct disc_case cases[] = {
 static void test_discover_cases(void **state)
 {
         (void)state;
-        struct kdev_generic_options opts = {g_root, true};
+        struct kdev_generic_options opts = {.root = g_root, .allow_regular_files = true};
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 struct kdev_generic_config *cfg = parse(cases[i].yaml);
                 struct kdev_resource_set set = {0};
                 struct kdev_err e;
                 kdev_err_clear(&e);
+                struct warnings w = {.len = 0};
+                opts.warn = collect;
+                opts.warn_arg = &w;
                 int rc = kdev_generic_discover(cfg, &opts, &set, &e);
                 if (rc != 0)
                         fail_msg("case %zu: %s", i, e.msg);
+                /* something kept, or no match at all: no warning */
+                if (w.n != 0)
+                        fail_msg("case %zu: unexpected warnings:\n%s", i, w.text);
                 assert_int_equal(set.n_resources, 1);
                 assert_string_equal(set.resources[0].name, cfg->resources[0].name);
                 char buf[4096];
@@ -239,7 +274,7 @@ static void test_discover_cases(void **state)
 static void test_regular_files_need_option(void **state)
 {
         (void)state;
-        struct kdev_generic_options opts = {g_root, false};
+        struct kdev_generic_options opts = {.root = g_root};
         struct kdev_generic_config *cfg =
                 parse(HEAD "    - name: example.com/fuse\n"
                            "      groups: [{paths: [{path: /dev/*}]}]\n");
@@ -256,7 +291,7 @@ static void test_regular_files_need_option(void **state)
 static void test_natural_match_order(void **state)
 {
         (void)state;
-        struct kdev_generic_options opts = {g_root, true};
+        struct kdev_generic_options opts = {.root = g_root, .allow_regular_files = true};
         struct kdev_generic_config *cfg =
                 parse(HEAD "    - name: example.com/tty\n"
                            "      groups: [{paths: [{path: /dev/ttyS*}]}]\n");
@@ -278,7 +313,7 @@ static void test_root_with_glob_chars(void **state)
         (void)state;
         char root[PATH_MAX];
         snprintf(root, sizeof(root), "%s/r[1]/", g_root);
-        struct kdev_generic_options opts = {root, true};
+        struct kdev_generic_options opts = {.root = root, .allow_regular_files = true};
         struct kdev_generic_config *cfg =
                 parse(HEAD "    - name: example.com/fuse\n"
                            "      groups: [{paths: [{path: /dev/f*}]}]\n");
@@ -287,6 +322,121 @@ static void test_root_with_glob_chars(void **state)
         char buf[256];
         render(&set.resources[0], buf, sizeof(buf));
         assert_string_equal(buf, "fuse[/dev/fuse=@/r[1]/dev/fuse:rw]");
+        kdev_resource_set_clear(&set);
+        kdev_generic_config_free(cfg);
+}
+
+struct warn_case {
+        const char *paths;  /* the group's paths, flow style */
+        bool allow_regular_files;
+        const char *want;   /* warnings, each line ending in '\n'; "@" = the fixture's real root */
+};
+
+#define RES "example.com/x: "
+
+static const struct warn_case warn_cases[] = {
+        {"[{path: /dev/fuse}]", false,
+         RES "/dev/fuse is a regular file, not a device node; skipped\n"},
+        {"[{path: /dev}]", false, RES "/dev is a directory; skipped\n"},
+        {"[{path: /dev/link3}]", true, RES "/dev/link3 is a directory; skipped\n"},
+        {"[{path: /dev/link1}]", true, RES "/dev/link1 is a dangling symlink; skipped\n"},
+        {"[{path: /dev/link0}]", false,
+         RES "/dev/link0 is a symlink to @/dev/ttyS3, which is a regular file, not a device "
+             "node; skipped\n"},
+        {"[{path: /w/*}]", true,
+         RES "/w/fifo is a FIFO, not a device node; skipped\n"
+         RES "/w/sock is a socket, not a device node; skipped\n"},
+        /* natural order of the matched paths */
+        {"[{path: \"/dev/[qp]\"}]", true,
+         RES "/dev/p is a directory; skipped\n" RES "/dev/q is a directory; skipped\n"},
+        /* at most 8 lines, then a count */
+        {"[{path: /dev/ttyS*}]", false,
+         RES "/dev/ttyS0 is a regular file, not a device node; skipped\n"
+         RES "/dev/ttyS1 is a regular file, not a device node; skipped\n"
+         RES "/dev/ttyS2 is a regular file, not a device node; skipped\n"
+         RES "/dev/ttyS3 is a regular file, not a device node; skipped\n"
+         RES "/dev/ttyS4 is a regular file, not a device node; skipped\n"
+         RES "/dev/ttyS5 is a regular file, not a device node; skipped\n"
+         RES "/dev/ttyS6 is a regular file, not a device node; skipped\n"
+         RES "/dev/ttyS7 is a regular file, not a device node; skipped\n"
+         RES "4 more entries matching /dev/ttyS* skipped\n"},
+        /* every path of the group is reported */
+        {"[{path: /dev/fuse}, {path: /dev/p}, {path: /dev/b}]", false,
+         RES "/dev/fuse is a regular file, not a device node; skipped\n"
+         RES "/dev/p is a directory; skipped\n"
+         RES "/dev/b is a regular file, not a device node; skipped\n"},
+        /* one match kept: the skipped ones are not reported */
+        {"[{path: /dev/link*}]", false, ""},
+        {"[{path: /dev/a*}]", true, ""},
+        /* no match at all: not reported */
+        {"[{path: /dev/nothing*}]", false, ""},
+};
+
+static void test_skip_warnings(void **state)
+{
+        (void)state;
+        for (size_t i = 0; i < sizeof(warn_cases) / sizeof(warn_cases[0]); i++) {
+                char yaml[512];
+                snprintf(yaml, sizeof(yaml), HEAD "    - name: example.com/x\n"
+                                                  "      groups: [{paths: %s}]\n",
+                         warn_cases[i].paths);
+                struct kdev_generic_config *cfg = parse(yaml);
+                struct warnings w = {.len = 0};
+                struct kdev_generic_options opts = {
+                        .root = g_root,
+                        .allow_regular_files = warn_cases[i].allow_regular_files,
+                        .warn = collect,
+                        .warn_arg = &w,
+                };
+                struct kdev_resource_set set = {0};
+                struct kdev_err e;
+                kdev_err_clear(&e);
+                if (kdev_generic_discover(cfg, &opts, &set, &e) != 0)
+                        fail_msg("case %zu: %s", i, e.msg);
+                char want[4096];
+                size_t o = 0;
+                for (const char *q = warn_cases[i].want; *q; q++) {
+                        if (*q == '@')
+                                o += (size_t)snprintf(want + o, sizeof(want) - o, "%s",
+                                                      g_real_root);
+                        else
+                                want[o++] = *q;
+                }
+                want[o] = '\0';
+                if (strcmp(w.text, want) != 0)
+                        fail_msg("case %zu:\n got: %s\nwant: %s", i, w.text, want);
+                /* a warning is not an error: the resource is there, with what was kept */
+                assert_int_equal(set.n_resources, 1);
+                if (want[0])
+                        assert_int_equal(set.resources[0].n_devices, 0);
+                else if (i + 1 < sizeof(warn_cases) / sizeof(warn_cases[0]))
+                        assert_true(set.resources[0].n_devices > 0);
+                kdev_resource_set_clear(&set);
+                kdev_generic_config_free(cfg);
+        }
+}
+
+/* Warnings given before discovery fails still arrive; a NULL callback is fine. */
+static void test_warnings_then_error(void **state)
+{
+        (void)state;
+        struct kdev_generic_config *cfg =
+                parse(HEAD "    - name: example.com/x\n"
+                           "      groups: [{paths: [{path: /dev}]}]\n"
+                           "    - name: example.com/many\n"
+                           "      groups: [{paths: [{path: /dev/many/m*}]}]\n");
+        struct warnings w = {.len = 0};
+        struct kdev_generic_options opts = {.root = g_root, .warn = collect, .warn_arg = &w};
+        struct kdev_resource_set set = {0};
+        struct kdev_err e;
+        assert_int_equal(kdev_generic_discover(cfg, &opts, &set, &e), -E2BIG);
+        assert_string_equal(w.text, RES "/dev is a directory; skipped\n");
+        assert_int_equal(set.n_resources, 0);
+        opts.warn = NULL;
+        w.len = 0;
+        w.text[0] = '\0';
+        assert_int_equal(kdev_generic_discover(cfg, &opts, &set, &e), -E2BIG);
+        assert_string_equal(w.text, "");
         kdev_resource_set_clear(&set);
         kdev_generic_config_free(cfg);
 }
@@ -330,7 +480,7 @@ static const struct err_case err_cases[] = {
 static void test_discover_errors(void **state)
 {
         (void)state;
-        struct kdev_generic_options opts = {g_root, true};
+        struct kdev_generic_options opts = {.root = g_root, .allow_regular_files = true};
         for (size_t i = 0; i < sizeof(err_cases) / sizeof(err_cases[0]); i++) {
                 struct kdev_generic_config *cfg = parse(err_cases[i].yaml);
                 /* |out| keeps what it had on error */
@@ -368,7 +518,7 @@ static void test_root_and_append(void **state)
         char p[PATH_MAX], want[PATH_MAX + 128];
 
         snprintf(p, sizeof(p), "%s/missing", g_root);
-        struct kdev_generic_options opts = {p, true};
+        struct kdev_generic_options opts = {.root = p, .allow_regular_files = true};
         assert_int_equal(kdev_generic_discover(cfg, &opts, &set, &e), -ENOENT);
         snprintf(want, sizeof(want), "root \"%s\": No such file or directory", p);
         assert_string_equal(e.msg, want);
@@ -439,6 +589,8 @@ int main(void)
                 cmocka_unit_test(test_natural_match_order),
                 cmocka_unit_test(test_root_with_glob_chars),
                 cmocka_unit_test(test_discover_errors),
+                cmocka_unit_test(test_skip_warnings),
+                cmocka_unit_test(test_warnings_then_error),
                 cmocka_unit_test(test_root_and_append),
                 cmocka_unit_test(test_example_on_real_dev),
         };
