@@ -1,0 +1,54 @@
+/* Control interface of the mock libnvidia-ml.so.1 (mock/nvml, README.md).
+ *
+ * Tests resolve these with dlsym() on the handle of the mock (the same
+ * library the NVML loader opened: dlopen(path, RTLD_NOW | RTLD_NOLOAD) gives a
+ * second reference to it). Every function takes the mock's lock, so it may be
+ * called from any thread, also while another thread blocks in
+ * nvmlEventSetWait. They return NVML codes: NVML_SUCCESS;
+ * NVML_ERROR_NOT_FOUND for an unknown UUID; NVML_ERROR_INVALID_ARGUMENT for
+ * a NULL or bad argument; or the error of loading the topology when none is
+ * loaded yet (the topology is loaded on demand, as by nvmlInit).
+ */
+#ifndef KDEV_MOCK_NVML_H
+#define KDEV_MOCK_NVML_H
+
+#include "nvml/nvml_api.h"
+
+/* Queues an event of |type| (an nvmlEventType* mask bit) with |data| for the
+ * GPU |uuid| into every event set that registered that type for the GPU.
+ * A MIG UUID means its parent GPU, and when |gi| and |ci| are both
+ * KDEV_NVML_NO_INSTANCE the MIG device's own GI/CI ids are used. */
+typedef nvmlReturn_t kdevMockInjectEvent_fn(const char *uuid, unsigned long long type,
+                                            unsigned long long data, unsigned gi, unsigned ci);
+/* kdevMockInjectEvent(uuid, nvmlEventTypeXidCriticalError, xid, gi, ci). */
+typedef nvmlReturn_t kdevMockInjectXid_fn(const char *uuid, unsigned long long xid, unsigned gi,
+                                          unsigned ci);
+/* GPU lost (1) or back (0): every call on the GPU or its MIG devices answers
+ * NVML_ERROR_GPU_IS_LOST (handle lookups still succeed), and each event set
+ * registered on it returns NVML_ERROR_GPU_IS_LOST once from its next wait. */
+typedef nvmlReturn_t kdevMockSetLost_fn(const char *uuid, int lost);
+/* Reset required (1) or not (0): every call on the GPU except identity
+ * queries (handles, UUID, name, index, minor, PCI info, MIG handle walk)
+ * answers NVML_ERROR_RESET_REQUIRED. */
+typedef nvmlReturn_t kdevMockSetResetRequired_fn(const char *uuid, int on);
+/* Pending row remap: nvmlDeviceGetRemappedRows reports isPending = |on|. */
+typedef nvmlReturn_t kdevMockSetPendingRemap_fn(const char *uuid, int on);
+/* Makes |function| (an NVML name without version suffix, e.g.
+ * "nvmlDeviceGetMemoryInfo") answer |code| for the GPU |uuid| and its MIG
+ * devices; NVML_SUCCESS removes the override. */
+typedef nvmlReturn_t kdevMockSetError_fn(const char *uuid, const char *function,
+                                         nvmlReturn_t code);
+/* Makes every following nvmlInit fail with |code| (NVML_SUCCESS clears). */
+typedef nvmlReturn_t kdevMockSetInitError_fn(nvmlReturn_t code);
+/* Writes <root>/bus/pci/devices/<bus id>/numa_node for every GPU of the
+ * topology (its numa_node, -1 when unset), creating directories. */
+typedef nvmlReturn_t kdevMockWriteSysfs_fn(const char *root);
+/* Forgets the loaded topology, injected conditions, the init error and the
+ * control-file position (the init count is kept). */
+typedef void kdevMockReset_fn(void);
+/* The last topology load error ("<file>:<line>:<col>: <message>"), or "". */
+typedef const char *kdevMockLastError_fn(void);
+/* The mock's own NVML init count. */
+typedef unsigned kdevMockInitCount_fn(void);
+
+#endif /* KDEV_MOCK_NVML_H */

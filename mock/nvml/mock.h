@@ -1,0 +1,118 @@
+/* Internal state of the mock libnvidia-ml.so.1 (see README.md). */
+#ifndef KDEV_MOCK_NVML_MOCK_H
+#define KDEV_MOCK_NVML_MOCK_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "nvml/nvml_api.h"
+
+#define MOCK_EXPORT __attribute__((visibility("default")))
+
+#define MOCK_MAX_GPUS 64
+#define MOCK_MAX_MIGS 8
+#define MOCK_MAX_FAILS 16
+#define MOCK_QUEUE 256
+#define MOCK_DEFAULT_EVENTS 0x1FULL   /* SBE | DBE | PState | Xid | Clock */
+
+struct mock_gpu;
+struct mock_mig;
+
+/* A device handle: a whole GPU (mig == NULL) or a MIG device. */
+struct nvmlDevice_st {
+        struct mock_gpu *gpu;
+        struct mock_mig *mig;
+};
+
+struct nvmlGpuInstance_st {
+        struct mock_gpu *gpu;
+        unsigned id;
+        unsigned profile;       /* GPU-instance profile index */
+        unsigned start;         /* placement start */
+};
+
+struct nvmlComputeInstance_st {
+        struct nvmlGpuInstance_st *gi;
+        unsigned id;
+        unsigned profile;       /* compute-instance profile index */
+        unsigned start;
+};
+
+struct mock_profile {
+        bool present;
+        char name[32];          /* e.g. "1g.10gb+me" */
+        unsigned placement_size;
+        nvmlGpuInstanceProfileInfo_t info;
+};
+
+struct mock_mig {
+        struct nvmlDevice_st handle;
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        struct nvmlGpuInstance_st *gi;
+        struct nvmlComputeInstance_st ci;
+};
+
+struct mock_link {
+        bool connected;
+        nvmlPciInfo_t remote;
+};
+
+struct mock_fail {
+        char function[64];
+        nvmlReturn_t code;
+};
+
+struct mock_gpu {
+        struct nvmlDevice_st handle;
+        unsigned index;
+        char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        nvmlPciInfo_t pci;
+        unsigned minor;
+        unsigned long long mem_total, mem_used;   /* bytes */
+        int cc_major, cc_minor;
+        nvmlDeviceArchitecture_t arch;
+        unsigned sm_count;
+        int numa_node;
+        unsigned long long events;                /* supported event types */
+        bool mig_capable;
+        unsigned mig_mode, mig_pending, mig_max;
+        struct mock_profile profiles[NVML_GPU_INSTANCE_PROFILE_COUNT];
+        struct nvmlGpuInstance_st gis[MOCK_MAX_MIGS];
+        size_t n_gis;
+        struct mock_mig migs[MOCK_MAX_MIGS];
+        size_t n_migs;
+        unsigned n_nvlinks;                       /* NVLink ports */
+        unsigned next_link;                       /* while loading */
+        struct mock_link links[NVML_NVLINK_MAX_LINKS];
+        /* injected conditions */
+        bool lost, reset_required, remap_pending;
+        struct mock_fail fails[MOCK_MAX_FAILS];
+        size_t n_fails;
+};
+
+struct mock_state {
+        char path[PATH_MAX];
+        struct timespec mtime;
+        long long size;
+        char driver_version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+        int cuda_version;
+        struct mock_gpu *gpus;
+        size_t n_gpus;
+        nvmlGpuTopologyLevel_t *levels;           /* n_gpus * n_gpus */
+};
+
+/* Loads the topology file |path| into a new state. On error returns NULL and
+ * writes "<path>:<line>:<column>: <message>" into |msg|. */
+struct mock_state *mock_topology_load(const char *path, char *msg, size_t msg_size);
+
+/* Frees a state (NULL-safe). */
+void mock_state_free(struct mock_state *s);
+
+/* Parses an NVML return code name ("NO_PERMISSION", "NVML_ERROR_NO_PERMISSION")
+ * or number. Returns 0 or -1. */
+int mock_parse_return(const char *text, nvmlReturn_t *out);
+
+#endif /* KDEV_MOCK_NVML_MOCK_H */

@@ -1,0 +1,1378 @@
+/* Mock libnvidia-ml.so.1: the NVML entry points kdev resolves, with NVML's
+ * return-code semantics, over a topology file (README.md). One mutex guards
+ * all state; nvmlEventSetWait blocks on a condition variable (monotonic
+ * clock) and polls the control file while it waits.
+ *
+ * Built twice: the full mock, and with KDEV_MOCK_LEGACY a library that exports
+ * only un-suffixed (v1) names and none of the optional groups (MIG,
+ * architecture, row remapping, CUDA version), to test the loader's fallbacks.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kdev_mock_nvml.h"
+#include "mock.h"
+
+struct nvmlEventSet_st {
+        struct nvmlEventSet_st *next;
+        unsigned long long masks[MOCK_MAX_GPUS];
+        nvmlEventData_t queue[MOCK_QUEUE];
+        unsigned head, len;
+        nvmlReturn_t pending_error;
+};
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cond;
+static struct mock_state *g_state;
+static unsigned g_refs;
+static nvmlReturn_t g_init_error;
+static char g_last_error[1024];
+static struct nvmlEventSet_st *g_sets;
+static char g_ctl_path[PATH_MAX];
+static off_t g_ctl_off;
+
+__attribute__((constructor)) static void mock_ctor(void)
+{
+        pthread_condattr_t a;
+        pthread_condattr_init(&a);
+        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+        pthread_cond_init(&g_cond, &a);
+        pthread_condattr_destroy(&a);
+}
+
+__attribute__((destructor)) static void mock_dtor(void)
+{
+        mock_state_free(g_state);
+        g_state = NULL;
+        while (g_sets) {
+                struct nvmlEventSet_st *n = g_sets->next;
+                free(g_sets);
+                g_sets = n;
+        }
+        pthread_cond_destroy(&g_cond);
+}
+
+/* --- loading ------------------------------------------------------------- */
+
+static void clear_sets_locked(void)
+{
+        for (struct nvmlEventSet_st *s = g_sets; s; s = s->next) {
+                memset(s->masks, 0, sizeof(s->masks));
+                s->head = s->len = 0;
+                s->pending_error = NVML_SUCCESS;
+        }
+}
+
+/* Loads (or reloads, when the file name, size or mtime changed) the topology. */
+static nvmlReturn_t load_locked(void)
+{
+        const char *path = getenv("KDEV_MOCK_NVML_TOPOLOGY");
+        if (!path || !path[0]) {
+                snprintf(g_last_error, sizeof(g_last_error),
+                         "KDEV_MOCK_NVML_TOPOLOGY is not set");
+                return NVML_ERROR_DRIVER_NOT_LOADED;
+        }
+        if (g_state && strcmp(g_state->path, path) == 0) {
+                struct stat st;
+                if (stat(path, &st) == 0 && st.st_size == g_state->size &&
+                    st.st_mtim.tv_sec == g_state->mtime.tv_sec &&
+                    st.st_mtim.tv_nsec == g_state->mtime.tv_nsec)
+                        return NVML_SUCCESS;
+                if (g_refs > 0)
+                        return NVML_SUCCESS;    /* never swap state under users */
+        }
+        char msg[1024];
+        struct mock_state *s = mock_topology_load(path, msg, sizeof(msg));
+        if (!s) {
+                snprintf(g_last_error, sizeof(g_last_error), "%s", msg);
+                fprintf(stderr, "kdev mock nvml: %s\n", msg);
+                return NVML_ERROR_UNKNOWN;
+        }
+        g_last_error[0] = '\0';
+        clear_sets_locked();
+        mock_state_free(g_state);
+        g_state = s;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t ensure_loaded_locked(void)
+{
+        return g_state ? NVML_SUCCESS : load_locked();
+}
+
+/* --- lookups ------------------------------------------------------------- */
+
+static struct mock_gpu *gpu_by_uuid(const char *uuid, struct mock_mig **mig)
+{
+        if (mig)
+                *mig = NULL;
+        if (!g_state || !uuid)
+                return NULL;
+        for (size_t i = 0; i < g_state->n_gpus; i++) {
+                struct mock_gpu *g = &g_state->gpus[i];
+                if (strcmp(g->uuid, uuid) == 0)
+                        return g;
+                for (size_t k = 0; k < g->n_migs; k++) {
+                        if (strcmp(g->migs[k].uuid, uuid) == 0) {
+                                if (mig)
+                                        *mig = &g->migs[k];
+                                return g;
+                        }
+                }
+        }
+        return NULL;
+}
+
+static bool valid_device(nvmlDevice_t d)
+{
+        if (!d || !g_state)
+                return false;
+        for (size_t i = 0; i < g_state->n_gpus; i++) {
+                struct mock_gpu *g = &g_state->gpus[i];
+                if (d == &g->handle)
+                        return true;
+                for (size_t k = 0; k < g->n_migs; k++)
+                        if (d == &g->migs[k].handle)
+                                return true;
+        }
+        return false;
+}
+
+__attribute__((unused)) static bool valid_gi(nvmlGpuInstance_t gi)
+{
+        if (!gi || !g_state)
+                return false;
+        for (size_t i = 0; i < g_state->n_gpus; i++)
+                for (size_t k = 0; k < g_state->gpus[i].n_gis; k++)
+                        if (gi == &g_state->gpus[i].gis[k])
+                                return true;
+        return false;
+}
+
+__attribute__((unused)) static struct mock_mig *mig_of_ci(nvmlComputeInstance_t ci)
+{
+        if (!ci || !g_state)
+                return NULL;
+        for (size_t i = 0; i < g_state->n_gpus; i++)
+                for (size_t k = 0; k < g_state->gpus[i].n_migs; k++)
+                        if (ci == &g_state->gpus[i].migs[k].ci)
+                                return &g_state->gpus[i].migs[k];
+        return NULL;
+}
+
+static bool valid_set(nvmlEventSet_t set)
+{
+        for (struct nvmlEventSet_st *s = g_sets; s; s = s->next)
+                if (s == set)
+                        return true;
+        return false;
+}
+
+static nvmlReturn_t injected(const struct mock_gpu *g, const char *fn)
+{
+        for (size_t i = 0; i < g->n_fails; i++)
+                if (strcmp(g->fails[i].function, fn) == 0)
+                        return g->fails[i].code;
+        return NVML_SUCCESS;
+}
+
+/* Common checks of a call on GPU |g|: injected error, lost, reset required. */
+static nvmlReturn_t gpu_state(const struct mock_gpu *g, const char *fn, bool identity)
+{
+        nvmlReturn_t r = injected(g, fn);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (g->lost)
+                return NVML_ERROR_GPU_IS_LOST;
+        if (!identity && g->reset_required)
+                return NVML_ERROR_RESET_REQUIRED;
+        return NVML_SUCCESS;
+}
+
+/* Validates |d| and applies gpu_state(); injected errors apply to the
+ * whole-GPU handle only (a MIG handle sees lost / reset of its parent). */
+static nvmlReturn_t dev(nvmlDevice_t d, const char *fn, bool identity)
+{
+        if (!valid_device(d))
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (d->mig) {
+                if (d->gpu->lost)
+                        return NVML_ERROR_GPU_IS_LOST;
+                if (!identity && d->gpu->reset_required)
+                        return NVML_ERROR_RESET_REQUIRED;
+                return NVML_SUCCESS;
+        }
+        return gpu_state(d->gpu, fn, identity);
+}
+
+static nvmlReturn_t put_string(char *buf, unsigned length, const char *value)
+{
+        if (!buf)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        size_t n = strlen(value);
+        if ((size_t)length < n + 1)
+                return NVML_ERROR_INSUFFICIENT_SIZE;
+        memcpy(buf, value, n + 1);
+        return NVML_SUCCESS;
+}
+
+/* --- events -------------------------------------------------------------- */
+
+static void push_event(struct nvmlEventSet_st *s, const nvmlEventData_t *e)
+{
+        if (s->len >= MOCK_QUEUE)
+                return;         /* full: dropped */
+        s->queue[(s->head + s->len) % MOCK_QUEUE] = *e;
+        s->len++;
+}
+
+static nvmlReturn_t inject_event_locked(const char *uuid, unsigned long long type,
+                                        unsigned long long data, unsigned gi, unsigned ci)
+{
+        nvmlReturn_t r = ensure_loaded_locked();
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!uuid || type == 0)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct mock_mig *mig;
+        struct mock_gpu *g = gpu_by_uuid(uuid, &mig);
+        if (!g)
+                return NVML_ERROR_NOT_FOUND;
+        if (mig && gi == KDEV_NVML_NO_INSTANCE && ci == KDEV_NVML_NO_INSTANCE) {
+                gi = mig->gi->id;
+                ci = mig->ci.id;
+        }
+        nvmlEventData_t e = {
+                .device = &g->handle,
+                .eventType = type,
+                .eventData = data,
+                .gpuInstanceId = gi,
+                .computeInstanceId = ci,
+        };
+        for (struct nvmlEventSet_st *s = g_sets; s; s = s->next)
+                if (s->masks[g->index] & type)
+                        push_event(s, &e);
+        pthread_cond_broadcast(&g_cond);
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t set_flag_locked(const char *uuid, int which, int on)
+{
+        nvmlReturn_t r = ensure_loaded_locked();
+        if (r != NVML_SUCCESS)
+                return r;
+        struct mock_gpu *g = gpu_by_uuid(uuid, NULL);
+        if (!g)
+                return uuid ? NVML_ERROR_NOT_FOUND : NVML_ERROR_INVALID_ARGUMENT;
+        switch (which) {
+        case 0:
+                if (on && !g->lost) {
+                        for (struct nvmlEventSet_st *s = g_sets; s; s = s->next)
+                                if (s->masks[g->index])
+                                        s->pending_error = NVML_ERROR_GPU_IS_LOST;
+                        pthread_cond_broadcast(&g_cond);
+                }
+                g->lost = on != 0;
+                break;
+        case 1:
+                g->reset_required = on != 0;
+                break;
+        default:
+                g->remap_pending = on != 0;
+                break;
+        }
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t set_error_locked(const char *uuid, const char *fn, nvmlReturn_t code)
+{
+        nvmlReturn_t r = ensure_loaded_locked();
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!uuid || !fn || strlen(fn) >= sizeof(((struct mock_fail *)0)->function))
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct mock_gpu *g = gpu_by_uuid(uuid, NULL);
+        if (!g)
+                return NVML_ERROR_NOT_FOUND;
+        for (size_t i = 0; i < g->n_fails; i++) {
+                if (strcmp(g->fails[i].function, fn) == 0) {
+                        if (code == NVML_SUCCESS)
+                                g->fails[i] = g->fails[--g->n_fails];
+                        else
+                                g->fails[i].code = code;
+                        return NVML_SUCCESS;
+                }
+        }
+        if (code == NVML_SUCCESS)
+                return NVML_SUCCESS;
+        if (g->n_fails >= MOCK_MAX_FAILS)
+                return NVML_ERROR_INSUFFICIENT_SIZE;
+        snprintf(g->fails[g->n_fails].function, sizeof(g->fails[0].function), "%s", fn);
+        g->fails[g->n_fails].code = code;
+        g->n_fails++;
+        return NVML_SUCCESS;
+}
+
+/* --- control file -------------------------------------------------------- */
+
+static unsigned long long parse_ull(const char *s, bool *ok)
+{
+        char *end = NULL;
+        if (!s) {
+                *ok = false;
+                return 0;
+        }
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 0);
+        if (errno || *end || s[0] == '-')
+                *ok = false;
+        return v;
+}
+
+static void control_line(char *line)
+{
+        char *argv[8];
+        int argc = 0;
+        char *save = NULL;
+        for (char *t = strtok_r(line, " \t\r", &save); t && argc < 8;
+             t = strtok_r(NULL, " \t\r", &save))
+                argv[argc++] = t;
+        if (argc == 0 || argv[0][0] == '#')
+                return;
+        bool ok = true;
+        nvmlReturn_t r = NVML_ERROR_INVALID_ARGUMENT;
+        const char *cmd = argv[0];
+        if (strcmp(cmd, "xid") == 0 && (argc == 3 || argc == 5)) {
+                unsigned long long xid = parse_ull(argv[2], &ok);
+                unsigned gi = argc == 5 ? (unsigned)parse_ull(argv[3], &ok) : KDEV_NVML_NO_INSTANCE;
+                unsigned ci = argc == 5 ? (unsigned)parse_ull(argv[4], &ok) : KDEV_NVML_NO_INSTANCE;
+                if (ok)
+                        r = inject_event_locked(argv[1], (unsigned long long)nvmlEventTypeXidCriticalError,
+                                                xid, gi, ci);
+        } else if (strcmp(cmd, "event") == 0 && (argc == 4 || argc == 6)) {
+                unsigned long long type = parse_ull(argv[2], &ok);
+                unsigned long long data = parse_ull(argv[3], &ok);
+                unsigned gi = argc == 6 ? (unsigned)parse_ull(argv[4], &ok) : KDEV_NVML_NO_INSTANCE;
+                unsigned ci = argc == 6 ? (unsigned)parse_ull(argv[5], &ok) : KDEV_NVML_NO_INSTANCE;
+                if (ok)
+                        r = inject_event_locked(argv[1], type, data, gi, ci);
+        } else if ((strcmp(cmd, "lost") == 0 || strcmp(cmd, "reset-required") == 0 ||
+                    strcmp(cmd, "pending-remap") == 0) &&
+                   (argc == 2 || argc == 3)) {
+                int on = argc == 3 ? (int)parse_ull(argv[2], &ok) : 1;
+                int which = cmd[0] == 'l' ? 0 : cmd[0] == 'r' ? 1 : 2;
+                if (ok)
+                        r = set_flag_locked(argv[1], which, on);
+        } else if (strcmp(cmd, "init-error") == 0 && argc == 2) {
+                nvmlReturn_t code;
+                if (mock_parse_return(argv[1], &code) == 0) {
+                        g_init_error = code;
+                        r = NVML_SUCCESS;
+                }
+        } else if (strcmp(cmd, "error") == 0 && argc == 4) {
+                nvmlReturn_t code;
+                if (mock_parse_return(argv[3], &code) == 0)
+                        r = set_error_locked(argv[1], argv[2], code);
+        }
+        if (r != NVML_SUCCESS)
+                fprintf(stderr, "kdev mock nvml: control: \"%s\" failed: %s\n", cmd,
+                        kdev_nvml_builtin_strerror(r));
+}
+
+/* Applies the complete lines appended to $KDEV_MOCK_NVML_CONTROL since the
+ * last poll. A file that shrank is read again from its start. */
+static void poll_control_locked(void)
+{
+        const char *path = getenv("KDEV_MOCK_NVML_CONTROL");
+        if (!path || !path[0])
+                return;
+        if (strcmp(path, g_ctl_path) != 0) {
+                snprintf(g_ctl_path, sizeof(g_ctl_path), "%s", path);
+                g_ctl_off = 0;
+        }
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        struct stat st;
+        if (fstat(fd, &st) < 0 || st.st_size == g_ctl_off) {
+                close(fd);
+                return;
+        }
+        if (st.st_size < g_ctl_off)
+                g_ctl_off = 0;
+        char buf[8192];
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, g_ctl_off);
+        close(fd);
+        if (n <= 0)
+                return;
+        buf[n] = '\0';
+        char *start = buf;
+        char *nl;
+        while ((nl = memchr(start, '\n', (size_t)(buf + n - start)))) {
+                *nl = '\0';
+                g_ctl_off += nl - start + 1;
+                control_line(start);
+                start = nl + 1;
+        }
+}
+
+/* --- locking frame -------------------------------------------------------- */
+
+static nvmlReturn_t enter(void)
+{
+        pthread_mutex_lock(&g_lock);
+        poll_control_locked();
+        if (!g_refs)
+                return NVML_ERROR_UNINITIALIZED;
+        /* kdevMockReset() while initialised: load again on the next call */
+        return ensure_loaded_locked();
+}
+
+#define LOCKED(expr)                                      \
+        do {                                              \
+                nvmlReturn_t r_ = enter();                \
+                if (r_ == NVML_SUCCESS)                   \
+                        r_ = (expr);                      \
+                pthread_mutex_unlock(&g_lock);            \
+                return r_;                                \
+        } while (0)
+
+/* --- implementations (called with the lock held and NVML initialised) ---- */
+
+static nvmlReturn_t m_init(void)
+{
+        pthread_mutex_lock(&g_lock);
+        poll_control_locked();
+        nvmlReturn_t r = g_init_error;
+        if (r == NVML_SUCCESS && g_refs == 0)
+                r = load_locked();
+        if (r == NVML_SUCCESS)
+                g_refs++;
+        pthread_mutex_unlock(&g_lock);
+        return r;
+}
+
+static nvmlReturn_t m_shutdown(void)
+{
+        pthread_mutex_lock(&g_lock);
+        /* Extra shutdowns are not an error (nvml.h, reference §2.1). */
+        if (g_refs > 0)
+                g_refs--;
+        pthread_mutex_unlock(&g_lock);
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_driver_version(char *version, unsigned length)
+{
+        return put_string(version, length, g_state->driver_version);
+}
+
+static nvmlReturn_t m_count(unsigned *n)
+{
+        if (!n)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *n = (unsigned)g_state->n_gpus;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_by_index(unsigned index, nvmlDevice_t *out)
+{
+        if (!out || index >= g_state->n_gpus)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct mock_gpu *g = &g_state->gpus[index];
+        nvmlReturn_t r = injected(g, "nvmlDeviceGetHandleByIndex");
+        if (r != NVML_SUCCESS)
+                return r;
+        *out = &g->handle;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_by_uuid(const char *uuid, nvmlDevice_t *out)
+{
+        if (!uuid || !out)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct mock_mig *mig;
+        struct mock_gpu *g = gpu_by_uuid(uuid, &mig);
+        if (!g)
+                return NVML_ERROR_NOT_FOUND;
+        nvmlReturn_t r = injected(g, "nvmlDeviceGetHandleByUUID");
+        if (r != NVML_SUCCESS)
+                return r;
+        *out = mig ? &mig->handle : &g->handle;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_uuid(nvmlDevice_t d, char *buf, unsigned length)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetUUID", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        return put_string(buf, length, d->mig ? d->mig->uuid : d->gpu->uuid);
+}
+
+static void mig_name(const struct mock_mig *m, char *out, size_t size)
+{
+        const struct mock_gpu *g = m->gi->gpu;
+        const struct mock_profile *p = &g->profiles[m->gi->profile];
+        static const unsigned ci_slices[] = { 1, 2, 3, 4, 7, 8, 6, 1, 7 };
+        unsigned c = ci_slices[m->ci.profile];
+        if (c == p->info.sliceCount)
+                snprintf(out, size, "%s MIG %s", g->name, p->name);
+        else
+                snprintf(out, size, "%s MIG %uc.%s", g->name, c, p->name);
+}
+
+static nvmlReturn_t m_name(nvmlDevice_t d, char *buf, unsigned length)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetName", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE * 2];
+        if (d->mig)
+                mig_name(d->mig, name, sizeof(name));
+        else
+                snprintf(name, sizeof(name), "%s", d->gpu->name);
+        return put_string(buf, length, name);
+}
+
+static nvmlReturn_t m_index(nvmlDevice_t d, unsigned *index)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetIndex", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!index)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *index = d->gpu->index;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_minor(nvmlDevice_t d, unsigned *minor)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetMinorNumber", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!minor)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (d->mig)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *minor = d->gpu->minor;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_pci(nvmlDevice_t d, nvmlPciInfo_t *pci, bool v1)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetPciInfo", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!pci)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *pci = d->gpu->pci;
+        if (v1)
+                memset(pci->busId, 0, sizeof(pci->busId));   /* v1 has no 32-byte busId */
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_memory(nvmlDevice_t d, nvmlMemory_t *mem)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetMemoryInfo", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!mem)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (d->mig) {
+                const struct mock_gpu *g = d->gpu;
+                mem->total = g->profiles[d->mig->gi->profile].info.memorySizeMB << 20;
+                mem->used = 0;
+        } else {
+                mem->total = d->gpu->mem_total;
+                mem->used = d->gpu->mem_used;
+        }
+        mem->free = mem->total - mem->used;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_cc(nvmlDevice_t d, int *major, int *minor)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetCudaComputeCapability", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!major || !minor)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *major = d->gpu->cc_major;
+        *minor = d->gpu->cc_minor;
+        return NVML_SUCCESS;
+}
+
+#ifndef KDEV_MOCK_LEGACY
+static nvmlReturn_t m_cuda_version(int *v)
+{
+        if (!v)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *v = g_state->cuda_version;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_arch(nvmlDevice_t d, nvmlDeviceArchitecture_t *arch)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetArchitecture", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!arch)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *arch = d->gpu->arch;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_remapped(nvmlDevice_t d, unsigned *corr, unsigned *unc, unsigned *pending,
+                               unsigned *failure)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetRemappedRows", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!corr || !unc || !pending || !failure)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (d->mig)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *corr = 0;
+        *unc = 0;
+        *pending = d->gpu->remap_pending ? 1 : 0;
+        *failure = 0;
+        return NVML_SUCCESS;
+}
+
+/* A whole-GPU handle of a MIG-capable GPU, for the MIG management calls. */
+static nvmlReturn_t mig_parent(nvmlDevice_t d, const char *fn, bool identity)
+{
+        nvmlReturn_t r = dev(d, fn, identity);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (d->mig || !d->gpu->mig_capable)
+                return NVML_ERROR_NOT_SUPPORTED;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_mig_mode(nvmlDevice_t d, unsigned *current, unsigned *pending)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetMigMode", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!current || !pending)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (d->mig || !d->gpu->mig_capable)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *current = d->gpu->mig_mode;
+        *pending = d->gpu->mig_pending;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_max_mig(nvmlDevice_t d, unsigned *count)
+{
+        nvmlReturn_t r = mig_parent(d, "nvmlDeviceGetMaxMigDeviceCount", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!count)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *count = d->gpu->mig_max;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_mig_by_index(nvmlDevice_t d, unsigned index, nvmlDevice_t *out)
+{
+        nvmlReturn_t r = mig_parent(d, "nvmlDeviceGetMigDeviceHandleByIndex", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        struct mock_gpu *g = d->gpu;
+        if (!out || index >= g->mig_max)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (g->mig_mode != NVML_DEVICE_MIG_ENABLE || index >= g->n_migs)
+                return NVML_ERROR_NOT_FOUND;
+        *out = &g->migs[index].handle;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_is_mig(nvmlDevice_t d, unsigned *is_mig)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceIsMigDeviceHandle", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!is_mig)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *is_mig = d->mig ? 1 : 0;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_parent(nvmlDevice_t d, nvmlDevice_t *out)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!out || !d->mig)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *out = &d->gpu->handle;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_gi_id(nvmlDevice_t d, unsigned *id)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetGpuInstanceId", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!id)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (!d->mig)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *id = d->mig->gi->id;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_ci_id(nvmlDevice_t d, unsigned *id)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetComputeInstanceId", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!id)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (!d->mig)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *id = d->mig->ci.id;
+        return NVML_SUCCESS;
+}
+
+static const unsigned ci_slices[NVML_COMPUTE_INSTANCE_PROFILE_COUNT] = { 1, 2, 3, 4, 7, 8, 6,
+                                                                          0, 0 };
+
+/* Compute-instance profile |index| inside a GPU instance of profile |p|. */
+static nvmlReturn_t ci_profile(const struct mock_profile *p, unsigned index,
+                               nvmlComputeInstanceProfileInfo_t *out)
+{
+        unsigned g = p->info.sliceCount, c = ci_slices[index];
+        bool ok = c != 0 && c <= g &&
+                  (c <= 2 || c == g || (g == 7 && (c == 3 || c == 4)) || (g == 8 && c == 4));
+        if (!ok)
+                return NVML_ERROR_NOT_SUPPORTED;
+        memset(out, 0, sizeof(*out));
+        out->id = index;
+        out->sliceCount = c;
+        out->instanceCount = g / c;
+        out->multiprocessorCount = p->info.multiprocessorCount * c / g;
+        out->sharedCopyEngineCount = p->info.copyEngineCount;
+        out->sharedDecoderCount = p->info.decoderCount;
+        out->sharedEncoderCount = p->info.encoderCount;
+        out->sharedJpegCount = p->info.jpegCount;
+        out->sharedOfaCount = p->info.ofaCount;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_attributes(nvmlDevice_t d, nvmlDeviceAttributes_t *a)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetAttributes", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!a)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        /* NVML documents this entry point for MIG device handles only. */
+        if (!d->mig)
+                return NVML_ERROR_NOT_SUPPORTED;
+        const struct mock_profile *p = &d->gpu->profiles[d->mig->gi->profile];
+        nvmlComputeInstanceProfileInfo_t ci;
+        if (ci_profile(p, d->mig->ci.profile, &ci) != NVML_SUCCESS)
+                return NVML_ERROR_UNKNOWN;
+        a->multiprocessorCount = ci.multiprocessorCount;
+        a->sharedCopyEngineCount = p->info.copyEngineCount;
+        a->sharedDecoderCount = p->info.decoderCount;
+        a->sharedEncoderCount = p->info.encoderCount;
+        a->sharedJpegCount = p->info.jpegCount;
+        a->sharedOfaCount = p->info.ofaCount;
+        a->gpuInstanceSliceCount = p->info.sliceCount;
+        a->computeInstanceSliceCount = ci.sliceCount;
+        a->memorySizeMB = p->info.memorySizeMB;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_gi_profile(nvmlDevice_t d, unsigned profile,
+                                 nvmlGpuInstanceProfileInfo_t *info)
+{
+        nvmlReturn_t r = mig_parent(d, "nvmlDeviceGetGpuInstanceProfileInfo", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!info || profile >= NVML_GPU_INSTANCE_PROFILE_COUNT)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (!d->gpu->profiles[profile].present)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *info = d->gpu->profiles[profile].info;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_gi_by_id(nvmlDevice_t d, unsigned id, nvmlGpuInstance_t *out)
+{
+        nvmlReturn_t r = mig_parent(d, "nvmlDeviceGetGpuInstanceById", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!out)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct mock_gpu *g = d->gpu;
+        if (g->mig_mode != NVML_DEVICE_MIG_ENABLE)
+                return NVML_ERROR_NOT_SUPPORTED;
+        for (size_t k = 0; k < g->n_gis; k++) {
+                if (g->gis[k].id == id) {
+                        *out = &g->gis[k];
+                        return NVML_SUCCESS;
+                }
+        }
+        return NVML_ERROR_NOT_FOUND;
+}
+
+static nvmlReturn_t m_gi_info(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t *info)
+{
+        if (!valid_gi(gi) || !info)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        nvmlReturn_t r = gpu_state(gi->gpu, "nvmlGpuInstanceGetInfo", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        const struct mock_profile *p = &gi->gpu->profiles[gi->profile];
+        info->device = &gi->gpu->handle;
+        info->id = gi->id;
+        info->profileId = p->info.id;
+        info->placement.start = gi->start;
+        info->placement.size = p->placement_size;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_ci_profile(nvmlGpuInstance_t gi, unsigned profile, unsigned eng,
+                                 nvmlComputeInstanceProfileInfo_t *info)
+{
+        if (!valid_gi(gi) || !info || profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT ||
+            eng >= NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        nvmlReturn_t r = gpu_state(gi->gpu, "nvmlGpuInstanceGetComputeInstanceProfileInfo", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        return ci_profile(&gi->gpu->profiles[gi->profile], profile, info);
+}
+
+static nvmlReturn_t m_ci_by_id(nvmlGpuInstance_t gi, unsigned id, nvmlComputeInstance_t *out)
+{
+        if (!valid_gi(gi) || !out)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        nvmlReturn_t r = gpu_state(gi->gpu, "nvmlGpuInstanceGetComputeInstanceById", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        struct mock_gpu *g = gi->gpu;
+        for (size_t k = 0; k < g->n_migs; k++) {
+                if (g->migs[k].gi == gi && g->migs[k].ci.id == id) {
+                        *out = &g->migs[k].ci;
+                        return NVML_SUCCESS;
+                }
+        }
+        return NVML_ERROR_NOT_FOUND;
+}
+
+static nvmlReturn_t m_ci_info(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_t *info)
+{
+        struct mock_mig *m = mig_of_ci(ci);
+        if (!m || !info)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        nvmlReturn_t r = gpu_state(m->gi->gpu, "nvmlComputeInstanceGetInfo", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        info->device = &m->gi->gpu->handle;
+        info->gpuInstance = m->gi;
+        info->id = ci->id;
+        info->profileId = ci->profile;
+        info->placement.start = ci->start;
+        info->placement.size = ci_slices[ci->profile];
+        return NVML_SUCCESS;
+}
+#endif /* !KDEV_MOCK_LEGACY */
+
+static nvmlReturn_t m_set_create(nvmlEventSet_t *out)
+{
+        if (!out)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct nvmlEventSet_st *s = calloc(1, sizeof(*s));
+        if (!s)
+                return NVML_ERROR_MEMORY;
+        s->next = g_sets;
+        g_sets = s;
+        *out = s;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_set_free(nvmlEventSet_t set)
+{
+        for (struct nvmlEventSet_st **p = &g_sets; *p; p = &(*p)->next) {
+                if (*p == set) {
+                        *p = set->next;
+                        free(set);
+                        return NVML_SUCCESS;
+                }
+        }
+        return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+static nvmlReturn_t m_supported_events(nvmlDevice_t d, unsigned long long *types)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetSupportedEventTypes", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!types)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (d->mig)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *types = d->gpu->events;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_register(nvmlDevice_t d, unsigned long long types, nvmlEventSet_t set)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceRegisterEvents", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!valid_set(set))
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (d->mig || d->gpu->events == 0 || (types & ~d->gpu->events))
+                return NVML_ERROR_NOT_SUPPORTED;
+        set->masks[d->gpu->index] |= types;
+        return NVML_SUCCESS;
+}
+
+static void deadline_after(struct timespec *ts, unsigned ms)
+{
+        clock_gettime(CLOCK_MONOTONIC, ts);
+        ts->tv_sec += ms / 1000;
+        ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts->tv_nsec >= 1000000000L) {
+                ts->tv_sec++;
+                ts->tv_nsec -= 1000000000L;
+        }
+}
+
+static bool before(const struct timespec *a, const struct timespec *b)
+{
+        return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Called with the lock held (after enter()); waits on g_cond. */
+static nvmlReturn_t m_wait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned timeout_ms, bool v1)
+{
+        if (!data || !valid_set(set))
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct timespec deadline;
+        deadline_after(&deadline, timeout_ms);
+        for (;;) {
+                if (!valid_set(set))
+                        return NVML_ERROR_INVALID_ARGUMENT;   /* freed while waiting */
+                if (set->pending_error != NVML_SUCCESS) {
+                        nvmlReturn_t e = set->pending_error;
+                        set->pending_error = NVML_SUCCESS;
+                        return e;
+                }
+                if (set->len > 0) {
+                        *data = set->queue[set->head];
+                        set->head = (set->head + 1) % MOCK_QUEUE;
+                        set->len--;
+                        if (v1) {
+                                data->gpuInstanceId = KDEV_NVML_NO_INSTANCE;
+                                data->computeInstanceId = KDEV_NVML_NO_INSTANCE;
+                        }
+                        return NVML_SUCCESS;
+                }
+                struct timespec now, until = deadline;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if (!before(&now, &deadline))
+                        return NVML_ERROR_TIMEOUT;
+                const char *ctl = getenv("KDEV_MOCK_NVML_CONTROL");
+                if (ctl && ctl[0]) {
+                        struct timespec slice;
+                        deadline_after(&slice, 20);
+                        if (before(&slice, &until))
+                                until = slice;
+                }
+                pthread_cond_timedwait(&g_cond, &g_lock, &until);
+                poll_control_locked();
+        }
+}
+
+static nvmlReturn_t m_topology(nvmlDevice_t d1, nvmlDevice_t d2, nvmlGpuTopologyLevel_t *level)
+{
+        nvmlReturn_t r = dev(d1, "nvmlDeviceGetTopologyCommonAncestor", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        r = dev(d2, "nvmlDeviceGetTopologyCommonAncestor", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!level || d1 == d2)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (d1->mig || d2->mig)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *level = g_state->levels[d1->gpu->index * g_state->n_gpus + d2->gpu->index];
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t link_check(nvmlDevice_t d, unsigned link, const void *out, const char *fn)
+{
+        nvmlReturn_t r = dev(d, fn, false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!out || link >= NVML_NVLINK_MAX_LINKS)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (d->mig || link >= d->gpu->n_nvlinks)
+                return NVML_ERROR_NOT_SUPPORTED;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_link_state(nvmlDevice_t d, unsigned link, nvmlEnableState_t *active)
+{
+        nvmlReturn_t r = link_check(d, link, active, "nvmlDeviceGetNvLinkState");
+        if (r != NVML_SUCCESS)
+                return r;
+        *active = d->gpu->links[link].connected ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_link_remote(nvmlDevice_t d, unsigned link, nvmlPciInfo_t *pci, bool v1)
+{
+        nvmlReturn_t r = link_check(d, link, pci, "nvmlDeviceGetNvLinkRemotePciInfo");
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!d->gpu->links[link].connected)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *pci = d->gpu->links[link].remote;
+        if (v1)
+                memset(pci->busId, 0, sizeof(pci->busId));
+        return NVML_SUCCESS;
+}
+
+/* --- exported NVML entry points ------------------------------------------ */
+
+MOCK_EXPORT kdev_nvmlErrorString_fn nvmlErrorString;
+const char *nvmlErrorString(nvmlReturn_t result)
+{
+        return kdev_nvml_builtin_strerror(result);
+}
+
+MOCK_EXPORT kdev_nvmlInit_fn nvmlInit;
+nvmlReturn_t nvmlInit(void) { return m_init(); }
+MOCK_EXPORT kdev_nvmlShutdown_fn nvmlShutdown;
+nvmlReturn_t nvmlShutdown(void) { return m_shutdown(); }
+MOCK_EXPORT kdev_nvmlSystemGetDriverVersion_fn nvmlSystemGetDriverVersion;
+nvmlReturn_t nvmlSystemGetDriverVersion(char *v, unsigned int n) { LOCKED(m_driver_version(v, n)); }
+MOCK_EXPORT kdev_nvmlDeviceGetCount_fn nvmlDeviceGetCount;
+nvmlReturn_t nvmlDeviceGetCount(unsigned int *n) { LOCKED(m_count(n)); }
+MOCK_EXPORT kdev_nvmlDeviceGetHandleByIndex_fn nvmlDeviceGetHandleByIndex;
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, nvmlDevice_t *d) { LOCKED(m_by_index(i, d)); }
+MOCK_EXPORT kdev_nvmlDeviceGetHandleByUUID_fn nvmlDeviceGetHandleByUUID;
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *u, nvmlDevice_t *d) { LOCKED(m_by_uuid(u, d)); }
+MOCK_EXPORT kdev_nvmlDeviceGetUUID_fn nvmlDeviceGetUUID;
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *b, unsigned int n) { LOCKED(m_uuid(d, b, n)); }
+MOCK_EXPORT kdev_nvmlDeviceGetName_fn nvmlDeviceGetName;
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *b, unsigned int n) { LOCKED(m_name(d, b, n)); }
+MOCK_EXPORT kdev_nvmlDeviceGetIndex_fn nvmlDeviceGetIndex;
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int *i) { LOCKED(m_index(d, i)); }
+MOCK_EXPORT kdev_nvmlDeviceGetMinorNumber_fn nvmlDeviceGetMinorNumber;
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t d, unsigned int *m) { LOCKED(m_minor(d, m)); }
+MOCK_EXPORT kdev_nvmlDeviceGetPciInfo_fn nvmlDeviceGetPciInfo;
+nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfo_t *p) { LOCKED(m_pci(d, p, true)); }
+MOCK_EXPORT kdev_nvmlDeviceGetMemoryInfo_fn nvmlDeviceGetMemoryInfo;
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) { LOCKED(m_memory(d, m)); }
+MOCK_EXPORT kdev_nvmlDeviceGetCudaComputeCapability_fn nvmlDeviceGetCudaComputeCapability;
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int *a, int *b)
+{
+        LOCKED(m_cc(d, a, b));
+}
+MOCK_EXPORT kdev_nvmlEventSetCreate_fn nvmlEventSetCreate;
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *s) { LOCKED(m_set_create(s)); }
+MOCK_EXPORT kdev_nvmlEventSetFree_fn nvmlEventSetFree;
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t s) { LOCKED(m_set_free(s)); }
+MOCK_EXPORT kdev_nvmlEventSetWait_fn nvmlEventSetWait;
+nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t s, nvmlEventData_t *e, unsigned int t)
+{
+        LOCKED(m_wait(s, e, t, true));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetSupportedEventTypes_fn nvmlDeviceGetSupportedEventTypes;
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d, unsigned long long *t)
+{
+        LOCKED(m_supported_events(d, t));
+}
+MOCK_EXPORT kdev_nvmlDeviceRegisterEvents_fn nvmlDeviceRegisterEvents;
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long t, nvmlEventSet_t s)
+{
+        LOCKED(m_register(d, t, s));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetTopologyCommonAncestor_fn nvmlDeviceGetTopologyCommonAncestor;
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
+                                                 nvmlGpuTopologyLevel_t *l)
+{
+        LOCKED(m_topology(a, b, l));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetNvLinkState_fn nvmlDeviceGetNvLinkState;
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int l, nvmlEnableState_t *a)
+{
+        LOCKED(m_link_state(d, l, a));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetNvLinkRemotePciInfo_fn nvmlDeviceGetNvLinkRemotePciInfo;
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t d, unsigned int l, nvmlPciInfo_t *p)
+{
+        LOCKED(m_link_remote(d, l, p, true));
+}
+
+#ifndef KDEV_MOCK_LEGACY
+MOCK_EXPORT kdev_nvmlInit_fn nvmlInit_v2;
+nvmlReturn_t nvmlInit_v2(void) { return m_init(); }
+MOCK_EXPORT kdev_nvmlDeviceGetCount_fn nvmlDeviceGetCount_v2;
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n) { LOCKED(m_count(n)); }
+MOCK_EXPORT kdev_nvmlDeviceGetHandleByIndex_fn nvmlDeviceGetHandleByIndex_v2;
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d)
+{
+        LOCKED(m_by_index(i, d));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetPciInfo_fn nvmlDeviceGetPciInfo_v2;
+nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, nvmlPciInfo_t *p) { LOCKED(m_pci(d, p, false)); }
+MOCK_EXPORT kdev_nvmlDeviceGetPciInfo_fn nvmlDeviceGetPciInfo_v3;
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) { LOCKED(m_pci(d, p, false)); }
+MOCK_EXPORT kdev_nvmlEventSetWait_fn nvmlEventSetWait_v2;
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t s, nvmlEventData_t *e, unsigned int t)
+{
+        LOCKED(m_wait(s, e, t, false));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetNvLinkRemotePciInfo_fn nvmlDeviceGetNvLinkRemotePciInfo_v2;
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned int l, nvmlPciInfo_t *p)
+{
+        LOCKED(m_link_remote(d, l, p, false));
+}
+MOCK_EXPORT kdev_nvmlSystemGetCudaDriverVersion_fn nvmlSystemGetCudaDriverVersion;
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v) { LOCKED(m_cuda_version(v)); }
+MOCK_EXPORT kdev_nvmlSystemGetCudaDriverVersion_fn nvmlSystemGetCudaDriverVersion_v2;
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v) { LOCKED(m_cuda_version(v)); }
+MOCK_EXPORT kdev_nvmlDeviceGetArchitecture_fn nvmlDeviceGetArchitecture;
+nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t d, nvmlDeviceArchitecture_t *a)
+{
+        LOCKED(m_arch(d, a));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetRemappedRows_fn nvmlDeviceGetRemappedRows;
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned int *c, unsigned int *u,
+                                       unsigned int *p, unsigned int *f)
+{
+        LOCKED(m_remapped(d, c, u, p, f));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetMigMode_fn nvmlDeviceGetMigMode;
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *c, unsigned int *p)
+{
+        LOCKED(m_mig_mode(d, c, p));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetMaxMigDeviceCount_fn nvmlDeviceGetMaxMigDeviceCount;
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int *c)
+{
+        LOCKED(m_max_mig(d, c));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetMigDeviceHandleByIndex_fn nvmlDeviceGetMigDeviceHandleByIndex;
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int i, nvmlDevice_t *m)
+{
+        LOCKED(m_mig_by_index(d, i, m));
+}
+MOCK_EXPORT kdev_nvmlDeviceIsMigDeviceHandle_fn nvmlDeviceIsMigDeviceHandle;
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t d, unsigned int *m)
+{
+        LOCKED(m_is_mig(d, m));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn
+        nvmlDeviceGetDeviceHandleFromMigDeviceHandle;
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t m, nvmlDevice_t *d)
+{
+        LOCKED(m_parent(m, d));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetGpuInstanceId_fn nvmlDeviceGetGpuInstanceId;
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t d, unsigned int *i) { LOCKED(m_gi_id(d, i)); }
+MOCK_EXPORT kdev_nvmlDeviceGetComputeInstanceId_fn nvmlDeviceGetComputeInstanceId;
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t d, unsigned int *i)
+{
+        LOCKED(m_ci_id(d, i));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetAttributes_fn nvmlDeviceGetAttributes;
+nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t d, nvmlDeviceAttributes_t *a)
+{
+        LOCKED(m_attributes(d, a));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetAttributes_fn nvmlDeviceGetAttributes_v2;
+nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t d, nvmlDeviceAttributes_t *a)
+{
+        LOCKED(m_attributes(d, a));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetGpuInstanceProfileInfo_fn nvmlDeviceGetGpuInstanceProfileInfo;
+nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t d, unsigned int p,
+                                                 nvmlGpuInstanceProfileInfo_t *i)
+{
+        LOCKED(m_gi_profile(d, p, i));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetGpuInstanceById_fn nvmlDeviceGetGpuInstanceById;
+nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t d, unsigned int id, nvmlGpuInstance_t *g)
+{
+        LOCKED(m_gi_by_id(d, id, g));
+}
+MOCK_EXPORT kdev_nvmlGpuInstanceGetInfo_fn nvmlGpuInstanceGetInfo;
+nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t g, nvmlGpuInstanceInfo_t *i)
+{
+        LOCKED(m_gi_info(g, i));
+}
+MOCK_EXPORT kdev_nvmlGpuInstanceGetComputeInstanceProfileInfo_fn
+        nvmlGpuInstanceGetComputeInstanceProfileInfo;
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t g, unsigned int p,
+                                                          unsigned int e,
+                                                          nvmlComputeInstanceProfileInfo_t *i)
+{
+        LOCKED(m_ci_profile(g, p, e, i));
+}
+MOCK_EXPORT kdev_nvmlGpuInstanceGetComputeInstanceById_fn nvmlGpuInstanceGetComputeInstanceById;
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t g, unsigned int id,
+                                                   nvmlComputeInstance_t *c)
+{
+        LOCKED(m_ci_by_id(g, id, c));
+}
+MOCK_EXPORT kdev_nvmlComputeInstanceGetInfo_fn nvmlComputeInstanceGetInfo;
+nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t c, nvmlComputeInstanceInfo_t *i)
+{
+        LOCKED(m_ci_info(c, i));
+}
+MOCK_EXPORT kdev_nvmlComputeInstanceGetInfo_fn nvmlComputeInstanceGetInfo_v2;
+nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t c, nvmlComputeInstanceInfo_t *i)
+{
+        LOCKED(m_ci_info(c, i));
+}
+#endif /* !KDEV_MOCK_LEGACY */
+
+/* --- control interface (kdev_mock_nvml.h) -------------------------------- */
+
+#define CONTROL(expr)                                     \
+        do {                                              \
+                pthread_mutex_lock(&g_lock);              \
+                nvmlReturn_t r_ = (expr);                 \
+                pthread_mutex_unlock(&g_lock);            \
+                return r_;                                \
+        } while (0)
+
+MOCK_EXPORT kdevMockInjectEvent_fn kdevMockInjectEvent;
+nvmlReturn_t kdevMockInjectEvent(const char *uuid, unsigned long long type,
+                                 unsigned long long data, unsigned gi, unsigned ci)
+{
+        CONTROL(inject_event_locked(uuid, type, data, gi, ci));
+}
+
+MOCK_EXPORT kdevMockInjectXid_fn kdevMockInjectXid;
+nvmlReturn_t kdevMockInjectXid(const char *uuid, unsigned long long xid, unsigned gi, unsigned ci)
+{
+        CONTROL(inject_event_locked(uuid, (unsigned long long)nvmlEventTypeXidCriticalError, xid,
+                                    gi, ci));
+}
+
+MOCK_EXPORT kdevMockSetLost_fn kdevMockSetLost;
+nvmlReturn_t kdevMockSetLost(const char *uuid, int lost) { CONTROL(set_flag_locked(uuid, 0, lost)); }
+
+MOCK_EXPORT kdevMockSetResetRequired_fn kdevMockSetResetRequired;
+nvmlReturn_t kdevMockSetResetRequired(const char *uuid, int on)
+{
+        CONTROL(set_flag_locked(uuid, 1, on));
+}
+
+MOCK_EXPORT kdevMockSetPendingRemap_fn kdevMockSetPendingRemap;
+nvmlReturn_t kdevMockSetPendingRemap(const char *uuid, int on)
+{
+        CONTROL(set_flag_locked(uuid, 2, on));
+}
+
+MOCK_EXPORT kdevMockSetError_fn kdevMockSetError;
+nvmlReturn_t kdevMockSetError(const char *uuid, const char *function, nvmlReturn_t code)
+{
+        CONTROL(set_error_locked(uuid, function, code));
+}
+
+MOCK_EXPORT kdevMockSetInitError_fn kdevMockSetInitError;
+nvmlReturn_t kdevMockSetInitError(nvmlReturn_t code)
+{
+        pthread_mutex_lock(&g_lock);
+        g_init_error = code;
+        pthread_mutex_unlock(&g_lock);
+        return NVML_SUCCESS;
+}
+
+static int mkdir_p(char *path)
+{
+        for (char *p = path + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = '\0';
+                int rc = mkdir(path, 0755);
+                *p = '/';
+                if (rc < 0 && errno != EEXIST)
+                        return -1;
+        }
+        return mkdir(path, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static nvmlReturn_t write_sysfs_locked(const char *root)
+{
+        nvmlReturn_t r = ensure_loaded_locked();
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!root || !root[0])
+                return NVML_ERROR_INVALID_ARGUMENT;
+        for (size_t i = 0; i < g_state->n_gpus; i++) {
+                const struct mock_gpu *g = &g_state->gpus[i];
+                char id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+                char path[PATH_MAX];
+                /* "00000000:3B:00.0" -> "0000:3b:00.0", as NVIDIA's plugin looks it up */
+                size_t n = strlen(g->pci.busId);
+                for (size_t k = 4; k <= n; k++)
+                        id[k - 4] = (char)((g->pci.busId[k] >= 'A' && g->pci.busId[k] <= 'F')
+                                                   ? g->pci.busId[k] - 'A' + 'a'
+                                                   : g->pci.busId[k]);
+                snprintf(path, sizeof(path), "%s/bus/pci/devices/%s", root, id);
+                if (mkdir_p(path) < 0)
+                        return NVML_ERROR_OPERATING_SYSTEM;
+                strncat(path, "/numa_node", sizeof(path) - strlen(path) - 1);
+                FILE *f = fopen(path, "we");
+                if (!f)
+                        return NVML_ERROR_OPERATING_SYSTEM;
+                fprintf(f, "%d\n", g->numa_node);
+                if (fclose(f) != 0)
+                        return NVML_ERROR_OPERATING_SYSTEM;
+        }
+        return NVML_SUCCESS;
+}
+
+MOCK_EXPORT kdevMockWriteSysfs_fn kdevMockWriteSysfs;
+nvmlReturn_t kdevMockWriteSysfs(const char *root) { CONTROL(write_sysfs_locked(root)); }
+
+MOCK_EXPORT kdevMockReset_fn kdevMockReset;
+void kdevMockReset(void)
+{
+        pthread_mutex_lock(&g_lock);
+        clear_sets_locked();
+        mock_state_free(g_state);
+        g_state = NULL;
+        g_init_error = NVML_SUCCESS;
+        g_last_error[0] = '\0';
+        g_ctl_path[0] = '\0';
+        g_ctl_off = 0;
+        pthread_mutex_unlock(&g_lock);
+}
+
+MOCK_EXPORT kdevMockLastError_fn kdevMockLastError;
+const char *kdevMockLastError(void)
+{
+        return g_last_error;
+}
+
+MOCK_EXPORT kdevMockInitCount_fn kdevMockInitCount;
+unsigned kdevMockInitCount(void)
+{
+        pthread_mutex_lock(&g_lock);
+        unsigned n = g_refs;
+        pthread_mutex_unlock(&g_lock);
+        return n;
+}
