@@ -13,7 +13,7 @@ if [ "${1:-}" = "--test" ]; then
   PKGS+=(
     python3 python3-grpcio python3-protobuf protobuf-compiler
     golang-go golang-google-grpc-dev golang-google-protobuf-dev protoc-gen-go protoc-gen-go-grpc
-    valgrind
+    valgrind python3-jsonschema
   )
 fi
 

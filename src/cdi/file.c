@@ -1,0 +1,213 @@
+/* CDI spec files: atomic write, remove, read. */
+#include "cdi/cdi.h"
+#include "cdi/cdi_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static bool ends_with(const char *s, const char *suffix)
+{
+        size_t n = strlen(s), m = strlen(suffix);
+        return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* A plain file name ending in ".json": no '/', no leading '.', short
+ * enough that the temporary name ".<name>.XXXXXX" fits NAME_MAX. */
+static int check_file_name(const char *file_name, struct kdev_err *err)
+{
+        if (!file_name || !file_name[0])
+                return kdev_err_set(err, EINVAL, "CDI spec file name: empty");
+        if (strchr(file_name, '/') || file_name[0] == '.')
+                return kdev_err_set(err, EINVAL,
+                                    "CDI spec file name \"%s\": must be a plain name not starting with '.'",
+                                    file_name);
+        if (!ends_with(file_name, ".json") || strlen(file_name) == strlen(".json"))
+                return kdev_err_set(err, EINVAL, "CDI spec file name \"%s\": must end in \".json\"",
+                                    file_name);
+        if (strlen(file_name) + 8 > NAME_MAX)
+                return kdev_err_set(err, EINVAL, "CDI spec file name \"%s\": too long", file_name);
+        return 0;
+}
+
+static int check_dir(const char *dir, struct kdev_err *err)
+{
+        if (!dir || !dir[0])
+                return kdev_err_set(err, EINVAL, "CDI spec directory: empty");
+        return 0;
+}
+
+/* mkdir -p |dir| with mode 0755 (before umask). */
+static int make_dirs(const char *dir, struct kdev_err *err)
+{
+        char *p = strdup(dir);
+        if (!p)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        int r = 0;
+        for (char *s = p + 1;; s++) {
+                if (*s != '/' && *s != '\0')
+                        continue;
+                char saved = *s;
+                *s = '\0';
+                if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+                        r = kdev_err_set(err, errno, "creating CDI spec directory \"%s\": %s", p,
+                                         strerror(errno));
+                        break;
+                }
+                *s = saved;
+                if (saved == '\0')
+                        break;
+        }
+        free(p);
+        if (r < 0)
+                return r;
+        struct stat st;
+        if (stat(dir, &st) < 0)
+                return kdev_err_set(err, errno, "CDI spec directory \"%s\": %s", dir,
+                                    strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+                return kdev_err_set(err, ENOTDIR, "CDI spec directory \"%s\": not a directory", dir);
+        return 0;
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+        while (len > 0) {
+                ssize_t n = write(fd, buf, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                buf += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *dir, const char *file_name,
+                        struct kdev_err *err)
+{
+        int r;
+        if ((r = check_dir(dir, err)) < 0 || (r = check_file_name(file_name, err)) < 0)
+                return r;
+        char *text = NULL;
+        int len = kdev_cdi_spec_format(spec, &text, err);
+        if (len < 0)
+                return len;
+        char *tmp = NULL, *target = NULL;
+        int fd = -1, dfd = -1;
+        if (asprintf(&tmp, "%s/.%s.XXXXXX", dir, file_name) < 0) {
+                tmp = NULL;
+                r = kdev_err_set(err, ENOMEM, "out of memory");
+                goto out;
+        }
+        if (asprintf(&target, "%s/%s", dir, file_name) < 0) {
+                target = NULL;
+                r = kdev_err_set(err, ENOMEM, "out of memory");
+                goto out;
+        }
+        if ((r = make_dirs(dir, err)) < 0)
+                goto out;
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0) {
+                r = kdev_err_set(err, errno, "creating a temporary file in \"%s\": %s", dir,
+                                 strerror(errno));
+                free(tmp); /* nothing to unlink */
+                tmp = NULL;
+                goto out;
+        }
+        if (fchmod(fd, 0644) < 0) {
+                r = kdev_err_set(err, errno, "chmod \"%s\": %s", tmp, strerror(errno));
+                goto out;
+        }
+        if ((r = write_all(fd, text, (size_t)len)) < 0) {
+                r = kdev_err_set(err, -r, "writing \"%s\": %s", tmp, strerror(-r));
+                goto out;
+        }
+        if (fsync(fd) < 0) {
+                r = kdev_err_set(err, errno, "fsync \"%s\": %s", tmp, strerror(errno));
+                goto out;
+        }
+        int c = close(fd);
+        fd = -1;
+        if (c < 0) {
+                r = kdev_err_set(err, errno, "closing \"%s\": %s", tmp, strerror(errno));
+                goto out;
+        }
+        if (rename(tmp, target) < 0) {
+                r = kdev_err_set(err, errno, "renaming \"%s\" to \"%s\": %s", tmp, target,
+                                 strerror(errno));
+                goto out;
+        }
+        free(tmp);
+        tmp = NULL;
+        /* make the rename durable */
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0 || fsync(dfd) < 0) {
+                r = kdev_err_set(err, errno, "fsync directory \"%s\": %s", dir, strerror(errno));
+                goto out;
+        }
+        r = 0;
+out:
+        if (fd >= 0)
+                close(fd);
+        if (dfd >= 0)
+                close(dfd);
+        if (tmp)
+                unlink(tmp);
+        free(tmp);
+        free(target);
+        free(text);
+        return r;
+}
+
+int kdev_cdi_spec_remove(const char *dir, const char *file_name, struct kdev_err *err)
+{
+        int r;
+        if ((r = check_dir(dir, err)) < 0 || (r = check_file_name(file_name, err)) < 0)
+                return r;
+        char *path;
+        if (asprintf(&path, "%s/%s", dir, file_name) < 0)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        if (unlink(path) < 0) {
+                r = errno == ENOENT ? 0
+                                    : kdev_err_set(err, errno, "removing CDI spec \"%s\": %s", path,
+                                                   strerror(errno));
+        } else {
+                r = 1;
+        }
+        free(path);
+        return r;
+}
+
+int kdev_cdi_spec_read(const char *path, struct kdev_cdi_spec **out, struct kdev_err *err)
+{
+        KDEV_CDI_LOCAL_ERR(err);
+        *out = NULL;
+        if (!path || !path[0])
+                return kdev_err_set(err, EINVAL, "CDI spec path: empty");
+        if (ends_with(path, ".yaml") || ends_with(path, ".yml"))
+                return kdev_err_set(err, EOPNOTSUPP, "CDI spec \"%s\": YAML specs are not supported",
+                                    path);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return kdev_err_set(err, errno, "opening CDI spec \"%s\": %s", path,
+                                    strerror(errno));
+        json_error_t jerr;
+        json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+        fclose(f);
+        if (!root)
+                return kdev_err_set(err, EINVAL, "%s:%d:%d: %s", path, jerr.line, jerr.column,
+                                    jerr.text);
+        int r = kdev_cdi_spec_from_json(root, out, err);
+        json_decref(root);
+        if (r < 0)
+                return kdev_err_wrap(err, "%s", path);
+        return 0;
+}
