@@ -4,7 +4,15 @@
  * inside its own callbacks, so a flush requested there (depth > 0) is
  * deferred to the connection's idle handle, which runs before the loop
  * blocks again. Writing stops while KDEV_RPC_WQ_HIGH bytes wait for the
- * socket, which is what makes slow readers push back into the streams. */
+ * socket, which is what makes slow readers push back into the streams;
+ * reading stops as well until the queue drains, so that a peer that sends
+ * without reading cannot make us queue ever more frames (WINDOW_UPDATE,
+ * RST_STREAM, responses) for it. Queued bytes are counted with each write
+ * request's own size, so that many tiny frames weigh what they cost.
+ *
+ * Closing: uv_close() cancels writes still queued, so a graceful close
+ * (GOAWAY) hands the last frames to the socket, stops reading and waits for
+ * the write queue to drain before closing, bounded by the linger timer. */
 #include "rpc/rpc_internal.h"
 
 #include <stdlib.h>
@@ -13,9 +21,12 @@
 struct wreq {
         uv_write_t req;
         struct kdev_rpc_conn *c;
-        size_t len;
+        size_t len; /* counted in wq_bytes: data bytes + sizeof(struct wreq) */
         uint8_t *data;
 };
+
+static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 
 static void conn_handle_closed(uv_handle_t *h)
 {
@@ -30,6 +41,8 @@ static void conn_close_handles(struct kdev_rpc_conn *c)
                 uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
         if (!uv_is_closing((uv_handle_t *)&c->idle))
                 uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
+        if (!uv_is_closing((uv_handle_t *)&c->linger))
+                uv_close((uv_handle_t *)&c->linger, conn_handle_closed);
 }
 
 int kdev_rpc__conn_init(struct kdev_rpc_conn *c, uv_loop_t *loop,
@@ -38,15 +51,13 @@ int kdev_rpc__conn_init(struct kdev_rpc_conn *c, uv_loop_t *loop,
         int rv = uv_pipe_init(loop, &c->pipe, 0);
         if (rv < 0)
                 return rv;
-        rv = uv_idle_init(loop, &c->idle);
-        if (rv < 0) {
-                /* cannot happen on Unix; keep the pipe closable anyway */
-                c->pipe.data = c;
-                return rv;
-        }
+        /* neither can fail on Unix (they only fill in the structs) */
+        (void)uv_idle_init(loop, &c->idle);
+        (void)uv_timer_init(loop, &c->linger);
         c->pipe.data = c;
         c->idle.data = c;
-        c->handles = 2;
+        c->linger.data = c;
+        c->handles = 3;
         c->ops = ops;
         c->owner = owner;
         return 0;
@@ -59,25 +70,38 @@ static void conn_write_done(uv_write_t *req, int status)
         c->wq_bytes -= w->len;
         free(w->data);
         free(w);
-        if (c->dead)
+        if (c->dead) {
+                if (c->draining && c->wq_bytes == 0)
+                        conn_close_handles(c); /* the last frames are out */
                 return;
+        }
         if (status < 0) {
                 c->ops->lost(c, status);
                 return;
         }
+        if (c->read_paused && c->wq_bytes < KDEV_RPC_WQ_HIGH / 2) {
+                int rv = uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_read);
+                if (rv < 0) {
+                        c->ops->lost(c, rv);
+                        return;
+                }
+                c->read_paused = false;
+        }
         kdev_rpc__conn_flush(c);
 }
 
-/* Moves frames from nghttp2 to the socket. Returns 0, or a negative libuv
- * error when the connection must be dropped. */
-static int conn_pump(struct kdev_rpc_conn *c)
+/* Moves frames from nghttp2 to the socket. With |final| it takes up to
+ * KDEV_RPC_WQ_HIGH bytes whatever is already queued (the GOAWAY must go out
+ * even behind a full queue). Returns 0, or a negative libuv error when the
+ * connection must be dropped. */
+static int conn_pump(struct kdev_rpc_conn *c, bool final)
 {
         uint8_t *buf = NULL;
         size_t len = 0, cap = 0;
         int err = 0;
 
         c->depth++;
-        while (c->wq_bytes + len < KDEV_RPC_WQ_HIGH) {
+        while ((final ? 0 : c->wq_bytes) + len < KDEV_RPC_WQ_HIGH) {
                 const uint8_t *data;
                 ssize_t n = nghttp2_session_mem_send(c->session, &data);
                 if (n < 0) {
@@ -106,13 +130,18 @@ static int conn_pump(struct kdev_rpc_conn *c)
                 free(buf);
                 return err;
         }
+        if (cap - len >= 4096) {
+                uint8_t *nb = realloc(buf, len); /* give the unused tail back */
+                if (nb)
+                        buf = nb;
+        }
         struct wreq *w = malloc(sizeof(*w));
         if (!w) {
                 free(buf);
                 return UV_ENOMEM;
         }
         w->c = c;
-        w->len = len;
+        w->len = len + sizeof(*w);
         w->data = buf;
         uv_buf_t ub = uv_buf_init((char *)buf, (unsigned int)len);
         int rv = uv_write(&w->req, (uv_stream_t *)&c->pipe, &ub, 1, conn_write_done);
@@ -121,8 +150,18 @@ static int conn_pump(struct kdev_rpc_conn *c)
                 free(w);
                 return rv;
         }
-        c->wq_bytes += len;
+        c->wq_bytes += w->len;
+        if (c->wq_bytes >= KDEV_RPC_WQ_HIGH && !c->read_paused && !c->dead) {
+                /* the peer is not reading: stop reading it too */
+                if (uv_read_stop((uv_stream_t *)&c->pipe) == 0)
+                        c->read_paused = true;
+        }
         return err;
+}
+
+static void conn_linger_cb(uv_timer_t *t)
+{
+        conn_close_handles(t->data); /* the peer does not read: give up */
 }
 
 static void conn_idle_cb(uv_idle_t *h)
@@ -132,7 +171,12 @@ static void conn_idle_cb(uv_idle_t *h)
         if (c->final_flush) {
                 c->final_flush = false;
                 if (c->session)
-                        (void)conn_pump(c);
+                        (void)conn_pump(c, true); /* on error the queue fails fast */
+                if (c->wq_bytes > 0) {
+                        c->draining = true;
+                        uv_timer_start(&c->linger, conn_linger_cb, KDEV_RPC_CLOSE_FLUSH_MS, 0);
+                        return;
+                }
                 conn_close_handles(c);
                 return;
         }
@@ -147,7 +191,7 @@ void kdev_rpc__conn_flush(struct kdev_rpc_conn *c)
                 uv_idle_start(&c->idle, conn_idle_cb);
                 return;
         }
-        int rv = conn_pump(c);
+        int rv = conn_pump(c, false);
         if (c->dead)
                 return;
         if (rv < 0) {

@@ -81,13 +81,45 @@ typedef void (*kdev_rpc_handler_fn)(struct kdev_rpc_call *call, const uint8_t *r
  * pointer. */
 typedef void (*kdev_rpc_cancel_fn)(struct kdev_rpc_call *call, void *user_data);
 
+/* Streams a client may have open at once on one connection: advertised in
+ * SETTINGS_MAX_CONCURRENT_STREAMS. A stream opened beyond it before the
+ * client acknowledged the SETTINGS is refused (RST_STREAM REFUSED_STREAM,
+ * which gRPC clients retry); after the acknowledgement it is a connection
+ * error PROTOCOL_ERROR (RFC 9113 section 5.1.2; nghttp2's behaviour). */
+#define KDEV_RPC_MAX_CONCURRENT_STREAMS 100u
+
+/* Default cap on connections a server holds at once. */
+#define KDEV_RPC_DEFAULT_MAX_CONNECTIONS 256u
+
+/* Default budgets of request-message bytes a server holds while requests
+ * arrive: per connection and for the whole server. */
+#define KDEV_RPC_DEFAULT_CONN_RECV_BUDGET (16u * 1024u * 1024u)
+#define KDEV_RPC_DEFAULT_SERVER_RECV_BUDGET (64u * 1024u * 1024u)
+
 struct kdev_rpc_server_options {
         size_t max_recv_message; /* bytes; 0 = KDEV_RPC_DEFAULT_MAX_MESSAGE */
         size_t max_send_message; /* bytes; 0 = KDEV_RPC_DEFAULT_MAX_MESSAGE */
+        /* Connections held at once; one accepted beyond it is sent GOAWAY
+         * ENHANCE_YOUR_CALM ("too many connections") and closed at once.
+         * 0 = KDEV_RPC_DEFAULT_MAX_CONNECTIONS. */
+        size_t max_connections;
+        /* Request-message bytes buffered at once (the lengths that messages
+         * still arriving declare in their 5-byte prefixes), per connection
+         * and per server. A request whose declared length would take either
+         * over its budget is answered RESOURCE_EXHAUSTED at once
+         * (trailers-only, the rest of its body discarded); its connection
+         * and other calls go on. 0 = KDEV_RPC_DEFAULT_CONN_RECV_BUDGET /
+         * KDEV_RPC_DEFAULT_SERVER_RECV_BUDGET. */
+        size_t conn_recv_budget;
+        size_t server_recv_budget;
 };
 
 /* Creates a server on |loop| with |opts| (NULL = defaults). Returns NULL only
- * on allocation failure. Free with kdev_rpc_server_close(). */
+ * on allocation failure. Free with kdev_rpc_server_close().
+ *
+ * Memory held for requests is bounded by the options above: buffers grow as
+ * message bytes arrive (a declared length is never allocated up front) and
+ * are returned to the system when the request completes or fails. */
 struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
                                             const struct kdev_rpc_server_options *opts);
 
@@ -106,8 +138,10 @@ int kdev_rpc_server_listen_unix(struct kdev_rpc_server *srv, const char *path,
 
 /* Stops accepting, sends GOAWAY to every connection, cancels every open call
  * (their on_cancel callbacks run), closes all handles, and frees the server
- * once libuv has released them; |done| (may be NULL) is called then. The
- * socket file is not unlinked. Safe with NULL |srv|. */
+ * once libuv has released them; |done| (may be NULL) is called then. Frames
+ * already queued for a connection (GOAWAY last) are written before it
+ * closes, waiting up to 1 s for a peer that does not read. The socket file
+ * is not unlinked. Safe with NULL |srv|. */
 void kdev_rpc_server_close(struct kdev_rpc_server *srv, void (*done)(void *arg), void *arg);
 
 /* Number of calls currently open (for tests and metrics): every HTTP/2

@@ -20,7 +20,8 @@
 
 /* Bytes handed to the socket and not yet written: above this the transport
  * stops asking nghttp2 for more frames, so stream data stays in the streams
- * (where server streams coalesce). */
+ * (where server streams coalesce), and stops reading from the peer until
+ * half of it has drained. */
 #define KDEV_RPC_WQ_HIGH (64u * 1024u)
 
 /* A server stream appends a new message behind unsent data only while the
@@ -30,6 +31,10 @@
 
 /* Size of each socket read buffer. */
 #define KDEV_RPC_READ_BUF (64u * 1024u)
+
+/* A graceful close waits at most this long (milliseconds) for queued frames
+ * (GOAWAY included) to reach a peer that does not read, then closes anyway. */
+#define KDEV_RPC_CLOSE_FLUSH_MS 1000u
 
 /* Parses a grpc-timeout value (|len| bytes: 1-8 ASCII digits and a unit
  * H M S m u n) into milliseconds, rounding up so that any positive timeout
@@ -50,6 +55,14 @@ void kdev_rpc__put_prefix(uint8_t *p, uint32_t len);
  * all (so that "+json" can be told apart from "text/html"). */
 bool kdev_rpc__content_type_ok(const char *v, size_t len, bool *is_grpc);
 
+/* Connections |srv| holds now, closing ones included (for tests). */
+size_t kdev_rpc__server_connections(const struct kdev_rpc_server *srv);
+
+/* Bytes allocated now for request messages still arriving or being handled
+ * (for tests: buffers grow with the bytes received, not the declared
+ * length). */
+size_t kdev_rpc__server_request_bytes(const struct kdev_rpc_server *srv);
+
 /* ------------------------------------------------------------------------ */
 /* HTTP/2 transport over a uv_pipe_t                                          */
 /* ------------------------------------------------------------------------ */
@@ -68,17 +81,22 @@ struct kdev_rpc_conn_ops {
 struct kdev_rpc_conn {
         uv_pipe_t pipe;
         uv_idle_t idle;              /* deferred flush / final flush */
+        uv_timer_t linger;           /* bounds the final flush */
         nghttp2_session *session;    /* owned by the owner; may be NULL */
         const struct kdev_rpc_conn_ops *ops;
         void *owner;
-        size_t wq_bytes;             /* bytes in uv_write requests in flight */
+        size_t wq_bytes;             /* bytes in uv_write requests in flight,
+                                      * each request's overhead included */
         unsigned handles;            /* handles not yet closed */
         int depth;                   /* > 0 while inside nghttp2 */
         bool dead;                   /* close requested */
+        bool read_paused;            /* reading stopped: the peer does not read */
         bool final_flush;            /* flush once more, then close */
+        bool draining;               /* final frames written: close when the
+                                      * write queue empties or linger fires */
 };
 
-/* Initialises the pipe and idle handles on |loop|. Returns 0 or a libuv
+/* Initialises the pipe, idle and timer handles on |loop|. Returns 0 or a libuv
  * error (then nothing needs closing). */
 int kdev_rpc__conn_init(struct kdev_rpc_conn *c, uv_loop_t *loop,
                         const struct kdev_rpc_conn_ops *ops, void *owner);
@@ -91,9 +109,11 @@ int kdev_rpc__conn_start(struct kdev_rpc_conn *c);
 void kdev_rpc__conn_flush(struct kdev_rpc_conn *c);
 
 /* Stops reading and closes the handles; with |flush_first|, frames queued
- * in the session (GOAWAY, RST_STREAM) are written first (best effort, from
- * the idle callback). ops->closed runs once everything is closed.
- * Idempotent. */
+ * in the session (GOAWAY, RST_STREAM) are handed to the socket first (from
+ * the idle callback), and the handles close only once every queued write
+ * has completed, or after KDEV_RPC_CLOSE_FLUSH_MS when the peer does not
+ * read (closing cancels what is left). ops->closed runs once everything is
+ * closed. Idempotent. */
 void kdev_rpc__conn_close(struct kdev_rpc_conn *c, bool flush_first);
 
 #endif /* KDEV_RPC_RPC_INTERNAL_H */

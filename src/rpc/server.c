@@ -12,6 +12,14 @@
  *   DONE  finished or cancelled: the handler's pointer is dead, the struct
  *         stays until nghttp2 closes the stream (its data may still drain).
  * Structs are freed on stream close or when the connection goes away.
+ *
+ * Memory bounds: at most KDEV_RPC_MAX_CONCURRENT_STREAMS streams per
+ * connection (nghttp2 enforces the SETTINGS value), max_connections
+ * connections, and request-message budgets per connection and per server:
+ * a message's declared length is reserved against both budgets when its
+ * prefix arrives (or the call is refused RESOURCE_EXHAUSTED), and the
+ * buffer itself grows only as the bytes arrive. Large buffers are mapped
+ * directly so that freeing them returns the memory to the system.
  */
 #include "rpc/rpc_internal.h"
 
@@ -20,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -37,6 +46,13 @@ struct kdev_rpc_server {
         uv_loop_t *loop;
         size_t max_recv;
         size_t max_send;
+        size_t max_conns;
+        size_t conn_budget;   /* request bytes per connection */
+        size_t srv_budget;    /* request bytes for the whole server */
+        size_t reserved;      /* request bytes reserved now, all connections */
+        size_t req_alloc;     /* bytes allocated for request buffers now */
+        size_t nconns;        /* connections in |conns| (closing ones too) */
+        nghttp2_option *h2opt;
         struct method **methods; /* stable pointers: calls point at them */
         size_t nmethods;
         nghttp2_session_callbacks *cbs;
@@ -57,6 +73,7 @@ struct sconn {
         struct kdev_rpc_server *srv;
         struct sconn *prev, *next;
         struct kdev_rpc_call *calls;
+        size_t reserved; /* request bytes reserved by this connection's calls */
         uint64_t id; /* serial number within the server, from 1 */
         bool gone;   /* calls cancelled, close requested */
 };
@@ -84,8 +101,10 @@ struct kdev_rpc_call {
         /* request message */
         uint8_t prefix[KDEV_RPC_PREFIX_LEN];
         size_t prefix_got;
-        uint8_t *req;
+        uint8_t *req;      /* see req_grow(); NULL until bytes arrive */
+        size_t req_cap;    /* bytes allocated at |req| */
         size_t req_len, req_got;
+        size_t reserved;   /* budget held: req_len while receiving */
         bool have_msg;
 
         uint64_t deadline;
@@ -140,12 +159,85 @@ static void call_unlink(struct kdev_rpc_call *call)
         call->prev = call->next = NULL;
 }
 
+/* Request buffers below this size come from malloc; from it on they are
+ * mapped directly: mremap() grows them without copying and munmap() returns
+ * them to the system at once, where freed heap memory could stay cached in
+ * the process (the malloc heap is shared with everything else). */
+#define REQ_MAP_MIN (128u * 1024u)
+
+static void req_buf_free(struct kdev_rpc_server *srv, uint8_t *p, size_t cap)
+{
+        if (!p)
+                return;
+        srv->req_alloc -= cap;
+        if (cap >= REQ_MAP_MIN)
+                munmap(p, cap);
+        else
+                free(p);
+}
+
+/* Makes room for |need| bytes (need <= req_len) in the request buffer,
+ * doubling as bytes arrive, never past the declared length. Returns 0 or
+ * -ENOMEM (the buffer is then unchanged). */
+static int req_grow(struct kdev_rpc_call *call, size_t need)
+{
+        if (need <= call->req_cap)
+                return 0;
+        size_t cap = call->req_cap ? call->req_cap * 2 : 16384;
+        if (cap < need)
+                cap = need;
+        if (cap > call->req_len)
+                cap = call->req_len;
+        uint8_t *nb;
+        if (cap < REQ_MAP_MIN) {
+                nb = realloc(call->req, cap);
+                if (!nb)
+                        return -ENOMEM;
+        } else {
+                size_t page = (size_t)sysconf(_SC_PAGESIZE);
+                cap = (cap + page - 1) / page * page;
+                if (call->req_cap >= REQ_MAP_MIN)
+                        nb = mremap(call->req, call->req_cap, cap, MREMAP_MAYMOVE);
+                else
+                        nb = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                  -1, 0);
+                if (nb == MAP_FAILED)
+                        return -ENOMEM;
+                if (call->req_cap < REQ_MAP_MIN) {
+                        if (call->req_got)
+                                memcpy(nb, call->req, call->req_got);
+                        free(call->req);
+                }
+        }
+        call->sc->srv->req_alloc += cap - call->req_cap;
+        call->req = nb;
+        call->req_cap = cap;
+        return 0;
+}
+
+static void call_drop_req(struct kdev_rpc_call *call)
+{
+        req_buf_free(call->sc->srv, call->req, call->req_cap);
+        call->req = NULL;
+        call->req_cap = 0;
+}
+
+/* Gives the call's reservation back to its connection's and the server's
+ * budgets. */
+static void call_release(struct kdev_rpc_call *call)
+{
+        call->sc->reserved -= call->reserved;
+        call->sc->srv->reserved -= call->reserved;
+        call->reserved = 0;
+}
+
 static void call_free(struct kdev_rpc_call *call)
 {
         call_stop_timer(call);
+        call_release(call);
         call->sc->srv->ncalls--;
         free(call->path);
-        free(call->req);
+        call_drop_req(call);
         free(call->fin_msg);
         free(call->out);
         free(call->pend);
@@ -175,8 +267,8 @@ static void call_respond_error(struct kdev_rpc_call *call, const char *http_stat
                 nghttp2_submit_rst_stream(call->sc->c.session, NGHTTP2_FLAG_NONE, call->stream_id,
                                           NGHTTP2_INTERNAL_ERROR);
         free(enc);
-        free(call->req);
-        call->req = NULL;
+        call_drop_req(call);
+        call_release(call);
 }
 
 static ssize_t srv_data_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf, size_t length,
@@ -641,12 +733,16 @@ static void call_request_end(struct kdev_rpc_call *call)
         }
         call->state = CALL_LIVE;
         uint8_t *req = call->req;
+        size_t cap = call->req_cap;
         size_t len = call->req_len;
         call->req = NULL;
+        call->req_cap = 0;
+        call_release(call);
+        struct kdev_rpc_server *srv = call->sc->srv; /* freed only from close callbacks */
         const struct method *m = call->m;
         /* the handler may end, or (by closing the server) free, the call */
         m->fn(call, req ? req : (const uint8_t *)"", len, m->user_data);
-        free(req);
+        req_buf_free(srv, req, cap);
 }
 
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *ud)
@@ -669,7 +765,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *u
 static void call_feed(struct kdev_rpc_call *call, const uint8_t *d, size_t n)
 {
         struct kdev_rpc_server *srv = call->sc->srv;
-        char msg[160];
+        char msg[256];
         while (n > 0 && call->state == CALL_RECV) {
                 if (call->have_msg) {
                         call_respond_error(call, "200", KDEV_RPC_INTERNAL,
@@ -707,12 +803,28 @@ static void call_feed(struct kdev_rpc_call *call, const uint8_t *d, size_t n)
                                 call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED, msg);
                                 return;
                         }
-                        call->req = malloc(len ? len : 1);
-                        if (!call->req) {
-                                call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED,
-                                                   "out of memory");
+                        struct sconn *sc = call->sc;
+                        if (len > sc->srv->conn_budget - sc->reserved) {
+                                snprintf(msg, sizeof(msg),
+                                         "server busy: a %u-byte request would exceed this "
+                                         "connection's budget for pending requests (%zu of %zu "
+                                         "bytes in use)",
+                                         len, sc->reserved, srv->conn_budget);
+                                call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED, msg);
                                 return;
                         }
+                        if (len > srv->srv_budget - srv->reserved) {
+                                snprintf(msg, sizeof(msg),
+                                         "server busy: a %u-byte request would exceed the "
+                                         "server's budget for pending requests (%zu of %zu "
+                                         "bytes in use)",
+                                         len, srv->reserved, srv->srv_budget);
+                                call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED, msg);
+                                return;
+                        }
+                        call->reserved = len;
+                        sc->reserved += len;
+                        srv->reserved += len;
                         call->req_len = len;
                         call->req_got = 0;
                         call->have_msg = len == 0;
@@ -721,6 +833,11 @@ static void call_feed(struct kdev_rpc_call *call, const uint8_t *d, size_t n)
                 size_t take = call->req_len - call->req_got;
                 if (take > n)
                         take = n;
+                if (req_grow(call, call->req_got + take) < 0) {
+                        call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED,
+                                           "out of memory");
+                        return;
+                }
                 memcpy(call->req + call->req_got, d, take);
                 call->req_got += take;
                 d += take;
@@ -787,6 +904,7 @@ static void sconn_closed(struct kdev_rpc_conn *c)
                 srv->conns = sc->next;
         if (sc->next)
                 sc->next->prev = sc->prev;
+        srv->nconns--;
         struct kdev_rpc_call *call;
         while ((call = sc->calls)) {
                 call_unlink(call);
@@ -834,14 +952,49 @@ static const struct kdev_rpc_conn_ops sconn_ops = {
         .closed = sconn_closed,
 };
 
+static void reject_closed(uv_handle_t *h)
+{
+        free(h);
+}
+
+/* Accepts and closes a connection over the cap (or one we have no memory
+ * for). The peer gets the server
+ * preface (an empty SETTINGS frame) and GOAWAY ENHANCE_YOUR_CALM with the
+ * reason as debug data, written without blocking (best effort: a few bytes
+ * into an empty socket buffer). */
+static void srv_reject(struct kdev_rpc_server *srv, uv_stream_t *listener)
+{
+        static const char bye[] =
+                "\x00\x00\x00\x04\x00\x00\x00\x00\x00" /* SETTINGS, empty */
+                "\x00\x00\x1c\x07\x00\x00\x00\x00\x00" /* GOAWAY, 28 bytes: */
+                "\x00\x00\x00\x00\x00\x00\x00\x0b"     /* last 0, ENHANCE_YOUR_CALM */
+                "too many connections";
+        uv_pipe_t *p = malloc(sizeof(*p));
+        if (!p)
+                return; /* out of memory: libuv pauses the listener until an accept */
+        uv_pipe_init(srv->loop, p, 0);
+        if (uv_accept(listener, (uv_stream_t *)p) == 0) {
+                uv_buf_t b = uv_buf_init((char *)bye, sizeof(bye) - 1);
+                (void)uv_try_write((uv_stream_t *)p, &b, 1);
+        }
+        uv_close((uv_handle_t *)p, reject_closed);
+}
+
 static void on_connection(uv_stream_t *listener, int status)
 {
         struct kdev_rpc_server *srv = listener->data;
         if (status < 0 || srv->closing)
                 return;
+        if (srv->nconns >= srv->max_conns) {
+                srv_reject(srv, listener);
+                return;
+        }
         struct sconn *sc = calloc(1, sizeof(*sc));
-        if (!sc)
-                return; /* the connection waits in the backlog; retried on next event */
+        if (!sc) {
+                /* an unaccepted connection would stop libuv's listener */
+                srv_reject(srv, listener);
+                return;
+        }
         sc->srv = srv;
         sc->id = ++srv->last_conn_id;
         if (kdev_rpc__conn_init(&sc->c, srv->loop, &sconn_ops, sc) < 0) {
@@ -852,13 +1005,14 @@ static void on_connection(uv_stream_t *listener, int status)
         if (srv->conns)
                 srv->conns->prev = sc;
         srv->conns = sc;
+        srv->nconns++;
         if (uv_accept(listener, (uv_stream_t *)&sc->c.pipe) < 0 ||
-            nghttp2_session_server_new(&sc->c.session, srv->cbs, sc) != 0) {
+            nghttp2_session_server_new2(&sc->c.session, srv->cbs, sc, srv->h2opt) != 0) {
                 sconn_kill(sc, false);
                 return;
         }
         nghttp2_settings_entry iv[] = {
-                { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1000 },
+                { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, KDEV_RPC_MAX_CONCURRENT_STREAMS },
                 { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
         };
         if (nghttp2_submit_settings(sc->c.session, NGHTTP2_FLAG_NONE, iv, 2) != 0 ||
@@ -881,7 +1035,20 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
                                                        : KDEV_RPC_DEFAULT_MAX_MESSAGE;
         srv->max_send = opts && opts->max_send_message ? opts->max_send_message
                                                        : KDEV_RPC_DEFAULT_MAX_MESSAGE;
+        srv->max_conns = opts && opts->max_connections ? opts->max_connections
+                                                       : KDEV_RPC_DEFAULT_MAX_CONNECTIONS;
+        srv->conn_budget = opts && opts->conn_recv_budget ? opts->conn_recv_budget
+                                                          : KDEV_RPC_DEFAULT_CONN_RECV_BUDGET;
+        srv->srv_budget = opts && opts->server_recv_budget ? opts->server_recv_budget
+                                                           : KDEV_RPC_DEFAULT_SERVER_RECV_BUDGET;
+        if (nghttp2_option_new(&srv->h2opt) != 0) {
+                free(srv);
+                return NULL;
+        }
+        /* no priority tree to keep: closed streams need not be retained */
+        nghttp2_option_set_no_closed_streams(srv->h2opt, 1);
         if (nghttp2_session_callbacks_new(&srv->cbs) != 0) {
+                nghttp2_option_del(srv->h2opt);
                 free(srv);
                 return NULL;
         }
@@ -893,6 +1060,7 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
         nghttp2_session_callbacks_set_on_stream_close_callback(srv->cbs, on_stream_close);
         if (uv_pipe_init(loop, &srv->listener, 0) < 0 || uv_idle_init(loop, &srv->closer) < 0) {
                 nghttp2_session_callbacks_del(srv->cbs);
+                nghttp2_option_del(srv->h2opt);
                 free(srv);
                 return NULL;
         }
@@ -985,6 +1153,7 @@ static void srv_maybe_free(struct kdev_rpc_server *srv)
         }
         free(srv->methods);
         nghttp2_session_callbacks_del(srv->cbs);
+        nghttp2_option_del(srv->h2opt);
         free(srv);
         if (done)
                 done(arg);
@@ -1007,4 +1176,14 @@ void kdev_rpc_server_close(struct kdev_rpc_server *srv, void (*done)(void *arg),
 size_t kdev_rpc_server_open_calls(const struct kdev_rpc_server *srv)
 {
         return srv ? srv->ncalls : 0;
+}
+
+size_t kdev_rpc__server_connections(const struct kdev_rpc_server *srv)
+{
+        return srv ? srv->nconns : 0;
+}
+
+size_t kdev_rpc__server_request_bytes(const struct kdev_rpc_server *srv)
+{
+        return srv ? srv->req_alloc : 0;
 }

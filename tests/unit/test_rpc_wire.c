@@ -1,9 +1,12 @@
 /* rpc: the server's bytes on the wire, seen by a raw nghttp2 client that
  * controls its own flow-control window (and can stop reading): response
  * framing, trailers-only errors, percent-encoding, content types,
- * compression refusal, deadlines, GOAWAY, and coalescing backpressure. */
+ * compression refusal, deadlines, GOAWAY, coalescing backpressure, and the
+ * server's bounds: concurrent streams, request budgets, connection cap,
+ * reading paused for a peer that does not read, GOAWAY flushed on close. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +22,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "rpc/rpc.h"
+#include "rpc/rpc_internal.h"
 
 #define FAIL_MSG "bad thing: 100% \xc3\xbc" "n\xc3\xaf" "code\n"
 
@@ -28,7 +32,8 @@ struct rstream {
         char trailers[1024]; /* trailer block */
         bool headers_end_stream;
         uint8_t data[8192];
-        size_t data_len;
+        size_t data_len;     /* bytes kept in |data| */
+        size_t data_total;   /* DATA payload bytes received */
         bool closed;
         uint32_t close_err;
         /* request body */
@@ -44,14 +49,18 @@ struct env {
         bool srv_closed;
         int handled, cancels;
         struct kdev_rpc_call *held;
-        /* raw client */
+        /* raw client: the current connection (swap_conn() exchanges it with
+         * the spare one) */
         int fd;
         nghttp2_session *s;
+        bool eof;
+        int fd2;
+        nghttp2_session *s2;
+        bool eof2;
         bool reading;   /* false: leave bytes in the socket */
         bool consume;   /* manual window: consume what was read */
         bool goaway;
         uint32_t goaway_err;
-        bool eof;
         bool ping_ack;
 };
 
@@ -81,6 +90,17 @@ static void h_fail(struct kdev_rpc_call *call, const uint8_t *req, size_t len, v
         struct env *e = ud;
         e->handled++;
         kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT, FAIL_MSG);
+}
+
+/* Replies with the request's length in decimal. */
+static void h_size(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        (void)req;
+        struct env *e = ud;
+        e->handled++;
+        char m[32];
+        int n = snprintf(m, sizeof(m), "%zu", len);
+        kdev_rpc_call_reply(call, (const uint8_t *)m, (size_t)n);
 }
 
 static void h_hold(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
@@ -144,9 +164,11 @@ static int r_on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_
         struct env *e = ud;
         struct rstream *st = nghttp2_session_get_stream_user_data(s, id);
         if (st) {
-                assert_true(st->data_len + n <= sizeof(st->data));
-                memcpy(st->data + st->data_len, d, n);
-                st->data_len += n;
+                if (st->data_len + n <= sizeof(st->data)) {
+                        memcpy(st->data + st->data_len, d, n);
+                        st->data_len += n;
+                }
+                st->data_total += n;
         }
         if (e->consume)
                 nghttp2_session_consume(s, id, n);
@@ -185,6 +207,8 @@ static ssize_t r_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, 
 static void pump(struct env *e)
 {
         uv_run(&e->loop, UV_RUN_NOWAIT);
+        if (!e->s)
+                return; /* no raw client */
         if (e->reading && !e->eof) {
                 uint8_t buf[16384];
                 for (;;) {
@@ -251,6 +275,9 @@ static void raw_connect(struct env *e, uint32_t window)
         /* window updates only for what the test consumes; without a
          * |window| the client consumes at once, like a keen reader */
         nghttp2_option_set_no_auto_window_update(opt, 1);
+        /* before the server's SETTINGS arrive, nghttp2 would hold requests
+         * past 100 itself; the stream-limit test sends more */
+        nghttp2_option_set_peer_max_concurrent_streams(opt, 1000);
         e->consume = window == 0;
         assert_int_equal(nghttp2_session_client_new2(&e->s, cbs, e, opt), 0);
         nghttp2_option_del(opt);
@@ -286,25 +313,83 @@ static void raw_request(struct env *e, struct rstream *st, const char *path, con
         assert_true(st->id > 0);
 }
 
+/* Opens a stream to |path| with HEADERS only (no END_STREAM); the body
+ * follows with raw_send(). */
+static void raw_open(struct env *e, struct rstream *st, const char *path)
+{
+        memset(st, 0, sizeof(*st));
+        nghttp2_nv nva[] = {
+                H(":method", "POST"),   H(":scheme", "http"), H(":path", path),
+                H(":authority", "localhost"), H("te", "trailers"),
+                H("content-type", "application/grpc"),
+        };
+        st->id = nghttp2_submit_headers(e->s, NGHTTP2_FLAG_NONE, -1, NULL, nva, 6, st);
+        assert_true(st->id > 0);
+}
+
+/* Sends |len| body bytes on an open stream, ending it with |end|. */
+static void raw_send(struct env *e, struct rstream *st, const void *body, size_t len, bool end)
+{
+        /* DATA needs the stream open: its HEADERS sent */
+        for (int i = 0; i < 1000 && !nghttp2_session_find_stream(e->s, st->id); i++)
+                pump(e);
+        st->body = body;
+        st->body_len = len;
+        st->body_off = 0;
+        nghttp2_data_provider prd = { .source.ptr = st, .read_callback = r_body };
+        assert_int_equal(nghttp2_submit_data(e->s, end ? NGHTTP2_FLAG_END_STREAM
+                                                       : NGHTTP2_FLAG_NONE,
+                                             st->id, &prd),
+                         0);
+}
+
+/* Makes the spare connection the current one (and back). */
+static void swap_conn(struct env *e)
+{
+        int fd = e->fd;
+        nghttp2_session *s = e->s;
+        bool eof = e->eof;
+        e->fd = e->fd2;
+        e->s = e->s2;
+        e->eof = e->eof2;
+        e->fd2 = fd;
+        e->s2 = s;
+        e->eof2 = eof;
+}
+
+/* A gRPC message prefix declaring |len| bytes, then |extra| bytes of it. */
+static uint8_t *prefix_msg(uint32_t len, size_t extra)
+{
+        uint8_t *m = calloc(1, 5 + extra);
+        assert_non_null(m);
+        kdev_rpc__put_prefix(m, len);
+        memset(m + 5, 'x', extra);
+        return m;
+}
+
 /* ---------------------------------------------------------------------- */
 /* fixture                                                                 */
 /* ---------------------------------------------------------------------- */
 
+/* *state may hold server options (cmocka prestate); NULL: defaults. */
 static int setup(void **state)
 {
         signal(SIGPIPE, SIG_IGN);
+        const struct kdev_rpc_server_options *opts = *state;
         struct env *e = calloc(1, sizeof(*e));
         assert_int_equal(uv_loop_init(&e->loop), 0);
         strcpy(e->dir, "/tmp/kdev-rpcw-XXXXXX");
         assert_non_null(mkdtemp(e->dir));
         snprintf(e->sock, sizeof(e->sock), "%s/s.sock", e->dir);
-        e->srv = kdev_rpc_server_new(&e->loop, NULL);
+        e->srv = kdev_rpc_server_new(&e->loop, opts);
         assert_int_equal(kdev_rpc_server_add_method(e->srv, "/t.S/Echo", false, h_echo, e), 0);
+        assert_int_equal(kdev_rpc_server_add_method(e->srv, "/t.S/Size", false, h_size, e), 0);
         assert_int_equal(kdev_rpc_server_add_method(e->srv, "/t.S/Fail", false, h_fail, e), 0);
         assert_int_equal(kdev_rpc_server_add_method(e->srv, "/t.S/Hold", true, h_hold, e), 0);
         struct kdev_err err = { 0 };
         assert_int_equal(kdev_rpc_server_listen_unix(e->srv, e->sock, &err), 0);
         e->fd = -1;
+        e->fd2 = -1;
         *state = e;
         return 0;
 }
@@ -321,6 +406,10 @@ static int teardown(void **state)
                 nghttp2_session_del(e->s);
         if (e->fd >= 0)
                 close(e->fd);
+        if (e->s2)
+                nghttp2_session_del(e->s2);
+        if (e->fd2 >= 0)
+                close(e->fd2);
         if (e->srv) {
                 kdev_rpc_server_close(e->srv, srv_done, e);
                 uint64_t end = uv_hrtime() + 5000000000u;
@@ -551,6 +640,288 @@ static void test_backpressure_coalesces(void **state)
         assert_int_equal(kdev_rpc_server_open_calls(e->srv), 0);
 }
 
+
+/* ---------------------------------------------------------------------- */
+/* bounds                                                                  */
+/* ---------------------------------------------------------------------- */
+
+static bool run_until_size(struct env *e, size_t (*get)(const struct kdev_rpc_server *),
+                           size_t want, int ms)
+{
+        uint64_t end = uv_hrtime() + (uint64_t)ms * 1000000u;
+        while (get(e->srv) != want && uv_hrtime() < end) {
+                pump(e);
+                usleep(200);
+        }
+        return get(e->srv) == want;
+}
+
+/* The server advertises 100 concurrent streams; the 101st stream a client
+ * opens before it acknowledged that SETTINGS is refused with REFUSED_STREAM,
+ * the other 100 are unharmed, and a stream freed makes room for a new one. */
+static void test_max_concurrent_streams(void **state)
+{
+        struct env *e = *state;
+        enum { N = KDEV_RPC_MAX_CONCURRENT_STREAMS + 1 };
+        struct rstream *st = calloc(N + 1, sizeof(*st));
+        assert_non_null(st);
+        raw_connect(e, 0);
+        for (int i = 0; i < N; i++)
+                raw_open(e, &st[i], "/t.S/Echo");
+        assert_int_equal(st[N - 1].id, 201);
+        e->reading = false; /* every HEADERS goes out before the SETTINGS ACK */
+        pump(e);
+        assert_true(run_until_size(e, kdev_rpc_server_open_calls, 100, 5000));
+        e->reading = true;
+        assert_true(pump_until(e, &st[N - 1].closed, 5000));
+        assert_int_equal(st[N - 1].close_err, NGHTTP2_REFUSED_STREAM);
+        assert_string_equal(st[N - 1].hdrs, "");
+        assert_int_equal(nghttp2_session_get_remote_settings(
+                                 e->s, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS),
+                         100);
+        for (int i = 0; i < N - 1; i++)
+                assert_false(st[i].closed);
+        assert_int_equal(kdev_rpc_server_open_calls(e->srv), 100);
+        /* stream 1 completes; then a new stream fits again */
+        raw_send(e, &st[0], HI, sizeof(HI), true);
+        assert_true(pump_until(e, &st[0].closed, 5000));
+        assert_string_equal(st[0].trailers, "grpc-status: 0\n");
+        raw_request(e, &st[N], "/t.S/Echo", NULL, NULL, HI, sizeof(HI));
+        assert_int_equal(st[N].id, 203);
+        assert_true(pump_until(e, &st[N].closed, 5000));
+        assert_string_equal(st[N].trailers, "grpc-status: 0\n");
+        assert_int_equal(e->handled, 2);
+        assert_int_equal(kdev_rpc_server_open_calls(e->srv), 99);
+        nghttp2_session_del(e->s); /* it points into |st| */
+        e->s = NULL;
+        free(st);
+}
+
+static const struct kdev_rpc_server_options budget_opts = {
+        .server_recv_budget = 20000000, /* the connection budget stays 16 MiB */
+};
+
+#define BIG 4000000u
+
+/* Declared lengths are reserved against the connection's (16 MiB) and the
+ * server's budget; a request that does not fit is refused at once while
+ * other calls go on, and buffers grow only with the bytes received. */
+static void test_request_budgets(void **state)
+{
+        struct env *e = *state;
+        struct rstream a[6], b[3];
+        uint8_t *part = prefix_msg(BIG, 10);
+        raw_connect(e, 0);
+        for (int i = 0; i < 4; i++) {
+                raw_open(e, &a[i], "/t.S/Size");
+                raw_send(e, &a[i], part, 15, false);
+        }
+        /* 16000000 bytes declared, 40 received: 16 KiB allocated each */
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 4 * 16384, 5000));
+        uint8_t *p1m = prefix_msg(1000000, 0);
+        raw_open(e, &a[4], "/t.S/Size");
+        raw_send(e, &a[4], p1m, 5, false);
+        assert_true(pump_until(e, &a[4].closed, 5000));
+        assert_string_equal(a[4].hdrs, HDRS_200 "grpc-status: 8\n"
+                                                "grpc-message: server busy: a 1000000-byte "
+                                                "request would exceed this connection's budget "
+                                                "for pending requests (16000000 of 16777216 "
+                                                "bytes in use)\n");
+        assert_true(a[4].headers_end_stream);
+        /* a small call on the same connection still works */
+        raw_request(e, &a[5], "/t.S/Size", NULL, NULL, HI, sizeof(HI));
+        assert_true(pump_until(e, &a[5].closed, 5000));
+        assert_string_equal(a[5].trailers, "grpc-status: 0\n");
+        assert_int_equal(a[5].data_len, 6);
+        assert_memory_equal(a[5].data, "\0\0\0\0\1" "2", 6);
+
+        /* a second connection: 4000000 more fills the server's 20000000 */
+        swap_conn(e);
+        raw_connect(e, 0);
+        raw_open(e, &b[0], "/t.S/Size");
+        raw_send(e, &b[0], part, 15, false);
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 5 * 16384, 5000));
+        raw_request(e, &b[1], "/t.S/Size", NULL, NULL, HI, sizeof(HI));
+        assert_true(pump_until(e, &b[1].closed, 5000));
+        assert_string_equal(b[1].hdrs, HDRS_200 "grpc-status: 8\n"
+                                                "grpc-message: server busy: a 2-byte request "
+                                                "would exceed the server's budget for pending "
+                                                "requests (20000000 of 20000000 bytes in use)\n");
+        /* the first connection cancels one request: its share comes back */
+        swap_conn(e);
+        nghttp2_submit_rst_stream(e->s, NGHTTP2_FLAG_NONE, a[0].id, NGHTTP2_CANCEL);
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 4 * 16384, 5000));
+        swap_conn(e);
+        raw_request(e, &b[2], "/t.S/Size", NULL, NULL, HI, sizeof(HI));
+        assert_true(pump_until(e, &b[2].closed, 5000));
+        assert_string_equal(b[2].trailers, "grpc-status: 0\n");
+        /* a request sent in full grows to its size and is handled */
+        swap_conn(e);
+        uint8_t *full = prefix_msg(BIG, BIG);
+        raw_send(e, &a[1], full + 15, BIG - 10, true);
+        assert_true(pump_until(e, &a[1].closed, 10000));
+        assert_string_equal(a[1].trailers, "grpc-status: 0\n");
+        assert_int_equal(a[1].data_len, 12);
+        assert_memory_equal(a[1].data + 5, "4000000", 7);
+        assert_int_equal(kdev_rpc__server_request_bytes(e->srv), 3 * 16384);
+        assert_int_equal(e->handled, 3);
+        free(full);
+        free(p1m);
+        free(part);
+}
+
+static const struct kdev_rpc_server_options conncap_opts = { .max_connections = 2 };
+
+static int plain_connect(const char *path)
+{
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        strcpy(sa.sun_path, path);
+        assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        return fd;
+}
+
+/* Runs the server loop and reads |fd| until |want| bytes (or EOF when
+ * |until_eof|). Returns the bytes read. */
+static size_t run_read(struct env *e, int fd, uint8_t *buf, size_t want, bool until_eof,
+                       bool *eof)
+{
+        size_t got = 0;
+        uint64_t end = uv_hrtime() + 5000000000u;
+        *eof = false;
+        while (uv_hrtime() < end && (until_eof ? !*eof : got < want)) {
+                uv_run(&e->loop, UV_RUN_NOWAIT);
+                ssize_t n = recv(fd, buf + got, want - got, MSG_DONTWAIT);
+                if (n == 0)
+                        *eof = true;
+                else if (n > 0)
+                        got += (size_t)n;
+                else
+                        usleep(200);
+        }
+        return got;
+}
+
+/* Connections over max_connections get SETTINGS + GOAWAY(ENHANCE_YOUR_CALM,
+ * "too many connections") and EOF; once one closes, a new one is served. */
+static void test_connection_cap(void **state)
+{
+        struct env *e = *state;
+        static const uint8_t bye[] = {
+                0, 0, 0, 4, 0, 0, 0, 0, 0,        /* SETTINGS, empty */
+                0, 0, 28, 7, 0, 0, 0, 0, 0,       /* GOAWAY */
+                0, 0, 0, 0, 0, 0, 0, 0x0b,        /* last stream 0, ENHANCE_YOUR_CALM */
+                't', 'o', 'o', ' ', 'm', 'a', 'n', 'y', ' ', 'c', 'o', 'n', 'n', 'e', 'c', 't',
+                'i', 'o', 'n', 's',
+        };
+        int fd[4];
+        for (int i = 0; i < 3; i++)
+                fd[i] = plain_connect(e->sock);
+        uint8_t buf[256];
+        bool eof;
+        size_t n = run_read(e, fd[2], buf, sizeof(buf), true, &eof);
+        assert_true(eof);
+        assert_int_equal(n, sizeof(bye));
+        assert_memory_equal(buf, bye, sizeof(bye));
+        assert_int_equal(kdev_rpc__server_connections(e->srv), 2);
+        close(fd[2]);
+        /* the first two got the real server preface: SETTINGS with 2 entries */
+        for (int i = 0; i < 2; i++) {
+                n = run_read(e, fd[i], buf, 9, false, &eof);
+                assert_int_equal(n, 9);
+                assert_memory_equal(buf, "\0\0\x0c\x04\0\0\0\0\0", 9);
+        }
+        close(fd[0]);
+        assert_true(run_until_size(e, kdev_rpc__server_connections, 1, 5000));
+        fd[3] = plain_connect(e->sock);
+        n = run_read(e, fd[3], buf, 9, false, &eof);
+        assert_int_equal(n, 9);
+        assert_memory_equal(buf, "\0\0\x0c\x04\0\0\0\0\0", 9);
+        assert_int_equal(kdev_rpc__server_connections(e->srv), 2);
+        close(fd[1]);
+        close(fd[3]);
+}
+
+/* A streaming call whose peer stopped reading: the server sends until its
+ * socket and write queue are full (later messages coalesce). */
+static void fill_server_queue(struct env *e, struct rstream *st)
+{
+        raw_connect(e, 1u << 24);
+        nghttp2_submit_window_update(e->s, NGHTTP2_FLAG_NONE, 0, 1 << 24);
+        raw_request(e, st, "/t.S/Hold", NULL, NULL, HI, sizeof(HI));
+        assert_true(pump_until_int(e, &e->handled, 1, 5000));
+        e->reading = false;
+        static uint8_t msg[16384];
+        for (int i = 0; i < 512; i++) { /* 8 MiB offered */
+                memset(msg, 'a' + i % 26, sizeof(msg));
+                assert_int_equal(kdev_rpc_call_send(e->held, msg, sizeof(msg)), 0);
+                uv_run(&e->loop, UV_RUN_NOWAIT);
+        }
+}
+
+/* While the peer does not read, the server does not read it either: a
+ * request sent meanwhile is handled only once the peer reads again. */
+static void test_reading_paused_for_non_reader(void **state)
+{
+        struct env *e = *state;
+        struct rstream st, echo;
+        fill_server_queue(e, &st);
+        raw_request(e, &echo, "/t.S/Echo", NULL, NULL, HI, sizeof(HI));
+        uint64_t end = uv_hrtime() + 300000000u;
+        while (uv_hrtime() < end) {
+                pump(e);
+                usleep(1000);
+        }
+        assert_int_equal(e->handled, 1);
+        e->reading = true;
+        e->consume = true;
+        assert_true(pump_until(e, &echo.closed, 10000));
+        assert_string_equal(echo.trailers, "grpc-status: 0\n");
+        assert_int_equal(e->handled, 2);
+        assert_true(st.data_total >= 16384 * 8);
+}
+
+/* Closing the server while frames wait for a peer that is not reading:
+ * they are written before the connection closes, GOAWAY last. */
+static void test_goaway_flushed_behind_pending_data(void **state)
+{
+        struct env *e = *state;
+        struct rstream st;
+        fill_server_queue(e, &st);
+        kdev_rpc_server_close(e->srv, srv_done, e);
+        e->srv = NULL;
+        assert_int_equal(e->cancels, 1);
+        uint64_t end = uv_hrtime() + 100000000u;
+        while (uv_hrtime() < end) {
+                uv_run(&e->loop, UV_RUN_NOWAIT);
+                usleep(1000);
+        }
+        assert_false(e->srv_closed); /* still waiting for the peer to read */
+        e->reading = true;
+        e->consume = true;
+        assert_true(pump_until(e, &e->goaway, 5000));
+        assert_int_equal(e->goaway_err, NGHTTP2_NO_ERROR);
+        assert_true(st.data_total > 256 * 1024);
+        assert_true(pump_until(e, &e->eof, 5000));
+        assert_true(pump_until(e, &e->srv_closed, 5000));
+}
+
+/* A peer that never reads holds a closing connection for about
+ * KDEV_RPC_CLOSE_FLUSH_MS only. */
+static void test_close_flush_bounded(void **state)
+{
+        struct env *e = *state;
+        struct rstream st;
+        fill_server_queue(e, &st);
+        uint64_t t0 = uv_hrtime();
+        kdev_rpc_server_close(e->srv, srv_done, e);
+        e->srv = NULL;
+        assert_true(pump_until(e, &e->srv_closed, 10000));
+        uint64_t ms = (uv_hrtime() - t0) / 1000000u;
+        assert_true(ms >= KDEV_RPC_CLOSE_FLUSH_MS - 50);
+        assert_true(ms < KDEV_RPC_CLOSE_FLUSH_MS + 4000);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -562,6 +933,16 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_rst_stream_cancels, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_goaway_on_close, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_backpressure_coalesces, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_max_concurrent_streams, setup, teardown),
+                cmocka_unit_test_prestate_setup_teardown(test_request_budgets, setup, teardown,
+                                                         (void *)&budget_opts),
+                cmocka_unit_test_prestate_setup_teardown(test_connection_cap, setup, teardown,
+                                                         (void *)&conncap_opts),
+                cmocka_unit_test_setup_teardown(test_reading_paused_for_non_reader, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_goaway_flushed_behind_pending_data, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_close_flush_bounded, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
