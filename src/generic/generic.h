@@ -108,6 +108,28 @@ int kdev_generic_config_load(const char *path, struct kdev_generic_config **out,
 int kdev_generic_config_parse(const char *display_name, const char *text, size_t len,
                               struct kdev_generic_config **out, struct kdev_err *err);
 
+/* Top-level sections of kdev's config file that another module reads (the
+ * NVIDIA backend's `flags`, `sharing`, ...: nvidia/config.h). |fields| are
+ * yamlcfg field readers (generic/yamlcfg.h), called with obj = |obj|; their
+ * keys must differ from "version" and "generic" and from each other. */
+struct kdev_ycfg_field;
+struct kdev_config_sections {
+        const struct kdev_ycfg_field *fields;
+        size_t n_fields; /* at most 60 */
+        void *obj;
+};
+
+/* Like kdev_generic_config_load / _parse, with the extra top-level sections
+ * |ext| (NULL: none). A section's reader runs when its key is in the file;
+ * errors it reports come back as from the generic sections (file:line:column:
+ * key.path: message). -EINVAL "config section \"x\" defined twice" for a key
+ * given twice in |ext| or equal to a generic one. */
+int kdev_generic_config_load_ext(const char *path, const struct kdev_config_sections *ext,
+                                 struct kdev_generic_config **out, struct kdev_err *err);
+int kdev_generic_config_parse_ext(const char *display_name, const char *text, size_t len,
+                                  const struct kdev_config_sections *ext,
+                                  struct kdev_generic_config **out, struct kdev_err *err);
+
 /* Frees |cfg|. NULL-safe. */
 void kdev_generic_config_free(struct kdev_generic_config *cfg);
 

@@ -1,0 +1,391 @@
+/* The Allocate answer of NVIDIA resources: envs, mounts, CDI annotations and
+ * devices, device specs, exactly in the order of NVIDIA's
+ * internal/plugin/server.go getAllocateResponse (v0.20.0; reference
+ * nvidia-plugin-behaviour.md §1.5, §1.6):
+ *
+ *   IDs    the requested devices' UUIDs (deviceIDStrategy uuid) or NVML
+ *          indices "i" / "i:j" (index), each once, in request order (NVIDIA:
+ *          uuid order is the request's; index order comes from a Go map, so
+ *          it is unspecified there).
+ *   1. any CDI strategy: CDI names "k8s.device-plugin.nvidia.com/gpu=<id>",
+ *      then ".../imex-channel=<n>" per IMEX channel, then
+ *      ".../gdrcopy=all", ".../gds=all", ".../mofed=all" when enabled;
+ *      cdi-annotations: one annotation
+ *      "<cdiAnnotationPrefix>nvidia-device-plugin_<random UUID v4>" =
+ *      the names comma-joined; cdi-cri: one CDIDevice per name.
+ *   2. NVIDIA_GDRCOPY, NVIDIA_GDS, NVIDIA_MOFED = "enabled" when enabled.
+ *   3. only CDI strategies selected: done.
+ *   4. envvar: NVIDIA_VISIBLE_DEVICES = IDs comma-joined; NVIDIA_IMEX_CHANNELS
+ *      = channels comma-joined when there are any.
+ *   5. volume-mounts: NVIDIA_VISIBLE_DEVICES = /var/run/nvidia-container-devices
+ *      (replacing the envvar value), one mount /dev/null ->
+ *      /var/run/nvidia-container-devices/<id> per ID, then .../imex/<n>.
+ *   6. passDeviceSpecs: DeviceSpecs {p, <devRoot>/p, "rw"} for /dev/nvidiactl,
+ *      /dev/nvidia-uvm, /dev/nvidia-uvm-tools, /dev/nvidia-modeset when
+ *      <devRoot>/p exists now (NVIDIA stats p inside its container), then
+ *      /dev/nvidia<minor> of each requested device (each path once), then
+ *      /dev/nvidia-caps-imex-channels/channel<n>.
+ * Envs are a map in the protocol: a key set twice keeps its first position.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "nvidia/nvidia_internal.h"
+#include "nvidia/resources.h"
+
+#define CDI_ANNOTATION_PLUGIN "nvidia-device-plugin"
+
+static char *xstrdup(const char *s)
+{
+        return strdup(s ? s : "");
+}
+
+/* Appends |item| to the protobuf array *|arr| of *|n| pointers. */
+static int push(void ***arr, size_t *n, void *item)
+{
+        void **na = realloc(*arr, (*n + 1) * sizeof(*na));
+        if (!na)
+                return -ENOMEM;
+        na[*n] = item;
+        *arr = na;
+        (*n)++;
+        return 0;
+}
+
+static int set_env(V1beta1__ContainerAllocateResponse *out, const char *key, const char *value)
+{
+        for (size_t i = 0; i < out->n_envs; i++) {
+                if (strcmp(out->envs[i]->key, key) == 0) {
+                        char *v = xstrdup(value);
+                        if (!v)
+                                return -ENOMEM;
+                        if (out->envs[i]->value != protobuf_c_empty_string)
+                                free(out->envs[i]->value);
+                        out->envs[i]->value = v;
+                        return 0;
+                }
+        }
+        V1beta1__ContainerAllocateResponse__EnvsEntry *e = malloc(sizeof(*e));
+        if (!e)
+                return -ENOMEM;
+        v1beta1__container_allocate_response__envs_entry__init(e);
+        e->key = xstrdup(key);
+        e->value = xstrdup(value);
+        if (!e->key || !e->value || push((void ***)&out->envs, &out->n_envs, e) < 0) {
+                free(e->key);
+                free(e->value);
+                free(e);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static int add_mount(V1beta1__ContainerAllocateResponse *out, const char *host, const char *ctr)
+{
+        V1beta1__Mount *m = malloc(sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        v1beta1__mount__init(m);
+        m->host_path = xstrdup(host);
+        m->container_path = xstrdup(ctr);
+        if (!m->host_path || !m->container_path ||
+            push((void ***)&out->mounts, &out->n_mounts, m) < 0) {
+                free(m->host_path);
+                free(m->container_path);
+                free(m);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static int add_annotation(V1beta1__ContainerAllocateResponse *out, const char *key,
+                          const char *value)
+{
+        V1beta1__ContainerAllocateResponse__AnnotationsEntry *a = malloc(sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        v1beta1__container_allocate_response__annotations_entry__init(a);
+        a->key = xstrdup(key);
+        a->value = xstrdup(value);
+        if (!a->key || !a->value || push((void ***)&out->annotations, &out->n_annotations, a) < 0) {
+                free(a->key);
+                free(a->value);
+                free(a);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static int add_cdi_device(V1beta1__ContainerAllocateResponse *out, const char *name)
+{
+        V1beta1__CDIDevice *c = malloc(sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        v1beta1__cdidevice__init(c);
+        c->name = xstrdup(name);
+        if (!c->name || push((void ***)&out->cdi_devices, &out->n_cdi_devices, c) < 0) {
+                free(c->name);
+                free(c);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* Adds DeviceSpec {path, <dev_root>/path, "rw"} unless |path| is present. */
+static int add_spec(V1beta1__ContainerAllocateResponse *out, const char *dev_root,
+                    const char *path, bool only_if_exists)
+{
+        for (size_t i = 0; i < out->n_devices; i++) {
+                if (strcmp(out->devices[i]->container_path, path) == 0)
+                        return 0;
+        }
+        char *host = kdev_nvidia_join(dev_root, path);
+        if (!host)
+                return -ENOMEM;
+        struct stat st;
+        if (only_if_exists && stat(host, &st) < 0) {
+                free(host);
+                return 0;
+        }
+        V1beta1__DeviceSpec *d = malloc(sizeof(*d));
+        if (!d) {
+                free(host);
+                return -ENOMEM;
+        }
+        v1beta1__device_spec__init(d);
+        d->container_path = xstrdup(path);
+        d->host_path = host;
+        d->permissions = xstrdup("rw");
+        if (!d->container_path || !d->permissions ||
+            push((void ***)&out->devices, &out->n_devices, d) < 0) {
+                free(d->container_path);
+                free(d->host_path);
+                free(d->permissions);
+                free(d);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* A growing comma-joined string. */
+struct sbuf {
+        char *s;
+        size_t len, cap;
+};
+
+static int sb_add(struct sbuf *b, const char *item)
+{
+        size_t n = strlen(item), need = b->len + n + 2;
+        if (need > b->cap) {
+                size_t cap = b->cap ? b->cap : 128;
+                while (cap < need)
+                        cap *= 2;
+                char *ns = realloc(b->s, cap);
+                if (!ns)
+                        return -ENOMEM;
+                b->s = ns;
+                b->cap = cap;
+        }
+        if (b->len)
+                b->s[b->len++] = ',';
+        memcpy(b->s + b->len, item, n + 1);
+        b->len += n;
+        return 0;
+}
+
+/* The IDs of the payload: unique, in request order. */
+static int payload_ids(const struct kdev_nvidia_rdata *d, const struct kdev_device *const *devs,
+                       size_t n, const char ***ids, size_t *n_ids)
+{
+        const char **v = calloc(n ? n : 1, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+                const struct kdev_nvidia_devinfo *info = devs[i]->data;
+                const char *id = d->id_strategy == KDEV_NVIDIA_ID_INDEX ? info->index : info->uuid;
+                bool seen = false;
+                for (size_t j = 0; j < k && !seen; j++)
+                        seen = strcmp(v[j], id) == 0;
+                if (!seen)
+                        v[k++] = id;
+        }
+        *ids = v;
+        *n_ids = k;
+        return 0;
+}
+
+static int add_cdi(const struct kdev_nvidia_rdata *d, const char *const *ids, size_t n_ids,
+                   V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
+{
+        char **names = NULL;
+        size_t n_names = 0;
+        struct sbuf joined = {0};
+        int rc = -ENOMEM;
+        size_t cap = n_ids + d->n_imex_channels + 3;
+        names = calloc(cap, sizeof(*names));
+        if (!names)
+                goto out;
+        for (size_t i = 0; i < n_ids; i++) {
+                if (asprintf(&names[n_names], KDEV_NVIDIA_CDI_VENDOR "/gpu=%s", ids[i]) < 0)
+                        goto out;
+                n_names++;
+        }
+        for (size_t i = 0; i < d->n_imex_channels; i++) {
+                if (asprintf(&names[n_names], KDEV_NVIDIA_CDI_VENDOR "/imex-channel=%u",
+                             d->imex_channels[i]) < 0)
+                        goto out;
+                n_names++;
+        }
+        static const char *const modes[] = {"gdrcopy", "gds", "mofed"};
+        const bool on[] = {d->gdrcopy, d->gds, d->mofed};
+        for (size_t i = 0; i < 3; i++) {
+                if (!on[i])
+                        continue;
+                if (asprintf(&names[n_names], KDEV_NVIDIA_CDI_VENDOR "/%s=all", modes[i]) < 0)
+                        goto out;
+                n_names++;
+        }
+        if (n_names == 0) {
+                rc = 0;
+                goto out;
+        }
+        if (d->strategies & KDEV_NVIDIA_LIST_CDI_ANNOTATIONS) {
+                char uuid[40], *key = NULL;
+                rc = kdev_nvidia_uuid4(uuid, sizeof(uuid));
+                if (rc < 0) {
+                        rc = kdev_err_set(err, -rc, "cannot generate a random UUID: %s",
+                                          strerror(-rc));
+                        goto out;
+                }
+                rc = -ENOMEM;
+                for (size_t i = 0; i < n_names; i++) {
+                        if (sb_add(&joined, names[i]) < 0)
+                                goto out;
+                }
+                if (asprintf(&key, "%s" CDI_ANNOTATION_PLUGIN "_%s", d->annotation_prefix,
+                             uuid) < 0)
+                        goto out;
+                int r2 = add_annotation(out, key, joined.s);
+                free(key);
+                if (r2 < 0)
+                        goto out;
+        }
+        if (d->strategies & KDEV_NVIDIA_LIST_CDI_CRI) {
+                for (size_t i = 0; i < n_names; i++) {
+                        if (add_cdi_device(out, names[i]) < 0)
+                                goto out;
+                }
+        }
+        rc = 0;
+out:
+        for (size_t i = 0; i < n_names; i++)
+                free(names[i]);
+        free(names);
+        free(joined.s);
+        if (rc == -ENOMEM)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        return rc;
+}
+
+static int nvidia_allocate(void *data, const struct kdev_resource *r,
+                           const struct kdev_device *const *devs, size_t n,
+                           V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
+{
+        (void)r;
+        const struct kdev_nvidia_rdata *d = data;
+        const char **ids = NULL;
+        size_t n_ids = 0;
+        struct sbuf list = {0};
+        char path[96];
+        int rc = payload_ids(d, devs, n, &ids, &n_ids);
+        if (rc < 0)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+
+        if (d->strategies & KDEV_NVIDIA_LIST_CDI) {
+                rc = add_cdi(d, ids, n_ids, out, err);
+                if (rc < 0)
+                        goto done;
+        }
+        rc = -ENOMEM;
+        if ((d->gdrcopy && set_env(out, "NVIDIA_GDRCOPY", "enabled") < 0) ||
+            (d->gds && set_env(out, "NVIDIA_GDS", "enabled") < 0) ||
+            (d->mofed && set_env(out, "NVIDIA_MOFED", "enabled") < 0))
+                goto nomem;
+        if (!(d->strategies & ~(unsigned)KDEV_NVIDIA_LIST_CDI)) {
+                rc = 0;
+                goto done;
+        }
+        if (d->strategies & KDEV_NVIDIA_LIST_ENVVAR) {
+                for (size_t i = 0; i < n_ids; i++) {
+                        if (sb_add(&list, ids[i]) < 0)
+                                goto nomem;
+                }
+                if (set_env(out, "NVIDIA_VISIBLE_DEVICES", list.s ? list.s : "") < 0)
+                        goto nomem;
+                if (d->n_imex_channels) {
+                        list.len = 0;
+                        for (size_t i = 0; i < d->n_imex_channels; i++) {
+                                snprintf(path, sizeof(path), "%u", d->imex_channels[i]);
+                                if (sb_add(&list, path) < 0)
+                                        goto nomem;
+                        }
+                        if (set_env(out, "NVIDIA_IMEX_CHANNELS", list.s) < 0)
+                                goto nomem;
+                }
+        }
+        if (d->strategies & KDEV_NVIDIA_LIST_VOLUME_MOUNTS) {
+                if (set_env(out, "NVIDIA_VISIBLE_DEVICES", KDEV_NVIDIA_VOLUME_MOUNTS_ROOT) < 0)
+                        goto nomem;
+                for (size_t i = 0; i < n_ids; i++) {
+                        char *ctr = kdev_nvidia_join(KDEV_NVIDIA_VOLUME_MOUNTS_ROOT, ids[i]);
+                        int r2 = ctr ? add_mount(out, KDEV_NVIDIA_VOLUME_MOUNTS_HOST, ctr) : -ENOMEM;
+                        free(ctr);
+                        if (r2 < 0)
+                                goto nomem;
+                }
+                for (size_t i = 0; i < d->n_imex_channels; i++) {
+                        snprintf(path, sizeof(path), KDEV_NVIDIA_VOLUME_MOUNTS_ROOT "/imex/%u",
+                                 d->imex_channels[i]);
+                        if (add_mount(out, KDEV_NVIDIA_VOLUME_MOUNTS_HOST, path) < 0)
+                                goto nomem;
+                }
+        }
+        if (d->pass_device_specs) {
+                static const char *const optional[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
+                                                       "/dev/nvidia-uvm-tools",
+                                                       "/dev/nvidia-modeset"};
+                for (size_t i = 0; i < 4; i++) {
+                        if (add_spec(out, d->dev_root, optional[i], true) < 0)
+                                goto nomem;
+                }
+                for (size_t i = 0; i < n; i++) {
+                        const struct kdev_nvidia_devinfo *info = devs[i]->data;
+                        snprintf(path, sizeof(path), "/dev/nvidia%u", info->minor);
+                        if (add_spec(out, d->dev_root, path, false) < 0)
+                                goto nomem;
+                }
+                for (size_t i = 0; i < d->n_imex_channels; i++) {
+                        snprintf(path, sizeof(path), KDEV_NVIDIA_IMEX_CHANNEL_DIR "/channel%u",
+                                 d->imex_channels[i]);
+                        if (add_spec(out, d->dev_root, path, false) < 0)
+                                goto nomem;
+                }
+        }
+        rc = 0;
+        goto done;
+nomem:
+        rc = kdev_err_set(err, ENOMEM, "out of memory");
+done:
+        free(ids);
+        free(list.s);
+        return rc;
+}
+
+const struct kdev_resource_ops kdev_nvidia_resource_ops = {
+        .allocate = nvidia_allocate,
+        .free = kdev_nvidia_rdata_free,
+};

@@ -1,0 +1,139 @@
+/* CDI spec of the NVIDIA GPUs (see cdi_spec.h). */
+#include "nvidia/cdi_spec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "nvidia/nvidia_internal.h"
+#include "nvidia/resources.h"
+
+bool kdev_nvidia_cdi_needed(const struct kdev_nvidia_config *cfg)
+{
+        return (cfg->device_list_strategies & KDEV_NVIDIA_LIST_CDI) != 0;
+}
+
+static const char *dev_root_of(const struct kdev_nvidia_config *cfg)
+{
+        if (cfg->dev_root && cfg->dev_root[0])
+                return cfg->dev_root;
+        return cfg->driver_root && cfg->driver_root[0] ? cfg->driver_root : "/";
+}
+
+/* Adds device node |path| to |e|, with hostPath under |dev_root| when that
+ * differs from |path|. With |only_if_exists| it is skipped when the host path
+ * does not exist. */
+static int add_node(struct kdev_cdi_edits *e, const char *dev_root, const char *path,
+                    bool only_if_exists, struct kdev_err *err)
+{
+        char *host = kdev_nvidia_join(dev_root, path);
+        if (!host)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        struct stat st;
+        int rc = 0;
+        if (!only_if_exists || stat(host, &st) == 0) {
+                struct kdev_cdi_device_node n = {0};
+                n.path = (char *)path;
+                n.host_path = strcmp(host, path) != 0 ? host : NULL;
+                rc = kdev_cdi_edits_add_device_node(e, &n, err);
+        }
+        free(host);
+        return rc;
+}
+
+int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+                         struct kdev_cdi_spec **out, struct kdev_err *err)
+{
+        *out = NULL;
+        size_t named = 0;
+        for (size_t i = 0; gpus && i < gpus->n_gpus; i++)
+                named += gpus->gpus[i].uuid[0] != '\0';
+        if (named == 0)
+                return kdev_err_set(err, ENODEV, "no GPUs for a CDI spec");
+
+        const char *dev_root = dev_root_of(cfg);
+        struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_NVIDIA_CDI_KIND, err);
+        if (!spec)
+                return -(err && err->code ? err->code : ENOMEM);
+        int rc = kdev_cdi_edits_add_env(kdev_cdi_spec_edits(spec), "NVIDIA_VISIBLE_DEVICES=void",
+                                        err);
+        static const char *const control[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
+                                              "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"};
+        for (size_t i = 0; rc >= 0 && i < 4; i++)
+                rc = add_node(kdev_cdi_spec_edits(spec), dev_root, control[i], true, err);
+
+        for (size_t i = 0; rc >= 0 && i < gpus->n_gpus; i++) {
+                const struct kdev_gpu *g = &gpus->gpus[i];
+                if (g->uuid[0] == '\0')
+                        continue;
+                char name[KDEV_GPU_UUID_MAX], node[64];
+                if (cfg->id_strategy == KDEV_NVIDIA_ID_INDEX)
+                        snprintf(name, sizeof(name), "%u", g->index);
+                else
+                        snprintf(name, sizeof(name), "%s", g->uuid);
+                struct kdev_cdi_device *dev = kdev_cdi_spec_add_device(spec, name, err);
+                if (!dev) {
+                        rc = -(err && err->code ? err->code : ENOMEM);
+                        break;
+                }
+                snprintf(node, sizeof(node), "/dev/nvidia%u", g->minor);
+                rc = add_node(kdev_cdi_device_edits(dev), dev_root, node, false, err);
+        }
+        if (rc >= 0) {
+                /* "all": the union of the GPUs' edits, in GPU order */
+                size_t n_gpus = spec->n_devices;
+                struct kdev_cdi_device *dev = kdev_cdi_spec_add_device(spec, "all", err);
+                if (!dev)
+                        rc = -(err && err->code ? err->code : ENOMEM);
+                for (size_t i = 0; rc >= 0 && i < n_gpus; i++)
+                        rc = kdev_cdi_edits_merge(kdev_cdi_device_edits(dev),
+                                                  kdev_cdi_device_edits(spec->devices[i]), err);
+        }
+        if (rc >= 0)
+                rc = kdev_cdi_spec_validate(spec, err);
+        if (rc < 0) {
+                kdev_cdi_spec_free(spec);
+                return rc;
+        }
+        *out = spec;
+        return 0;
+}
+
+static int spec_file(char *buf, size_t size, struct kdev_err *err)
+{
+        int n = kdev_cdi_spec_file_name(KDEV_NVIDIA_CDI_KIND, buf, size, err);
+        return n < 0 ? n : 0;
+}
+
+int kdev_nvidia_cdi_write(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+                          char *path, size_t size, struct kdev_err *err)
+{
+        char file[128];
+        int rc = spec_file(file, sizeof(file), err);
+        if (rc < 0)
+                return rc;
+        if (path && size)
+                snprintf(path, size, "%s/%s", cfg->cdi_dir, file);
+        struct kdev_cdi_spec *spec = NULL;
+        rc = kdev_nvidia_cdi_spec(gpus, cfg, &spec, err);
+        if (rc == -ENODEV) {
+                rc = kdev_cdi_spec_remove(cfg->cdi_dir, file, err);
+                return rc < 0 ? rc : 0;
+        }
+        if (rc < 0)
+                return rc;
+        rc = kdev_cdi_spec_write(spec, cfg->cdi_dir, file, err);
+        kdev_cdi_spec_free(spec);
+        return rc;
+}
+
+int kdev_nvidia_cdi_remove(const struct kdev_nvidia_config *cfg, struct kdev_err *err)
+{
+        char file[128];
+        int rc = spec_file(file, sizeof(file), err);
+        if (rc < 0)
+                return rc;
+        return kdev_cdi_spec_remove(cfg->cdi_dir, file, err);
+}

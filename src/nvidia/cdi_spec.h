@@ -1,0 +1,63 @@
+/* The CDI spec of the NVIDIA GPUs (kind k8s.device-plugin.nvidia.com/gpu),
+ * as NVIDIA's plugin writes it at start when a CDI device list strategy is
+ * selected (internal/cdi/cdi.go with nvidia-container-toolkit's nvcdi;
+ * reference nvidia-plugin-behaviour.md §1.5).
+ *
+ * Content:
+ *   - one device per GPU, named by deviceIDStrategy as nvcdi's device namer
+ *     does: the GPU UUID ("GPU-…") for uuid, the NVML index ("0") for index;
+ *     device edits: the device node /dev/nvidia<minor> (hostPath
+ *     <devRoot>/dev/nvidia<minor> when the dev root is not "/");
+ *   - "all": the union of the GPUs' edits (nvcdi's merged device);
+ *   - spec-level edits: env NVIDIA_VISIBLE_DEVICES=void (nvcdi's wrapper) and
+ *     the control nodes /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools,
+ *     /dev/nvidia-modeset that exist under the dev root when the spec is
+ *     built.
+ * Differences from NVIDIA (documented, on purpose or not yet done):
+ *   - MIG-enabled GPUs are included whole (nvcdi leaves them out, yet
+ *     migStrategy none advertises them, so NVIDIA's CDI names for them do not
+ *     resolve); MIG devices come with the MIG strategies (issue 4);
+ *   - no driver libraries, binaries, firmware or hooks (nvcdi discovers them
+ *     under the driver root): a container started through this spec gets
+ *     the device nodes only, and NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA
+ *     runtime hook from adding the driver, so the image or the runtime must
+ *     provide the user-space driver;
+ *   - GPUs lost before their UUID was read are left out.
+ */
+#ifndef KDEV_NVIDIA_CDI_SPEC_H
+#define KDEV_NVIDIA_CDI_SPEC_H
+
+#include <stdbool.h>
+
+#include "cdi/cdi.h"
+#include "common/err.h"
+#include "nvidia/config.h"
+#include "nvml/discover.h"
+
+/* Whether NVIDIA writes a CDI spec for |cfg|: a CDI device list strategy
+ * (cdi-annotations or cdi-cri) is selected. */
+bool kdev_nvidia_cdi_needed(const struct kdev_nvidia_config *cfg);
+
+/* Builds the spec for |gpus| under the finished |cfg|. *out is new
+ * (kdev_cdi_spec_free). Returns 0; -ENODEV "no GPUs for a CDI spec" when
+ * |gpus| has no nameable GPU (a CDI device needs edits, so NVIDIA skips such
+ * specs too); -EINVAL (a name CDI rejects); -ENOMEM. */
+int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+                         struct kdev_cdi_spec **out, struct kdev_err *err);
+
+/* Builds the spec and writes it atomically (mode 0644) as
+ * <cfg->cdi_dir>/k8s.device-plugin.nvidia.com-gpu.json (CDI
+ * GenerateNameForSpec, as NVIDIA names it), creating the directory. The path
+ * written goes to |path| (|size| bytes) when |path| is not NULL. With no
+ * GPUs nothing is written and a spec file left from before is removed
+ * (returns 0). Returns 0 or the errors of kdev_nvidia_cdi_spec and
+ * kdev_cdi_spec_write. Call it at
+ * start (when kdev_nvidia_cdi_needed) and again after a rediscovery. */
+int kdev_nvidia_cdi_write(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+                          char *path, size_t size, struct kdev_err *err);
+
+/* Removes the spec file written by kdev_nvidia_cdi_write (clean exit).
+ * Returns 1 when removed, 0 when it was not there, or a negative errno. */
+int kdev_nvidia_cdi_remove(const struct kdev_nvidia_config *cfg, struct kdev_err *err);
+
+#endif /* KDEV_NVIDIA_CDI_SPEC_H */

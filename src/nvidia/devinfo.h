@@ -1,0 +1,24 @@
+/* What an NVIDIA logical device is made of: the kdev_device.data of every
+ * device in an NVIDIA resource (nvidia.com/gpu, nvidia.com/mig-*, their
+ * replicas). Shared by the resource builder (which creates them), the Allocate
+ * strategies and the health monitor (which maps an NVML event on a physical
+ * GPU to the logical devices on it). */
+#ifndef KDEV_NVIDIA_DEVINFO_H
+#define KDEV_NVIDIA_DEVINFO_H
+
+#include <stdbool.h>
+
+/* GPU/compute instance ID of a whole GPU and of an event that names none
+ * (NVML's 0xFFFFFFFF). */
+#define KDEV_NVIDIA_NO_INSTANCE 0xFFFFFFFFu
+
+struct kdev_nvidia_devinfo {
+        char uuid[96];        /* the GPU's or MIG device's UUID ("GPU-…", "MIG-…") */
+        char parent_uuid[96]; /* the physical GPU's UUID (== uuid for a whole GPU) */
+        unsigned gi, ci;      /* MIG GPU/compute instance IDs; NO_INSTANCE for a whole GPU */
+        char index[16];       /* deviceIDStrategy=index form: "i", or "i:j" for MIG */
+        unsigned minor;       /* /dev/nvidia<minor> of the physical GPU */
+        int replica;          /* time-slicing replica number, -1 when not replicated */
+};
+
+#endif /* KDEV_NVIDIA_DEVINFO_H */

@@ -1,0 +1,31 @@
+/* Private to the NVIDIA module: the ops_data of an NVIDIA resource. */
+#ifndef KDEV_NVIDIA_INTERNAL_H
+#define KDEV_NVIDIA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "nvidia/config.h"
+#include "nvidia/devinfo.h"
+
+struct kdev_nvidia_rdata {
+        struct kdev_nvidia_devinfo *infos; /* one per device, same order */
+        size_t n_infos;
+        /* Allocate settings, copied from the config */
+        unsigned strategies;               /* KDEV_NVIDIA_LIST_* */
+        enum kdev_nvidia_id_strategy id_strategy;
+        bool pass_device_specs;
+        bool gdrcopy, gds, mofed;
+        char *dev_root;                    /* absolute */
+        char *annotation_prefix;           /* e.g. "cdi.k8s.io/" */
+        unsigned *imex_channels;           /* channels found at build time */
+        size_t n_imex_channels;
+};
+
+void kdev_nvidia_rdata_free(void *data);
+
+/* filepath.Join(a, b) for absolute |a|: one '/' between, repeated and
+ * trailing slashes dropped ("/" + "/dev/x" -> "/dev/x"). Malloc'ed or NULL. */
+char *kdev_nvidia_join(const char *a, const char *b);
+
+#endif /* KDEV_NVIDIA_INTERNAL_H */

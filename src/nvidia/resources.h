@@ -1,0 +1,88 @@
+/* NVIDIA resources: from the discovered GPUs (nvml/discover.h) to kdev
+ * resources (model/model.h) with NVIDIA's names, IDs and Allocate payload.
+ *
+ * Follows NVIDIA's k8s-device-plugin v0.20.0 (reference
+ * nvidia-plugin-behaviour.md §1.2–1.6; internal/rm, internal/plugin/server.go).
+ */
+#ifndef KDEV_NVIDIA_RESOURCES_H
+#define KDEV_NVIDIA_RESOURCES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/err.h"
+#include "model/model.h"
+#include "nvidia/config.h"
+#include "nvidia/devinfo.h"
+#include "nvml/discover.h"
+
+#define KDEV_NVIDIA_GPU_RESOURCE "nvidia.com/gpu"
+/* CDI vendor and the kind of the GPU spec (NVIDIA internal/cdi). */
+#define KDEV_NVIDIA_CDI_VENDOR "k8s.device-plugin.nvidia.com"
+#define KDEV_NVIDIA_CDI_KIND KDEV_NVIDIA_CDI_VENDOR "/gpu"
+/* Allocate, volume-mounts strategy (server.go). */
+#define KDEV_NVIDIA_VOLUME_MOUNTS_ROOT "/var/run/nvidia-container-devices"
+#define KDEV_NVIDIA_VOLUME_MOUNTS_HOST "/dev/null"
+/* IMEX channel device nodes (internal/imex). */
+#define KDEV_NVIDIA_IMEX_CHANNEL_DIR "/dev/nvidia-caps-imex-channels"
+
+/* Receives one warning (one line, valid during the call). */
+typedef void (*kdev_nvidia_warn_fn)(void *arg, const char *msg);
+
+struct kdev_nvidia_build_options {
+        /* Accept IMEX channel nodes that are regular files (tests); by default
+         * a channel must be a character device, as NVIDIA checks. */
+        bool allow_regular_files;
+        kdev_nvidia_warn_fn warn; /* NULL: warnings are dropped */
+        void *warn_arg;
+};
+
+/* Builds the NVIDIA resources of |gpus| under the finished config |cfg| and
+ * appends them to |out| (whose resource names must differ from them).
+ *
+ * migStrategy none (the only one so far): one resource "nvidia.com/gpu"
+ * holding every GPU whole, MIG-enabled ones included, as NVIDIA does (§1.3).
+ * Device ID = the GPU UUID (also with deviceIDStrategy index, §1.4), in NVML
+ * order; healthy unless the GPU answered GPU_IS_LOST or RESET_REQUIRED during
+ * discovery (kdev_gpu.fault); numa_node from discovery (-1: none, so no
+ * TopologyInfo). A GPU lost before its UUID could be read cannot be named: it
+ * is left out with the warning "GPU <i>: lost before its UUID was read; not
+ * advertised". kdev_device.specs stays empty: the Allocate hook adds every
+ * device node (passDeviceSpecs). kdev_device.data points to a struct
+ * kdev_nvidia_devinfo owned by the resource's ops_data (freed with the
+ * resource). The resource's ops (kdev_nvidia_resource_ops) carry a copy of the
+ * Allocate settings of |cfg|, so |cfg| may be freed afterwards.
+ *
+ * 0 GPUs: the resource is still appended, with 0 devices. NVIDIA does not
+ * start a plugin for a resource with 0 devices ("No devices found. Waiting
+ * indefinitely."); whether kdev serves it (capacity 0, then devices on
+ * rediscovery) is the daemon's choice.
+ *
+ * IMEX channels of cfg (imex.channelIDs) are looked up now, at
+ * <devRoot>/dev/nvidia-caps-imex-channels/channel<id> and at the container
+ * path (NVIDIA internal/imex): a missing one is skipped with the warning
+ * "Ignoring requested IMEX channel channel<id> (...)", or, with
+ * imex.required, fails the build: "requested IMEX channel channel<id> does
+ * not exist" (-ENOENT).
+ *
+ * Errors: -EOPNOTSUPP "MIG strategy <s> is not supported yet" and
+ * "sharing.<timeSlicing|mps> is not supported yet" (issue 4), -EEXIST when
+ * |out| already has "nvidia.com/gpu", -ENOMEM. |out| is unchanged on error. */
+int kdev_nvidia_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+                      const struct kdev_nvidia_build_options *opts, struct kdev_resource_set *out,
+                      struct kdev_err *err);
+
+/* The ops of every NVIDIA resource (Allocate hook, free). */
+extern const struct kdev_resource_ops kdev_nvidia_resource_ops;
+
+/* The devinfo of device |d| of resource |r|, or NULL when |r| is not an
+ * NVIDIA resource (its ops are not kdev_nvidia_resource_ops). */
+const struct kdev_nvidia_devinfo *kdev_nvidia_device_info(const struct kdev_resource *r,
+                                                          const struct kdev_device *d);
+
+/* Fills |buf| (at least 37 bytes) with a random UUID version 4 (RFC 9562),
+ * lower-case "xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx", from getrandom(2).
+ * Returns 0 or a negative errno. */
+int kdev_nvidia_uuid4(char *buf, size_t size);
+
+#endif /* KDEV_NVIDIA_RESOURCES_H */
