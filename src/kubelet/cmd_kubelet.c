@@ -11,6 +11,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,7 +53,8 @@ static void usage(FILE *f)
                 "kubelet.\n"
                 "\n"
                 "With --scenario, runs the scenario (waits, pod admissions with\n"
-                "GetPreferredAllocation / Allocate / PreStartContainer, deletions, restarts;\n"
+                "GetPreferredAllocation / Allocate / PreStartContainer, deletions, restarts,\n"
+                "shell commands;\n"
                 "format in examples/demo-scenario.yaml), prints the node's resources and\n"
                 "every pod's result, and exits 0 (admission errors are results). Without a\n"
                 "scenario it serves until SIGINT/SIGTERM (or for --hold SEC) and then prints\n"
@@ -98,6 +100,7 @@ struct endpoint {
         struct kdev_rpc_client *cl;
         struct kdev_rpc_client_call *lw;
         bool current;   /* the endpoint registered under |resource| */
+        bool listed;    /* a ListAndWatch list came on this endpoint's stream */
         bool dead;      /* queued for closing */
         struct endpoint *next;
 };
@@ -141,7 +144,13 @@ struct step_result {
         enum kdev_scn_kind kind;
         bool done;
         bool ok;
-        char *text; /* wait/restart/delete/sleep: outcome; pod: message */
+        char *text; /* wait/restart/delete/sleep/exec: outcome; pod: message */
+        /* exec */
+        char *command;
+        bool exited;       /* exit_code is valid */
+        int exit_code;
+        int term_signal;   /* killed by this signal (0: not) */
+        bool timed_out;
         /* pod */
         char *pod_name;
         char *uid;
@@ -178,6 +187,15 @@ struct admission {
         struct kdev_rpc_client_call *call;
 };
 
+/* The running exec step's child (/bin/sh -c, its own process group). */
+struct exec_run {
+        struct kubelet *k;
+        uv_process_t proc;
+        size_t result;   /* index in k->results */
+        uint64_t timeout_ms;
+        bool timed_out;  /* killed by the step timeout */
+};
+
 struct kubelet {
         uv_loop_t *loop;
         char *dir;
@@ -203,6 +221,7 @@ struct kubelet {
         struct step_result *results;
         size_t n_results;
         struct admission adm;
+        struct exec_run *exec;   /* running exec step, or NULL */
         struct active_pod *active;
         size_t n_active;
         bool scenario_done;
@@ -213,6 +232,9 @@ struct kubelet {
 };
 
 static void scenario_kick(struct kubelet *k);
+static bool wait_poll(struct kubelet *k);
+static void exec_abort(struct kubelet *k);
+static void step_timeout(uv_timer_t *t);
 static void endpoint_retire(struct endpoint *ep);
 static void admission_step(struct kubelet *k);
 
@@ -413,6 +435,8 @@ static void lw_message(struct kdev_rpc_client_call *call, const uint8_t *msg, si
         int rc = kdev_dm_update(k->dm, ep->resource, r, &err);
         if (rc < 0)
                 kdev_log_error("device update", "resource", ep->resource, "error", err.msg);
+        else
+                ep->listed = true;
         size_t healthy = 0;
         for (size_t i = 0; i < r->n_devices; i++)
                 healthy += r->devices[i]->health && strcmp(r->devices[i]->health, "Healthy") == 0;
@@ -421,6 +445,7 @@ static void lw_message(struct kdev_rpc_client_call *call, const uint8_t *msg, si
         snprintf(h, sizeof(h), "%zu", healthy);
         kdev_log_info("ListAndWatch update", "resource", ep->resource, "devices", n, "healthy", h);
         v1beta1__list_and_watch_response__free_unpacked(r, NULL);
+        wait_poll(k);
         scenario_kick(k);
 }
 
@@ -702,6 +727,7 @@ static void results_free(struct kubelet *k)
                 free(r->pod_name);
                 free(r->uid);
                 free(r->reason);
+                free(r->command);
                 for (size_t c = 0; c < r->n_ctrs; c++) {
                         struct ctr_result *cr = &r->ctrs[c];
                         free(cr->name);
@@ -765,6 +791,8 @@ static const char *kind_text(enum kdev_scn_kind kind)
                 return "restart";
         case KDEV_SCN_SLEEP:
                 return "sleep";
+        case KDEV_SCN_EXEC:
+                return "exec";
         }
         return "?";
 }
@@ -824,6 +852,14 @@ static void print_results(struct kubelet *k)
                                                r->done ? (r->text ? r->text : "") : "not finished");
                         if (r->pod_name)
                                 json_object_set_new(js, "name", json_string(r->pod_name));
+                        if (r->command)
+                                json_object_set_new(js, "command", json_string(r->command));
+                        if (r->done && r->exited)
+                                json_object_set_new(js, "exitCode", json_integer(r->exit_code));
+                        if (r->done && r->term_signal)
+                                json_object_set_new(js, "signal", json_integer(r->term_signal));
+                        if (r->done && r->timed_out)
+                                json_object_set_new(js, "timedOut", json_true());
                         json_array_append_new(steps, js);
                 }
                 json_t *j = json_pack("{s:o,s:o}", "steps", steps, "resources", resources_json(k));
@@ -934,6 +970,7 @@ static void shutdown_kubelet(struct kubelet *k)
         if (k->adm.call)
                 kdev_rpc_client_call_cancel(k->adm.call);
         k->stopping = true;
+        exec_abort(k);
         drop_connections(k);
         kdev_rpc_server_close(k->srv, NULL, NULL);
         k->srv = NULL;
@@ -1670,15 +1707,42 @@ static void admission_start(struct kubelet *k, const struct kdev_scn_pod *p)
 /* Scenario                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* True when |r| is registered with a live stream. */
+static bool res_live(const struct kdev_dm_resource *r)
+{
+        return r && r->has_endpoint && !r->stopped;
+}
+
+/* True when |r| is live and its current plugin has sent a device list: its
+ * allocatable count is the plugin's word (not a list restored from the
+ * checkpoint, which has no devices). */
+static bool res_listed(struct kubelet *k, const struct kdev_dm_resource *r)
+{
+        if (!res_live(r) || !r->known)
+                return false;
+        const struct endpoint *ep = current_endpoint(k, r->name);
+        return ep && ep->listed;
+}
+
 static bool wait_satisfied(struct kubelet *k, const struct kdev_scn_wait *w)
 {
         for (size_t i = 0; i < w->n_resources; i++) {
                 const struct kdev_dm_resource *r = kdev_dm_find(k->dm, w->resources[i].resource);
-                if (!r || !r->has_endpoint || r->stopped)
+                if (!res_live(r))
                         return false;
                 size_t alloc;
                 kdev_dm_counts(k->dm, r, NULL, &alloc, NULL);
                 if (w->resources[i].count > 0 && (!r->known || alloc < w->resources[i].count))
+                        return false;
+        }
+        for (size_t i = 0; i < w->n_allocatable; i++) {
+                const struct kdev_dm_resource *r =
+                        kdev_dm_find(k->dm, w->allocatable[i].resource);
+                if (!res_listed(k, r))
+                        return false;
+                size_t alloc;
+                kdev_dm_counts(k->dm, r, NULL, &alloc, NULL);
+                if (alloc != w->allocatable[i].count)
                         return false;
         }
         return true;
@@ -1687,22 +1751,216 @@ static bool wait_satisfied(struct kubelet *k, const struct kdev_scn_wait *w)
 static char *wait_text(struct kubelet *k, const struct kdev_scn_wait *w, bool ok)
 {
         char *s = xstrdup(ok ? "satisfied:" : "timed out:");
-        for (size_t i = 0; i < w->n_resources; i++) {
-                const struct kdev_dm_resource *r = kdev_dm_find(k->dm, w->resources[i].resource);
+        for (size_t i = 0; i < w->n_resources + w->n_allocatable; i++) {
+                bool exact = i >= w->n_resources;
+                const struct kdev_scn_limit *c =
+                        exact ? &w->allocatable[i - w->n_resources] : &w->resources[i];
+                const struct kdev_dm_resource *r = kdev_dm_find(k->dm, c->resource);
                 size_t alloc = 0;
                 if (r)
                         kdev_dm_counts(k->dm, r, NULL, &alloc, NULL);
                 char *n;
-                if (w->resources[i].count == 0)
-                        n = xasprintf("%s %s %s", s, w->resources[i].resource,
+                if (!exact && c->count == 0)
+                        n = xasprintf("%s %s %s", s, c->resource,
                                       r ? state_text(r) : "unregistered");
-                else
+                else if (!exact)
                         n = xasprintf("%s %s allocatable %zu (wanted %" PRIu64 ")", s,
-                                      w->resources[i].resource, alloc, w->resources[i].count);
+                                      c->resource, alloc, c->count);
+                else if (!res_listed(k, r))
+                        /* No live device list: say why instead of a count. */
+                        n = xasprintf("%s %s %s (wanted allocatable exactly %" PRIu64 ")", s,
+                                      c->resource,
+                                      !r ? "unregistered"
+                                      : !res_live(r) ? state_text(r)
+                                                     : "no device list yet",
+                                      c->count);
+                else
+                        n = xasprintf("%s %s allocatable %zu (wanted exactly %" PRIu64 ")", s,
+                                      c->resource, alloc, c->count);
                 free(s);
                 s = n;
         }
         return s;
+}
+
+/* Completes the running wait step when its condition holds now. Called on
+ * every ListAndWatch update (so a state that lasts one update is seen) and
+ * from scenario_run(); touches only the step's result and timer, so it is
+ * safe inside RPC callbacks. Returns true when the running wait is done. */
+static bool wait_poll(struct kubelet *k)
+{
+        if (!k->have_scenario || !k->step_running || k->scenario_done || k->stopping)
+                return false;
+        const struct kdev_scn_step *s = &k->scn.steps[k->step - 1];
+        if (s->kind != KDEV_SCN_WAIT)
+                return false;
+        struct step_result *r = &k->results[k->n_results - 1];
+        if (r->done)
+                return true;
+        if (!wait_satisfied(k, &s->wait))
+                return false;
+        uv_timer_stop(&k->step_timer);
+        r->done = true;
+        r->ok = true;
+        r->text = wait_text(k, &s->wait, true);
+        kdev_log_info("wait satisfied", "result", r->text);
+        return true;
+}
+
+/* The command as shown in results: control characters escaped (\n, \t,
+ * \xHH), so a block scalar stays on one line. */
+static char *command_display(const char *cmd)
+{
+        size_t n = strlen(cmd);
+        char *out = malloc(4 * n + 1), *o = out;
+        if (!out)
+                abort();
+        for (const unsigned char *p = (const unsigned char *)cmd; *p; p++) {
+                if (*p == '\n') {
+                        *o++ = '\\';
+                        *o++ = 'n';
+                } else if (*p == '\t') {
+                        *o++ = '\\';
+                        *o++ = 't';
+                } else if (*p < 0x20 || *p == 0x7f) {
+                        o += sprintf(o, "\\x%02x", *p);
+                } else {
+                        *o++ = (char)*p;
+                }
+        }
+        *o = 0;
+        return out;
+}
+
+/* Seconds as written: "10", "0.5", "1.25". */
+static void seconds_text(uint64_t ms, char *buf, size_t size)
+{
+        if (ms % 1000 == 0) {
+                snprintf(buf, size, "%" PRIu64, ms / 1000);
+                return;
+        }
+        snprintf(buf, size, "%" PRIu64 ".%03" PRIu64, ms / 1000, ms % 1000);
+        size_t l = strlen(buf);
+        while (buf[l - 1] == '0')
+                buf[--l] = 0;
+}
+
+static void exec_closed(uv_handle_t *h)
+{
+        free(h->data);
+}
+
+static void exec_exit(uv_process_t *proc, int64_t exit_status, int term_signal)
+{
+        struct exec_run *e = proc->data;
+        struct kubelet *k = e->k;
+        struct step_result *r = &k->results[e->result];
+        uv_timer_stop(&k->step_timer);
+        char *shown = command_display(r->command);
+        r->done = true;
+        if (e->timed_out) {
+                char sec[32];
+                seconds_text(e->timeout_ms, sec, sizeof(sec));
+                r->timed_out = true;
+                r->term_signal = term_signal;
+                r->text = xasprintf("%s: timed out after %s s", shown, sec);
+        } else if (term_signal) {
+                r->term_signal = term_signal;
+                r->text = xasprintf("%s: killed by signal %d", shown, term_signal);
+        } else {
+                r->exited = true;
+                r->exit_code = (int)exit_status;
+                r->ok = exit_status == 0;
+                r->text = xasprintf("%s: exit %d", shown, r->exit_code);
+        }
+        free(shown);
+        kdev_log_info("exec finished", "result", r->text);
+        k->exec = NULL;
+        uv_close((uv_handle_t *)proc, exec_closed);
+        k->step_running = false;
+        scenario_kick(k);
+}
+
+/* Starts the exec step |s|: /bin/sh -c COMMAND with kdevctl's environment,
+ * stdin /dev/null, stdout and stderr on kdevctl's stderr, in a new session
+ * (so a timeout kills the whole process group). Returns true when the child
+ * runs (exec_exit() ends the step), false when the step is already done
+ * (spawn failed). */
+static bool exec_start(struct kubelet *k, const struct kdev_scn_step *s)
+{
+        struct step_result *r = result_new(k, KDEV_SCN_EXEC);
+        r->command = xstrdup(s->command);
+        struct exec_run *e = calloc(1, sizeof(*e));
+        if (!e)
+                abort();
+        e->k = k;
+        e->result = k->n_results - 1;
+        e->timeout_ms = s->timeout_ms;
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        int rc = devnull < 0 ? uv_translate_sys_error(errno) : 0;
+        if (rc == 0) {
+                char *args[] = {"/bin/sh", "-c", s->command, NULL};
+                uv_stdio_container_t stdio[3] = {
+                        {.flags = UV_INHERIT_FD, .data.fd = devnull},
+                        {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
+                        {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
+                };
+                uv_process_options_t o = {
+                        .exit_cb = exec_exit,
+                        .file = args[0],
+                        .args = args,
+                        .env = NULL, /* inherit */
+                        .flags = UV_PROCESS_DETACHED,
+                        .stdio_count = 3,
+                        .stdio = stdio,
+                };
+                fflush(stderr);
+                rc = uv_spawn(k->loop, &e->proc, &o);
+                close(devnull);
+                e->proc.data = e;
+                if (rc < 0)
+                        uv_close((uv_handle_t *)&e->proc, exec_closed); /* frees e */
+        } else {
+                free(e);
+        }
+        if (rc < 0) {
+                char *shown = command_display(s->command);
+                r->done = true;
+                r->text = xasprintf("%s: cannot run /bin/sh: %s", shown, uv_strerror(rc));
+                free(shown);
+                kdev_log_error("exec failed", "result", r->text);
+                return false;
+        }
+        char pid[24];
+        snprintf(pid, sizeof(pid), "%d", e->proc.pid);
+        kdev_log_info("exec started", "command", s->command, "pid", pid);
+        k->exec = e;
+        uv_timer_start(&k->step_timer, step_timeout, s->timeout_ms, 0);
+        return true;
+}
+
+/* SIGKILL to the exec child's process group (the command and whatever it
+ * started); -ESRCH when it is gone already. */
+static int exec_kill(struct exec_run *e)
+{
+        if (kill(-e->proc.pid, SIGKILL) == 0)
+                return 0;
+        return uv_process_kill(&e->proc, SIGKILL);
+}
+
+/* kdevctl stops while a command runs: kill it and forget it (the step stays
+ * "not finished"). */
+static void exec_abort(struct kubelet *k)
+{
+        struct exec_run *e = k->exec;
+        if (!e)
+                return;
+        k->exec = NULL;
+        char pid[24];
+        snprintf(pid, sizeof(pid), "%d", e->proc.pid);
+        kdev_log_warn("stopping: killing the running exec command", "pid", pid);
+        exec_kill(e);
+        uv_close((uv_handle_t *)&e->proc, exec_closed);
 }
 
 static void step_timeout(uv_timer_t *t)
@@ -1710,6 +1968,18 @@ static void step_timeout(uv_timer_t *t)
         struct kubelet *k = t->data;
         const struct kdev_scn_step *s = &k->scn.steps[k->step - 1];
         struct step_result *r = &k->results[k->n_results - 1];
+        if (s->kind == KDEV_SCN_EXEC) {
+                /* exec_exit() ends the step once the child is reaped. */
+                if (k->exec && !k->exec->timed_out) {
+                        char sec[32];
+                        seconds_text(s->timeout_ms, sec, sizeof(sec));
+                        kdev_log_warn("exec timed out; killing its process group", "command",
+                                      s->command, "timeout_s", sec);
+                        k->exec->timed_out = true;
+                        exec_kill(k->exec);
+                }
+                return;
+        }
         if (s->kind == KDEV_SCN_WAIT) {
                 r->done = true;
                 r->ok = false;
@@ -1744,15 +2014,8 @@ static void scenario_run(struct kubelet *k)
         for (;;) {
                 if (k->step_running) {
                         /* A running wait completes when its condition holds. */
-                        const struct kdev_scn_step *s = &k->scn.steps[k->step - 1];
-                        if (s->kind != KDEV_SCN_WAIT || !wait_satisfied(k, &s->wait))
+                        if (!wait_poll(k))
                                 return;
-                        uv_timer_stop(&k->step_timer);
-                        struct step_result *r = &k->results[k->n_results - 1];
-                        r->done = true;
-                        r->ok = true;
-                        r->text = wait_text(k, &s->wait, true);
-                        kdev_log_info("wait satisfied", "result", r->text);
                         k->step_running = false;
                 }
                 if (k->step >= k->scn.n_steps) {
@@ -1761,6 +2024,11 @@ static void scenario_run(struct kubelet *k)
                 }
                 const struct kdev_scn_step *s = &k->scn.steps[k->step++];
                 k->step_running = true;
+                {
+                        char line[24];
+                        snprintf(line, sizeof(line), "%d", s->line);
+                        kdev_log_debug("scenario step", "kind", kind_text(s->kind), "line", line);
+                }
                 struct step_result *r;
                 switch (s->kind) {
                 case KDEV_SCN_WAIT:
@@ -1771,6 +2039,11 @@ static void scenario_run(struct kubelet *k)
                         result_new(k, KDEV_SCN_SLEEP);
                         uv_timer_start(&k->step_timer, step_timeout, s->sleep_ms, 0);
                         return;
+                case KDEV_SCN_EXEC:
+                        if (exec_start(k, s))
+                                return; /* exec_exit kicks */
+                        k->step_running = false;
+                        continue;
                 case KDEV_SCN_POD:
                         admission_start(k, &s->pod);
                         return; /* admission_end kicks */

@@ -190,9 +190,16 @@ static int parse_limits(struct ctx *c, const yaml_node_t *n, const char *path,
         return 0;
 }
 
+/* True when mapping |n| (already checked) has no pairs, or |n| is null. */
+static bool empty_map(const yaml_node_t *n)
+{
+        return is_null(n) || (n->type == YAML_MAPPING_NODE &&
+                              n->data.mapping.pairs.top == n->data.mapping.pairs.start);
+}
+
 static int parse_wait(struct ctx *c, const yaml_node_t *n, const char *path, struct kdev_scn_wait *w)
 {
-        static const char *const known[] = {"timeout", "resources", NULL};
+        static const char *const known[] = {"timeout", "resources", "allocatable", NULL};
         int rc;
         w->timeout_ms = KDEV_SCN_DEFAULT_WAIT_S * 1000u;
         if ((rc = expect(c, n, YAML_MAPPING_NODE, path)) < 0 ||
@@ -203,13 +210,36 @@ static int parse_wait(struct ctx *c, const yaml_node_t *n, const char *path, str
         snprintf(sub, sizeof(sub), "%s.timeout", path);
         if (v && (rc = get_seconds(c, v, sub, &w->timeout_ms)) < 0)
                 return rc;
-        v = get(c, n, "resources");
-        snprintf(sub, sizeof(sub), "%s.resources", path);
-        if (!v || is_null(v) || (v->type == YAML_MAPPING_NODE &&
-                                 v->data.mapping.pairs.top == v->data.mapping.pairs.start))
-                return fail(c, v ? v : n, v ? sub : path, v ? "must name at least one resource"
-                                                         : "missing key \"resources\"");
-        return parse_limits(c, v, sub, &w->resources, &w->n_resources);
+        yaml_node_t *ge = get(c, n, "resources"), *eq = get(c, n, "allocatable");
+        if (!ge && !eq)
+                return fail(c, n, path, "missing key \"resources\" or \"allocatable\"");
+        if (ge) {
+                snprintf(sub, sizeof(sub), "%s.resources", path);
+                if (empty_map(ge))
+                        return fail(c, ge, sub, "must name at least one resource");
+                if ((rc = parse_limits(c, ge, sub, &w->resources, &w->n_resources)) < 0)
+                        return rc;
+        }
+        if (eq) {
+                snprintf(sub, sizeof(sub), "%s.allocatable", path);
+                if (empty_map(eq))
+                        return fail(c, eq, sub, "must name at least one resource");
+                if ((rc = parse_limits(c, eq, sub, &w->allocatable, &w->n_allocatable)) < 0)
+                        return rc;
+                /* One condition per resource: ">= N and == M" is redundant or
+                 * can never hold. */
+                size_t idx = 0;
+                for (yaml_node_pair_t *p = eq->data.mapping.pairs.start;
+                     p < eq->data.mapping.pairs.top; p++, idx++)
+                        for (size_t i = 0; i < w->n_resources; i++)
+                                if (strcmp(w->resources[i].resource, w->allocatable[idx].resource) ==
+                                    0)
+                                        return fail(c, node(c, p->key), sub,
+                                                    "\"%s\" is also under %s.resources (one "
+                                                    "condition per resource)",
+                                                    w->allocatable[idx].resource, path);
+        }
+        return 0;
 }
 
 static int parse_containers(struct ctx *c, const yaml_node_t *n, const char *path, bool init,
@@ -309,6 +339,42 @@ static struct kdev_scn_step *add_step(struct kdev_scenario *scn, enum kdev_scn_k
         return s;
 }
 
+/* exec: "command" or exec: {command: "...", timeout: SEC}. */
+static int parse_exec(struct ctx *c, const yaml_node_t *n, const char *path,
+                      struct kdev_scn_step *s)
+{
+        static const char *const known[] = {"command", "timeout", NULL};
+        s->timeout_ms = KDEV_SCN_DEFAULT_EXEC_S * 1000u;
+        if (n->type == YAML_SCALAR_NODE) {
+                if (is_null(n))
+                        return fail(c, n, path, "expected a command or a mapping");
+                return get_string(c, n, path, &s->command);
+        }
+        if (n->type != YAML_MAPPING_NODE)
+                return fail(c, n, path, "expected a command or a mapping, got %s", kind_name(n));
+        int rc = check_keys(c, n, path, known);
+        if (rc < 0)
+                return rc;
+        char sub[256];
+        yaml_node_t *v = get(c, n, "command");
+        if (!v)
+                return fail(c, n, path, "missing key \"command\"");
+        snprintf(sub, sizeof(sub), "%s.command", path);
+        if (is_null(v))
+                return fail(c, v, sub, "must not be empty");
+        if ((rc = get_string(c, v, sub, &s->command)) < 0)
+                return rc;
+        v = get(c, n, "timeout");
+        snprintf(sub, sizeof(sub), "%s.timeout", path);
+        if (v) {
+                if ((rc = get_seconds(c, v, sub, &s->timeout_ms)) < 0)
+                        return rc;
+                if (s->timeout_ms == 0)
+                        return fail(c, v, sub, "must be greater than 0");
+        }
+        return 0;
+}
+
 static bool pod_known(const struct kdev_scenario *scn, const char *name)
 {
         for (size_t i = 0; i < scn->n_steps; i++)
@@ -322,7 +388,8 @@ static int parse_steps(struct ctx *c, const yaml_node_t *n, struct kdev_scenario
         int rc = expect(c, n, YAML_SEQUENCE_NODE, "steps");
         if (rc < 0)
                 return rc;
-        static const char *const known[] = {"wait", "pod", "delete", "restart", "sleep", NULL};
+        static const char *const known[] = {"wait",  "pod",  "delete", "restart",
+                                            "sleep", "exec", NULL};
         size_t idx = 0;
         for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
              it++, idx++) {
@@ -335,7 +402,8 @@ static int parse_steps(struct ctx *c, const yaml_node_t *n, struct kdev_scenario
                 size_t nkeys = (size_t)(sn->data.mapping.pairs.top - sn->data.mapping.pairs.start);
                 if (nkeys != 1)
                         return fail(c, sn, path,
-                                    "a step has exactly one of wait, pod, delete, restart, sleep");
+                                    "a step has exactly one of wait, pod, delete, restart, sleep, "
+                                    "exec");
                 yaml_node_t *k = node(c, sn->data.mapping.pairs.start->key);
                 yaml_node_t *v = node(c, sn->data.mapping.pairs.start->value);
                 const char *key = scalar(k);
@@ -369,6 +437,10 @@ static int parse_steps(struct ctx *c, const yaml_node_t *n, struct kdev_scenario
                                 return fail(c, v, sub, "expected true");
                         if (!add_step(scn, KDEV_SCN_RESTART, sn))
                                 return kdev_err_set(c->err, ENOMEM, "out of memory");
+                } else if (strcmp(key, "exec") == 0) {
+                        if (!(s = add_step(scn, KDEV_SCN_EXEC, sn)))
+                                return kdev_err_set(c->err, ENOMEM, "out of memory");
+                        rc = parse_exec(c, v, sub, s);
                 } else {
                         if (!(s = add_step(scn, KDEV_SCN_SLEEP, sn)))
                                 return kdev_err_set(c->err, ENOMEM, "out of memory");
@@ -499,7 +571,11 @@ void kdev_scenario_clear(struct kdev_scenario *scn)
                 for (size_t k = 0; k < s->wait.n_resources; k++)
                         free(s->wait.resources[k].resource);
                 free(s->wait.resources);
+                for (size_t k = 0; k < s->wait.n_allocatable; k++)
+                        free(s->wait.allocatable[k].resource);
+                free(s->wait.allocatable);
                 free(s->name);
+                free(s->command);
         }
         free(scn->steps);
         memset(scn, 0, sizeof(*scn));

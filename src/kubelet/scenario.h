@@ -5,8 +5,11 @@
  *
  *   wait:                  # optional: before anything else
  *     timeout: 30          # seconds (default 30)
- *     resources:           # resource -> allocatable devices to wait for
+ *     resources:           # resource -> at least N allocatable devices
  *       example.com/null: 2  # (0 = until the resource is registered)
+ *     allocatable:         # resource -> exactly N allocatable devices
+ *       example.com/gpu: 7   # (resources and/or allocatable; a resource
+ *                            # under one of them only)
  *   pods:                  # admitted in order, after `wait`
  *     - name: train
  *       uid: optional      # default: derived from the name
@@ -19,7 +22,9 @@
  *     - pod: {...}         #   one pod admission,
  *     - delete: train      #   removal of a pod (frees its devices),
  *     - restart: true      #   a kubelet restart,
- *     - sleep: 0.5         #   a pause in seconds.
+ *     - sleep: 0.5         #   a pause in seconds,
+ *     - exec: "cmd args"   #   a /bin/sh -c command (30 s timeout), or
+ *     - exec: {command: "cmd", timeout: 10}
  */
 #ifndef KDEV_KUBELET_SCENARIO_H
 #define KDEV_KUBELET_SCENARIO_H
@@ -32,6 +37,8 @@
 
 /* Default wait timeout, seconds. */
 #define KDEV_SCN_DEFAULT_WAIT_S 30
+/* Default exec timeout, seconds. */
+#define KDEV_SCN_DEFAULT_EXEC_S 30
 
 struct kdev_scn_limit {
         char *resource;
@@ -52,10 +59,14 @@ struct kdev_scn_pod {
         size_t n_containers;
 };
 
+/* Every condition must hold at the same moment; a resource appears in at
+ * most one of the two lists. */
 struct kdev_scn_wait {
         uint64_t timeout_ms;
-        struct kdev_scn_limit *resources; /* count = allocatable wanted */
+        struct kdev_scn_limit *resources;   /* `resources`: allocatable >= count */
         size_t n_resources;
+        struct kdev_scn_limit *allocatable; /* `allocatable`: allocatable == count */
+        size_t n_allocatable;
 };
 
 enum kdev_scn_kind {
@@ -64,6 +75,7 @@ enum kdev_scn_kind {
         KDEV_SCN_DELETE,
         KDEV_SCN_RESTART,
         KDEV_SCN_SLEEP,
+        KDEV_SCN_EXEC,
 };
 
 struct kdev_scn_step {
@@ -73,6 +85,8 @@ struct kdev_scn_step {
         struct kdev_scn_pod pod;   /* KDEV_SCN_POD */
         char *name;                /* KDEV_SCN_DELETE: pod name */
         uint64_t sleep_ms;         /* KDEV_SCN_SLEEP */
+        char *command;             /* KDEV_SCN_EXEC: /bin/sh -c text, not empty */
+        uint64_t timeout_ms;       /* KDEV_SCN_EXEC: > 0 (default 30000) */
 };
 
 struct kdev_scenario {

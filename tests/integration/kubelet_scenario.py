@@ -3,7 +3,8 @@ grpcio device plugins written here: Register validation with kubelet's exact
 error texts, dial-back, ListAndWatch capacity, scenario admissions
 (GetPreferredAllocation, Allocate, PreStartContainer, option merging, init
 container reuse, rejections), stream end, simulated kubelet restart,
-re-registration, socket cleanup, SIGTERM, and the checkpoint file."""
+re-registration, socket cleanup, SIGTERM, the checkpoint file, waits for an
+exact allocatable count (a device turning Unhealthy and back) and exec steps."""
 import json
 import os
 import signal
@@ -50,8 +51,18 @@ class Plugin:
         self.calls = []
         self.lock = threading.Lock()
         self.end_stream = threading.Event()
+        self.pending = []            # device lists to send on the open stream
+        self.sent = 0                # of them, sent (the send completed)
+        self.first_list = threading.Event()   # cleared: ListAndWatch holds its first list
+        self.first_list.set()
         self.streams_cancelled = 0
         self.server = None
+
+    def push(self, *lists):
+        """Sends each device list [(id, health)] on the open stream, in order."""
+        with self.lock:
+            self.pending.extend(lists)
+            self.devices = lists[-1]
 
     def _rec(self, method, req):
         with self.lock:
@@ -65,9 +76,18 @@ class Plugin:
 
     def _lw(self, req, ctx):
         self._rec("watch", req)
+        while ctx.is_active() and not self.first_list.wait(0.02):
+            pass
         yield api.ListAndWatchResponse(devices=[api.Device(ID=i, health=h)
                                                 for i, h in self.devices])
         while ctx.is_active() and not self.end_stream.is_set():
+            with self.lock:
+                pending, self.pending = self.pending, []
+            for devs in pending:   # back to back, in one burst
+                yield api.ListAndWatchResponse(devices=[api.Device(ID=i, health=h)
+                                                        for i, h in devs])
+            with self.lock:
+                self.sent += len(pending)
             time.sleep(0.02)
         if not ctx.is_active():
             with self.lock:
@@ -168,7 +188,7 @@ class Plugin:
 class Kubelet:
     """A kdevctl kubelet child process."""
 
-    def __init__(self, directory, scenario=None, *extra):
+    def __init__(self, directory, scenario=None, *extra, env=None):
         self.dir = directory
         args = [KDEVCTL, "kubelet", "--dir", directory, "--log-level", "debug", *extra]
         if scenario is not None:
@@ -178,7 +198,8 @@ class Kubelet:
             args += ["--scenario", self.scenario]
         self.err_path = os.path.join(os.path.dirname(directory), "kubelet.err")
         self.err = open(self.err_path, "w")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.err, text=True)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.err, text=True,
+                                     env=env)
         self.sock = os.path.join(directory, "kubelet.sock")
 
     def wait_serving(self):
@@ -641,6 +662,222 @@ pods:
         assert rc == 0
 
 
+def health(n, unhealthy=()):
+    return [("d%d" % i, "Unhealthy" if i in unhealthy else "Healthy") for i in range(n)]
+
+
+def test_wait_allocatable_exact():
+    with TempDir() as d:
+        t = os.path.dirname(d)
+        scenario = """
+wait: {{timeout: 30, allocatable: {{example.com/fake: 3}}}}
+steps:
+  - exec: "touch {t}/unhealthy"
+  - wait: {{timeout: 30, allocatable: {{example.com/fake: 2}}}}
+  - exec: {{command: "touch {t}/recover; while [ ! -e {t}/go ]; do sleep 0.02; done", timeout: 60}}
+  - wait: {{timeout: 30, allocatable: {{example.com/fake: 3}}, resources: {{example.com/other: 1}}}}
+  - wait: {{timeout: 30, allocatable: {{example.com/fake: 2}}}}
+  - wait: {{timeout: 0.3, allocatable: {{example.com/fake: 5, vendor.com/none: 0}}}}
+""".format(t=t)
+        k = Kubelet(d, scenario)
+        p = Plugin(d, devices=3, preferred=False, prestart=False)
+        q = Plugin(d, name="other.sock", resource="example.com/other", devices=1)
+        try:
+            k.wait_serving()
+            p.start()
+            assert p.register() is None
+            # A device turns Unhealthy: allocatable 2 of 3.
+            wait_for(lambda: os.path.exists(os.path.join(t, "unhealthy")), what="exec 1")
+            p.push(health(3, unhealthy=[1]))
+            # While the exec command runs, the loop keeps serving: Register
+            # (with its dial-back and GetDevicePluginOptions) and
+            # ListAndWatch; the command ends only after that.
+            wait_for(lambda: os.path.exists(os.path.join(t, "recover")), what="exec 2")
+            p.push(health(3))
+            q.start()
+            assert q.register() is None
+            wait_for(lambda: "resource=example.com/other devices=1 healthy=1" in k.log(),
+                     what="other's ListAndWatch during exec")
+            assert "exec finished" not in k.log().split("touch %s/recover" % t)[-1], k.log()
+            open(os.path.join(t, "go"), "w").close()
+            # A blip that lasts one update: Unhealthy then Healthy again, back
+            # to back, while kdevctl is stopped, so that it reads both in one
+            # go. The wait sees the state of every update, not just the last.
+            wait_for(lambda: 'msg="scenario step" kind=wait line=8' in k.log(), what="step 5")
+            k.proc.send_signal(signal.SIGSTOP)
+            try:
+                p.push(health(3, unhealthy=[2]), health(3))
+                wait_for(lambda: p.sent == 2, what="blip sent")
+                # grpcio's send completes before the bytes reach the socket;
+                # give its transport a moment (were they read apart, the
+                # test would still pass, only test less).
+                time.sleep(0.3)
+            finally:
+                k.proc.send_signal(signal.SIGCONT)
+            rc, out = k.finish()
+        finally:
+            p.stop()
+            q.stop()
+            k.kill()
+        want = (
+            "wait: satisfied: example.com/fake allocatable 3 (wanted exactly 3)\n"
+            "exec: touch {t}/unhealthy: exit 0\n"
+            "wait: satisfied: example.com/fake allocatable 2 (wanted exactly 2)\n"
+            "exec: touch {t}/recover; while [ ! -e {t}/go ]; do sleep 0.02; done: exit 0\n"
+            "wait: satisfied: example.com/other allocatable 1 (wanted 1) example.com/fake "
+            "allocatable 3 (wanted exactly 3)\n"
+            "wait: satisfied: example.com/fake allocatable 2 (wanted exactly 2)\n"
+            "wait: timed out: example.com/fake allocatable 3 (wanted exactly 5) vendor.com/none "
+            "unregistered (wanted allocatable exactly 0)\n"
+            "\n"
+            "RESOURCE            CAPACITY   ALLOCATABLE   ALLOCATED   ENDPOINT     STATE\n"
+            "example.com/fake    3          3             0           fake.sock    connected\n"
+            "example.com/other   1          1             0           other.sock   connected\n"
+        ).format(t=t)
+        expect_eq(out, want, "stdout")
+        assert rc == 0
+
+
+def test_wait_allocatable_after_restart():
+    """After a restart the checkpoint brings the resource back with no
+    devices: `allocatable: {r: 0}` waits for the plugin's own list."""
+    scenario = """
+wait: {allocatable: {example.com/fake: 2}}
+steps:
+  - restart: true
+  - wait: {timeout: 30, resources: {example.com/fake: 0}}
+  - wait: {timeout: 0.5, allocatable: {example.com/fake: 0}}
+  - wait: {timeout: 30, allocatable: {example.com/fake: 2}}
+"""
+    with TempDir() as d:
+        k = Kubelet(d, scenario)
+        p = Plugin(d, devices=2, preferred=False, prestart=False)
+        p2 = Plugin(d, devices=2, preferred=False, prestart=False)
+        p2.first_list.clear()
+        try:
+            k.wait_serving()
+            p.start()
+            assert p.register() is None
+            wait_for(lambda: "simulating kubelet restart" in k.log(), what="restart")
+            wait_for(lambda: k.log().count('msg="serving Registration"') == 2,
+                     what="new kubelet.sock")
+            p.stop()
+            p2.start()
+            assert p2.register() is None
+            wait_for(lambda: 'msg="wait timed out"' in k.log(), what="exact 0 timed out")
+            p2.first_list.set()
+            rc, out = k.finish()
+        finally:
+            p.stop()
+            p2.stop()
+            k.kill()
+        want = (
+            "wait: satisfied: example.com/fake allocatable 2 (wanted exactly 2)\n"
+            "restart: restarted; checkpoint restored: 1 resources, 0 pod device entries\n"
+            "wait: satisfied: example.com/fake connected\n"
+            "wait: timed out: example.com/fake no device list yet (wanted allocatable exactly "
+            "0)\n"
+            "wait: satisfied: example.com/fake allocatable 2 (wanted exactly 2)\n"
+            "\n"
+            "RESOURCE           CAPACITY   ALLOCATABLE   ALLOCATED   ENDPOINT    STATE\n"
+            "example.com/fake   2          2             0           fake.sock   connected\n"
+        )
+        expect_eq(out, want, "stdout")
+        assert rc == 0
+
+
+def proc_gone(pid):
+    """True when |pid| has ended (gone, or a zombie nobody reaped)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_exec_steps():
+    with TempDir() as d:
+        t = os.path.dirname(d)
+        scenario = """
+steps:
+  - exec: "echo to-stdout; echo to-stderr >&2"
+  - exec: 'test "$KDEV_EXEC_T" = yes && test "$(readlink /proc/$$/fd/0)" = /dev/null'
+  - exec: "kill -PIPE $$"
+  - exec: {{command: "sleep 60 & echo $! > {t}/pid; wait", timeout: 2}}
+  - exec: |
+      echo multi
+      exit 7
+""".format(t=t)
+        k = Kubelet(d, scenario, env=dict(os.environ, KDEV_EXEC_T="yes"))
+        try:
+            rc, out = k.finish()
+        finally:
+            k.kill()
+        # Exit statuses, signals (SIGPIPE is back to default in the child) and
+        # the timeout are results; the scenario goes on and exits 0.
+        want = (
+            "exec: echo to-stdout; echo to-stderr >&2: exit 0\n"
+            "exec: test \"$KDEV_EXEC_T\" = yes && test \"$(readlink /proc/$$/fd/0)\" = /dev/null: "
+            "exit 0\n"
+            "exec: kill -PIPE $$: killed by signal 13\n"
+            "exec: sleep 60 & echo $! > {t}/pid; wait: timed out after 2 s\n"
+            "exec: echo multi\\nexit 7\\n: exit 7\n"
+            "\n"
+            "no resources\n"
+        ).format(t=t)
+        expect_eq(out, want, "stdout")
+        assert rc == 0
+        log = k.log()
+        assert "\nto-stdout\n" in log and "\nto-stderr\n" in log and "\nmulti\n" in log, log
+        # The timeout killed the process group: the background sleep too.
+        with open(os.path.join(t, "pid")) as f:
+            pid = int(f.read())
+        wait_for(lambda: proc_gone(pid), what="background sleep killed")
+
+    with TempDir() as d:
+        k = Kubelet(d, "steps:\n  - exec: \"true\"\n  - exec: \"exit 2\"\n"
+                       "  - exec: {command: \"kill -TERM $$\"}\n"
+                       "  - exec: {command: \"sleep 30\", timeout: 0.2}\n", "-o", "json")
+        try:
+            rc, out = k.finish()
+        finally:
+            k.kill()
+        assert rc == 0
+        j = json.loads(out)
+        assert j["steps"] == [
+            {"kind": "exec", "ok": True, "result": "true: exit 0", "command": "true",
+             "exitCode": 0},
+            {"kind": "exec", "ok": False, "result": "exit 2: exit 2", "command": "exit 2",
+             "exitCode": 2},
+            {"kind": "exec", "ok": False, "result": "kill -TERM $$: killed by signal 15",
+             "command": "kill -TERM $$", "signal": 15},
+            {"kind": "exec", "ok": False, "result": "sleep 30: timed out after 0.2 s",
+             "command": "sleep 30", "signal": 9, "timedOut": True},
+        ], json.dumps(j["steps"], indent=1)
+        assert j["resources"] == [], j
+
+
+def test_exec_sigterm():
+    """kdevctl stopping while a command runs kills the command's group."""
+    with TempDir() as d:
+        t = os.path.dirname(d)
+        k = Kubelet(d, "steps:\n  - exec: {command: \"echo $$ > %s/sh; sleep 60 & echo $! > "
+                       "%s/pid; wait\", timeout: 120}\n" % (t, t))
+        try:
+            wait_for(lambda: os.path.exists(os.path.join(t, "pid")) and
+                     os.path.getsize(os.path.join(t, "pid")) > 0, what="command started")
+            rc, out = k.stop()
+        finally:
+            k.kill()
+        assert rc == 0
+        expect_eq(out, "exec: not finished\n\nno resources\n", "stdout")
+        for name in ("sh", "pid"):
+            with open(os.path.join(t, name)) as f:
+                pid = int(f.read())
+            wait_for(lambda: proc_gone(pid), what="%s killed" % name)
+        assert "stopping: killing the running exec command" in k.log(), k.log()
+
+
 def test_usage():
     rc, out, err = kdevctl("kubelet")
     assert rc == 2 and out == ""
@@ -731,4 +968,6 @@ if __name__ == "__main__":
                   test_register_errors, test_stream_end_and_reregistration,
                   test_restart_signal_and_cleanup, test_scenario_restart_and_held_devices,
                   test_allocate_errors, test_checkpoint_pre_120_layout,
-                  test_restart_after_option, test_usage])
+                  test_restart_after_option, test_wait_allocatable_exact,
+                  test_wait_allocatable_after_restart, test_exec_steps,
+                  test_exec_sigterm, test_usage])

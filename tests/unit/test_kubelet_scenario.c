@@ -97,7 +97,8 @@ static void test_errors(void **state)
                      "s.yaml:3:28: pods[0].containers[0]: unknown key \"limit\" (known: name, limits)");
         expect_error("pods:\n  - name: a\n    name: b\n    containers: [{name: c}]\n",
                      "s.yaml:3:5: pods[0]: key \"name\" given twice");
-        expect_error("wait: {timeout: 5}\n", "s.yaml:1:7: wait: missing key \"resources\"");
+        expect_error("wait: {timeout: 5}\n",
+                     "s.yaml:1:7: wait: missing key \"resources\" or \"allocatable\"");
         expect_error("wait: {timeout: soon, resources: {a/b: 1}}\n",
                      "s.yaml:1:17: wait.timeout: expected seconds between 0 and 86400, got \"soon\"");
         expect_error("wait: {resources: {}}\n", "s.yaml:1:19: wait.resources: must name at least one "
@@ -105,11 +106,136 @@ static void test_errors(void **state)
         expect_error("steps:\n  - delete: nobody\n",
                      "s.yaml:2:13: steps[0].delete: no pod \"nobody\" before this step");
         expect_error("steps:\n  - sleep: 1\n    restart: true\n",
-                     "s.yaml:2:5: steps[0]: a step has exactly one of wait, pod, delete, restart, sleep");
+                     "s.yaml:2:5: steps[0]: a step has exactly one of wait, pod, delete, restart, "
+                     "sleep, exec");
         expect_error("steps:\n  - restart: maybe\n", "s.yaml:2:14: steps[0].restart: expected true");
         expect_error("steps:\n  - jump: 1\n",
                      "s.yaml:2:5: steps[0]: unknown key \"jump\" (known: wait, pod, delete, restart, "
-                     "sleep)");
+                     "sleep, exec)");
+}
+
+static void test_wait_allocatable(void **state)
+{
+        (void)state;
+        const char *t = "wait:\n  allocatable: {nvidia.com/gpu: 8}\n"
+                        "steps:\n"
+                        "  - wait: {timeout: 2.5, resources: {example.com/a: 1, example.com/b: 0},\n"
+                        "           allocatable: {nvidia.com/gpu: 7, example.com/c: 0}}\n"
+                        "  - wait: {allocatable: {nvidia.com/gpu: 8}, timeout: 0}\n";
+        struct kdev_scenario s;
+        struct kdev_err err = {0};
+        if (kdev_scenario_parse(t, strlen(t), "t", &s, &err) < 0)
+                fail_msg("%s", err.msg);
+        assert_int_equal(s.n_steps, 3);
+        const struct kdev_scn_wait *w = &s.steps[0].wait;
+        assert_int_equal(s.steps[0].kind, KDEV_SCN_WAIT);
+        assert_int_equal(w->timeout_ms, 30000);
+        assert_int_equal(w->n_resources, 0);
+        assert_null(w->resources);
+        assert_int_equal(w->n_allocatable, 1);
+        assert_string_equal(w->allocatable[0].resource, "nvidia.com/gpu");
+        assert_int_equal(w->allocatable[0].count, 8);
+
+        w = &s.steps[1].wait;
+        assert_int_equal(s.steps[1].kind, KDEV_SCN_WAIT);
+        assert_int_equal(s.steps[1].line, 4);
+        assert_int_equal(w->timeout_ms, 2500);
+        assert_int_equal(w->n_resources, 2);
+        assert_string_equal(w->resources[0].resource, "example.com/a");
+        assert_int_equal(w->resources[0].count, 1);
+        assert_string_equal(w->resources[1].resource, "example.com/b");
+        assert_int_equal(w->resources[1].count, 0);
+        assert_int_equal(w->n_allocatable, 2);
+        assert_string_equal(w->allocatable[0].resource, "nvidia.com/gpu");
+        assert_int_equal(w->allocatable[0].count, 7);
+        assert_string_equal(w->allocatable[1].resource, "example.com/c");
+        assert_int_equal(w->allocatable[1].count, 0);
+
+        w = &s.steps[2].wait;
+        assert_int_equal(w->timeout_ms, 0);
+        assert_int_equal(w->n_resources, 0);
+        assert_int_equal(w->n_allocatable, 1);
+        assert_int_equal(w->allocatable[0].count, 8);
+        kdev_scenario_clear(&s);
+
+        expect_error("wait: {allocatable: {}}\n",
+                     "s.yaml:1:21: wait.allocatable: must name at least one resource");
+        expect_error("wait: {allocatable: }\n",
+                     "s.yaml:1:21: wait.allocatable: must name at least one resource");
+        expect_error("wait: {allocatable: [a]}\n",
+                     "s.yaml:1:21: wait.allocatable: expected a mapping, got a list");
+        expect_error("wait: {allocatable: {a/b: 7x}}\n",
+                     "s.yaml:1:27: wait.allocatable.a/b: expected a non-negative integer (at most "
+                     "1000000), got \"7x\"");
+        expect_error("wait: {allocatable: {a/b: 1, a/b: 2}}\n",
+                     "s.yaml:1:30: wait.allocatable: key \"a/b\" given twice");
+        expect_error("wait: {resources: {a/b: 1, c/d: 1}, allocatable: {e/f: 1, c/d: 1}}\n",
+                     "s.yaml:1:59: wait.allocatable: \"c/d\" is also under wait.resources (one "
+                     "condition per resource)");
+        expect_error("wait: {resources: {a/b: 1}, allocatable: {a/b: 1}, alloc: {}}\n",
+                     "s.yaml:1:52: wait: unknown key \"alloc\" (known: timeout, resources, "
+                     "allocatable)");
+        expect_error("steps:\n  - wait: {timeout: 1}\n",
+                     "s.yaml:2:11: steps[0].wait: missing key \"resources\" or \"allocatable\"");
+        expect_error("steps:\n  - wait: {allocatable: {a/b: -1}}\n",
+                     "s.yaml:2:31: steps[0].wait.allocatable.a/b: expected a non-negative integer "
+                     "(at most 1000000), got \"-1\"");
+}
+
+static void test_exec(void **state)
+{
+        (void)state;
+        const char *t = "steps:\n"
+                        "  - exec: \"echo hi >&2; exit 3\"\n"
+                        "  - exec: {command: sleep 5, timeout: 10}\n"
+                        "  - exec:\n      command: |\n        true\n        false\n"
+                        "      timeout: 0.25\n"
+                        "  - exec: {timeout: 1, command: \"true\"}\n";
+        struct kdev_scenario s;
+        struct kdev_err err = {0};
+        if (kdev_scenario_parse(t, strlen(t), "t", &s, &err) < 0)
+                fail_msg("%s", err.msg);
+        assert_int_equal(s.n_steps, 4);
+        for (size_t i = 0; i < 4; i++)
+                assert_int_equal(s.steps[i].kind, KDEV_SCN_EXEC);
+        assert_string_equal(s.steps[0].command, "echo hi >&2; exit 3");
+        assert_int_equal(s.steps[0].timeout_ms, 30000);
+        assert_int_equal(s.steps[0].line, 2);
+        assert_string_equal(s.steps[1].command, "sleep 5");
+        assert_int_equal(s.steps[1].timeout_ms, 10000);
+        assert_string_equal(s.steps[2].command, "true\nfalse\n");
+        assert_int_equal(s.steps[2].timeout_ms, 250);
+        assert_int_equal(s.steps[2].line, 4);
+        assert_string_equal(s.steps[3].command, "true");
+        assert_int_equal(s.steps[3].timeout_ms, 1000);
+        kdev_scenario_clear(&s);
+
+        expect_error("steps:\n  - exec:\n",
+                     "s.yaml:2:10: steps[0].exec: expected a command or a mapping");
+        expect_error("steps:\n  - exec: \"\"\n", "s.yaml:2:11: steps[0].exec: must not be empty");
+        expect_error("steps:\n  - exec: [ls]\n",
+                     "s.yaml:2:11: steps[0].exec: expected a command or a mapping, got a list");
+        expect_error("steps:\n  - exec: {timeout: 3}\n",
+                     "s.yaml:2:11: steps[0].exec: missing key \"command\"");
+        expect_error("steps:\n  - exec: {command: ls, timout: 3}\n",
+                     "s.yaml:2:25: steps[0].exec: unknown key \"timout\" (known: command, "
+                     "timeout)");
+        expect_error("steps:\n  - exec: {command: ls, command: ls}\n",
+                     "s.yaml:2:25: steps[0].exec: key \"command\" given twice");
+        expect_error("steps:\n  - exec: {command: }\n",
+                     "s.yaml:2:21: steps[0].exec.command: must not be empty");
+        expect_error("steps:\n  - exec: {command: \"\"}\n",
+                     "s.yaml:2:21: steps[0].exec.command: must not be empty");
+        expect_error("steps:\n  - exec: {command: [ls]}\n",
+                     "s.yaml:2:21: steps[0].exec.command: expected a scalar, got a list");
+        expect_error("steps:\n  - exec: {command: ls, timeout: 0}\n",
+                     "s.yaml:2:34: steps[0].exec.timeout: must be greater than 0");
+        expect_error("steps:\n  - exec: {command: ls, timeout: -1}\n",
+                     "s.yaml:2:34: steps[0].exec.timeout: expected seconds between 0 and 86400, "
+                     "got \"-1\"");
+        expect_error("steps:\n  - exec: ls\n    sleep: 1\n",
+                     "s.yaml:2:5: steps[0]: a step has exactly one of wait, pod, delete, restart, "
+                     "sleep, exec");
 }
 
 static void test_minimal_and_uid(void **state)
@@ -148,6 +274,8 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_example_file),
                 cmocka_unit_test(test_errors),
+                cmocka_unit_test(test_wait_allocatable),
+                cmocka_unit_test(test_exec),
                 cmocka_unit_test(test_minimal_and_uid),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
