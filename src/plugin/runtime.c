@@ -47,6 +47,8 @@ struct dp_server {
         bool restart_wanted;    /* fresh server needed at the next flush */
         bool register_wanted;   /* Register needed at the next flush */
         struct kdev_rpc_client_call *reg_call;
+        dev_t reg_kubelet_dev; /* the kubelet.sock the last Register was sent to */
+        ino_t reg_kubelet_ino;
         uint64_t backoff_ms;
         uv_timer_t retry_timer; /* backoff and lock polling */
         unsigned registrations;
@@ -445,6 +447,11 @@ static void server_register(struct dp_server *s)
         }
         v1beta1__register_request__pack(&req, buf);
         struct kdev_err err = {0};
+        struct stat kst;
+        if (stat(rt->kubelet_path, &kst) == 0) {
+                s->reg_kubelet_dev = kst.st_dev;
+                s->reg_kubelet_ino = kst.st_ino;
+        }
         s->state = REG_PENDING;
         kdev_dp_service_expect_kubelet(s->svc);
         s->reg_call = kdev_rpc_client_call(rt->kubelet, METHOD_REGISTER, buf, len,
@@ -550,11 +557,23 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
         if (strcmp(filename, KDEV_DP_KUBELET_SOCKET) == 0) {
                 if (!kubelet_socket_changed(rt))
                         return; /* removed (wait for it to come back) or only touched */
-                kdev_log_info("kubelet socket created, registering again", "kubelet",
-                              rt->kubelet_path);
-                for (size_t i = 0; i < rt->n_servers; i++)
-                        rt->servers[i]->restart_wanted = true;
-                schedule_flush(rt);
+                bool any = false;
+                for (size_t i = 0; i < rt->n_servers; i++) {
+                        struct dp_server *s = rt->servers[i];
+                        if (s->state == REG_WAIT_LOCK)
+                                continue; /* not serving: nothing to redo */
+                        if ((s->state == REG_PENDING || s->state == REG_DONE) &&
+                            s->reg_kubelet_dev == rt->kubelet_dev &&
+                            s->reg_kubelet_ino == rt->kubelet_ino)
+                                continue; /* already registered with this kubelet */
+                        s->restart_wanted = true;
+                        any = true;
+                }
+                if (any) {
+                        kdev_log_info("kubelet socket created, registering again", "kubelet",
+                                      rt->kubelet_path);
+                        schedule_flush(rt);
+                }
                 return;
         }
         for (size_t i = 0; i < rt->n_servers; i++) {
@@ -640,7 +659,12 @@ void kdev_dp_runtime_stop(struct kdev_dp_runtime *rt, void (*done)(void *arg), v
                 server_close_service(s);
                 unlink_own_socket(s);
                 if (s->lock_fd >= 0) {
-                        close(s->lock_fd); /* after the unlink: the next owner finds a clean path */
+                        /* Unlink, then release: an instance waiting on this
+                         * file notices it is no longer at the path (the
+                         * identity check in server_try_lock) and locks a new
+                         * one; so no lock file is left behind. */
+                        unlink(s->lock_path);
+                        close(s->lock_fd);
                         s->lock_fd = -1;
                 }
                 rt->pending_closes++;

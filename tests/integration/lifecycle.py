@@ -221,6 +221,38 @@ def test_kubelet_absent_at_start():
             k.stop()
 
 
+def test_kubelet_starting_with_the_plugin_gives_one_registration():
+    # kubelet.sock appears while the plugin starts: the creation event must
+    # not restart a registration already made with that same kubelet.
+    for delay in (0.0, 0.002, 0.005, 0.01, 0.02, 0.05):
+        with TempDir() as d:
+            p = Plugin(d, NULL_CONFIG)
+            k = FakeKubelet(d)
+            try:
+                time.sleep(delay)
+                k.start()
+                wait_for(lambda: k.count(RES) >= 1, what="registration")
+                settle()
+                assert k.count(RES) == 1, "delay %.3f: %d registrations" % (delay, k.count(RES))
+            finally:
+                assert p.stop() == 0
+                k.stop()
+
+
+def test_lock_file_removed_on_clean_exit():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="registration")
+            assert os.path.exists(os.path.join(d, SOCK + ".lock"))
+        finally:
+            assert p.stop() == 0
+            k.stop()
+        assert not os.path.exists(os.path.join(d, SOCK + ".lock"))
+
+
 def test_register_error_is_retried():
     with TempDir() as d:
         k = FakeKubelet(d, reject=1)
@@ -320,6 +352,8 @@ if __name__ == "__main__":
         test_removed_lock_file_never_steals_a_live_socket,
         test_kubelet_absent_at_start,
         test_register_error_is_retried,
+        test_kubelet_starting_with_the_plugin_gives_one_registration,
+        test_lock_file_removed_on_clean_exit,
         test_two_instances_take_over,
         test_sigterm_removes_only_own_sockets,
         test_socket_path_too_long_is_a_startup_error,
