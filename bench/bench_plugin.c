@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -73,17 +74,62 @@ static int serve_kubelet(struct bench *b)
         return 0;
 }
 
-/* Runs the loop until |*counter| reaches |want| or |timeout_ms| passes. */
+static pid_t g_child;
+
+/* Runs the loop until |*counter| reaches |want|, |timeout_ms| passes or the
+ * plugin exits. Returns 0, -1 on timeout, -2 when the plugin exited. */
 static int wait_count(struct bench *b, unsigned *counter, unsigned want, double timeout_ms)
 {
         double end = now_ms() + timeout_ms;
         while (*counter < want) {
                 if (now_ms() > end)
                         return -1;
+                if (g_child > 0 && waitpid(g_child, NULL, WNOHANG) == g_child) {
+                        g_child = 0;
+                        return -2;
+                }
                 uv_run(&b->loop, UV_RUN_NOWAIT);
                 usleep(50);
         }
         return 0;
+}
+
+/* Parses a positive count argument; exits with a usage error otherwise. */
+static int parse_count(const char *text, const char *what)
+{
+        char *end = NULL;
+        long v = strtol(text, &end, 10);
+        if (!*text || *end || v <= 0 || v > 10000000) {
+                fprintf(stderr, "bench_plugin: %s must be a positive integer, got \"%s\"\n", what,
+                        text);
+                exit(2);
+        }
+        return (int)v;
+}
+
+static char g_dir[256];
+
+static void cleanup_dir(void)
+{
+        if (g_dir[0]) {
+                char cmd[300];
+                snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
+                if (system(cmd) != 0)
+                        fprintf(stderr, "bench_plugin: cannot remove %s\n", g_dir);
+        }
+}
+
+static void print_plugin_log(void)
+{
+        char path[300], line[512];
+        snprintf(path, sizeof(path), "%s.log", g_dir);
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return;
+        fprintf(stderr, "kdev-plugin's log:\n");
+        while (fgets(line, sizeof(line), f))
+                fputs(line, stderr);
+        fclose(f);
 }
 
 static void proc_stat(pid_t pid, long *rss_kib, long *threads)
@@ -192,14 +238,16 @@ int main(int argc, char **argv)
                 fprintf(stderr, "usage: %s KDEV_PLUGIN CONFIG [ALLOCATE_CALLS [RESTARTS]]\n", argv[0]);
                 return 2;
         }
-        int calls = argc > 3 ? atoi(argv[3]) : 5000;
-        int restarts = argc > 4 ? atoi(argv[4]) : 100;
+        int calls = argc > 3 ? parse_count(argv[3], "ALLOCATE_CALLS") : 5000;
+        int restarts = argc > 4 ? parse_count(argv[4], "RESTARTS") : 100;
         struct bench b = {0};
         snprintf(b.dir, sizeof(b.dir), "/tmp/kdev-bench.XXXXXX");
         if (!mkdtemp(b.dir)) {
                 perror("mkdtemp");
                 return 1;
         }
+        snprintf(g_dir, sizeof(g_dir), "%s", b.dir);
+        atexit(cleanup_dir);
         snprintf(b.kubelet_sock, sizeof(b.kubelet_sock), "%s/kubelet.sock", b.dir);
         uv_loop_init(&b.loop);
         signal(SIGPIPE, SIG_IGN);
@@ -209,15 +257,28 @@ int main(int argc, char **argv)
         double t0 = now_ms();
         pid_t pid = fork();
         if (pid == 0) {
-                if (!freopen("/dev/null", "w", stderr))
+                prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the benchmark */
+                char log[300];
+                snprintf(log, sizeof(log), "%s.log", g_dir);
+                if (!freopen(log, "w", stderr))
                         _exit(127);
                 execl(argv[1], argv[1], "--config", argv[2], "--device-plugin-dir", b.dir,
                       "--log-level", "warn", (char *)NULL);
                 _exit(127);
         }
-        if (wait_count(&b, &b.registrations, 1, 10000) < 0) {
-                fprintf(stderr, "bench: kdev-plugin did not register\n");
-                kill(pid, SIGKILL);
+        g_child = pid;
+        int wr = wait_count(&b, &b.registrations, 1, 10000);
+        if (wr < 0) {
+                fprintf(stderr, "bench_plugin: kdev-plugin %s\n",
+                        wr == -2 ? "exited before registering" : "did not register within 10 s");
+                if (wr == -1) {
+                        kill(pid, SIGKILL);
+                        waitpid(pid, NULL, 0);
+                }
+                print_plugin_log();
+                char log[300];
+                snprintf(log, sizeof(log), "%s.log", g_dir);
+                unlink(log);
                 return 1;
         }
         double t_reg = now_ms() - t0;
@@ -237,8 +298,10 @@ int main(int argc, char **argv)
         struct kdev_err err = {0};
         kdev_rpc_client_call(cl, "/v1beta1.DevicePlugin/ListAndWatch", NULL, 0, 5000, on_lw_message,
                              on_lw_done, &b, &err);
-        for (double end = now_ms() + 5000; !b.first_device[0] && now_ms() < end;)
-                uv_run(&b.loop, UV_RUN_ONCE);
+        for (double end = now_ms() + 5000; !b.first_device[0] && now_ms() < end;) {
+                uv_run(&b.loop, UV_RUN_NOWAIT); /* a resource with 0 devices sends an empty list */
+                usleep(100);
+        }
         if (!b.first_device[0]) {
                 printf("  Allocate:                    skipped (resource %s has no devices)\n",
                        b.resource);
@@ -310,6 +373,10 @@ int main(int argc, char **argv)
         kill(pid, SIGTERM);
         int st = 0;
         waitpid(pid, &st, 0);
+        g_child = 0;
+        char log[300];
+        snprintf(log, sizeof(log), "%s.log", g_dir);
+        unlink(log);
         printf("  kdev-plugin exit status:     %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
         int closed = 0;
         kdev_rpc_server_close(b.srv, on_closed, &closed);
@@ -317,10 +384,5 @@ int main(int argc, char **argv)
                 uv_run(&b.loop, UV_RUN_ONCE);
         uv_run(&b.loop, UV_RUN_DEFAULT);
         uv_loop_close(&b.loop);
-        remove_sockets(b.dir);
-        char cmd[300];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", b.dir);
-        if (system(cmd) != 0)
-                return 1;
         return 0;
 }

@@ -1,5 +1,6 @@
 /* kdev-plugin: the device plugin daemon. Thin: parses flags, loads the
- * configuration, discovers devices and hands them to the plugin runtime. */
+ * configuration, discovers devices (generic /dev globs, NVIDIA GPUs) and hands
+ * them to the plugin runtime. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -12,35 +13,57 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "generic/generic.h"
 #include "model/model.h"
+#include "nvidia/backend.h"
+#include "nvidia/config.h"
 #include "plugin/runtime.h"
 
-#define KDEV_VERSION "0.1.0"
+extern char **environ;
 
 static void usage(FILE *f)
 {
         fprintf(f,
-                "Usage: kdev-plugin --config FILE [OPTIONS]\n"
+                "Usage: kdev-plugin [--config FILE] [OPTIONS]\n"
                 "\n"
-                "Serves the devices described in FILE to kubelet through the device plugin API\n"
-                "v1beta1: one socket per resource in the device-plugins directory, registered\n"
-                "with kubelet.sock, re-registered whenever kubelet restarts.\n"
+                "Serves devices to kubelet through the device plugin API v1beta1: one socket\n"
+                "per resource in the device-plugins directory, registered with kubelet.sock,\n"
+                "registered again whenever kubelet restarts.\n"
+                "\n"
+                "Devices come from the config FILE: generic device nodes (section `generic`)\n"
+                "and NVIDIA GPUs through NVML (nvidia.com/gpu; NVIDIA's device plugin config\n"
+                "sections `flags`, `sharing`, `resources`, `imex`, and kdev's `health`).\n"
+                "Without a config file kdev-plugin serves NVIDIA GPUs with NVIDIA's defaults.\n"
+                "A file with only `generic` does not load NVML.\n"
                 "\n"
                 "Options:\n"
                 "  -c, --config FILE             configuration file (YAML; see examples/)\n"
                 "  -d, --device-plugin-dir DIR   kubelet's device-plugins directory\n"
                 "                                (default " KDEV_DP_DEFAULT_DIR ")\n"
                 "      --socket-prefix PREFIX    socket file name prefix (default \"kdev-\")\n"
-                "      --root DIR                look up device nodes under DIR instead of /\n"
+                "      --root DIR                look up generic device nodes under DIR\n"
                 "      --log-level LEVEL         debug, info, warn or error (default info)\n"
                 "      --log-format FORMAT       text or json (default text)\n"
                 "      --check                   load the config, print the devices found, exit\n"
                 "  -h, --help                    show this help\n"
                 "      --version                 print the version\n"
                 "\n"
+                "NVIDIA options (flag > environment > config file > default, as NVIDIA's plugin):\n");
+        for (const struct kdev_nvidia_flag *fl = kdev_nvidia_flags; fl->name; fl++) {
+                char left[64];
+                if (fl->is_bool)
+                        snprintf(left, sizeof(left), "--%s[=BOOL]", fl->name);
+                else
+                        snprintf(left, sizeof(left), "--%s %s", fl->name, fl->metavar);
+                fprintf(f, "      %-40s %s\n", left, fl->help);
+        }
+        fprintf(f,
+                "\n"
                 "Environment: KDEV_CONFIG and KDEV_DEVICE_PLUGIN_DIR set the defaults of\n"
-                "--config and --device-plugin-dir.\n");
+                "--config and --device-plugin-dir; NVIDIA's variables (MIG_STRATEGY,\n"
+                "DEVICE_LIST_STRATEGY, PASS_DEVICE_SPECS, DP_DISABLE_HEALTHCHECKS, ...) are read\n"
+                "as NVIDIA's plugin reads them.\n");
 }
 
 struct daemon {
@@ -48,6 +71,7 @@ struct daemon {
         uv_signal_t sigterm;
         uv_signal_t sigint;
         struct kdev_dp_runtime *rt;
+        struct kdev_nvidia_backend *nvidia;
         bool stopping;
 };
 
@@ -58,6 +82,14 @@ static void on_runtime_stopped(void *arg)
         uv_close((uv_handle_t *)&d->sigint, NULL);
 }
 
+static void on_backend_stopped(void *arg)
+{
+        struct daemon *d = arg;
+        struct kdev_dp_runtime *rt = d->rt;
+        d->rt = NULL;
+        kdev_dp_runtime_stop(rt, on_runtime_stopped, d);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
         struct daemon *d = h->data;
@@ -65,8 +97,17 @@ static void on_signal(uv_signal_t *h, int signum)
                 return;
         d->stopping = true;
         kdev_log_info("stopping", "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT");
-        kdev_dp_runtime_stop(d->rt, on_runtime_stopped, d);
-        d->rt = NULL;
+        /* Health first (it notifies the runtime), then the runtime. */
+        struct kdev_nvidia_backend *b = d->nvidia;
+        d->nvidia = NULL;
+        kdev_nvidia_backend_stop(b, on_backend_stopped, d);
+}
+
+static void on_devices_changed(void *arg, const char *resource)
+{
+        struct daemon *d = arg;
+        if (d->rt)
+                kdev_dp_runtime_notify(d->rt, resource);
 }
 
 static void on_discovery_warning(void *arg, const char *msg)
@@ -83,6 +124,10 @@ static void print_devices(const struct kdev_resource_set *set)
                 for (size_t j = 0; j < r->n_devices; j++) {
                         const struct kdev_device *dev = &r->devices[j];
                         printf("  %s", dev->id);
+                        if (dev->numa_node >= 0)
+                                printf(" numa=%d", dev->numa_node);
+                        if (!dev->healthy)
+                                printf(" Unhealthy");
                         for (size_t k = 0; k < dev->n_specs; k++)
                                 printf(" %s->%s:%s", dev->specs[k].host_path,
                                        dev->specs[k].container_path, dev->specs[k].permissions);
@@ -91,17 +136,20 @@ static void print_devices(const struct kdev_resource_set *set)
         }
 }
 
-int main(int argc, char **argv)
-{
-        const char *config = getenv("KDEV_CONFIG");
-        struct kdev_dp_options opts = {0};
-        opts.plugin_dir = getenv("KDEV_DEVICE_PLUGIN_DIR");
-        struct kdev_generic_options gopts = {0};
-        enum kdev_log_level level = KDEV_LOG_INFO;
-        bool json = false, check = false;
+enum {
+        OPT_PREFIX = 256,
+        OPT_ROOT,
+        OPT_LEVEL,
+        OPT_FORMAT,
+        OPT_CHECK,
+        OPT_VERSION,
+        OPT_NVIDIA, /* OPT_NVIDIA + i: kdev_nvidia_flags[i] */
+};
 
-        enum { OPT_PREFIX = 256, OPT_ROOT, OPT_LEVEL, OPT_FORMAT, OPT_CHECK, OPT_VERSION };
-        static const struct option longopts[] = {
+/* Builds the long option table: ours, then every NVIDIA flag. */
+static struct option *long_options(void)
+{
+        static const struct option own[] = {
                 {"config", required_argument, NULL, 'c'},
                 {"device-plugin-dir", required_argument, NULL, 'd'},
                 {"socket-prefix", required_argument, NULL, OPT_PREFIX},
@@ -111,10 +159,48 @@ int main(int argc, char **argv)
                 {"check", no_argument, NULL, OPT_CHECK},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, OPT_VERSION},
-                {NULL, 0, NULL, 0},
         };
-        int c;
-        while ((c = getopt_long(argc, argv, "c:d:h", longopts, NULL)) != -1) {
+        size_t n_own = sizeof(own) / sizeof(own[0]), n_nv = 0;
+        while (kdev_nvidia_flags[n_nv].name)
+                n_nv++;
+        struct option *o = calloc(n_own + n_nv + 1, sizeof(*o));
+        if (!o)
+                return NULL;
+        memcpy(o, own, sizeof(own));
+        for (size_t i = 0; i < n_nv; i++) {
+                o[n_own + i].name = kdev_nvidia_flags[i].name;
+                o[n_own + i].has_arg =
+                        kdev_nvidia_flags[i].is_bool ? optional_argument : required_argument;
+                o[n_own + i].val = OPT_NVIDIA + (int)i;
+        }
+        return o;
+}
+
+int main(int argc, char **argv)
+{
+        const char *config = getenv("KDEV_CONFIG");
+        if (config && !*config)
+                config = NULL;
+        struct kdev_dp_options opts = {0};
+        opts.plugin_dir = getenv("KDEV_DEVICE_PLUGIN_DIR");
+        struct kdev_generic_options gopts = {0};
+        enum kdev_log_level level = KDEV_LOG_INFO;
+        bool json = false, check = false;
+        struct kdev_err err = {0};
+        struct kdev_nvidia_config nv;
+        if (kdev_nvidia_config_init(&nv, &err) < 0) {
+                fprintf(stderr, "kdev-plugin: %s\n", err.msg);
+                return 1;
+        }
+        struct option *longopts = long_options();
+        if (!longopts) {
+                fprintf(stderr, "kdev-plugin: out of memory\n");
+                kdev_nvidia_config_clear(&nv);
+                return 1;
+        }
+
+        int c, usage_status = -1;
+        while (usage_status < 0 && (c = getopt_long(argc, argv, "c:d:h", longopts, NULL)) != -1) {
                 switch (c) {
                 case 'c':
                         config = optarg;
@@ -132,14 +218,14 @@ int main(int argc, char **argv)
                         if (kdev_log_level_parse(optarg, &level) < 0) {
                                 fprintf(stderr, "kdev-plugin: invalid --log-level \"%s\": want debug, "
                                                 "info, warn or error\n", optarg);
-                                return 2;
+                                usage_status = 2;
                         }
                         break;
                 case OPT_FORMAT:
                         if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
                                 fprintf(stderr, "kdev-plugin: invalid --log-format \"%s\": want text "
                                                 "or json\n", optarg);
-                                return 2;
+                                usage_status = 2;
                         }
                         json = strcmp(optarg, "json") == 0;
                         break;
@@ -148,51 +234,74 @@ int main(int argc, char **argv)
                         break;
                 case 'h':
                         usage(stdout);
-                        return 0;
+                        usage_status = 0;
+                        break;
                 case OPT_VERSION:
                         printf("kdev-plugin %s\n", KDEV_VERSION);
-                        return 0;
+                        usage_status = 0;
+                        break;
                 default:
-                        usage(stderr);
-                        return 2;
+                        if (c >= OPT_NVIDIA) {
+                                const char *name = kdev_nvidia_flags[c - OPT_NVIDIA].name;
+                                if (kdev_nvidia_config_apply_flag(&nv, name, optarg, &err) < 0) {
+                                        fprintf(stderr, "kdev-plugin: %s\n", err.msg);
+                                        usage_status = 2;
+                                }
+                                break;
+                        }
+                        fprintf(stderr, "Run 'kdev-plugin --help' for the options.\n");
+                        usage_status = 2;
                 }
         }
-        if (optind < argc) {
+        if (usage_status < 0 && optind < argc) {
                 fprintf(stderr, "kdev-plugin: unexpected argument \"%s\"\n", argv[optind]);
-                return 2;
+                usage_status = 2;
         }
-        if (!config) {
-                fprintf(stderr, "kdev-plugin: no configuration: pass --config FILE\n");
-                return 2;
+        free(longopts);
+        if (usage_status >= 0) {
+                kdev_nvidia_config_clear(&nv);
+                return usage_status;
         }
         kdev_log_setup(level, json);
         gopts.warn = on_discovery_warning;
 
-        struct kdev_err err = {0};
         struct kdev_generic_config *cfg = NULL;
         struct kdev_resource_set set = {0};
-        if (kdev_generic_config_load(config, &cfg, &err) < 0 ||
-            kdev_generic_discover(cfg, &gopts, &set, &err) < 0) {
-                kdev_log_error("cannot load configuration", "error", err.msg);
-                kdev_generic_config_free(cfg);
-                kdev_resource_set_clear(&set);
-                return 1;
-        }
-        kdev_generic_config_free(cfg);
-        if (check) {
-                print_devices(&set);
-                kdev_resource_set_clear(&set);
-                return 0;
-        }
-
         struct daemon d = {0};
         int status = 1;
+        bool loop_ready = false;
+        struct kdev_config_sections ext;
+        kdev_nvidia_config_sections(&nv, &ext);
+        if (kdev_nvidia_config_apply_env(&nv, environ, &err) < 0 ||
+            (config && kdev_generic_config_load_ext(config, &ext, &cfg, &err) < 0) ||
+            kdev_nvidia_config_finish(&nv, config != NULL, &err) < 0 ||
+            (cfg && kdev_generic_discover(cfg, &gopts, &set, &err) < 0)) {
+                goto out; /* logged below as "cannot start" */
+        }
+        for (size_t i = 0; i < nv.n_warnings; i++)
+                kdev_log_warn("configuration", "warning", nv.warnings[i]);
+
         int r = uv_loop_init(&d.loop);
         if (r < 0) {
-                kdev_log_error("cannot start", "error", uv_strerror(r));
-                kdev_resource_set_clear(&set);
-                return 1;
+                kdev_err_set(&err, -r, "cannot start the event loop: %s", uv_strerror(r));
+                goto out;
         }
+        loop_ready = true;
+        struct kdev_nvidia_backend_options bopts = {
+                .loop = &d.loop,
+                .cfg = &nv,
+                .set = &set,
+                .notify = on_devices_changed,
+                .notify_arg = &d,
+        };
+        if (kdev_nvidia_backend_open(&bopts, &d.nvidia, &err) < 0)
+                goto out;
+        if (check) {
+                print_devices(&set);
+                status = 0;
+                goto out;
+        }
+
         d.rt = kdev_dp_runtime_new(&d.loop, &opts, &err);
         if (!d.rt)
                 goto out;
@@ -216,7 +325,8 @@ int main(int argc, char **argv)
         d.sigterm.data = d.sigint.data = &d;
         uv_signal_start(&d.sigterm, on_signal, SIGTERM);
         uv_signal_start(&d.sigint, on_signal, SIGINT);
-        if (kdev_dp_runtime_start(d.rt, &err) < 0) {
+        if (kdev_dp_runtime_start(d.rt, &err) < 0 ||
+            kdev_nvidia_backend_start(d.nvidia, &err) < 0) {
                 uv_close((uv_handle_t *)&d.sigterm, NULL);
                 uv_close((uv_handle_t *)&d.sigint, NULL);
                 goto out;
@@ -225,15 +335,23 @@ int main(int argc, char **argv)
         status = 0;
         kdev_log_info("stopped");
 out:
-        if (status != 0) {
+        if (status != 0)
                 kdev_log_error("cannot start", "error", err.msg);
-                if (d.rt) {
-                        kdev_dp_runtime_stop(d.rt, NULL, NULL);
-                        uv_run(&d.loop, UV_RUN_DEFAULT);
-                }
+        if (loop_ready) {
+                /* Whatever is still open (an error path, or --check). */
+                struct kdev_nvidia_backend *b = d.nvidia;
+                d.nvidia = NULL;
+                kdev_nvidia_backend_stop(b, NULL, NULL);
+                struct kdev_dp_runtime *rt = d.rt;
+                d.rt = NULL;
+                if (rt)
+                        kdev_dp_runtime_stop(rt, NULL, NULL);
+                uv_run(&d.loop, UV_RUN_DEFAULT);
+                if (uv_loop_close(&d.loop) != 0)
+                        kdev_log_warn("event loop closed with handles still open");
         }
-        if (uv_loop_close(&d.loop) != 0)
-                kdev_log_warn("event loop closed with handles still open");
+        kdev_generic_config_free(cfg);
         kdev_resource_set_clear(&set);
+        kdev_nvidia_config_clear(&nv);
         return status;
 }

@@ -1,0 +1,298 @@
+/* The NVIDIA backend of kdev-plugin. See backend.h. */
+#include "nvidia/backend.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "nvidia/cdi_spec.h"
+#include "nvidia/health.h"
+#include "nvidia/resources.h"
+#include "nvidia/xid.h"
+#include "nvml/discover.h"
+#include "nvml/loader.h"
+
+#define DEFAULT_REDISCOVER_MS 30000
+
+struct kdev_nvidia_backend {
+        struct kdev_nvidia_backend_options opts;
+        struct kdev_nvml *lib;
+        struct kdev_gpu_set *gpus;
+        struct kdev_xid_policy policy;
+        struct kdev_nvidia_health *health;
+        struct kdev_nvidia_rediscover *rediscover;
+        bool cdi_written;
+        bool stopping;
+        unsigned pending; /* asynchronous stops still running */
+        void (*done)(void *arg);
+        void *done_arg;
+};
+
+static void log_warning(void *arg, const char *msg)
+{
+        (void)arg;
+        kdev_log_warn("nvidia", "warning", msg);
+}
+
+static struct kdev_resource *find_resource(struct kdev_resource_set *set, const char *name)
+{
+        for (size_t i = 0; i < set->n_resources; i++) {
+                if (strcmp(set->resources[i].name, name) == 0)
+                        return &set->resources[i];
+        }
+        return NULL;
+}
+
+static int write_cdi(struct kdev_nvidia_backend *b, struct kdev_err *err)
+{
+        if (!kdev_nvidia_cdi_needed(b->opts.cfg))
+                return 0;
+        char path[4096];
+        int r = kdev_nvidia_cdi_write(b->gpus, b->opts.cfg, path, sizeof(path), err);
+        if (r < 0)
+                return kdev_err_wrap(err, "writing the CDI spec");
+        if (b->gpus && b->gpus->n_gpus > 0) {
+                b->cdi_written = true;
+                kdev_log_info("wrote CDI spec", "path", path);
+        }
+        return 0;
+}
+
+static void log_gpus(const struct kdev_gpu_set *gpus)
+{
+        char n[32], cuda[32];
+        snprintf(n, sizeof(n), "%zu", gpus->n_gpus);
+        snprintf(cuda, sizeof(cuda), "%d.%d", gpus->cuda_driver_version / 1000,
+                 gpus->cuda_driver_version % 1000 / 10);
+        kdev_log_info("NVIDIA GPUs found", "gpus", n, "driver", gpus->driver_version, "cuda", cuda);
+        for (size_t i = 0; i < gpus->n_gpus; i++) {
+                const struct kdev_gpu *g = &gpus->gpus[i];
+                char idx[16], mem[32], numa[16];
+                snprintf(idx, sizeof(idx), "%u", g->index);
+                snprintf(mem, sizeof(mem), "%llu", g->memory_total >> 20);
+                snprintf(numa, sizeof(numa), "%d", g->numa_node);
+                kdev_log_info("GPU", "index", idx, "uuid", g->uuid, "name", g->name, "memory_mib",
+                              mem, "pci_bus_id", g->pci_bus_id, "numa_node", numa);
+        }
+}
+
+int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
+                             struct kdev_nvidia_backend **out, struct kdev_err *err)
+{
+        *out = NULL;
+        if (!opts->cfg->wanted)
+                return 0;
+        struct kdev_nvidia_backend *b = calloc(1, sizeof(*b));
+        if (!b)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        b->opts = *opts;
+        if (!b->opts.rediscover_interval_ms)
+                b->opts.rediscover_interval_ms = DEFAULT_REDISCOVER_MS;
+
+        struct kdev_nvml_options nopts = {.driver_root = opts->cfg->driver_root};
+        struct kdev_nvml_discover_options dopts = {.flags = KDEV_NVML_DISCOVER_LINKS};
+        struct kdev_err nerr = {0};
+        int r = kdev_nvml_open(&nopts, &b->lib, &nerr);
+        if (r == 0)
+                r = kdev_nvml_discover(b->lib, &dopts, &b->gpus, &nerr);
+        if (r < 0) {
+                kdev_nvml_close(b->lib);
+                b->lib = NULL;
+                if (strncmp(nerr.msg, "nvml init failed", 16) != 0)
+                        kdev_err_wrap(&nerr, "nvml init failed");
+                if (opts->cfg->fail_on_init_error) {
+                        free(b);
+                        *err = nerr;
+                        return -nerr.code;
+                }
+                kdev_log_warn("no NVIDIA GPUs for now, will retry discovery (failOnInitError is "
+                              "false)",
+                              "error", nerr.msg);
+        } else {
+                log_gpus(b->gpus);
+        }
+
+        struct kdev_gpu_set none = {0};
+        struct kdev_nvidia_build_options bopts = {.warn = log_warning};
+        r = kdev_nvidia_build(b->gpus ? b->gpus : &none, opts->cfg, &bopts, opts->set, err);
+        if (r == 0 && b->gpus)
+                r = write_cdi(b, err);
+        if (r < 0) {
+                kdev_gpu_set_free(b->gpus);
+                kdev_nvml_close(b->lib);
+                free(b);
+                return r;
+        }
+        *out = b;
+        return 0;
+}
+
+static void on_health_notify(void *arg, const char *resource)
+{
+        struct kdev_nvidia_backend *b = arg;
+        if (b->opts.notify)
+                b->opts.notify(b->opts.notify_arg, resource);
+}
+
+static int start_health(struct kdev_nvidia_backend *b, struct kdev_err *err)
+{
+        struct kdev_nvidia_health_options hopts = {
+                .probe_interval_ms = (uint64_t)b->opts.cfg->probe_interval * 1000,
+                .quiet_period_ms = (uint64_t)b->opts.cfg->quiet_period * 1000,
+                .notify = on_health_notify,
+                .notify_arg = b,
+        };
+        char desc[160];
+        kdev_xid_policy_describe(&b->policy, desc, sizeof(desc));
+        kdev_log_info("health checks", "policy", desc);
+        b->health = kdev_nvidia_health_new(b->opts.loop, b->lib, b->opts.set, &b->policy, &hopts,
+                                           err);
+        if (!b->health)
+                return -1;
+        int r = kdev_nvidia_health_start(b->health, err);
+        if (r < 0) {
+                kdev_nvidia_health_stop(b->health, NULL, NULL);
+                b->health = NULL;
+        }
+        return r;
+}
+
+/* Rediscovery found GPUs: rebuild nvidia.com/gpu in place. */
+static void on_discovered(void *arg, struct kdev_nvml *lib, struct kdev_gpu_set *gpus)
+{
+        struct kdev_nvidia_backend *b = arg;
+        kdev_nvidia_rediscover_stop(b->rediscover, NULL, NULL);
+        b->rediscover = NULL;
+        b->lib = lib;
+        b->gpus = gpus;
+        log_gpus(gpus);
+
+        struct kdev_resource_set fresh = {0};
+        struct kdev_nvidia_build_options bopts = {.warn = log_warning};
+        struct kdev_err err = {0};
+        if (kdev_nvidia_build(gpus, b->opts.cfg, &bopts, &fresh, &err) < 0) {
+                kdev_log_error("cannot build the NVIDIA resources after rediscovery", "error",
+                               err.msg);
+                return;
+        }
+        for (size_t i = 0; i < fresh.n_resources; i++) {
+                struct kdev_resource *cur = find_resource(b->opts.set, fresh.resources[i].name);
+                if (!cur) {
+                        kdev_log_warn("rediscovered resource was not served from the start; "
+                                      "restart kdev-plugin to serve it",
+                                      "resource", fresh.resources[i].name);
+                        continue;
+                }
+                /* Swap the devices (and their backend data) into the served
+                 * resource; the old ones leave with |fresh|. */
+                struct kdev_resource old = *cur;
+                cur->devices = fresh.resources[i].devices;
+                cur->n_devices = fresh.resources[i].n_devices;
+                cur->ops = fresh.resources[i].ops;
+                cur->ops_data = fresh.resources[i].ops_data;
+                fresh.resources[i].devices = old.devices;
+                fresh.resources[i].n_devices = old.n_devices;
+                fresh.resources[i].ops = old.ops;
+                fresh.resources[i].ops_data = old.ops_data;
+                char n[32];
+                snprintf(n, sizeof(n), "%zu", cur->n_devices);
+                kdev_log_info("NVIDIA driver appeared, serving its GPUs", "resource", cur->name,
+                              "devices", n);
+                if (b->opts.notify)
+                        b->opts.notify(b->opts.notify_arg, cur->name);
+        }
+        kdev_resource_set_clear(&fresh);
+        if (write_cdi(b, &err) < 0)
+                kdev_log_error("cannot write the CDI spec", "error", err.msg);
+        if (start_health(b, &err) < 0)
+                kdev_log_error("health checks not started", "error", err.msg);
+}
+
+static void on_rediscover_retry(void *arg, const struct kdev_err *err, unsigned attempt)
+{
+        (void)arg;
+        char n[16];
+        snprintf(n, sizeof(n), "%u", attempt);
+        kdev_log_info("still no NVIDIA GPUs", "attempt", n, "error", err->msg);
+}
+
+static void log_policy_warning(void *arg, const char *msg)
+{
+        (void)arg;
+        kdev_log_warn("health check settings", "warning", msg);
+}
+
+int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *err)
+{
+        if (!b)
+                return 0;
+        int r = kdev_xid_policy_from_env(&b->policy, log_policy_warning, NULL, err);
+        if (r < 0)
+                return r;
+        if (b->lib)
+                return start_health(b, err);
+        struct kdev_nvml_options nopts = {.driver_root = b->opts.cfg->driver_root};
+        struct kdev_nvml_discover_options dopts = {.flags = KDEV_NVML_DISCOVER_LINKS};
+        struct kdev_nvidia_rediscover_options ropts = {
+                .nvml = &nopts,
+                .discover = &dopts,
+                .interval_ms = b->opts.rediscover_interval_ms,
+                .discovered = on_discovered,
+                .retry = on_rediscover_retry,
+                .arg = b,
+        };
+        b->rediscover = kdev_nvidia_rediscover_start(b->opts.loop, &ropts, err);
+        return b->rediscover ? 0 : -1;
+}
+
+static void finish_stop(struct kdev_nvidia_backend *b)
+{
+        void (*done)(void *) = b->done;
+        void *done_arg = b->done_arg;
+        kdev_nvml_close(b->lib);
+        kdev_gpu_set_free(b->gpus);
+        kdev_xid_policy_clear(&b->policy);
+        free(b);
+        if (done)
+                done(done_arg);
+}
+
+static void on_part_stopped(void *arg)
+{
+        struct kdev_nvidia_backend *b = arg;
+        if (--b->pending == 0)
+                finish_stop(b);
+}
+
+void kdev_nvidia_backend_stop(struct kdev_nvidia_backend *b, void (*done)(void *arg), void *arg)
+{
+        if (!b) {
+                if (done)
+                        done(arg);
+                return;
+        }
+        b->stopping = true;
+        b->done = done;
+        b->done_arg = arg;
+        if (b->cdi_written) {
+                struct kdev_err err = {0};
+                if (kdev_nvidia_cdi_remove(b->opts.cfg, &err) < 0)
+                        kdev_log_warn("cannot remove the CDI spec", "error", err.msg);
+                else
+                        kdev_log_info("removed CDI spec");
+        }
+        b->pending = 1; /* held until both stops are issued */
+        if (b->health) {
+                b->pending++;
+                kdev_nvidia_health_stop(b->health, on_part_stopped, b);
+                b->health = NULL;
+        }
+        if (b->rediscover) {
+                b->pending++;
+                kdev_nvidia_rediscover_stop(b->rediscover, on_part_stopped, b);
+                b->rediscover = NULL;
+        }
+        on_part_stopped(b);
+}

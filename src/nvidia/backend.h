@@ -1,0 +1,61 @@
+/* The NVIDIA backend of kdev-plugin as one object: NVML loading and GPU
+ * discovery, the NVIDIA resources, the CDI spec, the health monitor, and
+ * rediscovery when the driver is absent at start (failOnInitError: false).
+ *
+ * Lifecycle on the loop thread:
+ *   kdev_nvidia_backend_open()  appends the NVIDIA resources to the set the
+ *                               daemon serves (before the runtime starts);
+ *   kdev_nvidia_backend_start() starts health monitoring or rediscovery;
+ *   kdev_nvidia_backend_stop()  stops both, removes the CDI spec, closes NVML.
+ */
+#ifndef KDEV_NVIDIA_BACKEND_H
+#define KDEV_NVIDIA_BACKEND_H
+
+#include <uv.h>
+
+#include "common/err.h"
+#include "model/model.h"
+#include "nvidia/config.h"
+
+struct kdev_nvidia_backend;
+
+struct kdev_nvidia_backend_options {
+        uv_loop_t *loop;
+        /* Finished config (kdev_nvidia_config_finish), borrowed until stop's
+         * |done|. */
+        const struct kdev_nvidia_config *cfg;
+        /* The resources the daemon serves, borrowed until stop's |done|: the
+         * NVIDIA resources are appended by open; later only their devices
+         * change (health, rediscovery), in place, on the loop thread. */
+        struct kdev_resource_set *set;
+        /* Called when the devices or health of |resource| changed: wire it to
+         * kdev_dp_runtime_notify(). */
+        void (*notify)(void *arg, const char *resource);
+        void *notify_arg;
+        /* Interval of rediscovery attempts in ms; 0 = 30000. */
+        uint64_t rediscover_interval_ms;
+};
+
+/* Opens the backend when cfg->wanted (otherwise sets *out to NULL and returns
+ * 0): loads NVML (cfg->driver_root), discovers the GPUs, appends the NVIDIA
+ * resources to opts->set and writes the CDI spec when a CDI strategy is
+ * selected. When NVML cannot be loaded or initialised:
+ *   - cfg->fail_on_init_error: fails with that error (e.g. "nvml init failed:
+ *     Driver Not Loaded"), as NVIDIA's plugin does;
+ *   - otherwise: logs why there are no GPUs, appends nvidia.com/gpu with 0
+ *     devices, and start() retries discovery until the driver appears.
+ * Returns 0 with *out set, or a negative errno with |err| (nothing appended). */
+int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
+                             struct kdev_nvidia_backend **out, struct kdev_err *err);
+
+/* Starts health monitoring (DP_DISABLE_HEALTHCHECKS / DP_ENABLE_HEALTHCHECKS
+ * policy) or, without GPUs, rediscovery. NULL-safe (returns 0). Returns 0 or
+ * a negative errno with |err|. */
+int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *err);
+
+/* Stops monitoring and rediscovery, removes the CDI spec this process wrote,
+ * closes NVML and frees |b|; |done| (may be NULL) runs once every thread and
+ * handle is gone. NULL-safe (|done| is then called at once). */
+void kdev_nvidia_backend_stop(struct kdev_nvidia_backend *b, void (*done)(void *arg), void *arg);
+
+#endif /* KDEV_NVIDIA_BACKEND_H */

@@ -1,0 +1,229 @@
+/* NVIDIA GPU health: XID event monitor with recovery, and rediscovery after an
+ * NVML init failure.
+ *
+ * Health monitor (kdev_nvidia_health_*)
+ * -------------------------------------
+ * Follows NVIDIA's device plugin (internal/rm/health.go, v0.20.0 with the fix
+ * of PR #1930; shared/reference/nvidia-plugin-behaviour.md §1.11), on the
+ * physical GPUs behind the devices of a borrowed kdev_resource_set whose
+ * kdev_device.data are struct kdev_nvidia_devinfo (src/nvidia/devinfo.h):
+ *
+ *   - start (on the loop thread): NVML init (refcounted), one event set, and
+ *     for each physical GPU (each distinct parent_uuid) nvmlDeviceGetHandleByUUID,
+ *     nvmlDeviceGetSupportedEventTypes and nvmlDeviceRegisterEvents with
+ *     (XidCriticalError | DoubleBitEccError | SingleBitEccError) & supported.
+ *     NOT_SUPPORTED from the registration (or no supported type in the mask):
+ *     that GPU has no health checks and stays as it is (logged; NVIDIA v0.19+).
+ *     Any other failure of the three calls: every device of that GPU Unhealthy.
+ *   - one thread blocks in nvmlEventSetWait (wait_timeout_ms) and posts what it
+ *     sees to the loop with uv_async (a mutex-protected, coalescing queue; no
+ *     lock is held across an NVML call). On the loop thread:
+ *       * an XidCriticalError whose XID the policy counts as critical
+ *         (src/nvidia/xid.h) marks EVERY device on that physical GPU Unhealthy:
+ *         all replicas, and MIG devices filtered by the event's GPU instance id
+ *         and compute instance id, each only when it is not 0xFFFFFFFF (PR
+ *         #1930; v0.20.0 marked a single device per GPU);
+ *       * ignored XIDs, ECC and other event types never change health (logged);
+ *       * an event whose GPU cannot be identified (nvmlDeviceGetUUID fails and
+ *         the handle is not one of ours), and an nvmlEventSetWait error other
+ *         than TIMEOUT (e.g. GPU_IS_LOST), mark every device of the set
+ *         Unhealthy. After a wait error the thread rebuilds its event set (a
+ *         GPU whose registration now fails, e.g. a lost one, is then retried by
+ *         the probes) and waits wait_timeout_ms before waiting again;
+ *       * an event for a GPU that is not in the set is logged and dropped.
+ *   - recovery (kdev's addition; NVIDIA has none): while a GPU has devices
+ *     marked Unhealthy, the health thread probes it every probe_interval_ms:
+ *     nvmlDeviceGetRemappedRows (when the driver has it; NOT_SUPPORTED is
+ *     fine), nvmlDeviceGetMemoryInfo (NO_PERMISSION and NOT_SUPPORTED are
+ *     fine), and, when its events are not registered, the registration again.
+ *     A probe fails when the GPU is lost (GPU_IS_LOST), needs a reset
+ *     (RESET_REQUIRED), has a pending row remap or a row-remapping failure, or
+ *     any of these calls fails otherwise. The quiet period restarts at every
+ *     critical event on the GPU and at every failed probe; a passing probe at
+ *     least quiet_period_ms after the last of them returns every device the
+ *     monitor marked on that GPU to Healthy.
+ *   - devices that are already Unhealthy when the monitor is created are
+ *     adopted: their GPU is probed and recovers the same way.
+ *   - each batch of changes calls |notify| once per resource whose devices
+ *     changed (so one transition = one ListAndWatch update per affected
+ *     resource), after all devices of the batch are updated.
+ *   - every transition is logged (src/common/log.h) with the GPU UUID, the XID
+ *     and the reason.
+ *
+ * Threads: every function runs on the loop thread; the monitor adds exactly one
+ * thread (none when the policy is disabled). Only the loop thread touches the
+ * resource set.
+ *
+ * A monitor serves one resource set for its whole life. When the set is
+ * rebuilt (rediscovery, reload), stop the monitor first (from the return of
+ * kdev_nvidia_health_stop() on, the old set is no longer touched and may be
+ * freed), then create and start a new one over the new set; both may use the
+ * same |lib|, which must stay open until every stopped monitor's |done| ran.
+ *
+ * Wiring in kdev-plugin:
+ *   kdev_xid_policy_from_env(&pol, warn -> kdev_log_warn, ...) once; log
+ *     kdev_xid_policy_describe();
+ *   after the NVIDIA resources are built and added to the runtime:
+ *     opts.probe_interval_ms = health.probeInterval * 1000,
+ *     opts.quiet_period_ms = health.quietPeriod * 1000,
+ *     opts.notify = a two-line adapter calling kdev_dp_runtime_notify(rt, resource),
+ *     h = kdev_nvidia_health_new(loop, lib, &nvidia_set, &pol, &opts, &err);
+ *     kdev_nvidia_health_start(h, &err) -- on failure NVIDIA logs and goes on
+ *     without health checks ("continuing with health checks disabled");
+ *   on shutdown: kdev_nvidia_health_stop(h, done) before kdev_dp_runtime_stop();
+ *     kdev_nvml_close(lib) in |done| (or later).
+ *
+ * Rediscovery (kdev_nvidia_rediscover_*)
+ * --------------------------------------
+ * For failOnInitError=false: retries opening NVML and kdev_nvml_discover()
+ * every interval on a uv_timer until it finds at least one GPU, then hands
+ * the library and the GPU set to a callback and stops.
+ */
+#ifndef KDEV_NVIDIA_HEALTH_H
+#define KDEV_NVIDIA_HEALTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "common/err.h"
+#include "model/model.h"
+#include "nvidia/xid.h"
+#include "nvml/discover.h"
+#include "nvml/loader.h"
+
+/* Event types registered (NVIDIA's mask, 0xB). */
+#define KDEV_NVIDIA_HEALTH_EVENTS                                                              \
+        (nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError |                      \
+         nvmlEventTypeSingleBitEccError)
+
+/* Default nvmlEventSetWait timeout: the longest a stop waits for the thread. */
+#define KDEV_NVIDIA_HEALTH_WAIT_MS 1000u
+
+/* Called on the loop thread once per resource whose devices' health changed
+ * in one batch; |resource| is kdev_resource.name. Wire it to
+ * kdev_dp_runtime_notify(rt, resource). */
+typedef void (*kdev_nvidia_health_notify_fn)(void *arg, const char *resource);
+
+struct kdev_nvidia_health_options {
+        uint64_t probe_interval_ms;   /* health.probeInterval (s) x 1000; > 0 */
+        uint64_t quiet_period_ms;     /* health.quietPeriod (s) x 1000; 0: first passing probe */
+        unsigned wait_timeout_ms;     /* nvmlEventSetWait timeout; 0: KDEV_NVIDIA_HEALTH_WAIT_MS */
+        kdev_nvidia_health_notify_fn notify; /* may be NULL */
+        void *notify_arg;
+};
+
+struct kdev_nvidia_health;
+
+/* Creates a monitor for the devices of |set| (borrowed: it must stay valid and
+ * unchanged in shape until kdev_nvidia_health_stop(); the monitor writes only
+ * kdev_device.healthy). Devices whose data is NULL are not monitored. |lib|
+ * (borrowed) must stay open until the stop's |done| has been called. |policy|
+ * and |opts| are copied. Makes no NVML call.
+ * Returns NULL with |err|: -EINVAL "health: probe interval must be > 0",
+ * "health: device <id> of <resource> has an empty parent UUID"; -ENOMEM; the
+ * error of uv_async_init. */
+struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_nvml *lib,
+                                                  struct kdev_resource_set *set,
+                                                  const struct kdev_xid_policy *policy,
+                                                  const struct kdev_nvidia_health_options *opts,
+                                                  struct kdev_err *err);
+
+/* Starts monitoring (see the top of this file): registers the events of every
+ * GPU, applies the registration failures (notify), starts the thread.
+ * With policy->disabled it does nothing and returns 0 (NVIDIA: no NVML init,
+ * no event set). Returns 0, or (nothing started, NVML init released):
+ *   the error of kdev_nvml_init() ("nvml init failed: <nvmlErrorString>");
+ *   "health: nvmlEventSetCreate: <nvmlErrorString>" (errno of kdev_nvml_errno);
+ *   -EALREADY "health: already started"; -ENOMEM / thread creation errno.
+ * Per-GPU registration failures are not errors (the GPU goes Unhealthy). */
+int kdev_nvidia_health_start(struct kdev_nvidia_health *h, struct kdev_err *err);
+
+/* Stops and frees |h| (NULL-safe), in any state. From the return on, the
+ * monitor no longer reads or writes the resource set nor calls |notify|; the
+ * thread ends after its current nvmlEventSetWait (at most wait_timeout_ms),
+ * frees the event set and drops its NVML init reference; then |done| (may be
+ * NULL) is called on the loop thread, after which |lib| may be closed. */
+void kdev_nvidia_health_stop(struct kdev_nvidia_health *h, void (*done)(void *arg), void *arg);
+
+/* Checks state of one physical GPU, as the loop thread sees it. */
+enum kdev_nvidia_health_checks {
+        KDEV_NVIDIA_HEALTH_NOT_STARTED = 0, /* not started, or policy disabled */
+        KDEV_NVIDIA_HEALTH_REGISTERED,      /* events registered */
+        KDEV_NVIDIA_HEALTH_UNSUPPORTED,     /* NOT_SUPPORTED: no health checks */
+        KDEV_NVIDIA_HEALTH_UNREGISTERED,    /* registration failed; retried by probes */
+};
+
+struct kdev_nvidia_gpu_health {
+        bool healthy;                       /* no device of the GPU marked by the monitor */
+        enum kdev_nvidia_health_checks checks;
+        unsigned marked;                    /* devices of the GPU marked Unhealthy */
+        unsigned long long last_xid;        /* last critical XID, 0 when none */
+        char reason[160];                   /* why it is (or was last) unhealthy, "" never */
+};
+
+/* State of the physical GPU |uuid|. Returns 0, or -ENOENT when no device of
+ * the set is on it. */
+int kdev_nvidia_health_gpu(const struct kdev_nvidia_health *h, const char *uuid,
+                           struct kdev_nvidia_gpu_health *out);
+
+/* Counters, updated on the loop thread as messages are processed. */
+struct kdev_nvidia_health_stats {
+        unsigned long xid_critical;  /* critical XID events applied */
+        unsigned long xid_ignored;   /* XID events the policy ignores */
+        unsigned long other_events;  /* ECC and other non-XID events (never a change) */
+        unsigned long unknown_gpu;   /* events for GPUs outside the set */
+        unsigned long wait_errors;   /* nvmlEventSetWait errors other than TIMEOUT */
+        unsigned long probes;        /* probe results received */
+        unsigned long unhealthy;     /* GPU transitions to unhealthy */
+        unsigned long recoveries;    /* GPU transitions back to healthy */
+        unsigned long notifies;      /* notify calls */
+};
+
+void kdev_nvidia_health_get_stats(const struct kdev_nvidia_health *h,
+                                  struct kdev_nvidia_health_stats *out);
+
+/* --- rediscovery ------------------------------------------------------------ */
+
+struct kdev_nvidia_rediscover;
+
+/* Called on the loop thread when discovery found GPUs. Ownership of |lib|
+ * (kdev_nvml_close) and |gpus| (kdev_gpu_set_free) passes to the callee. The
+ * rediscovery has stopped retrying; the caller still ends it with
+ * kdev_nvidia_rediscover_stop() (which may be called from this callback). */
+typedef void (*kdev_nvidia_discovered_fn)(void *arg, struct kdev_nvml *lib,
+                                          struct kdev_gpu_set *gpus);
+
+/* Called on the loop thread after a failed attempt whose message differs from
+ * the previous attempt's (the first failure always): |err| says why (the
+ * error of kdev_nvml_open or kdev_nvml_discover, or -ENODEV "no GPUs found"). */
+typedef void (*kdev_nvidia_retry_fn)(void *arg, const struct kdev_err *err, unsigned attempt);
+
+struct kdev_nvidia_rediscover_options {
+        const struct kdev_nvml_options *nvml;          /* copied; NULL: defaults */
+        const struct kdev_nvml_discover_options *discover; /* copied; NULL: defaults */
+        uint64_t interval_ms;                           /* > 0; first attempt after one interval */
+        kdev_nvidia_discovered_fn discovered;           /* required */
+        kdev_nvidia_retry_fn retry;                     /* may be NULL */
+        void *arg;
+};
+
+/* Starts retrying on |loop|. Each attempt (on the loop thread, blocking for
+ * the NVML calls): open the library if not open yet (kept open between
+ * attempts), then kdev_nvml_discover(); success needs at least one GPU.
+ * Returns NULL with |err|: -EINVAL (interval 0, no callback), -ENOMEM. */
+struct kdev_nvidia_rediscover *
+kdev_nvidia_rediscover_start(uv_loop_t *loop, const struct kdev_nvidia_rediscover_options *opts,
+                             struct kdev_err *err);
+
+/* Number of attempts made so far. */
+unsigned kdev_nvidia_rediscover_attempts(const struct kdev_nvidia_rediscover *r);
+
+/* Stops retrying and frees |r| once libuv released the timer (NULL-safe);
+ * closes a library it still owns; no callback is called after the return
+ * except |done| (may be NULL). */
+void kdev_nvidia_rediscover_stop(struct kdev_nvidia_rediscover *r, void (*done)(void *arg),
+                                 void *arg);
+
+#endif /* KDEV_NVIDIA_HEALTH_H */
