@@ -1,9 +1,13 @@
 /* kdevctl: the kubelet side of the device plugin API, for debugging and for
  * running kdev without a cluster. Thin: parses the subcommand and calls the
  * library. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/err.h"
+#include "common/version.h"
+#include "kubelet/cli.h"
 #include "kubelet/cmds.h"
 
 struct command {
@@ -11,6 +15,30 @@ struct command {
         int (*run)(int argc, char **argv);
         const char *summary;
 };
+
+static int version_arg(int id, const char *value, void *user_data, struct kdev_err *err)
+{
+        (void)id;
+        (void)user_data;
+        return kdev_err_set(err, EINVAL, "unexpected argument \"%s\"", value);
+}
+
+/* kdevctl version / kdevctl --version: "kdevctl 0.1.0" on stdout. */
+static int cmd_version(int argc, char **argv)
+{
+        struct kdev_err err = {0};
+        int rc = kdev_cli_parse(argc, argv, NULL, 0, version_arg, NULL, &err);
+        if (rc == 1) {
+                printf("Usage: kdevctl version\n"
+                       "\n"
+                       "Prints kdevctl's version (also 'kdevctl --version').\n");
+                return KDEV_CLI_OK;
+        }
+        if (rc < 0)
+                return kdev_cli_usage_error("version", "%s", err.msg);
+        printf("kdevctl %s\n", KDEV_VERSION);
+        return KDEV_CLI_OK;
+}
 
 static const struct command commands[] = {
         {"kubelet", kdevctl_cmd_kubelet, "act as kubelet: serve Registration, watch plugins, admit a scenario"},
@@ -20,6 +48,7 @@ static const struct command commands[] = {
         {"allocate", kdevctl_cmd_allocate, "call Allocate for device IDs on a plugin socket"},
         {"preferred", kdevctl_cmd_preferred, "call GetPreferredAllocation on a plugin socket"},
         {"checkpoint", kdevctl_cmd_checkpoint, "decode and verify a kubelet_internal_checkpoint file"},
+        {"version", cmd_version, "print kdevctl's version (also --version)"},
 };
 
 static void usage(FILE *f)
@@ -27,7 +56,8 @@ static void usage(FILE *f)
         fprintf(f, "Usage: kdevctl COMMAND [ARGS...]\n\nCommands:\n");
         for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
                 fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
-        fprintf(f, "\nRun 'kdevctl COMMAND --help' for a command's options.\n");
+        fprintf(f, "\nRun 'kdevctl COMMAND --help' for a command's options,\n"
+                   "'kdevctl --version' for the version.\n");
 }
 
 int main(int argc, char **argv)
@@ -41,6 +71,8 @@ int main(int argc, char **argv)
                 usage(stdout);
                 return 0;
         }
+        if (strcmp(argv[1], "--version") == 0)
+                return cmd_version(argc - 1, argv + 1);
         for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
                 if (strcmp(argv[1], commands[i].name) == 0)
                         return commands[i].run(argc - 1, argv + 1);

@@ -116,14 +116,15 @@ int kdev_cli_parse_output(const char *text, enum kdev_cli_output *out, struct kd
         return 0;
 }
 
-int kdev_cli_parse_timeout(const char *text, uint64_t *ms, struct kdev_err *err)
+int kdev_cli_parse_seconds(const char *text, const char *what, const char *zero, uint64_t *ms,
+                           struct kdev_err *err)
 {
         char *end;
         if (!*text || isspace((unsigned char)*text) || *text == '-' || *text == '+')
                 goto bad;
         errno = 0;
         double s = strtod(text, &end);
-        if (*end || errno || !isfinite(s) || s < 0 || s > 365.0 * 86400)
+        if (*end || errno || !isfinite(s) || s < 0 || s > KDEV_CLI_MAX_SECONDS)
                 goto bad;
         double m = s * 1000.0;
         uint64_t whole = (uint64_t)m;
@@ -131,8 +132,14 @@ int kdev_cli_parse_timeout(const char *text, uint64_t *ms, struct kdev_err *err)
         return 0;
 bad:
         return kdev_err_set(err, EINVAL,
-                            "invalid timeout \"%s\" (want seconds, 0 to 31536000; 0 = none)",
-                            text);
+                            "invalid %s \"%s\" (want seconds such as 2 or 0.5, from 0 to %d%s%s)",
+                            what, text, KDEV_CLI_MAX_SECONDS, zero ? "; 0 = " : "",
+                            zero ? zero : "");
+}
+
+int kdev_cli_parse_timeout(const char *text, uint64_t *ms, struct kdev_err *err)
+{
+        return kdev_cli_parse_seconds(text, "--timeout", "none", ms, err);
 }
 
 int kdev_cli_parse_int(const char *text, const char *what, long long min, long long max,
@@ -299,6 +306,40 @@ char *kdev_cli_socket_path(const char *arg)
         return p;
 }
 
+const char *kdev_cli_file_kind(mode_t mode)
+{
+        if (S_ISSOCK(mode))
+                return "a socket";
+        if (S_ISDIR(mode))
+                return "a directory";
+        if (S_ISREG(mode))
+                return "a regular file";
+        if (S_ISFIFO(mode))
+                return "a FIFO";
+        if (S_ISCHR(mode))
+                return "a character device";
+        if (S_ISBLK(mode))
+                return "a block device";
+        if (S_ISLNK(mode))
+                return "a symbolic link";
+        return "an unknown kind of file";
+}
+
+int kdev_cli_check_socket(const char *path, struct kdev_err *err)
+{
+        struct stat st;
+        if (stat(path, &st) < 0) {
+                int e = errno;
+                if (e == ENOENT)
+                        return kdev_err_set(err, ENOENT, "no such socket %s", path);
+                return kdev_err_set(err, e, "%s: %s", path, strerror(e));
+        }
+        if (!S_ISSOCK(st.st_mode))
+                return kdev_err_set(err, ENOTSOCK, "%s is not a socket (it is %s)", path,
+                                    kdev_cli_file_kind(st.st_mode));
+        return 0;
+}
+
 enum kdev_cli_sock_state kdev_cli_probe_socket(const char *path, int *errnum)
 {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -345,6 +386,8 @@ int kdev_cli_unary(const char *cmd, const char *path, const char *method,
         size_t out_len = protobuf_c_message_get_packed_size(req), in_len = 0;
         int ret = KDEV_CLI_FAIL;
         *resp = NULL;
+        if (kdev_cli_check_socket(path, &local) < 0)
+                goto done;
         out = malloc(out_len ? out_len : 1);
         if (!out) {
                 kdev_err_set(&local, ENOMEM, "out of memory");

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <protobuf-c/protobuf-c.h>
 
@@ -77,9 +78,21 @@ enum kdev_cli_output {
 /* Parses an -o value: "table" or "json". Returns 0 or -EINVAL with |err|. */
 int kdev_cli_parse_output(const char *text, enum kdev_cli_output *out, struct kdev_err *err);
 
-/* Parses a --timeout value in seconds ("10", "0.5"; 0 = no deadline; at most
- * one year) into milliseconds (a positive fraction rounds up to >= 1 ms).
- * Returns 0 or -EINVAL with |err|. */
+/* Largest duration option accepted, seconds (one year). */
+#define KDEV_CLI_MAX_SECONDS 31536000
+
+/* Parses a duration option in seconds, integer or fractional ("10", "0.5",
+ * 0 to KDEV_CLI_MAX_SECONDS; no sign, no blanks, no unit) into milliseconds
+ * in |*ms| (a positive fraction rounds up to >= 1 ms). |what| names the
+ * option in the message ("--hold"); |zero| (may be NULL) says what 0 means.
+ * Returns 0, or -EINVAL with |err| set to
+ * 'invalid --hold "x" (want seconds such as 2 or 0.5, from 0 to 31536000; 0 = ZERO)'
+ * (without "; 0 = ZERO" when |zero| is NULL). */
+int kdev_cli_parse_seconds(const char *text, const char *what, const char *zero, uint64_t *ms,
+                           struct kdev_err *err);
+
+/* kdev_cli_parse_seconds() for --timeout (0 = no deadline). Returns 0 or
+ * -EINVAL with |err|. */
 int kdev_cli_parse_timeout(const char *text, uint64_t *ms, struct kdev_err *err);
 
 /* Parses a decimal integer in [|min|, |max|] named |what| in the message.
@@ -137,6 +150,19 @@ int kdev_cli_rpc_error(const char *cmd, int status, const char *message);
  * NULL on allocation failure. */
 char *kdev_cli_socket_path(const char *arg);
 
+/* Describes the file type of |mode| (st_mode) with its article: "a socket",
+ * "a directory", "a regular file", "a FIFO", "a character device", "a block
+ * device", "a symbolic link", "an unknown kind of file". Static string. */
+const char *kdev_cli_file_kind(mode_t mode);
+
+/* Checks, before dialling, that |path| (symbolic links followed) is a Unix
+ * socket. Returns 0 when it is; otherwise a negative errno with |err| set:
+ * -ENOENT "no such socket PATH" (missing, or a dangling link), -ENOTSOCK
+ * "PATH is not a socket (it is a directory)" (or "a regular file", ... as
+ * kdev_cli_file_kind()), or stat's errno as "PATH: strerror". Does not tell
+ * whether anyone listens (kdev_cli_probe_socket()). */
+int kdev_cli_check_socket(const char *path, struct kdev_err *err);
+
 enum kdev_cli_sock_state {
         KDEV_CLI_SOCK_LIVE = 0,  /* something accepted (or queued) the connection */
         KDEV_CLI_SOCK_DEAD,      /* the socket file exists but nobody listens */
@@ -150,12 +176,13 @@ enum kdev_cli_sock_state kdev_cli_probe_socket(const char *path, int *errnum);
 
 /* ---- RPC ----------------------------------------------------------------- */
 
-/* Calls the unary |method| on the socket |path| with |req|, waiting at most
- * |timeout_ms| (0 = no deadline), and unpacks the answer as |resp_desc| into
+/* Checks |path| with kdev_cli_check_socket(), then calls the unary |method|
+ * on the socket |path| with |req|, waiting at most |timeout_ms| (0 = no
+ * deadline), and unpacks the answer as |resp_desc| into
  * |*resp| (free with protobuf_c_message_free_unpacked(*resp, NULL)). A
  * response that carries no message is taken as the empty message. On failure
  * prints the error line for |cmd| (rpc error, connection or decoding
- * failure) and returns KDEV_CLI_FAIL; returns KDEV_CLI_OK on success. When
+ * failure, not a socket) and returns KDEV_CLI_FAIL; returns KDEV_CLI_OK on success. When
  * |quiet| is true nothing is printed and the message (with the rpc error
  * prefix where it applies) goes to |err| instead. */
 int kdev_cli_unary(const char *cmd, const char *path, const char *method,

@@ -68,10 +68,10 @@ static const char *layout_text(enum kdev_ckpt_layout l)
                                         : "current (DeviceIDs per NUMA node)";
 }
 
-static char *join(char *const *v, size_t n, bool is_null)
+/* Tables say "none" for an empty list and for a nil one alike (-o json
+ * keeps kubelet's null). */
+static char *join(char *const *v, size_t n)
 {
-        if (is_null)
-                return strdup("null");
         if (n == 0)
                 return strdup("none");
         return kdev_cli_strv_join(v, n, ",");
@@ -81,18 +81,15 @@ static void print_entry(const struct kdev_ckpt_entry *e)
 {
         printf("  pod %s container %s resource %s\n", e->pod_uid, e->container_name,
                e->resource_name);
-        if (e->numa_null) {
-                printf("    DeviceIDs null\n");
-        } else if (e->n_numa == 0) {
+        if (e->n_numa == 0)
                 printf("    DeviceIDs none\n");
-        }
         for (size_t k = 0; k < e->n_numa; k++) {
-                char *ids = join(e->numa[k].ids, e->numa[k].n_ids, e->numa[k].ids_null);
+                char *ids = join(e->numa[k].ids, e->numa[k].n_ids);
                 printf("    numa %" PRId64 ": %s\n", e->numa[k].node, ids ? ids : "?");
                 free(ids);
         }
         if (e->alloc_resp_null) {
-                printf("    AllocResp null\n");
+                printf("    AllocResp none\n");
                 return;
         }
         V1beta1__ContainerAllocateResponse *r =
@@ -115,9 +112,7 @@ static void print_table(const char *path, const struct kdev_checkpoint *cp)
         printf("File: %s\n", path);
         printf("Layout: %s\n", layout_text(cp->layout));
         printf("\nRegistered resources:");
-        if (cp->registered_null) {
-                printf(" null\n");
-        } else if (cp->n_registered == 0) {
+        if (cp->n_registered == 0) {
                 printf(" none\n");
         } else {
                 printf("\n");
@@ -126,7 +121,7 @@ static void print_table(const char *path, const struct kdev_checkpoint *cp)
                         const struct kdev_ckpt_resource *r = &cp->registered[i];
                         char n[24];
                         snprintf(n, sizeof(n), "%zu", r->n_ids);
-                        char *ids = join(r->ids, r->n_ids, r->ids_null);
+                        char *ids = join(r->ids, r->n_ids);
                         kdev_cli_table_add(t, r->name, n, ids);
                         free(ids);
                 }
@@ -135,9 +130,7 @@ static void print_table(const char *path, const struct kdev_checkpoint *cp)
                 kdev_cli_table_free(t);
         }
         printf("\nPod device entries:");
-        if (cp->entries_null)
-                printf(" null\n");
-        else if (cp->n_entries == 0)
+        if (cp->n_entries == 0)
                 printf(" none\n");
         else
                 printf(" %zu\n", cp->n_entries);
@@ -234,18 +227,33 @@ int kdevctl_cmd_checkpoint(int argc, char **argv)
         if (rc < 0)
                 return kdev_cli_usage_error(CMD, "%s", err.msg);
 
+        /* No argument: kubelet's checkpoint file itself, named in every error
+         * even when its directory is missing. */
         char *path = NULL;
         struct stat st;
-        const char *arg = a.file ? a.file : KDEV_CLI_DEVICE_PLUGIN_DIR;
-        if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
-                if (asprintf(&path, "%s/%s", arg, KDEV_CKPT_FILE) < 0)
-                        return kdev_cli_fail(CMD, "out of memory");
-        } else if (!(path = strdup(arg))) {
-                return kdev_cli_fail(CMD, "out of memory");
+        if (!a.file) {
+                path = strdup(KDEV_CLI_DEVICE_PLUGIN_DIR "/" KDEV_CKPT_FILE);
+        } else if (stat(a.file, &st) == 0 && S_ISDIR(st.st_mode)) {
+                if (asprintf(&path, "%s/%s", a.file, KDEV_CKPT_FILE) < 0)
+                        path = NULL;
+        } else {
+                path = strdup(a.file);
         }
+        if (!path)
+                return kdev_cli_fail(CMD, "out of memory");
 
         struct kdev_checkpoint cp = {0};
-        rc = kdev_ckpt_read(path, &cp, &err);
+        bool located = false;
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+                /* A socket (DIR/kubelet.sock given for DIR) or FIFO is never
+                 * opened: a FIFO would block. */
+                rc = kdev_err_set(&err, EINVAL, "%s is %s, not a checkpoint file", path,
+                                  kdev_cli_file_kind(st.st_mode));
+                located = true;
+        } else {
+                rc = kdev_ckpt_read(path, &cp, &err);
+                located = rc == -ENOENT || strncmp(err.msg, "open ", 5) == 0;
+        }
         if (rc < 0) {
                 /* A broken file is never shown as an empty one. */
                 if (a.output == KDEV_CLI_OUTPUT_JSON) {
@@ -254,8 +262,7 @@ int kdevctl_cmd_checkpoint(int argc, char **argv)
                                 print_json(j);
                         json_decref(j);
                 }
-                int ret = rc == -ENOENT || strncmp(err.msg, "open ", 5) == 0
-                                  ? kdev_cli_fail(CMD, "%s", err.msg)
+                int ret = located ? kdev_cli_fail(CMD, "%s", err.msg)
                                   : kdev_cli_fail(CMD, "%s: %s", path, err.msg);
                 free(path);
                 return ret;

@@ -74,6 +74,9 @@ static void usage(FILE *f)
                 "      --log-json           log JSON lines\n"
                 "  -h, --help               show this help\n"
                 "\n"
+                "SEC is a number of seconds, fractions allowed (2, 0.5); 0 for --dial-timeout\n"
+                "means one try, for --restart-after at once.\n"
+                "\n"
                 "Signals:\n"
                 "  SIGINT, SIGTERM  stop: close the server, remove kubelet.sock, print, exit 0\n"
                 "  SIGHUP           simulate a kubelet restart: drop every endpoint, delete\n"
@@ -226,7 +229,7 @@ struct kubelet {
         size_t n_active;
         bool scenario_done;
         bool printed;
-        long long hold_s;        /* -1 = no --hold */
+        int64_t hold_ms;         /* -1 = no --hold */
         bool stopping;
         int exit_code;
 };
@@ -457,7 +460,7 @@ static void lw_done(struct kdev_rpc_client_call *call, int status, const char *m
         ep->lw = NULL;
         if (ep->current) {
                 char name[32];
-                kdev_log_error("ListAndWatch ended unexpectedly for device plugin", "resource",
+                kdev_log_warn("ListAndWatch ended unexpectedly for device plugin", "resource",
                                ep->resource, "code", kdev_cli_code_name(status, name, sizeof(name)),
                                "message", message);
                 kdev_dm_disconnect(k->dm, ep->resource);
@@ -653,7 +656,7 @@ static void options_done(struct kdev_rpc_client_call *call, int status, const ch
         ep->lw = kdev_rpc_client_call(ep->cl, KDEV_DP_LIST_AND_WATCH, buf, len, 0, lw_message,
                                       lw_done, ep, &err);
         if (!ep->lw) {
-                kdev_log_error("ListAndWatch ended unexpectedly for device plugin", "resource",
+                kdev_log_warn("ListAndWatch ended unexpectedly for device plugin", "resource",
                                ep->resource, "error", err.msg);
                 kdev_dm_disconnect(k->dm, ep->resource);
                 endpoint_retire(ep);
@@ -1999,10 +2002,10 @@ static void scenario_finished(struct kubelet *k)
         k->scenario_done = true;
         kdev_log_info("scenario finished");
         print_results(k);
-        if (k->hold_s < 0) {
+        if (k->hold_ms < 0) {
                 shutdown_kubelet(k);
-        } else if (k->hold_s > 0) {
-                uv_timer_start(&k->hold_timer, on_hold_done, (uint64_t)k->hold_s * 1000u, 0);
+        } else if (k->hold_ms > 0) {
+                uv_timer_start(&k->hold_timer, on_hold_done, (uint64_t)k->hold_ms, 0);
         }
 }
 
@@ -2107,8 +2110,8 @@ enum { OPT_DIR, OPT_SCENARIO, OPT_HOLD, OPT_OUTPUT, OPT_RESTART, OPT_DIAL, OPT_L
 struct args {
         const char *dir;
         const char *scenario;
-        long long hold;
-        long long restart_after;
+        int64_t hold_ms;          /* -1 = no --hold */
+        int64_t restart_after_ms; /* -1 = no --restart-after */
         uint64_t dial_ms;
         enum kdev_cli_output output;
         const char *log_level;
@@ -2118,6 +2121,8 @@ struct args {
 static int on_arg(int id, const char *value, void *ud, struct kdev_err *err)
 {
         struct args *a = ud;
+        uint64_t ms = 0;
+        int rc;
         switch (id) {
         case OPT_DIR:
                 a->dir = value;
@@ -2126,12 +2131,18 @@ static int on_arg(int id, const char *value, void *ud, struct kdev_err *err)
                 a->scenario = value;
                 return 0;
         case OPT_HOLD:
-                return kdev_cli_parse_int(value, "--hold", 0, 86400 * 365, &a->hold, err);
+                rc = kdev_cli_parse_seconds(value, "--hold", "until SIGINT/SIGTERM", &ms, err);
+                if (rc == 0)
+                        a->hold_ms = (int64_t)ms;
+                return rc;
         case OPT_RESTART:
-                return kdev_cli_parse_int(value, "--restart-after", 0, 86400 * 365,
-                                          &a->restart_after, err);
+                rc = kdev_cli_parse_seconds(value, "--restart-after", "at once", &ms, err);
+                if (rc == 0)
+                        a->restart_after_ms = (int64_t)ms;
+                return rc;
         case OPT_DIAL:
-                return kdev_cli_parse_timeout(value, &a->dial_ms, err);
+                return kdev_cli_parse_seconds(value, "--dial-timeout", "one try, no retry",
+                                              &a->dial_ms, err);
         case OPT_OUTPUT:
                 return kdev_cli_parse_output(value, &a->output, err);
         case OPT_LOG:
@@ -2164,7 +2175,7 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
                 {"log-level", 0, true, OPT_LOG},
                 {"log-json", 0, false, OPT_LOGJSON},
         };
-        struct args a = {.hold = -1, .restart_after = -1, .dial_ms = 10000};
+        struct args a = {.hold_ms = -1, .restart_after_ms = -1, .dial_ms = 10000};
         struct kdev_err err = {0};
         int rc = kdev_cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), on_arg, &a, &err);
         if (rc == 1) {
@@ -2182,7 +2193,7 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
 
         struct kubelet k = {0};
         k.output = a.output;
-        k.hold_s = a.hold;
+        k.hold_ms = a.hold_ms;
         k.dial_timeout_ms = a.dial_ms;
         k.exit_code = KDEV_CLI_OK;
         size_t dl = strlen(a.dir);
@@ -2239,13 +2250,13 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
                 k.printed = true;
                 shutdown_kubelet(&k);
         } else {
-                if (a.restart_after >= 0)
+                if (a.restart_after_ms >= 0)
                         uv_timer_start(&k.restart_timer, on_restart_timer,
-                                       (uint64_t)a.restart_after * 1000u, 0);
+                                       (uint64_t)a.restart_after_ms, 0);
                 if (k.have_scenario)
                         scenario_kick(&k);
-                else if (a.hold > 0)
-                        uv_timer_start(&k.hold_timer, on_hold_done, (uint64_t)a.hold * 1000u, 0);
+                else if (a.hold_ms > 0)
+                        uv_timer_start(&k.hold_timer, on_hold_done, (uint64_t)a.hold_ms, 0);
         }
         uv_run(&loop, UV_RUN_DEFAULT);
         /* Anything left (should be nothing) is closed before the loop goes. */

@@ -237,6 +237,10 @@ int kdevctl_cmd_watch(int argc, char **argv)
         char *path = kdev_cli_socket_path(a.socket);
         if (!path)
                 return kdev_cli_fail(CMD, "out of memory");
+        if (kdev_cli_check_socket(path, &err) < 0) {
+                free(path);
+                return kdev_cli_fail(CMD, "%s", err.msg);
+        }
         uv_loop_t loop;
         if (uv_loop_init(&loop) != 0) {
                 free(path);

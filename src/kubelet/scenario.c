@@ -85,12 +85,16 @@ static int check_keys(struct ctx *c, const yaml_node_t *n, const char *path,
                 for (size_t i = 0; known[i] && !ok; i++)
                         ok = strcmp(scalar(k), known[i]) == 0;
                 if (!ok) {
+                        /* Worded like the plugin config (src/generic/yamlcfg.c): the key
+                         * path including the key, then the keys allowed there. */
                         char list[256] = "";
                         for (size_t i = 0; known[i]; i++) {
                                 strncat(list, i ? ", " : "", sizeof(list) - strlen(list) - 1);
                                 strncat(list, known[i], sizeof(list) - strlen(list) - 1);
                         }
-                        return fail(c, k, path, "unknown key \"%s\" (known: %s)", scalar(k), list);
+                        char sub[512];
+                        snprintf(sub, sizeof(sub), "%s%s%s", path, *path ? "." : "", scalar(k));
+                        return fail(c, k, sub, "unknown key (expected one of: %s)", list);
                 }
                 for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++) {
                         yaml_node_t *k2 = node(c, q->key);

@@ -235,12 +235,60 @@ def test_allocate_errors():
         assert time.monotonic() - start < 5.0, "deadline not enforced"
         assert rc == 1 and out == "", (rc, out, err)
         assert err.startswith("kdevctl allocate: rpc error: code = DeadlineExceeded desc = "), err
-    # nobody listens: a connection failure, exit 1
+    # a socket file nobody listens on: a connection failure, exit 1
     with TempDir() as d:
-        rc, out, err = kdevctl("options", os.path.join(d, "gone.sock"))
-        assert rc == 1 and out == "", (rc, out, err)
-        assert err.startswith("kdevctl options: ") and err.endswith("\n"), err
-        assert err.count("\n") == 1, err
+        dead = os.path.join(d, "dead.sock")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(dead)
+        s.close()
+        check(kdevctl("options", dead), 1, "",
+              "kdevctl options: rpc error: code = Unavailable desc = connect unix:%s: "
+              "Connection refused\n" % dead)
+
+
+def test_not_a_socket():
+    """Paths that are no socket are named as such before dialling."""
+    args = {"options": [], "watch": [], "allocate": ["gpu-0"],
+            "preferred": ["--available", "a", "--size", "1"]}
+    with TempDir() as d:
+        sub = os.path.join(d, "sub")
+        os.mkdir(sub)
+        reg = os.path.join(d, "file")
+        with open(reg, "w") as f:
+            f.write("x")
+        link = os.path.join(d, "link.sock")
+        os.symlink(reg, link)
+        missing = os.path.join(d, "gone.sock")
+        for cmd, extra in args.items():
+            check(kdevctl(cmd, sub, *extra), 1, "",
+                  "kdevctl %s: %s is not a socket (it is a directory)\n" % (cmd, sub))
+            check(kdevctl(cmd, reg, *extra), 1, "",
+                  "kdevctl %s: %s is not a socket (it is a regular file)\n" % (cmd, reg))
+            check(kdevctl(cmd, link, *extra), 1, "",
+                  "kdevctl %s: %s is not a socket (it is a regular file)\n" % (cmd, link))
+            check(kdevctl(cmd, missing, *extra), 1, "",
+                  "kdevctl %s: no such socket %s\n" % (cmd, missing))
+        # a bare name that does not exist here is looked up in kubelet's directory
+        if not os.path.exists("/var/lib/kubelet/device-plugins/kdev-absent-x.sock"):
+            check(kdevctl("options", "kdev-absent-x.sock"), 1, "",
+                  "kdevctl options: no such socket "
+                  "/var/lib/kubelet/device-plugins/kdev-absent-x.sock\n")
+
+
+def test_version():
+    check(kdevctl("--version"), 0, "kdevctl 0.1.0\n", "")
+    check(kdevctl("version"), 0, "kdevctl 0.1.0\n", "")
+    check(kdevctl("version", "--help"), 0,
+          "Usage: kdevctl version\n\nPrints kdevctl's version (also 'kdevctl --version').\n", "")
+    check(kdevctl("version", "x"), 2, "", usage_error("version", 'unexpected argument "x"'))
+    # the same version string as kdev-plugin
+    plugin = os.path.join(kt.BUILD_DIR, "kdev-plugin")
+    if os.access(plugin, os.X_OK):
+        check(kdevctl("--version"), 0, subprocess.run(
+            [plugin, "--version"], stdout=subprocess.PIPE, timeout=60, check=True)
+            .stdout.decode().replace("kdev-plugin", "kdevctl"), "")
+    rc, out, err = kdevctl("--help")
+    assert rc == 0 and "  version     print kdevctl's version (also --version)\n" in out, out
 
 
 def test_preferred():
@@ -398,8 +446,10 @@ def test_usage():
         check(kdevctl(cmd, "--bogus"), 2, "", usage_error(cmd, "unknown option --bogus"))
         check(kdevctl(cmd, "-o", "yaml", "s"), 2, "",
               usage_error(cmd, 'invalid output format "yaml" (want table or json)'))
-        check(kdevctl(cmd, "s", "--timeout", "-1"), 2, "",
-              usage_error(cmd, 'invalid timeout "-1" (want seconds, 0 to 31536000; 0 = none)'))
+        for bad in ("-1", "1s", "x"):
+            check(kdevctl(cmd, "s", "--timeout", bad), 2, "",
+                  usage_error(cmd, 'invalid --timeout "%s" (want seconds such as 2 or 0.5, '
+                                   'from 0 to 31536000; 0 = none)' % bad))
     for cmd in ("watch", "options", "allocate", "preferred"):
         check(kdevctl(cmd), 2, "", usage_error(cmd, "missing SOCKET"))
     check(kdevctl("options", "a", "b"), 2, "", usage_error("options", 'unexpected argument "b"'))
@@ -429,4 +479,5 @@ if __name__ == "__main__":
         print("FAIL: kdevctl not built at", KDEVCTL)
         sys.exit(1)
     kt.run_tests([test_options, test_allocate, test_allocate_errors, test_preferred,
-                  test_watch, test_watch_rpc_error, test_plugins, test_usage])
+                  test_watch, test_watch_rpc_error, test_plugins, test_usage,
+                  test_not_a_socket, test_version])

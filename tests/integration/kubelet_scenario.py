@@ -485,8 +485,10 @@ steps:
             p.stop()
             k.kill()
         log = k.log()
-        assert 'msg="ListAndWatch ended unexpectedly for device plugin" resource=example.com/fake' \
-            in log, log
+        # kubelet's text, at warn: a plugin ending its stream is not kdevctl's error.
+        assert 'level=warn msg="ListAndWatch ended unexpectedly for device plugin" ' \
+            'resource=example.com/fake code=OK' in log, log
+        assert "level=error" not in log, log
         want = (
             "wait: satisfied: example.com/fake allocatable 2 (wanted 2)\n"
             "wait: satisfied: example.com/other allocatable 1 (wanted 1)\n"
@@ -923,7 +925,7 @@ def test_checkpoint_pre_120_layout():
             "\n"
             "Pod device entries: 2\n"
             "  pod p container PodDevicesEntryV1 resource example.com/r\n"
-            "    numa 0: null\n"
+            "    numa 0: none\n"
             "    AllocResp empty (0 bytes)\n"
             "  pod p container c resource example.com/r\n"
             "    numa 0: a,b\n"
@@ -960,6 +962,134 @@ def test_restart_after_option():
                        "stopped\n", "stdout")
 
 
+def test_checkpoint_none_and_paths():
+    """Tables say none for empty and nil lists alike (-o json keeps null); the
+    default path and a socket given as the file are named in the error."""
+    with TempDir() as d:
+        ck = os.path.join(d, "kubelet_internal_checkpoint")
+        with open(ck, "w") as f:
+            f.write('{"Data":{"PodDeviceEntries":null,"RegisteredDevices":null},'
+                    '"Checksum":1944006890}')
+        rc, out, err = kdevctl("checkpoint", d)
+        assert rc == 0 and err == "", (rc, err)
+        expect_eq(out, "File: %s\n"
+                       "Layout: current (DeviceIDs per NUMA node)\n"
+                       "\n"
+                       "Registered resources: none\n"
+                       "\n"
+                       "Pod device entries: none\n"
+                       "\n"
+                       "checksum OK (1944006890)\n" % ck, "stdout")
+        rc, out, err = kdevctl("checkpoint", d, "-o", "json")
+        j = json.loads(out)
+        assert rc == 0 and j["registeredDevices"] is None and j["podDeviceEntries"] is None, j
+        # nil and empty inner lists, nil DeviceIDs and AllocResp (checksums from Go).
+        with open(ck, "w") as f:
+            f.write('{"Data":{"PodDeviceEntries":[{"PodUID":"p","ContainerName":"c",'
+                    '"ResourceName":"example.com/r","DeviceIDs":null,"AllocResp":null}],'
+                    '"RegisteredDevices":{}},"Checksum":769222883}')
+        rc, out, err = kdevctl("checkpoint", ck)
+        assert rc == 0 and err == "", (rc, err)
+        expect_eq(out, "File: %s\n"
+                       "Layout: current (DeviceIDs per NUMA node)\n"
+                       "\n"
+                       "Registered resources: none\n"
+                       "\n"
+                       "Pod device entries: 1\n"
+                       "  pod p container c resource example.com/r\n"
+                       "    DeviceIDs none\n"
+                       "    AllocResp none\n"
+                       "\n"
+                       "checksum OK (769222883)\n" % ck, "stdout")
+        rc, out, err = kdevctl("checkpoint", ck, "-o", "json")
+        j = json.loads(out)
+        assert j["podDeviceEntries"][0]["deviceIDs"] is None, j
+        assert j["podDeviceEntries"][0]["allocResp"] is None, j
+        with open(ck, "w") as f:
+            f.write('{"Data":{"PodDeviceEntries":[{"PodUID":"p","ContainerName":"c",'
+                    '"ResourceName":"example.com/r","DeviceIDs":{"-1":["a"],"10":["c"],'
+                    '"2":["b"]},"AllocResp":null}],"RegisteredDevices":{"a.com/x":null,'
+                    '"b.com/r":[]}},"Checksum":180004985}')
+        rc, out, err = kdevctl("checkpoint", ck)
+        assert rc == 0 and err == "", (rc, err)
+        expect_eq(out, "File: %s\n"
+                       "Layout: current (DeviceIDs per NUMA node)\n"
+                       "\n"
+                       "Registered resources:\n"
+                       "  RESOURCE   HEALTHY   DEVICES\n"
+                       "  a.com/x    0         none\n"
+                       "  b.com/r    0         none\n"
+                       "\n"
+                       "Pod device entries: 1\n"
+                       "  pod p container c resource example.com/r\n"
+                       "    numa -1: a\n"
+                       "    numa 2: b\n"
+                       "    numa 10: c\n"
+                       "    AllocResp none\n"
+                       "\n"
+                       "checksum OK (180004985)\n" % ck, "stdout")
+        rc, out, err = kdevctl("checkpoint", ck, "-o", "json")
+        j = json.loads(out)
+        assert j["registeredDevices"] == {"a.com/x": None, "b.com/r": []}, j
+
+        # A socket where the checkpoint was wanted (DIR/kubelet.sock for DIR).
+        sp = os.path.join(d, "kubelet.sock")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.bind(sp)
+            rc, out, err = kdevctl("checkpoint", sp)
+            assert rc == 1 and out == "", (rc, out)
+            expect_eq(err, "kdevctl checkpoint: %s is a socket, not a checkpoint file\n" % sp,
+                      "stderr")
+            rc, out, err = kdevctl("checkpoint", sp, "-o", "json")
+            assert rc == 1, rc
+            assert json.loads(out) == {"file": sp, "error": "%s is a socket, not a checkpoint "
+                                                            "file" % sp}, out
+        finally:
+            s.close()
+    # Without an argument: kubelet's file, named in full.
+    dflt = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+    if not os.path.exists(dflt):
+        rc, out, err = kdevctl("checkpoint")
+        assert rc == 1 and out == "", (rc, out)
+        expect_eq(err, "kdevctl checkpoint: open %s: No such file or directory\n" % dflt,
+                  "stderr")
+
+
+def test_fractional_seconds():
+    """--hold, --restart-after and --dial-timeout take fractions like the
+    scenario's sleep; bad values name the option."""
+    with TempDir() as d:
+        t0 = time.monotonic()
+        rc, out, err = kdevctl("kubelet", "--dir", d, "--hold", "0.5", "--restart-after", "0.25",
+                               "--dial-timeout", "0.5")
+        took = time.monotonic() - t0
+        assert rc == 0, (rc, err)
+        expect_eq(out, "no resources\n", "stdout")
+        assert "simulating kubelet restart" in err, err
+        assert 0.5 <= took < 30, took
+    for opt, zero in (("--hold", "until SIGINT/SIGTERM"), ("--restart-after", "at once"),
+                      ("--dial-timeout", "one try, no retry")):
+        for bad in ("-1", "1s", "x", "31536001"):
+            rc, out, err = kdevctl("kubelet", "--dir", "/nonexistent/d", opt, bad)
+            assert rc == 2 and out == "", (rc, out)
+            expect_eq(err, "kdevctl kubelet: invalid %s \"%s\" (want seconds such as 2 or 0.5, "
+                           "from 0 to 31536000; 0 = %s)\nRun 'kdevctl kubelet --help' for "
+                           "usage.\n" % (opt, bad, zero), "stderr")
+
+
+def test_scenario_unknown_key():
+    """Worded like the plugin config's unknown keys."""
+    with TempDir() as d:
+        bad = os.path.join(os.path.dirname(d), "bad.yaml")
+        with open(bad, "w") as f:
+            f.write("pods:\n  - name: a\n    containers: [{name: c, limit: {}}]\n")
+        rc, out, err = kdevctl("kubelet", "--dir", d, "--scenario", bad)
+        assert rc == 1 and out == ""
+        expect_eq(err, "kdevctl kubelet: %s:3:28: pods[0].containers[0].limit: unknown key "
+                       "(expected one of: name, limits)\n" % bad, "stderr")
+
+
 if __name__ == "__main__":
     if not os.access(KDEVCTL, os.X_OK):
         print("FAIL: kdevctl not built at", KDEVCTL)
@@ -970,4 +1100,5 @@ if __name__ == "__main__":
                   test_allocate_errors, test_checkpoint_pre_120_layout,
                   test_restart_after_option, test_wait_allocatable_exact,
                   test_wait_allocatable_after_restart, test_exec_steps,
-                  test_exec_sigterm, test_usage])
+                  test_exec_sigterm, test_usage, test_checkpoint_none_and_paths,
+                  test_fractional_seconds, test_scenario_unknown_key])

@@ -123,9 +123,23 @@ static void test_values(void **state)
                 char want[160];
                 assert_int_equal(kdev_cli_parse_timeout(bad[i], &ms, &err), -EINVAL);
                 snprintf(want, sizeof(want),
-                         "invalid timeout \"%s\" (want seconds, 0 to 31536000; 0 = none)", bad[i]);
+                         "invalid --timeout \"%s\" (want seconds such as 2 or 0.5, from 0 to "
+                         "31536000; 0 = none)", bad[i]);
                 assert_string_equal(err.msg, want);
         }
+        assert_int_equal(kdev_cli_parse_seconds("0.5", "--hold", "forever", &ms, &err), 0);
+        assert_int_equal(ms, 500);
+        assert_int_equal(kdev_cli_parse_seconds("31536000", "--hold", NULL, &ms, &err), 0);
+        assert_int_equal(ms, 31536000000ull);
+        assert_int_equal(kdev_cli_parse_seconds("1.0005", "--hold", NULL, &ms, &err), 0);
+        assert_int_equal(ms, 1001);
+        assert_int_equal(kdev_cli_parse_seconds(".5x", "--hold", "forever", &ms, &err), -EINVAL);
+        assert_string_equal(err.msg, "invalid --hold \".5x\" (want seconds such as 2 or 0.5, from 0 "
+                                     "to 31536000; 0 = forever)");
+        assert_int_equal(kdev_cli_parse_seconds("-0.5", "--dial-timeout", NULL, &ms, &err),
+                         -EINVAL);
+        assert_string_equal(err.msg, "invalid --dial-timeout \"-0.5\" (want seconds such as 2 or "
+                                     "0.5, from 0 to 31536000)");
 
         long long v;
         assert_int_equal(kdev_cli_parse_int("42", "--size", 1, 100, &v, &err), 0);
@@ -257,7 +271,52 @@ static void test_socket_path_and_probe(void **state)
         free(p);
         assert_int_equal(chdir(cwd), 0);
         unlink(path);
+
+        /* kdev_cli_check_socket: before dialling, what the path is */
+        struct kdev_err err = {0};
+        assert_int_equal(kdev_cli_check_socket(path, &err), -ENOENT);
+        char want[160];
+        snprintf(want, sizeof(want), "no such socket %s", path);
+        assert_string_equal(err.msg, want);
+        assert_int_equal(kdev_cli_check_socket(dir, &err), -ENOTSOCK);
+        snprintf(want, sizeof(want), "%s is not a socket (it is a directory)", dir);
+        assert_string_equal(err.msg, want);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+        assert_int_equal(kdev_cli_check_socket(path, &err), -ENOTSOCK);
+        snprintf(want, sizeof(want), "%s is not a socket (it is a regular file)", path);
+        assert_string_equal(err.msg, want);
+        unlink(path);
+        fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        assert_true(fd >= 0);
+        assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        assert_int_equal(kdev_cli_check_socket(path, &err), 0); /* listening or not */
+        close(fd);
+        char lnk[80];
+        snprintf(lnk, sizeof(lnk), "%s/l.sock", dir);
+        assert_int_equal(symlink(path, lnk), 0);
+        assert_int_equal(kdev_cli_check_socket(lnk, &err), 0);
+        unlink(path);
+        assert_int_equal(kdev_cli_check_socket(lnk, &err), -ENOENT); /* dangling */
+        snprintf(want, sizeof(want), "no such socket %s", lnk);
+        assert_string_equal(err.msg, want);
+        unlink(lnk);
+        assert_int_equal(kdev_cli_check_socket("/dev/null", &err), -ENOTSOCK);
+        assert_string_equal(err.msg, "/dev/null is not a socket (it is a character device)");
+        snprintf(want, sizeof(want), "%s/x/y.sock", "/dev/null");
+        assert_int_equal(kdev_cli_check_socket(want, &err), -ENOTDIR);
+        assert_string_equal(err.msg, "/dev/null/x/y.sock: Not a directory");
         rmdir(dir);
+
+        assert_string_equal(kdev_cli_file_kind(S_IFSOCK | 0600), "a socket");
+        assert_string_equal(kdev_cli_file_kind(S_IFDIR | 0755), "a directory");
+        assert_string_equal(kdev_cli_file_kind(S_IFREG | 0644), "a regular file");
+        assert_string_equal(kdev_cli_file_kind(S_IFIFO | 0600), "a FIFO");
+        assert_string_equal(kdev_cli_file_kind(S_IFCHR | 0600), "a character device");
+        assert_string_equal(kdev_cli_file_kind(S_IFBLK | 0600), "a block device");
+        assert_string_equal(kdev_cli_file_kind(S_IFLNK | 0777), "a symbolic link");
+        assert_string_equal(kdev_cli_file_kind(0), "an unknown kind of file");
 
         char longp[200];
         memset(longp, 'a', sizeof(longp) - 1);

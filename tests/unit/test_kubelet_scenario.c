@@ -78,7 +78,7 @@ static void test_errors(void **state)
         expect_error("", "s.yaml: empty scenario");
         expect_error("pods: [", "s.yaml:2:1: not YAML: did not find expected node content");
         expect_error("- a", "s.yaml:1:1: expected a mapping, got a list");
-        expect_error("pod: []", "s.yaml:1:1: unknown key \"pod\" (known: wait, pods, steps)");
+        expect_error("pod: []", "s.yaml:1:1: pod: unknown key (expected one of: wait, pods, steps)");
         expect_error("pods: {}", "s.yaml:1:7: pods: expected a list, got a mapping");
         expect_error("pods:\n  - containers: []\n",
                      "s.yaml:2:5: pods[0]: missing key \"name\"");
@@ -94,7 +94,8 @@ static void test_errors(void **state)
                      "s.yaml:3:36: pods[0].containers[1].name: container name \"c\" used twice in "
                      "the pod");
         expect_error("pods:\n  - name: a\n    containers: [{name: c, limit: {}}]\n",
-                     "s.yaml:3:28: pods[0].containers[0]: unknown key \"limit\" (known: name, limits)");
+                     "s.yaml:3:28: pods[0].containers[0].limit: unknown key (expected one of: name, "
+                     "limits)");
         expect_error("pods:\n  - name: a\n    name: b\n    containers: [{name: c}]\n",
                      "s.yaml:3:5: pods[0]: key \"name\" given twice");
         expect_error("wait: {timeout: 5}\n",
@@ -110,8 +111,8 @@ static void test_errors(void **state)
                      "sleep, exec");
         expect_error("steps:\n  - restart: maybe\n", "s.yaml:2:14: steps[0].restart: expected true");
         expect_error("steps:\n  - jump: 1\n",
-                     "s.yaml:2:5: steps[0]: unknown key \"jump\" (known: wait, pod, delete, restart, "
-                     "sleep, exec)");
+                     "s.yaml:2:5: steps[0].jump: unknown key (expected one of: wait, pod, delete, "
+                     "restart, sleep, exec)");
 }
 
 static void test_wait_allocatable(void **state)
@@ -173,7 +174,7 @@ static void test_wait_allocatable(void **state)
                      "s.yaml:1:59: wait.allocatable: \"c/d\" is also under wait.resources (one "
                      "condition per resource)");
         expect_error("wait: {resources: {a/b: 1}, allocatable: {a/b: 1}, alloc: {}}\n",
-                     "s.yaml:1:52: wait: unknown key \"alloc\" (known: timeout, resources, "
+                     "s.yaml:1:52: wait.alloc: unknown key (expected one of: timeout, resources, "
                      "allocatable)");
         expect_error("steps:\n  - wait: {timeout: 1}\n",
                      "s.yaml:2:11: steps[0].wait: missing key \"resources\" or \"allocatable\"");
@@ -218,7 +219,7 @@ static void test_exec(void **state)
         expect_error("steps:\n  - exec: {timeout: 3}\n",
                      "s.yaml:2:11: steps[0].exec: missing key \"command\"");
         expect_error("steps:\n  - exec: {command: ls, timout: 3}\n",
-                     "s.yaml:2:25: steps[0].exec: unknown key \"timout\" (known: command, "
+                     "s.yaml:2:25: steps[0].exec.timout: unknown key (expected one of: command, "
                      "timeout)");
         expect_error("steps:\n  - exec: {command: ls, command: ls}\n",
                      "s.yaml:2:25: steps[0].exec: key \"command\" given twice");
