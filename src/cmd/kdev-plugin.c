@@ -61,7 +61,9 @@ static void usage(FILE *f)
         fprintf(f,
                 "\n"
                 "Environment: KDEV_CONFIG and KDEV_DEVICE_PLUGIN_DIR set the defaults of\n"
-                "--config and --device-plugin-dir; NVIDIA's variables (MIG_STRATEGY,\n"
+                "--config and --device-plugin-dir; KDEV_NVIDIA_REDISCOVER_INTERVAL (seconds,\n"
+                "default 30) paces the retries when the NVIDIA driver is absent at start\n"
+                "(failOnInitError: false); NVIDIA's variables (MIG_STRATEGY,\n"
                 "DEVICE_LIST_STRATEGY, PASS_DEVICE_SPECS, DP_DISABLE_HEALTHCHECKS, ...) are read\n"
                 "as NVIDIA's plugin reads them.\n");
 }
@@ -294,6 +296,18 @@ int main(int argc, char **argv)
                 .notify = on_devices_changed,
                 .notify_arg = &d,
         };
+        const char *interval = getenv("KDEV_NVIDIA_REDISCOVER_INTERVAL");
+        if (interval && *interval) {
+                char *end = NULL;
+                double sec = strtod(interval, &end);
+                if (*end || !(sec > 0 && sec <= 86400)) {
+                        kdev_err_set(&err, EINVAL,
+                                     "KDEV_NVIDIA_REDISCOVER_INTERVAL: want seconds between 0 and "
+                                     "86400, got \"%s\"", interval);
+                        goto out;
+                }
+                bopts.rediscover_interval_ms = (uint64_t)(sec * 1000);
+        }
         if (kdev_nvidia_backend_open(&bopts, &d.nvidia, &err) < 0)
                 goto out;
         if (check) {

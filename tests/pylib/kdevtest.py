@@ -152,7 +152,7 @@ class Plugin:
 
     instances = 0
 
-    def __init__(self, directory, config_text, extra=()):
+    def __init__(self, directory, config_text, extra=(), env=None):
         self.dir = directory
         Plugin.instances += 1
         self.config = os.path.join(os.path.dirname(directory.rstrip("/")),
@@ -162,9 +162,11 @@ class Plugin:
         self.log_path = self.config + ".log"
         self.log = open(self.log_path, "w")
         exe = os.path.join(BUILD_DIR, "kdev-plugin")
+        full_env = dict(os.environ)
+        full_env.update(env or {})
         self.proc = subprocess.Popen([exe, "--config", self.config, "--device-plugin-dir",
                                       directory, "--log-level", "debug", *extra],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
 
     def logtext(self):
         with open(self.log_path) as f:

@@ -1,0 +1,230 @@
+"""kdev-plugin with NVIDIA GPUs end to end, on the mock libnvidia-ml.so.1
+loaded through the real dlopen path: advertised devices, Allocate payload,
+one ListAndWatch update per health transition, recovery, health-check
+switches, failOnInitError both ways with rediscovery, and the CDI spec's
+life (written, valid against the schema, removed on exit)."""
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
+import kdevtest as kt  # noqa: E402
+from kdevtest import FakeKubelet, Plugin, TempDir, wait_for  # noqa: E402
+
+RES = "nvidia.com/gpu"
+SOCK = "kdev-nvidia.com_gpu.sock"
+MOCK_DIR = os.path.join(kt.BUILD_DIR, "mock", "nvml")
+TOPO = os.path.join(kt.SOURCE_DIR, "mock", "nvml", "topologies", "h100-80gb-8x-nvswitch.yaml")
+UUIDS = [
+    "GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e",
+    "GPU-d8cd89cd-fb85-bd29-f5e7-826260cc2255",
+    "GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9",
+    "GPU-e468c3ab-0f10-9911-df74-2436cb131826",
+    "GPU-fe76d5dd-bdd7-3218-ca20-140883e2c7b8",
+    "GPU-a288dd1f-391c-ec59-8d1d-b582a91b7759",
+    "GPU-35ca105b-9262-0c50-b916-71c8b2d581d5",
+    "GPU-c64278a1-b3c9-975f-f3b4-2ad25c978906",
+]
+ALL_HEALTHY = [(u, "Healthy") for u in UUIDS]
+
+CONFIG = """version: v1
+flags:
+  failOnInitError: %s
+  plugin:
+    deviceListStrategy: [envvar, cdi-cri]
+health:
+  probeInterval: 1
+  quietPeriod: 2
+"""
+
+
+def nvidia_env(d, topology=TOPO, **extra):
+    env = {
+        "LD_LIBRARY_PATH": MOCK_DIR,
+        "KDEV_MOCK_NVML_TOPOLOGY": topology,
+        "KDEV_MOCK_NVML_CONTROL": os.path.join(os.path.dirname(d), "control"),
+    }
+    env.update(extra)
+    open(env["KDEV_MOCK_NVML_CONTROL"], "a").close()
+    return env
+
+
+def control(d, line):
+    with open(os.path.join(os.path.dirname(d), "control"), "a") as f:
+        f.write(line + "\n")
+
+
+def cdi_dir(d):
+    return os.path.join(os.path.dirname(d), "cdi")
+
+
+def start(d, fail_on_init="true", env=None):
+    return Plugin(d, CONFIG % fail_on_init, extra=("--cdi-dir", cdi_dir(d)),
+                  env=env if env is not None else nvidia_env(d))
+
+
+def allocate(d, ids):
+    ch = kt.grpc.insecure_channel("unix:" + os.path.join(d, SOCK))
+    try:
+        f = ch.unary_unary("/v1beta1.DevicePlugin/Allocate",
+                           request_serializer=kt.api.AllocateRequest.SerializeToString,
+                           response_deserializer=kt.api.AllocateResponse.FromString)
+        req = kt.api.AllocateRequest()
+        req.container_requests.add().devices_ids.extend(ids)
+        return f(req, timeout=10).container_responses[0]
+    finally:
+        ch.close()
+
+
+def test_gpus_advertised_and_allocated():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = start(d)
+        try:
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            assert k.updates[RES][0] == ALL_HEALTHY, k.updates[RES][0]
+            r = allocate(d, [UUIDS[2], UUIDS[0]])
+            assert dict(r.envs) == {"NVIDIA_VISIBLE_DEVICES": UUIDS[2] + "," + UUIDS[0]}, r.envs
+            assert [c.name for c in r.cdi_devices] == [
+                "k8s.device-plugin.nvidia.com/gpu=" + UUIDS[2],
+                "k8s.device-plugin.nvidia.com/gpu=" + UUIDS[0]]
+            assert list(r.mounts) == [] and list(r.devices) == []
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_one_update_per_health_transition_and_recovery():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = start(d)
+        try:
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            control(d, "xid %s 79" % UUIDS[3])
+            wait_for(lambda: len(k.updates[RES]) >= 2, what="unhealthy update")
+            want = list(ALL_HEALTHY)
+            want[3] = (UUIDS[3], "Unhealthy")
+            assert k.updates[RES][1] == want, k.updates[RES][1]
+            # an ignored XID (13) changes nothing; recovery after the quiet period
+            control(d, "xid %s 13" % UUIDS[5])
+            wait_for(lambda: len(k.updates[RES]) >= 3, timeout=30, what="recovery update")
+            assert k.updates[RES][2] == ALL_HEALTHY, k.updates[RES][2]
+            time.sleep(1.5)
+            assert len(k.updates[RES]) == 3, k.updates[RES]
+            log = p.logtext()
+            assert 'msg="GPU unhealthy" uuid=%s xid=79' % UUIDS[3] in log, log
+            assert 'msg="GPU healthy again" uuid=%s' % UUIDS[3] in log, log
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_lost_gpu_never_recovers():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = start(d)
+        try:
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            control(d, "lost %s" % UUIDS[1])
+            control(d, "xid %s 79" % UUIDS[1])
+            wait_for(lambda: any(dict(u).get(UUIDS[1]) == "Unhealthy" for u in k.updates[RES]),
+                     what="unhealthy")
+            time.sleep(4)  # two quiet periods
+            assert dict(k.updates[RES][-1])[UUIDS[1]] == "Unhealthy", k.updates[RES][-1]
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_health_checks_disabled():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = start(d, env=nvidia_env(d, DP_DISABLE_HEALTHCHECKS="all"))
+        try:
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            control(d, "xid %s 79" % UUIDS[0])
+            time.sleep(1.5)
+            assert k.updates[RES] == [ALL_HEALTHY], k.updates[RES]
+            assert "health checks disabled" in p.logtext()
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_fail_on_init_error_true_exits():
+    with TempDir() as d:
+        env = nvidia_env(d, KDEV_MOCK_NVML_TOPOLOGY="")  # the mock: Driver Not Loaded
+        p = start(d, env=env)
+        rc = p.proc.wait(20)
+        p.log.close()
+        assert rc == 1, rc
+        assert 'error="nvml init failed: Driver Not Loaded"' in p.logtext(), p.logtext()
+
+
+def test_fail_on_init_error_false_rediscovers():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        control(d, "init-error DRIVER_NOT_LOADED")
+        p = start(d, fail_on_init="false",
+                  env=nvidia_env(d, KDEV_NVIDIA_REDISCOVER_INTERVAL="0.2"))
+        try:
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            assert k.updates[RES][0] == [], k.updates[RES][0]
+            assert "no NVIDIA GPUs for now, will retry discovery" in p.logtext()
+            control(d, "init-error SUCCESS")
+            wait_for(lambda: len(k.updates[RES]) >= 2, what="GPUs after the driver appears")
+            assert k.updates[RES][-1] == ALL_HEALTHY, k.updates[RES][-1]
+            assert os.path.exists(os.path.join(cdi_dir(d), "k8s.device-plugin.nvidia.com-gpu.json"))
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_cdi_spec_written_valid_and_removed():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = start(d)
+        spec_path = os.path.join(cdi_dir(d), "k8s.device-plugin.nvidia.com-gpu.json")
+        try:
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            assert oct(os.stat(spec_path).st_mode & 0o777) == "0o644"
+            with open(spec_path) as f:
+                spec = json.load(f)
+            assert spec["kind"] == "k8s.device-plugin.nvidia.com/gpu", spec["kind"]
+            names = [dev["name"] for dev in spec["devices"]]
+            assert names[:8] == UUIDS and names[-1] == "all", names
+            try:
+                import jsonschema
+            except ImportError:
+                jsonschema = None
+            if jsonschema is not None:
+                with open(os.path.join(kt.SOURCE_DIR, "tests", "cdi", "schema",
+                                       "cdi-spec.schema.json")) as f:
+                    schema = json.load(f)
+                jsonschema.validate(spec, schema)
+        finally:
+            assert p.stop() == 0
+            k.stop()
+        assert not os.path.exists(spec_path)
+
+
+if __name__ == "__main__":
+    if not os.path.exists(os.path.join(MOCK_DIR, "libnvidia-ml.so.1")):
+        print("the mock libnvidia-ml.so.1 is not built in", MOCK_DIR)
+        sys.exit(1)
+    kt.run_tests([
+        test_gpus_advertised_and_allocated,
+        test_one_update_per_health_transition_and_recovery,
+        test_lost_gpu_never_recovers,
+        test_health_checks_disabled,
+        test_fail_on_init_error_true_exits,
+        test_fail_on_init_error_false_rediscovers,
+        test_cdi_spec_written_valid_and_removed,
+    ])
