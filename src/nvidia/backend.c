@@ -200,12 +200,16 @@ static void on_discovered(void *arg, struct kdev_nvml *lib, struct kdev_gpu_set 
                 snprintf(n, sizeof(n), "%zu", cur->n_devices);
                 kdev_log_info("NVIDIA driver appeared, serving its GPUs", "resource", cur->name,
                               "devices", n);
-                if (b->opts.notify)
-                        b->opts.notify(b->opts.notify_arg, cur->name);
         }
-        kdev_resource_set_clear(&fresh);
+        /* The CDI spec first: once kubelet hears of the devices it may
+         * allocate them, and the runtime then needs the spec. */
         if (write_cdi(b, &err) < 0)
                 kdev_log_error("cannot write the CDI spec", "error", err.msg);
+        for (size_t i = 0; i < fresh.n_resources; i++) {
+                if (b->opts.notify && find_resource(b->opts.set, fresh.resources[i].name))
+                        b->opts.notify(b->opts.notify_arg, fresh.resources[i].name);
+        }
+        kdev_resource_set_clear(&fresh);
         if (start_health(b, &err) < 0)
                 kdev_log_error("health checks not started", "error", err.msg);
 }
