@@ -43,6 +43,12 @@ typedef nvmlReturn_t kdevMockSetInitError_fn(nvmlReturn_t code);
 /* Writes <root>/bus/pci/devices/<bus id>/numa_node for every GPU of the
  * topology (its numa_node, -1 when unset), creating directories. */
 typedef nvmlReturn_t kdevMockWriteSysfs_fn(const char *root);
+/* Writes <root>/driver/nvidia-caps/mig-minors (root: a fake /proc) for the
+ * GPUs of the topology, numbered as the real driver does: "config 1",
+ * "monitor 2", then for each GPU (by minor number g), GPU instance i = 0..14
+ * and compute instance c = 0..7: "gpu<g>/gi<i>/access <3 + 135g + 9i>" and
+ * "gpu<g>/gi<i>/ci<c>/access <3 + 135g + 9i + 1 + c>". Creates directories. */
+typedef nvmlReturn_t kdevMockWriteProc_fn(const char *root);
 /* Forgets the loaded topology, injected conditions, the init error and the
  * control-file position (the init count is kept). */
 typedef void kdevMockReset_fn(void);

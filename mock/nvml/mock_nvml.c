@@ -70,6 +70,8 @@ static void clear_sets_locked(void)
 }
 
 /* Loads (or reloads, when the file name, size or mtime changed) the topology. */
+static nvmlReturn_t write_proc_locked(const char *root);
+
 static nvmlReturn_t load_locked(void)
 {
         const char *path = getenv("KDEV_MOCK_NVML_TOPOLOGY");
@@ -98,6 +100,11 @@ static nvmlReturn_t load_locked(void)
         clear_sets_locked();
         mock_state_free(g_state);
         g_state = s;
+        /* out-of-process users (kdev-plugin --proc-root): mig-minors on load */
+        const char *proc = getenv("KDEV_MOCK_NVML_PROC");
+        if (proc && proc[0] && write_proc_locked(proc) != NVML_SUCCESS)
+                fprintf(stderr, "kdev mock nvml: cannot write %s/driver/nvidia-caps/mig-minors\n",
+                        proc);
         return NVML_SUCCESS;
 }
 
@@ -1347,6 +1354,40 @@ static nvmlReturn_t write_sysfs_locked(const char *root)
 
 MOCK_EXPORT kdevMockWriteSysfs_fn kdevMockWriteSysfs;
 nvmlReturn_t kdevMockWriteSysfs(const char *root) { CONTROL(write_sysfs_locked(root)); }
+
+/* The real driver's numbering: config 1, monitor 2, then for GPU minor g,
+ * GPU instance i (0..14) and compute instance c (0..7):
+ * gpu<g>/gi<i>/access = 3 + 135 g + 9 i, gpu<g>/gi<i>/ci<c>/access = that + 1 + c. */
+static nvmlReturn_t write_proc_locked(const char *root)
+{
+        nvmlReturn_t r = ensure_loaded_locked();
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!root || !root[0])
+                return NVML_ERROR_INVALID_ARGUMENT;
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/driver/nvidia-caps", root);
+        if (mkdir_p(path) < 0)
+                return NVML_ERROR_OPERATING_SYSTEM;
+        strncat(path, "/mig-minors", sizeof(path) - strlen(path) - 1);
+        FILE *f = fopen(path, "we");
+        if (!f)
+                return NVML_ERROR_OPERATING_SYSTEM;
+        fprintf(f, "config 1\nmonitor 2\n");
+        for (size_t i = 0; i < g_state->n_gpus; i++) {
+                unsigned g = g_state->gpus[i].minor;
+                for (unsigned gi = 0; gi < 15; gi++) {
+                        unsigned base = 3 + 135 * g + 9 * gi;
+                        fprintf(f, "gpu%u/gi%u/access %u\n", g, gi, base);
+                        for (unsigned ci = 0; ci < 8; ci++)
+                                fprintf(f, "gpu%u/gi%u/ci%u/access %u\n", g, gi, ci, base + 1 + ci);
+                }
+        }
+        return fclose(f) != 0 ? NVML_ERROR_OPERATING_SYSTEM : NVML_SUCCESS;
+}
+
+MOCK_EXPORT kdevMockWriteProc_fn kdevMockWriteProc;
+nvmlReturn_t kdevMockWriteProc(const char *root) { CONTROL(write_proc_locked(root)); }
 
 MOCK_EXPORT kdevMockReset_fn kdevMockReset;
 void kdevMockReset(void)

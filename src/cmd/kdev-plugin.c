@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "nvidia/backend.h"
 #include "nvidia/config.h"
+#include "nvidia/resources.h"
 #include "plugin/runtime.h"
 
 extern char **environ;
@@ -38,14 +39,20 @@ static void usage(FILE *f)
                 "A file with only `generic` does not load NVML.\n"
                 "\n"
                 "Options:\n"
-                "  -c, --config FILE             configuration file (YAML; see examples/)\n"
+                "  -c, --config FILE             configuration file (YAML; see examples/);\n"
+                "                                also --config-file, as NVIDIA's plugin\n"
                 "  -d, --device-plugin-dir DIR   kubelet's device-plugins directory\n"
                 "                                (default " KDEV_DP_DEFAULT_DIR ")\n"
+                "      --kubelet-socket PATH     kubelet.sock's path (NVIDIA's flag): sets the\n"
+                "                                device-plugins directory to its directory\n"
                 "      --socket-prefix PREFIX    socket file name prefix (default \"kdev-\")\n"
                 "      --root DIR                look up generic device nodes under DIR\n"
                 "      --log-level LEVEL         debug, info, warn or error (default info)\n"
                 "      --log-format FORMAT       text or json (default text)\n"
-                "      --check                   load the config, print the devices found, exit\n"
+                "      --check                   load the config, discover the devices, print the\n"
+                "                                resources the node would advertise (after MIG\n"
+                "                                and time-slicing), exit 0, or 1 with the error\n"
+                "      --check-config FILE       the same as --config FILE --check\n"
                 "  -h, --help                    show this help\n"
                 "      --version                 print the version\n"
                 "\n"
@@ -60,8 +67,10 @@ static void usage(FILE *f)
         }
         fprintf(f,
                 "\n"
-                "Environment: KDEV_CONFIG and KDEV_DEVICE_PLUGIN_DIR set the defaults of\n"
-                "--config and --device-plugin-dir; KDEV_NVIDIA_REDISCOVER_INTERVAL (seconds,\n"
+                "Environment: KDEV_CONFIG (or NVIDIA's CONFIG_FILE) and KDEV_DEVICE_PLUGIN_DIR\n"
+                "(or NVIDIA's KUBELET_SOCKET) set the defaults of --config and\n"
+                "--device-plugin-dir; SIGHUP serves and registers every resource again;\n"
+                "SIGTERM, SIGINT and SIGQUIT stop cleanly; KDEV_NVIDIA_REDISCOVER_INTERVAL (seconds,\n"
                 "default 30) paces the retries when the NVIDIA driver is absent at start\n"
                 "(failOnInitError: false); NVIDIA's variables (MIG_STRATEGY,\n"
                 "DEVICE_LIST_STRATEGY, PASS_DEVICE_SPECS, DP_DISABLE_HEALTHCHECKS, ...) are read\n"
@@ -72,6 +81,8 @@ struct daemon {
         uv_loop_t loop;
         uv_signal_t sigterm;
         uv_signal_t sigint;
+        uv_signal_t sigquit;
+        uv_signal_t sighup;
         struct kdev_dp_runtime *rt;
         struct kdev_nvidia_backend *nvidia;
         bool stopping;
@@ -82,6 +93,8 @@ static void on_runtime_stopped(void *arg)
         struct daemon *d = arg;
         uv_close((uv_handle_t *)&d->sigterm, NULL);
         uv_close((uv_handle_t *)&d->sigint, NULL);
+        uv_close((uv_handle_t *)&d->sigquit, NULL);
+        uv_close((uv_handle_t *)&d->sighup, NULL);
 }
 
 static void on_backend_stopped(void *arg)
@@ -97,8 +110,15 @@ static void on_signal(uv_signal_t *h, int signum)
         struct daemon *d = h->data;
         if (d->stopping)
                 return;
+        if (signum == SIGHUP) {
+                kdev_log_info("SIGHUP: serving and registering every resource again");
+                kdev_dp_runtime_restart(d->rt);
+                return;
+        }
         d->stopping = true;
-        kdev_log_info("stopping", "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+        kdev_log_info("stopping", "signal", signum == SIGTERM ? "SIGTERM"
+                                            : signum == SIGINT ? "SIGINT"
+                                                               : "SIGQUIT");
         /* Health first (it notifies the runtime), then the runtime. */
         struct kdev_nvidia_backend *b = d->nvidia;
         d->nvidia = NULL;
@@ -118,16 +138,52 @@ static void on_discovery_warning(void *arg, const char *msg)
         kdev_log_warn("device discovery", "warning", msg);
 }
 
+/* --check: one line per resource, "<name>: <n> device(s)", then for
+ * time-sliced resources "(<m> replicas of <k> devices)", then the IDs; below
+ * it the NUMA nodes and, per device, what is not plain (Unhealthy, device
+ * nodes). */
 static void print_devices(const struct kdev_resource_set *set)
 {
         for (size_t i = 0; i < set->n_resources; i++) {
                 const struct kdev_resource *r = &set->resources[i];
-                printf("%s: %zu device(s)\n", r->name, r->n_devices);
+                size_t replicas = 0, physical = 0;
+                for (size_t j = 0; j < r->n_devices; j++) {
+                        const struct kdev_nvidia_devinfo *in =
+                                kdev_nvidia_device_info(r, &r->devices[j]);
+                        replicas += in && in->replica >= 0;
+                        physical += in && in->replica == 0; /* replicas count from 0 */
+                }
+                printf("%s: %zu device%s", r->name, r->n_devices, r->n_devices == 1 ? "" : "s");
+                if (replicas)
+                        printf(" (%zu replicas of %zu device%s)", replicas, physical,
+                               physical == 1 ? "" : "s");
+                printf(":");
+                for (size_t j = 0; j < r->n_devices; j++)
+                        printf(" %s", r->devices[j].id);
+                printf("\n");
+                size_t per_node[64] = {0};
+                bool any_numa = false;
+                for (size_t j = 0; j < r->n_devices; j++) {
+                        int node = r->devices[j].numa_node;
+                        if (node >= 0 && node < 64) {
+                                per_node[node]++;
+                                any_numa = true;
+                        }
+                }
+                const char *sep = "  NUMA node ";
+                for (int node = 0; any_numa && node < 64; node++) {
+                        if (per_node[node]) {
+                                printf("%s%d: %zu", sep, node, per_node[node]);
+                                sep = ", node ";
+                        }
+                }
+                if (any_numa)
+                        printf("\n");
                 for (size_t j = 0; j < r->n_devices; j++) {
                         const struct kdev_device *dev = &r->devices[j];
-                        printf("  %s", dev->id);
-                        if (dev->numa_node >= 0)
-                                printf(" numa=%d", dev->numa_node);
+                        if (dev->healthy && !dev->n_specs)
+                                continue;
+                        printf("  %s:", dev->id);
                         if (!dev->healthy)
                                 printf(" Unhealthy");
                         for (size_t k = 0; k < dev->n_specs; k++)
@@ -145,6 +201,8 @@ enum {
         OPT_FORMAT,
         OPT_CHECK,
         OPT_VERSION,
+        OPT_KUBELET_SOCKET,
+        OPT_CHECK_CONFIG,
         OPT_NVIDIA, /* OPT_NVIDIA + i: kdev_nvidia_flags[i] */
 };
 
@@ -153,12 +211,15 @@ static struct option *long_options(void)
 {
         static const struct option own[] = {
                 {"config", required_argument, NULL, 'c'},
+                {"config-file", required_argument, NULL, 'c'}, /* NVIDIA's name */
+                {"kubelet-socket", required_argument, NULL, OPT_KUBELET_SOCKET},
                 {"device-plugin-dir", required_argument, NULL, 'd'},
                 {"socket-prefix", required_argument, NULL, OPT_PREFIX},
                 {"root", required_argument, NULL, OPT_ROOT},
                 {"log-level", required_argument, NULL, OPT_LEVEL},
                 {"log-format", required_argument, NULL, OPT_FORMAT},
                 {"check", no_argument, NULL, OPT_CHECK},
+                {"check-config", required_argument, NULL, OPT_CHECK_CONFIG},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, OPT_VERSION},
         };
@@ -180,11 +241,15 @@ static struct option *long_options(void)
 
 int main(int argc, char **argv)
 {
+        /* KDEV_CONFIG, or NVIDIA's CONFIG_FILE (its helm chart sets it). */
         const char *config = getenv("KDEV_CONFIG");
+        if (!config || !*config)
+                config = getenv("CONFIG_FILE");
         if (config && !*config)
                 config = NULL;
         struct kdev_dp_options opts = {0};
         opts.plugin_dir = getenv("KDEV_DEVICE_PLUGIN_DIR");
+        const char *kubelet_socket = getenv("KUBELET_SOCKET");
         struct kdev_generic_options gopts = {0};
         enum kdev_log_level level = KDEV_LOG_INFO;
         bool json = false, check = false;
@@ -213,6 +278,9 @@ int main(int argc, char **argv)
                 case OPT_PREFIX:
                         opts.socket_prefix = optarg;
                         break;
+                case OPT_KUBELET_SOCKET:
+                        kubelet_socket = optarg;
+                        break;
                 case OPT_ROOT:
                         gopts.root = optarg;
                         break;
@@ -234,6 +302,10 @@ int main(int argc, char **argv)
                 case OPT_CHECK:
                         check = true;
                         break;
+                case OPT_CHECK_CONFIG:
+                        config = optarg;
+                        check = true;
+                        break;
                 case 'h':
                         usage(stdout);
                         usage_status = 0;
@@ -253,6 +325,25 @@ int main(int argc, char **argv)
                         }
                         fprintf(stderr, "Run 'kdev-plugin --help' for the options.\n");
                         usage_status = 2;
+                }
+        }
+        /* NVIDIA's --kubelet-socket / KUBELET_SOCKET: kubelet.sock in the
+         * device-plugins directory (kdev serves its sockets next to it). */
+        static char kubelet_dir[4096];
+        if (usage_status < 0 && kubelet_socket && *kubelet_socket) {
+                const char *slash = strrchr(kubelet_socket, '/');
+                if (!slash || strcmp(slash + 1, KDEV_DP_KUBELET_SOCKET) != 0 ||
+                    (size_t)(slash - kubelet_socket) >= sizeof(kubelet_dir)) {
+                        fprintf(stderr, "kdev-plugin: --kubelet-socket \"%s\": kdev needs a path "
+                                        "ending in /" KDEV_DP_KUBELET_SOCKET " (use "
+                                        "--device-plugin-dir for its directory)\n",
+                                kubelet_socket);
+                        usage_status = 2;
+                } else {
+                        size_t n = slash == kubelet_socket ? 1 : (size_t)(slash - kubelet_socket);
+                        memcpy(kubelet_dir, kubelet_socket, n);
+                        kubelet_dir[n] = '\0';
+                        opts.plugin_dir = kubelet_dir;
                 }
         }
         if (usage_status < 0 && optind < argc) {
@@ -295,6 +386,7 @@ int main(int argc, char **argv)
                 .set = &set,
                 .notify = on_devices_changed,
                 .notify_arg = &d,
+                .skip_cdi = check,
         };
         const char *interval = getenv("KDEV_NVIDIA_REDISCOVER_INTERVAL");
         if (interval && *interval) {
@@ -310,12 +402,6 @@ int main(int argc, char **argv)
         }
         if (kdev_nvidia_backend_open(&bopts, &d.nvidia, &err) < 0)
                 goto out;
-        if (check) {
-                print_devices(&set);
-                status = 0;
-                goto out;
-        }
-
         d.rt = kdev_dp_runtime_new(&d.loop, &opts, &err);
         if (!d.rt)
                 goto out;
@@ -323,8 +409,14 @@ int main(int argc, char **argv)
                 char count[32];
                 snprintf(count, sizeof(count), "%zu", set.resources[i].n_devices);
                 kdev_log_info("resource", "resource", set.resources[i].name, "devices", count);
+                /* also for --check: names, socket paths, 4 MiB message limit */
                 if (kdev_dp_runtime_add_resource(d.rt, &set.resources[i], &err) < 0)
                         goto out;
+        }
+        if (check) {
+                print_devices(&set);
+                status = 0;
+                goto out;
         }
         signal(SIGPIPE, SIG_IGN);
         if ((r = uv_signal_init(&d.loop, &d.sigterm)) < 0) {
@@ -336,13 +428,16 @@ int main(int argc, char **argv)
                 kdev_err_set(&err, -r, "cannot handle signals: %s", uv_strerror(r));
                 goto out;
         }
-        d.sigterm.data = d.sigint.data = &d;
+        uv_signal_init(&d.loop, &d.sigquit); /* cannot fail once the others worked */
+        uv_signal_init(&d.loop, &d.sighup);
+        d.sigterm.data = d.sigint.data = d.sigquit.data = d.sighup.data = &d;
         uv_signal_start(&d.sigterm, on_signal, SIGTERM);
         uv_signal_start(&d.sigint, on_signal, SIGINT);
+        uv_signal_start(&d.sigquit, on_signal, SIGQUIT);
+        uv_signal_start(&d.sighup, on_signal, SIGHUP);
         if (kdev_dp_runtime_start(d.rt, &err) < 0 ||
             kdev_nvidia_backend_start(d.nvidia, &err) < 0) {
-                uv_close((uv_handle_t *)&d.sigterm, NULL);
-                uv_close((uv_handle_t *)&d.sigint, NULL);
+                on_runtime_stopped(&d); /* closes the signal handles */
                 goto out;
         }
         uv_run(&d.loop, UV_RUN_DEFAULT);

@@ -283,7 +283,7 @@ static int read_version(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 /* Top-level keys of kdev's own; other modules add theirs through
  * kdev_generic_config_parse_ext. */
 static const struct kdev_ycfg_field top_fields[] = {
-        {"version", true, read_version},
+        {"version", false, read_version}, /* optional: v1 when absent, as NVIDIA */
         {"generic", false, read_generic},
 };
 #define N_TOP (sizeof(top_fields) / sizeof(top_fields[0]))

@@ -46,6 +46,20 @@ struct kdev_resource_ops {
         int (*allocate)(void *data, const struct kdev_resource *r,
                         const struct kdev_device *const *devs, size_t n,
                         V1beta1__ContainerAllocateResponse *out, struct kdev_err *err);
+        /* Chooses the answer of one GetPreferredAllocation container request,
+         * called by kdev_resource_preferred() once the request is valid:
+         * |avail| holds |n_avail| distinct devices of |r| in device-array
+         * order, |must| the |n_must| distinct must-include devices (all in
+         * |avail|, device-array order), and n_must <= |size| <= n_avail.
+         * Writes exactly |size| distinct devices of |avail|, every |must|
+         * device among them, into |out| (room for |size|), in the order to
+         * report. Must be deterministic in the sets, not their order. Returns
+         * 0 or a negative errno with |err| (the request then fails). When the
+         * hook is NULL the generic NUMA ranking is used. */
+        int (*preferred)(void *data, const struct kdev_resource *r,
+                         const struct kdev_device *const *avail, size_t n_avail,
+                         const struct kdev_device *const *must, size_t n_must, size_t size,
+                         const struct kdev_device **out, struct kdev_err *err);
         /* Frees |data| when the resource is cleared. */
         void (*free)(void *data);
 };
@@ -139,7 +153,10 @@ void kdev_allocate_response_free_contents(V1beta1__ContainerAllocateResponse *re
  * order), then the other available devices ranked by (1) NUMA node among the
  * nodes of |must|'s devices, (2) NUMA node with the most available devices
  * (ties: lower node number; devices with no NUMA node (-1) last), (3) natural
- * ID order (kdev_id_natural_cmp).
+ * ID order (kdev_id_natural_cmp). When r->ops->preferred is set, the valid
+ * request goes to that hook instead, which chooses and orders the answer; an
+ * answer breaking the rules above (wrong size, repeated or foreign device,
+ * missing must-include device) fails with -EPROTO.
  *
  * On success *out is a malloc'ed array of *n_out malloc'ed strings (NULL when
  * *n_out is 0) that the caller frees with kdev_strv_free(). Returns 0, or

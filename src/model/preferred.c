@@ -95,6 +95,64 @@ static int resolve(const struct kdev_lookup *lk, const char *const *ids, size_t 
         return 0;
 }
 
+/* Runs r->ops->preferred on the validated request (|av| and |mu| sorted by
+ * address, i.e. device-array order), checks its answer and copies the IDs. */
+static int hook_preferred(const struct kdev_resource *r, const struct kdev_device **av,
+                          size_t na, const struct kdev_device **mu, size_t nm, size_t total,
+                          char ***out, size_t *n_out, struct kdev_err *err)
+{
+        const struct kdev_device **pick = calloc(total ? total : 1, sizeof(*pick));
+        const struct kdev_device **chk = calloc(total ? total : 1, sizeof(*chk));
+        char **res = NULL;
+        size_t n_res = 0;
+        int rc;
+        if (!pick || !chk)
+                goto nomem;
+        rc = r->ops->preferred(r->ops_data, r, av, na, mu, nm, total, pick, err);
+        if (rc < 0)
+                goto done;
+        memcpy(chk, pick, total * sizeof(*chk));
+        size_t nu = sort_unique(chk, total);
+        bool ok = nu == total;
+        size_t n_must_in = 0;
+        for (size_t i = 0; ok && i < nu; i++) {
+                ok = chk[i] && contains(av, na, chk[i]);
+                n_must_in += ok && contains(mu, nm, chk[i]) ? 1 : 0;
+        }
+        if (!ok || n_must_in != nm) {
+                rc = kdev_err_set(err, EPROTO,
+                                  "preferred allocation of resource %s: the backend's answer "
+                                  "is not %zu distinct available devices with the must-include "
+                                  "ones",
+                                  r->name, total);
+                goto done;
+        }
+        res = calloc(total ? total : 1, sizeof(*res));
+        if (!res)
+                goto nomem;
+        for (size_t i = 0; i < total; i++) {
+                if (!(res[n_res++] = strdup(pick[i]->id)))
+                        goto nomem;
+        }
+        if (n_res == 0) {
+                free(res);
+                res = NULL;
+        }
+        *out = res;
+        *n_out = n_res;
+        res = NULL;
+        n_res = 0;
+        rc = 0;
+        goto done;
+nomem:
+        rc = kdev_err_set(err, ENOMEM, "out of memory");
+done:
+        kdev_strv_free(res, n_res);
+        free(pick);
+        free(chk);
+        return rc;
+}
+
 int kdev_resource_preferred(const struct kdev_resource *r, const char *const *available,
                             size_t n_avail, const char *const *must, size_t n_must, int size,
                             char ***out, size_t *n_out, struct kdev_err *err)
@@ -148,6 +206,10 @@ int kdev_resource_preferred(const struct kdev_resource *r, const char *const *av
                 goto fail;
         }
         size_t total = (size_t)size < na ? (size_t)size : na;
+        if (r->ops && r->ops->preferred) {
+                rc = hook_preferred(r, av, na, mu, nm, total, out, n_out, err);
+                goto done;
+        }
 
         /* NUMA nodes of the must-include devices. */
         must_nodes = malloc((nm ? nm : 1) * sizeof(*must_nodes));

@@ -23,9 +23,18 @@
  *   6. passDeviceSpecs: DeviceSpecs {p, <devRoot>/p, "rw"} for /dev/nvidiactl,
  *      /dev/nvidia-uvm, /dev/nvidia-uvm-tools, /dev/nvidia-modeset when
  *      <devRoot>/p exists now (NVIDIA stats p inside its container), then
- *      /dev/nvidia<minor> of each requested device (each path once), then
- *      /dev/nvidia-caps-imex-channels/channel<n>.
+ *      /dev/nvidia<minor> of each requested device (each path once; a MIG
+ *      device names its parent's, followed by its GPU-instance and
+ *      compute-instance access nodes /dev/nvidia-caps/nvidia-cap<gi_cap>,
+ *      /dev/nvidia-caps/nvidia-cap<ci_cap>, NVIDIA nvmlMigDevice GetPaths),
+ *      then /dev/nvidia-caps-imex-channels/channel<n>.
  * Envs are a map in the protocol: a key set twice keeps its first position.
+ *
+ * Time-slicing replicas ("<id>::<n>", sharing.c) carry their physical
+ * device's devinfo, so the IDs above name each physical device once (first
+ * appearance in the request), and /dev/nvidia<minor> is given once. With
+ * failRequestsGreaterThanOne a request of more than one ID that holds a
+ * replica fails first (check_shared_request).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -34,6 +43,7 @@
 #include <sys/stat.h>
 
 #include "nvidia/nvidia_internal.h"
+#include "nvidia/preferred.h"
 #include "nvidia/resources.h"
 
 #define CDI_ANNOTATION_PLUGIN "nvidia-device-plugin"
@@ -291,17 +301,40 @@ out:
         return rc;
 }
 
+/* failRequestsGreaterThanOne (time-slicing): a request of more than one ID
+ * where any ID is a replica fails, with NVIDIA's v0.15+ text (internal/rm/rm.go
+ * ValidateRequest; reference §1.9). */
+static int check_shared_request(const struct kdev_nvidia_rdata *d, const struct kdev_resource *r,
+                                const struct kdev_device *const *devs, size_t n,
+                                struct kdev_err *err)
+{
+        if (!d->fail_gt1 || n <= 1)
+                return 0;
+        for (size_t i = 0; i < n; i++) {
+                const struct kdev_nvidia_devinfo *info = devs[i]->data;
+                if (info && info->replica >= 0)
+                        return kdev_err_set(err, EINVAL,
+                                            "invalid allocation request for \"%s\": invalid "
+                                            "request: maximum request size for shared resources "
+                                            "is 1; found %zu",
+                                            r->name, n);
+        }
+        return 0;
+}
+
 static int nvidia_allocate(void *data, const struct kdev_resource *r,
                            const struct kdev_device *const *devs, size_t n,
                            V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
 {
-        (void)r;
         const struct kdev_nvidia_rdata *d = data;
         const char **ids = NULL;
         size_t n_ids = 0;
         struct sbuf list = {0};
         char path[96];
-        int rc = payload_ids(d, devs, n, &ids, &n_ids);
+        int rc = check_shared_request(d, r, devs, n, err);
+        if (rc < 0)
+                return rc;
+        rc = payload_ids(d, devs, n, &ids, &n_ids);
         if (rc < 0)
                 return kdev_err_set(err, ENOMEM, "out of memory");
 
@@ -367,6 +400,16 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                         snprintf(path, sizeof(path), "/dev/nvidia%u", info->minor);
                         if (add_spec(out, d->dev_root, path, false) < 0)
                                 goto nomem;
+                        if (info->gi == KDEV_NVIDIA_NO_INSTANCE)
+                                continue;
+                        snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%u",
+                                 info->gi_cap);
+                        if (add_spec(out, d->dev_root, path, false) < 0)
+                                goto nomem;
+                        snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%u",
+                                 info->ci_cap);
+                        if (add_spec(out, d->dev_root, path, false) < 0)
+                                goto nomem;
                 }
                 for (size_t i = 0; i < d->n_imex_channels; i++) {
                         snprintf(path, sizeof(path), KDEV_NVIDIA_IMEX_CHANNEL_DIR "/channel%u",
@@ -387,5 +430,6 @@ done:
 
 const struct kdev_resource_ops kdev_nvidia_resource_ops = {
         .allocate = nvidia_allocate,
+        .preferred = kdev_nvidia_preferred,
         .free = kdev_nvidia_rdata_free,
 };

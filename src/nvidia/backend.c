@@ -9,7 +9,9 @@
 #include "common/log.h"
 #include "nvidia/cdi_spec.h"
 #include "nvidia/health.h"
+#include "nvidia/preferred.h"
 #include "nvidia/resources.h"
+#include "nvidia/sharing.h"
 #include "nvidia/xid.h"
 #include "nvml/discover.h"
 #include "nvml/loader.h"
@@ -30,6 +32,20 @@ struct kdev_nvidia_backend {
         void *done_arg;
 };
 
+static unsigned discover_flags(const struct kdev_nvidia_config *cfg)
+{
+        unsigned flags = KDEV_NVML_DISCOVER_LINKS;
+        if (cfg->mig_strategy == KDEV_NVIDIA_MIG_NONE)
+                flags |= KDEV_NVML_DISCOVER_NO_MIG;
+        return flags;
+}
+
+static enum kdev_nvidia_share_policy share_policy(const struct kdev_nvidia_config *cfg)
+{
+        return cfg->shared_policy == KDEV_NVIDIA_POLICY_PACKED ? KDEV_NVIDIA_SHARE_PACKED
+                                                              : KDEV_NVIDIA_SHARE_DISTRIBUTED;
+}
+
 static void log_warning(void *arg, const char *msg)
 {
         (void)arg;
@@ -47,13 +63,18 @@ static struct kdev_resource *find_resource(struct kdev_resource_set *set, const 
 
 static int write_cdi(struct kdev_nvidia_backend *b, struct kdev_err *err)
 {
-        if (!kdev_nvidia_cdi_needed(b->opts.cfg))
+        if (b->opts.skip_cdi || !kdev_nvidia_cdi_needed(b->opts.cfg))
                 return 0;
         char path[4096];
         int r = kdev_nvidia_cdi_write(b->gpus, b->opts.cfg, path, sizeof(path), err);
         if (r < 0)
                 return kdev_err_wrap(err, "writing the CDI spec");
         if (b->gpus && b->gpus->n_gpus > 0) {
+                if (!b->cdi_written)
+                        kdev_log_warn("the CDI spec names the GPUs' device nodes only: the NVIDIA "
+                                      "driver libraries must come from the container runtime "
+                                      "(NVIDIA Container Toolkit)",
+                                      "path", path);
                 b->cdi_written = true;
                 kdev_log_info("wrote CDI spec", "path", path);
         }
@@ -92,16 +113,19 @@ int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
                 b->opts.rediscover_interval_ms = DEFAULT_REDISCOVER_MS;
 
         struct kdev_nvml_options nopts = {.driver_root = opts->cfg->driver_root};
-        struct kdev_nvml_discover_options dopts = {.flags = KDEV_NVML_DISCOVER_LINKS};
+        struct kdev_nvml_discover_options dopts = {.flags = discover_flags(opts->cfg)};
         struct kdev_err nerr = {0};
         int r = kdev_nvml_open(&nopts, &b->lib, &nerr);
-        if (r == 0)
+        if (r < 0) {
+                kdev_err_wrap(&nerr, "nvml init failed");
+        } else {
                 r = kdev_nvml_discover(b->lib, &dopts, &b->gpus, &nerr);
+                if (r < 0 && strncmp(nerr.msg, "nvml init failed", 16) != 0)
+                        kdev_err_wrap(&nerr, "GPU discovery failed");
+        }
         if (r < 0) {
                 kdev_nvml_close(b->lib);
                 b->lib = NULL;
-                if (strncmp(nerr.msg, "nvml init failed", 16) != 0)
-                        kdev_err_wrap(&nerr, "nvml init failed");
                 if (opts->cfg->fail_on_init_error) {
                         free(b);
                         *err = nerr;
@@ -117,6 +141,10 @@ int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
         struct kdev_gpu_set none = {0};
         struct kdev_nvidia_build_options bopts = {.warn = log_warning};
         r = kdev_nvidia_build(b->gpus ? b->gpus : &none, opts->cfg, &bopts, opts->set, err);
+        if (r == 0)
+                r = kdev_nvidia_apply_sharing(opts->set, opts->cfg, log_warning, NULL, err);
+        if (r == 0 && b->gpus)
+                r = kdev_nvidia_pref_attach(opts->set, b->gpus, share_policy(opts->cfg), err);
         if (r == 0 && b->gpus)
                 r = write_cdi(b, err);
         if (r < 0) {
@@ -172,7 +200,10 @@ static void on_discovered(void *arg, struct kdev_nvml *lib, struct kdev_gpu_set 
         struct kdev_resource_set fresh = {0};
         struct kdev_nvidia_build_options bopts = {.warn = log_warning};
         struct kdev_err err = {0};
-        if (kdev_nvidia_build(gpus, b->opts.cfg, &bopts, &fresh, &err) < 0) {
+        if (kdev_nvidia_build(gpus, b->opts.cfg, &bopts, &fresh, &err) < 0 ||
+            kdev_nvidia_apply_sharing(&fresh, b->opts.cfg, log_warning, NULL, &err) < 0 ||
+            kdev_nvidia_pref_attach(&fresh, gpus, share_policy(b->opts.cfg), &err) < 0) {
+                kdev_resource_set_clear(&fresh);
                 kdev_log_error("cannot build the NVIDIA resources after rediscovery", "error",
                                err.msg);
                 return;
@@ -238,7 +269,7 @@ int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *er
         if (b->lib)
                 return start_health(b, err);
         struct kdev_nvml_options nopts = {.driver_root = b->opts.cfg->driver_root};
-        struct kdev_nvml_discover_options dopts = {.flags = KDEV_NVML_DISCOVER_LINKS};
+        struct kdev_nvml_discover_options dopts = {.flags = discover_flags(b->opts.cfg)};
         struct kdev_nvidia_rediscover_options ropts = {
                 .nvml = &nopts,
                 .discover = &dopts,

@@ -11,6 +11,9 @@
 #ifndef KDEV_NVIDIA_BACKEND_H
 #define KDEV_NVIDIA_BACKEND_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include <uv.h>
 
 #include "common/err.h"
@@ -34,6 +37,8 @@ struct kdev_nvidia_backend_options {
         void *notify_arg;
         /* Interval of rediscovery attempts in ms; 0 = 30000. */
         uint64_t rediscover_interval_ms;
+        /* Do not write the CDI spec (kdev-plugin --check). */
+        bool skip_cdi;
 };
 
 /* Opens the backend when cfg->wanted (otherwise sets *out to NULL and returns

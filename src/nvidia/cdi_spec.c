@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "nvidia/mig.h"
 #include "nvidia/nvidia_internal.h"
 #include "nvidia/resources.h"
 
@@ -43,6 +44,39 @@ static int add_node(struct kdev_cdi_edits *e, const char *dev_root, const char *
         return rc;
 }
 
+/* The CDI device of MIG device |m| of |g|: named by its UUID or "i:j", with
+ * the parent's /dev/nvidia<minor> and the GI and CI access capability nodes
+ * (nvcdi's MIG device edits). A missing mig-minors line fails as the build
+ * does. */
+static int add_mig(struct kdev_cdi_spec *spec, const struct kdev_nvidia_config *cfg,
+                   const char *dev_root, const struct kdev_nvidia_mig_minors *minors,
+                   const struct kdev_gpu *g, const struct kdev_mig_device *m,
+                   struct kdev_err *err)
+{
+        unsigned gi_cap = 0, ci_cap = 0;
+        int rc = kdev_nvidia_mig_caps(minors, g->minor, m->gi_id, m->ci_id, &gi_cap, &ci_cap,
+                                      err);
+        if (rc < 0)
+                return rc;
+        char name[KDEV_GPU_UUID_MAX], node[64];
+        if (cfg->id_strategy == KDEV_NVIDIA_ID_INDEX)
+                snprintf(name, sizeof(name), "%u:%u", g->index, m->index);
+        else
+                snprintf(name, sizeof(name), "%s", m->uuid);
+        struct kdev_cdi_device *dev = kdev_cdi_spec_add_device(spec, name, err);
+        if (!dev)
+                return -(err && err->code ? err->code : ENOMEM);
+        snprintf(node, sizeof(node), "/dev/nvidia%u", g->minor);
+        rc = add_node(kdev_cdi_device_edits(dev), dev_root, node, false, err);
+        snprintf(node, sizeof(node), KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap%u", gi_cap);
+        if (rc >= 0)
+                rc = add_node(kdev_cdi_device_edits(dev), dev_root, node, false, err);
+        snprintf(node, sizeof(node), KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap%u", ci_cap);
+        if (rc >= 0)
+                rc = add_node(kdev_cdi_device_edits(dev), dev_root, node, false, err);
+        return rc;
+}
+
 int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
                          struct kdev_cdi_spec **out, struct kdev_err *err)
 {
@@ -64,11 +98,26 @@ int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvid
         for (size_t i = 0; rc >= 0 && i < 4; i++)
                 rc = add_node(kdev_cdi_spec_edits(spec), dev_root, control[i], true, err);
 
+        /* MIG devices (migStrategy single/mixed): their capability nodes */
+        bool mig = cfg->mig_strategy != KDEV_NVIDIA_MIG_NONE;
+        struct kdev_nvidia_mig_minors minors = {0};
+        bool any_mig = false;
+        for (size_t i = 0; mig && i < gpus->n_gpus; i++)
+                any_mig |= gpus->gpus[i].mig_current == NVML_DEVICE_MIG_ENABLE &&
+                           gpus->gpus[i].n_migs > 0;
+        if (rc >= 0 && any_mig)
+                rc = kdev_nvidia_mig_minors_read(cfg->proc_root, &minors, err);
+
         for (size_t i = 0; rc >= 0 && i < gpus->n_gpus; i++) {
                 const struct kdev_gpu *g = &gpus->gpus[i];
-                if (g->uuid[0] == '\0')
-                        continue;
+                if (g->uuid[0] == '\0' || g->fault != NVML_SUCCESS)
+                        continue; /* minor unknown: no device node to name */
                 char name[KDEV_GPU_UUID_MAX], node[64];
+                if (mig && g->mig_current == NVML_DEVICE_MIG_ENABLE) {
+                        for (size_t k = 0; rc >= 0 && k < g->n_migs; k++)
+                                rc = add_mig(spec, cfg, dev_root, &minors, g, &g->migs[k], err);
+                        continue;
+                }
                 if (cfg->id_strategy == KDEV_NVIDIA_ID_INDEX)
                         snprintf(name, sizeof(name), "%u", g->index);
                 else
@@ -81,6 +130,7 @@ int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvid
                 snprintf(node, sizeof(node), "/dev/nvidia%u", g->minor);
                 rc = add_node(kdev_cdi_device_edits(dev), dev_root, node, false, err);
         }
+        kdev_nvidia_mig_minors_clear(&minors);
         if (rc >= 0) {
                 /* "all": the union of the GPUs' edits, in GPU order */
                 size_t n_gpus = spec->n_devices;

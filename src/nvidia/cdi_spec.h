@@ -14,9 +14,15 @@
  *     /dev/nvidia-modeset that exist under the dev root when the spec is
  *     built.
  * Differences from NVIDIA (documented, on purpose or not yet done):
- *   - MIG-enabled GPUs are included whole (nvcdi leaves them out, yet
- *     migStrategy none advertises them, so NVIDIA's CDI names for them do not
- *     resolve); MIG devices come with the MIG strategies (issue 4);
+ *   - with migStrategy none, MIG-enabled GPUs are included whole (nvcdi
+ *     leaves them out, yet migStrategy none advertises them, so NVIDIA's CDI
+ *     names for them do not resolve) and MIG devices are left out (not
+ *     advertised); with single/mixed, MIG-enabled GPUs are left out and each
+ *     MIG device is a CDI device named by its MIG UUID (or "i:j" with
+ *     deviceIDStrategy index) with the parent's /dev/nvidia<minor> and the
+ *     GI and CI access nodes /dev/nvidia-caps/nvidia-cap<N> from
+ *     <procRoot>/driver/nvidia-caps/mig-minors (a missing line fails with the
+ *     build's "missing MIG GPU instance capability path: ..." error, -ENOENT);
  *   - no driver libraries, binaries, firmware or hooks (nvcdi discovers them
  *     under the driver root): a container started through this spec gets
  *     the device nodes only, and NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA

@@ -14,6 +14,10 @@
 #include "model/model.h"
 
 #define MSG_MAX 384
+/* Upper bound of sharing.*.resources[].replicas (NVIDIA has none). One GPU
+ * at the bound is ~270 KB of ListAndWatch; the product over a node's devices
+ * is checked where it matters, by the runtime's 4 MiB limit (e.g. 8 GPUs x
+ * 4096 fit, 16 GPUs x 4096 with NUMA topology do not: test_nvidia_sharing). */
 #define REPLICAS_MAX 4096
 #define SHARING_RESOURCES_MAX 256
 #define SHARING_DEVICES_MAX 1024
@@ -87,6 +91,7 @@ void kdev_nvidia_config_clear(struct kdev_nvidia_config *cfg)
         free(cfg->container_driver_root);
         free(cfg->imex_channel_ids);
         free(cfg->cdi_dir);
+        free(cfg->proc_root);
         replicated_clear(&cfg->time_slicing);
         replicated_clear(&cfg->mps);
         for (size_t i = 0; i < cfg->n_warnings; i++)
@@ -113,7 +118,8 @@ int kdev_nvidia_config_init(struct kdev_nvidia_config *cfg, struct kdev_err *err
             set_str(&cfg->cdi_annotation_prefix, KDEV_NVIDIA_DEFAULT_CDI_ANNOTATION_PREFIX) < 0 ||
             set_str(&cfg->nvidia_ctk_path, KDEV_NVIDIA_DEFAULT_CTK_PATH) < 0 ||
             set_str(&cfg->container_driver_root, KDEV_NVIDIA_DEFAULT_CONTAINER_DRIVER_ROOT) < 0 ||
-            set_str(&cfg->cdi_dir, KDEV_NVIDIA_DEFAULT_CDI_DIR) < 0) {
+            set_str(&cfg->cdi_dir, KDEV_NVIDIA_DEFAULT_CDI_DIR) < 0 ||
+            set_str(&cfg->proc_root, KDEV_NVIDIA_DEFAULT_PROC_ROOT) < 0) {
                 kdev_nvidia_config_clear(cfg);
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
@@ -281,6 +287,7 @@ static char **str_field(struct kdev_nvidia_config *cfg, enum kdev_nvidia_opt o)
         case KDEV_NVIDIA_OPT_CTK_PATH: return &cfg->nvidia_ctk_path;
         case KDEV_NVIDIA_OPT_CONTAINER_DRIVER_ROOT: return &cfg->container_driver_root;
         case KDEV_NVIDIA_OPT_CDI_DIR: return &cfg->cdi_dir;
+        case KDEV_NVIDIA_OPT_PROC_ROOT: return &cfg->proc_root;
         default: return NULL;
         }
 }
@@ -440,6 +447,7 @@ static int set_text(struct kdev_nvidia_config *cfg, enum kdev_nvidia_opt o,
         case KDEV_NVIDIA_OPT_CTK_PATH:
         case KDEV_NVIDIA_OPT_CONTAINER_DRIVER_ROOT:
         case KDEV_NVIDIA_OPT_CDI_DIR:
+        case KDEV_NVIDIA_OPT_PROC_ROOT:
         case KDEV_NVIDIA_OPT_DEV_ROOT:
         case KDEV_NVIDIA_OPT_MPS_ROOT:
                 rc = check_abs(v, o == KDEV_NVIDIA_OPT_DEV_ROOT || o == KDEV_NVIDIA_OPT_MPS_ROOT,
@@ -522,6 +530,7 @@ static const struct {
         {KDEV_NVIDIA_OPT_CDI_DIR, {"KDEV_CDI_DIR", NULL}},
         {KDEV_NVIDIA_OPT_PROBE_INTERVAL, {"KDEV_HEALTH_PROBE_INTERVAL", NULL}},
         {KDEV_NVIDIA_OPT_QUIET_PERIOD, {"KDEV_HEALTH_QUIET_PERIOD", NULL}},
+        {KDEV_NVIDIA_OPT_PROC_ROOT, {"KDEV_PROC_ROOT", NULL}},
 };
 
 static const char *env_get(char *const *envp, const char *name)
@@ -617,6 +626,9 @@ const struct kdev_nvidia_flag kdev_nvidia_flags[] = {
         {"health-quiet-period", false, "SECONDS",
          "time without critical XID before a GPU is healthy again (default 60)",
          KDEV_NVIDIA_OPT_QUIET_PERIOD},
+        {"proc-root", false, "DIR",
+         "where driver/nvidia-caps/mig-minors is read (default /proc)",
+         KDEV_NVIDIA_OPT_PROC_ROOT},
         {NULL, false, NULL, NULL, KDEV_NVIDIA_OPT_COUNT},
 };
 
@@ -951,19 +963,6 @@ static int read_rr_rename(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
                                   &((struct kdev_nvidia_replicated_resource *)obj)->rename);
 }
 
-static int read_rr_replicas(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
-{
-        struct kdev_nvidia_replicated_resource *r = obj;
-        int rc = kdev_ycfg_uint(c, node, 0, UINT_MAX, &r->replicas);
-        if (rc < 0)
-                return rc;
-        if (r->replicas < 2)
-                return kdev_ycfg_fail(c, node, "must be >= 2");
-        if (r->replicas > REPLICAS_MAX)
-                return kdev_ycfg_fail(c, node, "must be <= %d", REPLICAS_MAX);
-        return 0;
-}
-
 static bool all_digits(const char *s, size_t n)
 {
         if (n == 0)
@@ -973,6 +972,30 @@ static bool all_digits(const char *s, size_t n)
                         return false;
         }
         return true;
+}
+
+static int read_rr_replicas(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
+{
+        struct kdev_nvidia_replicated_resource *r = obj;
+        int rc = kdev_ycfg_uint(c, node, 2, REPLICAS_MAX, &r->replicas);
+        if (rc == 0 || rc == -ENOMEM)
+                return rc;
+        /* A plain, untagged number out of range gets NVIDIA's rule ("must be
+         * >= 2") or kdev's bound instead of the range message. */
+        size_t idx = (size_t)(node - c->doc.nodes.start);
+        if ((c->tags && idx < c->n_nodes && c->tags[idx]) || node->type != YAML_SCALAR_NODE ||
+            node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE ||
+            !all_digits((const char *)node->data.scalar.value, node->data.scalar.length))
+                return rc;
+        const char *v = (const char *)node->data.scalar.value;
+        size_t len = node->data.scalar.length;
+        while (len > 1 && *v == '0') {
+                v++;
+                len--;
+        }
+        if (len == 1 && *v < '2')
+                return kdev_ycfg_fail(c, node, "must be >= 2");
+        return kdev_ycfg_fail(c, node, "must be <= %d", REPLICAS_MAX);
 }
 
 /* The 36-character textual UUID (8-4-4-4-12 hex digits) or 32 hex digits. */
@@ -1103,11 +1126,40 @@ static int read_rep_fail_gt1(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
         return rc;
 }
 
+/* A resource may be named by several entries only when each selects part of
+ * its devices (kdev: different replica counts per GPU); an entry with
+ * devices "all" must be the only one for its name. Reported at the later
+ * entry's name. */
+static int check_rep_duplicates(struct kdev_ycfg *c, yaml_node_t *node,
+                                const struct kdev_nvidia_replicated *r)
+{
+        for (size_t j = 1; j < r->n_resources; j++) {
+                const struct kdev_nvidia_replicated_resource *b = &r->resources[j];
+                for (size_t i = 0; i < j; i++) {
+                        const struct kdev_nvidia_replicated_resource *a = &r->resources[i];
+                        if (strcmp(a->name, b->name) != 0 ||
+                            (a->devices_kind != KDEV_NVIDIA_DEVICES_ALL &&
+                             b->devices_kind != KDEV_NVIDIA_DEVICES_ALL))
+                                continue;
+                        yaml_node_t *item = yaml_document_get_node(
+                                &c->doc, node->data.sequence.items.start[j]);
+                        yaml_node_t *name = item ? kdev_ycfg_lookup(c, item, "name") : NULL;
+                        kdev_ycfg_path_push(c, "[%zu].name", j);
+                        return kdev_ycfg_fail(c, name ? name : node,
+                                              "%s is already shared by resources[%zu]; with "
+                                              "devices \"all\" a resource can be shared once",
+                                              b->name, i);
+                }
+        }
+        return 0;
+}
+
 static int read_rep_resources(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
         struct kdev_nvidia_replicated *r = obj;
-        return kdev_ycfg_list(c, node, 1, SHARING_RESOURCES_MAX, sizeof(*r->resources),
-                              (void **)&r->resources, &r->n_resources, read_rr);
+        int rc = kdev_ycfg_list(c, node, 1, SHARING_RESOURCES_MAX, sizeof(*r->resources),
+                                (void **)&r->resources, &r->n_resources, read_rr);
+        return rc < 0 ? rc : check_rep_duplicates(c, node, r);
 }
 
 static const struct kdev_ycfg_field rep_fields[] = {

@@ -39,12 +39,13 @@
 #include "common/err.h"
 #include "generic/generic.h"
 
-/* Defaults (NVIDIA's, and kdev's own for the last four). */
+/* Defaults (NVIDIA's, and kdev's own for the last five). */
 #define KDEV_NVIDIA_DEFAULT_DRIVER_ROOT "/"
 #define KDEV_NVIDIA_DEFAULT_CDI_ANNOTATION_PREFIX "cdi.k8s.io/"
 #define KDEV_NVIDIA_DEFAULT_CTK_PATH "/usr/bin/nvidia-ctk"
 #define KDEV_NVIDIA_DEFAULT_CONTAINER_DRIVER_ROOT "/driver-root"
 #define KDEV_NVIDIA_DEFAULT_CDI_DIR "/var/run/cdi"
+#define KDEV_NVIDIA_DEFAULT_PROC_ROOT "/proc"
 #define KDEV_NVIDIA_DEFAULT_PROBE_INTERVAL 10 /* seconds */
 #define KDEV_NVIDIA_DEFAULT_QUIET_PERIOD 60   /* seconds */
 #define KDEV_NVIDIA_HEALTH_SECONDS_MAX 86400
@@ -111,6 +112,7 @@ enum kdev_nvidia_opt {
         KDEV_NVIDIA_OPT_CDI_DIR,
         KDEV_NVIDIA_OPT_PROBE_INTERVAL,
         KDEV_NVIDIA_OPT_QUIET_PERIOD,
+        KDEV_NVIDIA_OPT_PROC_ROOT,
         KDEV_NVIDIA_OPT_COUNT,
 };
 
@@ -169,6 +171,9 @@ struct kdev_nvidia_config {
         unsigned probe_interval;                    /* 10 */
         unsigned quiet_period;                      /* 60 */
         char *cdi_dir;                              /* "/var/run/cdi" */
+        /* kdev: where driver/nvidia-caps/mig-minors is read (MIG capability
+         * nodes); NVIDIA reads /proc/driver/nvidia-caps/mig-minors */
+        char *proc_root;                            /* "/proc" */
 
         enum kdev_nvidia_src src[KDEV_NVIDIA_OPT_COUNT];
         bool file_sections;  /* the config file had an NVIDIA section */
@@ -207,7 +212,7 @@ void kdev_nvidia_config_sections(struct kdev_nvidia_config *cfg, struct kdev_con
  * NVIDIA_CTK_PATH, DRIVER_ROOT_CTR_PATH | CONTAINER_DRIVER_ROOT,
  * SHARED_DEVICES_ALLOCATION_POLICY, IMEX_CHANNEL_IDS (comma-separated),
  * IMEX_REQUIRED, and kdev's KDEV_CDI_DIR, KDEV_HEALTH_PROBE_INTERVAL,
- * KDEV_HEALTH_QUIET_PERIOD. An empty value of a boolean, number or list
+ * KDEV_HEALTH_QUIET_PERIOD, KDEV_PROC_ROOT. An empty value of a boolean, number or list
  * variable counts as unset (urfave/cli). Returns 0, or -EINVAL at the first
  * bad value: "<VAR>: <message>", e.g. `MIG_STRATEGY: invalid MIG strategy:
  * bogus (expected none, single or mixed)`; -ENOMEM. */
@@ -231,7 +236,7 @@ struct kdev_nvidia_flag {
  * device-id-strategy, cdi-annotation-prefix, nvidia-cdi-hook-path,
  * nvidia-ctk-path, driver-root-ctr-path, container-driver-root,
  * shared-devices-allocation-policy, imex-channel-ids, imex-required, and
- * kdev's cdi-dir, health-probe-interval, health-quiet-period. */
+ * kdev's cdi-dir, health-probe-interval, health-quiet-period, proc-root. */
 extern const struct kdev_nvidia_flag kdev_nvidia_flags[];
 
 /* Applies flag |name| (without "--") with |value| (NULL for a boolean flag

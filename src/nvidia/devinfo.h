@@ -19,6 +19,15 @@ struct kdev_nvidia_devinfo {
         char index[16];       /* deviceIDStrategy=index form: "i", or "i:j" for MIG */
         unsigned minor;       /* /dev/nvidia<minor> of the physical GPU */
         int replica;          /* time-slicing replica number, -1 when not replicated */
+        /* MIG only (gi != NO_INSTANCE): minors N of the GPU-instance and
+         * compute-instance access nodes /dev/nvidia-caps/nvidia-cap<N>, from
+         * <procRoot>/driver/nvidia-caps/mig-minors at build time */
+        unsigned gi_cap, ci_cap;
+        /* Discovery stopped at a fault (lost, reset required) after the UUID:
+         * minor, PCI bus ID and NUMA node are unknown. Such a device stays
+         * Unhealthy (health never recovers it in place) and has no CDI device;
+         * a rediscovery or a restart reads it again. */
+        bool incomplete;
 };
 
 #endif /* KDEV_NVIDIA_DEVINFO_H */

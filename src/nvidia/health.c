@@ -846,8 +846,8 @@ struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_n
                 for (size_t i = 0; i < res->n_devices; i++) {
                         struct kdev_device *dev = &res->devices[i];
                         const struct kdev_nvidia_devinfo *info = dev->data;
-                        if (!info)
-                                continue;
+                        if (!info || info->incomplete)
+                                continue; /* an incomplete device never recovers in place */
                         if (!info->parent_uuid[0]) {
                                 kdev_err_set(err, EINVAL,
                                              "health: device %s of %s has an empty parent UUID",

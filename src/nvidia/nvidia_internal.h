@@ -20,9 +20,22 @@ struct kdev_nvidia_rdata {
         char *annotation_prefix;           /* e.g. "cdi.k8s.io/" */
         unsigned *imex_channels;           /* channels found at build time */
         size_t n_imex_channels;
+        /* time-slicing failRequestsGreaterThanOne (set by sharing.c) */
+        bool fail_gt1;
+        /* GetPreferredAllocation data (preferred.h), owned; NULL until
+         * kdev_nvidia_pref_attach, which runs once the devices are final.
+         * kdev_nvidia_rdata_dup must not share it (copy NULL). */
+        struct kdev_nvidia_pref *pref;
+        /* NOTE: a new owned pointer field must also be duplicated in
+         * kdev_nvidia_rdata_dup (sharing.c) and freed in kdev_nvidia_rdata_free. */
 };
 
 void kdev_nvidia_rdata_free(void *data);
+
+/* A copy of |src| whose pointer fields are its own, with no infos (infos
+ * NULL, n_infos 0): for a resource split off by time-slicing. Malloc'ed; free
+ * with kdev_nvidia_rdata_free. NULL when out of memory. (sharing.c) */
+struct kdev_nvidia_rdata *kdev_nvidia_rdata_dup(const struct kdev_nvidia_rdata *src);
 
 /* filepath.Join(a, b) for absolute |a|: one '/' between, repeated and
  * trailing slashes dropped ("/" + "/dev/x" -> "/dev/x"). Malloc'ed or NULL. */

@@ -10,7 +10,9 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include "nvidia/mig.h"
 #include "nvidia/nvidia_internal.h"
+#include "nvidia/preferred.h"
 
 void kdev_nvidia_rdata_free(void *data)
 {
@@ -21,6 +23,7 @@ void kdev_nvidia_rdata_free(void *data)
         free(d->dev_root);
         free(d->annotation_prefix);
         free(d->imex_channels);
+        kdev_nvidia_pref_free(d->pref);
         free(d);
 }
 
@@ -149,27 +152,279 @@ static int find_imex_channels(const struct kdev_nvidia_config *cfg,
         return 0;
 }
 
+/* --- building: resources under construction ------------------------------------ */
+
+struct rbuild {
+        struct kdev_resource *v;
+        size_t n;
+        size_t cap; /* devices each resource has room for */
+};
+
+static void rbuild_clear(struct rbuild *b)
+{
+        for (size_t i = 0; i < b->n; i++)
+                kdev_resource_clear(&b->v[i]); /* frees the rdata through the ops */
+        free(b->v);
+        b->v = NULL;
+        b->n = 0;
+}
+
+/* The resource |name| of |b|, created (settings copied from |tmpl|) when new. */
+static struct kdev_resource *rbuild_get(struct rbuild *b, const char *name,
+                                        const struct kdev_nvidia_rdata *tmpl)
+{
+        for (size_t i = 0; i < b->n; i++) {
+                if (strcmp(b->v[i].name, name) == 0)
+                        return &b->v[i];
+        }
+        struct kdev_resource *nv = realloc(b->v, (b->n + 1) * sizeof(*nv));
+        if (!nv)
+                return NULL;
+        b->v = nv;
+        struct kdev_nvidia_rdata *d = kdev_nvidia_rdata_dup(tmpl);
+        if (!d)
+                return NULL;
+        struct kdev_resource *r = &b->v[b->n++];
+        memset(r, 0, sizeof(*r));
+        r->ops = &kdev_nvidia_resource_ops;
+        r->ops_data = d;
+        size_t cap = b->cap ? b->cap : 1;
+        if (!(r->name = strdup(name)) || !(d->infos = calloc(cap, sizeof(*d->infos))) ||
+            !(r->devices = calloc(cap, sizeof(*r->devices))))
+                return NULL;
+        return r;
+}
+
+/* Appends a device with a copy of |info| (ID = info->uuid) to |r|. */
+static int rbuild_add(struct kdev_resource *r, const struct kdev_nvidia_devinfo *info,
+                      bool healthy, int numa_node)
+{
+        struct kdev_nvidia_rdata *d = r->ops_data;
+        struct kdev_device *dev = &r->devices[r->n_devices];
+        if (!(dev->id = strdup(info->uuid)))
+                return -ENOMEM;
+        r->n_devices++;
+        struct kdev_nvidia_devinfo *slot = &d->infos[d->n_infos++];
+        *slot = *info;
+        dev->healthy = healthy;
+        dev->numa_node = numa_node;
+        dev->data = slot;
+        return 0;
+}
+
+/* The possible profiles with C == G of every MIG-capable GPU (NVIDIA
+ * AddDefaultResourcesToConfig with go-nvlib VisitMigProfiles): the profile
+ * names mixed turns into resources. GPUs with a fault are left out. */
+struct profile_set {
+        char (*names)[KDEV_NVIDIA_MIG_PROFILE_MAX];
+        size_t n;
+};
+
+static bool profile_set_has(const struct profile_set *s, const char *name)
+{
+        for (size_t i = 0; i < s->n; i++) {
+                if (strcmp(s->names[i], name) == 0)
+                        return true;
+        }
+        return false;
+}
+
+static int possible_profiles(const struct kdev_gpu_set *gpus,
+                             const struct kdev_nvidia_build_options *opts, struct profile_set *s,
+                             struct kdev_err *err)
+{
+        size_t cap = 0;
+        for (size_t i = 0; i < gpus->n_gpus; i++)
+                cap += gpus->gpus[i].n_mig_profiles;
+        if (cap == 0)
+                return 0;
+        if (!(s->names = calloc(cap, sizeof(*s->names))))
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        for (size_t i = 0; i < gpus->n_gpus; i++) {
+                const struct kdev_gpu *g = &gpus->gpus[i];
+                if (!g->mig_capable || g->fault != NVML_SUCCESS || g->n_mig_profiles == 0)
+                        continue;
+                if (g->memory_ret != NVML_SUCCESS)
+                        return kdev_err_set(err, -kdev_nvml_errno(g->memory_ret),
+                                            "error getting MIG profiles of GPU %u: error "
+                                            "getting parent memory info: %s",
+                                            g->index,
+                                            kdev_nvml_builtin_strerror(g->memory_ret));
+                for (size_t k = 0; k < g->n_mig_profiles; k++) {
+                        const struct kdev_mig_profile *p = &g->mig_profiles[k];
+                        unsigned slices = kdev_nvidia_mig_gi_slices(p->index);
+                        if (slices == 0) {
+                                warnf(opts,
+                                      "GPU %u: unknown GPU instance profile index 0x%x; no "
+                                      "resource for it",
+                                      g->index, p->index);
+                                continue;
+                        }
+                        /* the compute-instance profile with C == G */
+                        static const unsigned ci_of[9] = {
+                                0, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE,
+                                NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE,
+                                NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE,
+                                NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE, 0,
+                                NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE,
+                                NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE,
+                                NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE};
+                        char name[KDEV_NVIDIA_MIG_PROFILE_MAX];
+                        int rc = kdev_nvidia_mig_profile_name(p->index, ci_of[slices],
+                                                              p->info.memorySizeMB,
+                                                              g->memory_total, name,
+                                                              sizeof(name), err);
+                        if (rc < 0)
+                                return kdev_err_wrap(err, "error getting MIG profiles of GPU %u",
+                                                     g->index);
+                        if (!profile_set_has(s, name))
+                                snprintf(s->names[s->n++], sizeof(s->names[0]), "%s", name);
+                }
+        }
+        return 0;
+}
+
+static void whole_gpu_info(const struct kdev_gpu *g, struct kdev_nvidia_devinfo *info)
+{
+        memset(info, 0, sizeof(*info));
+        snprintf(info->uuid, sizeof(info->uuid), "%s", g->uuid);
+        snprintf(info->parent_uuid, sizeof(info->parent_uuid), "%s", g->uuid);
+        info->gi = info->ci = KDEV_NVIDIA_NO_INSTANCE;
+        snprintf(info->index, sizeof(info->index), "%u", g->index);
+        info->minor = g->minor;
+        info->replica = -1;
+        info->incomplete = g->fault != NVML_SUCCESS;
+}
+
+/* The MIG devices of the MIG-enabled GPUs, under migStrategy single or mixed. */
+static int build_migs(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+                      const struct kdev_nvidia_build_options *opts,
+                      const struct kdev_nvidia_rdata *tmpl, struct rbuild *b,
+                      size_t *n_mig_devs, struct kdev_err *err)
+{
+        bool mixed = cfg->mig_strategy == KDEV_NVIDIA_MIG_MIXED;
+        struct profile_set possible = {0};
+        struct kdev_nvidia_mig_minors minors = {0};
+        int rc = 0;
+        if (mixed && (rc = possible_profiles(gpus, opts, &possible, err)) < 0)
+                goto out;
+        if (*n_mig_devs > 0 && (rc = kdev_nvidia_mig_minors_read(cfg->proc_root, &minors, err)) < 0)
+                goto out;
+        *n_mig_devs = 0;
+        for (size_t i = 0; i < gpus->n_gpus; i++) {
+                const struct kdev_gpu *g = &gpus->gpus[i];
+                if (g->uuid[0] == '\0' || g->mig_current != NVML_DEVICE_MIG_ENABLE)
+                        continue;
+                for (size_t k = 0; k < g->n_migs; k++) {
+                        const struct kdev_mig_device *m = &g->migs[k];
+                        char profile[KDEV_NVIDIA_MIG_PROFILE_MAX];
+                        char rname[KDEV_NVIDIA_MIG_PROFILE_MAX + 32];
+                        if ((rc = kdev_nvidia_mig_device_profile(g, m, profile, sizeof(profile),
+                                                                 err)) < 0)
+                                goto out;
+                        const char *name = KDEV_NVIDIA_GPU_RESOURCE;
+                        if (mixed) {
+                                bool same = kdev_nvidia_mig_gi_slices(m->gi_profile_index) ==
+                                            kdev_nvidia_mig_ci_slices(m->ci_profile_index);
+                                if (!same ||
+                                    (g->fault == NVML_SUCCESS &&
+                                     !profile_set_has(&possible, profile))) {
+                                        rc = kdev_err_set(err, EINVAL,
+                                                          "MIG profile '%s' does not match any "
+                                                          "resource patterns",
+                                                          profile);
+                                        goto out;
+                                }
+                                kdev_nvidia_mig_resource_name(profile, rname, sizeof(rname));
+                                name = rname;
+                        }
+                        struct kdev_nvidia_devinfo info;
+                        whole_gpu_info(g, &info);
+                        snprintf(info.uuid, sizeof(info.uuid), "%s", m->uuid);
+                        info.gi = m->gi_id;
+                        info.ci = m->ci_id;
+                        snprintf(info.index, sizeof(info.index), "%u:%u", g->index, m->index);
+                        if ((rc = kdev_nvidia_mig_caps(&minors, g->minor, m->gi_id, m->ci_id,
+                                                       &info.gi_cap, &info.ci_cap, err)) < 0)
+                                goto out;
+                        struct kdev_resource *r = rbuild_get(b, name, tmpl);
+                        if (!r || rbuild_add(r, &info, g->fault == NVML_SUCCESS,
+                                             g->numa_node) < 0) {
+                                rc = kdev_err_set(err, ENOMEM, "out of memory");
+                                goto out;
+                        }
+                        (*n_mig_devs)++;
+                }
+        }
+out:
+        free(possible.names);
+        kdev_nvidia_mig_minors_clear(&minors);
+        return rc;
+}
+
+/* NVIDIA assertAllMigDevicesAreValid and the uniformity rule of `single`
+ * (internal/rm/device_map.go). */
+static int check_migs(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+                      const struct kdev_nvidia_build_options *opts, size_t n_whole,
+                      size_t n_mig_devs, struct kdev_err *err)
+{
+        bool single = cfg->mig_strategy == KDEV_NVIDIA_MIG_SINGLE;
+        for (size_t i = 0; i < gpus->n_gpus; i++) {
+                const struct kdev_gpu *g = &gpus->gpus[i];
+                if (g->uuid[0] == '\0' || g->mig_current != NVML_DEVICE_MIG_ENABLE ||
+                    g->n_migs > 0)
+                        continue;
+                if (single)
+                        return kdev_err_set(err, EINVAL,
+                                            "invalid MIG configuration: at least one device with "
+                                            "migEnabled=true was not configured correctly: "
+                                            "device %u has no MIG devices configured",
+                                            g->index);
+                warnf(opts, "device %u has no MIG devices configured", g->index);
+        }
+        if (!single)
+                return 0;
+        const nvmlDeviceAttributes_t *first = NULL;
+        for (size_t i = 0; i < gpus->n_gpus; i++) {
+                const struct kdev_gpu *g = &gpus->gpus[i];
+                if (g->uuid[0] == '\0' || g->mig_current != NVML_DEVICE_MIG_ENABLE)
+                        continue;
+                for (size_t k = 0; k < g->n_migs; k++) {
+                        const nvmlDeviceAttributes_t *a = &g->migs[k].attributes;
+                        if (!first)
+                                first = a;
+                        else if (memcmp(first, a, sizeof(*a)) != 0)
+                                return kdev_err_set(err, EINVAL,
+                                                    "invalid MIG configuration: more than one "
+                                                    "MIG device type present on node");
+                }
+        }
+        if (n_whole > 0 && n_mig_devs > 0)
+                return kdev_err_set(err, EINVAL,
+                                    "invalid MIG configuration: all devices on the node must be "
+                                    "configured with the same migEnabled value");
+        return 0;
+}
+
 int kdev_nvidia_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
                       const struct kdev_nvidia_build_options *opts, struct kdev_resource_set *out,
                       struct kdev_err *err)
 {
-        if (cfg->mig_strategy != KDEV_NVIDIA_MIG_NONE)
-                return kdev_err_set(err, EOPNOTSUPP, "MIG strategy %s is not supported yet",
-                                    kdev_nvidia_mig_strategy_name(cfg->mig_strategy));
-        if (cfg->time_slicing.present)
-                return kdev_err_set(err, EOPNOTSUPP, "sharing.timeSlicing is not supported yet");
         if (cfg->mps.present)
                 return kdev_err_set(err, EOPNOTSUPP, "sharing.mps is not supported yet");
-        for (size_t i = 0; i < out->n_resources; i++) {
-                if (strcmp(out->resources[i].name, KDEV_NVIDIA_GPU_RESOURCE) == 0)
-                        return kdev_err_set(err, EEXIST, "resource %s defined twice",
-                                            KDEV_NVIDIA_GPU_RESOURCE);
+        static const struct kdev_gpu_set no_gpus = {0};
+        if (!gpus)
+                gpus = &no_gpus;
+        bool mig = cfg->mig_strategy != KDEV_NVIDIA_MIG_NONE;
+        size_t n_migs = 0;
+        for (size_t i = 0; mig && i < gpus->n_gpus; i++) {
+                if (gpus->gpus[i].mig_current == NVML_DEVICE_MIG_ENABLE)
+                        n_migs += gpus->gpus[i].n_migs;
         }
 
         int rc = -ENOMEM;
-        size_t n_gpus = gpus ? gpus->n_gpus : 0;
-        struct kdev_resource r = {0};
-        struct kdev_nvidia_rdata *d = calloc(1, sizeof(*d));
+        struct rbuild b = {.cap = gpus->n_gpus + n_migs};
+        struct kdev_nvidia_rdata *d = calloc(1, sizeof(*d)); /* the settings template */
         if (!d)
                 return kdev_err_set(err, ENOMEM, "out of memory");
         d->strategies = cfg->device_list_strategies;
@@ -186,53 +441,63 @@ int kdev_nvidia_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
                 goto nomem;
         if ((rc = find_imex_channels(cfg, opts, d, err)) < 0)
                 goto fail;
-        rc = -ENOMEM;
-        r.ops = &kdev_nvidia_resource_ops;
-        r.ops_data = d;
-        if (!(r.name = strdup(KDEV_NVIDIA_GPU_RESOURCE)))
+
+        /* nvidia.com/gpu first: the whole GPUs (under single/mixed those with
+         * MIG disabled; NVIDIA buildGPUDeviceMap) */
+        struct kdev_resource *gpu_r = rbuild_get(&b, KDEV_NVIDIA_GPU_RESOURCE, d);
+        if (!gpu_r)
                 goto nomem;
-        if (n_gpus) {
-                d->infos = calloc(n_gpus, sizeof(*d->infos));
-                r.devices = calloc(n_gpus, sizeof(*r.devices));
-                if (!d->infos || !r.devices)
-                        goto nomem;
-        }
-        for (size_t i = 0; i < n_gpus; i++) {
+        size_t n_whole = 0, n_mig_devs = n_migs;
+        for (size_t i = 0; i < gpus->n_gpus; i++) {
                 const struct kdev_gpu *g = &gpus->gpus[i];
                 if (g->uuid[0] == '\0') {
                         warnf(opts, "GPU %u: lost before its UUID was read; not advertised",
                               g->index);
                         continue;
                 }
-                struct kdev_nvidia_devinfo *info = &d->infos[d->n_infos++];
-                snprintf(info->uuid, sizeof(info->uuid), "%s", g->uuid);
-                snprintf(info->parent_uuid, sizeof(info->parent_uuid), "%s", g->uuid);
-                info->gi = info->ci = KDEV_NVIDIA_NO_INSTANCE;
-                snprintf(info->index, sizeof(info->index), "%u", g->index);
-                info->minor = g->minor;
-                info->replica = -1;
-                struct kdev_device *dev = &r.devices[r.n_devices];
-                if (!(dev->id = strdup(g->uuid)))
+                if (mig && g->mig_current == NVML_DEVICE_MIG_ENABLE)
+                        continue;
+                struct kdev_nvidia_devinfo info;
+                whole_gpu_info(g, &info);
+                if (rbuild_add(gpu_r, &info, g->fault == NVML_SUCCESS, g->numa_node) < 0)
                         goto nomem;
-                r.n_devices++;
-                dev->healthy = g->fault == NVML_SUCCESS;
-                dev->numa_node = g->numa_node;
-                dev->data = info;
+                n_whole++;
+        }
+        if (mig) {
+                if ((rc = build_migs(gpus, cfg, opts, d, &b, &n_mig_devs, err)) < 0 ||
+                    (rc = check_migs(gpus, cfg, opts, n_whole, n_mig_devs, err)) < 0)
+                        goto fail;
+                /* mixed: no empty nvidia.com/gpu next to MIG resources (NVIDIA
+                 * starts no plugin for a resource without devices) */
+                if (b.v[0].n_devices == 0 && b.n > 1) {
+                        kdev_resource_clear(&b.v[0]);
+                        memmove(&b.v[0], &b.v[1], (b.n - 1) * sizeof(b.v[0]));
+                        b.n--;
+                }
+        }
+        for (size_t i = 0; i < b.n; i++) {
+                for (size_t k = 0; k < out->n_resources; k++) {
+                        if (strcmp(out->resources[k].name, b.v[i].name) == 0) {
+                                rc = kdev_err_set(err, EEXIST, "resource %s defined twice",
+                                                  b.v[i].name);
+                                goto fail;
+                        }
+                }
         }
         struct kdev_resource *nr = realloc(out->resources,
-                                           (out->n_resources + 1) * sizeof(*nr));
+                                           (out->n_resources + b.n) * sizeof(*nr));
         if (!nr)
                 goto nomem;
         out->resources = nr;
-        out->resources[out->n_resources++] = r;
+        memcpy(&out->resources[out->n_resources], b.v, b.n * sizeof(*b.v));
+        out->n_resources += b.n;
+        free(b.v);
+        kdev_nvidia_rdata_free(d);
         return 0;
 nomem:
         rc = kdev_err_set(err, ENOMEM, "out of memory");
 fail:
-        if (r.ops_data) {
-                kdev_resource_clear(&r); /* frees d through the ops */
-        } else {
-                kdev_nvidia_rdata_free(d);
-        }
+        rbuild_clear(&b);
+        kdev_nvidia_rdata_free(d);
         return rc;
 }

@@ -40,10 +40,44 @@ struct kdev_nvidia_build_options {
 /* Builds the NVIDIA resources of |gpus| under the finished config |cfg| and
  * appends them to |out| (whose resource names must differ from them).
  *
- * migStrategy none (the only one so far): one resource "nvidia.com/gpu"
- * holding every GPU whole, MIG-enabled ones included, as NVIDIA does (§1.3).
- * Device ID = the GPU UUID (also with deviceIDStrategy index, §1.4), in NVML
- * order; healthy unless the GPU answered GPU_IS_LOST or RESET_REQUIRED during
+ * migStrategy none: one resource "nvidia.com/gpu" holding every GPU whole,
+ * MIG-enabled ones included, as NVIDIA does (§1.3).
+ *
+ * migStrategy single / mixed (NVIDIA internal/rm/device_map.go, §1.3; names
+ * from nvidia/mig.h, computed from NVML numbers): GPUs with MIG disabled stay
+ * whole in "nvidia.com/gpu"; each MIG device of a MIG-enabled GPU becomes a
+ * device with ID = its MIG UUID and devinfo uuid = MIG UUID, parent_uuid =
+ * the GPU's, gi/ci = its GPU/compute instance IDs, index "i:j" (j =
+ * nvmlDeviceGetMigDeviceHandleByIndex's index), minor = the GPU's, gi_cap /
+ * ci_cap from <cfg->proc_root>/driver/nvidia-caps/mig-minors (read once per
+ * build), NUMA node and health of the GPU.
+ *   single: every MIG device in "nvidia.com/gpu". Invalid layouts fail
+ *     (-EINVAL), checked in NVIDIA's order:
+ *     "invalid MIG configuration: at least one device with migEnabled=true was
+ *      not configured correctly: device <i> has no MIG devices configured",
+ *     "invalid MIG configuration: more than one MIG device type present on
+ *      node" (nvmlDeviceAttributes_t compared whole),
+ *     "invalid MIG configuration: all devices on the node must be configured
+ *      with the same migEnabled value".
+ *   mixed: one resource "nvidia.com/mig-<profile>" ('+' -> '.') per profile
+ *     that has devices, after "nvidia.com/gpu" (left out when it has no
+ *     device), in order of first appearance (NVML order); devices in NVML
+ *     order (i, j). Matching is exact (anchored): a device's profile must
+ *     have C == G and be one of the possible profiles of the node's MIG-
+ *     capable GPUs, else -EINVAL "MIG profile '<p>' does not match any
+ *     resource patterns" (e.g. '1c.3g.20gb'). A MIG-enabled GPU without MIG
+ *     devices gives the warning "device <i> has no MIG devices configured"
+ *     and is skipped.
+ *   Both: -EACCES etc. "error getting MIG profiles of GPU <i>: error getting
+ *     parent memory info: <nvmlErrorString>" (mixed) or "error getting MIG
+ *     profile for MIG device at index '(<i>, <j>)': ..." when a parent's
+ *     memory size is unknown; -ENOENT "missing MIG GPU instance capability
+ *     path: /proc/driver/nvidia/capabilities/gpu<g>/mig/gi<i>/access" (or
+ *     .../ci<c>/access) when mig-minors lacks the device's line (also when the
+ *     file is absent), as NVIDIA's device construction fails.
+ *
+ * Whole GPUs: device ID = the GPU UUID (also with deviceIDStrategy index,
+ * §1.4), in NVML order; healthy unless the GPU answered GPU_IS_LOST or RESET_REQUIRED during
  * discovery (kdev_gpu.fault); numa_node from discovery (-1: none, so no
  * TopologyInfo). A GPU lost before its UUID could be read cannot be named: it
  * is left out with the warning "GPU <i>: lost before its UUID was read; not
@@ -65,9 +99,12 @@ struct kdev_nvidia_build_options {
  * imex.required, fails the build: "requested IMEX channel channel<id> does
  * not exist" (-ENOENT).
  *
- * Errors: -EOPNOTSUPP "MIG strategy <s> is not supported yet" and
- * "sharing.<timeSlicing|mps> is not supported yet" (issue 4), -EEXIST when
- * |out| already has "nvidia.com/gpu", -ENOMEM. |out| is unchanged on error. */
+ * sharing.timeSlicing is not applied here: call kdev_nvidia_apply_sharing()
+ * (nvidia/sharing.h) on |out| afterwards.
+ *
+ * Errors: the MIG errors above, -EOPNOTSUPP "sharing.mps is not supported
+ * yet" (issue 4), -EEXIST "resource <name> defined twice" when |out| already
+ * has one of the names, -ENOMEM. |out| is unchanged on error. */
 int kdev_nvidia_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
                       const struct kdev_nvidia_build_options *opts, struct kdev_resource_set *out,
                       struct kdev_err *err);

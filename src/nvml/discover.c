@@ -14,6 +14,7 @@ struct ctx {
         struct kdev_gpu_set *set;
         nvmlDevice_t *handles;    /* per kept GPU */
         const char *sysfs_root;
+        unsigned flags;           /* KDEV_NVML_DISCOVER_* */
         struct kdev_err *err;
 };
 
@@ -330,7 +331,7 @@ static int read_gpu(struct ctx *c, unsigned idx, struct kdev_gpu *g, nvmlDevice_
                 }
         }
 #undef IDCALL
-        if (g->mig_capable) {
+        if (g->mig_capable && !(c->flags & KDEV_NVML_DISCOVER_NO_MIG)) {
                 rc = read_mig_profiles(c, g, dev);
                 if (rc < 0 || g->fault != NVML_SUCCESS)
                         return rc;
@@ -509,6 +510,7 @@ int kdev_nvml_discover(struct kdev_nvml *lib, const struct kdev_nvml_discover_op
                 .lib = lib,
                 .api = kdev_nvml_api(lib),
                 .sysfs_root = opts ? opts->sysfs_root : NULL,
+                .flags = opts ? opts->flags : 0,
                 .err = err,
         };
         c.set = calloc(1, sizeof(*c.set));

@@ -122,6 +122,10 @@ struct kdev_gpu_set {
 
 enum {
         KDEV_NVML_DISCOVER_LINKS = 1u << 0,    /* read topology levels and NVLinks */
+        /* Read only the MIG mode, not MIG profiles and devices (migStrategy
+         * none: NVIDIA's plugin calls only nvmlDeviceGetMigMode then, so a MIG
+         * query it would not make cannot stop the node). */
+        KDEV_NVML_DISCOVER_NO_MIG = 1u << 1,
 };
 
 struct kdev_nvml_discover_options {

@@ -630,6 +630,15 @@ int kdev_dp_runtime_start(struct kdev_dp_runtime *rt, struct kdev_err *err)
         return 0;
 }
 
+void kdev_dp_runtime_restart(struct kdev_dp_runtime *rt)
+{
+        if (!rt || rt->stopping)
+                return;
+        for (size_t i = 0; i < rt->n_servers; i++)
+                rt->servers[i]->restart_wanted = true;
+        schedule_flush(rt);
+}
+
 void kdev_dp_runtime_notify(struct kdev_dp_runtime *rt, const char *name)
 {
         struct dp_server *s = find_server(rt, name);

@@ -74,6 +74,11 @@ void kdev_dp_runtime_notify(struct kdev_dp_runtime *rt, const char *name);
  * NULL) once libuv has released every handle. NULL-safe. */
 void kdev_dp_runtime_stop(struct kdev_dp_runtime *rt, void (*done)(void *arg), void *arg);
 
+/* Starts a fresh server for every resource and registers each again, as
+ * after a kubelet restart (kdev-plugin does this on SIGHUP, where NVIDIA's
+ * plugin restarts its plugins). */
+void kdev_dp_runtime_restart(struct kdev_dp_runtime *rt);
+
 /* Statistics for tests and benchmarks: successful registrations so far for
  * resource |name| (0 when unknown). */
 unsigned kdev_dp_runtime_registrations(const struct kdev_dp_runtime *rt, const char *name);

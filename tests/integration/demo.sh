@@ -1,29 +1,44 @@
 #!/usr/bin/env bash
-# The README's demo runs end to end on the built binaries (generic devices and
-# mock NVIDIA GPUs), exits 0 and prints the allocations, the GPU fault and its
-# recovery, and the CDI spec's life.
+# The README's demo runs end to end on the built binaries, exits 0 and prints,
+# for node 1 (generic devices and 8 mock H100, two of them time-sliced) the
+# allocations, the GPU fault and its recovery and the CDI spec's life, and for
+# node 2 (mock A100-40GB, MIG strategy mixed) the MIG resources and their
+# device nodes.
 set -uo pipefail
-out=$(KDEV_BUILD_DIR="$KDEV_BUILD_DIR" timeout 240 "$KDEV_SOURCE_DIR/scripts/demo.sh" 2>&1)
+out=$(KDEV_BUILD_DIR="$KDEV_BUILD_DIR" timeout 300 "$KDEV_SOURCE_DIR/scripts/demo.sh" 2>&1)
 rc=$?
 fail() { echo "FAIL: $*"; echo "$out"; echo "0 passed, 1 failed"; exit 1; }
 [ "$rc" -eq 0 ] || fail "demo exited $rc"
 expect() { grep -qxF -- "$1" <<<"$out" || fail "missing line: $1"; }
-expect "wait: satisfied: example.com/null allocatable 2 (wanted 2) nvidia.com/gpu allocatable 8 (wanted 8)"
+row() { grep -qE "^$1$" <<<"$out" || fail "missing table row: $1"; }
+# node 1
+expect "wait: satisfied: example.com/null allocatable 2 (wanted 2) nvidia.com/gpu allocatable 6 (wanted 6) nvidia.com/gpu.shared allocatable 8 (wanted 8)"
 expect "pod train (uid dee795a6-c508-4209-8e25-dca2ae87b6bd): admitted"
 expect "    example.com/null: null::0"
 expect "    device /dev/null from /dev/null (rw)"
-expect "pod trainer (uid ecf2dc7c-f0a8-4902-85e3-b3ba3f8ac52a): admitted"
-expect "    env NVIDIA_VISIBLE_DEVICES=GPU-d8cd89cd-fb85-bd29-f5e7-826260cc2255"
-expect "    cdi k8s.device-plugin.nvidia.com/gpu=GPU-d8cd89cd-fb85-bd29-f5e7-826260cc2255"
-expect "wait: satisfied: nvidia.com/gpu allocatable 7 (wanted exactly 7)"
-expect "pod eval (uid d58d0f60-840e-48af-82e2-da2279c28a5b): rejected: UnexpectedAdmissionError: Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: 3, Available: 2, which is unexpected"
-expect "wait: satisfied: nvidia.com/gpu allocatable 8 (wanted exactly 8)"
-expect "pod eval-retry (uid 0f24b897-81ce-47cc-8db8-a0871337d3bc): admitted"
-grep -qE '^nvidia.com/gpu +8 +8 +8 +kdev-nvidia.com_gpu.sock +connected$' <<<"$out" || fail "GPU capacity row"
-grep -qE '^example.com/null +2 +2 +2 +kdev-example.com_null.sock +connected$' <<<"$out" || fail "null capacity row"
-grep -qF 'msg="GPU unhealthy" uuid=GPU-e468c3ab-0f10-9911-df74-2436cb131826 xid=79' <<<"$out" || fail "health event"
-grep -qF 'msg="GPU healthy again" uuid=GPU-e468c3ab-0f10-9911-df74-2436cb131826' <<<"$out" || fail "recovery"
+expect "    nvidia.com/gpu: GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e,GPU-d8cd89cd-fb85-bd29-f5e7-826260cc2255,GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9,GPU-e468c3ab-0f10-9911-df74-2436cb131826"
+expect "    env NVIDIA_VISIBLE_DEVICES=GPU-fe76d5dd-bdd7-3218-ca20-140883e2c7b8"
+expect "    cdi k8s.device-plugin.nvidia.com/gpu=GPU-fe76d5dd-bdd7-3218-ca20-140883e2c7b8"
+expect "    nvidia.com/gpu.shared: GPU-35ca105b-9262-0c50-b916-71c8b2d581d5::0,GPU-c64278a1-b3c9-975f-f3b4-2ad25c978906::0"
+expect "    env NVIDIA_VISIBLE_DEVICES=GPU-35ca105b-9262-0c50-b916-71c8b2d581d5,GPU-c64278a1-b3c9-975f-f3b4-2ad25c978906"
+expect "wait: satisfied: nvidia.com/gpu allocatable 5 (wanted exactly 5)"
+expect "pod eval (uid d58d0f60-840e-48af-82e2-da2279c28a5b): rejected: UnexpectedAdmissionError: Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: 1, Available: 0, which is unexpected"
+expect "wait: satisfied: nvidia.com/gpu allocatable 6 (wanted exactly 6)"
+expect "    nvidia.com/gpu: GPU-a288dd1f-391c-ec59-8d1d-b582a91b7759"
+row 'nvidia.com/gpu +6 +6 +6 +kdev-nvidia.com_gpu.sock +connected'
+row 'nvidia.com/gpu.shared +8 +8 +2 +kdev-nvidia.com_gpu.shared.sock +connected'
+row 'example.com/null +2 +2 +2 +kdev-example.com_null.sock +connected'
+grep -qF 'msg="GPU unhealthy" uuid=GPU-a288dd1f-391c-ec59-8d1d-b582a91b7759 xid=79' <<<"$out" || fail "health event"
+grep -qF 'msg="GPU healthy again" uuid=GPU-a288dd1f-391c-ec59-8d1d-b582a91b7759' <<<"$out" || fail "recovery"
 expect "CDI spec while running: k8s.device-plugin.nvidia.com-gpu.json"
 expect "CDI spec after exit: removed"
-expect "kdevctl kubelet exit status: 0; kdev-plugin exit status: 0; sockets left: 0"
+# node 2
+expect "nvidia.com/mig-1g.5gb: 6 devices (6 replicas of 3 devices): MIG-d49257bf-597e-857d-3bb4-e6384c9909cc::0 MIG-d49257bf-597e-857d-3bb4-e6384c9909cc::1 MIG-cc362666-f6d1-a63a-ddd2-38044c0c64a2::0 MIG-cc362666-f6d1-a63a-ddd2-38044c0c64a2::1 MIG-f77e8b45-cbe6-cf64-aa48-e4cad680f3d8::0 MIG-f77e8b45-cbe6-cf64-aa48-e4cad680f3d8::1"
+expect "    nvidia.com/mig-3g.20gb: MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f"
+expect "    device /dev/nvidia-caps/nvidia-cap21 from /dev/nvidia-caps/nvidia-cap21 (rw)"
+expect "    nvidia.com/mig-1g.5gb.me: MIG-fa0a443e-a85c-8cba-33fa-10b94f0ea046"
+row 'nvidia.com/mig-1g.5gb +6 +6 +2 +kdev-nvidia.com_mig-1g.5gb.sock +connected'
+row 'nvidia.com/mig-2g.10gb +1 +1 +0 +kdev-nvidia.com_mig-2g.10gb.sock +connected'
+n=$(grep -cxF "kdevctl kubelet exit status: 0; kdev-plugin exit status: 0; sockets left: 0" <<<"$out")
+[ "$n" -eq 2 ] || fail "expected two clean node runs, got $n"
 echo "1 passed, 0 failed"

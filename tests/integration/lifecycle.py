@@ -253,6 +253,47 @@ def test_lock_file_removed_on_clean_exit():
         assert not os.path.exists(os.path.join(d, SOCK + ".lock"))
 
 
+def test_sighup_registers_again_and_sigquit_stops_cleanly():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="registration")
+            p.proc.send_signal(__import__("signal").SIGHUP)
+            wait_for(lambda: k.count(RES) == 2, what="registration after SIGHUP")
+            p.proc.send_signal(__import__("signal").SIGQUIT)
+            assert p.proc.wait(20) == 0
+            assert not os.path.exists(os.path.join(d, SOCK))
+            assert 'msg="stopping" signal=SIGQUIT' in p.logtext()
+        finally:
+            p.stop()
+            k.stop()
+
+
+def test_nvidia_config_file_variable_and_kubelet_socket_flag():
+    # NVIDIA's helm chart passes CONFIG_FILE and --kubelet-socket.
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        cfg = os.path.join(os.path.dirname(d), "nvidia-style.yaml")
+        with open(cfg, "w") as f:
+            f.write(NULL_CONFIG)
+        log = open(cfg + ".log", "w")
+        env = dict(os.environ, CONFIG_FILE=cfg)
+        env.pop("KDEV_CONFIG", None)
+        proc = subprocess.Popen([os.path.join(kt.BUILD_DIR, "kdev-plugin"), "--kubelet-socket",
+                                 os.path.join(d, "kubelet.sock")], env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="registration")
+        finally:
+            proc.terminate()
+            assert proc.wait(20) == 0
+            log.close()
+            k.stop()
+
+
 def test_register_error_is_retried():
     with TempDir() as d:
         k = FakeKubelet(d, reject=1)
@@ -352,6 +393,8 @@ if __name__ == "__main__":
         test_removed_lock_file_never_steals_a_live_socket,
         test_kubelet_absent_at_start,
         test_register_error_is_retried,
+        test_sighup_registers_again_and_sigquit_stops_cleanly,
+        test_nvidia_config_file_variable_and_kubelet_socket_flag,
         test_kubelet_starting_with_the_plugin_gives_one_registration,
         test_lock_file_removed_on_clean_exit,
         test_two_instances_take_over,

@@ -140,6 +140,30 @@ def test_lost_gpu_never_recovers():
             k.stop()
 
 
+def test_gpu_faulted_at_discovery_stays_unhealthy():
+    # Discovery stops at the fault (minor, PCI bus ID, NUMA unknown): the GPU
+    # must not come back in place with a guessed /dev/nvidia<minor>.
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        control(d, "error %s nvmlDeviceGetPciInfo GPU_IS_LOST" % UUIDS[3])
+        p = start(d)
+        try:
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            want = list(ALL_HEALTHY)
+            want[3] = (UUIDS[3], "Unhealthy")
+            assert k.updates[RES][0] == want, k.updates[RES][0]
+            control(d, "error %s nvmlDeviceGetPciInfo SUCCESS" % UUIDS[3])
+            time.sleep(4)  # past the quiet period
+            assert k.updates[RES][-1] == want, k.updates[RES][-1]
+            with open(os.path.join(cdi_dir(d), "k8s.device-plugin.nvidia.com-gpu.json")) as f:
+                names = [dev["name"] for dev in json.load(f)["devices"]]
+            assert UUIDS[3] not in names and len(names) == 8, names
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
 def test_health_checks_disabled():
     with TempDir() as d:
         k = FakeKubelet(d)
@@ -223,6 +247,7 @@ if __name__ == "__main__":
         test_gpus_advertised_and_allocated,
         test_one_update_per_health_transition_and_recovery,
         test_lost_gpu_never_recovers,
+        test_gpu_faulted_at_discovery_stays_unhealthy,
         test_health_checks_disabled,
         test_fail_on_init_error_true_exits,
         test_fail_on_init_error_false_rediscovers,

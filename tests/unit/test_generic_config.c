@@ -78,8 +78,10 @@ static void test_parse_minimal(void **state)
 {
         (void)state;
         struct kdev_generic_config *cfg = NULL;
-        const char *texts[] = {"version: v1\n", "version: v1\ngeneric:\n  devices: []\n"};
-        for (size_t i = 0; i < 2; i++) {
+        /* version is optional (v1 when absent), as in NVIDIA's config files */
+        const char *texts[] = {"version: v1\n", "version: v1\ngeneric:\n  devices: []\n",
+                               "generic:\n  devices: []\n"};
+        for (size_t i = 0; i < 3; i++) {
                 assert_int_equal(kdev_generic_config_parse("m.yaml", texts[i], strlen(texts[i]),
                                                            &cfg, NULL),
                                  0);
@@ -226,7 +228,6 @@ static const struct bad bad_cases[] = {
         {"version: v2\n", "demo.yaml:1:10: version: unsupported version \"v2\" (supported: v1)"},
         {"version: 1\n", "demo.yaml:1:10: version: unsupported version \"1\" (supported: v1)"},
         {"version: [v1]\n", "demo.yaml:1:10: version: must be a string, got a list"},
-        {"generic:\n  devices: []\n", "demo.yaml:1:1: missing required key \"version\""},
         {"version: v1\nversion: v1\n",
          "demo.yaml:2:1: version: duplicate key (first at line 1, column 1)"},
         {"- version: v1\n", "demo.yaml:1:1: must be a mapping, got a list"},

@@ -165,7 +165,7 @@ static void test_sharing(void **state)
                        "        rename: shared-1g\n"
                        "        devices: 2\n"
                        "        replicas: 2\n"
-                       "      - name: gpu\n"
+                       "      - name: mig-2g.10gb\n"
                        "        devices: [0, \"1:0\", GPU-8c3d0e7a-0b6f-4f57-a42f-8e7d8dca5c0e,"
                        " MIG-GPU-8c3d0e7a-0b6f-4f57-a42f-8e7d8dca5c0e/1/0,"
                        " MIG-2b1f3c9e-7d1a-5c2e-9f3b-0a1b2c3d4e5f]\n"

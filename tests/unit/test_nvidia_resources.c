@@ -286,9 +286,12 @@ static void test_no_gpus_and_errors(void **state)
         kdev_resource_set_clear(&rs);
         assert_null(kdev_nvidia_device_info(NULL, NULL));
 
-        cfg.mig_strategy = KDEV_NVIDIA_MIG_MIXED;
-        assert_int_equal(kdev_nvidia_build(NULL, &cfg, NULL, &rs, &e), -EOPNOTSUPP);
-        assert_string_equal(e.msg, "MIG strategy mixed is not supported yet");
+        cfg.mig_strategy = KDEV_NVIDIA_MIG_MIXED; /* 0 GPUs: the empty nvidia.com/gpu too */
+        build(NULL, &cfg, &rs, &w);
+        assert_int_equal(rs.n_resources, 1);
+        assert_string_equal(rs.resources[0].name, "nvidia.com/gpu");
+        assert_int_equal(rs.resources[0].n_devices, 0);
+        kdev_resource_set_clear(&rs);
         cfg.mig_strategy = KDEV_NVIDIA_MIG_NONE;
         /* IMEX: a missing required channel fails; a missing optional one warns */
         cfg.imex_channel_ids = calloc(1, sizeof(unsigned));

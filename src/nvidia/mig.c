@@ -1,0 +1,322 @@
+/* MIG profile names, resource names and mig-minors (see mig.h). */
+#include "nvidia/mig.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvml/nvml_api.h"
+
+unsigned kdev_nvidia_mig_gi_slices(unsigned gi_index)
+{
+        switch (gi_index) {
+        case NVML_GPU_INSTANCE_PROFILE_1_SLICE:
+        case NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1:
+        case NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2:
+        case NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX:
+        case NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME:
+        case NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME:
+                return 1;
+        case NVML_GPU_INSTANCE_PROFILE_2_SLICE:
+        case NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1:
+        case NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX:
+        case NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:
+        case NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME:
+                return 2;
+        case NVML_GPU_INSTANCE_PROFILE_3_SLICE:
+                return 3;
+        case NVML_GPU_INSTANCE_PROFILE_4_SLICE:
+        case NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX:
+                return 4;
+        case NVML_GPU_INSTANCE_PROFILE_6_SLICE:
+                return 6;
+        case NVML_GPU_INSTANCE_PROFILE_7_SLICE:
+                return 7;
+        case NVML_GPU_INSTANCE_PROFILE_8_SLICE:
+                return 8;
+        default:
+                return 0;
+        }
+}
+
+unsigned kdev_nvidia_mig_ci_slices(unsigned ci_index)
+{
+        switch (ci_index) {
+        case NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE:
+        case NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1:
+                return 1;
+        case NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE: return 2;
+        case NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE: return 3;
+        case NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE: return 4;
+        case NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE: return 6;
+        case NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE:
+        case NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE_NVL:
+                return 7;
+        case NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE: return 8;
+        default: return 0;
+        }
+}
+
+/* The suffix of a GPU-instance profile index (go-nvlib attributes). */
+static const char *gi_suffix(unsigned gi_index)
+{
+        switch (gi_index) {
+        case NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1:
+        case NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1:
+                return "+me";
+        case NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME:
+        case NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME:
+                return "+me.all";
+        case NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX:
+        case NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX:
+        case NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX:
+                return "+gfx";
+        case NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME:
+        case NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:
+                return "-me";
+        default:
+                return "";
+        }
+}
+
+/* math.Ceil and math.Round (half away from zero) for 0 <= x < 2^52, without
+ * libm. x - trunc(x) is exact in binary floating point. */
+static double ceil_pos(double x)
+{
+        double t = (double)(unsigned long long)x;
+        return t < x ? t + 1.0 : t;
+}
+
+static double round_pos(double x)
+{
+        double t = (double)(unsigned long long)x;
+        return x - t >= 0.5 ? t + 1.0 : t;
+}
+
+unsigned long long kdev_nvidia_mig_memory_gb(unsigned long long mig_mib,
+                                             unsigned long long parent_total_bytes)
+{
+        const double one_mib = 1024.0 * 1024.0;
+        const unsigned long long one_gib = 1024ULL * 1024 * 1024;
+        if (parent_total_bytes == 0)
+                return 0;
+        double frac = ((double)mig_mib * one_mib) / (double)parent_total_bytes;
+        frac = ceil_pos(frac * 8.0) / 8.0;
+        double total_gb = (double)((parent_total_bytes + one_gib - 1) / one_gib);
+        return (unsigned long long)round_pos(frac * total_gb);
+}
+
+int kdev_nvidia_mig_profile_name(unsigned gi_index, unsigned ci_index,
+                                 unsigned long long memory_mib,
+                                 unsigned long long parent_total_bytes, char *buf, size_t size,
+                                 struct kdev_err *err)
+{
+        unsigned g = kdev_nvidia_mig_gi_slices(gi_index);
+        unsigned c = kdev_nvidia_mig_ci_slices(ci_index);
+        if (g == 0)
+                return kdev_err_set(err, EINVAL, "unknown GPU instance profile index 0x%x",
+                                    gi_index);
+        if (c == 0)
+                return kdev_err_set(err, EINVAL, "unknown compute instance profile index 0x%x",
+                                    ci_index);
+        if (parent_total_bytes == 0)
+                return kdev_err_set(err, EINVAL, "parent GPU memory size is 0");
+        unsigned long long gb = kdev_nvidia_mig_memory_gb(memory_mib, parent_total_bytes);
+        int n;
+        if (c == g)
+                n = snprintf(buf, size, "%ug.%llugb%s", g, gb, gi_suffix(gi_index));
+        else
+                n = snprintf(buf, size, "%uc.%ug.%llugb%s", c, g, gb, gi_suffix(gi_index));
+        if (n < 0 || (size_t)n >= size)
+                return kdev_err_set(err, ENOBUFS, "MIG profile name too long");
+        return n;
+}
+
+int kdev_nvidia_mig_device_profile(const struct kdev_gpu *parent,
+                                   const struct kdev_mig_device *m, char *buf, size_t size,
+                                   struct kdev_err *err)
+{
+        if (parent->memory_ret != NVML_SUCCESS)
+                return kdev_err_set(err, -kdev_nvml_errno(parent->memory_ret),
+                                    "error getting MIG profile for MIG device at index "
+                                    "'(%u, %u)': error getting parent memory info: %s",
+                                    parent->index, m->index,
+                                    kdev_nvml_builtin_strerror(parent->memory_ret));
+        int rc = kdev_nvidia_mig_profile_name(m->gi_profile_index, m->ci_profile_index,
+                                              m->attributes.memorySizeMB, parent->memory_total,
+                                              buf, size, err);
+        if (rc < 0)
+                kdev_err_wrap(err, "error getting MIG profile for MIG device at index '(%u, %u)'",
+                              parent->index, m->index);
+        return rc;
+}
+
+int kdev_nvidia_mig_resource_name(const char *profile, char *buf, size_t size)
+{
+        int n = snprintf(buf, size, KDEV_NVIDIA_MIG_RESOURCE_PREFIX "%s", profile);
+        if (n < 0 || (size_t)n >= size)
+                return -ENOBUFS;
+        for (char *p = buf; *p; p++) {
+                if (*p == '+')
+                        *p = '.';
+        }
+        return n;
+}
+
+void kdev_nvidia_mig_minors_clear(struct kdev_nvidia_mig_minors *m)
+{
+        if (!m)
+                return;
+        free(m->entries);
+        memset(m, 0, sizeof(*m));
+        m->config = m->monitor = -1;
+}
+
+/* Parses a decimal unsigned at *p (at least one digit), advancing *p. */
+static int parse_uint(const char **p, unsigned *out)
+{
+        const char *s = *p;
+        unsigned long v = 0;
+        if (*s < '0' || *s > '9')
+                return -1;
+        while (*s >= '0' && *s <= '9') {
+                v = v * 10 + (unsigned long)(*s - '0');
+                if (v > 0xFFFFFFFFul)
+                        return -1;
+                s++;
+        }
+        *p = s;
+        *out = (unsigned)v;
+        return 0;
+}
+
+static int expect(const char **p, const char *lit)
+{
+        size_t n = strlen(lit);
+        if (strncmp(*p, lit, n) != 0)
+                return -1;
+        *p += n;
+        return 0;
+}
+
+/* One line: 0 parsed into |e| (ci -2 for config, -3 for monitor), -1 not. */
+static int parse_line(const char *s, struct kdev_nvidia_mig_minor *e)
+{
+        const char *p = s;
+        if (expect(&p, "config ") == 0 || (p = s, expect(&p, "monitor ") == 0)) {
+                e->ci = s[0] == 'c' ? -2 : -3;
+                e->gpu = e->gi = 0;
+                return parse_uint(&p, &e->minor) == 0 && *p == '\0' ? 0 : -1;
+        }
+        p = s;
+        unsigned ci = 0;
+        if (expect(&p, "gpu") < 0 || parse_uint(&p, &e->gpu) < 0 || expect(&p, "/gi") < 0 ||
+            parse_uint(&p, &e->gi) < 0)
+                return -1;
+        e->ci = -1;
+        if (expect(&p, "/ci") == 0) {
+                if (parse_uint(&p, &ci) < 0 || ci > 0x7FFFFFFF)
+                        return -1;
+                e->ci = (int)ci;
+        }
+        if (expect(&p, "/access ") < 0 || parse_uint(&p, &e->minor) < 0 || *p != '\0')
+                return -1;
+        return 0;
+}
+
+int kdev_nvidia_mig_minors_read(const char *proc_root, struct kdev_nvidia_mig_minors *out,
+                                struct kdev_err *err)
+{
+        memset(out, 0, sizeof(*out));
+        out->config = out->monitor = -1;
+        char path[4096];
+        const char *root = proc_root && proc_root[0] ? proc_root : KDEV_NVIDIA_DEFAULT_PROC_ROOT;
+        size_t rl = strlen(root);
+        while (rl > 1 && root[rl - 1] == '/')
+                rl--;
+        snprintf(path, sizeof(path), "%.*s/%s", (int)rl, strcmp(root, "/") == 0 ? "" : root,
+                 KDEV_NVIDIA_MIG_MINORS_FILE);
+        FILE *f = fopen(path, "re");
+        if (!f) {
+                if (errno == ENOENT || errno == ENOTDIR)
+                        return 0;
+                int e = errno;
+                return kdev_err_set(err, e, "error opening MIG minors file: %s: %s", path,
+                                    strerror(e));
+        }
+        out->present = true;
+        char *line = NULL;
+        size_t cap = 0, alloc = 0;
+        ssize_t len;
+        int rc = 0;
+        errno = 0;
+        while ((len = getline(&line, &cap, f)) >= 0) {
+                while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+                        line[--len] = '\0';
+                struct kdev_nvidia_mig_minor e;
+                if (parse_line(line, &e) < 0) {
+                        out->n_skipped++;
+                        continue;
+                }
+                if (e.ci == -2) {
+                        out->config = (int)e.minor;
+                        continue;
+                }
+                if (e.ci == -3) {
+                        out->monitor = (int)e.minor;
+                        continue;
+                }
+                if (out->n_entries == alloc) {
+                        size_t na = alloc ? alloc * 2 : 256;
+                        struct kdev_nvidia_mig_minor *v = realloc(out->entries, na * sizeof(*v));
+                        if (!v) {
+                                rc = kdev_err_set(err, ENOMEM, "out of memory");
+                                break;
+                        }
+                        out->entries = v;
+                        alloc = na;
+                }
+                out->entries[out->n_entries++] = e;
+        }
+        if (rc == 0 && ferror(f)) {
+                int e = errno ? errno : EIO;
+                rc = kdev_err_set(err, e, "error reading MIG minors file: %s: %s", path,
+                                  strerror(e));
+        }
+        free(line);
+        fclose(f);
+        if (rc < 0)
+                kdev_nvidia_mig_minors_clear(out);
+        return rc;
+}
+
+/* The minor of gpu<g>/gi<i>[/ci<c>]/access; the last matching line wins. */
+static int lookup(const struct kdev_nvidia_mig_minors *m, unsigned gpu, unsigned gi, int ci,
+                  unsigned *minor)
+{
+        for (size_t k = m->n_entries; k-- > 0;) {
+                const struct kdev_nvidia_mig_minor *e = &m->entries[k];
+                if (e->gpu == gpu && e->gi == gi && e->ci == ci) {
+                        *minor = e->minor;
+                        return 0;
+                }
+        }
+        return -1;
+}
+
+int kdev_nvidia_mig_caps(const struct kdev_nvidia_mig_minors *m, unsigned gpu_minor, unsigned gi,
+                         unsigned ci, unsigned *gi_cap, unsigned *ci_cap, struct kdev_err *err)
+{
+        if (lookup(m, gpu_minor, gi, -1, gi_cap) < 0)
+                return kdev_err_set(err, ENOENT,
+                                    "missing MIG GPU instance capability path: "
+                                    "/proc/driver/nvidia/capabilities/gpu%u/mig/gi%u/access",
+                                    gpu_minor, gi);
+        if (ci > 0x7FFFFFFF || lookup(m, gpu_minor, gi, (int)ci, ci_cap) < 0)
+                return kdev_err_set(err, ENOENT,
+                                    "missing MIG GPU instance capability path: "
+                                    "/proc/driver/nvidia/capabilities/gpu%u/mig/gi%u/ci%u/access",
+                                    gpu_minor, gi, ci);
+        return 0;
+}

@@ -1,0 +1,129 @@
+/* MIG for the NVIDIA resources: profile names computed from NVML numbers,
+ * mixed-strategy resource names, and the MIG capability device nodes of
+ * /proc/driver/nvidia-caps/mig-minors.
+ *
+ * Follows NVIDIA's k8s-device-plugin v0.20.0 with go-nvlib (reference
+ * nvidia-plugin-behaviour.md §1.3, §1.6, §3): go-nvlib
+ * pkg/nvlib/device/mig_profile.go (NewMigProfile, String,
+ * getMigMemorySizeGB), the plugin's internal/rm (mixed resource names) and
+ * internal/mig (GetMigCapabilityDevicePaths). Names are never looked up in a
+ * table: they are computed from the GPU-instance and compute-instance
+ * profile indices, the MIG memory and the parent GPU's total memory.
+ */
+#ifndef KDEV_NVIDIA_MIG_H
+#define KDEV_NVIDIA_MIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/err.h"
+#include "nvidia/config.h"
+#include "nvml/discover.h"
+
+/* Longest profile name kdev writes ("8c.8g.1234567gb+me.all" fits). */
+#define KDEV_NVIDIA_MIG_PROFILE_MAX 48
+/* Prefix of the mixed-strategy resource names. */
+#define KDEV_NVIDIA_MIG_RESOURCE_PREFIX "nvidia.com/mig-"
+/* mig-minors under the proc root, and the capability device directory. */
+#define KDEV_NVIDIA_MIG_MINORS_FILE "driver/nvidia-caps/mig-minors"
+#define KDEV_NVIDIA_CAPS_DEV_DIR "/dev/nvidia-caps"
+
+/* G: the slice count of GPU-instance profile index |gi_index|
+ * (NVML_GPU_INSTANCE_PROFILE_*): 1 for 1_SLICE, _REV1, _REV2, _GFX, _NO_ME,
+ * _ALL_ME; 2 for 2_SLICE, _REV1, _GFX, _NO_ME, _ALL_ME; 3, 4 (and 4_SLICE_GFX),
+ * 6, 7, 8. 0 for an index go-nvlib does not know (3_SLICE_GFX = 0x11 and
+ * beyond). */
+unsigned kdev_nvidia_mig_gi_slices(unsigned gi_index);
+
+/* C: the slice count of compute-instance profile index |ci_index|
+ * (NVML_COMPUTE_INSTANCE_PROFILE_*): 1 for 1_SLICE and 1_SLICE_REV1; 2, 3,
+ * 4, 6, 7 (and 7_SLICE_NVL), 8. 0 for an unknown index. */
+unsigned kdev_nvidia_mig_ci_slices(unsigned ci_index);
+
+/* The "<GB>" part of a profile name (go-nvlib getMigMemorySizeGB):
+ *   frac = mig_mib * 2^20 / parent_total_bytes, rounded up to eighths;
+ *   GB = round-half-away(frac * ceil(parent_total_bytes / 2^30)).
+ * Computed in IEEE double exactly as the Go code does. |parent_total_bytes|
+ * is nvmlMemory_t.total of the parent GPU (bytes), |mig_mib| the MIG memory
+ * in MiB (nvmlGpuInstanceProfileInfo_t / nvmlDeviceAttributes_t
+ * .memorySizeMB). Returns 0 when |parent_total_bytes| is 0. */
+unsigned long long kdev_nvidia_mig_memory_gb(unsigned long long mig_mib,
+                                             unsigned long long parent_total_bytes);
+
+/* Writes the MIG profile name into |buf| (|size| bytes; KDEV_NVIDIA_MIG_
+ * PROFILE_MAX is enough): "<G>g.<GB>gb" when C == G, otherwise
+ * "<C>c.<G>g.<GB>gb", then the suffix of the GPU-instance profile:
+ * "+me" for *_SLICE_REV1, "+me.all" for *_SLICE_ALL_ME, "+gfx" for
+ * *_SLICE_GFX, "-me" for *_SLICE_NO_ME, none otherwise (REV2, the double-
+ * memory 1g, has none). G from |gi_index|, C from |ci_index|, GB from
+ * kdev_nvidia_mig_memory_gb(|memory_mib|, |parent_total_bytes|).
+ * Examples (reference §3): A100-40GB (40960 MiB) index 0x7 / CI 0 / 4864 MiB
+ * -> "1g.5gb+me"; H200 (143771 MiB) index 0x2 / CI 2 / 71168 MiB ->
+ * "3g.71gb"; index 0x2 / CI 0 -> "1c.3g.71gb".
+ * Returns the length, or -EINVAL with |err| ("unknown GPU instance profile
+ * index 0x11", "unknown compute instance profile index 0x9", "parent GPU
+ * memory size is 0"), -ENOBUFS when |buf| is too small. |err| may be NULL. */
+int kdev_nvidia_mig_profile_name(unsigned gi_index, unsigned ci_index,
+                                 unsigned long long memory_mib,
+                                 unsigned long long parent_total_bytes, char *buf, size_t size,
+                                 struct kdev_err *err);
+
+/* The profile name of an existing MIG device |m| of |parent| (go-nvlib
+ * GetProfile): its matched GI/CI profile indices, its attributes'
+ * memorySizeMB, and the parent's nvmlDeviceGetMemoryInfo total. Errors
+ * (-EIO unless noted): "error getting MIG profile for MIG device at index
+ * '(<i>, <j>)': error getting parent memory info: <nvmlErrorString>" when
+ * discovery could not read the parent's memory (errno from the NVML code),
+ * and the errors of kdev_nvidia_mig_profile_name in that same wrapping. */
+int kdev_nvidia_mig_device_profile(const struct kdev_gpu *parent,
+                                   const struct kdev_mig_device *m, char *buf, size_t size,
+                                   struct kdev_err *err);
+
+/* The mixed-strategy resource name of |profile|: "nvidia.com/mig-" + profile
+ * with every '+' replaced by '.' ("1g.10gb+me" -> "nvidia.com/mig-1g.10gb.me",
+ * "1g.24gb-me" -> "nvidia.com/mig-1g.24gb-me"). Returns the length or
+ * -ENOBUFS. */
+int kdev_nvidia_mig_resource_name(const char *profile, char *buf, size_t size);
+
+/* One line of mig-minors. */
+struct kdev_nvidia_mig_minor {
+        unsigned gpu, gi;   /* gpu<g>/gi<i>/... (g is the GPU's minor number) */
+        int ci;             /* gpu<g>/gi<i>/ci<c>/access: c; -1 for gpu<g>/gi<i>/access */
+        unsigned minor;     /* /dev/nvidia-caps/nvidia-cap<minor> */
+};
+
+/* The parsed <proc root>/driver/nvidia-caps/mig-minors. */
+struct kdev_nvidia_mig_minors {
+        bool present;                        /* the file existed */
+        struct kdev_nvidia_mig_minor *entries; /* access lines, in file order */
+        size_t n_entries;
+        int config, monitor;                 /* "config <m>", "monitor <m>"; -1 if absent */
+        size_t n_skipped;                    /* lines that parse as none of these */
+};
+
+/* Reads <|proc_root| or "/proc">/driver/nvidia-caps/mig-minors into |out|
+ * (NVIDIA internal/mig GetMigCapabilityDevicePaths): lines
+ * "gpu<g>/gi<i>/ci<c>/access <m>", "gpu<g>/gi<i>/access <m>", "config <m>",
+ * "monitor <m>"; other lines are skipped and counted (NVIDIA logs "Skipping
+ * line in MIG minors file"); a later line for the same key wins. A missing
+ * file is not an error (out->present false, no entries: NVIDIA's "not a MIG
+ * capable machine"). Clear with kdev_nvidia_mig_minors_clear. Errors: -errno
+ * "error opening MIG minors file: <path>: <strerror>" (other open/read
+ * errors), -ENOMEM. */
+int kdev_nvidia_mig_minors_read(const char *proc_root, struct kdev_nvidia_mig_minors *out,
+                                struct kdev_err *err);
+
+/* Frees what |m| owns; NULL-safe; leaves it empty. */
+void kdev_nvidia_mig_minors_clear(struct kdev_nvidia_mig_minors *m);
+
+/* The capability minors of MIG device (GPU instance |gi|, compute instance
+ * |ci|) on the GPU with minor number |gpu_minor| (NVIDIA nvmlMigDevice
+ * GetPaths). Returns 0 with *gi_cap / *ci_cap set, or -ENOENT with NVIDIA's
+ * "missing MIG GPU instance capability path:
+ * /proc/driver/nvidia/capabilities/gpu<g>/mig/gi<i>/access" (for a missing
+ * CI line the CI path .../gi<i>/ci<c>/access is named; NVIDIA names the GI
+ * path there by mistake). */
+int kdev_nvidia_mig_caps(const struct kdev_nvidia_mig_minors *m, unsigned gpu_minor, unsigned gi,
+                         unsigned ci, unsigned *gi_cap, unsigned *ci_cap, struct kdev_err *err);
+
+#endif /* KDEV_NVIDIA_MIG_H */

@@ -1,0 +1,76 @@
+/* NVIDIA time-slicing: replicas of the built NVIDIA resources
+ * (`sharing.timeSlicing` of the config file).
+ *
+ * Follows NVIDIA's k8s-device-plugin v0.20.0 (reference
+ * nvidia-plugin-behaviour.md §1.7, §1.9; api/config/v1/replicas.go,
+ * internal/rm/device_map.go updateDeviceMapWithReplicas) with two differences
+ * on purpose, both where NVIDIA ignores what the file says:
+ *   - `rename` is honoured. NVIDIA drops it (warning "...is not yet supported
+ *     in the config. Ignoring...") and only with `renameByDefault: true`
+ *     advertises `<name>.shared`; kdev advertises the replicas under `rename`
+ *     when given, else `<name>.shared` with renameByDefault, else under
+ *     `name` itself.
+ *   - `devices` is honoured. NVIDIA forces it to `all`; kdev replicates only
+ *     the selected devices of the resource (`all`, the first N in the
+ *     resource's order, or a list of GPU indices "0", MIG indices "0:1", GPU
+ *     UUIDs, MIG UUIDs "MIG-<uuid>" or "MIG-GPU-<uuid>/<gi>/<ci>"); the other
+ *     devices keep their original resource.
+ * A config that uses neither (devices all, no rename) gives exactly NVIDIA's
+ * resources.
+ */
+#ifndef KDEV_NVIDIA_SHARING_H
+#define KDEV_NVIDIA_SHARING_H
+
+#include "common/err.h"
+#include "model/model.h"
+#include "nvidia/config.h"
+#include "nvidia/resources.h"
+
+/* Separator of a replica ID: "<device ID>::<n>". */
+#define KDEV_NVIDIA_REPLICA_SEP "::"
+
+/* Applies cfg->time_slicing to the NVIDIA resources of |set| (those whose ops
+ * are kdev_nvidia_resource_ops, as kdev_nvidia_build() and the MIG builders
+ * append them); call it right after the build, before the set is served or
+ * monitored. Other resources are left alone.
+ *
+ * For each entry sharing.timeSlicing.resources[i], in file order:
+ *   - the NVIDIA resource called `name` is looked up; when the node has none
+ *     (e.g. a MIG resource under migStrategy none) the entry is skipped
+ *     silently, as NVIDIA does; when `name` is a resource of another backend
+ *     it is skipped with the warning "sharing.timeSlicing.resources[<i>]:
+ *     <name> is not an NVIDIA resource; not shared";
+ *   - the selected devices (see `devices` above; a count larger than the
+ *     resource, or a list item that names no device of it, is warned about
+ *     and the rest applied) are each replaced by `replicas` devices with ID
+ *     "<ID>::<n>", n = 0 .. replicas-1, in device order then n; every replica
+ *     copies the device's health, NUMA node, device specs and devinfo, with
+ *     devinfo.replica = n (so the health monitor, which works by parent UUID,
+ *     marks every replica of a GPU; the Allocate payload names the physical
+ *     device once);
+ *   - target name: `rename`, else "<name>.shared" when renameByDefault, else
+ *     `name`. Same name: the replicas take the place of their devices in the
+ *     resource. New name: a new resource with the replicas is inserted right
+ *     after the original; with `devices: all` the original resource is removed
+ *     (replaced by the new one, as NVIDIA's renameByDefault does), otherwise it
+ *     keeps the unselected devices (possibly none). The set of resource names
+ *     depends only on the config and the names the build produced, never on
+ *     the device count, so a rebuild after rediscovery yields the same names.
+ *   - failRequestsGreaterThanOne: true makes the Allocate hook of the
+ *     resource holding the replicas refuse a request of more than one ID when
+ *     any ID is a replica, with NVIDIA's v0.15+ text (§1.9).
+ *
+ * |warn| (may be NULL) receives each warning. Errors (|set| is then
+ * unchanged): -EOPNOTSUPP "sharing.mps is not supported yet" when cfg->mps is
+ * present; -EINVAL "sharing.timeSlicing.resources[<i>]: renameByDefault:
+ * resource name \"<name>.shared\" is invalid: <rule>" when the default new
+ * name is not a valid resource name; -EEXIST
+ * "sharing.timeSlicing.resources[<i>]: resource <x> already exists" when the
+ * target name is another resource of |set|; -EEXIST
+ * "sharing.timeSlicing.resources[<i>]: resource <name> is shared twice" when
+ * an earlier entry already replicated it; -ENOMEM. Returns 0 on success
+ * (nothing to do included). */
+int kdev_nvidia_apply_sharing(struct kdev_resource_set *set, const struct kdev_nvidia_config *cfg,
+                              kdev_nvidia_warn_fn warn, void *warn_arg, struct kdev_err *err);
+
+#endif /* KDEV_NVIDIA_SHARING_H */

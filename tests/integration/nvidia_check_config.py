@@ -1,0 +1,113 @@
+"""kdev-plugin --check-config FILE on the mock libnvidia-ml.so.1: prints one
+line per resource the node would advertise after time-slicing (name, device
+count, replicas, IDs) and exits 0; a bad file exits 1 with its
+file:line:column message; NVIDIA's example configs are accepted."""
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
+import kdevtest as kt  # noqa: E402
+from kdevtest import TempDir  # noqa: E402
+
+MOCK_DIR = os.path.join(kt.BUILD_DIR, "mock", "nvml")
+PLUGIN = os.path.join(kt.BUILD_DIR, "kdev-plugin")
+TOPO = os.path.join(kt.SOURCE_DIR, "mock", "nvml", "topologies", "h100-80gb-8x-nvswitch.yaml")
+CONFIGS = os.path.join(kt.SOURCE_DIR, "tests", "nvidia-configs")
+UUIDS = [
+    "GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e",
+    "GPU-d8cd89cd-fb85-bd29-f5e7-826260cc2255",
+    "GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9",
+    "GPU-e468c3ab-0f10-9911-df74-2436cb131826",
+    "GPU-fe76d5dd-bdd7-3218-ca20-140883e2c7b8",
+    "GPU-a288dd1f-391c-ec59-8d1d-b582a91b7759",
+    "GPU-35ca105b-9262-0c50-b916-71c8b2d581d5",
+    "GPU-c64278a1-b3c9-975f-f3b4-2ad25c978906",
+]
+
+
+def check(d, path, *extra):
+    control = os.path.join(d, "control")
+    open(control, "a").close()
+    env = dict(os.environ, LD_LIBRARY_PATH=MOCK_DIR, KDEV_MOCK_NVML_TOPOLOGY=TOPO,
+               KDEV_MOCK_NVML_CONTROL=control)
+    for k in ("KDEV_CONFIG", "CONFIG_FILE", "MIG_STRATEGY", "DEVICE_LIST_STRATEGY"):
+        env.pop(k, None)
+    return subprocess.run([PLUGIN, "--check-config", path, "-d", os.path.join(d, "dp"),
+                           "--log-level", "error"] + list(extra),
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def write(d, text):
+    path = os.path.join(d, "c.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def test_time_slicing_rename_and_devices():
+    with TempDir() as d:
+        p = write(d, "version: v1\n"
+                     "sharing:\n"
+                     "  timeSlicing:\n"
+                     "    resources:\n"
+                     "      - name: nvidia.com/gpu\n"
+                     "        rename: gpu-shared\n"
+                     "        devices: [0, \"2\"]\n"
+                     "        replicas: 2\n")
+        r = check(d, p)
+        assert r.returncode == 0, r.stderr
+        kept = [u for i, u in enumerate(UUIDS) if i not in (0, 2)]
+        shared = [UUIDS[0] + "::0", UUIDS[0] + "::1", UUIDS[2] + "::0", UUIDS[2] + "::1"]
+        want = ("nvidia.com/gpu: 6 devices: " + " ".join(kept) + "\n"
+                "nvidia.com/gpu-shared: 4 devices (4 replicas of 2 devices): "
+                + " ".join(shared) + "\n")
+        assert r.stdout == want, r.stdout
+
+
+def test_nvidia_examples():
+    with TempDir() as d:
+        r = check(d, os.path.join(CONFIGS, "good", "time-slicing.yaml"))
+        assert r.returncode == 0, r.stderr
+        ids = " ".join("%s::%d" % (u, n) for u in UUIDS for n in range(10))
+        assert r.stdout == ("nvidia.com/gpu: 80 devices (80 replicas of 8 devices): %s\n"
+                            % ids), r.stdout
+        r = check(d, os.path.join(CONFIGS, "good", "time-slicing-rename-by-default.yaml"))
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("nvidia.com/gpu.shared: 80 devices (80 replicas of 8 "
+                                   "devices): "), r.stdout
+        assert r.stdout.count("\n") == 1
+        r = check(d, os.path.join(CONFIGS, "good", "full-flags.yaml"))
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "nvidia.com/gpu: 8 devices: %s\n" % " ".join(UUIDS), r.stdout
+
+
+def test_bad_config_exits_1():
+    with TempDir() as d:
+        p = os.path.join(CONFIGS, "bad", "replicas-1.yaml")
+        r = check(d, p)
+        assert r.returncode == 1
+        assert r.stdout == ""
+        assert ("%s:6:19: sharing.timeSlicing.resources[0].replicas: must be >= 2" % p
+                in r.stderr), r.stderr
+
+
+def test_mps_refused():
+    with TempDir() as d:
+        p = write(d, "version: v1\nflags:\n  mpsRoot: /run/nvidia/mps\n"
+                     "sharing:\n  mps:\n    resources: [{name: gpu, replicas: 2}]\n")
+        r = check(d, p)
+        assert r.returncode == 1
+        assert "sharing.mps is not supported yet" in r.stderr, r.stderr
+
+
+if __name__ == "__main__":
+    if not os.path.exists(os.path.join(MOCK_DIR, "libnvidia-ml.so.1")):
+        print("the mock libnvidia-ml.so.1 is not built in", MOCK_DIR)
+        sys.exit(1)
+    kt.run_tests([
+        test_time_slicing_rename_and_devices,
+        test_nvidia_examples,
+        test_bad_config_exits_1,
+        test_mps_refused,
+    ])
