@@ -553,7 +553,7 @@ static void test_topology_exact(void **state)
 struct fake {
         struct kdev_resource r;
         struct kdev_nvidia_devinfo infos[32];
-        char ids[32][64];
+        char ids[32][128];
 };
 
 /* A resource of |n_gpus| physical GPUs "GPU-A".. with |replicas| replicas each
@@ -571,7 +571,8 @@ static void fake_replicas(struct fake *fk, size_t n_gpus, size_t replicas,
                         size_t d = g * replicas + k;
                         struct kdev_nvidia_devinfo *info = &fk->infos[d];
                         snprintf(info->uuid, sizeof(info->uuid), "GPU-%c", (char)('A' + g));
-                        snprintf(info->parent_uuid, sizeof(info->parent_uuid), "%s", info->uuid);
+                        snprintf(info->parent_uuid, sizeof(info->parent_uuid), "GPU-%c",
+                                 (char)('A' + g));
                         info->gi = info->ci = KDEV_NVIDIA_NO_INSTANCE;
                         info->replica = (int)k;
                         snprintf(fk->ids[d], sizeof(fk->ids[d]), "%s::%zu", info->uuid, k);
