@@ -14,6 +14,10 @@
 #include <string.h>
 
 #include "deviceplugin/v1beta1/api.pb-c.h"
+#include "dra/v1/api.pb-c.h"
+#include "dra/v1beta1/api.pb-c.h"
+#include "dra_health/v1alpha1/api.pb-c.h"
+#include "pluginregistration/v1/api.pb-c.h"
 
 #define PATH_MAX_LEN 256
 
@@ -161,8 +165,17 @@ static bool is_map_field(const ProtobufCFieldDescriptor *f)
 static bool field_present(const ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f)
 {
         const void *p = member(msg, f->offset);
-        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)
-                return *(const uint32_t *)member(msg, f->quantifier_offset) == f->id;
+        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+                if (*(const uint32_t *)member(msg, f->quantifier_offset) != f->id)
+                        return false;
+                /* like protobuf-c's packer, which skips a selected string or
+                 * message member that is NULL or the shared default */
+                if (is_pointer_type(f->type)) {
+                        const void *v = *(void *const *)p;
+                        return v != NULL && v != f->default_value;
+                }
+                return true;
+        }
         if (f->label == PROTOBUF_C_LABEL_REQUIRED)
                 return true;
         if (f->label == PROTOBUF_C_LABEL_OPTIONAL) {
@@ -1094,7 +1107,10 @@ int kdev_pbjson_to_msg(const ProtobufCMessageDescriptor *desc, const json_t *jso
 /* Descriptor registry                                                      */
 /* ------------------------------------------------------------------------ */
 
-static const ProtobufCMessageDescriptor *const v1beta1_descriptors[] = {
+/* Top-level messages of every API kdev generates; nested ones (map entries)
+ * are found through the fields that use them. */
+static const ProtobufCMessageDescriptor *const top_descriptors[] = {
+        /* deviceplugin v1beta1 (package v1beta1) */
         &v1beta1__device_plugin_options__descriptor,
         &v1beta1__register_request__descriptor,
         &v1beta1__empty__descriptor,
@@ -1113,19 +1129,75 @@ static const ProtobufCMessageDescriptor *const v1beta1_descriptors[] = {
         &v1beta1__cdidevice__descriptor,
         &v1beta1__allocate_response__descriptor,
         &v1beta1__container_allocate_response__descriptor,
-        &v1beta1__container_allocate_response__envs_entry__descriptor,
-        &v1beta1__container_allocate_response__annotations_entry__descriptor,
         &v1beta1__mount__descriptor,
         &v1beta1__device_spec__descriptor,
+        /* plugin registration v1 (package pluginregistration) */
+        &pluginregistration__plugin_info__descriptor,
+        &pluginregistration__registration_status__descriptor,
+        &pluginregistration__registration_status_response__descriptor,
+        &pluginregistration__info_request__descriptor,
+        /* DRA v1beta1 */
+        &k8s__io__kubelet__pkg__apis__dra__v1beta1__node_prepare_resources_request__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1beta1__node_prepare_resources_response__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1beta1__node_prepare_resource_response__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1beta1__device__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1beta1__node_unprepare_resources_request__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1beta1__node_unprepare_resources_response__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1beta1__node_unprepare_resource_response__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1beta1__claim__descriptor,
+        /* DRA v1 */
+        &k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resource_response__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1__device__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_request__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resource_response__descriptor,
+        &k8s__io__kubelet__pkg__apis__dra__v1__claim__descriptor,
+        /* DRA health v1alpha1 (package v1alpha1) */
+        &v1alpha1__node_watch_resources_request__descriptor,
+        &v1alpha1__node_watch_resources_response__descriptor,
+        &v1alpha1__device_identifier__descriptor,
+        &v1alpha1__device_health__descriptor,
 };
 
-const ProtobufCMessageDescriptor *kdev_pbjson_v1beta1_find(const char *full_name)
+/* Searches |d| and, |depth| levels down, the message types of its fields. */
+static const ProtobufCMessageDescriptor *find_from(const ProtobufCMessageDescriptor *d,
+                                                   const char *full_name, int depth)
+{
+        if (strcmp(d->name, full_name) == 0)
+                return d;
+        if (depth == 0)
+                return NULL;
+        for (unsigned i = 0; i < d->n_fields; i++) {
+                const ProtobufCFieldDescriptor *f = &d->fields[i];
+                if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+                        continue;
+                const ProtobufCMessageDescriptor *r = find_from(f->descriptor, full_name,
+                                                                depth - 1);
+                if (r)
+                        return r;
+        }
+        return NULL;
+}
+
+const ProtobufCMessageDescriptor *kdev_pbjson_find(const char *full_name)
 {
         if (!full_name)
                 return NULL;
-        for (size_t i = 0; i < sizeof(v1beta1_descriptors) / sizeof(v1beta1_descriptors[0]); i++) {
-                if (strcmp(v1beta1_descriptors[i]->name, full_name) == 0)
-                        return v1beta1_descriptors[i];
+        /* the APIs nest at most 3 levels below a top-level message; the bound
+         * also stops any recursive message type */
+        for (size_t i = 0; i < sizeof(top_descriptors) / sizeof(top_descriptors[0]); i++) {
+                const ProtobufCMessageDescriptor *d = find_from(top_descriptors[i], full_name, 4);
+                if (d)
+                        return d;
         }
         return NULL;
+}
+
+const ProtobufCMessageDescriptor *kdev_pbjson_v1beta1_find(const char *full_name)
+{
+        if (!full_name || strncmp(full_name, "v1beta1.", 8) != 0)
+                return NULL;
+        return kdev_pbjson_find(full_name);
 }

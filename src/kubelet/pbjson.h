@@ -58,9 +58,20 @@ char *kdev_pbjson_dumps(const ProtobufCMessage *msg, struct kdev_err *err);
  * of the full JSON name (like snprintf). */
 size_t kdev_pbjson_json_name(const char *proto_name, char *buf, size_t size);
 
-/* Returns the descriptor of the device plugin API message whose
- * fully-qualified name is |full_name| ("v1beta1.AllocateResponse", also the
- * nested map entries), or NULL when there is none. Static storage. */
+/* Returns the descriptor of the kubelet API message whose fully-qualified
+ * .proto name is |full_name|, or NULL when there is none (or |full_name| is
+ * NULL). Static storage. Covers every API generated from proto/ (also nested
+ * map entries such as "v1beta1.ContainerAllocateResponse.EnvsEntry"):
+ * - device plugin v1beta1: "v1beta1.AllocateResponse", ...
+ * - plugin registration v1: "pluginregistration.PluginInfo", ...
+ * - DRA v1beta1 and v1: "k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourcesResponse", ...
+ * - DRA health v1alpha1: "v1alpha1.NodeWatchResourcesResponse", ...
+ * The names are those of Kubernetes k8s.io/kubelet pkg/apis, which the test
+ * vectors' manifests use as "type". */
+const ProtobufCMessageDescriptor *kdev_pbjson_find(const char *full_name);
+
+/* Like kdev_pbjson_find(), restricted to the device plugin API (package
+ * "v1beta1"): NULL for any other name. */
 const ProtobufCMessageDescriptor *kdev_pbjson_v1beta1_find(const char *full_name);
 
 #endif /* KDEV_KUBELET_PBJSON_H */

@@ -1,13 +1,18 @@
-/* Device plugin API v1beta1 wire vectors (shared/vectors/deviceplugin-v1beta1)
- * against protobuf-c and pbjson: for every vector, unpack .bin, convert to
- * proto3 JSON and compare with .json, re-pack and compare bytes with .bin,
- * parse .json and pack and compare bytes with .bin. Plus pbjson's own rules
- * (JSON names, defaults, int64 strings, bytes, maps, errors) on a
- * hand-written descriptor that covers the types the vectors do not use. */
+/* Kubelet API wire vectors (shared/vectors/<api>/) against protobuf-c and
+ * pbjson: device plugin v1beta1, plugin registration v1, DRA v1beta1 and v1,
+ * DRA health v1alpha1. For every vector in each folder's manifest.json:
+ * unpack .bin, convert to proto3 JSON and compare with .json (value and exact
+ * text), re-pack and compare bytes with .bin, parse .json and pack and compare
+ * bytes with .bin. Plus presence details (NUMA topology, DRA v1 share_id),
+ * and pbjson's own rules (JSON names, defaults, int64 strings, bytes, maps,
+ * errors) on a hand-written descriptor that covers the types the vectors do
+ * not use. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,10 +23,24 @@
 #include <jansson.h>
 
 #include "deviceplugin/v1beta1/api.pb-c.h"
+#include "dra/v1/api.pb-c.h"
+#include "dra/v1beta1/api.pb-c.h"
+#include "dra_health/v1alpha1/api.pb-c.h"
 #include "kubelet/pbjson.h"
+#include "pluginregistration/v1/api.pb-c.h"
 
-#define VEC_DIR KDEV_SHARED_DIR "/vectors/deviceplugin-v1beta1"
-#define VEC_COUNT 13
+#define VEC_ROOT KDEV_SHARED_DIR "/vectors"
+#define VEC_DIR VEC_ROOT "/deviceplugin-v1beta1"
+#define DRA1_DIR VEC_ROOT "/dra-v1"
+#define DRA1B_DIR VEC_ROOT "/dra-v1beta1"
+#define HEALTH_DIR VEC_ROOT "/dra-health-v1alpha1"
+
+/* Shorter names for the DRA types. */
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse Dra1PrepResp;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Device Dra1Device;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodePrepareResourcesResponse Dra1bPrepResp;
+#define DRA1_SHARE_SET K8S__IO__KUBELET__PKG__APIS__DRA__V1__DEVICE__SHARE_ID_PRESENCE_SHARE_ID
+#define DRA1_SHARE_UNSET K8S__IO__KUBELET__PKG__APIS__DRA__V1__DEVICE__SHARE_ID_PRESENCE__NOT_SET
 
 /* Reads a whole file; fails the test when it is missing. */
 static uint8_t *read_file(const char *path, size_t *len)
@@ -94,22 +113,29 @@ static ProtobufCMessage *unpack_or_fail(const ProtobufCMessageDescriptor *d, con
         return m;
 }
 
-/* Every vector listed in manifest.json, both directions. */
-static void test_all_vectors(void **state)
+/* Every vector listed in |dir|/manifest.json, both directions. The folder
+ * must hold exactly |count| vectors of proto package |package|; a missing
+ * folder fails the test. */
+static void check_vector_dir(const char *dir, const char *package, size_t count)
 {
-        (void)state;
-        json_t *manifest = load_json(VEC_DIR "/manifest.json");
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/manifest.json", dir);
+        json_t *manifest = load_json(path);
         json_t *vectors = json_object_get(manifest, "vectors");
         assert_true(json_is_array(vectors));
-        assert_int_equal(json_array_size(vectors), VEC_COUNT);
-        assert_string_equal(json_string_value(json_object_get(manifest, "package")), "v1beta1");
+        assert_int_equal(json_array_size(vectors), count);
+        assert_string_equal(json_string_value(json_object_get(manifest, "package")), package);
+        size_t plen = strlen(package);
 
         size_t i;
         json_t *v;
         json_array_foreach(vectors, i, v) {
                 const char *name = json_string_value(json_object_get(v, "name"));
                 const char *type = json_string_value(json_object_get(v, "type"));
-                const char *binf = json_string_value(json_object_get(v, "binary"));
+                /* the device plugin manifest says "binary", the others "file" */
+                const char *binf = json_string_value(json_object_get(v, "file"));
+                if (!binf)
+                        binf = json_string_value(json_object_get(v, "binary"));
                 const char *jsonf = json_string_value(json_object_get(v, "json"));
                 const char *hexs = json_string_value(json_object_get(v, "hex"));
                 assert_non_null(name);
@@ -117,14 +143,15 @@ static void test_all_vectors(void **state)
                 assert_non_null(binf);
                 assert_non_null(jsonf);
                 assert_non_null(hexs);
-                char path[1024];
+                if (strncmp(type, package, plen) != 0 || type[plen] != '.')
+                        fail_msg("%s: type %s is not in package %s", name, type, package);
 
-                const ProtobufCMessageDescriptor *d = kdev_pbjson_v1beta1_find(type);
+                const ProtobufCMessageDescriptor *d = kdev_pbjson_find(type);
                 if (!d)
                         fail_msg("%s: no descriptor for type %s", name, type);
                 assert_string_equal(d->name, type);
 
-                snprintf(path, sizeof(path), "%s/%s", VEC_DIR, binf);
+                snprintf(path, sizeof(path), "%s/%s", dir, binf);
                 size_t blen;
                 uint8_t *bin = read_file(path, &blen);
                 assert_int_equal(blen, json_integer_value(json_object_get(v, "size")));
@@ -132,7 +159,7 @@ static void test_all_vectors(void **state)
                 assert_string_equal(bh, hexs);
                 free(bh);
 
-                snprintf(path, sizeof(path), "%s/%s", VEC_DIR, jsonf);
+                snprintf(path, sizeof(path), "%s/%s", dir, jsonf);
                 json_t *want = load_json(path);
 
                 /* .bin -> message -> JSON == .json */
@@ -175,8 +202,79 @@ static void test_all_vectors(void **state)
                 json_decref(want);
                 free(bin);
         }
-        assert_int_equal(i, VEC_COUNT);
+        assert_int_equal(i, count);
         json_decref(manifest);
+}
+
+static void test_vectors_deviceplugin(void **state)
+{
+        (void)state;
+        check_vector_dir(VEC_DIR, "v1beta1", 13);
+}
+
+static void test_vectors_pluginregistration(void **state)
+{
+        (void)state;
+        check_vector_dir(VEC_ROOT "/pluginregistration-v1", "pluginregistration", 7);
+}
+
+static void test_vectors_dra_v1beta1(void **state)
+{
+        (void)state;
+        check_vector_dir(DRA1B_DIR, "k8s.io.kubelet.pkg.apis.dra.v1beta1", 7);
+}
+
+static void test_vectors_dra_v1(void **state)
+{
+        (void)state;
+        check_vector_dir(DRA1_DIR, "k8s.io.kubelet.pkg.apis.dra.v1", 8);
+}
+
+static void test_vectors_dra_health(void **state)
+{
+        (void)state;
+        check_vector_dir(HEALTH_DIR, "v1alpha1", 3);
+}
+
+/* Every folder under vectors/ is one of the above (a new one needs a test). */
+static void test_vector_dirs_known(void **state)
+{
+        (void)state;
+        static const char *const known[] = {
+                "deviceplugin-v1beta1", "pluginregistration-v1", "dra-v1beta1",
+                "dra-v1", "dra-health-v1alpha1",
+        };
+        size_t n = sizeof(known) / sizeof(known[0]);
+        char path[1024];
+        for (size_t i = 0; i < n; i++) {
+                snprintf(path, sizeof(path), "%s/%s/manifest.json", VEC_ROOT, known[i]);
+                FILE *f = fopen(path, "r");
+                if (!f)
+                        fail_msg("vector folder missing: %s: %s", path, strerror(errno));
+                fclose(f);
+        }
+        DIR *dp = opendir(VEC_ROOT);
+        if (!dp)
+                fail_msg("cannot open %s: %s", VEC_ROOT, strerror(errno));
+        struct dirent *de;
+        size_t dirs = 0;
+        while ((de = readdir(dp)) != NULL) {
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s/manifest.json", VEC_ROOT, de->d_name);
+                FILE *f = fopen(path, "r");
+                if (!f)
+                        continue;
+                fclose(f);
+                dirs++;
+                bool found = false;
+                for (size_t i = 0; i < n; i++)
+                        found = found || strcmp(de->d_name, known[i]) == 0;
+                if (!found)
+                        fail_msg("vector folder %s has no test", de->d_name);
+        }
+        closedir(dp);
+        assert_int_equal(dirs, n);
 }
 
 /* protobuf-c keeps absent topology, empty topology and NUMA node 0 apart. */
@@ -279,6 +377,31 @@ static void test_find_descriptor(void **state)
         assert_null(kdev_pbjson_v1beta1_find("AllocateResponse"));
         assert_null(kdev_pbjson_v1beta1_find("v1beta1.Nope"));
         assert_null(kdev_pbjson_v1beta1_find(NULL));
+        /* the v1beta1 lookup keeps to the device plugin package */
+        assert_null(kdev_pbjson_v1beta1_find("pluginregistration.PluginInfo"));
+        assert_null(kdev_pbjson_v1beta1_find("k8s.io.kubelet.pkg.apis.dra.v1beta1.Device"));
+
+        /* the general lookup covers every package, nested map entries too */
+        assert_ptr_equal(kdev_pbjson_find("v1beta1.Device"), &v1beta1__device__descriptor);
+        assert_ptr_equal(kdev_pbjson_find("v1beta1.ContainerAllocateResponse.AnnotationsEntry"),
+                         &v1beta1__container_allocate_response__annotations_entry__descriptor);
+        assert_ptr_equal(kdev_pbjson_find("pluginregistration.InfoRequest"),
+                         &pluginregistration__info_request__descriptor);
+        assert_ptr_equal(kdev_pbjson_find("k8s.io.kubelet.pkg.apis.dra.v1beta1.Device"),
+                         &k8s__io__kubelet__pkg__apis__dra__v1beta1__device__descriptor);
+        assert_ptr_equal(kdev_pbjson_find("k8s.io.kubelet.pkg.apis.dra.v1.Device"),
+                         &k8s__io__kubelet__pkg__apis__dra__v1__device__descriptor);
+        assert_ptr_equal(
+                kdev_pbjson_find("k8s.io.kubelet.pkg.apis.dra.v1.NodeUnprepareResourcesResponse"
+                                 ".ClaimsEntry"),
+                &k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__claims_entry__descriptor);
+        assert_ptr_equal(kdev_pbjson_find("v1alpha1.DeviceIdentifier"),
+                         &v1alpha1__device_identifier__descriptor);
+        assert_null(kdev_pbjson_find("k8s.io.kubelet.pkg.apis.dra.v1alpha4.Device"));
+        assert_null(kdev_pbjson_find("v1alpha1.HealthStatus"));
+        assert_null(kdev_pbjson_find("Device"));
+        assert_null(kdev_pbjson_find(""));
+        assert_null(kdev_pbjson_find(NULL));
 }
 
 static json_t *parse(const char *text)
@@ -453,6 +576,201 @@ static void test_map_order(void **state)
         char *s = kdev_pbjson_dumps(&r.base, &err);
         assert_non_null(s);
         assert_string_equal(s, "{\n  \"envs\": {\n    \"A\": \"2\",\n    \"B\": \"3\"\n  }\n}\n");
+        free(s);
+}
+
+/* Unpacks vector |file| of |dir| as |d| (the caller frees message and *bin). */
+static ProtobufCMessage *unpack_vector(const char *dir, const char *file,
+                                       const ProtobufCMessageDescriptor *d, uint8_t **bin,
+                                       size_t *len)
+{
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s", dir, file);
+        *bin = read_file(path, len);
+        return unpack_or_fail(d, *bin, *len, file);
+}
+
+/* Packs |d|, unpacks the bytes again and dumps |d| as JSON: field 5 must be
+ * on the wire, and "shareId" in the JSON, exactly when |want_share|.
+ * Returns the packed size. */
+static size_t pack_and_check_share(const Dra1Device *d, bool want_share)
+{
+        uint8_t buf[256];
+        size_t n = protobuf_c_message_get_packed_size(&d->base);
+        assert_true(n <= sizeof(buf));
+        assert_int_equal(protobuf_c_message_pack(&d->base, buf), n);
+        Dra1Device *back = k8s__io__kubelet__pkg__apis__dra__v1__device__unpack(NULL, n, buf);
+        assert_non_null(back);
+        assert_int_equal(back->share_id_presence_case,
+                         want_share ? DRA1_SHARE_SET : DRA1_SHARE_UNSET);
+        k8s__io__kubelet__pkg__apis__dra__v1__device__free_unpacked(back, NULL);
+        struct kdev_err err = {0};
+        json_t *j = kdev_pbjson_from_msg(&d->base, &err);
+        assert_non_null(j);
+        assert_int_equal(json_object_get(j, "shareId") != NULL, want_share);
+        json_decref(j);
+        return n;
+}
+
+/* DRA v1 Device.share_id (proto3 `optional`, declared as a one-member oneof
+ * for protoc-c): absent, present and empty, present with a value. */
+static void test_dra_v1_share_id(void **state)
+{
+        (void)state;
+        uint8_t *bin;
+        size_t n;
+        /* vector 04: present and empty, written 2a 00 */
+        Dra1PrepResp *r = (Dra1PrepResp *)unpack_vector(
+                DRA1_DIR, "04_node_prepare_resources_response_share_id_empty.bin",
+                &k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__descriptor,
+                &bin, &n);
+        assert_int_equal(r->n_claims, 1);
+        assert_string_equal(r->claims[0]->key, "7e3b5c1a-4d2f-4b8e-9a61-2c5d8f0e1b37");
+        assert_int_equal(r->claims[0]->value->n_devices, 1);
+        Dra1Device *dev = r->claims[0]->value->devices[0];
+        assert_string_equal(dev->device_name, "gpu-0");
+        assert_int_equal(dev->share_id_presence_case, DRA1_SHARE_SET);
+        assert_non_null(dev->share_id);
+        assert_string_equal(dev->share_id, "");
+        assert_int_equal(bin[n - 2], 0x2a);
+        assert_int_equal(bin[n - 1], 0x00);
+        /* cleared presence drops exactly those two bytes (and the JSON member) */
+        dev->share_id_presence_case = DRA1_SHARE_UNSET;
+        assert_int_equal(pack_and_check_share(dev, false), 24 - 2);
+        dev->share_id_presence_case = DRA1_SHARE_SET;
+        assert_int_equal(pack_and_check_share(dev, true), 24);
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        free(bin);
+
+        /* vector 02: only gpu-1 has one */
+        r = (Dra1PrepResp *)unpack_vector(
+                DRA1_DIR, "02_node_prepare_resources_response.bin",
+                &k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__descriptor,
+                &bin, &n);
+        assert_int_equal(r->n_claims, 2);
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourceResponse *a = r->claims[1]->value;
+        assert_string_equal(r->claims[1]->key, "7e3b5c1a-4d2f-4b8e-9a61-2c5d8f0e1b37");
+        assert_int_equal(a->n_devices, 3);
+        assert_int_equal(a->devices[0]->share_id_presence_case, DRA1_SHARE_UNSET);
+        assert_int_equal(a->devices[1]->share_id_presence_case, DRA1_SHARE_SET);
+        assert_string_equal(a->devices[1]->share_id, "c2a1f9e4-3b7d-4e62-8f15-d0b9a6e73c48");
+        assert_int_equal(a->devices[2]->share_id_presence_case, DRA1_SHARE_UNSET);
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        free(bin);
+
+        /* built by hand */
+        Dra1Device d = K8S__IO__KUBELET__PKG__APIS__DRA__V1__DEVICE__INIT;
+        d.device_name = "g";
+        static const uint8_t absent[] = {0x1a, 0x01, 'g'};
+        assert_packs_to(&d.base, absent, sizeof(absent), "Device{no share_id}");
+        pack_and_check_share(&d, false);
+        d.share_id_presence_case = DRA1_SHARE_SET;
+        d.share_id = "";
+        static const uint8_t empty[] = {0x1a, 0x01, 'g', 0x2a, 0x00};
+        assert_packs_to(&d.base, empty, sizeof(empty), "Device{share_id \"\"}");
+        pack_and_check_share(&d, true);
+        d.share_id = "s1";
+        static const uint8_t set[] = {0x1a, 0x01, 'g', 0x2a, 0x02, 's', '1'};
+        assert_packs_to(&d.base, set, sizeof(set), "Device{share_id s1}");
+        /* pitfall: protobuf-c's packer treats its shared empty-string default
+         * (and NULL) as "not set" even when the case says set; pbjson agrees,
+         * so JSON and bytes never disagree. A present empty share_id needs a
+         * string of its own, such as the literal "". */
+        d.share_id = (char *)protobuf_c_empty_string;
+        assert_packs_to(&d.base, absent, sizeof(absent), "Device{share_id default}");
+        pack_and_check_share(&d, false);
+        d.share_id = NULL;
+        assert_packs_to(&d.base, absent, sizeof(absent), "Device{share_id NULL}");
+        pack_and_check_share(&d, false);
+
+        /* JSON: "shareId": "" is present, null is absent, both names work */
+        assert_json_packs(&k8s__io__kubelet__pkg__apis__dra__v1__device__descriptor,
+                          "{\"deviceName\":\"g\",\"shareId\":\"\"}", empty, sizeof(empty));
+        assert_json_packs(&k8s__io__kubelet__pkg__apis__dra__v1__device__descriptor,
+                          "{\"deviceName\":\"g\",\"share_id\":\"s1\"}", set, sizeof(set));
+        assert_json_packs(&k8s__io__kubelet__pkg__apis__dra__v1__device__descriptor,
+                          "{\"deviceName\":\"g\",\"shareId\":null}", absent, sizeof(absent));
+        assert_json_fails(&k8s__io__kubelet__pkg__apis__dra__v1__device__descriptor,
+                          "{\"shareId\":\"a\",\"share_id\":\"b\"}", EINVAL,
+                          "share_id: field share_id given twice");
+        assert_json_fails(&k8s__io__kubelet__pkg__apis__dra__v1__device__descriptor,
+                          "{\"shareId\":1}", EINVAL, "shareId: expected a string");
+}
+
+/* A v1beta1 decoder skips v1's share_id (field 5) and keeps the rest. */
+static void test_dra_v1beta1_skips_share_id(void **state)
+{
+        (void)state;
+        uint8_t *bin;
+        size_t n;
+        Dra1bPrepResp *r = (Dra1bPrepResp *)unpack_vector(
+                DRA1_DIR, "02_node_prepare_resources_response.bin",
+                &k8s__io__kubelet__pkg__apis__dra__v1beta1__node_prepare_resources_response__descriptor,
+                &bin, &n);
+        assert_int_equal(r->n_claims, 2);
+        assert_int_equal(r->claims[1]->value->n_devices, 3);
+        assert_string_equal(r->claims[1]->value->devices[1]->device_name, "gpu-1");
+        assert_int_equal(r->claims[1]->value->devices[1]->n_cdi_device_ids, 2);
+        /* the v1beta1 JSON has no shareId; it equals v1beta1's own vector 02 */
+        struct kdev_err err = {0};
+        json_t *got = kdev_pbjson_from_msg(&r->base, &err);
+        assert_non_null(got);
+        json_t *want = load_json(DRA1B_DIR "/02_node_prepare_resources_response.json");
+        assert_true(json_equal(got, want));
+        json_decref(got);
+        json_decref(want);
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        free(bin);
+}
+
+/* DRA health: negative int64 as a 10-byte varint, enum names, unknown enum
+ * values kept as numbers. */
+static void test_dra_health_values(void **state)
+{
+        (void)state;
+        uint8_t *bin;
+        size_t n;
+        V1alpha1__NodeWatchResourcesResponse *r = (V1alpha1__NodeWatchResourcesResponse *)
+                unpack_vector(HEALTH_DIR, "02_node_watch_resources_response.bin",
+                              &v1alpha1__node_watch_resources_response__descriptor, &bin, &n);
+        assert_int_equal(r->n_devices, 3);
+        assert_int_equal(r->devices[0]->health, V1ALPHA1__HEALTH_STATUS__HEALTHY);
+        assert_int_equal(r->devices[0]->health_check_timeout_seconds, 30);
+        assert_int_equal(r->devices[1]->health, V1ALPHA1__HEALTH_STATUS__UNHEALTHY);
+        assert_int_equal(r->devices[2]->health, V1ALPHA1__HEALTH_STATUS__UNKNOWN);
+        assert_int_equal(r->devices[2]->last_updated_time, 1767225610);
+        assert_true(r->devices[2]->health_check_timeout_seconds == -1);
+        assert_string_equal(r->devices[2]->device->device_name, "gpu-2-mig-1g-10gb");
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        free(bin);
+
+        V1alpha1__DeviceHealth h = V1ALPHA1__DEVICE_HEALTH__INIT;
+        h.health = (V1alpha1__HealthStatus)3;
+        static const uint8_t three[] = {0x10, 0x03};
+        assert_packs_to(&h.base, three, sizeof(three), "DeviceHealth{health 3}");
+        struct kdev_err err = {0};
+        char *s = kdev_pbjson_dumps(&h.base, &err);
+        assert_non_null(s);
+        assert_string_equal(s, "{\n  \"health\": 3\n}\n");
+        free(s);
+        assert_json_packs(&v1alpha1__device_health__descriptor, "{\"health\":3}", three,
+                          sizeof(three));
+        static const uint8_t unhealthy_neg[] = {0x10, 0x02, 0x20, 0xfe, 0xff, 0xff, 0xff, 0xff,
+                                                0xff, 0xff, 0xff, 0xff, 0x01};
+        assert_json_packs(&v1alpha1__device_health__descriptor,
+                          "{\"health\":\"UNHEALTHY\",\"healthCheckTimeoutSeconds\":-2}",
+                          unhealthy_neg, sizeof(unhealthy_neg));
+        assert_json_fails(&v1alpha1__device_health__descriptor, "{\"health\":\"SICK\"}", EINVAL,
+                          "health: expected an enum value name or number");
+        /* an absent device and an empty one differ */
+        V1alpha1__DeviceIdentifier id = V1ALPHA1__DEVICE_IDENTIFIER__INIT;
+        V1alpha1__DeviceHealth e = V1ALPHA1__DEVICE_HEALTH__INIT;
+        assert_packs_to(&e.base, NULL, 0, "DeviceHealth{}");
+        e.device = &id;
+        static const uint8_t empty_dev[] = {0x0a, 0x00};
+        assert_packs_to(&e.base, empty_dev, sizeof(empty_dev), "DeviceHealth{device {}}");
+        s = kdev_pbjson_dumps(&e.base, &err);
+        assert_string_equal(s, "{\n  \"device\": {}\n}\n");
         free(s);
 }
 
@@ -644,7 +962,15 @@ static void test_other_types(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_all_vectors),
+                cmocka_unit_test(test_vectors_deviceplugin),
+                cmocka_unit_test(test_vectors_pluginregistration),
+                cmocka_unit_test(test_vectors_dra_v1beta1),
+                cmocka_unit_test(test_vectors_dra_v1),
+                cmocka_unit_test(test_vectors_dra_health),
+                cmocka_unit_test(test_vector_dirs_known),
+                cmocka_unit_test(test_dra_v1_share_id),
+                cmocka_unit_test(test_dra_v1beta1_skips_share_id),
+                cmocka_unit_test(test_dra_health_values),
                 cmocka_unit_test(test_topology_presence),
                 cmocka_unit_test(test_json_names),
                 cmocka_unit_test(test_find_descriptor),
