@@ -664,6 +664,29 @@ static struct kdev_nvidia_config *file_cfg(void *obj)
         return cfg;
 }
 
+/* Is |node| a plain, untagged YAML null ("", "~", "null", "Null", "NULL")
+ * read for the first time? Then it is marked read (a second visit through an
+ * alias is left to the normal readers, which refuse it) and the caller treats
+ * the key as absent: NVIDIA decodes the optional keys of flags, flags.plugin,
+ * flags.gfd, imex and resources into pointers, slices or structs, for which
+ * null means "not set" (sigs.k8s.io/yaml, then encoding/json). */
+static bool absent_null(struct kdev_ycfg *c, yaml_node_t *node)
+{
+        static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
+        size_t idx = (size_t)(node - c->doc.nodes.start);
+        if (node->type != YAML_SCALAR_NODE ||
+            node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE ||
+            (c->tags && idx < c->n_nodes && c->tags[idx]) ||
+            LOOKUP(nulls, (const char *)node->data.scalar.value) < 0)
+                return false;
+        if (idx < c->n_nodes) {
+                if (c->visited[idx])
+                        return false;
+                c->visited[idx] = 1;
+        }
+        return true;
+}
+
 /* A plain scalar true/false (YAML 1.1 spellings, as NVIDIA's YAML reader). */
 static int read_bool(struct kdev_ycfg *c, yaml_node_t *node, bool *out)
 {
@@ -704,6 +727,8 @@ static int read_text_opt(struct kdev_ycfg *c, yaml_node_t *node, void *obj,
                          enum kdev_nvidia_opt o)
 {
         struct kdev_nvidia_config *cfg = obj;
+        if (absent_null(c, node))
+                return 0;
         char *s = NULL;
         int rc = kdev_ycfg_string(c, node, &s);
         if (rc < 0)
@@ -722,6 +747,8 @@ static int read_bool_opt(struct kdev_ycfg *c, yaml_node_t *node, void *obj,
                          enum kdev_nvidia_opt o)
 {
         bool b = false;
+        if (absent_null(c, node))
+                return 0;
         int rc = read_bool(c, node, &b);
         if (rc == 0)
                 assign_bool(obj, o, KDEV_NVIDIA_SRC_FILE, b);
@@ -760,12 +787,14 @@ static int read_ignored_bool(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
         (void)obj;
         bool b = false;
-        return read_bool(c, node, &b);
+        return absent_null(c, node) ? 0 : read_bool(c, node, &b);
 }
 
 static int read_ignored_string(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
         (void)obj;
+        if (absent_null(c, node))
+                return 0;
         char *s = NULL;
         int rc = kdev_ycfg_string(c, node, &s);
         free(s);
@@ -789,6 +818,8 @@ static int read_list_strategy(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
         struct kdev_nvidia_config *cfg = obj;
         unsigned mask = 0;
+        if (absent_null(c, node))
+                return 0;
         if (node->type == YAML_SEQUENCE_NODE) {
                 unsigned *bits = NULL;
                 size_t n = 0;
@@ -820,6 +851,8 @@ static const struct kdev_ycfg_field plugin_fields[] = {
 
 static int read_plugin(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
+        if (absent_null(c, node))
+                return 0;
         return kdev_ycfg_mapping(c, node, plugin_fields,
                                  sizeof(plugin_fields) / sizeof(plugin_fields[0]), obj);
 }
@@ -835,6 +868,8 @@ static const struct kdev_ycfg_field gfd_fields[] = {
 
 static int read_gfd(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
+        if (absent_null(c, node))
+                return 0;
         return kdev_ycfg_mapping(c, node, gfd_fields, sizeof(gfd_fields) / sizeof(gfd_fields[0]),
                                  obj);
 }
@@ -856,6 +891,10 @@ static const struct kdev_ycfg_field flags_fields[] = {
 
 static int read_flags(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
+        if (absent_null(c, node)) {
+                file_cfg(obj); /* an NVIDIA section all the same */
+                return 0;
+        }
         return kdev_ycfg_mapping(c, node, flags_fields,
                                  sizeof(flags_fields) / sizeof(flags_fields[0]), file_cfg(obj));
 }
@@ -895,6 +934,8 @@ static int read_np_list(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
         struct resources_seen *seen = obj;
         struct named_pattern *items = NULL;
         size_t n = 0;
+        if (absent_null(c, node))
+                return 0;
         int rc = kdev_ycfg_list(c, node, 0, 1024, sizeof(*items), (void **)&items, &n, read_np);
         for (size_t i = 0; i < n; i++) {
                 free(items[i].pattern);
@@ -914,6 +955,8 @@ static int read_resources(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
         struct kdev_nvidia_config *cfg = file_cfg(obj);
         struct resources_seen seen = {0};
+        if (absent_null(c, node))
+                return 0;
         int rc = kdev_ycfg_mapping(c, node, resources_fields,
                                    sizeof(resources_fields) / sizeof(resources_fields[0]), &seen);
         if (rc == 0 && seen.n > 0 &&
@@ -1210,6 +1253,8 @@ static int read_imex_channels(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
         struct kdev_nvidia_config *cfg = obj;
         unsigned *ids = NULL;
         size_t n = 0;
+        if (absent_null(c, node))
+                return 0;
         int rc = kdev_ycfg_list(c, node, 0, 64, sizeof(unsigned), (void **)&ids, &n,
                                 read_channel);
         if (rc < 0) {
@@ -1230,6 +1275,10 @@ static const struct kdev_ycfg_field imex_fields[] = {
 
 static int read_imex(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
+        if (absent_null(c, node)) {
+                file_cfg(obj);
+                return 0;
+        }
         return kdev_ycfg_mapping(c, node, imex_fields, sizeof(imex_fields) / sizeof(imex_fields[0]),
                                  file_cfg(obj));
 }

@@ -10,6 +10,11 @@
  *     keys, wrong types and bad values are errors with file:line:column and
  *     the key path; NVIDIA ignores unknown keys silently;
  *   - values are checked when read (NVIDIA checks some at start only);
+ *   - a plain, untagged YAML null ("key:" with no value, ~, null) counts as
+ *     the key being absent, as NVIDIA's pointer fields read it, for `flags`,
+ *     `resources` and `imex` themselves (still an NVIDIA section) and every
+ *     key under flags, flags.plugin, flags.gfd, imex and resources; elsewhere
+ *     (sharing.timeSlicing: null, replicas: null, ...) null stays an error;
  *   - booleans in the file are the plain scalars true/false/yes/no/on/off
  *     (any of the three spellings "true", "True", "TRUE"); env and flag
  *     values follow Go's strconv.ParseBool as urfave/cli does: 1, t, T,

@@ -360,6 +360,7 @@ struct kdev_nvidia_pref {
         size_t *dev_unit;    /* physical device (replica annotation stripped) */
         size_t *dev_parent;  /* physical GPU */
         bool *dev_whole;     /* a whole GPU, not a replica or MIG device */
+        bool *dev_replica;   /* a replica (devinfo replica >= 0) */
         size_t n_units, n_parents;
         size_t *unit_total;  /* devices per unit */
         size_t *parent_total; /* devices per parent */
@@ -374,6 +375,7 @@ void kdev_nvidia_pref_free(struct kdev_nvidia_pref *p)
         free(p->dev_unit);
         free(p->dev_parent);
         free(p->dev_whole);
+        free(p->dev_replica);
         free(p->unit_total);
         free(p->parent_total);
         free(p);
@@ -432,10 +434,11 @@ int kdev_nvidia_pref_new(const struct kdev_gpu_set *gpus, const struct kdev_reso
         p->dev_unit = malloc((nd ? nd : 1) * sizeof(*p->dev_unit));
         p->dev_parent = malloc((nd ? nd : 1) * sizeof(*p->dev_parent));
         p->dev_whole = malloc((nd ? nd : 1) * sizeof(*p->dev_whole));
+        p->dev_replica = malloc((nd ? nd : 1) * sizeof(*p->dev_replica));
         k = malloc((nd ? nd : 1) * sizeof(*k));
         own = malloc((nd ? nd : 1) * sizeof(*own));
-        if (!p->score || !p->dev_gpu || !p->dev_unit || !p->dev_parent || !p->dev_whole || !k ||
-            !own)
+        if (!p->score || !p->dev_gpu || !p->dev_unit || !p->dev_parent || !p->dev_whole ||
+            !p->dev_replica || !k || !own)
                 goto nomem;
         for (size_t i = 0; i < ng; i++) {
                 for (size_t j = 0; j < ng; j++) {
@@ -463,6 +466,7 @@ int kdev_nvidia_pref_new(const struct kdev_gpu_set *gpus, const struct kdev_reso
                 snprintf(own[d], sizeof(own[d]), "\x01%zu", d);
                 p->dev_gpu[d] = -1;
                 p->dev_whole[d] = info && info->replica < 0 && info->gi == KDEV_NVIDIA_NO_INSTANCE;
+                p->dev_replica[d] = info && info->replica >= 0;
                 const struct kdev_gpu *g =
                         info && gpus ? kdev_gpu_set_find(gpus, info->parent_uuid) : NULL;
                 if (g)
@@ -569,6 +573,8 @@ static bool greedy_before(const struct kdev_nvidia_pref *p, size_t a, size_t b,
                           const size_t *parent_left)
 {
         bool packed = p->policy == KDEV_NVIDIA_SHARE_PACKED;
+        if (p->dev_replica[a] != p->dev_replica[b])
+                return !p->dev_replica[a]; /* unreplicated devices first */
         size_t ua = p->dev_unit[a], ub = p->dev_unit[b];
         size_t alloc_a = p->unit_total[ua] - unit_left[ua];
         size_t alloc_b = p->unit_total[ub] - unit_left[ub];

@@ -119,6 +119,10 @@ void kdev_nvidia_pref_free(struct kdev_nvidia_pref *p);
  * Otherwise the greedy path (NVIDIA internal/rm/allocate.go): candidates =
  * available minus must-include; then size - n_must times, take the candidate
  * first in this order:
+ *   0. (kdev) unreplicated devices (whole GPUs, MIG devices) before replicas,
+ *      under both policies, when a resource holds both (no config makes such
+ *      a resource since `devices` without a new name shares every device;
+ *      only a hand-built resource can);
  *   1. allocated replicas of its physical device, fewest first (distributed)
  *      or most first (packed). allocated = total replicas of the physical
  *      device in the resource minus its candidates not yet taken, so devices

@@ -374,6 +374,15 @@ static int check_migs(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
                 if (g->uuid[0] == '\0' || g->mig_current != NVML_DEVICE_MIG_ENABLE ||
                     g->n_migs > 0)
                         continue;
+                if (g->fault != NVML_SUCCESS) {
+                        /* faulted before its MIG devices were read: not a
+                         * configuration error; rediscovery finds them later */
+                        warnf(opts,
+                              "GPU %u (%s): MIG enabled but its MIG devices could not be read "
+                              "(%s); not advertised",
+                              g->index, g->uuid, kdev_nvml_builtin_strerror(g->fault));
+                        continue;
+                }
                 if (single)
                         return kdev_err_set(err, EINVAL,
                                             "invalid MIG configuration: at least one device with "
@@ -401,8 +410,8 @@ static int check_migs(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
         }
         if (n_whole > 0 && n_mig_devs > 0)
                 return kdev_err_set(err, EINVAL,
-                                    "invalid MIG configuration: all devices on the node must be "
-                                    "configured with the same migEnabled value");
+                                    "all devices on the node must be configured with the same "
+                                    "migEnabled value");
         return 0;
 }
 
@@ -453,6 +462,18 @@ int kdev_nvidia_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
                 if (g->uuid[0] == '\0') {
                         warnf(opts, "GPU %u: lost before its UUID was read; not advertised",
                               g->index);
+                        continue;
+                }
+                if (mig && g->fault != NVML_SUCCESS && !g->mig_mode_known) {
+                        /* a third state next to MIG on and off: counting it
+                         * as a whole GPU would break `single`'s uniformity
+                         * rule and put it next to its own MIG devices under
+                         * `mixed` */
+                        warnf(opts,
+                              "GPU %u (%s): MIG mode unknown (%s); not advertised under "
+                              "migStrategy %s",
+                              g->index, g->uuid, kdev_nvml_builtin_strerror(g->fault),
+                              cfg->mig_strategy == KDEV_NVIDIA_MIG_SINGLE ? "single" : "mixed");
                         continue;
                 }
                 if (mig && g->mig_current == NVML_DEVICE_MIG_ENABLE)

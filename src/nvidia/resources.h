@@ -57,8 +57,8 @@ struct kdev_nvidia_build_options {
  *      not configured correctly: device <i> has no MIG devices configured",
  *     "invalid MIG configuration: more than one MIG device type present on
  *      node" (nvmlDeviceAttributes_t compared whole),
- *     "invalid MIG configuration: all devices on the node must be configured
- *      with the same migEnabled value".
+ *     "all devices on the node must be configured with the same migEnabled
+ *      value" (without the prefix, as NVIDIA v0.20.0's device_map.go).
  *   mixed: one resource "nvidia.com/mig-<profile>" ('+' -> '.') per profile
  *     that has devices, after "nvidia.com/gpu" (left out when it has no
  *     device), in order of first appearance (NVML order); devices in NVML
@@ -68,6 +68,16 @@ struct kdev_nvidia_build_options {
  *     resource patterns" (e.g. '1c.3g.20gb'). A MIG-enabled GPU without MIG
  *     devices gives the warning "device <i> has no MIG devices configured"
  *     and is skipped.
+ *   Both, faulted GPUs (kdev_gpu.fault): one whose MIG mode is unknown
+ *     (!mig_mode_known: it faulted before nvmlDeviceGetMigMode answered) is
+ *     neither MIG-enabled nor whole: it is skipped with the warning "GPU <i>
+ *     (<uuid>): MIG mode unknown (<nvmlErrorString>); not advertised under
+ *     migStrategy <single|mixed>" (counted as whole it would fail single's
+ *     uniformity rule, or sit next to its own MIG devices under mixed). One
+ *     with MIG enabled whose MIG devices were not read (n_migs 0) is skipped
+ *     with "GPU <i> (<uuid>): MIG enabled but its MIG devices could not be
+ *     read (<nvmlErrorString>); not advertised" instead of single's error.
+ *     Rediscovery after the reset brings them back.
  *   Both: -EACCES etc. "error getting MIG profiles of GPU <i>: error getting
  *     parent memory info: <nvmlErrorString>" (mixed) or "error getting MIG
  *     profile for MIG device at index '(<i>, <j>)': ..." when a parent's

@@ -234,7 +234,20 @@ static int share_one(struct kdev_resource_set *set, size_t ri, const char *targe
         bool *sel = calloc(n ? n : 1, sizeof(*sel));
         if (!sel)
                 return kdev_err_set(err, ENOMEM, "out of memory");
-        select_devices(r, e, ei, sel, warn, arg);
+        bool rename = strcmp(target, r->name) != 0;
+        if (rename) {
+                select_devices(r, e, ei, sel, warn, arg);
+        } else {
+                /* no new name: NVIDIA's behaviour, every device shared
+                 * (replicas and whole devices never mix in one resource) */
+                if (e->devices_kind != KDEV_NVIDIA_DEVICES_ALL)
+                        warnf(warn, arg,
+                              TS "[%zu].devices: honoured only together with rename (or "
+                                 "renameByDefault); sharing every device of %s, as NVIDIA does",
+                              ei, r->name);
+                for (size_t i = 0; i < n; i++)
+                        sel[i] = true;
+        }
         for (size_t i = 0; i < n; i++) {
                 if (!sel[i])
                         continue;
@@ -248,8 +261,20 @@ static int share_one(struct kdev_resource_set *set, size_t ri, const char *targe
                 }
                 n_sel++;
         }
-        bool rename = strcmp(target, r->name) != 0;
-        bool in_place = !rename || e->devices_kind == KDEV_NVIDIA_DEVICES_ALL;
+        /* With devices on the node, a renamed subset that selects nothing
+         * makes no empty resource, and one that selects every device renames
+         * in place as `devices: all` does. Without devices (no GPU found yet)
+         * both names are kept, so that a rebuild after rediscovery finds every
+         * name already served. */
+        if (rename && n > 0 && n_sel == 0) {
+                warnf(warn, arg,
+                      TS "[%zu].devices: selects no device of %s; %s not advertised", ei,
+                      r->name, target);
+                free(sel);
+                return 0;
+        }
+        bool in_place = !rename || e->devices_kind == KDEV_NVIDIA_DEVICES_ALL ||
+                        (n > 0 && n_sel == n);
         struct kdev_device *reps = NULL, *new_devs = NULL;
         struct kdev_nvidia_devinfo *rep_infos = NULL, *new_infos = NULL;
         struct kdev_nvidia_rdata *nd = NULL;

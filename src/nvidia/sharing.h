@@ -10,11 +10,14 @@
  *     advertises `<name>.shared`; kdev advertises the replicas under `rename`
  *     when given, else `<name>.shared` with renameByDefault, else under
  *     `name` itself.
- *   - `devices` is honoured. NVIDIA forces it to `all`; kdev replicates only
+ *   - `devices` is honoured together with a new name (`rename`, or
+ *     renameByDefault). NVIDIA forces it to `all`; kdev then replicates only
  *     the selected devices of the resource (`all`, the first N in the
  *     resource's order, or a list of GPU indices "0", MIG indices "0:1", GPU
- *     UUIDs, MIG UUIDs "MIG-<uuid>" or "MIG-GPU-<uuid>/<gi>/<ci>"); the other
- *     devices keep their original resource.
+ *     UUIDs, MIG UUIDs "MIG-<uuid>" or "MIG-GPU-<uuid>/<gi>/<ci>") under the
+ *     new name; the other devices keep their original resource. Without a new
+ *     name `devices` is ignored as NVIDIA does (with a warning): every device
+ *     is shared, so one resource never mixes whole devices and replicas.
  * A config that uses neither (devices all, no rename) gives exactly NVIDIA's
  * resources.
  */
@@ -42,7 +45,11 @@
  *     <name> is not an NVIDIA resource; not shared";
  *   - the selected devices (see `devices` above; a count larger than the
  *     resource, or a list item that names no device of it, is warned about
- *     and the rest applied) are each replaced by `replicas` devices with ID
+ *     and the rest applied; without a new name every device, and a `devices`
+ *     other than all gives the warning "sharing.timeSlicing.resources[<i>].
+ *     devices: honoured only together with rename (or renameByDefault);
+ *     sharing every device of <name>, as NVIDIA does") are each replaced by
+ *     `replicas` devices with ID
  *     "<ID>::<n>", n = 0 .. replicas-1, in device order then n; every replica
  *     copies the device's health, NUMA node, device specs and devinfo, with
  *     devinfo.replica = n (so the health monitor, which works by parent UUID,
@@ -51,11 +58,15 @@
  *   - target name: `rename`, else "<name>.shared" when renameByDefault, else
  *     `name`. Same name: the replicas take the place of their devices in the
  *     resource. New name: a new resource with the replicas is inserted right
- *     after the original; with `devices: all` the original resource is removed
- *     (replaced by the new one, as NVIDIA's renameByDefault does), otherwise it
- *     keeps the unselected devices (possibly none). The set of resource names
- *     depends only on the config and the names the build produced, never on
- *     the device count, so a rebuild after rediscovery yields the same names.
+ *     after the original; with `devices: all`, or a count or list that selects
+ *     every device, the original resource is removed (replaced by the new
+ *     one, as NVIDIA's renameByDefault does), otherwise it keeps the
+ *     unselected devices. A list that selects no device of a resource that has
+ *     devices creates nothing: warning "sharing.timeSlicing.resources[<i>].
+ *     devices: selects no device of <name>; <new name> not advertised". A
+ *     resource with no device at all (no GPU found yet) keeps its name and
+ *     gets the new one too, both empty, so that the rebuild after rediscovery
+ *     (which serves only names served from the start) finds every name.
  *   - failRequestsGreaterThanOne: true makes the Allocate hook of the
  *     resource holding the replicas refuse a request of more than one ID when
  *     any ID is a replica, with NVIDIA's v0.15+ text (§1.9).

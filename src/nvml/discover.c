@@ -284,6 +284,21 @@ static int read_gpu(struct ctx *c, unsigned idx, struct kdev_gpu *g, nvmlDevice_
                 return 1;
         IDCALL(r, "nvmlDeviceGetName");
         IDCALL(api->nvmlDeviceGetUUID(dev, g->uuid, sizeof(g->uuid)), "nvmlDeviceGetUUID");
+        /* the MIG mode right after the UUID: a GPU that faults later (reset
+         * required) is still known to be MIG-enabled or not */
+        if (api->nvmlDeviceGetMigMode) {
+                r = api->nvmlDeviceGetMigMode(dev, &g->mig_current, &g->mig_pending);
+                if (r != NVML_ERROR_NOT_SUPPORTED) {
+                        if (is_fault(r)) {
+                                g->mig_current = g->mig_pending = 0;
+                                g->fault = r;
+                                return 0;
+                        }
+                        IDCALL(r, "nvmlDeviceGetMigMode");
+                        g->mig_capable = true;
+                }
+        }
+        g->mig_mode_known = true;
         nvmlPciInfo_t pci;
         memset(&pci, 0, sizeof(pci));
         IDCALL(api->nvmlDeviceGetPciInfo(dev, &pci), "nvmlDeviceGetPciInfo");
@@ -322,13 +337,6 @@ static int read_gpu(struct ctx *c, unsigned idx, struct kdev_gpu *g, nvmlDevice_
                 }
                 if (r == NVML_SUCCESS)
                         g->arch = a;
-        }
-        if (api->nvmlDeviceGetMigMode) {
-                r = api->nvmlDeviceGetMigMode(dev, &g->mig_current, &g->mig_pending);
-                if (r != NVML_ERROR_NOT_SUPPORTED) {
-                        IDCALL(r, "nvmlDeviceGetMigMode");
-                        g->mig_capable = true;
-                }
         }
 #undef IDCALL
         if (g->mig_capable && !(c->flags & KDEV_NVML_DISCOVER_NO_MIG)) {

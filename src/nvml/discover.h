@@ -96,6 +96,11 @@ struct kdev_gpu {
                                                 * "ada-lovelace", "hopper", "blackwell",
                                                 * "rubin" or "undefined"; static */
         int numa_node;                         /* -1: none */
+        /* nvmlDeviceGetMigMode answered (SUCCESS or NOT_SUPPORTED, or the
+         * library lacks it): false only for a GPU whose fault came before or
+         * with that answer, whose MIG mode is then unknown. It is read right
+         * after the UUID, so a GPU that needs a reset still has it. */
+        bool mig_mode_known;
         bool mig_capable;                      /* nvmlDeviceGetMigMode answered SUCCESS */
         unsigned mig_current, mig_pending;     /* NVML_DEVICE_MIG_{DISABLE,ENABLE} */
         unsigned mig_max;                      /* nvmlDeviceGetMaxMigDeviceCount (MIG on) */

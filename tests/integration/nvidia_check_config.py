@@ -26,16 +26,21 @@ UUIDS = [
 ]
 
 
-def check(d, path, *extra):
+def check(d, path, *extra, topo=TOPO, control_text="", log_level="error"):
     control = os.path.join(d, "control")
-    open(control, "a").close()
-    env = dict(os.environ, LD_LIBRARY_PATH=MOCK_DIR, KDEV_MOCK_NVML_TOPOLOGY=TOPO,
-               KDEV_MOCK_NVML_CONTROL=control)
+    with open(control, "w") as f:
+        f.write(control_text)
+    env = dict(os.environ, LD_LIBRARY_PATH=MOCK_DIR, KDEV_MOCK_NVML_TOPOLOGY=topo,
+               KDEV_MOCK_NVML_CONTROL=control, KDEV_MOCK_NVML_PROC=d)
     for k in ("KDEV_CONFIG", "CONFIG_FILE", "MIG_STRATEGY", "DEVICE_LIST_STRATEGY"):
         env.pop(k, None)
     return subprocess.run([PLUGIN, "--check-config", path, "-d", os.path.join(d, "dp"),
-                           "--log-level", "error"] + list(extra),
+                           "--log-level", log_level, "--proc-root", d] + list(extra),
                           env=env, capture_output=True, text=True, timeout=120)
+
+
+def warnings(stderr):
+    return [line for line in stderr.splitlines() if "level=warn" in line]
 
 
 def write(d, text):
@@ -63,6 +68,65 @@ def test_time_slicing_rename_and_devices():
                 "nvidia.com/gpu-shared: 4 devices (4 replicas of 2 devices): "
                 + " ".join(shared) + "\n")
         assert r.stdout == want, r.stdout
+
+
+def test_devices_without_rename_shares_all():
+    """Review 4, F2: `devices` without a new name is ignored as NVIDIA does
+    (every GPU shared, one warning); with rename the subset moves and a
+    list covering every GPU renames in place."""
+    with TempDir() as d:
+        p = write(d, "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                     "      - {name: nvidia.com/gpu, replicas: 2, devices: [0]}\n")
+        r = check(d, p, log_level="warn")
+        assert r.returncode == 0, r.stderr
+        ids = " ".join("%s::%d" % (u, n) for u in UUIDS for n in range(2))
+        assert r.stdout == ("nvidia.com/gpu: 16 devices (16 replicas of 8 devices): %s\n"
+                            % ids), r.stdout
+        w = warnings(r.stderr)
+        assert len(w) == 1, r.stderr
+        assert ("sharing.timeSlicing.resources[0].devices: honoured only together with rename "
+                "(or renameByDefault); sharing every device of nvidia.com/gpu, as NVIDIA does"
+                in w[0]), w
+        p = write(d, "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                     "      - {name: gpu, replicas: 2, devices: 8, rename: ts}\n")
+        r = check(d, p, log_level="warn")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == ("nvidia.com/ts: 16 devices (16 replicas of 8 devices): %s\n"
+                            % ids), r.stdout
+        assert warnings(r.stderr) == [], r.stderr
+
+
+MIG_TOPO = os.path.join(kt.SOURCE_DIR, "mock", "nvml", "topologies",
+                        "mig-a100-80gb-single.yaml")
+MIG_GPU0 = "GPU-3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a10"
+
+
+def test_faulted_mig_gpu():
+    """Review 4, F1: a MIG GPU that needs a reset is still known to be
+    MIG-enabled: under single the node starts with the other GPU's MIG
+    devices, under mixed it is not advertised whole next to them."""
+    migs = " ".join("MIG-5a0b1c2d-3e4f-5a6b-7c8d-9e0f1a2b3c1%d" % j for j in range(7))
+    want_warn = ("GPU 0 (%s): MIG enabled but its MIG devices could not be read (GPU "
+                 "requires restart); not advertised" % MIG_GPU0)
+    with TempDir() as d:
+        for strategy, name in (("single", "nvidia.com/gpu"), ("mixed", "nvidia.com/mig-1g.10gb")):
+            p = write(d, "version: v1\nflags: {migStrategy: %s}\n" % strategy)
+            r = check(d, p, topo=MIG_TOPO, control_text="reset-required %s\n" % MIG_GPU0,
+                      log_level="warn")
+            assert r.returncode == 0, r.stderr
+            assert r.stdout == "%s: 7 devices: %s\n" % (name, migs), r.stdout
+            w = warnings(r.stderr)
+            assert len(w) == 1 and want_warn in w[0], r.stderr
+
+
+def test_null_flags_accepted():
+    """Review 4, F4: keys without a value under flags are left out."""
+    with TempDir() as d:
+        for text in ("version: v1\nflags:\n  migStrategy:\n",
+                     "version: v1\nflags:\n  plugin:\n"):
+            r = check(d, write(d, text))
+            assert r.returncode == 0, r.stderr
+            assert r.stdout == "nvidia.com/gpu: 8 devices: %s\n" % " ".join(UUIDS), r.stdout
 
 
 def test_nvidia_examples():
@@ -107,6 +171,9 @@ if __name__ == "__main__":
         sys.exit(1)
     kt.run_tests([
         test_time_slicing_rename_and_devices,
+        test_devices_without_rename_shares_all,
+        test_faulted_mig_gpu,
+        test_null_flags_accepted,
         test_nvidia_examples,
         test_bad_config_exits_1,
         test_mps_refused,

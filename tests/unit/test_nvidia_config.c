@@ -229,8 +229,12 @@ static void test_bad_files(void **state)
                 {"version: v1\nflags:\n  failOnInitError: \"false\"\n",
                  "nv.yaml:3:20: flags.failOnInitError: must be true or false, got the quoted "
                  "string \"false\""},
-                {"version: v1\nflags:\n  failOnInitError:\n",
-                 "nv.yaml:3:19: flags.failOnInitError: must be true or false, got null"},
+                /* null is "absent" under flags (see test_null_is_absent), not
+                 * under sharing */
+                {"version: v1\nsharing:\n  timeSlicing:\n    renameByDefault:\n"
+                 "    resources: [{name: gpu, replicas: 2}]\n",
+                 "nv.yaml:4:21: sharing.timeSlicing.renameByDefault: must be true or false, "
+                 "got null"},
                 {"version: v1\nflags:\n  gdsEnabled: [true]\n",
                  "nv.yaml:3:15: flags.gdsEnabled: must be true or false, got a list"},
                 {"version: v1\nflags:\n  nvidiaDriverRoot: run/nvidia\n",
@@ -309,6 +313,50 @@ static void test_bad_files(void **state)
                         fail_msg("case %zu: %s", i, e.msg);
                 kdev_nvidia_config_clear(&cfg);
         }
+}
+
+/* Review 4, F4: null under flags / flags.plugin / imex / resources is the
+ * key left out, as NVIDIA reads it; a null section still counts as NVIDIA's;
+ * an alias to a null is still refused. */
+static void test_null_is_absent(void **state)
+{
+        (void)state;
+        static const char *const texts[] = {
+                "version: v1\nflags:\n  migStrategy:\n",
+                "version: v1\nflags:\n  plugin:\n",
+                "version: v1\nflags:\n",
+                "version: v1\nimex:\n",
+                "version: v1\nresources: ~\n",
+                "version: v1\nflags:\n  failOnInitError: null\n  plugin:\n"
+                "    deviceListStrategy:\nimex:\n  channelIDs:\n",
+        };
+        for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+                struct kdev_nvidia_config cfg;
+                parse_ok(&cfg, texts[i]);
+                assert_true(cfg.wanted);
+                assert_int_equal(cfg.mig_strategy, KDEV_NVIDIA_MIG_NONE);
+                assert_int_equal(cfg.src[KDEV_NVIDIA_OPT_MIG_STRATEGY], KDEV_NVIDIA_SRC_DEFAULT);
+                assert_true(cfg.fail_on_init_error);
+                assert_int_equal(cfg.device_list_strategies, KDEV_NVIDIA_LIST_ENVVAR);
+                assert_int_equal(cfg.n_warnings, 0);
+                kdev_nvidia_config_clear(&cfg);
+        }
+        /* a weaker source than env: env still applies over an absent key */
+        struct kdev_nvidia_config cfg;
+        struct kdev_err e;
+        assert_int_equal(parse(&cfg, "version: v1\nflags:\n  migStrategy:\n", &e), 0);
+        char *env[] = {"MIG_STRATEGY=mixed", NULL};
+        assert_int_equal(kdev_nvidia_config_apply_env(&cfg, env, &e), 0);
+        assert_int_equal(kdev_nvidia_config_finish(&cfg, true, &e), 0);
+        assert_int_equal(cfg.mig_strategy, KDEV_NVIDIA_MIG_MIXED);
+        kdev_nvidia_config_clear(&cfg);
+        /* through an alias: refused as every alias is */
+        assert_int_equal(parse(&cfg,
+                               "version: v1\nflags:\n  mpsRoot: &n\n  migStrategy: *n\n", &e),
+                         -EINVAL);
+        assert_string_equal(e.msg, "nv.yaml:3:12: flags.migStrategy: YAML anchors and aliases "
+                                   "are not supported");
+        kdev_nvidia_config_clear(&cfg);
 }
 
 static void test_generic_only_file_not_wanted(void **state)
@@ -567,6 +615,7 @@ int main(void)
                 cmocka_unit_test(test_full_file),
                 cmocka_unit_test(test_sharing),
                 cmocka_unit_test(test_bad_files),
+                cmocka_unit_test(test_null_is_absent),
                 cmocka_unit_test(test_generic_only_file_not_wanted),
                 cmocka_unit_test(test_precedence),
                 cmocka_unit_test(test_env_flag_errors),

@@ -167,6 +167,38 @@ static void test_full_flags(void **state)
         kdev_nvidia_config_clear(&cfg);
 }
 
+/* Review 4, F4: a YAML null under flags, flags.plugin, flags.gfd, imex and
+ * resources is the key left out (NVIDIA's pointer fields): every option keeps
+ * its default and its source stays "default"; the file still wants NVIDIA
+ * GPUs. */
+static void test_null_values(void **state)
+{
+        (void)state;
+        static const char *const files[] = {"null-flags.yaml", "null-nested.yaml"};
+        for (size_t f = 0; f < 2; f++) {
+                struct kdev_nvidia_config cfg;
+                load_ok(files[f], &cfg);
+                for (size_t o = 0; o < KDEV_NVIDIA_OPT_COUNT; o++) {
+                        if (cfg.src[o] != KDEV_NVIDIA_SRC_DEFAULT)
+                                fail_msg("%s: option %zu has source %d", files[f], o,
+                                         (int)cfg.src[o]);
+                }
+                assert_int_equal(cfg.mig_strategy, KDEV_NVIDIA_MIG_NONE);
+                assert_true(cfg.fail_on_init_error);
+                assert_string_equal(cfg.driver_root, "/");
+                assert_string_equal(cfg.dev_root, "/");
+                assert_false(cfg.pass_device_specs);
+                assert_false(cfg.gds_enabled);
+                assert_int_equal(cfg.device_list_strategies, KDEV_NVIDIA_LIST_ENVVAR);
+                assert_int_equal(cfg.id_strategy, KDEV_NVIDIA_ID_UUID);
+                assert_int_equal(cfg.n_imex_channel_ids, 0);
+                assert_false(cfg.imex_required);
+                assert_false(cfg.time_slicing.present);
+                assert_int_equal(cfg.n_warnings, 0); /* resources: nothing customised */
+                kdev_nvidia_config_clear(&cfg);
+        }
+}
+
 /* Every file of good/ loads; every file of bad/ is in the table below. */
 struct bad_case {
         const char *file;
@@ -269,6 +301,11 @@ static const struct bad_case bad_cases[] = {
         {"alias.yaml", "2:8: imex: YAML anchors and aliases are not supported"},
         {"tag.yaml", "3:16: flags.migStrategy: YAML tags are not supported (\"!!str\")"},
         {"invalid-utf8.yaml", " YAML error at byte 35: invalid trailing UTF-8 octet"},
+        /* null stays an error where NVIDIA refuses it too (no resources) */
+        {"null-time-slicing.yaml", "3:15: sharing.timeSlicing: must be a mapping, got null"},
+        /* a quoted empty string is a value, not null */
+        {"quoted-null.yaml",
+         "3:16: flags.migStrategy: invalid MIG strategy:  (expected none, single or mixed)"},
 };
 
 #define N_BAD (sizeof(bad_cases) / sizeof(bad_cases[0]))
@@ -305,6 +342,7 @@ static void test_corpus_complete(void **state)
                 "time-slicing.yaml",       "time-slicing-rename-by-default.yaml",
                 "time-slicing-rename.yaml", "mig-mixed-time-slicing.yaml",
                 "mig-mixed.yaml",          "full-flags.yaml",
+                "null-flags.yaml",         "null-nested.yaml",
         };
         const char *dirs[] = {DIR_GOOD, DIR_BAD};
         for (size_t d = 0; d < 2; d++) {
@@ -338,6 +376,7 @@ int main(void)
                 cmocka_unit_test(test_mig_mixed_time_slicing),
                 cmocka_unit_test(test_mig_mixed),
                 cmocka_unit_test(test_full_flags),
+                cmocka_unit_test(test_null_values),
                 cmocka_unit_test(test_bad_corpus),
                 cmocka_unit_test(test_corpus_complete),
         };

@@ -184,6 +184,7 @@ struct fx {
         kdevMockWriteSysfs_fn *write_sysfs;
         kdevMockWriteProc_fn *write_proc;
         kdevMockSetError_fn *set_error;
+        kdevMockSetResetRequired_fn *set_reset;
 };
 
 static void touch(const char *path)
@@ -215,7 +216,8 @@ static int setup(void **state)
         f->write_sysfs = (kdevMockWriteSysfs_fn *)dlsym(f->h, "kdevMockWriteSysfs");
         f->write_proc = (kdevMockWriteProc_fn *)dlsym(f->h, "kdevMockWriteProc");
         f->set_error = (kdevMockSetError_fn *)dlsym(f->h, "kdevMockSetError");
-        if (!f->reset || !f->write_sysfs || !f->write_proc || !f->set_error)
+        f->set_reset = (kdevMockSetResetRequired_fn *)dlsym(f->h, "kdevMockSetResetRequired");
+        if (!f->reset || !f->write_sysfs || !f->write_proc || !f->set_error || !f->set_reset)
                 return -1;
         snprintf(f->tmp, sizeof(f->tmp), "/tmp/kdev-mig-XXXXXX");
         if (!mkdtemp(f->tmp))
@@ -663,8 +665,9 @@ static void test_fixture_layouts(void **state)
                    "  - {uuid: GPU-00000000-0000-4000-8000-000000000002, pci_bus_id: "
                    "\"00000000:0F:00.0\", mig: {mode: 0}}\n");
         assert_int_equal(try_build(set, &single, &rs, &w, &e), -EINVAL);
-        assert_string_equal(e.msg, "invalid MIG configuration: all devices on the node must be "
-                                   "configured with the same migEnabled value");
+        /* NVIDIA v0.20.0 device_map.go: this one without the prefix */
+        assert_string_equal(e.msg, "all devices on the node must be configured with the same "
+                                   "migEnabled value");
         assert_int_equal(try_build(set, &mixed, &rs, &w, &e), 0);
         assert_int_equal(rs.n_resources, 2);
         assert_string_equal(rs.resources[0].name, "nvidia.com/gpu");
@@ -730,6 +733,97 @@ static void test_fixture_layouts(void **state)
         kdev_gpu_set_free(set);
         kdev_nvidia_config_clear(&single);
         kdev_nvidia_config_clear(&mixed);
+}
+
+/* A faulted MIG GPU (review 4, F1): the MIG mode is read right after the
+ * UUID, so a GPU needing a reset is still known to be MIG-enabled and is not
+ * counted whole; one whose MIG mode is unknown (lost at nvmlDeviceGetMigMode)
+ * is a third state, skipped with a warning under single and mixed. */
+#define S80_0 "GPU-3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a10"
+#define S80_1 "GPU-3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a11"
+
+static void test_faulted_mig_gpu(void **state)
+{
+        struct fx *f = *state;
+        struct kdev_nvidia_config single, mixed, none;
+        config(&single, f, KDEV_NVIDIA_MIG_SINGLE, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID,
+               false);
+        config(&mixed, f, KDEV_NVIDIA_MIG_MIXED, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID,
+               false);
+        config(&none, f, KDEV_NVIDIA_MIG_NONE, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID,
+               false);
+        struct kdev_resource_set rs = {0};
+        struct kdev_err e;
+        static const struct {
+                bool lost_at_mig_mode; /* else reset required */
+                const char *warning;
+        } cases[] = {
+                {false, "GPU 0 (" S80_0 "): MIG enabled but its MIG devices could not be read "
+                        "(GPU requires restart); not advertised"},
+                {true, "GPU 0 (" S80_0 "): MIG mode unknown (GPU is lost); not advertised "
+                       "under migStrategy "},
+        };
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+                load(f, TOPO("mig-a100-80gb-single.yaml"));
+                if (cases[c].lost_at_mig_mode)
+                        assert_int_equal(f->set_error(S80_0, "nvmlDeviceGetMigMode",
+                                                      NVML_ERROR_GPU_IS_LOST),
+                                         NVML_SUCCESS);
+                else
+                        assert_int_equal(f->set_reset(S80_0, 1), NVML_SUCCESS);
+                struct kdev_gpu_set *set = discover_loaded(f);
+                const struct kdev_gpu *g = &set->gpus[0];
+                assert_string_equal(g->uuid, S80_0);
+                assert_int_equal(g->n_migs, 0);
+                if (cases[c].lost_at_mig_mode) {
+                        assert_int_equal(g->fault, NVML_ERROR_GPU_IS_LOST);
+                        assert_false(g->mig_mode_known);
+                        assert_int_equal(g->mig_current, 0);
+                } else {
+                        assert_int_equal(g->fault, NVML_ERROR_RESET_REQUIRED);
+                        assert_true(g->mig_mode_known);
+                        assert_int_equal(g->mig_current, NVML_DEVICE_MIG_ENABLE);
+                }
+                const struct kdev_nvidia_config *cfgs[2] = {&single, &mixed};
+                for (size_t k = 0; k < 2; k++) {
+                        struct warns w = {0};
+                        if (try_build(set, cfgs[k], &rs, &w, &e) != 0)
+                                fail_msg("case %zu %s: %s", c, k ? "mixed" : "single", e.msg);
+                        /* only GPU 1's seven 1g.10gb devices, no whole GPU */
+                        assert_int_equal(rs.n_resources, 1);
+                        assert_string_equal(rs.resources[0].name,
+                                            k ? "nvidia.com/mig-1g.10gb" : "nvidia.com/gpu");
+                        assert_int_equal(rs.resources[0].n_devices, 7);
+                        for (size_t d = 0; d < 7; d++) {
+                                const struct kdev_nvidia_devinfo *info = kdev_nvidia_device_info(
+                                        &rs.resources[0], &rs.resources[0].devices[d]);
+                                assert_string_equal(info->parent_uuid, S80_1);
+                                assert_true(rs.resources[0].devices[d].healthy);
+                        }
+                        char want[256];
+                        snprintf(want, sizeof(want), "%s%s", cases[c].warning,
+                                 !cases[c].lost_at_mig_mode ? ""
+                                 : k                        ? "mixed"
+                                                            : "single");
+                        assert_int_equal(w.n, 1);
+                        assert_string_equal(w.msgs[0], want);
+                        kdev_resource_set_clear(&rs);
+                }
+                /* none: both whole, GPU 0 unhealthy */
+                struct warns w = {0};
+                assert_int_equal(try_build(set, &none, &rs, &w, &e), 0);
+                assert_int_equal(rs.n_resources, 1);
+                assert_int_equal(rs.resources[0].n_devices, 2);
+                assert_string_equal(rs.resources[0].devices[0].id, S80_0);
+                assert_false(rs.resources[0].devices[0].healthy);
+                assert_true(rs.resources[0].devices[1].healthy);
+                assert_int_equal(w.n, 0);
+                kdev_resource_set_clear(&rs);
+                kdev_gpu_set_free(set);
+        }
+        kdev_nvidia_config_clear(&single);
+        kdev_nvidia_config_clear(&mixed);
+        kdev_nvidia_config_clear(&none);
 }
 
 /* --- mig-minors ---------------------------------------------------------------------- */
@@ -969,6 +1063,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_mixed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_single, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fixture_layouts, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_faulted_mig_gpu, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_mig_minors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_allocate, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cdi, setup, teardown),

@@ -700,6 +700,49 @@ static void test_replicas_packed(void **state)
         fake_free(&fk);
 }
 
+/* A hand-built resource holding replicas of GPU-A next to whole GPU-B and
+ * GPU-C (no config makes one since review 4, F2): whole devices go first under
+ * both policies, replicas only once they run out. */
+static void test_whole_before_replicas(void **state)
+{
+        (void)state;
+        static const enum kdev_nvidia_share_policy policies[] = {KDEV_NVIDIA_SHARE_DISTRIBUTED,
+                                                                 KDEV_NVIDIA_SHARE_PACKED};
+        for (size_t k = 0; k < 2; k++) {
+                struct fake fk;
+                fake_replicas(&fk, 1, 2, policies[k]); /* GPU-A::0, GPU-A::1 */
+                kdev_nvidia_pref_free(fk.r.ops_data);
+                struct kdev_device *nd = realloc(fk.r.devices, 4 * sizeof(*nd));
+                assert_non_null(nd);
+                fk.r.devices = nd;
+                for (size_t d = 2; d < 4; d++) {
+                        struct kdev_nvidia_devinfo *info = &fk.infos[d];
+                        snprintf(info->uuid, sizeof(info->uuid), "GPU-%c", (char)('A' + d - 1));
+                        snprintf(info->parent_uuid, sizeof(info->parent_uuid), "GPU-%c",
+                                 (char)('A' + d - 1));
+                        info->gi = info->ci = KDEV_NVIDIA_NO_INSTANCE;
+                        info->replica = -1;
+                        memset(&nd[d], 0, sizeof(nd[d]));
+                        nd[d].id = strdup(info->uuid);
+                        nd[d].healthy = true;
+                        nd[d].numa_node = -1;
+                        nd[d].data = info;
+                }
+                fk.r.n_devices = 4;
+                struct kdev_nvidia_pref *p = NULL;
+                assert_int_equal(kdev_nvidia_pref_new(NULL, &fk.r, policies[k], &p, NULL), 0);
+                fk.r.ops_data = p;
+                greedy_expect(&fk, "GPU-A::0,GPU-A::1,GPU-B,GPU-C", "", 1, "GPU-B");
+                greedy_expect(&fk, "GPU-A::0,GPU-A::1,GPU-B,GPU-C", "", 2, "GPU-B,GPU-C");
+                greedy_expect(&fk, "GPU-A::0,GPU-A::1,GPU-B,GPU-C", "GPU-A::1", 2,
+                              "GPU-A::1,GPU-B");
+                greedy_expect(&fk, "GPU-A::0,GPU-A::1,GPU-B,GPU-C", "", 3,
+                              "GPU-B,GPU-C,GPU-A::0");
+                greedy_expect(&fk, "GPU-A::0,GPU-A::1,GPU-C", "", 1, "GPU-C");
+                fake_free(&fk);
+        }
+}
+
 static void test_mig_policies(void **state)
 {
         (void)state;
@@ -771,6 +814,7 @@ int main(void)
                 cmocka_unit_test(test_replicas_distributed),
                 cmocka_unit_test(test_replicas_packed),
                 cmocka_unit_test(test_mig_policies),
+                cmocka_unit_test(test_whole_before_replicas),
                 cmocka_unit_test_setup_teardown(test_hook_and_invariants, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -242,25 +242,111 @@ static void test_in_place_subset_and_count(void **state)
 {
         (void)state;
         struct env e;
-        /* no rename: replicas and whole GPUs in one resource, device order */
+        /* no rename: `devices` (count or list) is ignored as NVIDIA does, every
+         * device is shared, so whole GPUs and replicas never mix in one
+         * resource; a warning says why */
+        static const char *const entries[] = {
+                "{name: gpu, devices: 2, replicas: 2}",
+                "{name: gpu, devices: [\"1\"], replicas: 2}",
+                "{name: gpu, devices: [7], replicas: 2}",
+        };
+        for (size_t i = 0; i < 3; i++) {
+                char yaml[256];
+                snprintf(yaml, sizeof(yaml), TS_HEAD "    resources:\n      - %s\n", entries[i]);
+                assert_int_equal(make(&e, yaml, 3, false), 0);
+                assert_string_equal(names(&e), "nvidia.com/gpu=6");
+                assert_string_equal(ids(&e.set.resources[0]),
+                                    "g0::0 g0::1 g1::0 g1::1 g2::0 g2::1");
+                assert_int_equal(e.n_warns, 1);
+                assert_string_equal(e.warns[0],
+                                    "sharing.timeSlicing.resources[0].devices: honoured only "
+                                    "together with rename (or renameByDefault); sharing every "
+                                    "device of nvidia.com/gpu, as NVIDIA does");
+                done(&e);
+        }
+        /* devices: all (explicit or absent): no warning */
         assert_int_equal(make(&e,
                               TS_HEAD "    resources:\n"
+                                      "      - {name: gpu, devices: all, replicas: 2}\n",
+                              2, false),
+                         0);
+        assert_string_equal(ids(&e.set.resources[0]), "g0::0 g0::1 g1::0 g1::1");
+        assert_int_equal(e.n_warns, 0);
+        done(&e);
+        /* with renameByDefault the count is honoured */
+        assert_int_equal(make(&e,
+                              TS_HEAD "    renameByDefault: true\n"
+                                      "    resources:\n"
                                       "      - {name: gpu, devices: 2, replicas: 2}\n",
                               3, false),
                          0);
-        assert_string_equal(names(&e), "nvidia.com/gpu=5");
-        assert_string_equal(ids(&e.set.resources[0]), "g0::0 g0::1 g1::0 g1::1 g2");
+        assert_string_equal(names(&e), "nvidia.com/gpu=1 nvidia.com/gpu.shared=4");
+        assert_string_equal(ids(&e.set.resources[1]), "g0::0 g0::1 g1::0 g1::1");
         assert_int_equal(e.n_warns, 0);
         done(&e);
+        /* a count larger than the resource: every device, renamed in place */
         assert_int_equal(make(&e,
                               TS_HEAD "    resources:\n"
-                                      "      - {name: gpu, devices: 5, replicas: 2}\n",
+                                      "      - {name: gpu, devices: 5, replicas: 2, rename: ts}\n",
                               2, false),
                          0);
+        assert_string_equal(names(&e), "nvidia.com/ts=4");
         assert_string_equal(ids(&e.set.resources[0]), "g0::0 g0::1 g1::0 g1::1");
         assert_int_equal(e.n_warns, 1);
         assert_string_equal(e.warns[0], "sharing.timeSlicing.resources[0].devices: 5 requested "
                                         "but nvidia.com/gpu has 2; sharing all of them");
+        done(&e);
+}
+
+/* Review 4, F5: a renamed subset selecting nothing makes no empty resource;
+ * one selecting every device renames in place (as `devices: all`), leaving
+ * no empty original. With no device at all both names stay (rediscovery). */
+static void test_rename_empty_or_every_device(void **state)
+{
+        (void)state;
+        struct env e;
+        assert_int_equal(make(&e,
+                              TS_HEAD "    failRequestsGreaterThanOne: true\n"
+                                      "    resources:\n"
+                                      "      - {name: gpu, devices: [7, GPU-000000ff-0000-4000-"
+                                      "8000-000000000001], replicas: 2, rename: ts}\n",
+                              2, false),
+                         0);
+        assert_string_equal(names(&e), "nvidia.com/gpu=2");
+        assert_string_equal(ids(&e.set.resources[0]), "g0 g1");
+        assert_false(((struct kdev_nvidia_rdata *)e.set.resources[0].ops_data)->fail_gt1);
+        assert_int_equal(e.n_warns, 3);
+        assert_string_equal(e.warns[0], "sharing.timeSlicing.resources[0].devices[0]: \"7\" is "
+                                        "not a device of nvidia.com/gpu on this node; ignored");
+        assert_string_equal(e.warns[2], "sharing.timeSlicing.resources[0].devices: selects no "
+                                        "device of nvidia.com/gpu; nvidia.com/ts not advertised");
+        done(&e);
+        /* every device by list and by count: renamed in place */
+        static const char *const sel[] = {"[1, \"0\"]", "2"};
+        for (size_t i = 0; i < 2; i++) {
+                char yaml[256];
+                snprintf(yaml, sizeof(yaml),
+                         TS_HEAD "    failRequestsGreaterThanOne: true\n"
+                                 "    resources:\n"
+                                 "      - {name: gpu, devices: %s, replicas: 3, rename: ts}\n",
+                         sel[i]);
+                assert_int_equal(make(&e, yaml, 2, false), 0);
+                assert_string_equal(names(&e), "nvidia.com/ts=6");
+                assert_string_equal(ids(&e.set.resources[0]),
+                                    "g0::0 g0::1 g0::2 g1::0 g1::1 g1::2");
+                assert_true(((struct kdev_nvidia_rdata *)e.set.resources[0].ops_data)->fail_gt1);
+                assert_int_equal(e.n_warns, 0);
+                done(&e);
+        }
+        /* no device on the node: both names stay, nothing warned */
+        assert_int_equal(make(&e,
+                              TS_HEAD "    resources:\n"
+                                      "      - {name: gpu, devices: [7], replicas: 2, rename: ts}\n"
+                                      "      - {name: gpu, devices: 1, replicas: 2, rename: ts2}\n",
+                              0, false),
+                         0);
+        assert_string_equal(names(&e), "nvidia.com/gpu=0 nvidia.com/ts2=0 nvidia.com/ts=0");
+        assert_int_equal(e.n_warns, 0);
         done(&e);
 }
 
@@ -349,8 +435,9 @@ static void test_errors(void **state)
         /* the same device twice */
         assert_int_equal(make(&e,
                               TS_HEAD "    resources:\n"
-                                      "      - {name: gpu, devices: [1], replicas: 2}\n"
-                                      "      - {name: gpu, devices: [0, \"1\"], replicas: 3}\n",
+                                      "      - {name: gpu, devices: [0], replicas: 2}\n"
+                                      "      - {name: gpu, devices: [\"1\"], replicas: 3, "
+                                      "rename: b}\n",
                               2, false),
                          -EEXIST);
         char msg[256], u[64];
@@ -382,17 +469,22 @@ static void test_disjoint_entries(void **state)
 {
         (void)state;
         struct env e;
-        /* kdev: different replica counts per GPU */
+        /* kdev: different replica counts per GPU (the renamed subset first,
+         * then the rest in place) */
         assert_int_equal(make(&e,
                               TS_HEAD "    resources:\n"
-                                      "      - {name: gpu, devices: [0], replicas: 2}\n"
                                       "      - {name: gpu, devices: [\"1\"], replicas: 3, "
-                                      "rename: gpu-3}\n",
+                                      "rename: gpu-3}\n"
+                                      "      - {name: gpu, devices: [0, 2], replicas: 2}\n",
                               3, false),
                          0);
-        assert_string_equal(names(&e), "nvidia.com/gpu=3 nvidia.com/gpu-3=3");
-        assert_string_equal(ids(&e.set.resources[0]), "g0::0 g0::1 g2");
+        assert_string_equal(names(&e), "nvidia.com/gpu=4 nvidia.com/gpu-3=3");
+        assert_string_equal(ids(&e.set.resources[0]), "g0::0 g0::1 g2::0 g2::1");
         assert_string_equal(ids(&e.set.resources[1]), "g1::0 g1::1 g1::2");
+        assert_int_equal(e.n_warns, 1);
+        assert_string_equal(e.warns[0], "sharing.timeSlicing.resources[1].devices: honoured only "
+                                        "together with rename (or renameByDefault); sharing "
+                                        "every device of nvidia.com/gpu, as NVIDIA does");
         done(&e);
 }
 
@@ -581,17 +673,19 @@ static void test_fail_requests_greater_than_one(void **state)
         struct env e;
         assert_int_equal(make(&e,
                               TS_HEAD "    failRequestsGreaterThanOne: true\n"
-                                      "    resources: [{name: gpu, replicas: 2, devices: [0]}]\n",
+                                      "    resources: [{name: gpu, replicas: 2}]\n",
                               3, false),
                          0);
-        const struct kdev_resource *r = &e.set.resources[0];
-        assert_string_equal(ids(r), "g0::0 g0::1 g1 g2");
-        char u0[64], u1[64], u2[64], a[80], b[80];
+        struct kdev_resource *r = &e.set.resources[0];
+        assert_string_equal(ids(r), "g0::0 g0::1 g1::0 g1::1 g2::0 g2::1");
+        char u0[64], u1[64], u2[64], a[80], b[80], c1[80], c2[80];
         gpu_uuid(u0, sizeof(u0), 0);
         gpu_uuid(u1, sizeof(u1), 1);
         gpu_uuid(u2, sizeof(u2), 2);
         snprintf(a, sizeof(a), "%s::0", u0);
         snprintf(b, sizeof(b), "%s::1", u0);
+        snprintf(c1, sizeof(c1), "%s::1", u1);
+        snprintf(c2, sizeof(c2), "%s::0", u2);
         V1beta1__ContainerAllocateResponse out;
         const char *two[] = {a, b};
         assert_int_equal(alloc(r, two, 2, &out, &e.err), -EINVAL);
@@ -599,16 +693,30 @@ static void test_fail_requests_greater_than_one(void **state)
                             "invalid allocation request for \"nvidia.com/gpu\": invalid request: "
                             "maximum request size for shared resources is 1; found 2");
         kdev_allocate_response_free_contents(&out);
-        const char *three[] = {u1, a, u2};
+        const char *three[] = {c1, a, c2};
         assert_int_equal(alloc(r, three, 3, &out, &e.err), -EINVAL);
         assert_string_equal(e.err.msg,
                             "invalid allocation request for \"nvidia.com/gpu\": invalid request: "
                             "maximum request size for shared resources is 1; found 3");
         kdev_allocate_response_free_contents(&out);
-        /* one replica: fine; two whole GPUs: fine (no "::n") */
+        /* one replica: fine */
         assert_int_equal(alloc(r, two, 1, &out, &e.err), 0);
         assert_string_equal(env_of(&out, "NVIDIA_VISIBLE_DEVICES"), u0);
         kdev_allocate_response_free_contents(&out);
+        done(&e);
+        /* a renamed subset: the whole GPUs left under nvidia.com/gpu do not
+         * carry the flag; and were it set, IDs without "::n" pass */
+        assert_int_equal(make(&e,
+                              TS_HEAD "    failRequestsGreaterThanOne: true\n"
+                                      "    resources: [{name: gpu, replicas: 2, devices: [0], "
+                                      "rename: ts}]\n",
+                              3, false),
+                         0);
+        assert_string_equal(names(&e), "nvidia.com/gpu=2 nvidia.com/ts=2");
+        r = &e.set.resources[0];
+        assert_false(((struct kdev_nvidia_rdata *)r->ops_data)->fail_gt1);
+        assert_true(((struct kdev_nvidia_rdata *)e.set.resources[1].ops_data)->fail_gt1);
+        ((struct kdev_nvidia_rdata *)r->ops_data)->fail_gt1 = true;
         const char *whole[] = {u2, u1};
         assert_int_equal(alloc(r, whole, 2, &out, &e.err), 0);
         char want[160];
@@ -702,6 +810,7 @@ int main(void)
                 cmocka_unit_test(test_rename_by_default_no_gpus),
                 cmocka_unit_test(test_rename_subset),
                 cmocka_unit_test(test_in_place_subset_and_count),
+                cmocka_unit_test(test_rename_empty_or_every_device),
                 cmocka_unit_test(test_devices_by_uuid_and_unknown),
                 cmocka_unit_test(test_absent_resource_skipped),
                 cmocka_unit_test(test_not_nvidia_resource),

@@ -492,6 +492,10 @@ static void test_faults(void **state)
         assert_string_equal(set->gpus[1].pci_bus_id, "00000000:2A:00.0");
         assert_int_equal(set->gpus[1].memory_ret, NVML_ERROR_RESET_REQUIRED);
         assert_int_equal(set->gpus[1].memory_total, 0);
+        /* the MIG mode is read right after the UUID, before the fault */
+        assert_true(set->gpus[1].mig_mode_known);
+        assert_false(set->gpus[2].mig_mode_known);
+        assert_true(set->gpus[0].mig_mode_known);
         assert_int_equal(set->gpus[0].fault, NVML_SUCCESS);
         assert_int_equal(set->gpus[0].numa_node, -1);    /* no sysfs files written */
         assert_int_equal(kdev_gpu_set_level(set, 0, 3), NVML_TOPOLOGY_NODE);
