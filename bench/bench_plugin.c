@@ -1,22 +1,42 @@
 /* Benchmark of kdev-plugin against an in-process stand-in for kubelet.
  *
- * Usage: bench_plugin KDEV_PLUGIN CONFIG [ALLOCATE_CALLS [RESTARTS]]
+ * Usage: bench_plugin [OPTIONS] KDEV_PLUGIN CONFIG [ALLOCATE_CALLS [RESTARTS]]
  *
  * Starts KDEV_PLUGIN with CONFIG in a temporary device-plugins directory,
  * serves /v1beta1.Registration/Register on kubelet.sock, and prints:
- *   - start -> first Register received (ms)
- *   - RSS (KiB) and thread count of the plugin process, from /proc
+ *   - start -> registered (ms): the first Register, or the --registrations'th
+ *   - RSS and peak RSS (VmRSS, VmHWM, KiB) and thread count of the plugin
+ *     process, from /proc
  *   - Allocate round trip over the socket, p50/p99/max (us), one device each call
- *   - kubelet restart (sockets removed, kubelet.sock re-created) -> Register
- *     received, p50/p99/max (ms), and RSS / fd count before and after
+ *   - with --client CMD: CMD's output after running `CMD SOCKET REQUEST_HEX CALLS`
+ *     (another client timing the same Allocate request, e.g. Python grpcio)
+ *   - with --health-control FILE --health-uuid UUID...: for each UUID, "xid
+ *     UUID 79" appended to the mock NVML's control file, and the time until
+ *     both of two ListAndWatch streams (two connections) deliver a list with
+ *     that GPU's devices Unhealthy: from the write, and from the moment the
+ *     mock read the line (inotify IN_ACCESS on FILE; the mock polls its control
+ *     file every 20 ms while nvmlEventSetWait blocks, so the write adds 0-20 ms
+ *     that is the mock's, not the plugin's)
+ *   - kubelet restart (sockets removed, kubelet.sock re-created) -> registered
+ *     again, p50/p99/max (ms), and RSS / fd count before and after
+ * Options:
+ *   --kv                  also print "kv NAME VALUE" lines (bench/run.py reads them)
+ *   --registrations N     Register calls that make "registered" (one per resource)
+ *   --resource NAME       resource for Allocate and health (default: the first registered)
+ *   --plugin-arg ARG      extra argument for KDEV_PLUGIN (repeatable)
+ *   --client CMD          see above
+ *   --health-control FILE, --health-uuid UUID (repeatable)   see above
  * Figures only: it asserts nothing (tests assert behaviour).
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -37,7 +57,17 @@ struct bench {
         char endpoint[256];
         char resource[256];
         char first_device[128];
+        const char *want_resource; /* --resource; NULL: the first registered */
 };
+
+static int g_kv; /* --kv */
+
+/* Prints "kv NAME VALUE" for bench/run.py when --kv was given. */
+static void kv(const char *name, double value)
+{
+        if (g_kv)
+                printf("kv %s %.3f\n", name, value);
+}
 
 static double now_ms(void)
 {
@@ -51,7 +81,8 @@ static void on_register(struct kdev_rpc_call *call, const uint8_t *req, size_t l
         struct bench *b = ud;
         V1beta1__RegisterRequest *r = v1beta1__register_request__unpack(NULL, len, req);
         if (r) {
-                if (b->endpoint[0] == '\0') {
+                if (b->endpoint[0] == '\0' &&
+                    (!b->want_resource || strcmp(b->want_resource, r->resource_name) == 0)) {
                         snprintf(b->endpoint, sizeof(b->endpoint), "%s", r->endpoint);
                         snprintf(b->resource, sizeof(b->resource), "%s", r->resource_name);
                 }
@@ -132,17 +163,21 @@ static void print_plugin_log(void)
         fclose(f);
 }
 
+static long g_hwm_kib = -1; /* VmHWM of the last proc_stat() */
+
 static void proc_stat(pid_t pid, long *rss_kib, long *threads)
 {
         char path[64], line[256];
         snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
         FILE *f = fopen(path, "r");
-        *rss_kib = *threads = -1;
+        *rss_kib = *threads = g_hwm_kib = -1;
         if (!f)
                 return;
         while (fgets(line, sizeof(line), f)) {
                 if (strncmp(line, "VmRSS:", 6) == 0)
                         *rss_kib = strtol(line + 6, NULL, 10);
+                else if (strncmp(line, "VmHWM:", 6) == 0)
+                        g_hwm_kib = strtol(line + 6, NULL, 10);
                 else if (strncmp(line, "Threads:", 8) == 0)
                         *threads = strtol(line + 8, NULL, 10);
         }
@@ -232,15 +267,191 @@ static void on_closed(void *arg)
         *(int *)arg = 1;
 }
 
+/* --- health event -> ListAndWatch update (--health-control, --health-uuid) --- */
+
+struct hstream {
+        struct kdev_rpc_client *cl;
+        unsigned msgs;       /* ListAndWatch messages received */
+        const char *uuid;    /* GPU whose Unhealthy devices we wait for */
+        double t_seen;       /* ms; 0 until a list shows |uuid| Unhealthy */
+};
+
+static void on_health_message(struct kdev_rpc_client_call *call, const uint8_t *msg, size_t len,
+                              void *ud)
+{
+        struct hstream *h = ud;
+        (void)call;
+        h->msgs++;
+        V1beta1__ListAndWatchResponse *r = v1beta1__list_and_watch_response__unpack(NULL, len, msg);
+        if (!r)
+                return;
+        for (size_t i = 0; h->uuid && !h->t_seen && i < r->n_devices; i++) {
+                if (strncmp(r->devices[i]->id, h->uuid, strlen(h->uuid)) == 0 &&
+                    strcmp(r->devices[i]->health, "Unhealthy") == 0)
+                        h->t_seen = now_ms();
+        }
+        v1beta1__list_and_watch_response__free_unpacked(r, NULL);
+}
+
+struct inotify_wait {
+        double t_read; /* ms; when the mock read the control file */
+};
+
+static void on_inotify(uv_poll_t *p, int status, int events)
+{
+        struct inotify_wait *w = p->data;
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+        (void)status;
+        (void)events;
+        double t = now_ms();
+        ssize_t n;
+        while ((n = read(p->io_watcher.fd, buf, sizeof(buf))) > 0) {
+                for (char *q = buf; q < buf + n;) {
+                        struct inotify_event *ev = (struct inotify_event *)q;
+                        if ((ev->mask & IN_ACCESS) && !w->t_read)
+                                w->t_read = t;
+                        q += sizeof(*ev) + ev->len;
+                }
+        }
+}
+
+/* For each of |uuids|: appends "xid UUID 79" to |control| and times the
+ * Unhealthy list on two streams of |sock|. Prints the medians/max. */
+static void bench_health(struct bench *b, const char *sock, const char *control,
+                         const char **uuids, int n_uuids)
+{
+        struct hstream hs[2] = {{0}};
+        struct kdev_err err = {0};
+        for (int i = 0; i < 2; i++) {
+                hs[i].cl = kdev_rpc_client_new(&b->loop, sock, NULL);
+                kdev_rpc_client_call(hs[i].cl, "/v1beta1.DevicePlugin/ListAndWatch", NULL, 0, 0,
+                                     on_health_message, on_lw_done, &hs[i], &err);
+        }
+        for (double end = now_ms() + 5000; (!hs[0].msgs || !hs[1].msgs) && now_ms() < end;) {
+                uv_run(&b->loop, UV_RUN_NOWAIT);
+                usleep(100);
+        }
+        int ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (ifd < 0 || inotify_add_watch(ifd, control, IN_ACCESS) < 0) {
+                perror("bench_plugin: inotify");
+                return;
+        }
+        struct inotify_wait iw = {0};
+        uv_poll_t poll;
+        uv_poll_init(&b->loop, &poll, ifd);
+        poll.data = &iw;
+        uv_poll_start(&poll, UV_READABLE, on_inotify);
+        double *from_write = calloc((size_t)n_uuids, sizeof(double));
+        double *from_read = calloc((size_t)n_uuids, sizeof(double));
+        int missed = 0, n = 0;
+        for (int u = 0; u < n_uuids; u++) {
+                hs[0].uuid = hs[1].uuid = uuids[u];
+                hs[0].t_seen = hs[1].t_seen = 0;
+                iw.t_read = 0;
+                FILE *f = fopen(control, "a");
+                if (!f) {
+                        perror(control);
+                        break;
+                }
+                double t0 = now_ms();
+                fprintf(f, "xid %s 79\n", uuids[u]);
+                fclose(f);
+                double end = t0 + 5000;
+                while ((!hs[0].t_seen || !hs[1].t_seen) && now_ms() < end)
+                        uv_run(&b->loop, UV_RUN_ONCE);
+                if (!hs[0].t_seen || !hs[1].t_seen || !iw.t_read) {
+                        missed++;
+                        continue;
+                }
+                double seen = hs[0].t_seen > hs[1].t_seen ? hs[0].t_seen : hs[1].t_seen;
+                from_write[n] = seen - t0;
+                from_read[n] = seen - iw.t_read;
+                n++;
+        }
+        if (n > 0) {
+                qsort(from_write, (size_t)n, sizeof(double), cmp_double);
+                qsort(from_read, (size_t)n, sizeof(double), cmp_double);
+                printf("  health event -> Unhealthy list on 2 streams (%d XIDs, %d missed):\n",
+                       n_uuids, missed);
+                printf("                               from the mock's read: median %.2f ms, max "
+                       "%.2f ms (target <= 5)\n", from_read[n / 2], from_read[n - 1]);
+                printf("                               from the control-file write: median %.2f "
+                       "ms, max %.2f ms (mock polls every 20 ms)\n", from_write[n / 2],
+                       from_write[n - 1]);
+                kv("health_ms", from_read[n / 2]);
+                kv("health_max_ms", from_read[n - 1]);
+                kv("health_write_ms", from_write[n / 2]);
+        } else {
+                printf("  health event -> Unhealthy list: no update seen (%d XIDs)\n", n_uuids);
+        }
+        kv("health_missed", missed);
+        free(from_write);
+        free(from_read);
+        uv_poll_stop(&poll);
+        uv_close((uv_handle_t *)&poll, NULL);
+        for (int i = 0; i < 2; i++)
+                kdev_rpc_client_close(hs[i].cl);
+        uv_run(&b->loop, UV_RUN_NOWAIT);
+        close(ifd);
+}
+
+static void usage(const char *argv0)
+{
+        fprintf(stderr, "usage: %s [--kv] [--registrations N] [--resource NAME] "
+                "[--plugin-arg ARG]... [--client CMD] [--health-control FILE "
+                "--health-uuid UUID...] KDEV_PLUGIN CONFIG [ALLOCATE_CALLS [RESTARTS]]\n", argv0);
+}
+
 int main(int argc, char **argv)
 {
+        static const struct option longopts[] = {
+                {"kv", no_argument, NULL, 'k'},
+                {"registrations", required_argument, NULL, 'n'},
+                {"resource", required_argument, NULL, 'r'},
+                {"plugin-arg", required_argument, NULL, 'a'},
+                {"client", required_argument, NULL, 'c'},
+                {"health-control", required_argument, NULL, 'H'},
+                {"health-uuid", required_argument, NULL, 'u'},
+                {NULL, 0, NULL, 0},
+        };
+        enum { MAX_EXTRA = 16 };
+        const char *extra[MAX_EXTRA], *uuids[64], *client = NULL, *control = NULL;
+        const char *want_resource = NULL;
+        int n_extra = 0, n_uuids = 0, want_regs = 1;
+        for (int o; (o = getopt_long(argc, argv, "+", longopts, NULL)) != -1;) {
+                switch (o) {
+                case 'k': g_kv = 1; break;
+                case 'n': want_regs = parse_count(optarg, "--registrations"); break;
+                case 'r': want_resource = optarg; break;
+                case 'c': client = optarg; break;
+                case 'H': control = optarg; break;
+                case 'a':
+                        if (n_extra == MAX_EXTRA) {
+                                fprintf(stderr, "bench_plugin: too many --plugin-arg\n");
+                                return 2;
+                        }
+                        extra[n_extra++] = optarg;
+                        break;
+                case 'u':
+                        if (n_uuids == 64) {
+                                fprintf(stderr, "bench_plugin: too many --health-uuid\n");
+                                return 2;
+                        }
+                        uuids[n_uuids++] = optarg;
+                        break;
+                default: usage(argv[0]); return 2;
+                }
+        }
+        argc -= optind - 1;
+        argv += optind - 1;
         if (argc < 3) {
-                fprintf(stderr, "usage: %s KDEV_PLUGIN CONFIG [ALLOCATE_CALLS [RESTARTS]]\n", argv[0]);
+                usage(argv[0]);
                 return 2;
         }
         int calls = argc > 3 ? parse_count(argv[3], "ALLOCATE_CALLS") : 5000;
         int restarts = argc > 4 ? parse_count(argv[4], "RESTARTS") : 100;
         struct bench b = {0};
+        b.want_resource = want_resource;
         snprintf(b.dir, sizeof(b.dir), "/tmp/kdev-bench.XXXXXX");
         if (!mkdtemp(b.dir)) {
                 perror("mkdtemp");
@@ -262,12 +473,16 @@ int main(int argc, char **argv)
                 snprintf(log, sizeof(log), "%s.log", g_dir);
                 if (!freopen(log, "w", stderr))
                         _exit(127);
-                execl(argv[1], argv[1], "--config", argv[2], "--device-plugin-dir", b.dir,
-                      "--log-level", "warn", (char *)NULL);
+                const char *av[8 + MAX_EXTRA] = {argv[1], "--config", argv[2],
+                                                  "--device-plugin-dir", b.dir, "--log-level",
+                                                  "warn"};
+                for (int i = 0; i < n_extra; i++)
+                        av[7 + i] = extra[i];
+                execv(argv[1], (char *const *)av);
                 _exit(127);
         }
         g_child = pid;
-        int wr = wait_count(&b, &b.registrations, 1, 10000);
+        int wr = wait_count(&b, &b.registrations, (unsigned)want_regs, 10000);
         if (wr < 0) {
                 fprintf(stderr, "bench_plugin: kdev-plugin %s\n",
                         wr == -2 ? "exited before registering" : "did not register within 10 s");
@@ -289,7 +504,12 @@ int main(int argc, char **argv)
         printf("kdev-plugin benchmark (config %s)\n", argv[2]);
         printf("  start -> registered:         %.1f ms (fork+exec included)\n", t_reg);
         printf("  RSS after registration:      %ld KiB\n", rss);
+        printf("  peak RSS (VmHWM):            %ld KiB\n", g_hwm_kib);
         printf("  threads:                     %ld\n", threads);
+        kv("start_ms", t_reg);
+        kv("rss_kib", (double)rss);
+        kv("hwm_kib", (double)g_hwm_kib);
+        kv("threads", (double)threads);
 
         /* Allocate round trips on the first registered resource. */
         char sock[600];
@@ -334,9 +554,25 @@ int main(int argc, char **argv)
                        b.resource, failed);
                 printf("                               p50 %.1f us, p99 %.1f us, max %.1f us "
                        "(target p50 <= 50, p99 <= 250)\n", p50, p99, max);
+                kv("alloc_p50_us", p50);
+                kv("alloc_p99_us", p99);
+                kv("alloc_failed", failed);
                 free(lat);
+                if (client) {
+                        char cmd[2048];
+                        int off = snprintf(cmd, sizeof(cmd), "%s '%s' ", client, sock);
+                        for (size_t i = 0; i < len && off < (int)sizeof(cmd) - 16; i++)
+                                off += snprintf(cmd + off, sizeof(cmd) - (size_t)off, "%02x",
+                                                buf[i]);
+                        snprintf(cmd + off, sizeof(cmd) - (size_t)off, " %d", calls);
+                        fflush(stdout);
+                        if (system(cmd) != 0)
+                                fprintf(stderr, "bench_plugin: --client failed\n");
+                }
         }
         kdev_rpc_client_close(cl);
+        if (control && n_uuids > 0)
+                bench_health(&b, sock, control, uuids, n_uuids);
 
         /* kubelet restarts. */
         long fds0 = count_fds(pid), rss0 = rss;
@@ -351,6 +587,7 @@ int main(int argc, char **argv)
                 unsigned want = b.registrations + 1;
                 double s = now_ms();
                 serve_kubelet(&b);
+                want += (unsigned)want_regs - 1;
                 if (wait_count(&b, &b.registrations, want, 5000) < 0) {
                         missed++;
                         lat[i] = 5000;
@@ -366,8 +603,17 @@ int main(int argc, char **argv)
         printf("  kubelet restart -> re-registered (%d restarts, %d missed):\n", restarts, missed);
         printf("                               p50 %.1f ms, p99 %.1f ms, max %.1f ms (target <= 100)\n",
                p50, p99, max);
-        printf("  RSS before/after restarts:   %ld / %ld KiB\n", rss0, rss);
-        printf("  fds before/after restarts:   %ld / %ld\n", fds0, count_fds(pid));
+        printf("  RSS before/after restarts:   %ld / %ld KiB (peak %ld KiB)\n", rss0, rss,
+               g_hwm_kib);
+        long fds1 = count_fds(pid);
+        printf("  fds before/after restarts:   %ld / %ld\n", fds0, fds1);
+        kv("restart_p50_ms", p50);
+        kv("restart_p99_ms", p99);
+        kv("restart_missed", missed);
+        kv("rss_after_restarts_kib", (double)rss);
+        kv("hwm_end_kib", (double)g_hwm_kib);
+        kv("fds_before", (double)fds0);
+        kv("fds_after", (double)fds1);
         free(lat);
 
         kill(pid, SIGTERM);

@@ -229,12 +229,16 @@ int kdev_cdi_annotation_key(const char *plugin, const char *device_id, char *buf
                 return kdev_err_set(err, EINVAL,
                                     "invalid CDI annotation name \"%s_%s\": longer than 63 characters",
                                     plugin, device_id);
-        memcpy(name, plugin, plen);
-        name[plen] = '_';
-        for (size_t i = 0; i < dlen; i++)
-                name[plen + 1 + i] = device_id[i] == '/' ? '_' : device_id[i];
-        name[plen + 1 + dlen] = '\0';
-        int r = check_label("CDI annotation name", name, plen + 1 + dlen, false, "_-.", 63, err);
+        /* bounded by sizeof(name) as well, so that no compiler doubts it */
+        size_t k = 0;
+        for (const char *p = plugin; *p && k < sizeof(name) - 1; p++)
+                name[k++] = *p;
+        if (k < sizeof(name) - 1)
+                name[k++] = '_';
+        for (const char *p = device_id; *p && k < sizeof(name) - 1; p++)
+                name[k++] = *p == '/' ? '_' : *p;
+        name[k] = '\0';
+        int r = check_label("CDI annotation name", name, k, false, "_-.", 63, err);
         if (r < 0)
                 return r;
         return put(buf, size, err, "cdi.k8s.io/%s", name);

@@ -381,7 +381,7 @@ struct ids_acc {
 static int channel_item_cb(const char *item, void *arg, char *msg)
 {
         struct ids_acc *a = arg;
-        unsigned v;
+        unsigned v = 0;
         int rc = parse_uint(item, 0, INT_MAX, &v, msg);
         if (rc < 0)
                 return rc;

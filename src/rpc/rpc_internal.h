@@ -63,6 +63,14 @@ size_t kdev_rpc__server_connections(const struct kdev_rpc_server *srv);
  * length). */
 size_t kdev_rpc__server_request_bytes(const struct kdev_rpc_server *srv);
 
+/* Serves one more connection on the already connected stream socket |fd|
+ * (e.g. one end of a socketpair), exactly as one accepted from the listener
+ * (the max_connections cap aside): tests and fuzzers drive the server
+ * in-process without a socket file. |fd| is consumed: the server closes it
+ * with the connection, or at once on failure. Returns 0, -EINVAL, -ESHUTDOWN
+ * (server closing), -ENOMEM or a libuv error. */
+int kdev_rpc__server_adopt_fd(struct kdev_rpc_server *srv, int fd);
+
 /* ------------------------------------------------------------------------ */
 /* HTTP/2 transport over a uv_pipe_t                                          */
 /* ------------------------------------------------------------------------ */

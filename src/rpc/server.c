@@ -980,6 +980,59 @@ static void srv_reject(struct kdev_rpc_server *srv, uv_stream_t *listener)
         uv_close((uv_handle_t *)p, reject_closed);
 }
 
+/* Adds a connection: its pipe is accepted from |listener|, or, when
+ * |listener| is NULL, opened on the connected socket |fd| (consumed: closed
+ * on failure). Returns 0, or a negative errno once the connection is torn
+ * down. */
+static int sconn_add(struct kdev_rpc_server *srv, uv_stream_t *listener, int fd)
+{
+        struct sconn *sc = calloc(1, sizeof(*sc));
+        if (!sc) {
+                /* an unaccepted connection would stop libuv's listener */
+                if (listener)
+                        srv_reject(srv, listener);
+                else
+                        close(fd);
+                return -ENOMEM;
+        }
+        sc->srv = srv;
+        sc->id = ++srv->last_conn_id;
+        int rv = kdev_rpc__conn_init(&sc->c, srv->loop, &sconn_ops, sc);
+        if (rv < 0) {
+                free(sc);
+                if (!listener)
+                        close(fd);
+                return rv;
+        }
+        sc->next = srv->conns;
+        if (srv->conns)
+                srv->conns->prev = sc;
+        srv->conns = sc;
+        srv->nconns++;
+        rv = listener ? uv_accept(listener, (uv_stream_t *)&sc->c.pipe)
+                      : uv_pipe_open(&sc->c.pipe, fd);
+        if (rv < 0 && !listener)
+                close(fd); /* not the pipe's: closing the handle leaves it open */
+        if (rv < 0 || nghttp2_session_server_new2(&sc->c.session, srv->cbs, sc, srv->h2opt) != 0) {
+                sconn_kill(sc, false);
+                return rv < 0 ? rv : -ENOMEM;
+        }
+        nghttp2_settings_entry iv[] = {
+                { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, KDEV_RPC_MAX_CONCURRENT_STREAMS },
+                { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+        };
+        if (nghttp2_submit_settings(sc->c.session, NGHTTP2_FLAG_NONE, iv, 2) != 0) {
+                sconn_kill(sc, false);
+                return -ENOMEM;
+        }
+        rv = kdev_rpc__conn_start(&sc->c);
+        if (rv < 0) {
+                sconn_kill(sc, false);
+                return rv;
+        }
+        return 0;
+}
+
 static void on_connection(uv_stream_t *listener, int status)
 {
         struct kdev_rpc_server *srv = listener->data;
@@ -989,35 +1042,16 @@ static void on_connection(uv_stream_t *listener, int status)
                 srv_reject(srv, listener);
                 return;
         }
-        struct sconn *sc = calloc(1, sizeof(*sc));
-        if (!sc) {
-                /* an unaccepted connection would stop libuv's listener */
-                srv_reject(srv, listener);
-                return;
-        }
-        sc->srv = srv;
-        sc->id = ++srv->last_conn_id;
-        if (kdev_rpc__conn_init(&sc->c, srv->loop, &sconn_ops, sc) < 0) {
-                free(sc);
-                return;
-        }
-        sc->next = srv->conns;
-        if (srv->conns)
-                srv->conns->prev = sc;
-        srv->conns = sc;
-        srv->nconns++;
-        if (uv_accept(listener, (uv_stream_t *)&sc->c.pipe) < 0 ||
-            nghttp2_session_server_new2(&sc->c.session, srv->cbs, sc, srv->h2opt) != 0) {
-                sconn_kill(sc, false);
-                return;
-        }
-        nghttp2_settings_entry iv[] = {
-                { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, KDEV_RPC_MAX_CONCURRENT_STREAMS },
-                { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
-        };
-        if (nghttp2_submit_settings(sc->c.session, NGHTTP2_FLAG_NONE, iv, 2) != 0 ||
-            kdev_rpc__conn_start(&sc->c) < 0)
-                sconn_kill(sc, false);
+        (void)sconn_add(srv, listener, -1);
+}
+
+int kdev_rpc__server_adopt_fd(struct kdev_rpc_server *srv, int fd)
+{
+        if (!srv || fd < 0)
+                return -EINVAL;
+        if (srv->closing)
+                return -ESHUTDOWN;
+        return sconn_add(srv, NULL, fd);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1047,6 +1081,13 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
         }
         /* no priority tree to keep: closed streams need not be retained */
         nghttp2_option_set_no_closed_streams(srv->h2opt, 1);
+        /* Accept any :authority. Clients that dial a bare socket path send it
+         * as the authority ("/var/lib/kubelet/device-plugins/x.sock": older
+         * kubelets and grpc-go releases do), which nghttp2's HTTP messaging
+         * checks reject as a PROTOCOL_ERROR; gRPC servers accept it. The
+         * pseudo-headers gRPC needs (:method POST, :path, content-type) are
+         * checked by this module itself. */
+        nghttp2_option_set_no_http_messaging(srv->h2opt, 1);
         if (nghttp2_session_callbacks_new(&srv->cbs) != 0) {
                 nghttp2_option_del(srv->h2opt);
                 free(srv);

@@ -92,7 +92,7 @@ static void assert_packs_to(const ProtobufCMessage *m, const uint8_t *want, size
         uint8_t *buf = malloc(n ? n : 1);
         assert_non_null(buf);
         assert_int_equal(protobuf_c_message_pack(m, buf), n);
-        if (n != want_len || (n && memcmp(buf, want, n) != 0)) {
+        if (n != want_len || (n && want && memcmp(buf, want, n) != 0)) {
                 char *a = hex(buf, n), *b = hex(want, want_len);
                 print_error("%s:\n  got  %s\n  want %s\n", what, a, b);
                 free(a);

@@ -289,6 +289,10 @@ static void raw_connect(struct env *e, uint32_t window)
         e->reading = true;
 }
 
+/* :authority of raw requests (gRPC clients dialling a bare socket path send
+ * the path). */
+static const char *g_authority = "localhost";
+
 #define H(n, v) \
         { (uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE }
 
@@ -300,7 +304,7 @@ static void raw_request(struct env *e, struct rstream *st, const char *path, con
         memset(st, 0, sizeof(*st));
         nghttp2_nv nva[16] = {
                 H(":method", "POST"),   H(":scheme", "http"), H(":path", path),
-                H(":authority", "localhost"), H("te", "trailers"),
+                H(":authority", g_authority), H("te", "trailers"),
                 H("content-type", ctype ? ctype : "application/grpc"),
         };
         size_t n = 6;
@@ -452,6 +456,20 @@ static void test_unary_response_framing(void **state)
         assert_true(pump_until(e, &st.closed, 5000));
         assert_string_equal(st.trailers, "grpc-status: 0\n");
         assert_int_equal(st.data_len, sizeof(HI));
+}
+
+static void test_socket_path_authority_accepted(void **state)
+{
+        struct env *e = *state;
+        raw_connect(e, 0);
+        struct rstream st;
+        g_authority = "/var/lib/kubelet/device-plugins/kdev-example.com_x.sock";
+        raw_request(e, &st, "/t.S/Echo", NULL, NULL, HI, sizeof(HI));
+        g_authority = "localhost";
+        assert_true(pump_until(e, &st.closed, 5000));
+        assert_string_equal(st.hdrs, HDRS_200);
+        assert_string_equal(st.trailers, "grpc-status: 0\n");
+        assert_int_equal(st.close_err, NGHTTP2_NO_ERROR);
 }
 
 static void test_trailers_only_errors(void **state)
@@ -926,6 +944,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_unary_response_framing, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_socket_path_authority_accepted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_trailers_only_errors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_content_types, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_compression_refused, setup, teardown),
