@@ -1,0 +1,265 @@
+/* kdev Kubernetes API server client (libcurl + jansson), for the DRA plugin.
+ *
+ * What it covers: the configuration a pod or a node agent gets (in-cluster
+ * service account, or a kubeconfig file), plain REST requests with JSON
+ * bodies (GET, LIST with field selectors and pagination, POST, PUT, DELETE,
+ * DELETE collection), bounded retries with exponential backoff, an
+ * update-with-retry helper for 409 Conflicts, and typed helpers for what a
+ * DRA kubelet plugin needs from resource.k8s.io (ResourceSlices, ResourceClaims)
+ * and core/v1 (Nodes). Paths and semantics follow the Kubernetes REST API
+ * conventions (kubernetes.io "API Concepts"; reference/kubelet-device-apis.md
+ * §5); configuration follows client-go (rest.InClusterConfig,
+ * clientcmd's kubeconfig rules).
+ *
+ * Blocking: every request runs on the calling thread with libcurl's easy
+ * interface and blocks until it succeeds or its retries are spent: at most
+ * attempts × (timeout_ms) plus the backoff sleeps (with the defaults ≈ 5 ×
+ * 30 s + 0.2 + 0.4 + 0.8 + 1.6 s in the worst case). Run it off the event loop
+ * (a worker thread, e.g. uv_queue_work). A struct kdev_kube is NOT
+ * thread-safe: use one per thread. It keeps one connection alive between
+ * requests.
+ *
+ * Shapes: the typed helpers (kdev_kube_*_slice*, kdev_kube_get_claim) take and
+ * return resource.k8s.io objects in the v1 shape whatever version the client
+ * speaks; with version "v1beta1" they convert on the wire (v1beta1 wraps a
+ * device's fields except `name` in `basic`, and a claim request's `exactly`
+ * fields sit directly in the request). kdev_kube_request() sends and returns
+ * bodies as they are.
+ *
+ * Errors: negative errno, with |err| naming the method, the path, the HTTP
+ * status and the API server's Status message, e.g.
+ *   PUT /apis/resource.k8s.io/v1/resourceslices/s1: 409 Conflict: Operation
+ *   cannot be fulfilled on resourceslices.resource.k8s.io "s1": the object has
+ *   been modified; please apply your changes to the latest version and try again
+ * and " (after N attempts)" when retries were spent. Mapping:
+ *   400 Bad Request, 422 Invalid -> -EINVAL     401 -> -EACCES   403 -> -EPERM
+ *   404 -> -ENOENT    405 -> -EOPNOTSUPP        409 reason AlreadyExists -> -EEXIST
+ *   409 (Conflict, failed precondition), 410 Gone -> -ESTALE
+ *   429, 500, 502, 503, 504 once the retries are spent -> -EAGAIN
+ *   other HTTP statuses, or a 2xx body that is not a JSON object -> -EPROTO
+ *   connection refused -> -ECONNREFUSED, name resolution -> -EHOSTUNREACH,
+ *   timeout -> -ETIMEDOUT, dropped connection -> -ECONNRESET,
+ *   server certificate not trusted -> -EKEYREJECTED, other TLS errors -> -EPROTO,
+ *   body larger than KDEV_KUBE_BODY_MAX -> -EFBIG, out of memory -> -ENOMEM.
+ */
+#ifndef KDEV_KUBE_KUBE_H
+#define KDEV_KUBE_KUBE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/err.h"
+
+/* Service account directory of a pod (client-go rest.InClusterConfig). */
+#define KDEV_KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+
+/* Largest response body accepted (bytes). */
+#define KDEV_KUBE_BODY_MAX (64 * 1024 * 1024)
+
+/* Page size of kdev_kube_list_slices() (LIST ?limit=). */
+#define KDEV_KUBE_LIST_LIMIT 500
+
+/* Where and how to reach the API server. All fields are owned by the struct
+ * (kdev_kube_config_free releases them). PEM buffers are NUL-terminated; the
+ * lengths exclude the NUL. */
+struct kdev_kube_config {
+        char *server;       /* base URL without trailing '/', "https://10.0.0.1:443" */
+        char *token;        /* bearer token, or NULL */
+        char *token_file;   /* file the token came from (re-read periodically), or NULL */
+        char *ca_pem;       /* CA bundle to trust, or NULL: the system's CAs */
+        size_t ca_len;
+        char *cert_pem;     /* client certificate (PEM), or NULL */
+        size_t cert_len;
+        char *key_pem;      /* client key (PEM), or NULL */
+        size_t key_len;
+        bool insecure;      /* insecure-skip-tls-verify: no server certificate check */
+        char *namespace;    /* the pod's or the context's namespace, or NULL */
+        char *context;      /* the kubeconfig context used, or NULL (in-cluster) */
+};
+
+/* In-cluster configuration (client-go rest.InClusterConfig): server
+ * https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (IPv6 addresses
+ * bracketed), bearer token from <sa_dir>/token (whitespace trimmed; re-read by
+ * the client, see token_reload_ms), CA from <sa_dir>/ca.crt, namespace from
+ * <sa_dir>/namespace when present. |sa_dir| NULL means KDEV_KUBE_SA_DIR.
+ * Fills *cfg (zeroed first; free with kdev_kube_config_free, also on error).
+ * Errors: -ENOENT when either variable is unset ("not running in a cluster:
+ * KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be defined") or the
+ * token or CA file cannot be read (unlike client-go, a missing ca.crt is an
+ * error, not a fall-back to the system CAs); -EINVAL for an empty token or
+ * one with control characters; -ENOMEM. */
+int kdev_kube_config_in_cluster(struct kdev_kube_config *cfg, const char *sa_dir,
+                                struct kdev_err *err);
+
+/* Reads the kubeconfig file |path| (YAML, at most 1 MiB) and resolves
+ * |context| (NULL: the file's current-context) to cluster and user, like
+ * clientcmd: cluster `server` (required), `certificate-authority-data`
+ * (base64 PEM) or `certificate-authority` (file; the -data form wins),
+ * `insecure-skip-tls-verify`; user `token` or `tokenFile` (token wins),
+ * `client-certificate-data`/`client-certificate` and
+ * `client-key-data`/`client-key` (both or neither); context `namespace`.
+ * Relative file names are relative to the kubeconfig's directory. Unknown keys
+ * are ignored. Fills *cfg (zeroed first; free with kdev_kube_config_free, also
+ * on error). Errors: -ENOENT unreadable file (or a file it names), no
+ * current-context, or a context/cluster/user that is not in the file;
+ * -EINVAL YAML errors (with line:column), wrong node kinds, bad base64, a
+ * server that is not http(s)://, a certificate without its key;
+ * -ENOTSUP users with `exec`, `auth-provider`, `username`/`password`;
+ * -EFBIG; -ENOMEM. Messages start with |path|. */
+int kdev_kube_config_kubeconfig(struct kdev_kube_config *cfg, const char *path,
+                                const char *context, struct kdev_err *err);
+
+/* The same from text in memory: |text| (|len| bytes) named |display| in
+ * messages; relative file names resolve against |base_dir| (NULL: the current
+ * directory). */
+int kdev_kube_config_parse(struct kdev_kube_config *cfg, const char *text, size_t len,
+                           const char *display, const char *base_dir, const char *context,
+                           struct kdev_err *err);
+
+/* kdev-plugin's rule: |kubeconfig| non-NULL -> that file (current context),
+ * NULL -> in-cluster from KDEV_KUBE_SA_DIR. */
+int kdev_kube_config_load(struct kdev_kube_config *cfg, const char *kubeconfig,
+                          struct kdev_err *err);
+
+/* Releases everything *cfg owns and zeroes it. NULL is fine. */
+void kdev_kube_config_free(struct kdev_kube_config *cfg);
+
+/* Decodes standard base64 (RFC 4648 §4, '=' padding optional, ASCII
+ * whitespace ignored) into a malloc'ed, NUL-terminated buffer (*out, caller
+ * frees; *out_len excludes the NUL). Errors: -EINVAL (bad character or
+ * length), -ENOMEM. */
+int kdev_kube_base64_decode(const char *in, size_t len, char **out, size_t *out_len);
+
+/* Client options; zero fields take the default given. */
+struct kdev_kube_opts {
+        const char *version;         /* resource.k8s.io version: "v1" (NULL) or "v1beta1" */
+        unsigned attempts;           /* tries per request, first included: 5 */
+        unsigned backoff_ms;         /* sleep before the 2nd try, doubled each time: 200 */
+        unsigned backoff_max_ms;     /* cap of one sleep: 5000 */
+        unsigned timeout_ms;         /* per try, whole transfer: 30000 */
+        unsigned connect_timeout_ms; /* per try: 10000 */
+        unsigned conflict_retries;   /* kdev_kube_update_retry re-reads after 409: 5 */
+        unsigned token_reload_ms;    /* re-read config token_file at most this often: 60000 */
+        const char *user_agent;      /* "kdev/" KDEV_VERSION */
+};
+
+struct kdev_kube;
+
+/* Creates a client for |cfg| (copied; the caller keeps ownership of cfg) and
+ * |opts| (NULL: defaults). Returns NULL with |err| set on failure (-EINVAL an
+ * unknown version, -ENOMEM, curl initialisation). Free with kdev_kube_free. */
+struct kdev_kube *kdev_kube_new(const struct kdev_kube_config *cfg,
+                                const struct kdev_kube_opts *opts, struct kdev_err *err);
+
+/* Closes the connection and frees |k|. NULL is fine. */
+void kdev_kube_free(struct kdev_kube *k);
+
+/* "v1" or "v1beta1", and "resource.k8s.io/<version>". */
+const char *kdev_kube_version(const struct kdev_kube *k);
+const char *kdev_kube_api_version(const struct kdev_kube *k);
+
+/* HTTP status of the last response received by the last request (0: none,
+ * e.g. connection refused), and how many tries that request took. */
+long kdev_kube_last_status(const struct kdev_kube *k);
+unsigned kdev_kube_last_attempts(const struct kdev_kube *k);
+
+/* Delay before try |attempt| + 1 after try |attempt| (1-based) failed:
+ * min(backoff_ms << (attempt-1), backoff_max_ms); a Retry-After of
+ * |retry_after_s| > 0 seconds raises it, still capped at backoff_max_ms.
+ * Milliseconds. */
+unsigned kdev_kube_backoff_ms(const struct kdev_kube *k, unsigned attempt, long retry_after_s);
+
+/* Sends |method| ("GET", "POST", "PUT", "DELETE") to |path| (starting with
+ * '/', query included) with |body| (NULL: none; serialised compactly as
+ * application/json) and, on 2xx, stores the parsed response object in *out
+ * (new reference, caller json_decref's; NULL |out|: discarded). Retries with
+ * backoff on connection errors and 429/500/502/503/504, for every method
+ * (a retried POST with generateName may thus create twice if the first
+ * answer was lost: reconcile by listing). Returns 0 or a negative errno (see
+ * the table above). */
+int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
+                      const json_t *body, json_t **out, struct kdev_err *err);
+
+/* Mutation callback of kdev_kube_update_retry: changes |obj| (the object just
+ * read) in place. Returns 0 to write it, KDEV_KUBE_UNCHANGED to write
+ * nothing, or a negative errno (with |err| set) to stop. */
+#define KDEV_KUBE_UNCHANGED 1
+typedef int (*kdev_kube_mutate_fn)(json_t *obj, void *arg, struct kdev_err *err);
+
+/* Read-modify-write of the object at |path|: GET, |fn|, PUT (the object keeps
+ * the resourceVersion it was read with); on 409 Conflict re-reads and calls
+ * |fn| again, at most conflict_retries times more (client-go
+ * retry.RetryOnConflict). *out (optional) receives the object written, or the
+ * one read when |fn| returned KDEV_KUBE_UNCHANGED. Raw shapes (no conversion).
+ * Returns 0, |fn|'s error, or the request's error (-ESTALE when conflicts
+ * persist). */
+int kdev_kube_update_retry(struct kdev_kube *k, const char *path, kdev_kube_mutate_fn fn,
+                           void *arg, json_t **out, struct kdev_err *err);
+
+/* Builds a request path into |buf| (|size| bytes): resource "nodes" ->
+ * /api/v1/nodes[/name]; any other -> /apis/resource.k8s.io/<version>/
+ * [namespaces/<ns>/]<resource>[/<name>[/<sub>]]. |ns|, |name|, |sub| may be
+ * NULL. Names must be DNS subdomains (lower-case letters, digits, '-', '.',
+ * at most 253). Returns the length, -EINVAL (bad name, with |err|) or
+ * -ENAMETOOLONG. */
+int kdev_kube_path(const struct kdev_kube *k, char *buf, size_t size, const char *ns,
+                   const char *resource, const char *name, const char *sub,
+                   struct kdev_err *err);
+
+/* ResourceSlice collection path with fieldSelector
+ * spec.nodeName=<node>,spec.driver=<driver> (either may be NULL to leave it
+ * out), URL-encoded. Returns the length or a negative errno. */
+int kdev_kube_slices_path(const struct kdev_kube *k, char *buf, size_t size, const char *node,
+                          const char *driver, struct kdev_err *err);
+
+/* v1 <-> wire shape of a ResourceSlice / ResourceClaim in place (no-ops for a
+ * v1 client except apiVersion and kind, which are always set). */
+int kdev_kube_slice_to_wire(const struct kdev_kube *k, json_t *slice);
+int kdev_kube_slice_from_wire(const struct kdev_kube *k, json_t *slice);
+int kdev_kube_claim_from_wire(const struct kdev_kube *k, json_t *claim);
+
+/* GET /api/v1/nodes/<name> into *node (new reference). */
+int kdev_kube_get_node(struct kdev_kube *k, const char *name, json_t **node,
+                       struct kdev_err *err);
+
+/* Owner reference for |node| (a Node object): {"apiVersion":"v1","kind":"Node",
+ * "name":…,"uid":…,"controller":true} (new reference), or NULL when |node|
+ * lacks metadata.name or metadata.uid. */
+json_t *kdev_kube_node_owner_ref(const json_t *node);
+
+/* GET the ResourceClaim <ns>/<name> into *claim (new reference, v1 shape). */
+int kdev_kube_get_claim(struct kdev_kube *k, const char *ns, const char *name, json_t **claim,
+                        struct kdev_err *err);
+
+/* LISTs the ResourceSlices matching spec.nodeName=<node> and
+ * spec.driver=<driver> (either NULL: not filtered), following `continue`
+ * pages of KDEV_KUBE_LIST_LIMIT. *items receives a JSON array (new
+ * reference) of v1-shaped slices with apiVersion and kind set, so each can be
+ * PUT back. Returns the number of slices. */
+int kdev_kube_list_slices(struct kdev_kube *k, const char *node, const char *driver,
+                          json_t **items, struct kdev_err *err);
+
+/* POSTs |slice| (v1 shape; metadata.name or metadata.generateName set;
+ * apiVersion and kind are filled in on a copy). *out (optional) receives the
+ * created slice, v1 shape, with its name, uid and resourceVersion. */
+int kdev_kube_create_slice(struct kdev_kube *k, const json_t *slice, json_t **out,
+                           struct kdev_err *err);
+
+/* PUTs |slice| (v1 shape) to its metadata.name; metadata.resourceVersion must
+ * be set (-EINVAL otherwise): a stale one is -ESTALE (409). *out optional. */
+int kdev_kube_update_slice(struct kdev_kube *k, const json_t *slice, json_t **out,
+                           struct kdev_err *err);
+
+/* DELETEs the slice |name|; |uid| and |resource_version| (each may be NULL)
+ * are sent as DeleteOptions preconditions (409 -> -ESTALE on mismatch). */
+int kdev_kube_delete_slice(struct kdev_kube *k, const char *name, const char *uid,
+                           const char *resource_version, struct kdev_err *err);
+
+/* DELETE collection of the slices matching spec.nodeName=<node> and
+ * spec.driver=<driver> (at least one non-NULL). Returns how many the server
+ * reports deleted. */
+int kdev_kube_delete_slices(struct kdev_kube *k, const char *node, const char *driver,
+                            struct kdev_err *err);
+
+#endif /* KDEV_KUBE_KUBE_H */

@@ -1,0 +1,839 @@
+/* kube client against the stand-in API server (tests/kubeapi/server.py, run
+ * with /usr/bin/python3): slice CRUD, field selectors, generateName, claims,
+ * v1beta1, 409 retries, 429/500 retries with backoff, server down and back,
+ * token, client certificate, CA, in-cluster and kubeconfig end to end.
+ * Skipped (cmocka skip) when /usr/bin/python3 or openssl is missing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "kube/kube.h"
+
+#define PY "/usr/bin/python3"
+#define SERVER KDEV_SOURCE_DIR "/tests/kubeapi/server.py"
+#define TOKEN "s3cret-token"
+
+struct srv {
+        pid_t pid;
+        int in_fd; /* server's stdin: closing it stops the server */
+        json_t *info;
+        struct kdev_kube *admin;
+};
+
+static struct srv plain, tls;
+static char tmpdir[256];
+static bool have_tools;
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+        (void)sb;
+        (void)flag;
+        (void)ftw;
+        return remove(p);
+}
+
+static const char *info_str(const struct srv *s, const char *key)
+{
+        return json_string_value(json_object_get(s->info, key));
+}
+
+static int start_server(struct srv *s, const char *const *extra)
+{
+        int in[2], out[2];
+        if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+                return -1;
+        const char *argv[16] = {PY, SERVER};
+        size_t n = 2;
+        for (; extra && *extra && n < 15; extra++)
+                argv[n++] = *extra;
+        argv[n] = NULL;
+        s->pid = fork();
+        if (s->pid < 0)
+                return -1;
+        if (s->pid == 0) {
+                dup2(in[0], 0);
+                dup2(out[1], 1);
+                execv(PY, (char *const *)argv);
+                _exit(127);
+        }
+        close(in[0]);
+        close(out[1]);
+        s->in_fd = in[1];
+        char line[4096];
+        size_t len = 0;
+        /* one JSON line; generous timeout for a loaded machine (openssl keys) */
+        for (;;) {
+                struct pollfd p = {.fd = out[0], .events = POLLIN};
+                if (poll(&p, 1, 60000) <= 0)
+                        break;
+                ssize_t r = read(out[0], line + len, sizeof(line) - 1 - len);
+                if (r <= 0)
+                        break;
+                len += (size_t)r;
+                if (memchr(line, '\n', len) || len == sizeof(line) - 1)
+                        break;
+        }
+        close(out[0]);
+        line[len] = '\0';
+        s->info = json_loads(line, JSON_DISABLE_EOF_CHECK, NULL);
+        if (!s->info)
+                return -1;
+        struct kdev_kube_config cfg = {.server = (char *)info_str(s, "admin_url")};
+        struct kdev_kube_opts o = {.attempts = 1};
+        s->admin = kdev_kube_new(&cfg, &o, NULL);
+        return s->admin ? 0 : -1;
+}
+
+static void stop_server(struct srv *s)
+{
+        if (s->pid <= 0)
+                return;
+        close(s->in_fd);
+        kill(s->pid, SIGTERM);
+        waitpid(s->pid, NULL, 0);
+        json_decref(s->info);
+        kdev_kube_free(s->admin);
+        memset(s, 0, sizeof(*s));
+}
+
+static int group_setup(void **state)
+{
+        (void)state;
+        have_tools = access(PY, X_OK) == 0 && system("openssl version >/dev/null 2>&1") == 0;
+        if (!have_tools)
+                return 0;
+        snprintf(tmpdir, sizeof(tmpdir), "/tmp/kdev-kube-XXXXXX");
+        if (!mkdtemp(tmpdir))
+                return -1;
+        char tlsdir[300];
+        snprintf(tlsdir, sizeof(tlsdir), "%s/tls", tmpdir);
+        const char *a1[] = {"--token", TOKEN, NULL};
+        const char *a2[] = {"--token", TOKEN, "--tls", tlsdir, NULL};
+        if (start_server(&plain, a1) < 0 || start_server(&tls, a2) < 0)
+                return -1;
+        return 0;
+}
+
+static int group_teardown(void **state)
+{
+        (void)state;
+        stop_server(&plain);
+        stop_server(&tls);
+        if (tmpdir[0])
+                nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+        curl_global_cleanup();
+        return 0;
+}
+
+#define NEED_TOOLS()                                                                     \
+        do {                                                                             \
+                if (!have_tools) {                                                       \
+                        print_message("no /usr/bin/python3 or openssl: skipped\n");      \
+                        skip();                                                          \
+                }                                                                        \
+        } while (0)
+
+static struct kdev_kube *client_for(const struct srv *s, const char *version,
+                                    const char *token, unsigned attempts)
+{
+        struct kdev_kube_config cfg = {.server = (char *)info_str(s, "url"),
+                                       .token = (char *)token};
+        struct kdev_kube_opts o = {.version = version, .attempts = attempts, .backoff_ms = 10,
+                                   .backoff_max_ms = 100, .timeout_ms = 20000};
+        struct kdev_err err = {0};
+        struct kdev_kube *k = kdev_kube_new(&cfg, &o, &err);
+        assert_non_null(k);
+        return k;
+}
+
+static void admin(const struct srv *s, const char *method, const char *path, const char *body,
+                  json_t **out)
+{
+        json_t *b = body ? json_loads(body, 0, NULL) : NULL;
+        assert_true(!body || b);
+        struct kdev_err err = {0};
+        int rc = kdev_kube_request(s->admin, method, path, b, out, &err);
+        if (rc < 0)
+                print_error("admin %s %s: %s\n", method, path, err.msg);
+        assert_int_equal(rc, 0);
+        json_decref(b);
+}
+
+/* The API requests seen since the last call, as "METHOD status" words. */
+static void requests(const struct srv *s, char *buf, size_t size)
+{
+        json_t *r;
+        admin(s, "GET", "/_admin/requests", NULL, &r);
+        admin(s, "DELETE", "/_admin/requests", NULL, NULL);
+        size_t i, n = 0;
+        json_t *e;
+        buf[0] = '\0';
+        json_array_foreach(json_object_get(r, "items"), i, e) {
+                n += (size_t)snprintf(buf + n, size - n, "%s%s %lld", n ? " " : "",
+                                      json_string_value(json_object_get(e, "method")),
+                                      json_integer_value(json_object_get(e, "status")));
+        }
+        json_decref(r);
+}
+
+static json_t *slice(const char *gen, const char *node, const char *driver, const char *dev)
+{
+        json_t *s = json_pack("{s:{s:s}, s:{s:s, s:s, s:{s:s, s:i, s:i}, s:[{s:s, s:{s:{s:i}}}]}}",
+                              "metadata", "generateName", gen, "spec", "driver", driver,
+                              "nodeName", node, "pool", "name", node, "generation", 1,
+                              "resourceSliceCount", 1, "devices", "name", dev, "attributes",
+                              "index", "int", 0);
+        assert_non_null(s);
+        return s;
+}
+
+static const char *meta(const json_t *o, const char *key)
+{
+        return json_string_value(json_object_get(json_object_get(o, "metadata"), key));
+}
+
+static double now_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* --- CRUD --------------------------------------------------------------------- */
+
+static void test_slices_crud(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_kube *k = client_for(&plain, NULL, TOKEN, 3);
+        struct kdev_err err = {0};
+        admin(&plain, "POST", "/_admin/objects",
+              "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"crud-n1\"}}",
+              NULL);
+
+        json_t *node;
+        assert_int_equal(kdev_kube_get_node(k, "crud-n1", &node, &err), 0);
+        json_t *owner = kdev_kube_node_owner_ref(node);
+        assert_non_null(owner);
+        assert_string_equal(json_string_value(json_object_get(owner, "uid")), meta(node, "uid"));
+        json_decref(node);
+
+        /* generateName */
+        json_t *s1 = slice("crud-n1-gpu.example.com-", "crud-n1", "gpu.example.com", "gpu-0");
+        json_object_set_new(json_object_get(s1, "metadata"), "ownerReferences",
+                            json_pack("[o]", owner));
+        json_t *c1;
+        assert_int_equal(kdev_kube_create_slice(k, s1, &c1, &err), 0);
+        const char *name = meta(c1, "name");
+        assert_int_equal(strlen(name), strlen("crud-n1-gpu.example.com-") + 5);
+        assert_memory_equal(name, "crud-n1-gpu.example.com-", strlen("crud-n1-gpu.example.com-"));
+        assert_non_null(meta(c1, "uid"));
+        assert_string_equal(json_string_value(json_object_get(c1, "apiVersion")),
+                            "resource.k8s.io/v1");
+        assert_null(json_object_get(s1, "apiVersion")); /* the caller's object is untouched */
+        json_t *s2 = slice("crud-", "crud-n1", "other.example.com", "dev-0");
+        json_t *s3 = slice("crud-", "crud-n2", "gpu.example.com", "gpu-0");
+        assert_int_equal(kdev_kube_create_slice(k, s2, NULL, &err), 0);
+        assert_int_equal(kdev_kube_create_slice(k, s3, NULL, &err), 0);
+
+        /* explicit name, and AlreadyExists */
+        json_t *s4 = slice("x-", "crud-n2", "other.example.com", "d");
+        json_object_set_new(json_object_get(s4, "metadata"), "name", json_string("crud-fixed"));
+        assert_int_equal(kdev_kube_create_slice(k, s4, NULL, &err), 0);
+        assert_int_equal(kdev_kube_create_slice(k, s4, NULL, &err), -EEXIST);
+        assert_string_equal(err.msg, "POST /apis/resource.k8s.io/v1/resourceslices: 409 "
+                                     "Conflict: resourceslices.resource.k8s.io \"crud-fixed\" "
+                                     "already exists");
+
+        /* field selectors */
+        json_t *items;
+        assert_int_equal(kdev_kube_list_slices(k, "crud-n1", "gpu.example.com", &items, &err), 1);
+        assert_string_equal(meta(json_array_get(items, 0), "name"), name);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(items, 0), "kind")),
+                            "ResourceSlice");
+        json_decref(items);
+        assert_int_equal(kdev_kube_list_slices(k, "crud-n1", NULL, &items, &err), 2);
+        json_decref(items);
+        assert_int_equal(kdev_kube_list_slices(k, NULL, "gpu.example.com", &items, &err), 2);
+        json_decref(items);
+        assert_int_equal(kdev_kube_list_slices(k, "crud-n3", NULL, &items, &err), 0);
+        json_decref(items);
+
+        /* update: resourceVersion moves; a stale one is a 409 */
+        json_t *upd = json_deep_copy(c1);
+        json_object_set_new(json_object_get(json_object_get(upd, "spec"), "pool"), "generation",
+                            json_integer(2));
+        json_t *u1;
+        assert_int_equal(kdev_kube_update_slice(k, upd, &u1, &err), 0);
+        assert_true(atoll(meta(u1, "resourceVersion")) > atoll(meta(c1, "resourceVersion")));
+        assert_int_equal(json_integer_value(json_object_get(
+                                 json_object_get(json_object_get(u1, "spec"), "pool"),
+                                 "generation")),
+                         2);
+        assert_int_equal(kdev_kube_update_slice(k, upd, NULL, &err), -ESTALE);
+        char want[512];
+        snprintf(want, sizeof(want),
+                 "PUT /apis/resource.k8s.io/v1/resourceslices/%s: 409 Conflict: Operation "
+                 "cannot be fulfilled on resourceslices.resource.k8s.io \"%s\": the object has "
+                 "been modified; please apply your changes to the latest version and try again",
+                 name, name);
+        assert_string_equal(err.msg, want);
+        json_object_del(json_object_get(upd, "metadata"), "resourceVersion");
+        assert_int_equal(kdev_kube_update_slice(k, upd, NULL, &err), -EINVAL);
+
+        /* delete with preconditions, then for real; 404 after */
+        assert_int_equal(kdev_kube_delete_slice(k, name, "wrong-uid", NULL, &err), -ESTALE);
+        assert_non_null(strstr(err.msg, "409 Conflict: Precondition failed: UID in precondition: "
+                                        "wrong-uid"));
+        assert_int_equal(kdev_kube_delete_slice(k, name, meta(c1, "uid"),
+                                                meta(c1, "resourceVersion"), &err),
+                         -ESTALE);
+        assert_int_equal(kdev_kube_delete_slice(k, name, meta(u1, "uid"),
+                                                meta(u1, "resourceVersion"), &err),
+                         0);
+        assert_int_equal(kdev_kube_delete_slice(k, name, NULL, NULL, &err), -ENOENT);
+        snprintf(want, sizeof(want),
+                 "DELETE /apis/resource.k8s.io/v1/resourceslices/%s: 404 Not Found: "
+                 "resourceslices.resource.k8s.io \"%s\" not found",
+                 name, name);
+        assert_string_equal(err.msg, want);
+        assert_int_equal(kdev_kube_last_status(k), 404);
+        assert_int_equal(kdev_kube_last_attempts(k), 1);
+
+        /* DELETE collection by field selector */
+        assert_int_equal(kdev_kube_delete_slices(k, "crud-n2", NULL, &err), 2);
+        assert_int_equal(kdev_kube_delete_slices(k, "crud-n2", NULL, &err), 0);
+        assert_int_equal(kdev_kube_delete_slices(k, "crud-n1", "other.example.com", &err), 1);
+        assert_int_equal(kdev_kube_list_slices(k, "crud-n1", NULL, &items, &err), 0);
+        json_decref(items);
+        assert_int_equal(kdev_kube_delete_slices(k, NULL, NULL, &err), -EINVAL);
+
+        json_decref(s1);
+        json_decref(s2);
+        json_decref(s3);
+        json_decref(s4);
+        json_decref(c1);
+        json_decref(u1);
+        json_decref(upd);
+        kdev_kube_free(k);
+}
+
+static void test_list_pages(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_kube *k = client_for(&plain, NULL, TOKEN, 3);
+        struct kdev_err err = {0};
+        const int n = KDEV_KUBE_LIST_LIMIT + 7;
+        for (int i = 0; i < n; i++) {
+                json_t *s = slice("page-", "page-node", "gpu.example.com", "gpu-0");
+                assert_int_equal(kdev_kube_create_slice(k, s, NULL, &err), 0);
+                json_decref(s);
+        }
+        admin(&plain, "DELETE", "/_admin/requests", NULL, NULL);
+        json_t *items;
+        assert_int_equal(kdev_kube_list_slices(k, "page-node", NULL, &items, &err), n);
+        json_decref(items);
+        char log[256];
+        requests(&plain, log, sizeof(log));
+        assert_string_equal(log, "GET 200 GET 200");
+        assert_int_equal(kdev_kube_delete_slices(k, "page-node", NULL, &err), n);
+        kdev_kube_free(k);
+}
+
+/* --- claims, nodes, v1beta1 -------------------------------------------------------- */
+
+static const char CLAIM[] =
+        "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\","
+        "\"metadata\":{\"name\":\"gpu-claim\",\"namespace\":\"team-a\"},"
+        "\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":{"
+        "\"deviceClassName\":\"gpu.nvidia.com\"}}]}},"
+        "\"status\":{\"allocation\":{\"devices\":{\"results\":[{\"request\":\"gpu\","
+        "\"driver\":\"gpu.nvidia.com\",\"pool\":\"node-1\",\"device\":\"gpu-0\"}]},"
+        "\"nodeSelector\":{\"nodeSelectorTerms\":[{\"matchFields\":[{\"key\":\"metadata.name\","
+        "\"operator\":\"In\",\"values\":[\"node-1\"]}]}]}},"
+        "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"pod0\",\"uid\":\"p-1\"}]}}";
+
+static void test_claims_and_versions(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_err err = {0};
+        admin(&plain, "POST", "/_admin/objects", CLAIM, NULL);
+        const char *versions[] = {"v1", "v1beta1"};
+        for (int v = 0; v < 2; v++) {
+                struct kdev_kube *k = client_for(&plain, versions[v], TOKEN, 3);
+                json_t *c;
+                assert_int_equal(kdev_kube_get_claim(k, "team-a", "gpu-claim", &c, &err), 0);
+                json_t *r = json_array_get(json_object_get(json_object_get(json_object_get(
+                        json_object_get(c, "status"), "allocation"), "devices"), "results"), 0);
+                assert_string_equal(json_string_value(json_object_get(r, "device")), "gpu-0");
+                assert_string_equal(json_string_value(json_object_get(r, "pool")), "node-1");
+                json_t *req = json_array_get(json_object_get(json_object_get(
+                        json_object_get(c, "spec"), "devices"), "requests"), 0);
+                assert_string_equal(json_string_value(json_object_get(
+                                            json_object_get(req, "exactly"), "deviceClassName")),
+                                    "gpu.nvidia.com");
+                assert_null(json_object_get(req, "deviceClassName"));
+                assert_string_equal(json_string_value(json_object_get(c, "apiVersion")),
+                                    "resource.k8s.io/v1");
+                json_decref(c);
+                assert_int_equal(kdev_kube_get_claim(k, "team-a", "absent", &c, &err), -ENOENT);
+                char want[256];
+                snprintf(want, sizeof(want),
+                         "GET /apis/resource.k8s.io/%s/namespaces/team-a/resourceclaims/absent: "
+                         "404 Not Found: resourceclaims.resource.k8s.io \"absent\" not found",
+                         versions[v]);
+                assert_string_equal(err.msg, want);
+                kdev_kube_free(k);
+        }
+
+        /* a v1beta1 client writes slices the server stores as v1 and reads back v1 */
+        struct kdev_kube *b = client_for(&plain, "v1beta1", TOKEN, 3);
+        json_t *s = slice("beta-", "beta-node", "gpu.example.com", "gpu-7"), *c;
+        assert_int_equal(kdev_kube_create_slice(b, s, &c, &err), 0);
+        json_t *dev = json_array_get(json_object_get(json_object_get(c, "spec"), "devices"), 0);
+        assert_null(json_object_get(dev, "basic"));
+        assert_non_null(json_object_get(dev, "attributes"));
+        char path[512];
+        snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1beta1/resourceslices/%s",
+                 meta(c, "name"));
+        json_t *raw;
+        assert_int_equal(kdev_kube_request(b, "GET", path, NULL, &raw, &err), 0);
+        dev = json_array_get(json_object_get(json_object_get(raw, "spec"), "devices"), 0);
+        assert_string_equal(json_string_value(json_object_get(dev, "name")), "gpu-7");
+        assert_non_null(json_object_get(json_object_get(dev, "basic"), "attributes"));
+        json_decref(raw);
+        json_t *items;
+        assert_int_equal(kdev_kube_list_slices(b, "beta-node", NULL, &items, &err), 1);
+        dev = json_array_get(json_object_get(json_object_get(json_array_get(items, 0), "spec"),
+                                             "devices"),
+                             0);
+        assert_null(json_object_get(dev, "basic"));
+        json_decref(items);
+        assert_int_equal(kdev_kube_delete_slices(b, "beta-node", NULL, &err), 1);
+        json_decref(s);
+        json_decref(c);
+        kdev_kube_free(b);
+
+        /* nodes: 404 */
+        struct kdev_kube *k = client_for(&plain, NULL, TOKEN, 3);
+        json_t *n;
+        assert_int_equal(kdev_kube_get_node(k, "no-such-node", &n, &err), -ENOENT);
+        assert_string_equal(err.msg, "GET /api/v1/nodes/no-such-node: 404 Not Found: "
+                                     "nodes \"no-such-node\" not found");
+        kdev_kube_free(k);
+}
+
+/* --- 409 conflicts ------------------------------------------------------------------ */
+
+struct mut {
+        struct kdev_kube *other; /* writes behind our back */
+        int calls;
+        int interfere;           /* how many calls interfere */
+        bool unchanged;
+};
+
+static int mutate(json_t *obj, void *arg, struct kdev_err *err)
+{
+        struct mut *m = arg;
+        m->calls++;
+        if (m->unchanged)
+                return KDEV_KUBE_UNCHANGED;
+        if (m->calls <= m->interfere) {
+                /* someone else updates the object between our GET and PUT */
+                json_t *copy = json_deep_copy(obj);
+                json_object_set_new(json_object_get(copy, "metadata"), "labels",
+                                    json_pack("{s:i}", "other", m->calls));
+                int rc = kdev_kube_update_slice(m->other, copy, NULL, err);
+                json_decref(copy);
+                if (rc < 0)
+                        return rc;
+        }
+        json_t *pool = json_object_get(json_object_get(obj, "spec"), "pool");
+        json_object_set_new(pool, "generation",
+                            json_integer(json_integer_value(json_object_get(pool, "generation")) +
+                                         1));
+        return 0;
+}
+
+static void test_update_conflict_retry(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_kube *k = client_for(&plain, NULL, TOKEN, 3);
+        struct kdev_kube *other = client_for(&plain, NULL, TOKEN, 3);
+        struct kdev_err err = {0};
+        json_t *s = slice("conflict-", "conflict-node", "gpu.example.com", "gpu-0"), *c;
+        assert_int_equal(kdev_kube_create_slice(k, s, &c, &err), 0);
+        char path[512];
+        snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/resourceslices/%s",
+                 meta(c, "name"));
+        char log[256];
+        requests(&plain, log, sizeof(log));
+
+        /* two conflicts, then success: both writers' changes are kept */
+        struct mut m = {.other = other, .interfere = 2};
+        json_t *out;
+        assert_int_equal(kdev_kube_update_retry(k, path, mutate, &m, &out, &err), 0);
+        assert_int_equal(m.calls, 3);
+        assert_int_equal(json_integer_value(json_object_get(
+                                 json_object_get(json_object_get(out, "spec"), "pool"),
+                                 "generation")),
+                         2);
+        assert_int_equal(json_integer_value(json_object_get(
+                                 json_object_get(json_object_get(out, "metadata"), "labels"),
+                                 "other")),
+                         2);
+        json_decref(out);
+        requests(&plain, log, sizeof(log));
+        assert_string_equal(log, "GET 200 PUT 200 PUT 409 GET 200 PUT 200 PUT 409 GET 200 "
+                                 "PUT 200");
+
+        /* conflicts that never end: conflict_retries (5) re-reads, then -ESTALE */
+        m = (struct mut){.other = other, .interfere = 100};
+        assert_int_equal(kdev_kube_update_retry(k, path, mutate, &m, &out, &err), -ESTALE);
+        assert_null(out);
+        assert_int_equal(m.calls, 6);
+        assert_string_equal(strstr(err.msg, "update gave up after 6 conflicts: PUT "),
+                            err.msg);
+        requests(&plain, log, sizeof(log));
+
+        /* unchanged: no PUT */
+        m = (struct mut){.unchanged = true};
+        assert_int_equal(kdev_kube_update_retry(k, path, mutate, &m, &out, &err), 0);
+        assert_non_null(out);
+        json_decref(out);
+        requests(&plain, log, sizeof(log));
+        assert_string_equal(log, "GET 200");
+
+        /* 404 passes through */
+        m = (struct mut){0};
+        assert_int_equal(kdev_kube_update_retry(k, "/apis/resource.k8s.io/v1/resourceslices/"
+                                                   "gone",
+                                                mutate, &m, NULL, &err),
+                         -ENOENT);
+        assert_int_equal(m.calls, 0);
+        assert_int_equal(kdev_kube_delete_slices(k, "conflict-node", NULL, &err), 1);
+        json_decref(s);
+        json_decref(c);
+        kdev_kube_free(k);
+        kdev_kube_free(other);
+}
+
+/* --- retries ------------------------------------------------------------------------ */
+
+static void test_retry_5xx_429(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_kube *k = client_for(&plain, NULL, TOKEN, 4);
+        struct kdev_err err = {0};
+        char log[256];
+        admin(&plain, "POST", "/_admin/objects",
+              "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"retry-n\"}}",
+              NULL);
+        requests(&plain, log, sizeof(log));
+
+        admin(&plain, "POST", "/_admin/faults", "{\"status\":500,\"count\":2}", NULL);
+        json_t *n;
+        assert_int_equal(kdev_kube_get_node(k, "retry-n", &n, &err), 0);
+        json_decref(n);
+        assert_int_equal(kdev_kube_last_attempts(k), 3);
+        assert_int_equal(kdev_kube_last_status(k), 200);
+        requests(&plain, log, sizeof(log));
+        assert_string_equal(log, "GET 500 GET 500 GET 200");
+
+        /* 503 and 429, the POST is retried too */
+        admin(&plain, "POST", "/_admin/faults",
+              "{\"status\":503,\"count\":1,\"method\":\"POST\"}", NULL);
+        admin(&plain, "POST", "/_admin/faults",
+              "{\"status\":429,\"count\":1,\"method\":\"POST\"}", NULL);
+        json_t *s = slice("retry-", "retry-n", "gpu.example.com", "gpu-0");
+        assert_int_equal(kdev_kube_create_slice(k, s, NULL, &err), 0);
+        requests(&plain, log, sizeof(log));
+        assert_string_equal(log, "POST 503 POST 429 POST 201");
+
+        /* Retry-After: 1 s is honoured (capped at backoff_max_ms, 2000 here) */
+        struct kdev_kube_config cfg = {.server = (char *)info_str(&plain, "url"),
+                                       .token = (char *)TOKEN};
+        struct kdev_kube_opts o = {.attempts = 3, .backoff_ms = 10, .backoff_max_ms = 2000};
+        struct kdev_kube *ra = kdev_kube_new(&cfg, &o, &err);
+        admin(&plain, "POST", "/_admin/faults", "{\"status\":429,\"count\":1,\"retry_after\":1}",
+              NULL);
+        double t0 = now_s();
+        assert_int_equal(kdev_kube_get_node(ra, "retry-n", &n, &err), 0);
+        double dt = now_s() - t0;
+        json_decref(n);
+        assert_true(dt >= 0.95);
+        assert_int_equal(kdev_kube_last_attempts(ra), 2);
+        kdev_kube_free(ra);
+        requests(&plain, log, sizeof(log));
+        assert_string_equal(log, "GET 429 GET 200");
+
+        /* retries spent */
+        admin(&plain, "POST", "/_admin/faults", "{\"status\":500,\"count\":10}", NULL);
+        assert_int_equal(kdev_kube_get_node(k, "retry-n", &n, &err), -EAGAIN);
+        assert_null(n);
+        assert_string_equal(err.msg, "GET /api/v1/nodes/retry-n: 500 Internal Server Error: "
+                                     "injected fault: 500 (after 4 attempts)");
+        admin(&plain, "DELETE", "/_admin/faults", NULL, NULL);
+        requests(&plain, log, sizeof(log));
+        assert_string_equal(log, "GET 500 GET 500 GET 500 GET 500");
+
+        /* a dropped connection is retried (a fresh client: on a kept-alive connection
+         * curl itself retries once on a new one) */
+        struct kdev_kube *fresh = client_for(&plain, NULL, TOKEN, 4);
+        admin(&plain, "POST", "/_admin/faults", "{\"mode\":\"reset\",\"count\":1}", NULL);
+        assert_int_equal(kdev_kube_get_node(fresh, "retry-n", &n, &err), 0);
+        json_decref(n);
+        assert_int_equal(kdev_kube_last_attempts(fresh), 2);
+        kdev_kube_free(fresh);
+        requests(&plain, log, sizeof(log));
+        assert_string_equal(log, "GET -1 GET 200");
+
+        /* 4xx are not retried */
+        assert_int_equal(kdev_kube_get_node(k, "absent", &n, &err), -ENOENT);
+        assert_int_equal(kdev_kube_last_attempts(k), 1);
+        assert_int_equal(kdev_kube_delete_slices(k, "retry-n", NULL, &err), 1);
+        json_decref(s);
+        kdev_kube_free(k);
+}
+
+static void test_server_down_and_back(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_err err = {0};
+        admin(&plain, "POST", "/_admin/objects",
+              "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"down-n\"}}", NULL);
+        struct kdev_kube *k = client_for(&plain, NULL, TOKEN, 3);
+        json_t *n;
+        assert_int_equal(kdev_kube_get_node(k, "down-n", &n, &err), 0); /* connection kept */
+        json_decref(n);
+
+        /* down for good: connection errors once the retries are spent */
+        admin(&plain, "POST", "/_admin/down", "{}", NULL);
+        assert_int_equal(kdev_kube_get_node(k, "down-n", &n, &err), -ECONNREFUSED);
+        assert_int_equal(kdev_kube_last_attempts(k), 3);
+        assert_int_equal(kdev_kube_last_status(k), 0);
+        char want[128];
+        snprintf(want, sizeof(want), "GET %s/api/v1/nodes/down-n: Couldn't connect to server",
+                 info_str(&plain, "url"));
+        assert_memory_equal(err.msg, want, strlen(want));
+        assert_non_null(strstr(err.msg, " (after 3 attempts)"));
+        admin(&plain, "POST", "/_admin/up", "{}", NULL);
+        assert_int_equal(kdev_kube_get_node(k, "down-n", &n, &err), 0);
+        json_decref(n);
+        kdev_kube_free(k);
+
+        /* down for 1 s while the client retries: it gets through */
+        struct kdev_kube_config cfg = {.server = (char *)info_str(&plain, "url"),
+                                       .token = (char *)TOKEN};
+        struct kdev_kube_opts o = {.attempts = 60, .backoff_ms = 50, .backoff_max_ms = 200};
+        k = kdev_kube_new(&cfg, &o, &err);
+        assert_int_equal(kdev_kube_get_node(k, "down-n", &n, &err), 0);
+        json_decref(n);
+        admin(&plain, "POST", "/_admin/down", "{\"seconds\":1.0}", NULL);
+        double t0 = now_s();
+        assert_int_equal(kdev_kube_get_node(k, "down-n", &n, &err), 0);
+        json_decref(n);
+        assert_true(now_s() - t0 >= 0.5);
+        assert_true(kdev_kube_last_attempts(k) > 1);
+        kdev_kube_free(k);
+}
+
+/* --- authentication and TLS ------------------------------------------------------------ */
+
+static void test_token(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_err err = {0};
+        struct kdev_kube *k = client_for(&plain, NULL, "wrong", 3);
+        json_t *n;
+        assert_int_equal(kdev_kube_get_node(k, "x", &n, &err), -EACCES);
+        assert_string_equal(err.msg, "GET /api/v1/nodes/x: 401 Unauthorized: Unauthorized");
+        assert_int_equal(kdev_kube_last_attempts(k), 1);
+        kdev_kube_free(k);
+        k = client_for(&plain, NULL, NULL, 3);
+        assert_int_equal(kdev_kube_get_node(k, "x", &n, &err), -EACCES);
+        kdev_kube_free(k);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        char *buf = calloc(1, 65536);
+        *len = fread(buf, 1, 65535, f);
+        fclose(f);
+        return buf;
+}
+
+static void test_tls(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_err err = {0};
+        admin(&tls, "POST", "/_admin/objects",
+              "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"tls-n\"}}", NULL);
+        struct kdev_kube_config cfg = {.server = (char *)info_str(&tls, "url"),
+                                       .token = (char *)TOKEN};
+        struct kdev_kube_opts o = {.attempts = 2, .backoff_ms = 10};
+        json_t *n;
+
+        /* the test CA is not in the system store */
+        struct kdev_kube *k = kdev_kube_new(&cfg, &o, &err);
+        assert_int_equal(kdev_kube_get_node(k, "tls-n", &n, &err), -EKEYREJECTED);
+        kdev_kube_free(k);
+
+        /* with the CA */
+        cfg.ca_pem = slurp(info_str(&tls, "ca"), &cfg.ca_len);
+        k = kdev_kube_new(&cfg, &o, &err);
+        assert_int_equal(kdev_kube_get_node(k, "tls-n", &n, &err), 0);
+        assert_string_equal(meta(n, "name"), "tls-n");
+        json_decref(n);
+        kdev_kube_free(k);
+
+        /* client certificate instead of the token */
+        cfg.token = NULL;
+        k = kdev_kube_new(&cfg, &o, &err);
+        assert_int_equal(kdev_kube_get_node(k, "tls-n", &n, &err), -EACCES);
+        kdev_kube_free(k);
+        cfg.cert_pem = slurp(info_str(&tls, "client_cert"), &cfg.cert_len);
+        cfg.key_pem = slurp(info_str(&tls, "client_key"), &cfg.key_len);
+        k = kdev_kube_new(&cfg, &o, &err);
+        assert_int_equal(kdev_kube_get_node(k, "tls-n", &n, &err), 0);
+        json_decref(n);
+        kdev_kube_free(k);
+
+        /* insecure-skip-tls-verify without the CA */
+        free(cfg.ca_pem);
+        cfg.ca_pem = NULL;
+        cfg.ca_len = 0;
+        cfg.insecure = true;
+        k = kdev_kube_new(&cfg, &o, &err);
+        assert_int_equal(kdev_kube_get_node(k, "tls-n", &n, &err), 0);
+        json_decref(n);
+        kdev_kube_free(k);
+        free(cfg.cert_pem);
+        free(cfg.key_pem);
+}
+
+static void write_text(const char *path, const char *text)
+{
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(text, f);
+        fclose(f);
+}
+
+static void test_in_cluster_end_to_end(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_err err = {0};
+        char sa[300], p[400], cmd[1024];
+        snprintf(sa, sizeof(sa), "%s/sa", tmpdir);
+        mkdir(sa, 0700);
+        snprintf(p, sizeof(p), "%s/token", sa);
+        write_text(p, TOKEN "\n");
+        snprintf(cmd, sizeof(cmd), "cp '%s' '%s/ca.crt'", info_str(&tls, "ca"), sa);
+        assert_int_equal(system(cmd), 0);
+        setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+        char port[16];
+        snprintf(port, sizeof(port), "%lld",
+                 json_integer_value(json_object_get(tls.info, "port")));
+        setenv("KUBERNETES_SERVICE_PORT", port, 1);
+        struct kdev_kube_config cfg;
+        assert_int_equal(kdev_kube_config_in_cluster(&cfg, sa, &err), 0);
+        unsetenv("KUBERNETES_SERVICE_HOST");
+        unsetenv("KUBERNETES_SERVICE_PORT");
+        admin(&tls, "POST", "/_admin/objects",
+              "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"ic-n\"}}", NULL);
+        struct kdev_kube_opts fast = {.attempts = 1, .token_reload_ms = 1};
+        struct kdev_kube_opts slow = {.attempts = 1};
+        struct kdev_kube *kf = kdev_kube_new(&cfg, &fast, &err);
+        struct kdev_kube *ks = kdev_kube_new(&cfg, &slow, &err);
+        json_t *n;
+        assert_int_equal(kdev_kube_get_node(kf, "ic-n", &n, &err), 0);
+        json_decref(n);
+        assert_int_equal(kdev_kube_get_node(ks, "ic-n", &n, &err), 0);
+        json_decref(n);
+
+        /* the token rotates: the client re-reads the file (after token_reload_ms) */
+        admin(&tls, "POST", "/_admin/token", "{\"token\":\"rotated-2\"}", NULL);
+        write_text(p, "rotated-2\n");
+        usleep(5000);
+        assert_int_equal(kdev_kube_get_node(kf, "ic-n", &n, &err), 0);
+        json_decref(n);
+        assert_int_equal(kdev_kube_get_node(ks, "ic-n", &n, &err), -EACCES); /* 60 s cache */
+        admin(&tls, "POST", "/_admin/token", "{\"token\":\"" TOKEN "\"}", NULL);
+        kdev_kube_free(kf);
+        kdev_kube_free(ks);
+        kdev_kube_config_free(&cfg);
+}
+
+static void test_kubeconfig_end_to_end(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_err err = {0};
+        char path[400], text[2048];
+        snprintf(path, sizeof(path), "%s/kubeconfig", tmpdir);
+        snprintf(text, sizeof(text),
+                 "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+                 "clusters:\n- name: stand-in\n  cluster:\n    server: %s\n"
+                 "    certificate-authority: tls/ca.crt\n"
+                 "users:\n- name: node\n  user:\n    client-certificate: %s\n"
+                 "    client-key: tls/client.key\n"
+                 "contexts:\n- name: test\n  context: {cluster: stand-in, user: node}\n",
+                 info_str(&tls, "url"), info_str(&tls, "client_cert"));
+        write_text(path, text);
+        struct kdev_kube_config cfg;
+        assert_int_equal(kdev_kube_config_load(&cfg, path, &err), 0);
+        struct kdev_kube *k = kdev_kube_new(&cfg, NULL, &err);
+        admin(&tls, "POST", "/_admin/objects",
+              "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"kc-n\"}}", NULL);
+        json_t *n;
+        assert_int_equal(kdev_kube_get_node(k, "kc-n", &n, &err), 0);
+        json_decref(n);
+        kdev_kube_free(k);
+        kdev_kube_config_free(&cfg);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_slices_crud),
+                cmocka_unit_test(test_list_pages),
+                cmocka_unit_test(test_claims_and_versions),
+                cmocka_unit_test(test_update_conflict_retry),
+                cmocka_unit_test(test_retry_5xx_429),
+                cmocka_unit_test(test_server_down_and_back),
+                cmocka_unit_test(test_token),
+                cmocka_unit_test(test_tls),
+                cmocka_unit_test(test_in_cluster_end_to_end),
+                cmocka_unit_test(test_kubeconfig_end_to_end),
+        };
+        return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,533 @@
+/* kube module without a server: base64, kubeconfig variants, in-cluster
+ * configuration, request paths, shapes, backoff and error mapping. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kube/kube.h"
+#include "kube/kube_internal.h"
+
+static char tmpdir[256];
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+        (void)sb;
+        (void)flag;
+        (void)ftw;
+        return remove(p);
+}
+
+static int setup(void **state)
+{
+        (void)state;
+        snprintf(tmpdir, sizeof(tmpdir), "/tmp/kdev-kubecfg-XXXXXX");
+        return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+        (void)state;
+        return nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void write_file(const char *name, const char *text)
+{
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(text, f);
+        fclose(f);
+}
+
+static int parse(struct kdev_kube_config *cfg, const char *text, const char *ctx,
+                 struct kdev_err *err)
+{
+        return kdev_kube_config_parse(cfg, text, strlen(text), "kc.yaml", tmpdir, ctx, err);
+}
+
+/* --- base64 ---------------------------------------------------------------------- */
+
+static void test_base64(void **state)
+{
+        (void)state;
+        char *out;
+        size_t n;
+        assert_int_equal(kdev_kube_base64_decode("aGVsbG8=", 8, &out, &n), 0);
+        assert_int_equal(n, 5);
+        assert_string_equal(out, "hello");
+        free(out);
+        assert_int_equal(kdev_kube_base64_decode("aGVs\nbG8", 8, &out, &n), 0);
+        assert_string_equal(out, "hello");
+        free(out);
+        assert_int_equal(kdev_kube_base64_decode("+/+/", 4, &out, &n), 0);
+        assert_int_equal(n, 3);
+        assert_memory_equal(out, "\xfb\xff\xbf", 3);
+        free(out);
+        assert_int_equal(kdev_kube_base64_decode("", 0, &out, &n), 0);
+        assert_int_equal(n, 0);
+        free(out);
+        assert_int_equal(kdev_kube_base64_decode("aGVsbG8==", 9, &out, &n), -EINVAL);
+        assert_null(out);
+        assert_int_equal(kdev_kube_base64_decode("aG*s", 4, &out, &n), -EINVAL);
+        assert_int_equal(kdev_kube_base64_decode("aGVsb", 5, &out, &n), -EINVAL);
+        assert_int_equal(kdev_kube_base64_decode("aG=s", 4, &out, &n), -EINVAL);
+}
+
+/* --- kubeconfig ------------------------------------------------------------------ */
+
+static const char KC_TOKEN[] =
+        "apiVersion: v1\n"
+        "kind: Config\n"
+        "current-context: dev\n"
+        "preferences: {}\n"
+        "clusters:\n"
+        "- name: c1\n"
+        "  cluster:\n"
+        "    server: https://10.1.2.3:6443/\n"
+        "    certificate-authority-data: Q0EtUEVN\n" /* "CA-PEM" */
+        "    certificate-authority: does-not-exist.crt\n"
+        "- name: c2\n"
+        "  cluster:\n"
+        "    server: http://127.0.0.1:8080\n"
+        "    insecure-skip-tls-verify: true\n"
+        "users:\n"
+        "- name: u1\n"
+        "  user:\n"
+        "    token: \"abc.def\"\n"
+        "    tokenFile: ignored-because-token-wins\n"
+        "- name: u2\n"
+        "  user:\n"
+        "    client-certificate: certs/client.crt\n"
+        "    client-key: certs/client.key\n"
+        "contexts:\n"
+        "- name: dev\n"
+        "  context:\n"
+        "    cluster: c1\n"
+        "    user: u1\n"
+        "    namespace: gpus\n"
+        "- name: other\n"
+        "  context: {cluster: c2, user: u2}\n";
+
+static void test_kubeconfig_token(void **state)
+{
+        (void)state;
+        struct kdev_kube_config cfg;
+        struct kdev_err err = {0};
+        assert_int_equal(parse(&cfg, KC_TOKEN, NULL, &err), 0);
+        assert_string_equal(cfg.server, "https://10.1.2.3:6443");
+        assert_string_equal(cfg.token, "abc.def");
+        assert_null(cfg.token_file);
+        assert_string_equal(cfg.ca_pem, "CA-PEM");
+        assert_int_equal(cfg.ca_len, 6);
+        assert_null(cfg.cert_pem);
+        assert_null(cfg.key_pem);
+        assert_false(cfg.insecure);
+        assert_string_equal(cfg.namespace, "gpus");
+        assert_string_equal(cfg.context, "dev");
+        kdev_kube_config_free(&cfg);
+        assert_null(cfg.server);
+}
+
+static void test_kubeconfig_client_cert_files(void **state)
+{
+        (void)state;
+        char dir[300];
+        snprintf(dir, sizeof(dir), "%s/certs", tmpdir);
+        mkdir(dir, 0700);
+        write_file("certs/client.crt", "CERT-PEM\n");
+        write_file("certs/client.key", "KEY-PEM\n");
+        struct kdev_kube_config cfg;
+        struct kdev_err err = {0};
+        assert_int_equal(parse(&cfg, KC_TOKEN, "other", &err), 0);
+        assert_string_equal(cfg.server, "http://127.0.0.1:8080");
+        assert_true(cfg.insecure);
+        assert_null(cfg.token);
+        assert_null(cfg.ca_pem);
+        assert_string_equal(cfg.cert_pem, "CERT-PEM\n");
+        assert_int_equal(cfg.cert_len, 9);
+        assert_string_equal(cfg.key_pem, "KEY-PEM\n");
+        assert_null(cfg.namespace);
+        assert_string_equal(cfg.context, "other");
+        kdev_kube_config_free(&cfg);
+}
+
+static void test_kubeconfig_file_on_disk(void **state)
+{
+        (void)state;
+        write_file("tok", "  file-token\n\n");
+        write_file("ca.pem", "CA-FROM-FILE");
+        write_file("kubeconfig",
+                   "current-context: x\n"
+                   "clusters: [{name: k, cluster: {server: 'https://[fd00::1]:443', "
+                   "certificate-authority: ca.pem}}]\n"
+                   "users: [{name: u, user: {tokenFile: tok, client-certificate-data: "
+                   "Q0VSVA==, client-key-data: S0VZ}}]\n"
+                   "contexts: [{name: x, context: {cluster: k, user: u}}]\n");
+        char path[300], tokpath[300];
+        snprintf(path, sizeof(path), "%s/kubeconfig", tmpdir);
+        snprintf(tokpath, sizeof(tokpath), "%s/tok", tmpdir);
+        struct kdev_kube_config cfg;
+        struct kdev_err err = {0};
+        assert_int_equal(kdev_kube_config_load(&cfg, path, &err), 0);
+        assert_string_equal(cfg.server, "https://[fd00::1]:443");
+        assert_string_equal(cfg.token, "file-token");
+        assert_string_equal(cfg.token_file, tokpath);
+        assert_string_equal(cfg.ca_pem, "CA-FROM-FILE");
+        assert_string_equal(cfg.cert_pem, "CERT");
+        assert_string_equal(cfg.key_pem, "KEY");
+        kdev_kube_config_free(&cfg);
+}
+
+struct bad_case {
+        const char *text;
+        const char *ctx;
+        int rc;
+        const char *msg;
+};
+
+static void test_kubeconfig_errors(void **state)
+{
+        (void)state;
+        static const char base[] =
+                "clusters: [{name: c, cluster: {server: 'https://h:1'}}]\n"
+                "contexts: [{name: x, context: {cluster: c, user: u}}]\n";
+        char buf[8][1024];
+        snprintf(buf[0], sizeof(buf[0]), "%s", base);
+        snprintf(buf[1], sizeof(buf[1]), "current-context: x\n%s", base);
+        snprintf(buf[2], sizeof(buf[2]),
+                 "current-context: x\n%susers: [{name: u, user: {exec: {command: aws}}}]\n",
+                 base);
+        snprintf(buf[3], sizeof(buf[3]),
+                 "current-context: x\n%susers: [{name: u, user: {client-certificate-data: "
+                 "Q0VSVA==}}]\n",
+                 base);
+        snprintf(buf[4], sizeof(buf[4]),
+                 "current-context: x\n%susers: [{name: u, user: {client-key-data: 'a*b'}}]\n",
+                 base);
+        snprintf(buf[5], sizeof(buf[5]),
+                 "current-context: x\n%susers: [{name: u, user: {token: [1]}}]\n", base);
+        const struct bad_case cases[] = {
+                {buf[0], NULL, -ENOENT, "kc.yaml: no current-context and no context given"},
+                {buf[0], "nope", -ENOENT, "kc.yaml: context \"nope\" not found in contexts"},
+                {buf[1], NULL, -ENOENT, "kc.yaml: user \"u\" not found in users"},
+                {buf[2], NULL, -ENOTSUP,
+                 "kc.yaml: user \"u\": `exec` is not supported (use a token or a client "
+                 "certificate)"},
+                {buf[3], NULL, -EINVAL,
+                 "kc.yaml: user \"u\": a client certificate needs its key and a key its "
+                 "certificate"},
+                {buf[4], NULL, -EINVAL, "kc.yaml:4:43: user.client-key-data: invalid base64"},
+                {buf[5], NULL, -EINVAL, "kc.yaml:4:33: user.token: expected a string"},
+                {"current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n", NULL,
+                 -ENOENT, "kc.yaml: cluster \"c\" not found in clusters"},
+                {"current-context: x\nclusters: [{name: c, cluster: {server: 'ftp://h'}}]\n"
+                 "contexts: [{name: x, context: {cluster: c}}]\n",
+                 NULL, -EINVAL,
+                 "kc.yaml:2:40: cluster.server: \"ftp://h\" is not an http:// or https:// URL"},
+                {"current-context: x\nclusters: [{name: c, cluster: {}}]\n"
+                 "contexts: [{name: x, context: {cluster: c}}]\n",
+                 NULL, -EINVAL, "kc.yaml: cluster \"c\" has no server"},
+                {"a: [1,\n", NULL, -EINVAL,
+                 "kc.yaml:2:1: did not find expected node content"},
+                {"- 1\n", NULL, -EINVAL, "kc.yaml:1:1: expected a mapping at the top"},
+                {"", NULL, -EINVAL, "kc.yaml: empty document"},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct kdev_kube_config cfg;
+                struct kdev_err err = {0};
+                int rc = parse(&cfg, cases[i].text, cases[i].ctx, &err);
+                if (rc != cases[i].rc || strcmp(err.msg, cases[i].msg) != 0)
+                        print_error("case %zu: rc %d msg \"%s\"\n", i, rc, err.msg);
+                assert_int_equal(rc, cases[i].rc);
+                assert_string_equal(err.msg, cases[i].msg);
+                kdev_kube_config_free(&cfg);
+        }
+        struct kdev_kube_config cfg;
+        struct kdev_err err = {0};
+        char path[300];
+        snprintf(path, sizeof(path), "%s/absent", tmpdir);
+        assert_int_equal(kdev_kube_config_kubeconfig(&cfg, path, NULL, &err), -ENOENT);
+        assert_non_null(strstr(err.msg, "absent: cannot read: No such file or directory"));
+        kdev_kube_config_free(&cfg);
+}
+
+/* --- in-cluster ------------------------------------------------------------------ */
+
+static void test_in_cluster(void **state)
+{
+        (void)state;
+        char sa[300];
+        snprintf(sa, sizeof(sa), "%s/sa", tmpdir);
+        mkdir(sa, 0700);
+        write_file("sa/token", "eyJhbGciOi.token \n");
+        write_file("sa/ca.crt", "CLUSTER-CA");
+        write_file("sa/namespace", "kube-system\n");
+        struct kdev_kube_config cfg;
+        struct kdev_err err = {0};
+
+        unsetenv("KUBERNETES_SERVICE_HOST");
+        setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+        assert_int_equal(kdev_kube_config_in_cluster(&cfg, sa, &err), -ENOENT);
+        assert_string_equal(err.msg, "not running in a cluster: KUBERNETES_SERVICE_HOST and "
+                                     "KUBERNETES_SERVICE_PORT must be defined");
+        kdev_kube_config_free(&cfg);
+
+        setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+        assert_int_equal(kdev_kube_config_in_cluster(&cfg, sa, &err), 0);
+        assert_string_equal(cfg.server, "https://10.96.0.1:443");
+        assert_string_equal(cfg.token, "eyJhbGciOi.token");
+        char tf[320];
+        snprintf(tf, sizeof(tf), "%s/token", sa);
+        assert_string_equal(cfg.token_file, tf);
+        assert_string_equal(cfg.ca_pem, "CLUSTER-CA");
+        assert_string_equal(cfg.namespace, "kube-system");
+        assert_null(cfg.context);
+        kdev_kube_config_free(&cfg);
+
+        setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
+        setenv("KUBERNETES_SERVICE_PORT", "6443", 1);
+        assert_int_equal(kdev_kube_config_in_cluster(&cfg, sa, &err), 0);
+        assert_string_equal(cfg.server, "https://[fd00::1]:6443");
+        kdev_kube_config_free(&cfg);
+
+        write_file("sa/token", " \n");
+        assert_int_equal(kdev_kube_config_in_cluster(&cfg, sa, &err), -EINVAL);
+        assert_string_equal(strstr(err.msg, "token: the token is empty"),
+                            "token: the token is empty");
+        kdev_kube_config_free(&cfg);
+
+        snprintf(tf, sizeof(tf), "%s/token", sa);
+        unlink(tf);
+        assert_int_equal(kdev_kube_config_in_cluster(&cfg, sa, &err), -ENOENT);
+        assert_non_null(strstr(err.msg, "/sa/token: cannot read: No such file or directory"));
+        kdev_kube_config_free(&cfg);
+        unsetenv("KUBERNETES_SERVICE_HOST");
+        unsetenv("KUBERNETES_SERVICE_PORT");
+}
+
+/* --- client without requests ------------------------------------------------------ */
+
+static struct kdev_kube *client(const char *version, unsigned backoff, unsigned max)
+{
+        struct kdev_kube_config cfg = {.server = (char *)"http://127.0.0.1:1"};
+        struct kdev_kube_opts o = {.version = version, .backoff_ms = backoff,
+                                   .backoff_max_ms = max};
+        struct kdev_err err = {0};
+        struct kdev_kube *k = kdev_kube_new(&cfg, &o, &err);
+        assert_non_null(k);
+        return k;
+}
+
+static void test_new_errors(void **state)
+{
+        (void)state;
+        struct kdev_kube_config cfg = {.server = (char *)"http://x"};
+        struct kdev_kube_opts o = {.version = "v1alpha3"};
+        struct kdev_err err = {0};
+        assert_null(kdev_kube_new(&cfg, &o, &err));
+        assert_int_equal(err.code, EINVAL);
+        assert_string_equal(err.msg, "API server client: resource.k8s.io version \"v1alpha3\" "
+                                     "is not supported (v1 or v1beta1)");
+        struct kdev_kube_config none = {0};
+        assert_null(kdev_kube_new(&none, NULL, &err));
+        assert_string_equal(err.msg, "API server client: no server configured");
+}
+
+static void test_paths(void **state)
+{
+        (void)state;
+        struct kdev_kube *k = client(NULL, 0, 0);
+        struct kdev_err err = {0};
+        char p[512];
+        assert_string_equal(kdev_kube_version(k), "v1");
+        assert_string_equal(kdev_kube_api_version(k), "resource.k8s.io/v1");
+        assert_int_equal(kdev_kube_path(k, p, sizeof(p), NULL, "nodes", "node-1", NULL, &err),
+                         strlen("/api/v1/nodes/node-1"));
+        assert_string_equal(p, "/api/v1/nodes/node-1");
+        kdev_kube_path(k, p, sizeof(p), NULL, "nodes", NULL, NULL, &err);
+        assert_string_equal(p, "/api/v1/nodes");
+        kdev_kube_path(k, p, sizeof(p), NULL, "resourceslices", NULL, NULL, &err);
+        assert_string_equal(p, "/apis/resource.k8s.io/v1/resourceslices");
+        kdev_kube_path(k, p, sizeof(p), NULL, "resourceslices", "s-1", NULL, &err);
+        assert_string_equal(p, "/apis/resource.k8s.io/v1/resourceslices/s-1");
+        kdev_kube_path(k, p, sizeof(p), "default", "resourceclaims", "gpu-claim", "status", &err);
+        assert_string_equal(p,
+                            "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/"
+                            "gpu-claim/status");
+        assert_int_equal(kdev_kube_path(k, p, sizeof(p), NULL, "nodes", "../x", NULL, &err),
+                         -EINVAL);
+        assert_string_equal(err.msg, "name \"../x\" is not a valid name (lower-case letters, "
+                                     "digits, '-' and '.', at most 253)");
+        assert_int_equal(kdev_kube_path(k, p, sizeof(p), "a?b", "resourceclaims", "c", NULL,
+                                        &err),
+                         -EINVAL);
+        assert_int_equal(kdev_kube_path(k, p, 10, NULL, "nodes", "node-1", NULL, &err),
+                         -ENAMETOOLONG);
+
+        kdev_kube_slices_path(k, p, sizeof(p), "node-1", "gpu.nvidia.com", &err);
+        assert_string_equal(p, "/apis/resource.k8s.io/v1/resourceslices?fieldSelector="
+                               "spec.nodeName%3Dnode-1%2Cspec.driver%3Dgpu.nvidia.com");
+        kdev_kube_slices_path(k, p, sizeof(p), "node-1", NULL, &err);
+        assert_string_equal(p, "/apis/resource.k8s.io/v1/resourceslices?fieldSelector="
+                               "spec.nodeName%3Dnode-1");
+        kdev_kube_slices_path(k, p, sizeof(p), NULL, "gpu.nvidia.com", &err);
+        assert_string_equal(p, "/apis/resource.k8s.io/v1/resourceslices?fieldSelector="
+                               "spec.driver%3Dgpu.nvidia.com");
+        kdev_kube_slices_path(k, p, sizeof(p), NULL, NULL, &err);
+        assert_string_equal(p, "/apis/resource.k8s.io/v1/resourceslices");
+        assert_int_equal(kdev_kube_slices_path(k, p, sizeof(p), "Node_1", NULL, &err), -EINVAL);
+        kdev_kube_free(k);
+
+        k = client("v1beta1", 0, 0);
+        kdev_kube_path(k, p, sizeof(p), NULL, "resourceslices", NULL, NULL, &err);
+        assert_string_equal(p, "/apis/resource.k8s.io/v1beta1/resourceslices");
+        assert_string_equal(kdev_kube_api_version(k), "resource.k8s.io/v1beta1");
+        kdev_kube_free(k);
+}
+
+static void test_backoff(void **state)
+{
+        (void)state;
+        struct kdev_kube *k = client(NULL, 100, 1000);
+        assert_int_equal(kdev_kube_backoff_ms(k, 1, 0), 100);
+        assert_int_equal(kdev_kube_backoff_ms(k, 2, 0), 200);
+        assert_int_equal(kdev_kube_backoff_ms(k, 3, 0), 400);
+        assert_int_equal(kdev_kube_backoff_ms(k, 4, 0), 800);
+        assert_int_equal(kdev_kube_backoff_ms(k, 5, 0), 1000);
+        assert_int_equal(kdev_kube_backoff_ms(k, 60, 0), 1000);
+        assert_int_equal(kdev_kube_backoff_ms(k, 1, 2), 1000); /* Retry-After, capped */
+        kdev_kube_free(k);
+        k = client(NULL, 0, 0); /* defaults 200 / 5000 */
+        assert_int_equal(kdev_kube_backoff_ms(k, 1, 0), 200);
+        assert_int_equal(kdev_kube_backoff_ms(k, 1, 2), 2000);
+        assert_int_equal(kdev_kube_backoff_ms(k, 6, 0), 5000);
+        kdev_kube_free(k);
+}
+
+static void test_error_mapping(void **state)
+{
+        (void)state;
+        assert_int_equal(kdev_kube_status_errno(400, NULL), EINVAL);
+        assert_int_equal(kdev_kube_status_errno(422, "Invalid"), EINVAL);
+        assert_int_equal(kdev_kube_status_errno(401, NULL), EACCES);
+        assert_int_equal(kdev_kube_status_errno(403, NULL), EPERM);
+        assert_int_equal(kdev_kube_status_errno(404, NULL), ENOENT);
+        assert_int_equal(kdev_kube_status_errno(405, NULL), EOPNOTSUPP);
+        assert_int_equal(kdev_kube_status_errno(409, "AlreadyExists"), EEXIST);
+        assert_int_equal(kdev_kube_status_errno(409, "Conflict"), ESTALE);
+        assert_int_equal(kdev_kube_status_errno(409, NULL), ESTALE);
+        assert_int_equal(kdev_kube_status_errno(410, NULL), ESTALE);
+        assert_int_equal(kdev_kube_status_errno(429, NULL), EAGAIN);
+        assert_int_equal(kdev_kube_status_errno(503, NULL), EAGAIN);
+        assert_int_equal(kdev_kube_status_errno(418, NULL), EPROTO);
+        assert_int_equal(kdev_kube_curl_errno(CURLE_COULDNT_CONNECT), ECONNREFUSED);
+        assert_int_equal(kdev_kube_curl_errno(CURLE_OPERATION_TIMEDOUT), ETIMEDOUT);
+        assert_int_equal(kdev_kube_curl_errno(CURLE_GOT_NOTHING), ECONNRESET);
+        assert_int_equal(kdev_kube_curl_errno(CURLE_PEER_FAILED_VERIFICATION), EKEYREJECTED);
+        assert_int_equal(kdev_kube_curl_errno(CURLE_URL_MALFORMAT), EIO);
+        assert_string_equal(kdev_kube_status_text(409), "Conflict");
+        assert_string_equal(kdev_kube_status_text(299), "");
+}
+
+static void test_shapes(void **state)
+{
+        (void)state;
+        struct kdev_kube *b = client("v1beta1", 0, 0), *v1 = client(NULL, 0, 0);
+        const char *slice_v1 =
+                "{\"metadata\":{\"name\":\"s\"},\"spec\":{\"driver\":\"d\",\"devices\":["
+                "{\"name\":\"gpu-0\",\"attributes\":{\"index\":{\"int\":0}},"
+                "\"capacity\":{\"memory\":{\"value\":\"80Gi\"}}}]}}";
+        json_t *s = json_loads(slice_v1, 0, NULL);
+        assert_int_equal(kdev_kube_slice_to_wire(b, s), 0);
+        char *txt = json_dumps(s, JSON_SORT_KEYS | JSON_COMPACT);
+        assert_string_equal(txt,
+                            "{\"apiVersion\":\"resource.k8s.io/v1beta1\","
+                            "\"kind\":\"ResourceSlice\","
+                            "\"metadata\":{\"name\":\"s\"},\"spec\":{\"devices\":[{\"basic\":{"
+                            "\"attributes\":{\"index\":{\"int\":0}},\"capacity\":{\"memory\":{"
+                            "\"value\":\"80Gi\"}}},\"name\":\"gpu-0\"}],\"driver\":\"d\"}}");
+        free(txt);
+        assert_int_equal(kdev_kube_slice_from_wire(b, s), 0);
+        json_t *want = json_loads(slice_v1, 0, NULL);
+        json_object_set_new(want, "apiVersion", json_string("resource.k8s.io/v1"));
+        json_object_set_new(want, "kind", json_string("ResourceSlice"));
+        assert_true(json_equal(s, want));
+        /* v1: only apiVersion and kind */
+        assert_int_equal(kdev_kube_slice_to_wire(v1, s), 0);
+        assert_true(json_equal(s, want));
+        json_decref(s);
+        json_decref(want);
+
+        json_t *c = json_loads("{\"spec\":{\"devices\":{\"requests\":["
+                               "{\"name\":\"gpu\",\"deviceClassName\":\"gpu.nvidia.com\","
+                               "\"count\":2},{\"name\":\"x\",\"firstAvailable\":[]}]}}}",
+                               0, NULL);
+        assert_int_equal(kdev_kube_claim_from_wire(b, c), 0);
+        txt = json_dumps(json_object_get(c, "spec"), JSON_SORT_KEYS | JSON_COMPACT);
+        assert_string_equal(txt, "{\"devices\":{\"requests\":[{\"exactly\":{\"count\":2,"
+                                 "\"deviceClassName\":\"gpu.nvidia.com\"},\"name\":\"gpu\"},"
+                                 "{\"firstAvailable\":[],\"name\":\"x\"}]}}");
+        free(txt);
+        assert_string_equal(json_string_value(json_object_get(c, "apiVersion")),
+                            "resource.k8s.io/v1");
+        json_decref(c);
+
+        json_t *node = json_loads("{\"metadata\":{\"name\":\"n1\",\"uid\":\"u-1\"}}", 0, NULL);
+        json_t *ref = kdev_kube_node_owner_ref(node);
+        txt = json_dumps(ref, JSON_SORT_KEYS | JSON_COMPACT);
+        assert_string_equal(txt, "{\"apiVersion\":\"v1\",\"controller\":true,\"kind\":\"Node\","
+                                 "\"name\":\"n1\",\"uid\":\"u-1\"}");
+        free(txt);
+        json_decref(ref);
+        json_object_del(json_object_get(node, "metadata"), "uid");
+        assert_null(kdev_kube_node_owner_ref(node));
+        json_decref(node);
+        kdev_kube_free(b);
+        kdev_kube_free(v1);
+}
+
+static void test_request_bad_path(void **state)
+{
+        (void)state;
+        struct kdev_kube *k = client(NULL, 0, 0);
+        struct kdev_err err = {0};
+        json_t *out = (json_t *)1;
+        assert_int_equal(kdev_kube_request(k, "GET", "api/v1/nodes", NULL, &out, &err),
+                         -EINVAL);
+        assert_null(out);
+        assert_string_equal(err.msg, "GET api/v1/nodes: the path must start with '/'");
+        kdev_kube_free(k);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_base64),
+                cmocka_unit_test(test_kubeconfig_token),
+                cmocka_unit_test(test_kubeconfig_client_cert_files),
+                cmocka_unit_test(test_kubeconfig_file_on_disk),
+                cmocka_unit_test(test_kubeconfig_errors),
+                cmocka_unit_test(test_in_cluster),
+                cmocka_unit_test(test_new_errors),
+                cmocka_unit_test(test_paths),
+                cmocka_unit_test(test_backoff),
+                cmocka_unit_test(test_error_mapping),
+                cmocka_unit_test(test_shapes),
+                cmocka_unit_test(test_request_bad_path),
+        };
+        int rc = cmocka_run_group_tests(tests, setup, teardown);
+        curl_global_cleanup();
+        return rc;
+}
