@@ -20,6 +20,15 @@ SOURCE_DIR = os.environ.get("KDEV_SOURCE_DIR") or os.path.abspath(
 BUILD_DIR = os.environ.get("KDEV_BUILD_DIR") or os.path.join(SOURCE_DIR, "build")
 SKIP = 77
 
+# KDEV_WRAP: a command line Plugin runs kdev-plugin under, e.g.
+# "valgrind -q --leak-check=full --error-exitcode=99" (tests/integration/valgrind.sh).
+# Its words are split on blanks; the wrapped process keeps kdev-plugin's pid
+# (valgrind runs the program in its own process).
+WRAP = os.environ.get("KDEV_WRAP", "").split()
+# KDEV_TIMEOUT_SCALE: multiplies wait_for's and Plugin.stop's timeouts (default
+# 1; 4 under KDEV_WRAP, where valgrind slows kdev-plugin's start to ~0.6 s).
+TIMEOUT_SCALE = float(os.environ.get("KDEV_TIMEOUT_SCALE") or (4 if WRAP else 1))
+
 try:
     import grpc  # noqa: E402
 except ImportError:  # pragma: no cover
@@ -43,7 +52,9 @@ api = load_api()
 
 
 def wait_for(pred, timeout=20.0, interval=0.01, what="condition"):
-    """Polls pred() until it is truthy; raises AssertionError after timeout s."""
+    """Polls pred() until it is truthy; raises AssertionError after
+    timeout * TIMEOUT_SCALE s."""
+    timeout *= TIMEOUT_SCALE
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = pred()
@@ -164,7 +175,8 @@ class Plugin:
         exe = os.path.join(BUILD_DIR, "kdev-plugin")
         full_env = dict(os.environ)
         full_env.update(env or {})
-        self.proc = subprocess.Popen([exe, "--config", self.config, "--device-plugin-dir",
+        self.wrapped = bool(WRAP)
+        self.proc = subprocess.Popen([*WRAP, exe, "--config", self.config, "--device-plugin-dir",
                                       directory, "--log-level", "debug", *extra],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
 
@@ -173,10 +185,16 @@ class Plugin:
             return f.read()
 
     def stop(self, timeout=20):
+        """SIGTERM, then waits timeout * TIMEOUT_SCALE s; returns the exit status
+        (under KDEV_WRAP the wrapper's: valgrind's --error-exitcode on errors or
+        leaks, whose report is then printed)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(timeout)
+        rc = self.proc.wait(timeout * TIMEOUT_SCALE)
         self.log.close()
+        if self.wrapped and rc != 0:
+            print("kdev-plugin under %s exited %d; its log:\n%s"
+                  % (" ".join(WRAP), rc, self.logtext()[-20000:]), flush=True)
         return rc
 
     def kill(self):
@@ -209,9 +227,15 @@ class TempDir:
 
 
 def run_tests(tests):
-    """Runs test functions; prints 'N passed, N failed' and exits."""
+    """Runs test functions; prints 'N passed, N failed' and exits.
+    KDEV_TEST_SKIP: comma-separated test function names not to run (printed
+    as SKIP; tests/integration/valgrind.sh uses it)."""
     passed = failed = 0
+    skip = set(filter(None, os.environ.get("KDEV_TEST_SKIP", "").split(",")))
     for t in tests:
+        if t.__name__ in skip:
+            print("SKIP %s (KDEV_TEST_SKIP)" % t.__name__, flush=True)
+            continue
         start = time.monotonic()
         try:
             t()
