@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every kdev test: installs dependencies, then builds and runs the suite
-# twice, plainly and under AddressSanitizer + UndefinedBehaviorSanitizer.
+# twice, plainly and under AddressSanitizer + UndefinedBehaviorSanitizer, and
+# runs the libFuzzer targets for a bounded time (scripts/fuzz.sh).
 # Usage: scripts/test.sh        (from anywhere inside the checkout)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +17,9 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 echo "== release build and tests" >&2
 cmake -S . -B build -G Ninja >/dev/null
 ninja -C build -j"$jobs"
+# libFuzzer targets, 20 s each (KDEV_FUZZ_SECONDS); a failure is reported at
+# the end, so that the release ctest summary stays the closing output.
+fuzz_rc=0
+scripts/fuzz.sh || fuzz_rc=$?
 ctest --test-dir build --output-on-failure -j"$jobs"
+exit "$fuzz_rc"
