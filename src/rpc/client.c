@@ -73,9 +73,6 @@ struct kdev_rpc_client_call {
         char *def_msg;
 };
 
-#define NV(n, v) \
-        { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE }
-
 static void client_maybe_free(struct kdev_rpc_client *cl);
 static void cconn_kill(struct cconn *cc, int uv_status);
 
@@ -83,17 +80,9 @@ static void cconn_kill(struct cconn *cc, int uv_status);
 /* calls                                                                   */
 /* ---------------------------------------------------------------------- */
 
-static void timer_free_cb(uv_handle_t *h)
-{
-        free(h);
-}
-
 static void call_free(struct kdev_rpc_client_call *call)
 {
-        if (call->timer) {
-                uv_close((uv_handle_t *)call->timer, timer_free_cb);
-                call->timer = NULL;
-        }
+        kdev_rpc__timer_close(&call->timer);
         free(call->method);
         free(call->req);
         free(call->grpc_message);
@@ -135,10 +124,7 @@ static void call_complete(struct kdev_rpc_client_call *call, int status, const c
                         kdev_rpc__conn_flush(&cc->c);
                 }
         }
-        if (call->timer) {
-                uv_close((uv_handle_t *)call->timer, timer_free_cb);
-                call->timer = NULL;
-        }
+        kdev_rpc__timer_close(&call->timer);
         call->busy++;
         call->on_done(call, status, message ? message : "", call->user_data);
         call->busy--;
@@ -189,19 +175,19 @@ static int call_submit(struct kdev_rpc_client_call *call)
         struct cconn *cc = call->cc;
         char tmo[24];
         nghttp2_nv nva[9] = {
-                NV(":method", "POST"),
-                NV(":scheme", "http"),
-                NV(":path", call->method),
-                NV(":authority", "localhost"),
-                NV("te", "trailers"),
-                NV("content-type", "application/grpc"),
-                NV("user-agent", "kdev-rpc/0.1"),
-                NV("grpc-accept-encoding", "identity"),
+                KDEV_RPC_NV(":method", "POST"),
+                KDEV_RPC_NV(":scheme", "http"),
+                KDEV_RPC_NV(":path", call->method),
+                KDEV_RPC_NV(":authority", "localhost"),
+                KDEV_RPC_NV("te", "trailers"),
+                KDEV_RPC_NV("content-type", "application/grpc"),
+                KDEV_RPC_NV("user-agent", "kdev-rpc/0.1"),
+                KDEV_RPC_NV("grpc-accept-encoding", "identity"),
         };
         size_t n = 8;
         if (call->timeout_ms > 0) {
                 kdev_rpc__timeout_format(call->timeout_ms, tmo, sizeof(tmo));
-                nva[n++] = (nghttp2_nv)NV("grpc-timeout", tmo);
+                nva[n++] = (nghttp2_nv)KDEV_RPC_NV("grpc-timeout", tmo);
         }
         nghttp2_data_provider prd = { .source.ptr = call, .read_callback = cli_data_read };
         int32_t id = nghttp2_submit_request(cc->c.session, NULL, nva, n, &prd, call);
@@ -343,24 +329,17 @@ static void call_feed(struct kdev_rpc_client_call *call, const uint8_t *d, size_
         char buf[160];
         while (n > 0) {
                 if (!call->in_msg) {
-                        size_t take = KDEV_RPC_PREFIX_LEN - call->prefix_got;
-                        if (take > n)
-                                take = n;
-                        memcpy(call->prefix + call->prefix_got, d, take);
-                        call->prefix_got += take;
-                        d += take;
-                        n -= take;
-                        if (call->prefix_got < KDEV_RPC_PREFIX_LEN)
+                        uint8_t flags;
+                        uint32_t len;
+                        if (!kdev_rpc__prefix_take(call->prefix, &call->prefix_got, &d, &n, &flags,
+                                                   &len))
                                 return;
-                        uint32_t len = (uint32_t)call->prefix[1] << 24 |
-                                       (uint32_t)call->prefix[2] << 16 |
-                                       (uint32_t)call->prefix[3] << 8 | call->prefix[4];
-                        if (call->prefix[0] == 1) {
+                        if (flags == 1) {
                                 call_complete(call, KDEV_RPC_UNIMPLEMENTED,
                                               "compressed messages are not supported", true);
                                 return;
                         }
-                        if (call->prefix[0] != 0) {
+                        if (flags != 0) {
                                 call_complete(call, KDEV_RPC_INTERNAL,
                                               "invalid message flags in response", true);
                                 return;

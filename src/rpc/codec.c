@@ -156,6 +156,24 @@ void kdev_rpc__put_prefix(uint8_t *p, uint32_t len)
         p[4] = (uint8_t)len;
 }
 
+bool kdev_rpc__prefix_take(uint8_t prefix[KDEV_RPC_PREFIX_LEN], size_t *got, const uint8_t **d,
+                           size_t *n, uint8_t *flags, uint32_t *len)
+{
+        size_t take = KDEV_RPC_PREFIX_LEN - *got;
+        if (take > *n)
+                take = *n;
+        memcpy(prefix + *got, *d, take);
+        *got += take;
+        *d += take;
+        *n -= take;
+        if (*got < KDEV_RPC_PREFIX_LEN)
+                return false;
+        *flags = prefix[0];
+        *len = (uint32_t)prefix[1] << 24 | (uint32_t)prefix[2] << 16 | (uint32_t)prefix[3] << 8 |
+               prefix[4];
+        return true;
+}
+
 bool kdev_rpc__content_type_ok(const char *v, size_t len, bool *is_grpc)
 {
         static const char base[] = "application/grpc";

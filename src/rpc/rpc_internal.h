@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <nghttp2/nghttp2.h>
 #include <uv.h>
@@ -49,6 +50,17 @@ size_t kdev_rpc__timeout_format(uint64_t ms, char *buf, size_t size);
 /* Writes the 5-byte message prefix for an uncompressed |len|-byte message. */
 void kdev_rpc__put_prefix(uint8_t *p, uint32_t len);
 
+/* Reads a message prefix arriving in pieces: moves up to the bytes still
+ * missing from |*d| (|*n| bytes; both advanced past what is taken) into
+ * |prefix|, of which |*got| bytes are already in (updated). Returns false
+ * while the prefix is incomplete (all of |*d| taken), true once all
+ * KDEV_RPC_PREFIX_LEN bytes are in, with the compressed-flag byte in
+ * |*flags| and the big-endian length in |*len| (PROTOCOL-HTTP2
+ * "Length-Prefixed-Message"; the flag is not checked). The caller resets
+ * |*got| to 0 before the next message. */
+bool kdev_rpc__prefix_take(uint8_t prefix[KDEV_RPC_PREFIX_LEN], size_t *got, const uint8_t **d,
+                           size_t *n, uint8_t *flags, uint32_t *len);
+
 /* Returns true when |v| (|len| bytes) is a gRPC content type we decode:
  * "application/grpc" or "application/grpc+proto", optionally followed by
  * ";parameters". Sets |*is_grpc| when it starts with application/grpc at
@@ -70,6 +82,15 @@ size_t kdev_rpc__server_request_bytes(const struct kdev_rpc_server *srv);
  * with the connection, or at once on failure. Returns 0, -EINVAL, -ESHUTDOWN
  * (server closing), -ENOMEM or a libuv error. */
 int kdev_rpc__server_adopt_fd(struct kdev_rpc_server *srv, int fd);
+
+/* An nghttp2 name/value pair for the string literal |n| and the string |v|
+ * (neither copied: both must outlive the submit call). */
+#define KDEV_RPC_NV(n, v) \
+        { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE }
+
+/* Closes the heap-allocated timer |*t| (if any) and frees it from its close
+ * callback; sets |*t| to NULL. */
+void kdev_rpc__timer_close(uv_timer_t **t);
 
 /* ------------------------------------------------------------------------ */
 /* HTTP/2 transport over a uv_pipe_t                                          */

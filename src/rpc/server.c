@@ -124,9 +124,6 @@ struct kdev_rpc_call {
         size_t pend_len;
 };
 
-#define NV(n, v) \
-        { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE }
-
 static void srv_maybe_free(struct kdev_rpc_server *srv);
 static void sconn_kill(struct sconn *sc, bool goaway);
 
@@ -134,17 +131,9 @@ static void sconn_kill(struct sconn *sc, bool goaway);
 /* call helpers                                                            */
 /* ---------------------------------------------------------------------- */
 
-static void timer_free_cb(uv_handle_t *h)
-{
-        free(h);
-}
-
 static void call_stop_timer(struct kdev_rpc_call *call)
 {
-        if (call->timer) {
-                uv_close((uv_handle_t *)call->timer, timer_free_cb);
-                call->timer = NULL;
-        }
+        kdev_rpc__timer_close(&call->timer);
 }
 
 static void call_unlink(struct kdev_rpc_call *call)
@@ -252,11 +241,11 @@ static void call_respond_error(struct kdev_rpc_call *call, const char *http_stat
         snprintf(st, sizeof(st), "%d", status);
         char *enc = kdev_rpc_percent_encode(message ? message : "");
         nghttp2_nv nva[5] = {
-                NV(":status", http_status),
-                NV("content-type", "application/grpc"),
-                NV("grpc-accept-encoding", "identity"),
-                NV("grpc-status", st),
-                NV("grpc-message", enc ? enc : ""),
+                KDEV_RPC_NV(":status", http_status),
+                KDEV_RPC_NV("content-type", "application/grpc"),
+                KDEV_RPC_NV("grpc-accept-encoding", "identity"),
+                KDEV_RPC_NV("grpc-status", st),
+                KDEV_RPC_NV("grpc-message", enc ? enc : ""),
         };
         size_t n = (enc && enc[0]) ? 5 : 4;
         call->state = CALL_DONE;
@@ -305,8 +294,8 @@ static ssize_t srv_data_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf
                 char st[16];
                 snprintf(st, sizeof(st), "%d", call->fin_status);
                 nghttp2_nv nva[2] = {
-                        NV("grpc-status", st),
-                        NV("grpc-message", call->fin_msg ? call->fin_msg : ""),
+                        KDEV_RPC_NV("grpc-status", st),
+                        KDEV_RPC_NV("grpc-message", call->fin_msg ? call->fin_msg : ""),
                 };
                 size_t n = (call->fin_msg && call->fin_msg[0]) ? 2 : 1;
                 if (nghttp2_submit_trailer(s, stream_id, nva, n) != 0)
@@ -325,9 +314,9 @@ static int call_start_response(struct kdev_rpc_call *call)
         if (call->headers_sent)
                 return 0;
         nghttp2_nv nva[3] = {
-                NV(":status", "200"),
-                NV("content-type", "application/grpc"),
-                NV("grpc-accept-encoding", "identity"),
+                KDEV_RPC_NV(":status", "200"),
+                KDEV_RPC_NV("content-type", "application/grpc"),
+                KDEV_RPC_NV("grpc-accept-encoding", "identity"),
         };
         nghttp2_data_provider prd = { .source.ptr = call, .read_callback = srv_data_read };
         if (nghttp2_submit_response(call->sc->c.session, call->stream_id, nva, 3, &prd) != 0)
@@ -774,24 +763,17 @@ static void call_feed(struct kdev_rpc_call *call, const uint8_t *d, size_t n)
                         return;
                 }
                 if (call->prefix_got < KDEV_RPC_PREFIX_LEN) {
-                        size_t take = KDEV_RPC_PREFIX_LEN - call->prefix_got;
-                        if (take > n)
-                                take = n;
-                        memcpy(call->prefix + call->prefix_got, d, take);
-                        call->prefix_got += take;
-                        d += take;
-                        n -= take;
-                        if (call->prefix_got < KDEV_RPC_PREFIX_LEN)
+                        uint8_t flags;
+                        uint32_t len;
+                        if (!kdev_rpc__prefix_take(call->prefix, &call->prefix_got, &d, &n, &flags,
+                                                   &len))
                                 return;
-                        uint32_t len = (uint32_t)call->prefix[1] << 24 |
-                                       (uint32_t)call->prefix[2] << 16 |
-                                       (uint32_t)call->prefix[3] << 8 | call->prefix[4];
-                        if (call->prefix[0] == 1) {
+                        if (flags == 1) {
                                 call_respond_error(call, "200", KDEV_RPC_UNIMPLEMENTED,
                                                    "compressed messages are not supported");
                                 return;
                         }
-                        if (call->prefix[0] != 0) {
+                        if (flags != 0) {
                                 call_respond_error(call, "200", KDEV_RPC_INTERNAL,
                                                    "invalid message flags");
                                 return;

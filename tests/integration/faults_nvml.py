@@ -24,18 +24,9 @@ from kdevtest import FakeKubelet, Plugin, TempDir, wait_for  # noqa: E402
 
 RES = "nvidia.com/gpu"
 NULL = "example.com/null"
-MOCK_DIR = os.path.join(kt.BUILD_DIR, "mock", "nvml")
-TOPO = os.path.join(kt.SOURCE_DIR, "mock", "nvml", "topologies", "h100-80gb-8x-nvswitch.yaml")
-UUIDS = [
-    "GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e",
-    "GPU-d8cd89cd-fb85-bd29-f5e7-826260cc2255",
-    "GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9",
-    "GPU-e468c3ab-0f10-9911-df74-2436cb131826",
-    "GPU-fe76d5dd-bdd7-3218-ca20-140883e2c7b8",
-    "GPU-a288dd1f-391c-ec59-8d1d-b582a91b7759",
-    "GPU-35ca105b-9262-0c50-b916-71c8b2d581d5",
-    "GPU-c64278a1-b3c9-975f-f3b4-2ad25c978906",
-]
+MOCK_DIR = kt.MOCK_NVML_DIR
+TOPO = kt.H100_TOPO
+UUIDS = kt.H100_UUIDS
 ALL_HEALTHY = [(u, "Healthy") for u in UUIDS]
 ALL_UNHEALTHY = [(u, "Unhealthy") for u in UUIDS]
 

@@ -25,14 +25,7 @@ HEALTHY4 = [("null::%d" % i, "Healthy") for i in range(4)]
 
 
 def options_ok(d):
-    ch = kt.grpc.insecure_channel("unix:" + os.path.join(d, SOCK))
-    try:
-        f = ch.unary_unary("/v1beta1.DevicePlugin/GetDevicePluginOptions",
-                           request_serializer=kt.api.Empty.SerializeToString,
-                           response_deserializer=kt.api.DevicePluginOptions.FromString)
-        return f(kt.api.Empty(), timeout=5).get_preferred_allocation_available
-    finally:
-        ch.close()
+    return kt.plugin_options(d, SOCK).get_preferred_allocation_available
 
 
 def refused(path):

@@ -10,20 +10,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
 from kdevtest import TempDir  # noqa: E402
 
-MOCK_DIR = os.path.join(kt.BUILD_DIR, "mock", "nvml")
+MOCK_DIR = kt.MOCK_NVML_DIR
 PLUGIN = os.path.join(kt.BUILD_DIR, "kdev-plugin")
-TOPO = os.path.join(kt.SOURCE_DIR, "mock", "nvml", "topologies", "h100-80gb-8x-nvswitch.yaml")
+TOPO = kt.H100_TOPO
 CONFIGS = os.path.join(kt.SOURCE_DIR, "tests", "nvidia-configs")
-UUIDS = [
-    "GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e",
-    "GPU-d8cd89cd-fb85-bd29-f5e7-826260cc2255",
-    "GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9",
-    "GPU-e468c3ab-0f10-9911-df74-2436cb131826",
-    "GPU-fe76d5dd-bdd7-3218-ca20-140883e2c7b8",
-    "GPU-a288dd1f-391c-ec59-8d1d-b582a91b7759",
-    "GPU-35ca105b-9262-0c50-b916-71c8b2d581d5",
-    "GPU-c64278a1-b3c9-975f-f3b4-2ad25c978906",
-]
+UUIDS = kt.H100_UUIDS
 
 
 def check(d, path, *extra, topo=TOPO, control_text="", log_level="error"):

@@ -21,6 +21,7 @@ KDEV_INTEROP_WRAP (command prefix for kdev-plugin / kdevctl, e.g.
 "valgrind --leak-check=full --error-exitcode=1").
 """
 import argparse
+import importlib.util
 import os
 import shlex
 import shutil
@@ -384,6 +385,25 @@ def main(argv):
         r.cleanup()
     print("(%.1f s)" % (time.monotonic() - start), flush=True)
     return rc
+
+
+
+def python_peer_main(name, argv):
+    """main(argv) for a test that runs the Python peer (grpcio): first checks
+    its prerequisites (python3-grpcio, python3-protobuf, protoc) and, when one
+    is missing, prints "SKIP <name>: ..." and returns SKIP instead."""
+    for mod, pkg in (("grpc", "python3-grpcio"), ("google.protobuf", "python3-protobuf")):
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except ImportError:
+            found = False
+        if not found:
+            print("SKIP %s: Python module %s missing (install %s)" % (name, mod, pkg))
+            return SKIP
+    if not shutil.which("protoc"):
+        print("SKIP %s: protoc not found (install protobuf-compiler)" % name)
+        return SKIP
+    return main(argv)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,35 @@ def load_api():
 
 api = load_api()
 
+# The mock libnvidia-ml.so.1 (mock/nvml): the folder to put on LD_LIBRARY_PATH,
+# and its h100-80gb-8x-nvswitch topology with the GPUs' UUIDs in index order.
+MOCK_NVML_DIR = os.path.join(BUILD_DIR, "mock", "nvml")
+H100_TOPO = os.path.join(SOURCE_DIR, "mock", "nvml", "topologies", "h100-80gb-8x-nvswitch.yaml")
+H100_UUIDS = [
+    "GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e",
+    "GPU-d8cd89cd-fb85-bd29-f5e7-826260cc2255",
+    "GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9",
+    "GPU-e468c3ab-0f10-9911-df74-2436cb131826",
+    "GPU-fe76d5dd-bdd7-3218-ca20-140883e2c7b8",
+    "GPU-a288dd1f-391c-ec59-8d1d-b582a91b7759",
+    "GPU-35ca105b-9262-0c50-b916-71c8b2d581d5",
+    "GPU-c64278a1-b3c9-975f-f3b4-2ad25c978906",
+]
+
+
+def plugin_options(directory, sock, timeout=5):
+    """GetDevicePluginOptions of the plugin serving directory/sock; returns the
+    DevicePluginOptions (raises grpc.RpcError when the call fails)."""
+    ch = grpc.insecure_channel("unix:" + os.path.join(directory, sock))
+    try:
+        f = ch.unary_unary("/v1beta1.DevicePlugin/GetDevicePluginOptions",
+                           request_serializer=api.Empty.SerializeToString,
+                           response_deserializer=api.DevicePluginOptions.FromString)
+        return f(api.Empty(), timeout=timeout)
+    finally:
+        ch.close()
+
+
 
 def wait_for(pred, timeout=20.0, interval=0.01, what="condition"):
     """Polls pred() until it is truthy; raises AssertionError after

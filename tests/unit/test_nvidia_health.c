@@ -9,7 +9,6 @@
  *   R_MIG2G  nvidia.com/mig-2g.10gb  GPU 0 GI 3 CI 0
  * Intervals are small (probe 40 ms, quiet 300 ms, wait 50 ms); waits poll the
  * monitor's counters with generous deadlines. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,14 +23,13 @@
 #include <cmocka.h>
 #include <uv.h>
 
-#include "kdev_mock_nvml.h"
+#include "mock_fixture.h"
 #include "model/model.h"
 #include "nvidia/devinfo.h"
 #include "nvidia/health.h"
 #include "nvidia/xid.h"
 #include "nvml/loader.h"
 
-#define TOPO(f) KDEV_MOCK_NVML_TOPOLOGIES "/" f
 #define NO KDEV_NVIDIA_NO_INSTANCE
 
 #define G0 "GPU-c1ae70ed-64b5-7842-b2ed-e9039613ae69"
@@ -54,17 +52,7 @@ enum { R_GPU, R_SHARED, R_MIG1G, R_MIG3G, R_MIG2G, N_RES };
 #define N_DEVS 9
 
 struct fx {
-        struct kdev_nvml *lib;
-        void *h;
-        kdevMockReset_fn *reset;
-        kdevMockInjectXid_fn *xid;
-        kdevMockInjectEvent_fn *event;
-        kdevMockSetLost_fn *lost;
-        kdevMockSetResetRequired_fn *reset_required;
-        kdevMockSetPendingRemap_fn *remap;
-        kdevMockSetError_fn *error;
-        kdevMockSetInitError_fn *init_error;
-        kdevMockInitCount_fn *count;
+        struct mock_nvml m;
 
         uv_loop_t loop;
         uv_timer_t tick;
@@ -131,8 +119,6 @@ static void build_set(struct fx *f)
         f->set.n_resources = N_RES;
 }
 
-#define SYM(f, field, name) ((f)->field = (__typeof__((f)->field))dlsym((f)->h, name))
-
 static void on_tick(uv_timer_t *t)
 {
         (void)t;
@@ -141,26 +127,11 @@ static void on_tick(uv_timer_t *t)
 static int setup(void **state)
 {
         struct fx *f = calloc(1, sizeof(*f));
-        struct kdev_nvml_options o = { .library_path = KDEV_MOCK_NVML_LIB };
-        struct kdev_err e;
-        if (!f || kdev_nvml_open(&o, &f->lib, &e) != 0)
-                return -1;
-        f->h = dlopen(KDEV_MOCK_NVML_LIB, RTLD_NOW | RTLD_NOLOAD);
-        SYM(f, reset, "kdevMockReset");
-        SYM(f, xid, "kdevMockInjectXid");
-        SYM(f, event, "kdevMockInjectEvent");
-        SYM(f, lost, "kdevMockSetLost");
-        SYM(f, reset_required, "kdevMockSetResetRequired");
-        SYM(f, remap, "kdevMockSetPendingRemap");
-        SYM(f, error, "kdevMockSetError");
-        SYM(f, init_error, "kdevMockSetInitError");
-        SYM(f, count, "kdevMockInitCount");
-        if (!f->reset || !f->xid || !f->event || !f->lost || !f->reset_required || !f->remap ||
-            !f->error || !f->init_error || !f->count)
+        if (!f || mock_nvml_open(&f->m) != 0)
                 return -1;
         setenv("KDEV_MOCK_NVML_TOPOLOGY", TOPO("mig-a100-40gb.yaml"), 1);
         unsetenv("KDEV_MOCK_NVML_CONTROL");
-        f->reset();
+        f->m.reset();
         uv_loop_init(&f->loop);
         /* a steady tick so that UV_RUN_ONCE returns regularly while polling */
         uv_timer_init(&f->loop, &f->tick);
@@ -186,12 +157,10 @@ static int teardown(void **state)
         uv_close((uv_handle_t *)&f->tick, NULL);
         uv_run(&f->loop, UV_RUN_DEFAULT);
         assert_int_equal(uv_loop_close(&f->loop), 0);
-        while (f->count() > 0)
-                kdev_nvml_api(f->lib)->nvmlShutdown();
-        assert_int_equal(kdev_nvml_refs(f->lib), 0);
-        f->reset();
-        dlclose(f->h);
-        kdev_nvml_close(f->lib);
+        while (f->m.count() > 0)
+                kdev_nvml_api(f->m.lib)->nvmlShutdown();
+        assert_int_equal(kdev_nvml_refs(f->m.lib), 0);
+        mock_nvml_close(&f->m);
         if (f->tmp[0]) {
                 char lib[128];
                 snprintf(lib, sizeof(lib), "%s/libnvidia-ml.so.1", f->tmp);
@@ -289,7 +258,7 @@ static void start_monitor(struct fx *f, const char *disable, const char *enable,
                 .notify = on_notify,
                 .notify_arg = f,
         };
-        f->mon = kdev_nvidia_health_new(&f->loop, f->lib, &f->set, &p, &o, &e);
+        f->mon = kdev_nvidia_health_new(&f->loop, f->m.lib, &f->set, &p, &o, &e);
         kdev_xid_policy_clear(&p);
         assert_non_null(f->mon);
         int rc = kdev_nvidia_health_start(f->mon, &e);
@@ -349,7 +318,7 @@ static void test_xid_marks_every_replica_once(void **state)
         start_monitor(f, NULL, NULL, LONG);
         assert_notified(f, 0, 0, 0, 0, 0);
         assert_int_equal(gpu(f, G2).checks, KDEV_NVIDIA_HEALTH_REGISTERED);
-        assert_int_equal(f->xid(G2, 79, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G2, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         assert_health(f, "100011111");
         assert_notified(f, 0, 1, 0, 0, 0);
@@ -360,7 +329,7 @@ static void test_xid_marks_every_replica_once(void **state)
         assert_string_equal(g.reason, "critical XID 79");
         assert_true(gpu(f, G3).healthy);
         /* a second critical XID changes nothing visible: no new update */
-        assert_int_equal(f->xid(G2, 48, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G2, 48, NO, NO), NVML_SUCCESS);
         wait_critical(f, 2);
         assert_notified(f, 0, 1, 0, 0, 0);
         assert_true(gpu(f, G2).last_xid == 48);
@@ -377,7 +346,7 @@ static void test_xid_burst(void **state)
         struct fx *f = *state;
         start_monitor(f, NULL, NULL, LONG);
         for (int i = 0; i < 200; i++)
-                assert_int_equal(f->xid(G3, 79, NO, NO), NVML_SUCCESS);
+                assert_int_equal(f->m.xid(G3, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 200);
         assert_health(f, "011111111");
         assert_notified(f, 1, 0, 0, 0, 0);
@@ -393,13 +362,13 @@ static void test_ignored_and_ecc(void **state)
         start_monitor(f, NULL, NULL, LONG);
         for (unsigned long i = 0; i < 6; i++) {
                 static const unsigned long long ign[] = { 13, 31, 43, 45, 68, 109 };
-                assert_int_equal(f->xid(G3, ign[i], NO, NO), NVML_SUCCESS);
+                assert_int_equal(f->m.xid(G3, ign[i], NO, NO), NVML_SUCCESS);
                 unsigned long n = i + 1;
                 assert_true(run_until(f, ignored_at_least, &n));
         }
-        assert_int_equal(f->event(G3, nvmlEventTypeDoubleBitEccError, 0, NO, NO),
+        assert_int_equal(f->m.event(G3, nvmlEventTypeDoubleBitEccError, 0, NO, NO),
                          NVML_SUCCESS);
-        assert_int_equal(f->event(G3, nvmlEventTypeSingleBitEccError, 0, NO, NO),
+        assert_int_equal(f->m.event(G3, nvmlEventTypeSingleBitEccError, 0, NO, NO),
                          NVML_SUCCESS);
         unsigned long two = 2;
         assert_true(run_until(f, other_at_least, &two));
@@ -407,7 +376,7 @@ static void test_ignored_and_ecc(void **state)
         assert_notified(f, 0, 0, 0, 0, 0);
         assert_int_equal(stats(f).xid_critical, 0);
         /* and a critical one still gets through */
-        assert_int_equal(f->xid(G3, 94, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G3, 94, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         assert_health(f, "011111111");
         assert_notified(f, 1, 0, 0, 0, 0);
@@ -419,11 +388,11 @@ static void test_env_policy(void **state)
         struct fx *f = *state;
         /* 79 disabled, 13 enabled */
         start_monitor(f, "79", "13", LONG);
-        assert_int_equal(f->xid(G3, 79, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G3, 79, NO, NO), NVML_SUCCESS);
         unsigned long one = 1;
         assert_true(run_until(f, ignored_at_least, &one));
         assert_health(f, "111111111");
-        assert_int_equal(f->xid(G3, 13, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G3, 13, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         assert_health(f, "011111111");
         assert_true(gpu(f, G3).last_xid == 13);
@@ -435,7 +404,7 @@ static void test_env_enable_all(void **state)
 {
         struct fx *f = *state;
         start_monitor(f, "all", "all", LONG);
-        assert_int_equal(f->xid(G2, 31, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G2, 31, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         assert_health(f, "100011111");
         assert_int_equal(stats(f).xid_ignored, 0);
@@ -447,8 +416,8 @@ static void test_env_disabled(void **state)
 {
         struct fx *f = *state;
         start_monitor(f, "all", "79", LONG);
-        assert_int_equal(f->count(), 0);
-        assert_int_equal(kdev_nvml_refs(f->lib), 0);
+        assert_int_equal(f->m.count(), 0);
+        assert_int_equal(kdev_nvml_refs(f->m.lib), 0);
         assert_int_equal(gpu(f, G3).checks, KDEV_NVIDIA_HEALTH_NOT_STARTED);
         stop_monitor(f);
         assert_health(f, "111111111");
@@ -461,7 +430,7 @@ static void test_mig_gi_ci_filter(void **state)
         struct fx *f = *state;
         start_monitor(f, NULL, NULL, LONG);
         /* GI 2 only: the 3g.20gb device */
-        assert_int_equal(f->xid(G0, 79, 2, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G0, 79, 2, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         assert_health(f, "111111101");
         assert_notified(f, 0, 0, 0, 1, 0);
@@ -469,24 +438,24 @@ static void test_mig_gi_ci_filter(void **state)
         assert_string_equal(gpu(f, G0).reason,
                             "critical XID 79 (GPU instance 2, compute instance -1)");
         /* GI 9 and CI 5: no device has CI 5 -> nothing */
-        assert_int_equal(f->xid(G0, 79, 9, 5), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G0, 79, 9, 5), NVML_SUCCESS);
         wait_critical(f, 2);
         assert_health(f, "111111101");
         assert_notified(f, 0, 0, 0, 1, 0);
         /* a MIG UUID: the mock sends its parent with that device's GI/CI (10/0) */
-        assert_int_equal(f->xid(M03, 48, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(M03, 48, NO, NO), NVML_SUCCESS);
         wait_critical(f, 3);
         assert_health(f, "111110101");
         assert_notified(f, 0, 0, 1, 1, 0);
         /* CI 0 alone: every MIG device of GPU 0 (GI 3 and GI 9 are new) */
-        assert_int_equal(f->xid(G0, 79, NO, 0), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G0, 79, NO, 0), NVML_SUCCESS);
         wait_critical(f, 4);
         assert_health(f, "111100100");
         assert_notified(f, 0, 0, 2, 1, 1);
         assert_int_equal(gpu(f, G0).marked, 4);
         assert_true(gpu(f, G1).healthy);
         /* no GI/CI on GPU 1: its MIG device */
-        assert_int_equal(f->xid(G1, 79, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G1, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 5);
         assert_health(f, "111100000");
         assert_notified(f, 0, 0, 3, 1, 1);
@@ -499,7 +468,7 @@ static void test_recovery_after_quiet_period(void **state)
         struct fx *f = *state;
         start_monitor(f, NULL, NULL, QUIET_MS);
         uint64_t t0 = ms_now();
-        assert_int_equal(f->xid(G2, 79, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G2, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         assert_health(f, "100011111");
         wait_recoveries(f, 1);
@@ -513,7 +482,7 @@ static void test_recovery_after_quiet_period(void **state)
         assert_string_equal(g.reason, "critical XID 79");
         assert_true(stats(f).probes >= 1);
         /* it can fail again afterwards */
-        assert_int_equal(f->xid(G2, 79, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G2, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 2);
         assert_health(f, "100011111");
         assert_notified(f, 0, 3, 0, 0, 0);
@@ -524,7 +493,7 @@ static void test_new_xid_restarts_quiet_period(void **state)
 {
         struct fx *f = *state;
         start_monitor(f, NULL, NULL, QUIET_MS);
-        assert_int_equal(f->xid(G3, 79, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G3, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         /* let probes pass for 2/3 of the quiet period, then a new XID */
         uint64_t until = ms_now() + QUIET_MS * 2 / 3;
@@ -532,7 +501,7 @@ static void test_new_xid_restarts_quiet_period(void **state)
                 uv_run(&f->loop, UV_RUN_ONCE);
         assert_int_equal(stats(f).recoveries, 0);
         uint64_t t1 = ms_now();
-        assert_int_equal(f->xid(G3, 94, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G3, 94, NO, NO), NVML_SUCCESS);
         wait_critical(f, 2);
         assert_health(f, "011111111");
         wait_recoveries(f, 1);
@@ -549,7 +518,7 @@ static void no_recovery_while(struct fx *f, kdevMockSetResetRequired_fn *set_fla
 {
         start_monitor(f, NULL, NULL, QUIET_MS);
         assert_int_equal(set_flag(G3, 1), NVML_SUCCESS);
-        assert_int_equal(f->xid(G3, 79, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G3, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         /* well past the quiet period */
         uint64_t until = ms_now() + 2 * QUIET_MS;
@@ -575,13 +544,13 @@ static void no_recovery_while(struct fx *f, kdevMockSetResetRequired_fn *set_fla
 static void test_no_recovery_while_reset_required(void **state)
 {
         struct fx *f = *state;
-        no_recovery_while(f, f->reset_required, "GPU requires a reset");
+        no_recovery_while(f, f->m.set_reset, "GPU requires a reset");
 }
 
 static void test_no_recovery_while_remap_pending(void **state)
 {
         struct fx *f = *state;
-        no_recovery_while(f, f->remap, "row remapping pending (reset required)");
+        no_recovery_while(f, f->m.set_remap, "row remapping pending (reset required)");
 }
 
 /* A lost GPU: the event wait fails (every device Unhealthy, reference
@@ -591,7 +560,7 @@ static void test_lost_gpu_wait_error(void **state)
 {
         struct fx *f = *state;
         start_monitor(f, NULL, NULL, QUIET_MS);
-        assert_int_equal(f->lost(G3, 1), NVML_SUCCESS);
+        assert_int_equal(f->m.set_lost(G3, 1), NVML_SUCCESS);
         unsigned long one = 1;
         assert_true(run_until(f, wait_errors_at_least, &one));
         assert_health(f, "000000000");
@@ -617,12 +586,12 @@ static void test_lost_gpu_wait_error(void **state)
         assert_int_equal(g.checks, KDEV_NVIDIA_HEALTH_UNREGISTERED);
         assert_int_equal(stats(f).recoveries, 3);
         /* back: probes pass, events registered again, recovery */
-        assert_int_equal(f->lost(G3, 0), NVML_SUCCESS);
+        assert_int_equal(f->m.set_lost(G3, 0), NVML_SUCCESS);
         wait_recoveries(f, 4);
         assert_health(f, "111111111");
         assert_notified(f, 2, 2, mig1g, 2, 2);
         assert_int_equal(gpu(f, G3).checks, KDEV_NVIDIA_HEALTH_REGISTERED);
-        assert_int_equal(f->xid(G3, 79, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G3, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         assert_health(f, "011111111");
         assert_int_equal(stats(f).wait_errors, 1);
@@ -633,15 +602,15 @@ static void test_lost_gpu_wait_error(void **state)
 static void test_register_not_supported(void **state)
 {
         struct fx *f = *state;
-        assert_int_equal(f->error(G3, "nvmlDeviceRegisterEvents", NVML_ERROR_NOT_SUPPORTED),
+        assert_int_equal(f->m.set_error(G3, "nvmlDeviceRegisterEvents", NVML_ERROR_NOT_SUPPORTED),
                          NVML_SUCCESS);
         start_monitor(f, NULL, NULL, LONG);
         assert_int_equal(gpu(f, G3).checks, KDEV_NVIDIA_HEALTH_UNSUPPORTED);
         assert_true(gpu(f, G3).healthy);
         assert_notified(f, 0, 0, 0, 0, 0);
         /* no event reaches the monitor for GPU 3; one for GPU 2 does */
-        assert_int_equal(f->xid(G3, 79, NO, NO), NVML_SUCCESS);
-        assert_int_equal(f->xid(G2, 79, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G3, 79, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G2, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         assert_health(f, "100011111");
         assert_int_equal(stats(f).xid_critical, 1);
@@ -654,10 +623,10 @@ static void test_register_not_supported(void **state)
 static void test_register_failure(void **state)
 {
         struct fx *f = *state;
-        assert_int_equal(f->error(G2, "nvmlDeviceRegisterEvents", NVML_ERROR_UNKNOWN),
+        assert_int_equal(f->m.set_error(G2, "nvmlDeviceRegisterEvents", NVML_ERROR_UNKNOWN),
                          NVML_SUCCESS);
         assert_int_equal(
-                f->error(G3, "nvmlDeviceGetSupportedEventTypes", NVML_ERROR_NOT_SUPPORTED),
+                f->m.set_error(G3, "nvmlDeviceGetSupportedEventTypes", NVML_ERROR_NOT_SUPPORTED),
                 NVML_SUCCESS);
         start_monitor(f, NULL, NULL, QUIET_MS);
         assert_health(f, "000011111");
@@ -677,13 +646,14 @@ static void test_register_failure(void **state)
         assert_health(f, "000011111");
         assert_string_equal(gpu(f, G2).reason,
                             "probe failed: nvmlDeviceRegisterEvents: Unknown Error");
-        assert_int_equal(f->error(G2, "nvmlDeviceRegisterEvents", NVML_SUCCESS), NVML_SUCCESS);
+        assert_int_equal(f->m.set_error(G2, "nvmlDeviceRegisterEvents", NVML_SUCCESS),
+                         NVML_SUCCESS);
         wait_recoveries(f, 1);
         assert_health(f, "011111111");
         assert_int_equal(gpu(f, G2).checks, KDEV_NVIDIA_HEALTH_REGISTERED);
         assert_notified(f, 1, 2, 0, 0, 0);
         /* events of GPU 2 arrive now */
-        assert_int_equal(f->xid(G2, 79, NO, NO), NVML_SUCCESS);
+        assert_int_equal(f->m.xid(G2, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         assert_health(f, "000011111");
         stop_monitor(f);
@@ -713,32 +683,32 @@ static void test_stop(void **state)
                                                 .quiet_period_ms = 60000 };
         struct kdev_err e;
         /* never started */
-        f->mon = kdev_nvidia_health_new(&f->loop, f->lib, &f->set, &p, &o, &e);
+        f->mon = kdev_nvidia_health_new(&f->loop, f->m.lib, &f->set, &p, &o, &e);
         assert_non_null(f->mon);
         stop_monitor(f);
         /* started, default 1000 ms wait */
-        f->mon = kdev_nvidia_health_new(&f->loop, f->lib, &f->set, &p, &o, &e);
+        f->mon = kdev_nvidia_health_new(&f->loop, f->m.lib, &f->set, &p, &o, &e);
         assert_int_equal(kdev_nvidia_health_start(f->mon, &e), 0);
-        assert_int_equal(kdev_nvml_refs(f->lib), 1);
+        assert_int_equal(kdev_nvml_refs(f->m.lib), 1);
         assert_int_equal(kdev_nvidia_health_start(f->mon, &e), -EALREADY);
         uint64_t t0 = ms_now();
         stop_monitor(f);
         assert_true(ms_now() - t0 < 5000);
-        assert_int_equal(kdev_nvml_refs(f->lib), 0);
-        assert_int_equal(f->count(), 0);
+        assert_int_equal(kdev_nvml_refs(f->m.lib), 0);
+        assert_int_equal(f->m.count(), 0);
         /* bad options */
         o.probe_interval_ms = 0;
-        assert_null(kdev_nvidia_health_new(&f->loop, f->lib, &f->set, &p, &o, &e));
+        assert_null(kdev_nvidia_health_new(&f->loop, f->m.lib, &f->set, &p, &o, &e));
         assert_int_equal(e.code, EINVAL);
         assert_string_equal(e.msg, "health: probe interval must be > 0");
         /* init failure: start fails, nothing held */
         o.probe_interval_ms = 100;
-        f->mon = kdev_nvidia_health_new(&f->loop, f->lib, &f->set, &p, &o, &e);
-        assert_int_equal(f->init_error(NVML_ERROR_DRIVER_NOT_LOADED), NVML_SUCCESS);
+        f->mon = kdev_nvidia_health_new(&f->loop, f->m.lib, &f->set, &p, &o, &e);
+        assert_int_equal(f->m.set_init_error(NVML_ERROR_DRIVER_NOT_LOADED), NVML_SUCCESS);
         assert_int_equal(kdev_nvidia_health_start(f->mon, &e), -ENODEV);
         assert_string_equal(e.msg, "nvml init failed: Driver Not Loaded");
-        assert_int_equal(kdev_nvml_refs(f->lib), 0);
-        f->init_error(NVML_SUCCESS);
+        assert_int_equal(kdev_nvml_refs(f->m.lib), 0);
+        f->m.set_init_error(NVML_SUCCESS);
         stop_monitor(f);
         kdev_nvidia_health_stop(NULL, NULL, NULL);
 }
@@ -811,7 +781,7 @@ static void test_rediscover_after_init_error(void **state)
                 .retry = on_retry, .arg = &d,
         };
         struct kdev_err e;
-        assert_int_equal(f->init_error(NVML_ERROR_DRIVER_NOT_LOADED), NVML_SUCCESS);
+        assert_int_equal(f->m.set_init_error(NVML_ERROR_DRIVER_NOT_LOADED), NVML_SUCCESS);
         d.r = f->redisc = kdev_nvidia_rediscover_start(&f->loop, &o, &e);
         assert_non_null(d.r);
         unsigned three = 3;
@@ -821,14 +791,14 @@ static void test_rediscover_after_init_error(void **state)
         assert_string_equal(d.first_msg, "nvml init failed: Driver Not Loaded");
         assert_int_equal(d.last_code, ENODEV);
         /* another error text is reported again */
-        assert_int_equal(f->init_error(NVML_ERROR_LIB_RM_VERSION_MISMATCH), NVML_SUCCESS);
+        assert_int_equal(f->m.set_init_error(NVML_ERROR_LIB_RM_VERSION_MISMATCH), NVML_SUCCESS);
         unsigned more = kdev_nvidia_rediscover_attempts(d.r) + 2;
         assert_true(run_until(f, attempts_at_least, &more));
         assert_int_equal(d.retries, 2);
         assert_string_equal(d.last_msg, "nvml init failed: RM has detected an NVML/RM version "
                                         "mismatch.");
         /* the driver appears */
-        assert_int_equal(f->init_error(NVML_SUCCESS), NVML_SUCCESS);
+        assert_int_equal(f->m.set_init_error(NVML_SUCCESS), NVML_SUCCESS);
         assert_true(run_until(f, found, NULL));
         assert_int_equal(d.found, 1);
         assert_non_null(d.lib);
@@ -895,13 +865,13 @@ static void test_rediscover_stop_early_and_bad_options(void **state)
         o.retry = on_retry;
         o.arg = &d;
         g_rd = &d;
-        assert_int_equal(f->init_error(NVML_ERROR_DRIVER_NOT_LOADED), NVML_SUCCESS);
+        assert_int_equal(f->m.set_init_error(NVML_ERROR_DRIVER_NOT_LOADED), NVML_SUCCESS);
         d.r = f->redisc = kdev_nvidia_rediscover_start(&f->loop, &o, &e);
         unsigned one = 1;
         assert_true(run_until(f, attempts_at_least, &one));
         rediscover_stop(f, &d);
         assert_int_equal(d.found, 0);
-        f->init_error(NVML_SUCCESS);
+        f->m.set_init_error(NVML_SUCCESS);
         kdev_nvidia_rediscover_stop(NULL, NULL, NULL);
 }
 

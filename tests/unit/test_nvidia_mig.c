@@ -6,10 +6,7 @@
  * capability nodes, the Allocate payload of MIG devices and their CDI
  * devices. */
 #define _XOPEN_SOURCE 700
-#include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "kdev_mock_nvml.h"
+#include "mock_fixture.h"
 #include "nvidia/cdi_spec.h"
 #include "nvidia/config.h"
 #include "nvidia/mig.h"
@@ -30,7 +27,6 @@
 #include "nvml/discover.h"
 #include "nvml/loader.h"
 
-#define TOPO(f) KDEV_MOCK_NVML_TOPOLOGIES "/" f
 #define MIB (1024ULL * 1024ULL)
 
 /* --- profile names from the reference's numbers (§3) ------------------------------ */
@@ -176,23 +172,10 @@ static void test_name_rules(void **state)
 /* --- fixture: the mock through the real loader ------------------------------------- */
 
 struct fx {
-        struct kdev_nvml *lib;
-        void *h;
+        struct mock_nvml m;
         char tmp[64];
         char sysfs[96], root[96], proc[96], cdi[96];
-        kdevMockReset_fn *reset;
-        kdevMockWriteSysfs_fn *write_sysfs;
-        kdevMockWriteProc_fn *write_proc;
-        kdevMockSetError_fn *set_error;
-        kdevMockSetResetRequired_fn *set_reset;
 };
-
-static void touch(const char *path)
-{
-        int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-        assert_true(fd >= 0);
-        close(fd);
-}
 
 static void write_file(const char *path, const char *text)
 {
@@ -205,55 +188,28 @@ static void write_file(const char *path, const char *text)
 static int setup(void **state)
 {
         struct fx *f = calloc(1, sizeof(*f));
-        struct kdev_nvml_options o = {.library_path = KDEV_MOCK_NVML_LIB};
-        struct kdev_err e;
-        if (kdev_nvml_open(&o, &f->lib, &e) != 0) {
-                fprintf(stderr, "%s\n", e.msg);
-                return -1;
-        }
-        f->h = dlopen(KDEV_MOCK_NVML_LIB, RTLD_NOW | RTLD_NOLOAD);
-        f->reset = (kdevMockReset_fn *)dlsym(f->h, "kdevMockReset");
-        f->write_sysfs = (kdevMockWriteSysfs_fn *)dlsym(f->h, "kdevMockWriteSysfs");
-        f->write_proc = (kdevMockWriteProc_fn *)dlsym(f->h, "kdevMockWriteProc");
-        f->set_error = (kdevMockSetError_fn *)dlsym(f->h, "kdevMockSetError");
-        f->set_reset = (kdevMockSetResetRequired_fn *)dlsym(f->h, "kdevMockSetResetRequired");
-        if (!f->reset || !f->write_sysfs || !f->write_proc || !f->set_error || !f->set_reset)
-                return -1;
-        snprintf(f->tmp, sizeof(f->tmp), "/tmp/kdev-mig-XXXXXX");
-        if (!mkdtemp(f->tmp))
+        if (mock_nvml_open(&f->m) != 0 || mock_tmpdir(f->tmp, sizeof(f->tmp), "kdev-mig") != 0)
                 return -1;
         snprintf(f->sysfs, sizeof(f->sysfs), "%s/sysfs", f->tmp);
         snprintf(f->root, sizeof(f->root), "%s/root", f->tmp);
         snprintf(f->proc, sizeof(f->proc), "%s/proc", f->tmp);
         snprintf(f->cdi, sizeof(f->cdi), "%s/cdi", f->tmp);
-        char dev[128], p[192];
+        char dev[128];
         snprintf(dev, sizeof(dev), "%s/dev", f->root);
         if (mkdir(f->sysfs, 0755) < 0 || mkdir(f->root, 0755) < 0 || mkdir(dev, 0755) < 0 ||
             mkdir(f->proc, 0755) < 0)
                 return -1;
-        snprintf(p, sizeof(p), "%s/nvidiactl", dev);
-        touch(p);
-        snprintf(p, sizeof(p), "%s/nvidia-uvm", dev);
-        touch(p);
+        mock_touch(dev, "nvidiactl");
+        mock_touch(dev, "nvidia-uvm");
         *state = f;
         return 0;
-}
-
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-        (void)sb;
-        (void)flag;
-        (void)ftw;
-        return remove(path);
 }
 
 static int teardown(void **state)
 {
         struct fx *f = *state;
-        nftw(f->tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-        f->reset();
-        dlclose(f->h);
-        kdev_nvml_close(f->lib);
+        mock_rmtree(f->tmp);
+        mock_nvml_close(&f->m);
         unsetenv("KDEV_MOCK_NVML_TOPOLOGY");
         free(f);
         return 0;
@@ -262,21 +218,13 @@ static int teardown(void **state)
 /* Loads topology |file| into the mock (and writes its fake sysfs and /proc). */
 static void load(struct fx *f, const char *file)
 {
-        setenv("KDEV_MOCK_NVML_TOPOLOGY", file, 1);
-        f->reset();
-        assert_int_equal(f->write_sysfs(f->sysfs), NVML_SUCCESS);
-        assert_int_equal(f->write_proc(f->proc), NVML_SUCCESS);
+        mock_nvml_load(&f->m, file, f->sysfs);
+        assert_int_equal(f->m.write_proc(f->proc), NVML_SUCCESS);
 }
 
 static struct kdev_gpu_set *discover_loaded(struct fx *f)
 {
-        struct kdev_nvml_discover_options o = {.sysfs_root = f->sysfs};
-        struct kdev_gpu_set *set = NULL;
-        struct kdev_err e;
-        kdev_err_clear(&e);
-        if (kdev_nvml_discover(f->lib, &o, &set, &e) != 0)
-                fail_msg("%s", e.msg);
-        return set;
+        return mock_nvml_discover_loaded(&f->m, f->sysfs, 0, NULL);
 }
 
 static struct kdev_gpu_set *discover(struct fx *f, const char *file)
@@ -304,22 +252,10 @@ static void config(struct kdev_nvidia_config *cfg, struct fx *f,
         assert_int_equal(kdev_nvidia_config_finish(cfg, false, &e), 0);
 }
 
-struct warns {
-        char msgs[8][256];
-        size_t n;
-};
-
-static void collect(void *arg, const char *msg)
-{
-        struct warns *w = arg;
-        if (w->n < 8)
-                snprintf(w->msgs[w->n++], sizeof(w->msgs[0]), "%s", msg);
-}
-
 static int try_build(const struct kdev_gpu_set *set, const struct kdev_nvidia_config *cfg,
-                     struct kdev_resource_set *rs, struct warns *w, struct kdev_err *e)
+                     struct kdev_resource_set *rs, struct mock_warns *w, struct kdev_err *e)
 {
-        struct kdev_nvidia_build_options o = {.warn = collect, .warn_arg = w};
+        struct kdev_nvidia_build_options o = {.warn = mock_collect, .warn_arg = w};
         kdev_err_clear(e);
         return kdev_nvidia_build(set, cfg, &o, rs, e);
 }
@@ -461,7 +397,7 @@ static void test_mixed(void **state)
                 config(&cfg, f, KDEV_NVIDIA_MIG_MIXED, KDEV_NVIDIA_LIST_ENVVAR,
                        KDEV_NVIDIA_ID_UUID, false);
                 struct kdev_resource_set rs = {0};
-                struct warns w = {0};
+                struct mock_warns w = {0};
                 struct kdev_err e;
                 if (try_build(set, &cfg, &rs, &w, &e) != 0)
                         fail_msg("%s: %s", cases[c].file, e.msg);
@@ -568,7 +504,7 @@ static void test_single(void **state)
         config(&cfg, f, KDEV_NVIDIA_MIG_SINGLE, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID,
                false);
         struct kdev_resource_set rs = {0};
-        struct warns w = {0};
+        struct mock_warns w = {0};
         struct kdev_err e;
         if (try_build(set, &cfg, &rs, &w, &e) != 0)
                 fail_msg("%s", e.msg);
@@ -654,7 +590,7 @@ static void test_fixture_layouts(void **state)
         config(&mixed, f, KDEV_NVIDIA_MIG_MIXED, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID,
                false);
         struct kdev_resource_set rs = {0};
-        struct warns w = {0};
+        struct mock_warns w = {0};
         struct kdev_err e;
 
         /* MIG and whole GPUs mixed: (c) under single; fine under mixed */
@@ -712,7 +648,7 @@ static void test_fixture_layouts(void **state)
         /* the parent's memory unreadable (NO_PERMISSION, reference §2.7): the
          * profiles cannot be named */
         load(f, TOPO("mig-a100-40gb.yaml"));
-        assert_int_equal(f->set_error(A40_0, "nvmlDeviceGetMemoryInfo", NVML_ERROR_NO_PERMISSION),
+        assert_int_equal(f->m.set_error(A40_0, "nvmlDeviceGetMemoryInfo", NVML_ERROR_NO_PERMISSION),
                          NVML_SUCCESS);
         set = discover_loaded(f);
         assert_int_equal(try_build(set, &mixed, &rs, &w, &e), -EACCES);
@@ -766,11 +702,11 @@ static void test_faulted_mig_gpu(void **state)
         for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
                 load(f, TOPO("mig-a100-80gb-single.yaml"));
                 if (cases[c].lost_at_mig_mode)
-                        assert_int_equal(f->set_error(S80_0, "nvmlDeviceGetMigMode",
+                        assert_int_equal(f->m.set_error(S80_0, "nvmlDeviceGetMigMode",
                                                       NVML_ERROR_GPU_IS_LOST),
                                          NVML_SUCCESS);
                 else
-                        assert_int_equal(f->set_reset(S80_0, 1), NVML_SUCCESS);
+                        assert_int_equal(f->m.set_reset(S80_0, 1), NVML_SUCCESS);
                 struct kdev_gpu_set *set = discover_loaded(f);
                 const struct kdev_gpu *g = &set->gpus[0];
                 assert_string_equal(g->uuid, S80_0);
@@ -786,7 +722,7 @@ static void test_faulted_mig_gpu(void **state)
                 }
                 const struct kdev_nvidia_config *cfgs[2] = {&single, &mixed};
                 for (size_t k = 0; k < 2; k++) {
-                        struct warns w = {0};
+                        struct mock_warns w = {0};
                         if (try_build(set, cfgs[k], &rs, &w, &e) != 0)
                                 fail_msg("case %zu %s: %s", c, k ? "mixed" : "single", e.msg);
                         /* only GPU 1's seven 1g.10gb devices, no whole GPU */
@@ -810,7 +746,7 @@ static void test_faulted_mig_gpu(void **state)
                         kdev_resource_set_clear(&rs);
                 }
                 /* none: both whole, GPU 0 unhealthy */
-                struct warns w = {0};
+                struct mock_warns w = {0};
                 assert_int_equal(try_build(set, &none, &rs, &w, &e), 0);
                 assert_int_equal(rs.n_resources, 1);
                 assert_int_equal(rs.resources[0].n_devices, 2);
@@ -891,7 +827,7 @@ static void test_mig_minors(void **state)
         free(cfg.proc_root);
         cfg.proc_root = strdup(dir); /* the file above: no gpu0 lines */
         struct kdev_resource_set rs = {0};
-        struct warns w = {0};
+        struct mock_warns w = {0};
         assert_int_equal(try_build(set, &cfg, &rs, &w, &e), -ENOENT);
         assert_string_equal(e.msg, "missing MIG GPU instance capability path: "
                                    "/proc/driver/nvidia/capabilities/gpu0/mig/gi2/access");
@@ -912,7 +848,7 @@ static void test_allocate(void **state)
         struct kdev_gpu_set *set = discover(f, TOPO("mig-a100-40gb.yaml"));
         struct kdev_nvidia_config cfg;
         struct kdev_resource_set rs = {0};
-        struct warns w = {0};
+        struct mock_warns w = {0};
         struct kdev_err e;
         config(&cfg, f, KDEV_NVIDIA_MIG_MIXED, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID,
                true);

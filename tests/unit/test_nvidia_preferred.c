@@ -4,9 +4,7 @@
  * kdev_resource_preferred), invariants, and the greedy path's policies for
  * replicas and MIG devices (reference nvidia-plugin-behaviour.md §1.12). */
 #define _XOPEN_SOURCE 700
-#include <dlfcn.h>
 #include <errno.h>
-#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,15 +17,13 @@
 
 #include <cmocka.h>
 
-#include "kdev_mock_nvml.h"
+#include "mock_fixture.h"
 #include "nvidia/config.h"
 #include "nvidia/devinfo.h"
 #include "nvidia/preferred.h"
 #include "nvidia/resources.h"
 #include "nvml/discover.h"
 #include "nvml/loader.h"
-
-#define TOPO(f) KDEV_MOCK_NVML_TOPOLOGIES "/" f
 
 /* --- helpers ------------------------------------------------------------------- */
 
@@ -275,63 +271,32 @@ static void test_best_set_large(void **state)
 /* --- every shipped topology, through the resource ------------------------------ */
 
 struct fx {
-        struct kdev_nvml *lib;
-        void *h;
+        struct mock_nvml m;
         char tmp[64];
-        kdevMockReset_fn *reset;
-        kdevMockWriteSysfs_fn *write_sysfs;
 };
 
 static int setup(void **state)
 {
         struct fx *f = calloc(1, sizeof(*f));
-        struct kdev_nvml_options o = {.library_path = KDEV_MOCK_NVML_LIB};
-        struct kdev_err e;
-        if (kdev_nvml_open(&o, &f->lib, &e) != 0) {
-                fprintf(stderr, "%s\n", e.msg);
-                return -1;
-        }
-        f->h = dlopen(KDEV_MOCK_NVML_LIB, RTLD_NOW | RTLD_NOLOAD);
-        f->reset = (kdevMockReset_fn *)dlsym(f->h, "kdevMockReset");
-        f->write_sysfs = (kdevMockWriteSysfs_fn *)dlsym(f->h, "kdevMockWriteSysfs");
-        snprintf(f->tmp, sizeof(f->tmp), "/tmp/kdev-pref-XXXXXX");
-        if (!mkdtemp(f->tmp))
+        if (mock_nvml_open(&f->m) != 0 || mock_tmpdir(f->tmp, sizeof(f->tmp), "kdev-pref") != 0)
                 return -1;
         *state = f;
         return 0;
 }
 
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-        (void)sb;
-        (void)flag;
-        (void)ftw;
-        return remove(path);
-}
-
 static int teardown(void **state)
 {
         struct fx *f = *state;
-        nftw(f->tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-        f->reset();
-        dlclose(f->h);
-        kdev_nvml_close(f->lib);
+        mock_rmtree(f->tmp);
+        mock_nvml_close(&f->m);
         free(f);
         return 0;
 }
 
 static struct kdev_gpu_set *discover(struct fx *f, const char *file)
 {
-        setenv("KDEV_MOCK_NVML_TOPOLOGY", file, 1);
-        f->reset();
-        assert_int_equal(f->write_sysfs(f->tmp), NVML_SUCCESS);
-        struct kdev_nvml_discover_options o = {.sysfs_root = f->tmp,
-                                               .flags = KDEV_NVML_DISCOVER_LINKS};
-        struct kdev_gpu_set *set = NULL;
-        struct kdev_err e;
-        kdev_err_clear(&e);
-        if (kdev_nvml_discover(f->lib, &o, &set, &e) != 0)
-                fail_msg("%s: %s", file, e.msg);
+        struct kdev_gpu_set *set =
+                mock_nvml_discover(&f->m, file, f->tmp, KDEV_NVML_DISCOVER_LINKS);
         assert_true(set->has_links);
         return set;
 }

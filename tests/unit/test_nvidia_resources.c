@@ -2,10 +2,7 @@
  * loader), the Allocate payload for every strategy combination (reference
  * nvidia-plugin-behaviour.md §1.4–1.6), and the CDI spec. */
 #define _XOPEN_SOURCE 700
-#include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <regex.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,51 +16,23 @@
 
 #include <cmocka.h>
 
-#include "kdev_mock_nvml.h"
+#include "mock_fixture.h"
 #include "nvidia/cdi_spec.h"
 #include "nvidia/config.h"
 #include "nvidia/resources.h"
 #include "nvml/discover.h"
 #include "nvml/loader.h"
 
-#define TOPO(f) KDEV_MOCK_NVML_TOPOLOGIES "/" f
-
 struct fx {
-        struct kdev_nvml *lib;
-        void *h;
+        struct mock_nvml m;
         char tmp[64];      /* sysfs/, root/dev/, cdi/ */
         char sysfs[96], root[96], cdi[96];
-        kdevMockReset_fn *reset;
-        kdevMockWriteSysfs_fn *write_sysfs;
-        kdevMockSetLost_fn *set_lost;
-        kdevMockSetResetRequired_fn *set_reset;
 };
-
-static void touch(const char *dir, const char *name)
-{
-        char p[256];
-        snprintf(p, sizeof(p), "%s/%s", dir, name);
-        int fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-        assert_true(fd >= 0);
-        close(fd);
-}
 
 static int setup(void **state)
 {
         struct fx *f = calloc(1, sizeof(*f));
-        struct kdev_nvml_options o = {.library_path = KDEV_MOCK_NVML_LIB};
-        struct kdev_err e;
-        if (kdev_nvml_open(&o, &f->lib, &e) != 0) {
-                fprintf(stderr, "%s\n", e.msg);
-                return -1;
-        }
-        f->h = dlopen(KDEV_MOCK_NVML_LIB, RTLD_NOW | RTLD_NOLOAD);
-        f->reset = (kdevMockReset_fn *)dlsym(f->h, "kdevMockReset");
-        f->write_sysfs = (kdevMockWriteSysfs_fn *)dlsym(f->h, "kdevMockWriteSysfs");
-        f->set_lost = (kdevMockSetLost_fn *)dlsym(f->h, "kdevMockSetLost");
-        f->set_reset = (kdevMockSetResetRequired_fn *)dlsym(f->h, "kdevMockSetResetRequired");
-        snprintf(f->tmp, sizeof(f->tmp), "/tmp/kdev-nvidia-XXXXXX");
-        if (!mkdtemp(f->tmp))
+        if (mock_nvml_open(&f->m) != 0 || mock_tmpdir(f->tmp, sizeof(f->tmp), "kdev-nvidia") != 0)
                 return -1;
         snprintf(f->sysfs, sizeof(f->sysfs), "%s/sysfs", f->tmp);
         snprintf(f->root, sizeof(f->root), "%s/root", f->tmp);
@@ -75,44 +44,25 @@ static int setup(void **state)
             mkdir(imex, 0755) < 0)
                 return -1;
         /* present: nvidiactl and nvidia-uvm; absent: uvm-tools, modeset */
-        touch(dev, "nvidiactl");
-        touch(dev, "nvidia-uvm");
-        touch(imex, "channel0");
+        mock_touch(dev, "nvidiactl");
+        mock_touch(dev, "nvidia-uvm");
+        mock_touch(imex, "channel0");
         *state = f;
         return 0;
-}
-
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-        (void)sb;
-        (void)flag;
-        (void)ftw;
-        return remove(path);
 }
 
 static int teardown(void **state)
 {
         struct fx *f = *state;
-        nftw(f->tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-        f->reset();
-        dlclose(f->h);
-        kdev_nvml_close(f->lib);
+        mock_rmtree(f->tmp);
+        mock_nvml_close(&f->m);
         free(f);
         return 0;
 }
 
 static struct kdev_gpu_set *discover(struct fx *f, const char *file)
 {
-        setenv("KDEV_MOCK_NVML_TOPOLOGY", file, 1);
-        f->reset();
-        assert_int_equal(f->write_sysfs(f->sysfs), NVML_SUCCESS);
-        struct kdev_nvml_discover_options o = {.sysfs_root = f->sysfs};
-        struct kdev_gpu_set *set = NULL;
-        struct kdev_err e;
-        kdev_err_clear(&e);
-        if (kdev_nvml_discover(f->lib, &o, &set, &e) != 0)
-                fail_msg("%s: %s", file, e.msg);
-        return set;
+        return mock_nvml_discover(&f->m, file, f->sysfs, 0);
 }
 
 /* A finished config with the given Allocate settings (dev root |root|). */
@@ -132,22 +82,10 @@ static void config(struct kdev_nvidia_config *cfg, const char *root, unsigned st
         assert_int_equal(kdev_nvidia_config_finish(cfg, false, &e), 0);
 }
 
-struct warns {
-        char msgs[8][256];
-        size_t n;
-};
-
-static void collect(void *arg, const char *msg)
-{
-        struct warns *w = arg;
-        if (w->n < 8)
-                snprintf(w->msgs[w->n++], sizeof(w->msgs[0]), "%s", msg);
-}
-
 static void build(const struct kdev_gpu_set *set, const struct kdev_nvidia_config *cfg,
-                  struct kdev_resource_set *rs, struct warns *w)
+                  struct kdev_resource_set *rs, struct mock_warns *w)
 {
-        struct kdev_nvidia_build_options o = {.allow_regular_files = true, .warn = collect,
+        struct kdev_nvidia_build_options o = {.allow_regular_files = true, .warn = mock_collect,
                                               .warn_arg = w};
         struct kdev_err e;
         kdev_err_clear(&e);
@@ -238,7 +176,7 @@ static void test_every_topology(void **state)
                 struct kdev_nvidia_config cfg;
                 config(&cfg, NULL, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID, false, false);
                 struct kdev_resource_set rs = {0};
-                struct warns w = {0};
+                struct mock_warns w = {0};
                 build(set, &cfg, &rs, &w);
                 assert_int_equal(w.n, 0);
                 assert_int_equal(rs.n_resources, 1);
@@ -276,7 +214,7 @@ static void test_no_gpus_and_errors(void **state)
         struct kdev_err e;
         config(&cfg, NULL, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID, false, false);
         struct kdev_resource_set rs = {0};
-        struct warns w = {0};
+        struct mock_warns w = {0};
         build(NULL, &cfg, &rs, &w); /* 0 GPUs: the resource exists, empty */
         assert_int_equal(rs.n_resources, 1);
         assert_string_equal(rs.resources[0].name, "nvidia.com/gpu");
@@ -318,20 +256,20 @@ static void test_faulty_gpus(void **state)
 {
         struct fx *f = *state;
         setenv("KDEV_MOCK_NVML_TOPOLOGY", TOPO("h100-80gb-8x-nvswitch.yaml"), 1);
-        f->reset();
-        assert_int_equal(f->set_reset("GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9", 1),
+        f->m.reset();
+        assert_int_equal(f->m.set_reset("GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9", 1),
                          NVML_SUCCESS);
-        assert_int_equal(f->set_lost("GPU-a288dd1f-391c-ec59-8d1d-b582a91b7759", 1),
+        assert_int_equal(f->m.set_lost("GPU-a288dd1f-391c-ec59-8d1d-b582a91b7759", 1),
                          NVML_SUCCESS);
         struct kdev_nvml_discover_options o = {.sysfs_root = f->sysfs};
         struct kdev_gpu_set *set = NULL;
         struct kdev_err e;
-        if (kdev_nvml_discover(f->lib, &o, &set, &e) != 0)
+        if (kdev_nvml_discover(f->m.lib, &o, &set, &e) != 0)
                 fail_msg("%s", e.msg);
         struct kdev_nvidia_config cfg;
         config(&cfg, NULL, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID, false, false);
         struct kdev_resource_set rs = {0};
-        struct warns w = {0};
+        struct mock_warns w = {0};
         build(set, &cfg, &rs, &w);
         const struct kdev_resource *r = &rs.resources[0];
         assert_int_equal(w.n, 1);
@@ -484,7 +422,7 @@ static void test_allocate_matrix(void **state)
                                                index ? KDEV_NVIDIA_ID_INDEX : KDEV_NVIDIA_ID_UUID,
                                                specs, extras);
                                         struct kdev_resource_set rs = {0};
-                                        struct warns w = {0};
+                                        struct mock_warns w = {0};
                                         build(set, &cfg, &rs, &w);
                                         V1beta1__ContainerAllocateResponse out =
                                                 V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
@@ -518,7 +456,7 @@ static void test_allocate_exact(void **state)
         /* defaults: envvar + uuid */
         struct kdev_nvidia_config cfg;
         struct kdev_resource_set rs = {0};
-        struct warns w = {0};
+        struct mock_warns w = {0};
         config(&cfg, NULL, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID, false, false);
         build(set, &cfg, &rs, &w);
         V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;

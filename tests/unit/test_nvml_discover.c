@@ -1,9 +1,7 @@
 /* NVML discovery over every shipped mock topology, with exact values, plus
  * the fault paths (lost GPU, reset required, injected errors, sysfs). */
 #define _XOPEN_SOURCE 700
-#include <dlfcn.h>
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,61 +14,32 @@
 
 #include <cmocka.h>
 
-#include "kdev_mock_nvml.h"
+#include "mock_fixture.h"
 #include "nvml/discover.h"
 #include "nvml/loader.h"
 
-#define TOPO(f) KDEV_MOCK_NVML_TOPOLOGIES "/" f
 #define MIB(x) ((unsigned long long)(x) << 20)
 
 struct fx {
-        struct kdev_nvml *lib;
-        void *h;
+        struct mock_nvml m;
         char sysfs[64];
-        kdevMockReset_fn *reset;
-        kdevMockWriteSysfs_fn *write_sysfs;
-        kdevMockSetLost_fn *set_lost;
-        kdevMockSetResetRequired_fn *set_reset;
-        kdevMockSetError_fn *set_error;
 };
 
 static int setup(void **state)
 {
         struct fx *f = calloc(1, sizeof(*f));
-        struct kdev_nvml_options o = { .library_path = KDEV_MOCK_NVML_LIB };
-        struct kdev_err e;
-        if (kdev_nvml_open(&o, &f->lib, &e) != 0) {
-                fprintf(stderr, "%s\n", e.msg);
-                return -1;
-        }
-        f->h = dlopen(KDEV_MOCK_NVML_LIB, RTLD_NOW | RTLD_NOLOAD);
-        f->reset = (kdevMockReset_fn *)dlsym(f->h, "kdevMockReset");
-        f->write_sysfs = (kdevMockWriteSysfs_fn *)dlsym(f->h, "kdevMockWriteSysfs");
-        f->set_lost = (kdevMockSetLost_fn *)dlsym(f->h, "kdevMockSetLost");
-        f->set_reset = (kdevMockSetResetRequired_fn *)dlsym(f->h, "kdevMockSetResetRequired");
-        f->set_error = (kdevMockSetError_fn *)dlsym(f->h, "kdevMockSetError");
-        snprintf(f->sysfs, sizeof(f->sysfs), "/tmp/kdev-nvml-sysfs-XXXXXX");
-        if (!mkdtemp(f->sysfs))
+        if (mock_nvml_open(&f->m) != 0 || mock_tmpdir(f->sysfs, sizeof(f->sysfs),
+                                                      "kdev-nvml-sysfs") != 0)
                 return -1;
         *state = f;
         return 0;
 }
 
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-        (void)sb;
-        (void)flag;
-        (void)ftw;
-        return remove(path);
-}
-
 static int teardown(void **state)
 {
         struct fx *f = *state;
-        nftw(f->sysfs, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-        f->reset();
-        dlclose(f->h);
-        kdev_nvml_close(f->lib);
+        mock_rmtree(f->sysfs);
+        mock_nvml_close(&f->m);
         free(f);
         return 0;
 }
@@ -78,18 +47,9 @@ static int teardown(void **state)
 /* Loads |file| into the mock, writes its sysfs NUMA files and discovers. */
 static struct kdev_gpu_set *discover(struct fx *f, const char *file)
 {
-        setenv("KDEV_MOCK_NVML_TOPOLOGY", file, 1);
-        f->reset();
-        assert_int_equal(f->write_sysfs(f->sysfs), NVML_SUCCESS);
-        struct kdev_nvml_discover_options o = { .sysfs_root = f->sysfs,
-                                                .flags = KDEV_NVML_DISCOVER_LINKS };
-        struct kdev_gpu_set *set = NULL;
-        struct kdev_err e;
-        kdev_err_clear(&e);
-        int rc = kdev_nvml_discover(f->lib, &o, &set, &e);
-        if (rc != 0)
-                fail_msg("%s: %s", file, e.msg);
-        assert_int_equal(kdev_nvml_refs(f->lib), 0);
+        struct kdev_gpu_set *set =
+                mock_nvml_discover(&f->m, file, f->sysfs, KDEV_NVML_DISCOVER_LINKS);
+        assert_int_equal(kdev_nvml_refs(f->m.lib), 0);
         assert_string_equal(set->driver_version, "550.90.07");
         assert_int_equal(set->cuda_driver_version, 12040);
         assert_true(set->has_links);
@@ -468,16 +428,18 @@ static void test_faults(void **state)
         struct fx *f = *state;
         const char *topo = TOPO("h100-80gb-8x-nvswitch.yaml");
         setenv("KDEV_MOCK_NVML_TOPOLOGY", topo, 1);
-        f->reset();
-        assert_int_equal(f->set_lost("GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9", 1), NVML_SUCCESS);
-        assert_int_equal(f->set_reset("GPU-d8cd89cd-fb85-bd29-f5e7-826260cc2255", 1), NVML_SUCCESS);
-        assert_int_equal(f->set_lost("GPU-nope", 1), NVML_ERROR_NOT_FOUND);
+        f->m.reset();
+        assert_int_equal(f->m.set_lost("GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9", 1),
+                         NVML_SUCCESS);
+        assert_int_equal(f->m.set_reset("GPU-d8cd89cd-fb85-bd29-f5e7-826260cc2255", 1),
+                         NVML_SUCCESS);
+        assert_int_equal(f->m.set_lost("GPU-nope", 1), NVML_ERROR_NOT_FOUND);
         struct kdev_nvml_discover_options o = { .sysfs_root = f->sysfs,
                                                 .flags = KDEV_NVML_DISCOVER_LINKS };
         struct kdev_gpu_set *set = NULL;
         struct kdev_err e;
         kdev_err_clear(&e);
-        int rc = kdev_nvml_discover(f->lib, &o, &set, &e);
+        int rc = kdev_nvml_discover(f->m.lib, &o, &set, &e);
         if (rc != 0)
                 fail_msg("%s", e.msg);
         assert_int_equal(set->n_gpus, 8);
@@ -502,32 +464,32 @@ static void test_faults(void **state)
         kdev_gpu_set_free(set);
 
         /* an error NVIDIA treats as fatal: compute capability */
-        f->reset();
-        assert_int_equal(f->set_error("GPU-e468c3ab-0f10-9911-df74-2436cb131826",
+        f->m.reset();
+        assert_int_equal(f->m.set_error("GPU-e468c3ab-0f10-9911-df74-2436cb131826",
                                       "nvmlDeviceGetCudaComputeCapability", NVML_ERROR_UNKNOWN),
                          NVML_SUCCESS);
         kdev_err_clear(&e);
-        assert_int_equal(kdev_nvml_discover(f->lib, &o, &set, &e), -EIO);
+        assert_int_equal(kdev_nvml_discover(f->m.lib, &o, &set, &e), -EIO);
         assert_null(set);
         assert_string_equal(e.msg, "GPU 3: nvmlDeviceGetCudaComputeCapability: Unknown Error");
-        assert_int_equal(kdev_nvml_refs(f->lib), 0);
+        assert_int_equal(kdev_nvml_refs(f->m.lib), 0);
 
         /* MIG mode NO_PERMISSION fails too (reference §2.7) */
-        f->reset();
-        f->set_error("GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e", "nvmlDeviceGetMigMode",
+        f->m.reset();
+        f->m.set_error("GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e", "nvmlDeviceGetMigMode",
                      NVML_ERROR_NO_PERMISSION);
-        assert_int_equal(kdev_nvml_discover(f->lib, &o, &set, &e), -EACCES);
+        assert_int_equal(kdev_nvml_discover(f->m.lib, &o, &set, &e), -EACCES);
         assert_string_equal(e.msg, "GPU 0: nvmlDeviceGetMigMode: Insufficient Permissions");
 
         /* a failing link query */
-        f->reset();
-        f->set_error("GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e", "nvmlDeviceGetNvLinkState",
+        f->m.reset();
+        f->m.set_error("GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e", "nvmlDeviceGetNvLinkState",
                      NVML_ERROR_UNKNOWN);
-        assert_int_equal(kdev_nvml_discover(f->lib, &o, &set, &e), -EIO);
+        assert_int_equal(kdev_nvml_discover(f->m.lib, &o, &set, &e), -EIO);
         assert_string_equal(e.msg, "GPU 0: nvmlDeviceGetNvLinkState(0): Unknown Error");
         /* ... which is not read without the flag */
         o.flags = 0;
-        assert_int_equal(kdev_nvml_discover(f->lib, &o, &set, &e), 0);
+        assert_int_equal(kdev_nvml_discover(f->m.lib, &o, &set, &e), 0);
         assert_false(set->has_links);
         assert_int_equal(set->gpus[0].n_nvlinks, 0);
         assert_int_equal(kdev_gpu_set_level(set, 0, 1), NVML_TOPOLOGY_INTERNAL);
@@ -536,10 +498,10 @@ static void test_faults(void **state)
 
         /* parent memory NO_PERMISSION on a MIG GPU: recorded, MIG devices still read */
         setenv("KDEV_MOCK_NVML_TOPOLOGY", TOPO("mig-a100-40gb.yaml"), 1);
-        f->reset();
-        f->set_error("GPU-c1ae70ed-64b5-7842-b2ed-e9039613ae69", "nvmlDeviceGetMemoryInfo",
+        f->m.reset();
+        f->m.set_error("GPU-c1ae70ed-64b5-7842-b2ed-e9039613ae69", "nvmlDeviceGetMemoryInfo",
                      NVML_ERROR_NO_PERMISSION);
-        assert_int_equal(kdev_nvml_discover(f->lib, &o, &set, &e), 0);
+        assert_int_equal(kdev_nvml_discover(f->m.lib, &o, &set, &e), 0);
         assert_int_equal(set->gpus[0].memory_ret, NVML_ERROR_NO_PERMISSION);
         assert_int_equal(set->gpus[0].memory_total, 0);
         assert_int_equal(set->gpus[0].fault, NVML_SUCCESS);
@@ -548,10 +510,10 @@ static void test_faults(void **state)
         kdev_gpu_set_free(set);
 
         /* a MIG device whose GI profile id matches no index */
-        f->reset();
-        f->set_error("GPU-c1ae70ed-64b5-7842-b2ed-e9039613ae69",
+        f->m.reset();
+        f->m.set_error("GPU-c1ae70ed-64b5-7842-b2ed-e9039613ae69",
                      "nvmlDeviceGetGpuInstanceProfileInfo", NVML_ERROR_NOT_SUPPORTED);
-        assert_int_equal(kdev_nvml_discover(f->lib, &o, &set, &e), -ENOENT);
+        assert_int_equal(kdev_nvml_discover(f->m.lib, &o, &set, &e), -ENOENT);
         assert_string_equal(e.msg, "GPU 0 MIG device 0: no matching GPU instance profile for "
                                    "id 9");
 }
@@ -566,8 +528,8 @@ static void test_numa_sysfs(void **state)
         assert_int_equal(kdev_nvml_numa_node(f->sysfs, "0000:3b:00.0", &node, &e), 0);
         assert_int_equal(node, -1);
         setenv("KDEV_MOCK_NVML_TOPOLOGY", TOPO("h200-nvl-4x-pcie-2numa.yaml"), 1);
-        f->reset();
-        assert_int_equal(f->write_sysfs(f->sysfs), NVML_SUCCESS);
+        f->m.reset();
+        assert_int_equal(f->m.write_sysfs(f->sysfs), NVML_SUCCESS);
         assert_int_equal(kdev_nvml_numa_node(f->sysfs, "0000:9c:00.0", &node, &e), 0);
         assert_int_equal(node, 1);
         snprintf(path, sizeof(path), "%s/bus/pci/devices/0000:1b:00.0/numa_node", f->sysfs);
@@ -585,7 +547,7 @@ static void test_numa_sysfs(void **state)
         assert_string_equal(e.msg, want);
         struct kdev_nvml_discover_options o = { .sysfs_root = f->sysfs };
         struct kdev_gpu_set *set = NULL;
-        assert_int_equal(kdev_nvml_discover(f->lib, &o, &set, &e), -EINVAL);
+        assert_int_equal(kdev_nvml_discover(f->m.lib, &o, &set, &e), -EINVAL);
         snprintf(want, sizeof(want), "GPU 0: %s: cannot parse NUMA node \"abc\"", path);
         assert_string_equal(e.msg, want);
 

@@ -1,7 +1,6 @@
 /* The mock libnvidia-ml.so.1 through kdev's loader: every entry point with
  * good and bad arguments (return codes, buffer sizes), events (timeout,
  * XID delivery to a waiting thread, lost GPU), and the control file. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -16,10 +15,9 @@
 
 #include <cmocka.h>
 
-#include "kdev_mock_nvml.h"
+#include "mock_fixture.h"
 #include "nvml/loader.h"
 
-#define TOPO(f) KDEV_MOCK_NVML_TOPOLOGIES "/" f
 
 #define G0 "GPU-c1ae70ed-64b5-7842-b2ed-e9039613ae69"
 #define G1 "GPU-4603f764-b00c-271e-0980-eda368e40931"
@@ -27,50 +25,19 @@
 #define M10 "MIG-fa0a443e-a85c-8cba-33fa-10b94f0ea046"   /* GPU 1, 1g.5gb+me, GI 7 */
 
 struct fx {
-        struct kdev_nvml *lib;
+        struct mock_nvml m;
         const struct kdev_nvml_api *n;
-        void *h;
-        kdevMockReset_fn *reset;
-        kdevMockInjectXid_fn *xid;
-        kdevMockInjectEvent_fn *event;
-        kdevMockSetLost_fn *lost;
-        kdevMockSetResetRequired_fn *reset_required;
-        kdevMockSetPendingRemap_fn *remap;
-        kdevMockSetError_fn *error;
-        kdevMockSetInitError_fn *init_error;
-        kdevMockInitCount_fn *count;
-        kdevMockLastError_fn *last_error;
-        kdevMockWriteSysfs_fn *write_sysfs;
 };
-
-#define SYM(f, field, name) ((f)->field = (__typeof__((f)->field))dlsym((f)->h, name))
 
 static int setup(void **state)
 {
         struct fx *f = calloc(1, sizeof(*f));
-        struct kdev_nvml_options o = { .library_path = KDEV_MOCK_NVML_LIB };
-        struct kdev_err e;
-        if (kdev_nvml_open(&o, &f->lib, &e) != 0)
+        if (mock_nvml_open(&f->m) != 0)
                 return -1;
-        f->n = kdev_nvml_api(f->lib);
-        f->h = dlopen(KDEV_MOCK_NVML_LIB, RTLD_NOW | RTLD_NOLOAD);
-        SYM(f, reset, "kdevMockReset");
-        SYM(f, xid, "kdevMockInjectXid");
-        SYM(f, event, "kdevMockInjectEvent");
-        SYM(f, lost, "kdevMockSetLost");
-        SYM(f, reset_required, "kdevMockSetResetRequired");
-        SYM(f, remap, "kdevMockSetPendingRemap");
-        SYM(f, error, "kdevMockSetError");
-        SYM(f, init_error, "kdevMockSetInitError");
-        SYM(f, count, "kdevMockInitCount");
-        SYM(f, last_error, "kdevMockLastError");
-        SYM(f, write_sysfs, "kdevMockWriteSysfs");
-        if (!f->reset || !f->xid || !f->event || !f->lost || !f->reset_required || !f->remap ||
-            !f->error || !f->init_error || !f->count || !f->last_error || !f->write_sysfs)
-                return -1;
+        f->n = kdev_nvml_api(f->m.lib);
         setenv("KDEV_MOCK_NVML_TOPOLOGY", TOPO("mig-a100-40gb.yaml"), 1);
         unsetenv("KDEV_MOCK_NVML_CONTROL");
-        f->reset();
+        f->m.reset();
         *state = f;
         return 0;
 }
@@ -78,12 +45,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
         struct fx *f = *state;
-        while (f->count() > 0)
+        while (f->m.count() > 0)
                 f->n->nvmlShutdown();
         unsetenv("KDEV_MOCK_NVML_CONTROL");
-        f->reset();
-        dlclose(f->h);
-        kdev_nvml_close(f->lib);
+        mock_nvml_close(&f->m);
         free(f);
         return 0;
 }
@@ -118,7 +83,7 @@ static void test_init_refcount(void **state)
         /* nested */
         assert_int_equal(n->nvmlInit(), NVML_SUCCESS);
         assert_int_equal(n->nvmlInit(), NVML_SUCCESS);
-        assert_int_equal(f->count(), 2);
+        assert_int_equal(f->m.count(), 2);
         assert_int_equal(n->nvmlShutdown(), NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceGetCount(&c), NVML_SUCCESS);
         assert_int_equal(c, 4);
@@ -126,13 +91,13 @@ static void test_init_refcount(void **state)
         assert_int_equal(n->nvmlDeviceGetCount(&c), NVML_ERROR_UNINITIALIZED);
         /* extra shutdowns are not an error (nvml.h) */
         assert_int_equal(n->nvmlShutdown(), NVML_SUCCESS);
-        assert_int_equal(f->count(), 0);
+        assert_int_equal(f->m.count(), 0);
         /* init error, persistent until cleared */
-        f->init_error(NVML_ERROR_LIB_RM_VERSION_MISMATCH);
+        f->m.set_init_error(NVML_ERROR_LIB_RM_VERSION_MISMATCH);
         assert_int_equal(n->nvmlInit(), NVML_ERROR_LIB_RM_VERSION_MISMATCH);
         assert_int_equal(n->nvmlInit(), NVML_ERROR_LIB_RM_VERSION_MISMATCH);
-        assert_int_equal(f->count(), 0);
-        f->init_error(NVML_SUCCESS);
+        assert_int_equal(f->m.count(), 0);
+        f->m.set_init_error(NVML_SUCCESS);
         assert_int_equal(n->nvmlInit(), NVML_SUCCESS);
         assert_int_equal(n->nvmlShutdown(), NVML_SUCCESS);
         /* a broken topology file: exact position */
@@ -146,11 +111,11 @@ static void test_init_refcount(void **state)
         assert_int_equal(n->nvmlInit(), NVML_ERROR_UNKNOWN);
         char want[256];
         snprintf(want, sizeof(want), "%s:7:5: gpu: unknown key \"colour\"", path);
-        assert_string_equal(f->last_error(), want);
+        assert_string_equal(f->m.last_error(), want);
         unlink(path);
         unsetenv("KDEV_MOCK_NVML_TOPOLOGY");
         assert_int_equal(n->nvmlInit(), NVML_ERROR_DRIVER_NOT_LOADED);
-        assert_string_equal(f->last_error(), "KDEV_MOCK_NVML_TOPOLOGY is not set");
+        assert_string_equal(f->m.last_error(), "KDEV_MOCK_NVML_TOPOLOGY is not set");
 }
 
 static void test_system_and_handles(void **state)
@@ -258,11 +223,11 @@ static void test_system_and_handles(void **state)
         assert_int_equal(n->nvmlDeviceGetRemappedRows(g0, &corr, &unc, &pend, &fail),
                          NVML_SUCCESS);
         assert_true(corr == 0 && unc == 0 && pend == 0 && fail == 0);
-        assert_int_equal(f->remap(G0, 1), NVML_SUCCESS);
+        assert_int_equal(f->m.set_remap(G0, 1), NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceGetRemappedRows(g0, &corr, &unc, &pend, &fail),
                          NVML_SUCCESS);
         assert_int_equal(pend, 1);
-        assert_int_equal(f->remap(G0, 0), NVML_SUCCESS);
+        assert_int_equal(f->m.set_remap(G0, 0), NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceGetRemappedRows(g0, &corr, &unc, &pend, &fail),
                          NVML_SUCCESS);
         assert_int_equal(pend, 0);
@@ -270,7 +235,7 @@ static void test_system_and_handles(void **state)
                          NVML_ERROR_NOT_SUPPORTED);
         assert_int_equal(n->nvmlDeviceGetRemappedRows(g0, &corr, &unc, NULL, &fail),
                          NVML_ERROR_INVALID_ARGUMENT);
-        assert_int_equal(f->remap("GPU-nope", 1), NVML_ERROR_NOT_FOUND);
+        assert_int_equal(f->m.set_remap("GPU-nope", 1), NVML_ERROR_NOT_FOUND);
 }
 
 static void test_mig_calls(void **state)
@@ -478,35 +443,35 @@ static void test_injected_conditions(void **state)
         char buf[96];
         nvmlMemory_t mem;
         /* lost: everything on the GPU and its MIG devices, handles still found */
-        assert_int_equal(f->lost(G1, 1), NVML_SUCCESS);
+        assert_int_equal(f->m.set_lost(G1, 1), NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceGetUUID(g1, buf, 96), NVML_ERROR_GPU_IS_LOST);
         assert_int_equal(n->nvmlDeviceGetMemoryInfo(m, &mem), NVML_ERROR_GPU_IS_LOST);
         assert_int_equal(n->nvmlDeviceGetHandleByUUID(G1, &d), NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceGetHandleByIndex(1, &d), NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceGetUUID(gpu(f, 0), buf, 96), NVML_SUCCESS);
-        assert_int_equal(f->lost(G1, 0), NVML_SUCCESS);
+        assert_int_equal(f->m.set_lost(G1, 0), NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceGetUUID(g1, buf, 96), NVML_SUCCESS);
         /* reset required: identity queries work */
-        assert_int_equal(f->reset_required(G1, 1), NVML_SUCCESS);
+        assert_int_equal(f->m.set_reset(G1, 1), NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceGetUUID(g1, buf, 96), NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceGetMemoryInfo(g1, &mem), NVML_ERROR_RESET_REQUIRED);
         assert_int_equal(n->nvmlDeviceGetMemoryInfo(m, &mem), NVML_ERROR_RESET_REQUIRED);
-        assert_int_equal(f->reset_required(G1, 0), NVML_SUCCESS);
+        assert_int_equal(f->m.set_reset(G1, 0), NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceGetMemoryInfo(g1, &mem), NVML_SUCCESS);
         /* per-function error */
-        assert_int_equal(f->error(G1, "nvmlDeviceGetMemoryInfo", NVML_ERROR_NO_PERMISSION),
+        assert_int_equal(f->m.set_error(G1, "nvmlDeviceGetMemoryInfo", NVML_ERROR_NO_PERMISSION),
                          NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceGetMemoryInfo(g1, &mem), NVML_ERROR_NO_PERMISSION);
         assert_int_equal(n->nvmlDeviceGetMemoryInfo(m, &mem), NVML_SUCCESS);
-        assert_int_equal(f->error(G1, "nvmlDeviceGetMemoryInfo", NVML_SUCCESS), NVML_SUCCESS);
+        assert_int_equal(f->m.set_error(G1, "nvmlDeviceGetMemoryInfo", NVML_SUCCESS), NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceGetMemoryInfo(g1, &mem), NVML_SUCCESS);
-        assert_int_equal(f->error("GPU-nope", "nvmlDeviceGetUUID", NVML_ERROR_UNKNOWN),
+        assert_int_equal(f->m.set_error("GPU-nope", "nvmlDeviceGetUUID", NVML_ERROR_UNKNOWN),
                          NVML_ERROR_NOT_FOUND);
-        assert_int_equal(f->error(G1, NULL, NVML_ERROR_UNKNOWN), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(f->m.set_error(G1, NULL, NVML_ERROR_UNKNOWN), NVML_ERROR_INVALID_ARGUMENT);
         /* sysfs writer */
         char root[] = "/tmp/kdev-nvml-mock-sysfs-XXXXXX";
         assert_non_null(mkdtemp(root));
-        assert_int_equal(f->write_sysfs(root), NVML_SUCCESS);
+        assert_int_equal(f->m.write_sysfs(root), NVML_SUCCESS);
         char path[256], text[16] = "";
         snprintf(path, sizeof(path), "%s/bus/pci/devices/0000:4e:00.0/numa_node", root);
         FILE *fp = fopen(path, "r");
@@ -514,7 +479,7 @@ static void test_injected_conditions(void **state)
         assert_non_null(fgets(text, sizeof(text), fp));
         fclose(fp);
         assert_string_equal(text, "1\n");
-        assert_int_equal(f->write_sysfs(NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(f->m.write_sysfs(NULL), NVML_ERROR_INVALID_ARGUMENT);
         static const char *const ids[] = { "0000:07:00.0", "0000:0f:00.0", "0000:47:00.0",
                                            "0000:4e:00.0" };
         for (size_t i = 0; i < 4; i++) {
@@ -590,7 +555,7 @@ static void test_events(void **state)
         struct waiter w = { .n = n, .set = set, .timeout_ms = 60000 };
         pthread_t th;
         assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
-        assert_int_equal(f->xid(G0, 79, KDEV_NVML_NO_INSTANCE, KDEV_NVML_NO_INSTANCE),
+        assert_int_equal(f->m.xid(G0, 79, KDEV_NVML_NO_INSTANCE, KDEV_NVML_NO_INSTANCE),
                          NVML_SUCCESS);
         pthread_join(th, NULL);
         assert_int_equal(w.r, NVML_SUCCESS);
@@ -605,19 +570,19 @@ static void test_events(void **state)
         assert_string_equal(uuid, G0);
 
         /* a MIG UUID: the parent device with the MIG device's GI/CI */
-        assert_int_equal(f->xid(M00, 48, KDEV_NVML_NO_INSTANCE, KDEV_NVML_NO_INSTANCE),
+        assert_int_equal(f->m.xid(M00, 48, KDEV_NVML_NO_INSTANCE, KDEV_NVML_NO_INSTANCE),
                          NVML_SUCCESS);
         /* explicit GI/CI, then a type not registered, then an unregistered GPU */
-        assert_int_equal(f->xid(G0, 94, 9, 0), NVML_SUCCESS);
-        assert_int_equal(f->event(G0, nvmlEventTypePState, 1, KDEV_NVML_NO_INSTANCE,
+        assert_int_equal(f->m.xid(G0, 94, 9, 0), NVML_SUCCESS);
+        assert_int_equal(f->m.event(G0, nvmlEventTypePState, 1, KDEV_NVML_NO_INSTANCE,
                                   KDEV_NVML_NO_INSTANCE),
                          NVML_SUCCESS);
-        assert_int_equal(f->xid(G1, 31, KDEV_NVML_NO_INSTANCE, KDEV_NVML_NO_INSTANCE),
+        assert_int_equal(f->m.xid(G1, 31, KDEV_NVML_NO_INSTANCE, KDEV_NVML_NO_INSTANCE),
                          NVML_SUCCESS);
-        assert_int_equal(f->event(G0, nvmlEventTypeDoubleBitEccError, 0, KDEV_NVML_NO_INSTANCE,
+        assert_int_equal(f->m.event(G0, nvmlEventTypeDoubleBitEccError, 0, KDEV_NVML_NO_INSTANCE,
                                   KDEV_NVML_NO_INSTANCE),
                          NVML_SUCCESS);
-        assert_int_equal(f->xid("GPU-nope", 1, 0, 0), NVML_ERROR_NOT_FOUND);
+        assert_int_equal(f->m.xid("GPU-nope", 1, 0, 0), NVML_ERROR_NOT_FOUND);
         assert_int_equal(n->nvmlEventSetWait(set, &data, 1000), NVML_SUCCESS);
         assert_ptr_equal(data.device, g0);
         assert_int_equal(data.eventData, 48);
@@ -634,7 +599,7 @@ static void test_events(void **state)
         nvmlEventSet_t set2 = NULL;
         assert_int_equal(n->nvmlEventSetCreate(&set2), NVML_SUCCESS);
         assert_int_equal(n->nvmlDeviceRegisterEvents(g1, 0x8, set2), NVML_SUCCESS);
-        assert_int_equal(f->xid(G1, 13, KDEV_NVML_NO_INSTANCE, KDEV_NVML_NO_INSTANCE),
+        assert_int_equal(f->m.xid(G1, 13, KDEV_NVML_NO_INSTANCE, KDEV_NVML_NO_INSTANCE),
                          NVML_SUCCESS);
         assert_int_equal(n->nvmlEventSetWait(set, &data, 0), NVML_ERROR_TIMEOUT);
         assert_int_equal(n->nvmlEventSetWait(set2, &data, 1000), NVML_SUCCESS);
@@ -644,12 +609,12 @@ static void test_events(void **state)
         /* a lost GPU makes the next wait of each set registered on it fail once */
         w = (struct waiter){ .n = n, .set = set, .timeout_ms = 60000 };
         assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
-        assert_int_equal(f->lost(G0, 1), NVML_SUCCESS);
+        assert_int_equal(f->m.set_lost(G0, 1), NVML_SUCCESS);
         pthread_join(th, NULL);
         assert_int_equal(w.r, NVML_ERROR_GPU_IS_LOST);
         assert_int_equal(n->nvmlEventSetWait(set, &data, 0), NVML_ERROR_TIMEOUT);
         assert_int_equal(n->nvmlEventSetWait(set2, &data, 0), NVML_ERROR_TIMEOUT);
-        assert_int_equal(f->lost(G0, 0), NVML_SUCCESS);
+        assert_int_equal(f->m.set_lost(G0, 0), NVML_SUCCESS);
 
         assert_int_equal(n->nvmlEventSetFree(set2), NVML_SUCCESS);
         assert_int_equal(n->nvmlEventSetFree(set), NVML_SUCCESS);
@@ -675,7 +640,7 @@ static void test_control_file(void **state)
         assert_true(fd >= 0);
         close(fd);
         setenv("KDEV_MOCK_NVML_CONTROL", path, 1);
-        f->reset();
+        f->m.reset();
         /* init error from the file, then cleared */
         append(path, "init-error DRIVER_NOT_LOADED\n");
         assert_int_equal(n->nvmlInit(), NVML_ERROR_DRIVER_NOT_LOADED);

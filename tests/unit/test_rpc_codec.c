@@ -146,13 +146,53 @@ static void test_prefix(void **state)
         assert_memory_equal(p, "\x00\x00\x40\x00\x00", 5);
 }
 
+/* kdev_rpc__prefix_take: a prefix split over chunks (2 + 1 + 4 bytes, the
+ * last chunk carrying 2 message bytes), then one in a single chunk. */
+static void test_prefix_take(void **state)
+{
+        (void)state;
+        static const uint8_t in[] = { 0x01, 0xaa, 0xbb, 0xcc, 0xdd, 'h', 'i' };
+        uint8_t prefix[KDEV_RPC_PREFIX_LEN], flags = 9;
+        size_t got = 0, n = 2;
+        uint32_t len = 7;
+        const uint8_t *d = in;
+        assert_false(kdev_rpc__prefix_take(prefix, &got, &d, &n, &flags, &len));
+        assert_int_equal(got, 2);
+        assert_int_equal(n, 0);
+        assert_ptr_equal(d, in + 2);
+        n = 1;
+        assert_false(kdev_rpc__prefix_take(prefix, &got, &d, &n, &flags, &len));
+        assert_int_equal(got, 3);
+        assert_int_equal(flags, 9); /* untouched until complete */
+        assert_int_equal(len, 7);
+        n = 4;
+        assert_true(kdev_rpc__prefix_take(prefix, &got, &d, &n, &flags, &len));
+        assert_int_equal(got, 5);
+        assert_int_equal(n, 2);
+        assert_ptr_equal(d, in + 5);
+        assert_int_equal(flags, 1);
+        assert_int_equal(len, 0xaabbccddu);
+
+        uint8_t f[KDEV_RPC_PREFIX_LEN + 1];
+        kdev_rpc__put_prefix(f, 4194304u);
+        f[KDEV_RPC_PREFIX_LEN] = 'x';
+        got = 0;
+        n = sizeof(f);
+        d = f;
+        assert_true(kdev_rpc__prefix_take(prefix, &got, &d, &n, &flags, &len));
+        assert_int_equal(flags, 0);
+        assert_int_equal(len, 4194304u);
+        assert_int_equal(n, 1);
+        assert_int_equal(*d, 'x');
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_status_names),   cmocka_unit_test(test_percent_encode),
                 cmocka_unit_test(test_percent_decode), cmocka_unit_test(test_timeout_parse),
                 cmocka_unit_test(test_timeout_format), cmocka_unit_test(test_content_type),
-                cmocka_unit_test(test_prefix),
+                cmocka_unit_test(test_prefix),         cmocka_unit_test(test_prefix_take),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
