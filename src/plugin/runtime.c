@@ -52,6 +52,7 @@ struct dp_server {
         uint64_t backoff_ms;
         uv_timer_t retry_timer; /* backoff and lock polling */
         unsigned registrations;
+        bool lost_while_pending; /* kubelet's new stream ended before Register returned */
         bool lock_wait_logged;
         struct kdev_resource *res;
 };
@@ -320,7 +321,7 @@ static void cancel_register(struct dp_server *s)
         }
 }
 
-static void on_stream_ended(void *arg);
+static void on_stream_ended(void *arg, bool current);
 
 /* Starts a fresh server generation on the socket path. */
 static int server_start_service(struct dp_server *s)
@@ -388,6 +389,7 @@ static void on_retry_timer(uv_timer_t *t)
 static void register_failed(struct dp_server *s, const char *why)
 {
         s->state = REG_BACKOFF;
+        s->lost_while_pending = false; /* the retry registers anyway */
         char delay[32];
         snprintf(delay, sizeof(delay), "%llums", (unsigned long long)s->backoff_ms);
         kdev_log_warn("Register failed, retrying", "resource", s->res->name, "kubelet",
@@ -413,6 +415,13 @@ static void on_register_done(struct kdev_rpc_client_call *call, int status, cons
         }
         s->state = REG_DONE;
         s->registrations++;
+        if (s->lost_while_pending) {
+                s->lost_while_pending = false;
+                kdev_log_info("ListAndWatch stream ended during Register, registering again",
+                              "resource", s->res->name);
+                s->register_wanted = true;
+                schedule_flush(s->rt);
+        }
         s->backoff_ms = s->rt->opts.backoff_initial_ms;
         kdev_log_info("registered with kubelet", "resource", s->res->name, "endpoint",
                       s->socket_name);
@@ -453,6 +462,7 @@ static void server_register(struct dp_server *s)
                 s->reg_kubelet_ino = kst.st_ino;
         }
         s->state = REG_PENDING;
+        s->lost_while_pending = false;
         kdev_dp_service_expect_kubelet(s->svc);
         s->reg_call = kdev_rpc_client_call(rt->kubelet, METHOD_REGISTER, buf, len,
                                            rt->opts.register_timeout_ms, NULL, on_register_done, s,
@@ -588,13 +598,20 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
         }
 }
 
-/* A ListAndWatch stream ended (kubelet closed it or the connection broke). */
-static void on_stream_ended(void *arg)
+/* Kubelet's ListAndWatch stream ended (kubelet closed it or the connection
+ * broke). |current|: the stream of the latest registration. */
+static void on_stream_ended(void *arg, bool current)
 {
         struct dp_server *s = arg;
         struct kdev_dp_runtime *rt = s->rt;
-        if (rt->stopping || s->state == REG_PENDING)
-                return; /* a registration under way replaces the stream anyway */
+        if (rt->stopping || !current)
+                return; /* an earlier registration's stream, dropped as kubelet re-registers */
+        if (s->state == REG_PENDING) {
+                /* The stream of the registration under way ended before its
+                 * Register returned: register again once it has. */
+                s->lost_while_pending = true;
+                return;
+        }
         if (kubelet_socket_exists(rt)) {
                 kdev_log_info("ListAndWatch stream ended, registering again", "resource",
                               s->res->name);

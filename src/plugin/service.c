@@ -17,17 +17,19 @@ struct stream {
         struct kdev_rpc_call *call;
         struct kdev_dp_service *svc;
         struct stream *next;
-        bool kubelet; /* kubelet's stream: its end means kubelet dropped us */
+        bool kubelet;   /* kubelet's stream: its end means kubelet dropped us */
+        unsigned epoch; /* the registration it was opened for */
 };
 
 struct kdev_dp_service {
         struct kdev_rpc_server *srv;
         struct kdev_resource *res;
-        void (*on_stream_end)(void *arg);
+        void (*on_stream_end)(void *arg, bool current);
         void *arg;
         struct stream *streams;
         size_t n_streams;
         bool expect_kubelet;   /* a registration is under way */
+        unsigned epoch;        /* registrations announced so far */
         uint64_t kubelet_conn; /* connection that called GetDevicePluginOptions, 0 = none yet */
         uint8_t *last; /* last ListAndWatchResponse sent, packed */
         size_t last_len;
@@ -144,9 +146,10 @@ static void on_stream_cancel(struct kdev_rpc_call *call, void *user_data)
         }
         svc->n_streams--;
         bool kubelet = st->kubelet;
+        bool current = st->epoch == svc->epoch;
         free(st);
         if (kubelet && !svc->closing && svc->on_stream_end)
-                svc->on_stream_end(svc->arg);
+                svc->on_stream_end(svc->arg, current);
 }
 
 static void handle_list_and_watch(struct kdev_rpc_call *call, const uint8_t *req, size_t len,
@@ -177,6 +180,7 @@ static void handle_list_and_watch(struct kdev_rpc_call *call, const uint8_t *req
                 for (struct stream *o = svc->streams; o; o = o->next)
                         o->kubelet = false;
                 st->kubelet = true;
+                st->epoch = svc->epoch;
                 svc->expect_kubelet = false;
         }
         st->next = svc->streams;
@@ -217,6 +221,7 @@ void kdev_dp_service_expect_kubelet(struct kdev_dp_service *svc)
 {
         svc->expect_kubelet = true;
         svc->kubelet_conn = 0;
+        svc->epoch++;
 }
 
 static void handle_options(struct kdev_rpc_call *call, const uint8_t *req, size_t len,
@@ -352,8 +357,8 @@ static void handle_prestart(struct kdev_rpc_call *call, const uint8_t *req, size
 /* ---- lifecycle ----------------------------------------------------------- */
 
 struct kdev_dp_service *kdev_dp_service_new(uv_loop_t *loop, struct kdev_resource *res,
-                                            void (*on_stream_end)(void *arg), void *arg,
-                                            struct kdev_err *err)
+                                            void (*on_stream_end)(void *arg, bool current),
+                                            void *arg, struct kdev_err *err)
 {
         struct kdev_dp_service *svc = calloc(1, sizeof(*svc));
         if (!svc)

@@ -5,6 +5,7 @@
 #ifndef KDEV_PLUGIN_SERVICE_H
 #define KDEV_PLUGIN_SERVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <uv.h>
@@ -23,11 +24,14 @@ struct kdev_dp_service;
  * ListAndWatch opened after kdev_dp_service_expect_kubelet() on the connection
  * that called GetDevicePluginOptions since then (kubelet calls it inside
  * Register, then opens ListAndWatch on the same connection; k8s
- * pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go). Returns NULL with
- * |err| on failure. */
+ * pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go). |current| is true
+ * when the stream belongs to the latest registration (opened after the last
+ * kdev_dp_service_expect_kubelet()), false for the stream of an earlier one
+ * that kubelet drops while it re-registers. Returns NULL with |err| on
+ * failure. */
 struct kdev_dp_service *kdev_dp_service_new(uv_loop_t *loop, struct kdev_resource *res,
-                                            void (*on_stream_end)(void *arg), void *arg,
-                                            struct kdev_err *err);
+                                            void (*on_stream_end)(void *arg, bool current),
+                                            void *arg, struct kdev_err *err);
 
 /* Marks the start of a registration: the next GetDevicePluginOptions caller
  * and its next ListAndWatch stream are taken to be kubelet's. */

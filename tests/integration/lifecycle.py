@@ -116,6 +116,22 @@ def test_stream_closed_by_kubelet_reregisters():
             k.stop()
 
 
+def test_stream_lost_during_register_registers_again():
+    with TempDir() as d:
+        k = FakeKubelet(d, drop_stream_in_register=1)
+        k.start()
+        p = Plugin(d, NULL_CONFIG)
+        try:
+            wait_for(lambda: k.count(RES) == 2, what="registration after the lost stream")
+            assert "ListAndWatch stream ended during Register, registering again" in p.logtext()
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch of the second registration")
+            settle()
+            assert k.count(RES) == 2, k.count(RES)
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
 def test_other_clients_streams_do_not_reregister():
     with TempDir() as d:
         k = FakeKubelet(d)
@@ -380,6 +396,7 @@ if __name__ == "__main__":
         test_fifty_restarts_in_a_row,
         test_burst_of_events_gives_one_registration,
         test_stream_closed_by_kubelet_reregisters,
+        test_stream_lost_during_register_registers_again,
         test_other_clients_streams_do_not_reregister,
         test_touching_kubelet_socket_is_not_a_restart,
         test_socket_path_blocked_then_freed_recovers,

@@ -98,8 +98,11 @@ class FakeKubelet:
     validates, dials back, calls GetDevicePluginOptions before answering,
     then consumes ListAndWatch in a thread."""
 
-    def __init__(self, directory, reject=0):
+    def __init__(self, directory, reject=0, drop_stream_in_register=0):
         self.dir = directory
+        # end the ListAndWatch stream of the first N registrations before
+        # answering Register (a stream lost while Register is in flight)
+        self.drop_stream_in_register = drop_stream_in_register
         self.lock = threading.Lock()
         self.registrations = []   # (time, RegisterRequest, options)
         self.updates = {}          # resource -> list of device lists
@@ -121,6 +124,18 @@ class FakeKubelet:
                              request_serializer=api.Empty.SerializeToString,
                              response_deserializer=api.ListAndWatchResponse.FromString)
         call = lw(api.Empty())
+        with self.lock:
+            drop = self.drop_stream_in_register > 0
+            if drop:
+                self.drop_stream_in_register -= 1
+        if drop:
+            next(call)  # the plugin has seen the stream; now it ends
+            call.cancel()
+            time.sleep(0.2)  # let the plugin see the end before Register returns
+            with self.lock:
+                self.registrations.append((time.monotonic(), req, opts))
+            ch.close()
+            return api.Empty()
         with self.lock:
             old = self.streams.get(req.resource_name)
             self.streams[req.resource_name] = call
