@@ -1,0 +1,355 @@
+/* kdev DRA claim checkpoint (see checkpoint.h). */
+#include "dra/checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t kdev_dra_fnv1a64(const void *data, size_t len)
+{
+        const unsigned char *p = data;
+        uint64_t h = 0xcbf29ce484222325ULL;
+
+        for (size_t i = 0; i < len; i++) {
+                h ^= p[i];
+                h *= 0x100000001b3ULL;
+        }
+        return h;
+}
+
+int kdev_dra_cp_init(struct kdev_dra_cp *cp)
+{
+        cp->claims = json_object();
+        return cp->claims ? 0 : -ENOMEM;
+}
+
+void kdev_dra_cp_free(struct kdev_dra_cp *cp)
+{
+        if (!cp)
+                return;
+        json_decref(cp->claims);
+        cp->claims = NULL;
+}
+
+static int checksum_of(const json_t *data, char *buf, size_t size)
+{
+        char *text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
+
+        if (!text)
+                return -ENOMEM;
+        snprintf(buf, size, "fnv1a64:%016" PRIx64, kdev_dra_fnv1a64(text, strlen(text)));
+        free(text);
+        return 0;
+}
+
+static int check_str_array(const json_t *a, const char *what, struct kdev_err *err)
+{
+        size_t i;
+        json_t *v;
+
+        if (!json_is_array(a))
+                return kdev_err_set(err, EINVAL, "%s: not an array", what);
+        json_array_foreach(a, i, v) {
+                if (!json_is_string(v))
+                        return kdev_err_set(err, EINVAL, "%s[%zu]: not a string", what, i);
+        }
+        return 0;
+}
+
+int kdev_dra_cp_check_device(const json_t *dev, struct kdev_err *err)
+{
+        const char *keys[] = {"pool", "device"};
+
+        if (!json_is_object(dev))
+                return kdev_err_set(err, EINVAL, "device record: not an object");
+        for (size_t i = 0; i < 2; i++) {
+                const json_t *s = json_object_get(dev, keys[i]);
+
+                if (!json_is_string(s) || json_string_length(s) == 0)
+                        return kdev_err_set(err, EINVAL, "device record: \"%s\" missing or empty",
+                                            keys[i]);
+        }
+        if (check_str_array(json_object_get(dev, "requestNames"), "requestNames", err) ||
+            check_str_array(json_object_get(dev, "cdiDeviceIDs"), "cdiDeviceIDs", err))
+                return -EINVAL;
+        return 0;
+}
+
+static int check_record(const char *uid, const json_t *rec, struct kdev_err *err)
+{
+        const json_t *devs;
+        size_t i;
+        json_t *d;
+
+        if (!*uid)
+                return kdev_err_set(err, EINVAL, "empty claim uid");
+        if (!json_is_object(rec) || !json_is_string(json_object_get(rec, "namespace")) ||
+            !json_is_string(json_object_get(rec, "name")))
+                return kdev_err_set(err, EINVAL, "claim %s: namespace or name missing", uid);
+        devs = json_object_get(rec, "devices");
+        if (!json_is_array(devs))
+                return kdev_err_set(err, EINVAL, "claim %s: devices not an array", uid);
+        json_array_foreach(devs, i, d) {
+                if (kdev_dra_cp_check_device(d, err) < 0)
+                        return kdev_err_wrap(err, "claim %s: devices[%zu]", uid, i);
+        }
+        return 0;
+}
+
+/* Parses the file text into a claims object; -EBADMSG with |err| on any
+ * defect. */
+static int parse(const char *text, json_t **claims, struct kdev_err *err)
+{
+        json_error_t je;
+        json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+        json_t *ver, *sum, *data, *cl, *rec;
+        char want[64];
+        const char *uid;
+        int rc = -EBADMSG;
+
+        if (!root) {
+                kdev_err_set(err, EBADMSG, "bad JSON at line %d column %d: %s", je.line,
+                             je.column, je.text);
+                return -EBADMSG;
+        }
+        ver = json_object_get(root, "version");
+        sum = json_object_get(root, "checksum");
+        data = json_object_get(root, "data");
+        cl = data ? json_object_get(data, "claims") : NULL;
+        if (!json_is_integer(ver) || json_integer_value(ver) != KDEV_DRA_CP_VERSION) {
+                kdev_err_set(err, EBADMSG, "unsupported version (want %d)", KDEV_DRA_CP_VERSION);
+                goto out;
+        }
+        if (!json_is_string(sum) || !json_is_object(data) || !json_is_object(cl)) {
+                kdev_err_set(err, EBADMSG, "checksum, data or data.claims missing");
+                goto out;
+        }
+        if (checksum_of(data, want, sizeof(want)) < 0) {
+                rc = kdev_err_set(err, ENOMEM, "out of memory");
+                goto out;
+        }
+        if (strcmp(json_string_value(sum), want) != 0) {
+                kdev_err_set(err, EBADMSG, "checksum mismatch (file %s, computed %s)",
+                             json_string_value(sum), want);
+                goto out;
+        }
+        json_object_foreach(cl, uid, rec) {
+                if (check_record(uid, rec, err) < 0) {
+                        err->code = EBADMSG;
+                        goto out;
+                }
+        }
+        *claims = json_incref(cl);
+        rc = 0;
+out:
+        json_decref(root);
+        return rc;
+}
+
+static int read_file(const char *path, char **out, struct kdev_err *err)
+{
+        FILE *f = fopen(path, "rb");
+        char *buf = NULL;
+        size_t len = 0, cap = 0;
+
+        if (!f)
+                return -errno;
+        for (;;) {
+                if (len + 4096 + 1 > cap) {
+                        char *nb;
+
+                        cap = cap ? cap * 2 : 8192;
+                        nb = realloc(buf, cap);
+                        if (!nb) {
+                                free(buf);
+                                fclose(f);
+                                return kdev_err_set(err, ENOMEM, "out of memory");
+                        }
+                        buf = nb;
+                }
+                size_t n = fread(buf + len, 1, cap - len - 1, f);
+
+                len += n;
+                if (n == 0)
+                        break;
+        }
+        if (ferror(f)) {
+                int e = errno ? errno : EIO;
+
+                free(buf);
+                fclose(f);
+                return -e;
+        }
+        fclose(f);
+        buf[len] = '\0';
+        if (strlen(buf) != len) {
+                free(buf);
+                return -EILSEQ; /* NUL bytes: not JSON text */
+        }
+        *out = buf;
+        return 0;
+}
+
+int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *err)
+{
+        char *text = NULL;
+        json_t *claims = NULL;
+        struct kdev_err why = {0};
+        char aside[4096];
+        int rc;
+
+        json_decref(cp->claims);
+        cp->claims = NULL;
+        rc = read_file(path, &text, &why);
+        if (rc == -ENOENT)
+                return kdev_dra_cp_init(cp) < 0 ? kdev_err_set(err, ENOMEM, "out of memory") : 0;
+        if (rc == -ENOMEM)
+                return kdev_err_set(err, ENOMEM, "%s", why.msg);
+        if (rc < 0)
+                kdev_err_set(&why, EBADMSG, "cannot read: %s", strerror(-rc));
+        else
+                rc = parse(text, &claims, &why);
+        free(text);
+        if (rc == -ENOMEM)
+                return kdev_err_set(err, ENOMEM, "%s", why.msg);
+        if (kdev_dra_cp_init(cp) < 0) {
+                json_decref(claims);
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        }
+        if (rc == 0) {
+                json_decref(cp->claims);
+                cp->claims = claims;
+                return 0;
+        }
+        snprintf(aside, sizeof(aside), "%s.corrupt-%lld", path, (long long)time(NULL));
+        if (rename(path, aside) == 0)
+                return kdev_err_set(err, EBADMSG,
+                                    "claim checkpoint %s is corrupt (%s); moved aside to %s, "
+                                    "starting with no prepared claims",
+                                    path, why.msg, aside);
+        return kdev_err_set(err, EBADMSG,
+                            "claim checkpoint %s is corrupt (%s); moving it aside to %s failed: "
+                            "%s; starting with no prepared claims",
+                            path, why.msg, aside, strerror(errno));
+}
+
+int kdev_dra_cp_save(const struct kdev_dra_cp *cp, const char *path, struct kdev_err *err)
+{
+        json_t *root = NULL, *data = NULL;
+        char sum[64], tmp[4096], dirbuf[4096];
+        char *text = NULL;
+        int fd = -1, rc = 0;
+        size_t len, off = 0;
+
+        if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp) ||
+            snprintf(dirbuf, sizeof(dirbuf), "%s", path) >= (int)sizeof(dirbuf))
+                return kdev_err_set(err, ENAMETOOLONG, "%s: path too long", path);
+        const char *dir = dirname(dirbuf);
+
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return kdev_err_set(err, errno, "mkdir %s: %s", dir, strerror(errno));
+        data = json_pack("{s:O}", "claims", cp->claims);
+        if (!data || checksum_of(data, sum, sizeof(sum)) < 0)
+                goto nomem;
+        root = json_pack("{s:i,s:s,s:O}", "version", KDEV_DRA_CP_VERSION, "checksum", sum,
+                         "data", data);
+        if (!root)
+                goto nomem;
+        text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+        if (!text)
+                goto nomem;
+        len = strlen(text);
+        fd = mkstemp(tmp);
+        if (fd < 0) {
+                rc = kdev_err_set(err, errno, "create %s: %s", tmp, strerror(errno));
+                goto out;
+        }
+        while (off < len) {
+                ssize_t n = write(fd, text + off, len - off);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        rc = kdev_err_set(err, errno, "write %s: %s", tmp, strerror(errno));
+                        goto fail;
+                }
+                off += (size_t)n;
+        }
+        if (fchmod(fd, 0600) < 0 || fsync(fd) < 0) {
+                rc = kdev_err_set(err, errno, "fsync %s: %s", tmp, strerror(errno));
+                goto fail;
+        }
+        if (close(fd) < 0) {
+                fd = -1;
+                rc = kdev_err_set(err, errno, "close %s: %s", tmp, strerror(errno));
+                goto fail;
+        }
+        fd = -1;
+        if (rename(tmp, path) < 0) {
+                rc = kdev_err_set(err, errno, "rename %s to %s: %s", tmp, path, strerror(errno));
+                goto fail;
+        }
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        if (dfd >= 0) {
+                if (fsync(dfd) < 0)
+                        rc = kdev_err_set(err, errno, "fsync %s: %s", dir, strerror(errno));
+                close(dfd);
+        }
+        goto out;
+fail:
+        if (fd >= 0)
+                close(fd);
+        unlink(tmp);
+        goto out;
+nomem:
+        rc = kdev_err_set(err, ENOMEM, "out of memory");
+out:
+        free(text);
+        json_decref(root);
+        json_decref(data);
+        return rc;
+}
+
+const json_t *kdev_dra_cp_get(const struct kdev_dra_cp *cp, const char *uid)
+{
+        return json_object_get(cp->claims, uid);
+}
+
+int kdev_dra_cp_put(struct kdev_dra_cp *cp, const char *uid, const char *ns, const char *name,
+                    json_t *devices, struct kdev_err *err)
+{
+        json_t *rec;
+        int rc;
+
+        if (!devices)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        rec = json_pack("{s:s,s:s,s:o}", "namespace", ns, "name", name, "devices", devices);
+        if (!rec)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        rc = check_record(uid, rec, err);
+        if (rc < 0) {
+                json_decref(rec);
+                return rc;
+        }
+        if (json_object_set_new(cp->claims, uid, rec) < 0)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        return 0;
+}
+
+int kdev_dra_cp_remove(struct kdev_dra_cp *cp, const char *uid)
+{
+        return json_object_del(cp->claims, uid) == 0 ? 1 : 0;
+}
+
+size_t kdev_dra_cp_count(const struct kdev_dra_cp *cp)
+{
+        return json_object_size(cp->claims);
+}

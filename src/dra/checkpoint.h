@@ -1,0 +1,85 @@
+/* kdev DRA claim checkpoint: which ResourceClaims this node's DRA plugin has
+ * prepared, kept in one JSON file under the plugin's data dir so that a
+ * restarted plugin (or one after a reboot) answers NodePrepareResources and
+ * NodeUnprepareResources from it (reference/kubelet-device-apis.md §4.3: "the
+ * driver cannot assume Prepare and Unprepare run in the same process").
+ *
+ * File format (version 1), written compactly:
+ *   {"version":1,
+ *    "checksum":"fnv1a64:<16 lower-case hex digits>",
+ *    "data":{"claims":{"<claim uid>":{"namespace":"ns","name":"c",
+ *        "devices":[{"requestNames":["gpu"],"pool":"node1","device":"gpu-0",
+ *                    "cdiDeviceIDs":["k8s.gpu.nvidia.com/claim=<uid>-gpu-0"]}]}}}}
+ * The checksum is 64-bit FNV-1a over the canonical text of "data"
+ * (json_dumps with JSON_COMPACT | JSON_SORT_KEYS), so key order in the file
+ * does not matter but any change of a value does.
+ *
+ * Ownership: the in-memory checkpoint owns a jansson object; records handed
+ * out by kdev_dra_cp_get() are borrowed (valid until the entry changes).
+ */
+#ifndef KDEV_DRA_CHECKPOINT_H
+#define KDEV_DRA_CHECKPOINT_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+#define KDEV_DRA_CP_VERSION 1
+#define KDEV_DRA_CP_FILE "dra-claims.json"
+
+struct kdev_dra_cp {
+        json_t *claims; /* object: claim uid -> record (see above) */
+};
+
+/* 64-bit FNV-1a of |len| bytes at |data| (offset basis 0xcbf29ce484222325,
+ * prime 0x100000001b3). */
+uint64_t kdev_dra_fnv1a64(const void *data, size_t len);
+
+/* Initialises |cp| empty. Returns 0 or -ENOMEM. Free with kdev_dra_cp_free. */
+int kdev_dra_cp_init(struct kdev_dra_cp *cp);
+
+/* Releases what |cp| holds (NULL-safe); |cp| is then empty-but-invalid. */
+void kdev_dra_cp_free(struct kdev_dra_cp *cp);
+
+/* Loads |path| into |cp| (initialised or not; its previous content is
+ * dropped). Returns:
+ *   0   loaded, or the file does not exist (|cp| empty);
+ *   -EBADMSG  the file was unreadable as a checkpoint (bad JSON, wrong
+ *        version, checksum mismatch, malformed record) or could not be read
+ *        (EACCES, EIO, ...): it was renamed to "<path>.corrupt-<unix seconds>"
+ *        (when the rename fails the message says so), |cp| is empty, and |err|
+ *        says what was wrong and where the file went. The caller logs this and
+ *        goes on serving;
+ *   -ENOMEM.
+ */
+int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *err);
+
+/* Writes |cp| to |path| atomically: "<path>.tmp.XXXXXX" in the same
+ * directory, fsync, rename over |path|, fsync of the directory. The directory
+ * is created (0700) when missing (one level). On failure the previous file
+ * stays and no temporary file is left. Returns 0 or a negative errno. */
+int kdev_dra_cp_save(const struct kdev_dra_cp *cp, const char *path, struct kdev_err *err);
+
+/* The record of claim |uid|, borrowed, or NULL. */
+const json_t *kdev_dra_cp_get(const struct kdev_dra_cp *cp, const char *uid);
+
+/* Sets the record of |uid| to {namespace, name, devices} (|devices| a JSON
+ * array of device records as above; its reference is taken over, also on
+ * failure). Returns 0, -EINVAL (|devices| not an array of valid records) or
+ * -ENOMEM. */
+int kdev_dra_cp_put(struct kdev_dra_cp *cp, const char *uid, const char *ns, const char *name,
+                    json_t *devices, struct kdev_err *err);
+
+/* Removes the record of |uid|. Returns 1 when removed, 0 when absent. */
+int kdev_dra_cp_remove(struct kdev_dra_cp *cp, const char *uid);
+
+/* Number of claims recorded. */
+size_t kdev_dra_cp_count(const struct kdev_dra_cp *cp);
+
+/* Checks one device record: object with "pool" and "device" non-empty
+ * strings, "requestNames" and "cdiDeviceIDs" arrays of strings. Returns 0 or
+ * -EINVAL naming the field. */
+int kdev_dra_cp_check_device(const json_t *dev, struct kdev_err *err);
+
+#endif /* KDEV_DRA_CHECKPOINT_H */

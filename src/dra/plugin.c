@@ -1,0 +1,438 @@
+/* kdev DRA kubelet plugin core: claim preparation (see plugin.h). */
+#include "dra/plugin.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cdi/cdi.h"
+#include "dra/checkpoint.h"
+#include "dra/plugin_internal.h"
+#include "kube/kube.h"
+
+int kdev_dra_kube_claim_source(void *arg, const char *ns, const char *name, json_t **claim,
+                               struct kdev_err *err)
+{
+        return kdev_kube_get_claim(arg, ns, name, claim, err);
+}
+
+static char *dup_or(const char *s, const char *def)
+{
+        return strdup(s ? s : def);
+}
+
+int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_dra_plugin **out,
+                        struct kdev_err *err)
+{
+        struct kdev_dra_plugin *p;
+        struct kdev_err cperr = {0};
+        int rc;
+
+        *out = NULL;
+        if (!opts || !opts->pool || !*opts->pool || !opts->data_dir || !*opts->data_dir ||
+            !opts->gpus || !opts->get_claim)
+                return kdev_err_set(err, EINVAL,
+                                    "DRA plugin: pool, data_dir, gpus and get_claim are required");
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        p->driver = dup_or(opts->driver, KDEV_DRA_PLUGIN_DEFAULT_DRIVER);
+        p->pool = strdup(opts->pool);
+        p->data_dir = strdup(opts->data_dir);
+        p->cdi_dir = dup_or(opts->cdi_dir, KDEV_DRA_DEFAULT_CDI_DIR);
+        p->dev_root = dup_or(opts->dev_root, "/");
+        p->gpus = opts->gpus;
+        p->get_claim = opts->get_claim;
+        p->get_claim_arg = opts->get_claim_arg;
+        p->on_status = opts->on_status;
+        p->on_status_arg = opts->on_status_arg;
+        pthread_mutex_init(&p->source_lock, NULL);
+        if (!p->driver || !p->pool || !p->data_dir || !p->cdi_dir || !p->dev_root ||
+            asprintf(&p->cp_path, "%s/%s", p->data_dir, KDEV_DRA_CP_FILE) < 0) {
+                p->cp_path = NULL;
+                kdev_dra_plugin_free(p);
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        }
+        rc = kdev_dra_cp_load(&p->cp, p->cp_path, &cperr);
+        if (rc == -EBADMSG) {
+                p->cp_error = strdup(cperr.msg);
+                if (!p->cp_error)
+                        rc = -ENOMEM;
+        }
+        if (rc == -ENOMEM) {
+                kdev_dra_plugin_free(p);
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        }
+        *out = p;
+        return 0;
+}
+
+const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p)
+{
+        return p->cp_error;
+}
+
+size_t kdev_dra_plugin_prepared(const struct kdev_dra_plugin *p)
+{
+        return kdev_dra_cp_count(&p->cp);
+}
+
+void kdev_dra_plugin_free(struct kdev_dra_plugin *p)
+{
+        if (!p)
+                return;
+        kdev_dra_cp_free(&p->cp);
+        pthread_mutex_destroy(&p->source_lock);
+        free(p->driver);
+        free(p->pool);
+        free(p->data_dir);
+        free(p->cdi_dir);
+        free(p->dev_root);
+        free(p->cp_path);
+        free(p->cp_error);
+        free(p->dra_socket);
+        free(p->reg_socket);
+        free(p);
+}
+
+static int spec_file_name(const char *uid, char *buf, size_t size, struct kdev_err *err)
+{
+        return kdev_cdi_transient_file_name(KDEV_DRA_CDI_KIND, uid, buf, size, err);
+}
+
+int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, char *buf,
+                             size_t size, struct kdev_err *err)
+{
+        char name[512];
+        int rc = spec_file_name(uid, name, sizeof(name), err);
+        int n;
+
+        if (rc < 0)
+                return rc;
+        n = snprintf(buf, size, "%s/%s", p->cdi_dir, name);
+        if (n < 0 || (size_t)n >= size)
+                return kdev_err_set(err, ENAMETOOLONG, "CDI spec path too long");
+        return n;
+}
+
+/* The GPU named |dev| ("gpu-<minor>"), or NULL with |err|. */
+static const struct kdev_gpu *find_gpu(const struct kdev_dra_plugin *p, const char *dev,
+                                       int *rc, struct kdev_err *err)
+{
+        unsigned minor;
+        int used = 0;
+
+        if (strstr(dev, "-mig-")) {
+                *rc = kdev_err_set(err, EOPNOTSUPP, "device %s: MIG devices cannot be prepared yet",
+                                   dev);
+                return NULL;
+        }
+        if (sscanf(dev, "gpu-%u%n", &minor, &used) == 1 && dev[used] == '\0' &&
+            dev[4] >= '0' && dev[4] <= '9') {
+                for (size_t i = 0; i < p->gpus->n_gpus; i++) {
+                        const struct kdev_gpu *g = &p->gpus->gpus[i];
+
+                        if (g->minor == minor && g->fault == NVML_SUCCESS && g->uuid[0])
+                                return g;
+                }
+        }
+        *rc = kdev_err_set(err, ENODEV, "device %s: no such healthy GPU on this node", dev);
+        return NULL;
+}
+
+static int add_node(struct kdev_cdi_edits *e, const char *path, struct kdev_err *err)
+{
+        struct kdev_cdi_device_node n = {.path = (char *)path};
+
+        return kdev_cdi_edits_add_device_node(e, &n, err);
+}
+
+/* Builds the CDI spec of claim |uid| for the device records |devices|. */
+static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const json_t *devices,
+                      struct kdev_cdi_spec **out, struct kdev_err *err)
+{
+        static const char *const ctl[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
+                                          "/dev/nvidia-uvm-tools"};
+        struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_DRA_CDI_KIND, err);
+        char buf[512];
+        size_t i;
+        json_t *d;
+        int rc = 0;
+
+        if (!spec)
+                return -(err && err->code ? err->code : ENOMEM);
+        json_array_foreach(devices, i, d) {
+                const char *dev = json_string_value(json_object_get(d, "device"));
+                const struct kdev_gpu *g = find_gpu(p, dev, &rc, err);
+                struct kdev_cdi_device *cd;
+
+                if (!g)
+                        goto fail;
+                snprintf(buf, sizeof(buf), "%s-%s", uid, dev);
+                cd = kdev_cdi_spec_add_device(spec, buf, err);
+                if (!cd) {
+                        rc = -(err && err->code ? err->code : ENOMEM);
+                        goto fail;
+                }
+                snprintf(buf, sizeof(buf), "/dev/nvidia%u", g->minor);
+                rc = add_node(kdev_cdi_device_edits(cd), buf, err);
+                if (rc < 0)
+                        goto fail;
+        }
+        rc = kdev_cdi_edits_add_env(kdev_cdi_spec_edits(spec), "NVIDIA_VISIBLE_DEVICES=void", err);
+        for (i = 0; rc == 0 && i < sizeof(ctl) / sizeof(ctl[0]); i++) {
+                snprintf(buf, sizeof(buf), "%s%s", strcmp(p->dev_root, "/") ? p->dev_root : "",
+                         ctl[i]);
+                if (access(buf, F_OK) == 0)
+                        rc = add_node(kdev_cdi_spec_edits(spec), ctl[i], err);
+        }
+        if (rc < 0)
+                goto fail;
+        *out = spec;
+        return 0;
+fail:
+        kdev_cdi_spec_free(spec);
+        return rc;
+}
+
+/* Makes sure the CDI spec file of |uid| holds exactly what |devices| need.
+ * Returns 1 when it was (re)written, 0 when already right, or an error. */
+static int ensure_spec(const struct kdev_dra_plugin *p, const char *uid, const json_t *devices,
+                       struct kdev_err *err)
+{
+        struct kdev_cdi_spec *want = NULL, *have = NULL;
+        char name[512], path[4096];
+        int rc;
+
+        rc = spec_file_name(uid, name, sizeof(name), err);
+        if (rc < 0)
+                return rc;
+        rc = kdev_dra_claim_spec_path(p, uid, path, sizeof(path), err);
+        if (rc < 0)
+                return rc;
+        rc = build_spec(p, uid, devices, &want, err);
+        if (rc < 0)
+                return rc;
+        if (kdev_cdi_spec_read(path, &have, NULL) == 0 && kdev_cdi_spec_equal(want, have)) {
+                rc = 0;
+        } else {
+                rc = kdev_cdi_spec_write(want, p->cdi_dir, name, err);
+                if (rc == 0)
+                        rc = 1;
+        }
+        kdev_cdi_spec_free(want);
+        kdev_cdi_spec_free(have);
+        return rc;
+}
+
+static json_t *str_array1(const char *s)
+{
+        json_t *a = json_array();
+
+        if (a && s && json_array_append_new(a, json_string(s)) < 0) {
+                json_decref(a);
+                return NULL;
+        }
+        return a;
+}
+
+/* Adds |request| (sub-request suffix cut) to |names| unless present. */
+static int add_request(json_t *names, const char *request)
+{
+        size_t len = strcspn(request, "/"), i;
+        json_t *v;
+
+        json_array_foreach(names, i, v) {
+                if (json_string_length(v) == len && !strncmp(json_string_value(v), request, len))
+                        return 0;
+        }
+        return json_array_append_new(names, json_stringn(request, len));
+}
+
+/* From the v1 claim object, the device records for this driver and pool. */
+static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim, const char *ns,
+                            const char *name, const char *uid, json_t **out,
+                            struct kdev_err *err)
+{
+        const char *got = json_string_value(json_object_get(json_object_get(claim, "metadata"),
+                                                            "uid"));
+        const json_t *alloc = json_object_get(json_object_get(claim, "status"), "allocation");
+        const json_t *results = json_object_get(json_object_get(alloc, "devices"), "results");
+        json_t *devs, *r;
+        size_t i;
+
+        if (!got || strcmp(got, uid) != 0)
+                return kdev_err_set(err, ESTALE,
+                                    "claim %s/%s: UID %s differs from the requested %s "
+                                    "(claim got replaced)",
+                                    ns, name, got ? got : "(none)", uid);
+        if (!json_is_object(alloc))
+                return kdev_err_set(err, ENODATA, "claim %s/%s: not allocated", ns, name);
+        devs = json_array();
+        if (!devs)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        json_array_foreach(results, i, r) {
+                const char *drv = json_string_value(json_object_get(r, "driver"));
+                const char *pool = json_string_value(json_object_get(r, "pool"));
+                const char *dev = json_string_value(json_object_get(r, "device"));
+                const char *req = json_string_value(json_object_get(r, "request"));
+                json_t *rec = NULL, *d;
+                size_t j;
+                char cdi[600];
+
+                if (!drv || strcmp(drv, p->driver) || !pool || strcmp(pool, p->pool))
+                        continue;
+                if (!dev || !*dev) {
+                        json_decref(devs);
+                        return kdev_err_set(err, EINVAL, "claim %s/%s: result %zu has no device",
+                                            ns, name, i);
+                }
+                json_array_foreach(devs, j, d) {
+                        if (!strcmp(json_string_value(json_object_get(d, "device")), dev))
+                                rec = d;
+                }
+                if (!rec) {
+                        snprintf(cdi, sizeof(cdi), "%s=%s-%s", KDEV_DRA_CDI_KIND, uid, dev);
+                        rec = json_pack("{s:o,s:s,s:s,s:o}", "requestNames", str_array1(NULL),
+                                        "pool", pool, "device", dev, "cdiDeviceIDs",
+                                        str_array1(cdi));
+                        if (!rec || json_array_append_new(devs, rec) < 0) {
+                                json_decref(devs);
+                                return kdev_err_set(err, ENOMEM, "out of memory");
+                        }
+                }
+                if (req && *req && add_request(json_object_get(rec, "requestNames"), req) < 0) {
+                        json_decref(devs);
+                        return kdev_err_set(err, ENOMEM, "out of memory");
+                }
+        }
+        if (json_array_size(devs) == 0) {
+                json_decref(devs);
+                return kdev_err_set(err, ENODATA,
+                                    "claim %s/%s: no devices allocated by driver %s in pool %s", ns,
+                                    name, p->driver, p->pool);
+        }
+        *out = devs;
+        return 0;
+}
+
+int kdev_dra_fetch_claim(struct kdev_dra_plugin *p, const char *ns, const char *name,
+                         json_t **claim, struct kdev_err *err)
+{
+        int rc;
+
+        *claim = NULL;
+        pthread_mutex_lock(&p->source_lock);
+        rc = p->get_claim(p->get_claim_arg, ns, name, claim, err);
+        pthread_mutex_unlock(&p->source_lock);
+        if (rc < 0) {
+                json_decref(*claim);
+                *claim = NULL;
+                if (err && !err->code)
+                        kdev_err_set(err, -rc, "claim source failed");
+                kdev_err_wrap(err, "claim %s/%s", ns, name);
+                return rc;
+        }
+        if (!json_is_object(*claim)) {
+                json_decref(*claim);
+                *claim = NULL;
+                return kdev_err_set(err, EPROTO, "claim %s/%s: source returned no object", ns,
+                                    name);
+        }
+        return 0;
+}
+
+int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const char *name,
+                             const char *uid, const struct kdev_dra_fetch *fetched,
+                             const json_t **devices, struct kdev_err *err)
+{
+        const json_t *rec;
+        json_t *claim = NULL, *devs = NULL;
+        char fname[512], path[4096];
+        int rc;
+
+        if (!uid || !*uid)
+                return kdev_err_set(err, EINVAL, "claim without UID");
+        rec = kdev_dra_cp_get(&p->cp, uid);
+        if (rec) {
+                rc = ensure_spec(p, uid, json_object_get(rec, "devices"), err);
+                if (rc < 0)
+                        return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
+                if (devices)
+                        *devices = json_object_get(rec, "devices");
+                return 0;
+        }
+        if (fetched && fetched->rc < 0) {
+                if (err)
+                        *err = fetched->err;
+                return fetched->rc;
+        }
+        if (fetched) {
+                claim = json_incref(fetched->claim);
+        } else {
+                rc = kdev_dra_fetch_claim(p, ns, name, &claim, err);
+                if (rc < 0)
+                        return rc;
+        }
+        rc = devices_of_claim(p, claim, ns, name, uid, &devs, err);
+        json_decref(claim);
+        if (rc < 0)
+                return rc;
+        rc = spec_file_name(uid, fname, sizeof(fname), err);
+        if (rc >= 0)
+                rc = kdev_dra_claim_spec_path(p, uid, path, sizeof(path), err);
+        if (rc >= 0)
+                rc = ensure_spec(p, uid, devs, err);
+        if (rc < 0) {
+                json_decref(devs);
+                return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
+        }
+        rc = kdev_dra_cp_put(&p->cp, uid, ns, name, json_incref(devs), err);
+        if (rc == 0)
+                rc = kdev_dra_cp_save(&p->cp, p->cp_path, err);
+        json_decref(devs);
+        if (rc < 0) {
+                kdev_dra_cp_remove(&p->cp, uid);
+                kdev_cdi_spec_remove(p->cdi_dir, fname, NULL);
+                return kdev_err_wrap(err, "claim %s/%s (%s): checkpoint", ns, name, uid);
+        }
+        if (devices)
+                *devices = json_object_get(kdev_dra_cp_get(&p->cp, uid), "devices");
+        return 0;
+}
+
+int kdev_dra_prepare_claim(struct kdev_dra_plugin *p, const char *ns, const char *name,
+                           const char *uid, const json_t **devices, struct kdev_err *err)
+{
+        return kdev_dra_prepare_fetched(p, ns, name, uid, NULL, devices, err);
+}
+
+int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct kdev_err *err)
+{
+        char fname[512];
+        json_t *rec;
+        int rc;
+
+        if (!uid || !*uid)
+                return kdev_err_set(err, EINVAL, "claim without UID");
+        rc = spec_file_name(uid, fname, sizeof(fname), err);
+        if (rc < 0)
+                return rc;
+        rc = kdev_cdi_spec_remove(p->cdi_dir, fname, err);
+        if (rc < 0)
+                return kdev_err_wrap(err, "claim %s: CDI spec", uid);
+        rec = json_incref((json_t *)kdev_dra_cp_get(&p->cp, uid));
+        if (!rec)
+                return 0;
+        kdev_dra_cp_remove(&p->cp, uid);
+        rc = kdev_dra_cp_save(&p->cp, p->cp_path, err);
+        if (rc < 0) {
+                json_object_set(p->cp.claims, uid, rec); /* keep it for a retry */
+                json_decref(rec);
+                return kdev_err_wrap(err, "claim %s: checkpoint", uid);
+        }
+        json_decref(rec);
+        return 0;
+}

@@ -1,0 +1,179 @@
+/* kdev DRA kubelet plugin core: plugin registration, the DRAPlugin gRPC
+ * services (v1 and v1beta1) and crash-safe claim preparation.
+ *
+ * Sockets (reference/kubelet-device-apis.md §3, §4):
+ *   - registration socket (conventionally <plugins_registry>/<driver>-reg.sock)
+ *     serving /pluginregistration.Registration/GetInfo -> {type "DRAPlugin",
+ *     name <driver>, endpoint <DRA socket path>, supported_versions
+ *     ["v1.DRAPlugin", "v1beta1.DRAPlugin"]} and NotifyRegistrationStatus
+ *     (handed to the on_status callback; kdev libraries do not log);
+ *   - DRA socket serving /k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/... and
+ *     /k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/... NodePrepareResources and
+ *     NodeUnprepareResources. Both versions are answered by one handler with
+ *     the v1beta1 messages: v1 differs only by Device.share_id (field 5),
+ *     which kdev never sets, so the bytes are identical (§4.2, §4.4).
+ *
+ * Prepare of one claim (DRA-LIB getResourceClaims, §4.3):
+ *   1. claim already in the checkpoint -> answer its recorded devices, after
+ *      making sure its CDI spec file exists with exactly the expected content
+ *      (rewritten when missing or different, e.g. after /var/run/cdi was
+ *      wiped by a reboot; when it cannot be rebuilt — a GPU gone — the claim
+ *      fails: never success without the spec);
+ *   2. otherwise the claim is read through the claim source; metadata.uid must
+ *      equal the requested UID ("claim got replaced" otherwise),
+ *      status.allocation must be set, and the results with driver == this
+ *      driver and pool == this node's pool are taken (none -> error);
+ *   3. each device name is mapped to a GPU of the GPU set: "gpu-<minor>" (the
+ *      names src/dra/slices.h publishes). MIG devices
+ *      ("gpu-<minor>-mig-...") are refused for now ("MIG devices cannot be
+ *      prepared yet"): their CDI edits need the nvidia-caps nodes;
+ *   4. one CDI spec per claim is written atomically into the CDI dir:
+ *      kind KDEV_DRA_CDI_KIND ("k8s.gpu.nvidia.com/claim", NVIDIA's DRA driver
+ *      kind), file "k8s.gpu.nvidia.com-claim_<uid>.json" (CDI transient
+ *      name), one CDI device "<uid>-<device name>" per device with device
+ *      node /dev/nvidia<minor>; spec-level env NVIDIA_VISIBLE_DEVICES=void
+ *      and the control nodes /dev/nvidiactl, /dev/nvidia-uvm,
+ *      /dev/nvidia-uvm-tools that exist under dev_root. Device names carry
+ *      the claim UID so runtimes never see a reused name;
+ *   5. the claim is recorded in the checkpoint (saved before answering; a
+ *      failed save removes the spec again and fails the claim);
+ *   6. the answer per device: request_names (the result's request with any
+ *      "/<subrequest>" suffix cut, DRA-LIB behaviour), pool_name,
+ *      device_name, cdi_device_ids ["k8s.gpu.nvidia.com/claim=<uid>-<dev>"].
+ * Unprepare of one claim: removes its CDI spec file (also when the claim is
+ * unknown: a crash may have left one) and its checkpoint entry; unknown
+ * claims succeed. Both calls are idempotent; a Prepare after an Unprepare
+ * prepares again from the API server (nothing stays reserved after the
+ * next Unprepare). One answer per distinct claim UID.
+ *
+ * Threading: everything on the loop thread, except the claim source. When
+ * serving, a NodePrepareResources call whose claims are not all in the
+ * checkpoint reads them on libuv's thread pool (uv_queue_work), so a slow or
+ * retrying API server never stalls GetInfo (kubelet's deadline is 1 s) or
+ * other calls; the source is called under a plugin mutex, one call at a time
+ * (kdev_kube is not thread-safe). The claims are then prepared on the loop
+ * thread. A call that ended meanwhile (kubelet's deadline, connection loss,
+ * stop) is not prepared at all. kdev_dra_prepare_claim() called directly
+ * reads the claim on the calling thread (same mutex).
+ */
+#ifndef KDEV_DRA_PLUGIN_H
+#define KDEV_DRA_PLUGIN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "common/err.h"
+#include "nvml/discover.h"
+
+#define KDEV_DRA_PLUGIN_DEFAULT_DRIVER "gpu.nvidia.com"
+#define KDEV_DRA_CDI_KIND "k8s.gpu.nvidia.com/claim"
+#define KDEV_DRA_DEFAULT_CDI_DIR "/var/run/cdi"
+#define KDEV_DRA_PLUGIN_TYPE "DRAPlugin"
+
+/* Method paths served. */
+#define KDEV_DRA_REG_GETINFO "/pluginregistration.Registration/GetInfo"
+#define KDEV_DRA_REG_NOTIFY "/pluginregistration.Registration/NotifyRegistrationStatus"
+#define KDEV_DRA_V1_PREPARE "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
+#define KDEV_DRA_V1_UNPREPARE "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources"
+#define KDEV_DRA_V1BETA1_PREPARE \
+        "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodePrepareResources"
+#define KDEV_DRA_V1BETA1_UNPREPARE \
+        "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources"
+
+/* Claim source: reads ResourceClaim |ns|/|name| into *claim (new reference,
+ * resource.k8s.io v1 shape). Returns 0 or a negative errno with |err| set. */
+typedef int (*kdev_dra_get_claim_fn)(void *arg, const char *ns, const char *name, json_t **claim,
+                                     struct kdev_err *err);
+
+/* The real claim source: |arg| is a struct kdev_kube * (kube/kube.h);
+ * calls kdev_kube_get_claim (blocking). */
+int kdev_dra_kube_claim_source(void *arg, const char *ns, const char *name, json_t **claim,
+                               struct kdev_err *err);
+
+/* NotifyRegistrationStatus from kubelet: |registered| and |error| (never
+ * NULL, may be empty). */
+typedef void (*kdev_dra_status_fn)(void *arg, bool registered, const char *error);
+
+struct kdev_dra_plugin_options {
+        const char *driver;   /* NULL: KDEV_DRA_PLUGIN_DEFAULT_DRIVER */
+        const char *pool;     /* pool name = node name; required */
+        const char *data_dir; /* checkpoint directory; required */
+        const char *cdi_dir;  /* NULL: KDEV_DRA_DEFAULT_CDI_DIR */
+        const char *dev_root; /* where the control device nodes are looked up; NULL: "/" */
+        const struct kdev_gpu_set *gpus; /* borrowed; must outlive the plugin */
+        kdev_dra_get_claim_fn get_claim; /* required */
+        void *get_claim_arg;
+        kdev_dra_status_fn on_status; /* may be NULL */
+        void *on_status_arg;
+};
+
+struct kdev_dra_plugin;
+
+/* Creates a plugin (strings copied) and loads <data_dir>/dra-claims.json.
+ * A corrupt checkpoint is moved aside (checkpoint.h) and the plugin starts
+ * with no prepared claims: *out is still set, the function returns 0, and
+ * kdev_dra_plugin_checkpoint_error() gives the message to log. Returns 0,
+ * -EINVAL (missing option) or -ENOMEM, with |err|. Free with
+ * kdev_dra_plugin_free() (after kdev_dra_plugin_stop() completed). */
+int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_dra_plugin **out,
+                        struct kdev_err *err);
+
+/* The message of the checkpoint load failure at creation, or NULL. */
+const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p);
+
+/* Prepares claim |uid| (|ns|/|name|) as described above. *devices (may be
+ * NULL) receives the borrowed device array (checkpoint records: requestNames,
+ * pool, device, cdiDeviceIDs), valid until the claim changes. Returns 0 or a
+ * negative errno with |err|: -ESTALE (UID mismatch), -ENODATA (not
+ * allocated / nothing for this driver and pool), -ENODEV (unknown device
+ * name or GPU gone), -EOPNOTSUPP (MIG), errors of the claim source, CDI
+ * writer and checkpoint. On failure nothing stays recorded for a claim that
+ * was not prepared before. */
+int kdev_dra_prepare_claim(struct kdev_dra_plugin *p, const char *ns, const char *name,
+                           const char *uid, const json_t **devices, struct kdev_err *err);
+
+/* Unprepares claim |uid| as described above. Returns 0, or a negative errno
+ * with |err| when the CDI spec cannot be removed or the checkpoint cannot be
+ * saved (the entry is kept then, so a retry works). */
+int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct kdev_err *err);
+
+/* Number of prepared claims recorded. */
+size_t kdev_dra_plugin_prepared(const struct kdev_dra_plugin *p);
+
+/* Path of the CDI spec of claim |uid| into |buf|. Returns its length or a
+ * negative errno. */
+int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, char *buf,
+                             size_t size, struct kdev_err *err);
+
+/* Starts serving on |loop|: the DRA services on |dra_socket| and the
+ * registration service on |reg_socket| (both paths copied; GetInfo's endpoint
+ * is |dra_socket| as given, so pass an absolute path). A stale file at either
+ * path is unlinked first. Returns 0 or a negative errno with |err| (nothing
+ * left listening then; the servers close asynchronously, so run |loop| until
+ * it has no more handles of theirs before kdev_dra_plugin_free()). */
+int kdev_dra_plugin_start(struct kdev_dra_plugin *p, uv_loop_t *loop, const char *dra_socket,
+                          const char *reg_socket, struct kdev_err *err);
+
+/* Re-creates a socket that vanished (kubelet plugin registration is driven by
+ * the socket files: an operator or a kubelet cleanup that deletes them would
+ * otherwise leave the plugin unreachable). For the DRA socket and the
+ * registration socket: when the path no longer names a socket, a new server
+ * listens there and the old one is closed (its open calls are cancelled); a
+ * re-created registration socket makes kubelet register the plugin again.
+ * Call it periodically (e.g. from a 1 s uv_timer; kubelet's reconciler also
+ * runs every 1 s). Returns the number of sockets re-created (0..2; 0 when not
+ * serving) or a negative errno with |err|. */
+int kdev_dra_plugin_check_sockets(struct kdev_dra_plugin *p, struct kdev_err *err);
+
+/* Stops serving: unlinks the registration socket first (kubelet then
+ * deregisters), closes both servers (open calls are cancelled); |done| (may
+ * be NULL) runs on the loop once both are released and no claim read is in
+ * flight any more (a blocked claim source delays it). Safe when not started
+ * (|done| runs at once unless a read is in flight). */
+void kdev_dra_plugin_stop(struct kdev_dra_plugin *p, void (*done)(void *arg), void *arg);
+
+/* Frees |p| (NULL-safe). Call only when not serving. */
+void kdev_dra_plugin_free(struct kdev_dra_plugin *p);
+
+#endif /* KDEV_DRA_PLUGIN_H */

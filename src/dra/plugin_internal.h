@@ -1,0 +1,51 @@
+/* Internal state of the DRA plugin, shared by plugin.c and registration.c. */
+#ifndef KDEV_DRA_PLUGIN_INTERNAL_H
+#define KDEV_DRA_PLUGIN_INTERNAL_H
+
+#include <pthread.h>
+
+#include "dra/checkpoint.h"
+#include "dra/plugin.h"
+
+struct kdev_rpc_server;
+
+struct kdev_dra_plugin {
+        char *driver, *pool, *data_dir, *cdi_dir, *dev_root;
+        char *cp_path;
+        char *cp_error; /* checkpoint load failure at creation, or NULL */
+        const struct kdev_gpu_set *gpus;
+        kdev_dra_get_claim_fn get_claim;
+        void *get_claim_arg;
+        pthread_mutex_t source_lock; /* serialises get_claim (kdev_kube is not thread-safe) */
+        kdev_dra_status_fn on_status;
+        void *on_status_arg;
+        struct kdev_dra_cp cp;
+        /* serving */
+        uv_loop_t *loop;
+        struct kdev_rpc_server *dra_srv, *reg_srv;
+        char *dra_socket, *reg_socket;
+        unsigned closing;     /* servers still closing after stop */
+        unsigned jobs;        /* claim fetches in flight on the thread pool */
+        bool stopping;        /* stop requested; stop_done pending */
+        void (*stop_done)(void *arg);
+        void *stop_arg;
+};
+
+/* A claim read off the loop thread: |rc| < 0 = the read failed with |err|. */
+struct kdev_dra_fetch {
+        json_t *claim; /* owned by the fetcher */
+        int rc;
+        struct kdev_err err;
+};
+
+/* Reads the claim through the source under source_lock (any thread). */
+int kdev_dra_fetch_claim(struct kdev_dra_plugin *p, const char *ns, const char *name,
+                         json_t **claim, struct kdev_err *err);
+
+/* kdev_dra_prepare_claim with the claim already read (|fetched| NULL: read
+ * it now, blocking). Loop thread. */
+int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const char *name,
+                             const char *uid, const struct kdev_dra_fetch *fetched,
+                             const json_t **devices, struct kdev_err *err);
+
+#endif /* KDEV_DRA_PLUGIN_INTERNAL_H */

@@ -1,0 +1,511 @@
+/* kdev DRA plugin gRPC services: registration and DRAPlugin v1/v1beta1 (see
+ * plugin.h). v1 requests and answers are handled with the v1beta1 messages:
+ * the wire format is the same as long as Device.share_id (v1 field 5) is
+ * never set (reference/kubelet-device-apis.md §4.2). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dra/plugin.h"
+#include "dra/plugin_internal.h"
+#include "dra/v1beta1/api.pb-c.h"
+#include "pluginregistration/v1/api.pb-c.h"
+#include "rpc/rpc.h"
+
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__Claim Claim;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__Device Device;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodePrepareResourcesRequest PrepReq;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodePrepareResourcesResponse PrepResp;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodePrepareResourcesResponse__ClaimsEntry
+        PrepEntry;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodePrepareResourceResponse PrepOne;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodeUnprepareResourcesRequest UnprepReq;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodeUnprepareResourcesResponse UnprepResp;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodeUnprepareResourcesResponse__ClaimsEntry
+        UnprepEntry;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodeUnprepareResourceResponse UnprepOne;
+
+/* Short names for the generated ones. */
+#define prep_req_unpack \
+        k8s__io__kubelet__pkg__apis__dra__v1beta1__node_prepare_resources_request__unpack
+#define prep_req_free \
+        k8s__io__kubelet__pkg__apis__dra__v1beta1__node_prepare_resources_request__free_unpacked
+#define unprep_req_unpack \
+        k8s__io__kubelet__pkg__apis__dra__v1beta1__node_unprepare_resources_request__unpack
+#define unprep_req_free \
+        k8s__io__kubelet__pkg__apis__dra__v1beta1__node_unprepare_resources_request__free_unpacked
+#define PREP_RESP_INIT \
+        K8S__IO__KUBELET__PKG__APIS__DRA__V1BETA1__NODE_PREPARE_RESOURCES_RESPONSE__INIT
+#define PREP_ENTRY_INIT \
+        K8S__IO__KUBELET__PKG__APIS__DRA__V1BETA1__NODE_PREPARE_RESOURCES_RESPONSE__CLAIMS_ENTRY__INIT
+#define PREP_ONE_INIT \
+        K8S__IO__KUBELET__PKG__APIS__DRA__V1BETA1__NODE_PREPARE_RESOURCE_RESPONSE__INIT
+#define UNPREP_RESP_INIT \
+        K8S__IO__KUBELET__PKG__APIS__DRA__V1BETA1__NODE_UNPREPARE_RESOURCES_RESPONSE__INIT
+#define UNPREP_ENTRY_INIT \
+        K8S__IO__KUBELET__PKG__APIS__DRA__V1BETA1__NODE_UNPREPARE_RESOURCES_RESPONSE__CLAIMS_ENTRY__INIT
+#define UNPREP_ONE_INIT \
+        K8S__IO__KUBELET__PKG__APIS__DRA__V1BETA1__NODE_UNPREPARE_RESOURCE_RESPONSE__INIT
+#define DEVICE_INIT K8S__IO__KUBELET__PKG__APIS__DRA__V1BETA1__DEVICE__INIT
+
+/* Whether claims[i]'s UID already appeared before i (one answer per UID). */
+static bool seen_before(Claim **claims, size_t i)
+{
+        for (size_t j = 0; j < i; j++)
+                if (!strcmp(claims[j]->uid, claims[i]->uid))
+                        return true;
+        return false;
+}
+
+/* Per-claim storage of a prepare answer. */
+struct prep_slot {
+        PrepEntry entry;
+        PrepOne one;
+        Device *devs;
+        Device **devp;
+        char **reqs;  /* flattened pointer arrays, borrowed strings */
+        char **cdis;
+        struct kdev_err err;
+};
+
+static void fill_devices(struct prep_slot *s, const json_t *devices)
+{
+        size_t n = json_array_size(devices), nreq = 0, ncdi = 0, i, k;
+        json_t *d, *v;
+
+        json_array_foreach(devices, i, d) {
+                nreq += json_array_size(json_object_get(d, "requestNames"));
+                ncdi += json_array_size(json_object_get(d, "cdiDeviceIDs"));
+        }
+        s->devs = calloc(n ? n : 1, sizeof(*s->devs));
+        s->devp = calloc(n ? n : 1, sizeof(*s->devp));
+        s->reqs = calloc(nreq ? nreq : 1, sizeof(*s->reqs));
+        s->cdis = calloc(ncdi ? ncdi : 1, sizeof(*s->cdis));
+        if (!s->devs || !s->devp || !s->reqs || !s->cdis) {
+                kdev_err_set(&s->err, ENOMEM, "out of memory");
+                s->one.error = s->err.msg;
+                return;
+        }
+        nreq = ncdi = 0;
+        json_array_foreach(devices, i, d) {
+                Device init = DEVICE_INIT;
+                Device *dv = &s->devs[i];
+
+                *dv = init;
+                dv->pool_name = (char *)json_string_value(json_object_get(d, "pool"));
+                dv->device_name = (char *)json_string_value(json_object_get(d, "device"));
+                dv->request_names = &s->reqs[nreq];
+                json_array_foreach(json_object_get(d, "requestNames"), k, v)
+                        s->reqs[nreq++] = (char *)json_string_value(v);
+                dv->n_request_names = (size_t)(&s->reqs[nreq] - dv->request_names);
+                dv->cdi_device_ids = &s->cdis[ncdi];
+                json_array_foreach(json_object_get(d, "cdiDeviceIDs"), k, v)
+                        s->cdis[ncdi++] = (char *)json_string_value(v);
+                dv->n_cdi_device_ids = (size_t)(&s->cdis[ncdi] - dv->cdi_device_ids);
+                s->devp[i] = dv;
+        }
+        s->one.devices = s->devp;
+        s->one.n_devices = n;
+}
+
+/* A NodePrepareResources call waiting for claims read on the thread pool. */
+struct prep_job {
+        uv_work_t work;
+        struct kdev_dra_plugin *p;
+        struct kdev_rpc_call *call; /* NULL once the call ended (cancelled) */
+        PrepReq *rq;
+        bool *need;                 /* per claim: read off the loop */
+        struct kdev_dra_fetch *fetched;
+};
+
+/* Prepares every claim of |rq| (claims read in |job| when given) and
+ * answers |call|. */
+static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call, PrepReq *rq,
+                           const struct prep_job *job)
+{
+        PrepResp resp = PREP_RESP_INIT;
+        struct prep_slot *slots;
+        PrepEntry **entries;
+        size_t n = 0;
+
+        slots = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*slots));
+        entries = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*entries));
+        if (!slots || !entries) {
+                free(slots);
+                free(entries);
+                kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        for (size_t i = 0; i < rq->n_claims; i++) {
+                Claim *c = rq->claims[i];
+                struct prep_slot *s = &slots[n];
+                PrepEntry ei = PREP_ENTRY_INIT;
+                PrepOne oi = PREP_ONE_INIT;
+                const json_t *devices = NULL;
+                const struct kdev_dra_fetch *f = job && job->need[i] ? &job->fetched[i] : NULL;
+
+                if (seen_before(rq->claims, i))
+                        continue;
+                s->entry = ei;
+                s->one = oi;
+                s->entry.key = c->uid;
+                s->entry.value = &s->one;
+                if (kdev_dra_prepare_fetched(p, c->namespace_, c->name, c->uid, f, &devices,
+                                             &s->err) < 0)
+                        s->one.error = s->err.msg[0] ? s->err.msg : (char *)"prepare failed";
+                else
+                        fill_devices(s, devices);
+                entries[n++] = &s->entry;
+        }
+        resp.claims = entries;
+        resp.n_claims = n;
+        kdev_rpc_call_reply_pb(call, &resp.base);
+        for (size_t i = 0; i < n; i++) {
+                free(slots[i].devs);
+                free(slots[i].devp);
+                free(slots[i].reqs);
+                free(slots[i].cdis);
+        }
+        free(slots);
+        free(entries);
+}
+
+static void maybe_stopped(struct kdev_dra_plugin *p)
+{
+        if (p->stopping && p->closing == 0 && p->jobs == 0) {
+                p->stopping = false;
+                if (p->stop_done)
+                        p->stop_done(p->stop_arg);
+        }
+}
+
+static void prep_job_cancel(struct kdev_rpc_call *call, void *arg)
+{
+        struct prep_job *job = arg;
+
+        (void)call;
+        job->call = NULL;
+}
+
+/* Thread pool: read the claims (source calls serialised by source_lock). */
+static void prep_job_work(uv_work_t *w)
+{
+        struct prep_job *job = w->data;
+
+        for (size_t i = 0; i < job->rq->n_claims; i++) {
+                Claim *c = job->rq->claims[i];
+
+                if (job->need[i])
+                        job->fetched[i].rc = kdev_dra_fetch_claim(
+                                job->p, c->namespace_, c->name, &job->fetched[i].claim,
+                                &job->fetched[i].err);
+        }
+}
+
+static void prep_job_done(uv_work_t *w, int status)
+{
+        struct prep_job *job = w->data;
+        struct kdev_dra_plugin *p = job->p;
+
+        (void)status;
+        /* a call kubelet gave up on is not prepared: nothing stays reserved */
+        if (job->call) {
+                kdev_rpc_call_on_cancel(job->call, NULL, NULL);
+                answer_prepare(p, job->call, job->rq, job);
+        }
+        for (size_t i = 0; i < job->rq->n_claims; i++)
+                json_decref(job->fetched[i].claim);
+        prep_req_free(job->rq, NULL);
+        free(job->need);
+        free(job->fetched);
+        free(job);
+        p->jobs--;
+        maybe_stopped(p);
+}
+
+static void on_prepare(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        struct kdev_dra_plugin *p = ud;
+        PrepReq *rq = prep_req_unpack(NULL, len, req);
+        struct prep_job *job;
+        size_t n_need = 0;
+
+        if (!rq) {
+                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT,
+                                     "cannot parse NodePrepareResourcesRequest");
+                return;
+        }
+        job = calloc(1, sizeof(*job));
+        if (job) {
+                job->need = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*job->need));
+                job->fetched = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*job->fetched));
+        }
+        if (!job || !job->need || !job->fetched) {
+                if (job) {
+                        free(job->need);
+                        free(job->fetched);
+                        free(job);
+                }
+                prep_req_free(rq, NULL);
+                kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        /* claims not prepared yet are read off the loop: the source may block
+         * (HTTP with retries) and GetInfo must keep answering meanwhile */
+        for (size_t i = 0; i < rq->n_claims; i++) {
+                const char *uid = rq->claims[i]->uid;
+
+                job->need[i] = *uid && !seen_before(rq->claims, i) &&
+                               !kdev_dra_cp_get(&p->cp, uid);
+                n_need += job->need[i];
+        }
+        job->p = p;
+        job->call = call;
+        job->rq = rq;
+        job->work.data = job;
+        if (n_need == 0 || uv_queue_work(p->loop, &job->work, prep_job_work, prep_job_done) < 0) {
+                /* nothing to read (or no thread pool): answer now */
+                memset(job->need, 0, rq->n_claims * sizeof(*job->need));
+                answer_prepare(p, call, rq, NULL);
+                prep_req_free(rq, NULL);
+                free(job->need);
+                free(job->fetched);
+                free(job);
+                return;
+        }
+        p->jobs++;
+        kdev_rpc_call_on_cancel(call, prep_job_cancel, job);
+}
+
+struct unprep_slot {
+        UnprepEntry entry;
+        UnprepOne one;
+        struct kdev_err err;
+};
+
+static void on_unprepare(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        struct kdev_dra_plugin *p = ud;
+        UnprepReq *rq =
+                unprep_req_unpack(
+                        NULL, len, req);
+        UnprepResp resp = UNPREP_RESP_INIT;
+        struct unprep_slot *slots;
+        UnprepEntry **entries;
+        size_t n = 0;
+
+        if (!rq) {
+                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT,
+                                     "cannot parse NodeUnprepareResourcesRequest");
+                return;
+        }
+        slots = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*slots));
+        entries = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*entries));
+        if (!slots || !entries) {
+                free(slots);
+                free(entries);
+                unprep_req_free(
+                        rq, NULL);
+                kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        for (size_t i = 0; i < rq->n_claims; i++) {
+                struct unprep_slot *s = &slots[n];
+                UnprepEntry ei = UNPREP_ENTRY_INIT;
+                UnprepOne oi = UNPREP_ONE_INIT;
+
+                if (seen_before(rq->claims, i))
+                        continue;
+                s->entry = ei;
+                s->one = oi;
+                s->entry.key = rq->claims[i]->uid;
+                s->entry.value = &s->one;
+                if (kdev_dra_unprepare_claim(p, rq->claims[i]->uid, &s->err) < 0)
+                        s->one.error = s->err.msg[0] ? s->err.msg : (char *)"unprepare failed";
+                entries[n++] = &s->entry;
+        }
+        resp.claims = entries;
+        resp.n_claims = n;
+        kdev_rpc_call_reply_pb(call, &resp.base);
+        free(slots);
+        free(entries);
+        unprep_req_free(
+                rq, NULL);
+}
+
+static void on_get_info(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        struct kdev_dra_plugin *p = ud;
+        Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
+        char *versions[] = {(char *)"v1.DRAPlugin", (char *)"v1beta1.DRAPlugin"};
+
+        (void)req;
+        (void)len;
+        info.type = (char *)KDEV_DRA_PLUGIN_TYPE;
+        info.name = p->driver;
+        info.endpoint = p->dra_socket;
+        info.supported_versions = versions;
+        info.n_supported_versions = 2;
+        kdev_rpc_call_reply_pb(call, &info.base);
+}
+
+static void on_notify(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        struct kdev_dra_plugin *p = ud;
+        Pluginregistration__RegistrationStatus *st =
+                pluginregistration__registration_status__unpack(NULL, len, req);
+        Pluginregistration__RegistrationStatusResponse r =
+                PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
+
+        if (!st) {
+                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT,
+                                     "cannot parse RegistrationStatus");
+                return;
+        }
+        if (p->on_status)
+                p->on_status(p->on_status_arg, st->plugin_registered, st->error ? st->error : "");
+        pluginregistration__registration_status__free_unpacked(st, NULL);
+        kdev_rpc_call_reply_pb(call, &r.base);
+}
+
+static void server_closed(void *arg)
+{
+        struct kdev_dra_plugin *p = arg;
+
+        if (p->closing > 0)
+                p->closing--;
+        maybe_stopped(p);
+}
+
+void kdev_dra_plugin_stop(struct kdev_dra_plugin *p, void (*done)(void *arg), void *arg)
+{
+        unsigned n = (p->dra_srv != NULL) + (p->reg_srv != NULL);
+
+        if (p->reg_socket)
+                unlink(p->reg_socket);
+        if (p->dra_socket)
+                unlink(p->dra_socket);
+        p->stop_done = done;
+        p->stop_arg = arg;
+        p->closing = n;
+        p->stopping = true;
+        if (n == 0) {
+                maybe_stopped(p); /* runs |done| now unless claim reads are in flight */
+                return;
+        }
+        if (p->reg_srv)
+                kdev_rpc_server_close(p->reg_srv, server_closed, p);
+        if (p->dra_srv)
+                kdev_rpc_server_close(p->dra_srv, server_closed, p);
+        p->reg_srv = p->dra_srv = NULL;
+}
+
+/* A server for the DRA services (|reg| false) or the registration service. */
+static struct kdev_rpc_server *make_server(struct kdev_dra_plugin *p, bool reg)
+{
+        static const char *const dra_paths[] = {KDEV_DRA_V1_PREPARE, KDEV_DRA_V1_UNPREPARE,
+                                                KDEV_DRA_V1BETA1_PREPARE,
+                                                KDEV_DRA_V1BETA1_UNPREPARE};
+        struct kdev_rpc_server *srv = kdev_rpc_server_new(p->loop, NULL);
+        int rc = 0;
+
+        if (!srv)
+                return NULL;
+        if (reg) {
+                rc = kdev_rpc_server_add_method(srv, KDEV_DRA_REG_GETINFO, false, on_get_info, p);
+                if (rc == 0)
+                        rc = kdev_rpc_server_add_method(srv, KDEV_DRA_REG_NOTIFY, false,
+                                                        on_notify, p);
+        } else {
+                for (size_t i = 0; i < 4 && rc == 0; i++)
+                        rc = kdev_rpc_server_add_method(srv, dra_paths[i], false,
+                                                        (i % 2) ? on_unprepare : on_prepare, p);
+        }
+        if (rc < 0) {
+                kdev_rpc_server_close(srv, NULL, NULL);
+                return NULL;
+        }
+        return srv;
+}
+
+int kdev_dra_plugin_start(struct kdev_dra_plugin *p, uv_loop_t *loop, const char *dra_socket,
+                          const char *reg_socket, struct kdev_err *err)
+{
+        int rc;
+
+        if (p->dra_srv || p->reg_srv)
+                return kdev_err_set(err, EBUSY, "DRA plugin already serving");
+        free(p->dra_socket);
+        free(p->reg_socket);
+        p->loop = loop;
+        p->dra_socket = strdup(dra_socket);
+        p->reg_socket = strdup(reg_socket);
+        if (!p->dra_socket || !p->reg_socket) {
+                rc = kdev_err_set(err, ENOMEM, "out of memory");
+                goto fail;
+        }
+        p->dra_srv = make_server(p, false);
+        p->reg_srv = make_server(p, true);
+        if (!p->dra_srv || !p->reg_srv) {
+                rc = kdev_err_set(err, ENOMEM, "out of memory");
+                goto fail;
+        }
+        unlink(dra_socket);
+        rc = kdev_rpc_server_listen_unix(p->dra_srv, dra_socket, err);
+        if (rc < 0)
+                goto fail;
+        /* registration last: kubelet must find the DRA socket ready */
+        unlink(reg_socket);
+        rc = kdev_rpc_server_listen_unix(p->reg_srv, reg_socket, err);
+        if (rc < 0)
+                goto fail;
+        return 0;
+fail:
+        kdev_dra_plugin_stop(p, NULL, NULL);
+        return rc;
+}
+
+/* Re-creates the server of |*srv| on |path| when the socket file is gone. */
+static int check_one(struct kdev_dra_plugin *p, struct kdev_rpc_server **srv, const char *path,
+                     bool reg, struct kdev_err *err)
+{
+        struct kdev_rpc_server *fresh;
+        struct stat st;
+        int rc;
+
+        rc = lstat(path, &st);
+        if (rc == 0 && S_ISSOCK(st.st_mode))
+                return 0;
+        if (rc < 0 && errno != ENOENT)
+                return kdev_err_set(err, errno, "stat %s: %s", path, strerror(errno));
+        fresh = make_server(p, reg);
+        if (!fresh)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        unlink(path); /* not a socket (or gone): ours to replace */
+        rc = kdev_rpc_server_listen_unix(fresh, path, err);
+        if (rc < 0) {
+                kdev_rpc_server_close(fresh, NULL, NULL);
+                return rc;
+        }
+        kdev_rpc_server_close(*srv, NULL, NULL);
+        *srv = fresh;
+        return 1;
+}
+
+int kdev_dra_plugin_check_sockets(struct kdev_dra_plugin *p, struct kdev_err *err)
+{
+        int a, b;
+
+        if (!p->dra_srv || !p->reg_srv)
+                return 0;
+        a = check_one(p, &p->dra_srv, p->dra_socket, false, err);
+        if (a < 0)
+                return a;
+        b = check_one(p, &p->reg_srv, p->reg_socket, true, err);
+        if (b < 0)
+                return b;
+        return a + b;
+}

@@ -1,0 +1,546 @@
+/* ResourceSlices of the DRA plugin: devices from NVML discovery, pool split,
+ * reconcile against the API server. See slices.h. */
+#include "dra/slices.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void kdev_dra_quantity(unsigned long long bytes, char *buf, size_t size)
+{
+        static const char *const sfx[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+        unsigned i = 0;
+        unsigned long long v = bytes;
+        while (v != 0 && i + 1 < sizeof(sfx) / sizeof(sfx[0]) && v % 1024 == 0) {
+                v /= 1024;
+                i++;
+        }
+        snprintf(buf, size, "%llu%s", v, sfx[i]);
+}
+
+int kdev_dra_semver(const char *in, char *buf, size_t size)
+{
+        unsigned long long part[3] = {0, 0, 0};
+        unsigned n = 0;
+        const char *p = in;
+        if (!p || !*p)
+                return -EINVAL;
+        for (;;) {
+                if (n == 3 || *p < '0' || *p > '9')
+                        return -EINVAL;
+                unsigned long long v = 0;
+                while (*p >= '0' && *p <= '9') {
+                        if (v > 100000000ULL)
+                                return -EINVAL;
+                        v = v * 10 + (unsigned)(*p - '0');
+                        p++;
+                }
+                part[n++] = v;
+                if (*p == '\0')
+                        break;
+                if (*p != '.')
+                        return -EINVAL;
+                p++;
+        }
+        int w = snprintf(buf, size, "%llu.%llu.%llu", part[0], part[1], part[2]);
+        return w < 0 || (size_t)w >= size ? -EINVAL : 0;
+}
+
+static const char *arch_name(nvmlDeviceArchitecture_t a)
+{
+        switch (a) {
+        case NVML_DEVICE_ARCH_KEPLER: return "Kepler";
+        case NVML_DEVICE_ARCH_MAXWELL: return "Maxwell";
+        case NVML_DEVICE_ARCH_PASCAL: return "Pascal";
+        case NVML_DEVICE_ARCH_VOLTA: return "Volta";
+        case NVML_DEVICE_ARCH_TURING: return "Turing";
+        case NVML_DEVICE_ARCH_AMPERE: return "Ampere";
+        case NVML_DEVICE_ARCH_ADA: return "Ada Lovelace";
+        case NVML_DEVICE_ARCH_HOPPER: return "Hopper";
+        case NVML_DEVICE_ARCH_BLACKWELL: return "Blackwell";
+        default: return NULL;
+        }
+}
+
+static bool listed(const struct kdev_dra_health *h, const char *uuid)
+{
+        if (!h || !uuid[0])
+                return false;
+        for (size_t i = 0; i < h->n_unhealthy; i++)
+                if (h->unhealthy[i] && strcmp(h->unhealthy[i], uuid) == 0)
+                        return true;
+        return false;
+}
+
+/* Attribute helpers: each returns 0 or -ENOMEM. */
+static int attr(json_t *attrs, const char *name, const char *kind, json_t *v)
+{
+        if (!v)
+                return -ENOMEM;
+        return json_object_set_new(attrs, name, json_pack("{s:o}", kind, v)) < 0 ? -ENOMEM : 0;
+}
+
+static int attr_str(json_t *attrs, const char *name, const char *s)
+{
+        if (!s || !*s)
+                return 0;
+        return attr(attrs, name, "string", json_string(s));
+}
+
+static int attr_ver(json_t *attrs, const char *name, const char *s)
+{
+        if (!s || !*s)
+                return 0;
+        return attr(attrs, name, "version", json_string(s));
+}
+
+static int attr_int(json_t *attrs, const char *name, long long v)
+{
+        return attr(attrs, name, "int", json_integer(v));
+}
+
+static int cap(json_t *caps, const char *name, unsigned long long v)
+{
+        char q[32];
+        kdev_dra_quantity(v, q, sizeof(q));
+        return json_object_set_new(caps, name, json_pack("{s:s}", "value", q)) < 0 ? -ENOMEM : 0;
+}
+
+/* Attributes every device of |g| shares (GPU or MIG parent). */
+static int common_attrs(json_t *a, const struct kdev_gpu_set *set, const struct kdev_gpu *g)
+{
+        char ver[64];
+        int rc = attr_str(a, "productName", g->name);
+        if (!rc)
+                rc = attr_str(a, "architecture", arch_name(g->arch));
+        if (!rc && (g->cc_major > 0 || g->cc_minor > 0)) {
+                snprintf(ver, sizeof(ver), "%d.%d.0", g->cc_major, g->cc_minor);
+                rc = attr_ver(a, "cudaComputeCapability", ver);
+        }
+        if (!rc && kdev_dra_semver(set->driver_version, ver, sizeof(ver)) == 0)
+                rc = attr_ver(a, "driverVersion", ver);
+        if (!rc && set->cuda_driver_version > 0) {
+                snprintf(ver, sizeof(ver), "%d.%d.0", set->cuda_driver_version / 1000,
+                         (set->cuda_driver_version % 1000) / 10);
+                rc = attr_ver(a, "cudaDriverVersion", ver);
+        }
+        if (!rc)
+                rc = attr_str(a, "pcieBusID", g->sysfs_bus_id);
+        if (!rc)
+                rc = attr_int(a, "index", g->index);
+        if (!rc)
+                rc = attr_int(a, "minor", g->minor);
+        return rc;
+}
+
+static json_t *new_device(const char *name, json_t **attrs, json_t **caps)
+{
+        json_t *d = json_pack("{s:s, s:{}, s:{}}", "name", name, "attributes", "capacity");
+        if (d) {
+                *attrs = json_object_get(d, "attributes");
+                *caps = json_object_get(d, "capacity");
+        }
+        return d;
+}
+
+static int gpu_device(const struct kdev_gpu_set *set, const struct kdev_gpu *g, json_t *out)
+{
+        char name[64];
+        json_t *a, *c;
+        snprintf(name, sizeof(name), "gpu-%u", g->minor);
+        json_t *d = new_device(name, &a, &c);
+        if (!d)
+                return -ENOMEM;
+        int rc = attr_str(a, "type", "gpu");
+        if (!rc)
+                rc = attr_str(a, "uuid", g->uuid);
+        if (!rc)
+                rc = common_attrs(a, set, g);
+        if (!rc && g->memory_ret == NVML_SUCCESS && g->memory_total > 0)
+                rc = cap(c, "memory", g->memory_total);
+        if (!rc && json_array_append(out, d) < 0)
+                rc = -ENOMEM;
+        json_decref(d);
+        return rc;
+}
+
+static int mig_device(const struct kdev_gpu_set *set, const struct kdev_gpu *g,
+                      const struct kdev_mig_device *m, json_t *out)
+{
+        char name[96];
+        json_t *a, *c;
+        snprintf(name, sizeof(name), "gpu-%u-mig-%u-%u-%u", g->minor, m->gi_profile.id,
+                 m->ci_profile.id, m->gi_placement.start);
+        json_t *d = new_device(name, &a, &c);
+        if (!d)
+                return -ENOMEM;
+        const char *prof = strstr(m->name, " MIG ");
+        int rc = attr_str(a, "type", "mig");
+        if (!rc)
+                rc = attr_str(a, "uuid", m->uuid);
+        if (!rc)
+                rc = attr_str(a, "parentUUID", g->uuid);
+        if (!rc && prof)
+                rc = attr_str(a, "profile", prof + 5);
+        if (!rc)
+                rc = common_attrs(a, set, g);
+        unsigned long long mem = m->memory_ret == NVML_SUCCESS && m->memory_total > 0
+                                         ? m->memory_total
+                                         : m->gi_profile.memorySizeMB * 1024ULL * 1024ULL;
+        if (!rc && mem > 0)
+                rc = cap(c, "memory", mem);
+        if (!rc && m->ci_profile.multiprocessorCount > 0)
+                rc = cap(c, "multiprocessors", m->ci_profile.multiprocessorCount);
+        if (!rc)
+                rc = cap(c, "copyEngines", m->gi_profile.copyEngineCount);
+        if (!rc)
+                rc = cap(c, "decoders", m->gi_profile.decoderCount);
+        if (!rc)
+                rc = cap(c, "encoders", m->gi_profile.encoderCount);
+        if (!rc)
+                rc = cap(c, "jpegEngines", m->gi_profile.jpegCount);
+        if (!rc)
+                rc = cap(c, "ofaEngines", m->gi_profile.ofaCount);
+        if (!rc && json_array_append(out, d) < 0)
+                rc = -ENOMEM;
+        json_decref(d);
+        return rc;
+}
+
+int kdev_dra_build_devices(const struct kdev_gpu_set *set, const struct kdev_dra_health *health,
+                           json_t **devices, struct kdev_err *err)
+{
+        *devices = NULL;
+        json_t *out = json_array();
+        if (!out)
+                return kdev_err_set(err, ENOMEM, "building devices: out of memory");
+        int rc = 0;
+        for (size_t i = 0; set && i < set->n_gpus && rc == 0; i++) {
+                const struct kdev_gpu *g = &set->gpus[i];
+                if (g->fault != NVML_SUCCESS || listed(health, g->uuid))
+                        continue;
+                if (!g->uuid[0]) {
+                        rc = kdev_err_set(err, EINVAL, "GPU %u: no UUID", g->index);
+                        break;
+                }
+                if (g->mig_current == NVML_DEVICE_MIG_ENABLE) {
+                        for (size_t j = 0; j < g->n_migs && rc == 0; j++)
+                                if (!listed(health, g->migs[j].uuid))
+                                        rc = mig_device(set, g, &g->migs[j], out);
+                } else {
+                        rc = gpu_device(set, g, out);
+                }
+                if (rc == -ENOMEM)
+                        kdev_err_set(err, ENOMEM, "building devices: out of memory");
+        }
+        if (rc < 0) {
+                json_decref(out);
+                return rc;
+        }
+        *devices = out;
+        return (int)json_array_size(out);
+}
+
+static const char *driver_of(const struct kdev_dra_pool *pool)
+{
+        return pool->driver && *pool->driver ? pool->driver : KDEV_DRA_DEFAULT_DRIVER;
+}
+
+static size_t per_slice(const struct kdev_dra_pool *pool)
+{
+        return pool->max_per_slice == 0 || pool->max_per_slice > KDEV_DRA_SLICE_MAX_DEVICES
+                       ? KDEV_DRA_SLICE_MAX_DEVICES
+                       : pool->max_per_slice;
+}
+
+int kdev_dra_split(const struct kdev_dra_pool *pool, const json_t *devices, long long generation,
+                   json_t **specs, struct kdev_err *err)
+{
+        *specs = NULL;
+        if (!pool->node || !*pool->node)
+                return kdev_err_set(err, EINVAL, "ResourceSlice pool: no node name");
+        if (!json_is_array(devices))
+                return kdev_err_set(err, EINVAL, "ResourceSlice pool: devices is not an array");
+        size_t n = json_array_size(devices), max = per_slice(pool);
+        size_t count = n == 0 ? 1 : (n + max - 1) / max;
+        json_t *out = json_array();
+        if (!out)
+                return kdev_err_set(err, ENOMEM, "ResourceSlice pool: out of memory");
+        for (size_t s = 0; s < count; s++) {
+                json_t *devs = json_array();
+                for (size_t i = s * max; devs && i < n && i < (s + 1) * max; i++)
+                        if (json_array_append_new(devs, json_deep_copy(json_array_get(devices,
+                                                                                      i))) < 0) {
+                                json_decref(devs);
+                                devs = NULL;
+                        }
+                json_t *spec = devs ? json_pack("{s:s, s:s, s:{s:s, s:I, s:I}, s:o}", "driver",
+                                                driver_of(pool), "nodeName", pool->node, "pool",
+                                                "name", pool->node, "generation",
+                                                (json_int_t)generation, "resourceSliceCount",
+                                                (json_int_t)count, "devices", devs)
+                                    : NULL;
+                if (!spec || json_array_append_new(out, spec) < 0) {
+                        json_decref(out);
+                        return kdev_err_set(err, ENOMEM, "ResourceSlice pool: out of memory");
+                }
+        }
+        *specs = out;
+        return (int)count;
+}
+
+/* --- reconcile ----------------------------------------------------------------------- */
+
+static long long pool_int(const json_t *slice, const char *key)
+{
+        return json_integer_value(
+                json_object_get(json_object_get(json_object_get(slice, "spec"), "pool"), key));
+}
+
+static const char *meta_str(const json_t *obj, const char *key)
+{
+        return json_string_value(json_object_get(json_object_get(obj, "metadata"), key));
+}
+
+static bool same_owner(const json_t *slice, const json_t *owner)
+{
+        const json_t *refs = json_object_get(json_object_get(slice, "metadata"),
+                                             "ownerReferences");
+        return json_array_size(refs) == 1 && json_equal(json_array_get(refs, 0), (json_t *)owner);
+}
+
+struct mutate_arg {
+        struct kdev_kube *k;
+        const json_t *spec;
+        const json_t *owner;
+        bool written;
+};
+
+static int mutate_slice(json_t *obj, void *arg, struct kdev_err *err)
+{
+        struct mutate_arg *m = arg;
+        if (kdev_kube_slice_from_wire(m->k, obj) < 0)
+                return kdev_err_set(err, EPROTO, "ResourceSlice %s: not an object",
+                                    meta_str(obj, "name") ? meta_str(obj, "name") : "?");
+        json_t *meta = json_object_get(obj, "metadata");
+        m->written = false;
+        if (json_equal(json_object_get(obj, "spec"), (json_t *)m->spec) &&
+            same_owner(obj, m->owner))
+                return KDEV_KUBE_UNCHANGED;
+        m->written = true;
+        if (!json_is_object(meta) ||
+            json_object_set_new(obj, "spec", json_deep_copy(m->spec)) < 0 ||
+            json_object_set_new(meta, "ownerReferences",
+                                json_pack("[O]", (json_t *)m->owner)) < 0 ||
+            kdev_kube_slice_to_wire(m->k, obj) < 0)
+                return kdev_err_set(err, ENOMEM, "ResourceSlice: out of memory");
+        return 0;
+}
+
+static int create_slice(struct kdev_kube *k, const struct kdev_dra_pool *pool,
+                        const json_t *spec, const json_t *owner, struct kdev_err *err)
+{
+        char gen[300];
+        snprintf(gen, sizeof(gen), "%s-%s-", pool->node, driver_of(pool));
+        json_t *s = json_pack("{s:{s:s, s:[O]}, s:O}", "metadata", "generateName", gen,
+                              "ownerReferences", (json_t *)owner, "spec", (json_t *)spec);
+        if (!s)
+                return kdev_err_set(err, ENOMEM, "ResourceSlice: out of memory");
+        int rc = kdev_kube_create_slice(k, s, NULL, err);
+        json_decref(s);
+        return rc;
+}
+
+/* Existing slices of the pool equal |specs| exactly (any order). */
+static bool pool_matches(const json_t *mine, const json_t *specs, const json_t *owner)
+{
+        size_t n = json_array_size(specs);
+        if (json_array_size(mine) != n || n > 4096)
+                return false;
+        bool used[4096] = {false};
+        size_t i, j;
+        json_t *s;
+        json_array_foreach(mine, i, s) {
+                if (!same_owner(s, owner))
+                        return false;
+                const json_t *spec = json_object_get(s, "spec");
+                for (j = 0; j < n; j++)
+                        if (!used[j] && json_equal((json_t *)spec, json_array_get(specs, j)))
+                                break;
+                if (j == n)
+                        return false;
+                used[j] = true;
+        }
+        return true;
+}
+
+static int reconcile(struct kdev_kube *k, const struct kdev_dra_pool *pool,
+                     const json_t *devices, const json_t *owner,
+                     struct kdev_dra_reconcile_result *res, struct kdev_err *err)
+{
+        const char *driver = driver_of(pool);
+        json_t *items = NULL, *mine = json_array(), *specs = NULL;
+        unsigned char *used = NULL;
+        int rc = mine ? 0 : kdev_err_set(err, ENOMEM, "ResourceSlices: out of memory");
+        if (rc == 0)
+                rc = kdev_kube_list_slices(k, pool->node, driver, &items, err);
+        if (rc < 0) {
+                kdev_err_wrap(err, "listing ResourceSlices of node %s", pool->node);
+                goto out;
+        }
+        long long gen = 0;
+        size_t i;
+        json_t *s;
+        json_array_foreach(items, i, s) {
+                const char *pname = json_string_value(json_object_get(
+                        json_object_get(json_object_get(s, "spec"), "pool"), "name"));
+                if (!pname || strcmp(pname, pool->node) != 0)
+                        continue;
+                if (json_array_append(mine, s) < 0) {
+                        rc = kdev_err_set(err, ENOMEM, "ResourceSlices: out of memory");
+                        goto out;
+                }
+                if (pool_int(s, "generation") > gen)
+                        gen = pool_int(s, "generation");
+        }
+        /* unchanged at the current generation? */
+        if (json_array_size(mine) > 0) {
+                rc = kdev_dra_split(pool, devices, gen, &specs, err);
+                if (rc < 0)
+                        goto out;
+                if (pool_matches(mine, specs, owner)) {
+                        res->generation = gen;
+                        res->slices = (unsigned)json_array_size(mine);
+                        rc = 0;
+                        goto out;
+                }
+                json_decref(specs);
+                specs = NULL;
+        }
+        gen++;
+        rc = kdev_dra_split(pool, devices, gen, &specs, err);
+        if (rc < 0)
+                goto out;
+        rc = 0;
+        res->generation = gen;
+        res->slices = (unsigned)json_array_size(specs);
+        size_t n_mine = json_array_size(mine), n_specs = json_array_size(specs);
+        used = calloc(n_mine + 1, 1);
+        long *pick = calloc(n_specs, sizeof(long));
+        if (!used || !pick) {
+                free(pick);
+                rc = kdev_err_set(err, ENOMEM, "ResourceSlices: out of memory");
+                goto out;
+        }
+        /* pair desired chunks with existing slices: same devices first, then any */
+        for (size_t d = 0; d < n_specs; d++) {
+                pick[d] = -1;
+                const json_t *want = json_object_get(json_array_get(specs, d), "devices");
+                for (size_t e = 0; e < n_mine; e++) {
+                        const json_t *have = json_object_get(
+                                json_object_get(json_array_get(mine, e), "spec"), "devices");
+                        if (!used[e] && json_equal((json_t *)have, (json_t *)want)) {
+                                used[e] = 1;
+                                pick[d] = (long)e;
+                                break;
+                        }
+                }
+        }
+        for (size_t d = 0; d < n_specs; d++)
+                for (size_t e = 0; pick[d] < 0 && e < n_mine; e++)
+                        if (!used[e]) {
+                                used[e] = 1;
+                                pick[d] = (long)e;
+                        }
+        for (size_t d = 0; d < n_specs && rc == 0; d++) {
+                const json_t *spec = json_array_get(specs, d);
+                if (pick[d] >= 0) {
+                        const char *name = meta_str(json_array_get(mine, (size_t)pick[d]),
+                                                    "name");
+                        char path[512];
+                        rc = kdev_kube_path(k, path, sizeof(path), NULL, "resourceslices",
+                                            name ? name : "", NULL, err);
+                        if (rc < 0)
+                                break;
+                        struct mutate_arg m = {.k = k, .spec = spec, .owner = owner};
+                        rc = kdev_kube_update_retry(k, path, mutate_slice, &m, NULL, err);
+                        if (rc == 0) {
+                                if (m.written) {
+                                        res->updated++;
+                                        res->changed = true;
+                                }
+                                continue;
+                        }
+                        if (rc != -ENOENT) {
+                                kdev_err_wrap(err, "updating ResourceSlice %s", name);
+                                break;
+                        }
+                        /* deleted since the LIST: create it anew */
+                }
+                rc = create_slice(k, pool, spec, owner, err);
+                if (rc < 0) {
+                        kdev_err_wrap(err, "creating ResourceSlice %zu of pool %s", d,
+                                      pool->node);
+                        break;
+                }
+                res->created++;
+                res->changed = true;
+        }
+        free(pick);
+        /* the rest of the old generation goes last */
+        for (size_t e = 0; e < n_mine && rc == 0; e++) {
+                if (used[e])
+                        continue;
+                const json_t *o = json_array_get(mine, e);
+                const char *name = meta_str(o, "name");
+                rc = kdev_kube_delete_slice(k, name ? name : "", meta_str(o, "uid"), NULL, err);
+                if (rc == -ENOENT) {
+                        rc = 0;
+                        continue;
+                }
+                if (rc < 0) {
+                        kdev_err_wrap(err, "deleting ResourceSlice %s", name);
+                        break;
+                }
+                res->deleted++;
+                res->changed = true;
+        }
+out:
+        free(used);
+        json_decref(items);
+        json_decref(mine);
+        json_decref(specs);
+        return rc < 0 ? rc : 0;
+}
+
+int kdev_dra_slices_reconcile(struct kdev_kube *k, const struct kdev_dra_pool *pool,
+                              const json_t *devices, struct kdev_dra_reconcile_result *result,
+                              struct kdev_err *err)
+{
+        struct kdev_dra_reconcile_result local;
+        struct kdev_dra_reconcile_result *res = result ? result : &local;
+        memset(res, 0, sizeof(*res));
+        if (!pool || !pool->node || !*pool->node)
+                return kdev_err_set(err, EINVAL, "ResourceSlices: no node name");
+        if (!json_is_array(devices))
+                return kdev_err_set(err, EINVAL, "ResourceSlices: devices is not an array");
+        json_t *owner = NULL;
+        if (pool->owner_ref) {
+                owner = json_incref((json_t *)pool->owner_ref);
+        } else {
+                json_t *node = NULL;
+                int rc = kdev_kube_get_node(k, pool->node, &node, err);
+                if (rc < 0)
+                        return kdev_err_wrap(err, "owner reference of the ResourceSlices");
+                owner = kdev_kube_node_owner_ref(node);
+                json_decref(node);
+                if (!owner)
+                        return kdev_err_set(err, EPROTO, "Node %s has no name or uid",
+                                            pool->node);
+        }
+        int rc = reconcile(k, pool, devices, owner, res, err);
+        json_decref(owner);
+        return rc;
+}

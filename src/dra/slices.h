@@ -1,0 +1,134 @@
+/* ResourceSlices of kdev's DRA kubelet plugin: the node's GPUs and MIG devices
+ * as one resource pool per node, published to the API server.
+ *
+ * Device names and attributes follow NVIDIA's DRA driver for GPUs (driver
+ * gpu.nvidia.com; reference/sharing-and-dra-peers.md §1.3, §2.3), so that
+ * DeviceClasses and CEL selectors written for it match kdev's devices:
+ *   full GPU  "gpu-<minor>"  type "gpu"
+ *   MIG       "gpu-<parent minor>-mig-<GI profile id>-<CI profile id>-<GI placement start>"
+ *             type "mig"
+ * A GPU in MIG mode publishes its MIG devices only, not itself.
+ *
+ * Publishing follows DRA-LIB's resourceslice controller
+ * (reference/kubelet-device-apis.md §5.3, §5.4): pool.name = node name,
+ * spec.nodeName set, owner reference to the Node (controller=true), at most
+ * KDEV_DRA_SLICE_MAX_DEVICES devices per slice, every slice of the pool with
+ * the same pool.generation and resourceSliceCount, the generation bumped on
+ * every change, new slices created with generateName "<node>-<driver>-".
+ *
+ * Blocking (kdev_kube is): run kdev_dra_slices_reconcile off the event loop.
+ */
+#ifndef KDEV_DRA_SLICES_H
+#define KDEV_DRA_SLICES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/err.h"
+#include "kube/kube.h"
+#include "nvml/discover.h"
+
+#define KDEV_DRA_DEFAULT_DRIVER "gpu.nvidia.com"
+
+/* API limit of devices per ResourceSlice (resource/v1 ResourceSliceMaxDevices). */
+#define KDEV_DRA_SLICE_MAX_DEVICES 128
+
+/* Health input of kdev_dra_build_devices. */
+struct kdev_dra_health {
+        /* UUIDs ("GPU-…" or "MIG-…") of unhealthy devices. A listed GPU
+         * withdraws the GPU and all its MIG devices; a listed MIG device
+         * withdraws only itself. */
+        const char *const *unhealthy;
+        size_t n_unhealthy;
+};
+
+/* Builds the devices (resource.k8s.io v1 shape: {name, attributes, capacity})
+ * of |set|, in set order, MIG devices after their parent's position, leaving
+ * out unhealthy ones: GPUs with a recorded fault (gpu->fault != NVML_SUCCESS)
+ * and those |health| names (|health| may be NULL).
+ *
+ * Attributes, each omitted when unknown:
+ *   GPU: type "gpu", uuid, productName (NVML name), architecture ("Kepler" …
+ *     "Blackwell"), cudaComputeCapability (version "<major>.<minor>.0"),
+ *     driverVersion (version: NVML's string made semver, leading zeros of
+ *     each number dropped, missing numbers 0: "550.90.07" -> "550.90.7"),
+ *     cudaDriverVersion (version "12.4.0" from 12040), pcieBusID (sysfs form
+ *     "0000:3b:00.0"), index (int, NVML index), minor (int).
+ *     Capacity: memory (bytes as a Kubernetes quantity, binary suffix when
+ *     exact: "80Gi"), when NVML answered.
+ *   MIG: type "mig", uuid, parentUUID, profile (e.g. "1g.10gb", from the MIG
+ *     device name after " MIG "), index (the parent's), minor (the
+ *     parent's), and the parent's productName, architecture,
+ *     cudaComputeCapability, driverVersion, cudaDriverVersion, pcieBusID.
+ *     Capacity: memory, multiprocessors (CI profile), copyEngines, decoders,
+ *     encoders, jpegEngines, ofaEngines (GI profile).
+ * `brand` is not published: discovery does not read nvmlDeviceGetBrand.
+ *
+ * *devices receives a new JSON array (caller json_decref's). Returns the
+ * number of devices, or -ENOMEM / -EINVAL (a GPU without UUID that is not
+ * faulted) with |err| set. */
+int kdev_dra_build_devices(const struct kdev_gpu_set *set, const struct kdev_dra_health *health,
+                           json_t **devices, struct kdev_err *err);
+
+/* What the pool should look like. */
+struct kdev_dra_pool {
+        const char *driver;       /* NULL: KDEV_DRA_DEFAULT_DRIVER */
+        const char *node;         /* node name = pool name = spec.nodeName; required */
+        /* Owner reference (kdev_kube_node_owner_ref) put on every slice; NULL:
+         * kdev_dra_slices_reconcile GETs the Node each time for it (-ENOENT
+         * when the Node does not exist). */
+        const json_t *owner_ref;
+        size_t max_per_slice;     /* 0: KDEV_DRA_SLICE_MAX_DEVICES (larger values too) */
+};
+
+/* Splits |devices| (a JSON array, v1 devices) into the specs of the pool's
+ * slices at |generation|: ceil(n / max_per_slice) specs (one with no devices
+ * when |devices| is empty), each {driver, nodeName, pool{name, generation,
+ * resourceSliceCount}, devices}, devices in order. *specs receives a new
+ * JSON array. Returns the number of specs, -EINVAL (no node) or -ENOMEM. */
+int kdev_dra_split(const struct kdev_dra_pool *pool, const json_t *devices, long long generation,
+                   json_t **specs, struct kdev_err *err);
+
+/* What one reconcile did. */
+struct kdev_dra_reconcile_result {
+        long long generation;     /* the pool's generation afterwards */
+        unsigned slices;          /* slices of the pool afterwards */
+        unsigned created, updated, deleted;
+        bool changed;             /* anything written */
+};
+
+/* Makes the API server hold exactly the pool |pool| with |devices|:
+ *   1. LISTs the slices with spec.nodeName=<node>, spec.driver=<driver>
+ *      (slices of another pool name are left alone);
+ *   2. when the existing slices already equal the desired ones (same device
+ *      chunks, same resourceSliceCount and generation, nodeName and owner
+ *      reference present), writes nothing;
+ *   3. otherwise the generation becomes (highest existing generation) + 1
+ *      (1 for a new pool); existing slices are reused for the desired chunks
+ *      (one already holding a chunk's devices first) and PUT through
+ *      kdev_kube_update_retry (409 Conflict: re-read and retry; a slice
+ *      deleted meanwhile is created instead), missing ones POSTed with
+ *      generateName "<node>-<driver>-", and then the remaining slices of the
+ *      pool are DELETEd (uid precondition; already gone is fine).
+ * Works with v1 and v1beta1 clients (shapes converted by kdev_kube).
+ * |result| may be NULL. Returns 0 or the first failing request's negative
+ * errno (see kube.h: -ECONNREFUSED when the API server is down, -ESTALE when
+ * conflicts persist, …), with |err| naming the step; a failed reconcile may
+ * leave the pool half-written at the new generation and is simply called
+ * again later. */
+int kdev_dra_slices_reconcile(struct kdev_kube *k, const struct kdev_dra_pool *pool,
+                              const json_t *devices, struct kdev_dra_reconcile_result *result,
+                              struct kdev_err *err);
+
+/* The Kubernetes quantity text of |bytes| (canonical binary-SI form: the
+ * largest of Ki, Mi, Gi, Ti, Pi, Ei that divides it exactly, else plain
+ * digits: 85899345920 -> "80Gi", 1000 -> "1000"). |buf| holds >= 24 bytes. */
+void kdev_dra_quantity(unsigned long long bytes, char *buf, size_t size);
+
+/* NVML's driver version text as a semantic version ("550.90.07" ->
+ * "550.90.7", "535.104" -> "535.104.0"). Returns 0, or -EINVAL when |in| is
+ * not 1-3 dot-separated decimal numbers. */
+int kdev_dra_semver(const char *in, char *buf, size_t size);
+
+#endif /* KDEV_DRA_SLICES_H */

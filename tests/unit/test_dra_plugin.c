@@ -1,0 +1,440 @@
+/* DRA plugin core: claim preparation with a fake claim source, CDI specs,
+ * checkpoint across restarts. */
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cdi/cdi.h"
+#include "dra/checkpoint.h"
+#include "dra/plugin.h"
+
+#define UID1 "0b6a1c9e-1111-4c2e-9a43-aaaaaaaaaaaa"
+#define UID2 "0b6a1c9e-2222-4c2e-9a43-bbbbbbbbbbbb"
+
+struct fix {
+        char root[256], data[300], cdi[300];
+        struct kdev_gpu gpus[2];
+        struct kdev_gpu_set set;
+        json_t *claims; /* "ns/name" -> claim */
+        unsigned calls;
+        struct kdev_dra_plugin *p;
+};
+
+static int fake_source(void *arg, const char *ns, const char *name, json_t **claim,
+                       struct kdev_err *err)
+{
+        struct fix *f = arg;
+        char key[256];
+        json_t *c;
+
+        f->calls++;
+        snprintf(key, sizeof(key), "%s/%s", ns, name);
+        c = json_object_get(f->claims, key);
+        if (!c)
+                return kdev_err_set(err, ENOENT, "GET %s: 404 Not Found", key);
+        *claim = json_deep_copy(c);
+        return 0;
+}
+
+static void add_claim(struct fix *f, const char *ns, const char *name, const char *uid,
+                      json_t *results)
+{
+        char key[256];
+        json_t *c = json_pack("{s:{s:s,s:s,s:s},s:{s:{s:{s:o}}}}", "metadata", "name", name,
+                              "namespace", ns, "uid", uid, "status", "allocation", "devices",
+                              "results", results);
+
+        assert_non_null(c);
+        snprintf(key, sizeof(key), "%s/%s", ns, name);
+        json_object_set_new(f->claims, key, c);
+}
+
+static json_t *result(const char *req, const char *driver, const char *pool, const char *dev)
+{
+        return json_pack("{s:s,s:s,s:s,s:s}", "request", req, "driver", driver, "pool", pool,
+                         "device", dev);
+}
+
+static void new_plugin(struct fix *f)
+{
+        struct kdev_dra_plugin_options o = {
+                .pool = "node1",
+                .data_dir = f->data,
+                .cdi_dir = f->cdi,
+                .dev_root = f->root, /* no control nodes there */
+                .gpus = &f->set,
+                .get_claim = fake_source,
+                .get_claim_arg = f,
+        };
+        struct kdev_err err = {0};
+
+        assert_int_equal(kdev_dra_plugin_new(&o, &f->p, &err), 0);
+}
+
+static int setup(void **state)
+{
+        struct fix *f = calloc(1, sizeof(*f));
+
+        strcpy(f->root, "/tmp/kdev-dra-plugin-XXXXXX");
+        assert_non_null(mkdtemp(f->root));
+        snprintf(f->data, sizeof(f->data), "%s/data", f->root);
+        snprintf(f->cdi, sizeof(f->cdi), "%s/cdi", f->root);
+        for (unsigned i = 0; i < 2; i++) {
+                f->gpus[i].index = i;
+                f->gpus[i].minor = i + 4; /* minor != index on purpose */
+                snprintf(f->gpus[i].uuid, sizeof(f->gpus[i].uuid), "GPU-0000000%u", i);
+        }
+        f->set.gpus = f->gpus;
+        f->set.n_gpus = 2;
+        f->claims = json_object();
+        add_claim(f, "ns", "c1", UID1,
+                  json_pack("[o,o,o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4"),
+                            result("pair/sub", "gpu.nvidia.com", "node1", "gpu-5"),
+                            result("x", "other.example.com", "node1", "dev-0")));
+        new_plugin(f);
+        *state = f;
+        return 0;
+}
+
+static void rm_tree(const char *path)
+{
+        DIR *d = opendir(path);
+        struct dirent *e;
+        char p[1024];
+
+        if (!d) {
+                unlink(path);
+                return;
+        }
+        while ((e = readdir(d))) {
+                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
+                rm_tree(p);
+        }
+        closedir(d);
+        rmdir(path);
+}
+
+static int teardown(void **state)
+{
+        struct fix *f = *state;
+
+        kdev_dra_plugin_free(f->p);
+        json_decref(f->claims);
+        rm_tree(f->root);
+        free(f);
+        return 0;
+}
+
+static void spec_path(struct fix *f, const char *uid, char *buf, size_t size)
+{
+        assert_true(kdev_dra_claim_spec_path(f->p, uid, buf, size, NULL) > 0);
+}
+
+static void check_spec(struct fix *f, const char *uid)
+{
+        char path[1024], want[1024];
+        struct kdev_cdi_spec *s = NULL;
+        struct kdev_err err = {0};
+        const struct kdev_cdi_device *d;
+
+        spec_path(f, uid, path, sizeof(path));
+        snprintf(want, sizeof(want), "%s/k8s.gpu.nvidia.com-claim_%s.json", f->cdi, uid);
+        assert_string_equal(path, want);
+        assert_int_equal(kdev_cdi_spec_read(path, &s, &err), 0);
+        assert_string_equal(s->kind, "k8s.gpu.nvidia.com/claim");
+        assert_int_equal(s->n_devices, 2);
+        snprintf(want, sizeof(want), "%s-gpu-4", uid);
+        d = kdev_cdi_spec_find_device(s, want);
+        assert_non_null(d);
+        assert_int_equal(d->edits.n_device_nodes, 1);
+        assert_string_equal(d->edits.device_nodes[0].path, "/dev/nvidia4");
+        snprintf(want, sizeof(want), "%s-gpu-5", uid);
+        d = kdev_cdi_spec_find_device(s, want);
+        assert_non_null(d);
+        assert_string_equal(d->edits.device_nodes[0].path, "/dev/nvidia5");
+        assert_int_equal(s->edits.n_env, 1);
+        assert_string_equal(s->edits.env[0], "NVIDIA_VISIBLE_DEVICES=void");
+        assert_int_equal(s->edits.n_device_nodes, 0);
+        kdev_cdi_spec_free(s);
+}
+
+static void check_devices(const json_t *devs)
+{
+        json_t *want = json_pack(
+                "[{s:[s],s:s,s:s,s:[s]},{s:[s],s:s,s:s,s:[s]}]", "requestNames", "gpu", "pool",
+                "node1", "device", "gpu-4", "cdiDeviceIDs",
+                "k8s.gpu.nvidia.com/claim=" UID1 "-gpu-4", "requestNames", "pair", "pool", "node1",
+                "device", "gpu-5", "cdiDeviceIDs", "k8s.gpu.nvidia.com/claim=" UID1 "-gpu-5");
+
+        assert_non_null(want);
+        if (!json_equal(want, (json_t *)devs)) {
+                char *s = json_dumps(devs, 0);
+
+                fprintf(stderr, "got %s\n", s);
+                free(s);
+                fail();
+        }
+        json_decref(want);
+}
+
+static bool exists(const char *path)
+{
+        return access(path, F_OK) == 0;
+}
+
+static void test_prepare(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+        char cp[600];
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        check_devices(devs);
+        check_spec(f, UID1);
+        assert_int_equal(f->calls, 1);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        /* the checkpoint on disk has it */
+        struct kdev_dra_cp c = {0};
+
+        snprintf(cp, sizeof(cp), "%s/%s", f->data, KDEV_DRA_CP_FILE);
+        assert_int_equal(kdev_dra_cp_load(&c, cp, &err), 0);
+        check_devices(json_object_get(kdev_dra_cp_get(&c, UID1), "devices"));
+        assert_string_equal(json_string_value(json_object_get(kdev_dra_cp_get(&c, UID1), "name")),
+                            "c1");
+        kdev_dra_cp_free(&c);
+}
+
+static void test_idempotent(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+        char path[1024];
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        check_devices(devs);
+        assert_int_equal(f->calls, 1); /* second answered from the checkpoint */
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        spec_path(f, UID1, path, sizeof(path));
+        assert_true(exists(path));
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_false(exists(path));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID2, &err), 0); /* never prepared */
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
+static void test_unprepare_removes_orphan_spec(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        char path[1024];
+
+        /* a spec left by a crash between spec write and checkpoint save */
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        spec_path(f, UID1, path, sizeof(path));
+        kdev_dra_plugin_free(f->p);
+        char cp[600];
+
+        snprintf(cp, sizeof(cp), "%s/%s", f->data, KDEV_DRA_CP_FILE);
+        assert_int_equal(unlink(cp), 0);
+        new_plugin(f);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        assert_true(exists(path));
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_false(exists(path));
+}
+
+static void test_prepare_after_unprepare(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+        char path[1024];
+
+        spec_path(f, UID1, path, sizeof(path));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        /* claim still allocated: prepared again from the API server */
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        assert_int_equal(f->calls, 2);
+        check_devices(devs);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_false(exists(path));
+        /* claim deleted meanwhile: a late Prepare fails and reserves nothing */
+        json_object_del(f->claims, "ns/c1");
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), -ENOENT);
+        assert_non_null(strstr(err.msg, "404"));
+        assert_false(exists(path));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        /* claim replaced by one with a new UID: the old UID fails */
+        add_claim(f, "ns", "c1", UID2,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), -ESTALE);
+        assert_non_null(strstr(err.msg, "claim got replaced"));
+        assert_false(exists(path));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
+static void test_restart(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+        char path[1024];
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        kdev_dra_plugin_free(f->p);
+        json_object_clear(f->claims); /* the API server is unreachable: not needed */
+        new_plugin(f);
+        assert_null(kdev_dra_plugin_checkpoint_error(f->p));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        assert_int_equal(f->calls, 1);
+        check_devices(devs);
+        check_spec(f, UID1);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        spec_path(f, UID1, path, sizeof(path));
+        assert_false(exists(path));
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
+static void test_cdi_wiped(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+        char path[1024];
+        FILE *fp;
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        spec_path(f, UID1, path, sizeof(path));
+        /* reboot wiped /var/run/cdi: the directory is gone */
+        rm_tree(f->cdi);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        check_spec(f, UID1);
+        /* a spec that lost a device node is rewritten too */
+        fp = fopen(path, "w");
+        assert_non_null(fp);
+        fprintf(fp, "{\"cdiVersion\":\"0.5.0\",\"kind\":\"k8s.gpu.nvidia.com/claim\","
+                    "\"devices\":[{\"name\":\"%s-gpu-4\",\"containerEdits\":{\"env\":[\"A=1\"]}}]}",
+                UID1);
+        fclose(fp);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        check_spec(f, UID1);
+        assert_int_equal(f->calls, 1);
+        /* after a restart too, and when the GPU is gone it fails, never succeeds */
+        rm_tree(f->cdi);
+        kdev_dra_plugin_free(f->p);
+        f->set.n_gpus = 1; /* gpu-5 lost */
+        new_plugin(f);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), -ENODEV);
+        assert_non_null(strstr(err.msg, "gpu-5"));
+        assert_false(exists(path));
+}
+
+static void test_claim_errors(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        json_t *c;
+        char path[1024];
+
+        spec_path(f, UID2, path, sizeof(path));
+        /* not allocated */
+        add_claim(f, "ns", "c2", UID2, json_array());
+        c = json_object_get(f->claims, "ns/c2");
+        json_object_del(json_object_get(c, "status"), "allocation");
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODATA);
+        assert_non_null(strstr(err.msg, "not allocated"));
+        /* allocated, but nothing for this driver and pool */
+        add_claim(f, "ns", "c2", UID2,
+                  json_pack("[o,o]", result("gpu", "gpu.nvidia.com", "node2", "gpu-4"),
+                            result("gpu", "other.example.com", "node1", "gpu-4")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODATA);
+        assert_string_equal(err.msg, "claim ns/c2: no devices allocated by driver gpu.nvidia.com "
+                                     "in pool node1");
+        /* unknown device */
+        add_claim(f, "ns", "c2", UID2,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-9")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODEV);
+        /* MIG: refused for now */
+        add_claim(f, "ns", "c2", UID2,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4-mig-19-0-0")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -EOPNOTSUPP);
+        assert_false(exists(path));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", "", NULL, &err), -EINVAL);
+}
+
+static void test_corrupt_checkpoint_at_start(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        char cp[600];
+        FILE *fp;
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        kdev_dra_plugin_free(f->p);
+        snprintf(cp, sizeof(cp), "%s/%s", f->data, KDEV_DRA_CP_FILE);
+        fp = fopen(cp, "w");
+        assert_non_null(fp);
+        fputs("garbage", fp);
+        fclose(fp);
+        new_plugin(f);
+        assert_non_null(kdev_dra_plugin_checkpoint_error(f->p));
+        assert_non_null(strstr(kdev_dra_plugin_checkpoint_error(f->p), "moved aside"));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        assert_false(exists(cp));
+        /* unprepare of the lost claim still succeeds and cleans its spec */
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        /* and prepare re-verifies against the API server */
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        assert_int_equal(f->calls, 2);
+}
+
+static void test_options(void **state)
+{
+        struct kdev_dra_plugin_options o = {0};
+        struct kdev_dra_plugin *p = (void *)1;
+        struct kdev_err err = {0};
+
+        (void)state;
+        assert_int_equal(kdev_dra_plugin_new(&o, &p, &err), -EINVAL);
+        assert_null(p);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_prepare, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_idempotent, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unprepare_removes_orphan_spec, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_prepare_after_unprepare, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cdi_wiped, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_errors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_corrupt_checkpoint_at_start, setup, teardown),
+                cmocka_unit_test(test_options),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
