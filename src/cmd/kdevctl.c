@@ -48,6 +48,7 @@ static const struct command commands[] = {
         {"allocate", kdevctl_cmd_allocate, "call Allocate for device IDs on a plugin socket"},
         {"preferred", kdevctl_cmd_preferred, "call GetPreferredAllocation on a plugin socket"},
         {"checkpoint", kdevctl_cmd_checkpoint, "decode and verify a kubelet_internal_checkpoint file"},
+        {"dra", kdevctl_cmd_dra, "act as kubelet for DRA plugins: register, prepare/unprepare claims"},
         {"version", cmd_version, "print kdevctl's version (also --version)"},
 };
 

@@ -13,5 +13,6 @@ int kdevctl_cmd_options(int argc, char **argv);    /* options SOCKET */
 int kdevctl_cmd_allocate(int argc, char **argv);   /* allocate SOCKET ID... */
 int kdevctl_cmd_preferred(int argc, char **argv);  /* preferred SOCKET --available ... */
 int kdevctl_cmd_checkpoint(int argc, char **argv); /* checkpoint FILE */
+int kdevctl_cmd_dra(int argc, char **argv);        /* dra --registry DIR [--scenario FILE] */
 
 #endif /* KDEV_KUBELET_CMDS_H */

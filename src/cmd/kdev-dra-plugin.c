@@ -1,0 +1,458 @@
+/* kdev-dra-plugin: the DRA kubelet plugin daemon for NVIDIA GPUs. Thin:
+ * parses flags, discovers the GPUs through NVML, publishes them as the node's
+ * ResourceSlice pool (src/dra/slices.h) and serves plugin registration and
+ * the DRAPlugin services (src/dra/plugin.h).
+ *
+ * Known limits (documented in --help too):
+ *   - slice reconciles call the blocking API client on the event loop
+ *     thread (bounded: 3 tries of at most 10 s each); claim reads of
+ *     NodePrepareResources run on libuv's thread pool with their own client;
+ *   - on SIGTERM/SIGINT the sockets are removed but the ResourceSlices are
+ *     left in place (a restarted plugin reconciles them; a node that goes
+ *     away takes them with it through the owner reference);
+ *   - the GPU set is discovered once at start (no health updates yet). */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/version.h"
+#include "dra/plugin.h"
+#include "dra/slices.h"
+#include "kube/kube.h"
+#include "nvml/discover.h"
+#include "nvml/loader.h"
+
+#define DEFAULT_REGISTRY "/var/lib/kubelet/plugins_registry"
+#define DEFAULT_PLUGINS "/var/lib/kubelet/plugins"
+#define DEFAULT_RESYNC_S 30.0
+#define BACKOFF_FIRST_MS 1000
+#define BACKOFF_MAX_MS 60000
+
+static void usage(FILE *f)
+{
+        fprintf(f,
+                "Usage: kdev-dra-plugin [OPTIONS]\n"
+                "\n"
+                "DRA kubelet plugin for NVIDIA GPUs: publishes the node's GPUs as a\n"
+                "ResourceSlice pool (pool name = node name), registers with kubelet through\n"
+                "the plugins registry and prepares allocated ResourceClaims as CDI devices.\n"
+                "\n"
+                "Options:\n"
+                "      --driver-name NAME          DRA driver name\n"
+                "                                  (default " KDEV_DRA_PLUGIN_DEFAULT_DRIVER ")\n"
+                "      --node-name NAME            node name (default: $NODE_NAME)\n"
+                "      --plugins-registry DIR      kubelet's plugin registry\n"
+                "                                  (default " DEFAULT_REGISTRY ")\n"
+                "      --plugin-dir DIR            DRA socket (dra.sock) and claim checkpoint\n"
+                "                                  (default " DEFAULT_PLUGINS "/<driver>)\n"
+                "      --cdi-dir DIR               CDI spec directory\n"
+                "                                  (default " KDEV_DRA_DEFAULT_CDI_DIR ")\n"
+                "      --kubeconfig FILE           API server access (default: in-cluster)\n"
+                "      --resource-api-version V    resource.k8s.io version: v1 (default) or\n"
+                "                                  v1beta1\n"
+                "      --driver-root DIR           NVIDIA driver root (default /)\n"
+                "      --log-level LEVEL           debug, info, warn or error (default info)\n"
+                "      --log-format FORMAT         text or json (default text)\n"
+                "  -h, --help                      show this help\n"
+                "      --version                   print the version\n"
+                "\n"
+                "The slices are reconciled at start (retried with backoff on errors) and every\n"
+                "KDEV_DRA_RESYNC_SECONDS (default 30), so slices deleted by others come back.\n"
+                "SIGTERM and SIGINT stop cleanly: the sockets are removed, the ResourceSlices\n"
+                "are left in place. Slice reconciles block the event loop while they run.\n");
+}
+
+struct daemon {
+        uv_loop_t loop;
+        uv_signal_t sigterm;
+        uv_signal_t sigint;
+        uv_timer_t sockets_timer;
+        uv_timer_t slices_timer;
+        struct kdev_dra_plugin *plugin;
+        struct kdev_kube *kube_slices; /* loop thread only */
+        struct kdev_kube *kube_claims; /* the plugin's claim source (thread pool) */
+        json_t *devices;
+        struct kdev_dra_pool pool;
+        uint64_t resync_ms;
+        uint64_t backoff_ms;
+        long long generation;          /* last reconciled, -1 before the first */
+        bool slices_ok;                /* last reconcile succeeded */
+        bool stopping;
+};
+
+static void on_status(void *arg, bool registered, const char *error)
+{
+        (void)arg;
+        if (registered)
+                kdev_log_info("registered with kubelet");
+        else
+                kdev_log_error("kubelet refused the registration", "error", error);
+}
+
+static void reconcile(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+        if (d->stopping)
+                return;
+        struct kdev_dra_reconcile_result res = {0};
+        struct kdev_err err = {0};
+        uint64_t next;
+        if (kdev_dra_slices_reconcile(d->kube_slices, &d->pool, d->devices, &res, &err) < 0) {
+                char delay[32];
+                snprintf(delay, sizeof(delay), "%llus",
+                         (unsigned long long)(d->backoff_ms / 1000));
+                kdev_log_error("cannot publish the ResourceSlices", "error", err.msg, "retry_in",
+                               delay);
+                next = d->backoff_ms;
+                d->backoff_ms = d->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+                                                                   : d->backoff_ms * 2;
+                d->slices_ok = false;
+        } else {
+                if (res.changed || !d->slices_ok || res.generation != d->generation) {
+                        char gen[32], n[32], c[64];
+                        snprintf(gen, sizeof(gen), "%lld", res.generation);
+                        snprintf(n, sizeof(n), "%u", res.slices);
+                        snprintf(c, sizeof(c), "%u/%u/%u", res.created, res.updated,
+                                 res.deleted);
+                        kdev_log_info("ResourceSlices published", "pool", d->pool.node,
+                                      "generation", gen, "slices", n,
+                                      "created/updated/deleted", c);
+                }
+                d->generation = res.generation;
+                d->slices_ok = true;
+                d->backoff_ms = BACKOFF_FIRST_MS;
+                next = d->resync_ms;
+        }
+        /* The reconcile blocked the loop: count the delay from now. */
+        uv_update_time(t->loop);
+        uv_timer_start(&d->slices_timer, reconcile, next, 0);
+}
+
+static void check_sockets(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+        struct kdev_err err = {0};
+        int r = kdev_dra_plugin_check_sockets(d->plugin, &err);
+        if (r < 0)
+                kdev_log_error("cannot re-create the plugin sockets", "error", err.msg);
+        else if (r > 0)
+                kdev_log_warn("plugin socket vanished: re-created");
+}
+
+static void on_plugin_stopped(void *arg)
+{
+        struct daemon *d = arg;
+        uv_close((uv_handle_t *)&d->sigterm, NULL);
+        uv_close((uv_handle_t *)&d->sigint, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+        struct daemon *d = h->data;
+        if (d->stopping)
+                return;
+        d->stopping = true;
+        kdev_log_info("stopping", "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+        uv_close((uv_handle_t *)&d->sockets_timer, NULL);
+        uv_close((uv_handle_t *)&d->slices_timer, NULL);
+        kdev_dra_plugin_stop(d->plugin, on_plugin_stopped, d);
+}
+
+/* mkdir -p |path| (mode 0750 for new components). */
+static int mkdirs(const char *path, struct kdev_err *err)
+{
+        char buf[PATH_MAX];
+        size_t n = strlen(path);
+        if (n == 0 || n >= sizeof(buf))
+                return kdev_err_set(err, EINVAL, "bad directory \"%s\"", path);
+        memcpy(buf, path, n + 1);
+        for (char *p = buf + 1;; p++) {
+                if (*p == '/' || *p == '\0') {
+                        char c = *p;
+                        *p = '\0';
+                        if (mkdir(buf, 0750) < 0 && errno != EEXIST)
+                                return kdev_err_set(err, errno, "cannot create %s: %s", buf,
+                                                    strerror(errno));
+                        *p = c;
+                        if (c == '\0')
+                                break;
+                }
+        }
+        return 0;
+}
+
+/* Seconds from |name| (default |def|), 0 < s <= 86400. */
+static int env_seconds(const char *name, double def, uint64_t *ms, struct kdev_err *err)
+{
+        const char *v = getenv(name);
+        double s = def;
+        if (v && *v) {
+                char *end = NULL;
+                s = strtod(v, &end);
+                if (*end || !(s > 0 && s <= 86400))
+                        return kdev_err_set(err, EINVAL,
+                                            "%s: want seconds between 0 and 86400, got \"%s\"",
+                                            name, v);
+        }
+        *ms = (uint64_t)(s * 1000.0);
+        if (*ms == 0)
+                *ms = 1;
+        return 0;
+}
+
+enum {
+        OPT_DRIVER = 256,
+        OPT_NODE,
+        OPT_REGISTRY,
+        OPT_PLUGIN_DIR,
+        OPT_CDI_DIR,
+        OPT_KUBECONFIG,
+        OPT_API_VERSION,
+        OPT_DRIVER_ROOT,
+        OPT_LEVEL,
+        OPT_FORMAT,
+        OPT_VERSION,
+};
+
+static const struct option longopts[] = {
+        {"driver-name", required_argument, NULL, OPT_DRIVER},
+        {"node-name", required_argument, NULL, OPT_NODE},
+        {"plugins-registry", required_argument, NULL, OPT_REGISTRY},
+        {"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
+        {"cdi-dir", required_argument, NULL, OPT_CDI_DIR},
+        {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+        {"resource-api-version", required_argument, NULL, OPT_API_VERSION},
+        {"driver-root", required_argument, NULL, OPT_DRIVER_ROOT},
+        {"log-level", required_argument, NULL, OPT_LEVEL},
+        {"log-format", required_argument, NULL, OPT_FORMAT},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+};
+
+int main(int argc, char **argv)
+{
+        const char *driver = KDEV_DRA_PLUGIN_DEFAULT_DRIVER;
+        const char *node = getenv("NODE_NAME");
+        const char *registry = DEFAULT_REGISTRY;
+        const char *plugin_dir = NULL;
+        const char *cdi_dir = KDEV_DRA_DEFAULT_CDI_DIR;
+        const char *kubeconfig = NULL;
+        const char *api_version = "v1";
+        const char *driver_root = "/";
+        enum kdev_log_level level = KDEV_LOG_INFO;
+        bool json = false;
+        int c, usage_status = -1;
+
+        while (usage_status < 0 && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+                switch (c) {
+                case OPT_DRIVER:
+                        driver = optarg;
+                        break;
+                case OPT_NODE:
+                        node = optarg;
+                        break;
+                case OPT_REGISTRY:
+                        registry = optarg;
+                        break;
+                case OPT_PLUGIN_DIR:
+                        plugin_dir = optarg;
+                        break;
+                case OPT_CDI_DIR:
+                        cdi_dir = optarg;
+                        break;
+                case OPT_KUBECONFIG:
+                        kubeconfig = optarg;
+                        break;
+                case OPT_API_VERSION:
+                        if (strcmp(optarg, "v1") != 0 && strcmp(optarg, "v1beta1") != 0) {
+                                fprintf(stderr, "kdev-dra-plugin: invalid --resource-api-version "
+                                                "\"%s\": want v1 or v1beta1\n", optarg);
+                                usage_status = 2;
+                        }
+                        api_version = optarg;
+                        break;
+                case OPT_DRIVER_ROOT:
+                        driver_root = optarg;
+                        break;
+                case OPT_LEVEL:
+                        if (kdev_log_level_parse(optarg, &level) < 0) {
+                                fprintf(stderr, "kdev-dra-plugin: invalid --log-level \"%s\": "
+                                                "want debug, info, warn or error\n", optarg);
+                                usage_status = 2;
+                        }
+                        break;
+                case OPT_FORMAT:
+                        if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
+                                fprintf(stderr, "kdev-dra-plugin: invalid --log-format \"%s\": "
+                                                "want text or json\n", optarg);
+                                usage_status = 2;
+                        }
+                        json = strcmp(optarg, "json") == 0;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        usage_status = 0;
+                        break;
+                case OPT_VERSION:
+                        printf("kdev-dra-plugin %s\n", KDEV_VERSION);
+                        usage_status = 0;
+                        break;
+                default:
+                        fprintf(stderr, "Run 'kdev-dra-plugin --help' for the options.\n");
+                        usage_status = 2;
+                }
+        }
+        if (usage_status < 0 && optind < argc) {
+                fprintf(stderr, "kdev-dra-plugin: unexpected argument \"%s\"\n", argv[optind]);
+                usage_status = 2;
+        }
+        if (usage_status < 0 && (!node || !*node)) {
+                fprintf(stderr, "kdev-dra-plugin: no node name: set --node-name or NODE_NAME\n");
+                usage_status = 2;
+        }
+        if (usage_status < 0 && (!*driver || strchr(driver, '/'))) {
+                fprintf(stderr, "kdev-dra-plugin: invalid --driver-name \"%s\"\n", driver);
+                usage_status = 2;
+        }
+        if (usage_status >= 0)
+                return usage_status;
+        kdev_log_setup(level, json);
+
+        struct daemon d = {0};
+        struct kdev_err err = {0};
+        struct kdev_nvml *lib = NULL;
+        struct kdev_gpu_set *set = NULL;
+        struct kdev_kube_config kcfg = {0};
+        char default_plugin_dir[PATH_MAX], abs_dir[PATH_MAX], dra_sock[PATH_MAX + 16],
+                reg_sock[PATH_MAX + 300];
+        int status = 1;
+        bool loop_ready = false, started = false;
+
+        if (!plugin_dir) {
+                snprintf(default_plugin_dir, sizeof(default_plugin_dir), "%s/%s", DEFAULT_PLUGINS,
+                         driver);
+                plugin_dir = default_plugin_dir;
+        }
+        d.generation = -1;
+        d.backoff_ms = BACKOFF_FIRST_MS;
+        if (env_seconds("KDEV_DRA_RESYNC_SECONDS", DEFAULT_RESYNC_S, &d.resync_ms, &err) < 0)
+                goto out;
+        if (mkdirs(plugin_dir, &err) < 0 || mkdirs(registry, &err) < 0 ||
+            mkdirs(cdi_dir, &err) < 0)
+                goto out;
+        if (!realpath(plugin_dir, abs_dir)) {
+                kdev_err_set(&err, errno, "%s: %s", plugin_dir, strerror(errno));
+                goto out;
+        }
+        snprintf(dra_sock, sizeof(dra_sock), "%s/dra.sock", abs_dir);
+        snprintf(reg_sock, sizeof(reg_sock), "%s/%s-reg.sock", registry, driver);
+
+        /* GPUs */
+        struct kdev_nvml_options nopts = {.driver_root = driver_root};
+        if (kdev_nvml_open(&nopts, &lib, &err) < 0 || kdev_nvml_discover(lib, NULL, &set, &err) < 0)
+                goto out;
+        int n = kdev_dra_build_devices(set, NULL, &d.devices, &err);
+        if (n < 0)
+                goto out;
+        char ngpu[32], ndev[32];
+        snprintf(ngpu, sizeof(ngpu), "%zu", set->n_gpus);
+        snprintf(ndev, sizeof(ndev), "%d", n);
+        kdev_log_info("GPUs discovered", "gpus", ngpu, "devices", ndev, "driver_version",
+                      set->driver_version);
+
+        /* API server: one client per thread (kdev_kube is not thread-safe). */
+        if (kdev_kube_config_load(&kcfg, kubeconfig, &err) < 0)
+                goto out;
+        struct kdev_kube_opts slice_opts = {
+                .version = api_version,
+                .attempts = 3,
+                .timeout_ms = 10000,
+                .connect_timeout_ms = 5000,
+        };
+        struct kdev_kube_opts claim_opts = {.version = api_version};
+        d.kube_slices = kdev_kube_new(&kcfg, &slice_opts, &err);
+        if (!d.kube_slices)
+                goto out;
+        d.kube_claims = kdev_kube_new(&kcfg, &claim_opts, &err);
+        if (!d.kube_claims)
+                goto out;
+        d.pool.driver = driver;
+        d.pool.node = node;
+
+        struct kdev_dra_plugin_options popts = {
+                .driver = driver,
+                .pool = node,
+                .data_dir = abs_dir,
+                .cdi_dir = cdi_dir,
+                .dev_root = driver_root,
+                .gpus = set,
+                .get_claim = kdev_dra_kube_claim_source,
+                .get_claim_arg = d.kube_claims,
+                .on_status = on_status,
+                .on_status_arg = &d,
+        };
+        if (kdev_dra_plugin_new(&popts, &d.plugin, &err) < 0)
+                goto out;
+        const char *cperr = kdev_dra_plugin_checkpoint_error(d.plugin);
+        if (cperr)
+                kdev_log_error("claim checkpoint unusable, moved aside", "error", cperr);
+
+        /* rpc.h: writes to a peer that went away must not kill the daemon. */
+        signal(SIGPIPE, SIG_IGN);
+        int r = uv_loop_init(&d.loop);
+        if (r < 0) {
+                kdev_err_set(&err, -r, "cannot start the event loop: %s", uv_strerror(r));
+                goto out;
+        }
+        loop_ready = true;
+        uv_signal_init(&d.loop, &d.sigterm);
+        uv_signal_init(&d.loop, &d.sigint);
+        uv_timer_init(&d.loop, &d.sockets_timer);
+        uv_timer_init(&d.loop, &d.slices_timer);
+        d.sigterm.data = d.sigint.data = d.sockets_timer.data = d.slices_timer.data = &d;
+        uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+        uv_signal_start(&d.sigint, on_signal, SIGINT);
+
+        if (kdev_dra_plugin_start(d.plugin, &d.loop, dra_sock, reg_sock, &err) < 0) {
+                uv_close((uv_handle_t *)&d.sigterm, NULL);
+                uv_close((uv_handle_t *)&d.sigint, NULL);
+                uv_close((uv_handle_t *)&d.sockets_timer, NULL);
+                uv_close((uv_handle_t *)&d.slices_timer, NULL);
+                uv_run(&d.loop, UV_RUN_DEFAULT);
+                goto out;
+        }
+        started = true;
+        kdev_log_info("serving", "driver", driver, "node", node, "registration", reg_sock,
+                      "endpoint", dra_sock, "resource_api", api_version);
+        uv_timer_start(&d.sockets_timer, check_sockets, 1000, 1000);
+        uv_timer_start(&d.slices_timer, reconcile, 0, 0);
+        uv_run(&d.loop, UV_RUN_DEFAULT);
+        kdev_log_info("stopped");
+        status = 0;
+
+out:
+        if (!started && err.msg[0])
+                kdev_log_error("cannot start", "error", err.msg);
+        if (loop_ready && uv_loop_close(&d.loop) != 0)
+                kdev_log_warn("event loop closed with handles still open");
+        kdev_dra_plugin_free(d.plugin);
+        kdev_kube_free(d.kube_claims);
+        kdev_kube_free(d.kube_slices);
+        kdev_kube_config_free(&kcfg);
+        json_decref(d.devices);
+        kdev_gpu_set_free(set);
+        kdev_nvml_close(lib);
+        return status;
+}

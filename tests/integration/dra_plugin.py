@@ -1,0 +1,335 @@
+"""kdev-dra-plugin end to end: the daemon on the mock libnvidia-ml.so.1 (h100
+topology, 8 GPUs) against the stand-in API server (tests/kubeapi/server.py),
+with this test acting as kubelet over gRPC: GetInfo and
+NotifyRegistrationStatus on the registration socket, NodePrepareResources
+(CDI IDs, CDI spec with the GPU's device node), idempotent repeat,
+NodeUnprepareResources (spec removed), the published ResourceSlices, a slice
+deleted by someone else coming back, and SIGTERM (exit 0, sockets removed)."""
+import http.client
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
+import kdevtest as kt  # noqa: E402
+from kdevtest import TempDir, wait_for  # noqa: E402
+
+grpc = kt.grpc
+EXE = os.path.join(kt.BUILD_DIR, "kdev-dra-plugin")
+SERVER = os.path.join(kt.SOURCE_DIR, "tests", "kubeapi", "server.py")
+TOKEN = "dra-test-token"
+NODE = "node-a"
+DRIVER = "gpu.nvidia.com"
+CLAIM_UID = "1b6b4c1e-7e3a-4b0e-9d55-2f1a0c3e9a01"
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+def load_protos():
+    out = tempfile.mkdtemp(prefix="kdev-dra-pb-")
+    __import__("atexit").register(__import__("shutil").rmtree, out, True)
+    subprocess.run(["protoc", "-I", os.path.join(kt.SOURCE_DIR, "proto"), "--python_out=" + out,
+                    "pluginregistration/v1/api.proto", "dra/v1/api.proto"], check=True)
+    sys.path.insert(0, out)
+    return (importlib.import_module("pluginregistration.v1.api_pb2"),
+            importlib.import_module("dra.v1.api_pb2"))
+
+
+reg_pb, dra_pb = load_protos()
+
+
+def seed_objects():
+    node = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": NODE, "uid": "0d2c5a6e-node-uid"}}
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "claim-1", "namespace": "default", "uid": CLAIM_UID},
+             "spec": {"devices": {"requests": [
+                 {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+             "status": {"allocation": {"devices": {"results": [
+                 {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": "gpu-0"}]}}}}
+    return [node, claim]
+
+
+class Api:
+    def __init__(self, info):
+        self.port = info["port"]
+        self.admin_port = int(info["admin_url"].rsplit(":", 1)[1])
+
+    def req(self, method, path, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        h = {"Content-Type": "application/json", "Authorization": "Bearer " + TOKEN}
+        c.request(method, path, json.dumps(body) if body is not None else None, h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, (json.loads(data) if data else None)
+
+    def admin(self, method, path, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=30)
+        c.request(method, path, json.dumps(body) if body is not None else None,
+                  {"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, (json.loads(data) if data else None)
+
+    def slices(self):
+        st, body = self.req("GET", SLICES)
+        assert st == 200, (st, body)
+        return body["items"]
+
+
+class Env:
+    """Stand-in API server + kdev-dra-plugin in a temp dir."""
+
+    def __init__(self, root, extra=(), before_start=None):
+        self.root = root
+        self.registry = os.path.join(root, "plugins_registry")
+        self.plugin_dir = os.path.join(root, "plugins", DRIVER)
+        self.cdi = os.path.join(root, "cdi")
+        seed = os.path.join(root, "seed.json")
+        with open(seed, "w") as f:
+            json.dump(seed_objects(), f)
+        self.server = subprocess.Popen([sys.executable, SERVER, "--token", TOKEN, "--seed", seed],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.info = json.loads(self.server.stdout.readline())
+        self.api = Api(self.info)
+        self.kubeconfig = os.path.join(root, "kubeconfig")
+        with open(self.kubeconfig, "w") as f:
+            f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                    "clusters:\n- name: c\n  cluster:\n    server: %s\n"
+                    "users:\n- name: u\n  user:\n    token: %s\n"
+                    "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n"
+                    % (self.info["url"], TOKEN))
+        if before_start:
+            before_start(self)
+        control = os.path.join(root, "control")
+        open(control, "a").close()
+        env = dict(os.environ)
+        env.update({"LD_LIBRARY_PATH": kt.MOCK_NVML_DIR,
+                    "KDEV_MOCK_NVML_TOPOLOGY": kt.H100_TOPO,
+                    "KDEV_MOCK_NVML_CONTROL": control,
+                    "KDEV_DRA_RESYNC_SECONDS": "1"})
+        self.log_path = os.path.join(root, "plugin.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [*kt.WRAP, EXE, "--node-name", NODE, "--plugins-registry", self.registry,
+             "--plugin-dir", self.plugin_dir, "--cdi-dir", self.cdi, "--kubeconfig",
+             self.kubeconfig, "--log-level", "debug", *extra],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
+
+    def logtext(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def reg_sock(self):
+        return os.path.join(self.registry, DRIVER + "-reg.sock")
+
+    def dra_sock(self):
+        return os.path.join(self.plugin_dir, "dra.sock")
+
+    def call(self, sock, method, req, resp_cls):
+        ch = grpc.insecure_channel("unix:" + sock)
+        try:
+            f = ch.unary_unary(method, request_serializer=type(req).SerializeToString,
+                               response_deserializer=resp_cls.FromString)
+            return f(req, timeout=30 * kt.TIMEOUT_SCALE)
+        finally:
+            ch.close()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        if self.server.poll() is None:
+            self.server.stdin.close()
+            self.server.terminate()
+            self.server.wait(timeout=30)
+        self.server.stdout.close()
+
+
+def prepare_req():
+    req = dra_pb.NodePrepareResourcesRequest()
+    c = req.claims.add()
+    c.namespace, c.uid, c.name = "default", CLAIM_UID, "claim-1"
+    return req
+
+
+def unprepare_req():
+    req = dra_pb.NodeUnprepareResourcesRequest()
+    c = req.claims.add()
+    c.namespace, c.uid, c.name = "default", CLAIM_UID, "claim-1"
+    return req
+
+
+PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
+UNPREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources"
+
+
+def pool_slices(api, down_ok=False):
+    if down_ok:
+        try:
+            return pool_slices(api)
+        except ConnectionError:
+            return []
+    return [s for s in api.slices()
+            if s["spec"].get("nodeName") == NODE and s["spec"]["driver"] == DRIVER]
+
+
+def test_dra_plugin_end_to_end():
+    with TempDir() as d:
+        e = Env(os.path.dirname(d))
+        try:
+            wait_for(lambda: os.path.exists(e.reg_sock()) or e.proc.poll() is not None,
+                     what="registration socket")
+            assert e.proc.poll() is None, e.logtext()
+
+            # kubelet: GetInfo, exact fields
+            info = e.call(e.reg_sock(), "/pluginregistration.Registration/GetInfo",
+                          reg_pb.InfoRequest(), reg_pb.PluginInfo)
+            assert info.type == "DRAPlugin", info
+            assert info.name == DRIVER, info
+            assert info.endpoint == os.path.realpath(e.plugin_dir) + "/dra.sock", info
+            assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"], info
+            assert os.path.exists(info.endpoint)
+
+            e.call(e.reg_sock(), "/pluginregistration.Registration/NotifyRegistrationStatus",
+                   reg_pb.RegistrationStatus(plugin_registered=True),
+                   reg_pb.RegistrationStatusResponse)
+            wait_for(lambda: "registered with kubelet" in e.logtext(), what="status logged")
+
+            # slices: 8 GPUs in one pool named after the node
+            sl = wait_for(lambda: pool_slices(e.api), what="ResourceSlices")
+            assert len(sl) == 1, sl
+            s = sl[0]
+            assert s["spec"]["pool"]["name"] == NODE, s
+            assert s["spec"]["pool"]["resourceSliceCount"] == 1, s
+            names = sorted(dev["name"] for dev in s["spec"]["devices"])
+            assert names == ["gpu-%d" % i for i in range(8)], names
+            owners = s["metadata"].get("ownerReferences")
+            assert owners and owners[0]["kind"] == "Node" and owners[0]["name"] == NODE, owners
+
+            # NodePrepareResources
+            want_id = "k8s.gpu.nvidia.com/claim=%s-gpu-0" % CLAIM_UID
+            r = e.call(info.endpoint, PREPARE, prepare_req(), dra_pb.NodePrepareResourcesResponse)
+            assert list(r.claims.keys()) == [CLAIM_UID], r
+            cr = r.claims[CLAIM_UID]
+            assert cr.error == "", cr.error
+            assert len(cr.devices) == 1, cr
+            dev = cr.devices[0]
+            assert list(dev.request_names) == ["gpu"], dev
+            assert dev.pool_name == NODE and dev.device_name == "gpu-0", dev
+            assert list(dev.cdi_device_ids) == [want_id], dev
+            spec_path = os.path.join(e.cdi, "k8s.gpu.nvidia.com-claim_%s.json" % CLAIM_UID)
+            with open(spec_path) as f:
+                spec = json.load(f)
+            assert spec["kind"] == "k8s.gpu.nvidia.com/claim", spec
+            cdev = [x for x in spec["devices"] if x["name"] == CLAIM_UID + "-gpu-0"]
+            assert len(cdev) == 1, spec
+            paths = [n["path"] for n in cdev[0]["containerEdits"]["deviceNodes"]]
+            assert paths == ["/dev/nvidia0"], paths
+
+            # idempotent repeat: same answer, same file
+            r2 = e.call(info.endpoint, PREPARE, prepare_req(),
+                        dra_pb.NodePrepareResourcesResponse)
+            assert r2 == r, (r2, r)
+            assert os.path.exists(spec_path)
+
+            # NodeUnprepareResources: spec gone; repeat succeeds
+            for _ in range(2):
+                u = e.call(info.endpoint, UNPREPARE, unprepare_req(),
+                           dra_pb.NodeUnprepareResourcesResponse)
+                assert list(u.claims.keys()) == [CLAIM_UID], u
+                assert u.claims[CLAIM_UID].error == "", u
+                assert not os.path.exists(spec_path)
+
+            # a slice deleted by someone else comes back (resync 1 s)
+            old = pool_slices(e.api)[0]["metadata"]["name"]
+            st, body = e.api.req("DELETE", SLICES + "/" + old)
+            assert st == 200, (st, body)
+            back = wait_for(lambda: [x for x in pool_slices(e.api)
+                                     if x["metadata"]["name"] != old],
+                            what="slice re-created")
+            assert len(back) == 1, back
+            assert len(back[0]["spec"]["devices"]) == 8, back
+
+            # SIGTERM: exit 0, sockets removed, slices left
+            e.proc.send_signal(signal.SIGTERM)
+            rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
+            assert rc == 0, (rc, e.logtext())
+            assert not os.path.exists(e.reg_sock())
+            assert not os.path.exists(e.dra_sock())
+            assert len(pool_slices(e.api)) == 1
+        except Exception:
+            print(e.logtext()[-20000:])
+            raise
+        finally:
+            e.close()
+
+
+def test_api_server_down_at_start_v1beta1():
+    """The API server is down when the daemon starts: the error is logged, the
+    reconcile is retried with backoff and the pool appears once the server is
+    back; --resource-api-version v1beta1 makes it speak v1beta1 only."""
+    def down(env):
+        st, _ = env.api.admin("POST", "/_admin/down", {"seconds": 3})
+        assert st == 200, st
+
+    with TempDir() as d:
+        e = Env(os.path.dirname(d), extra=("--resource-api-version", "v1beta1"),
+                before_start=down)
+        try:
+            wait_for(lambda: "cannot publish the ResourceSlices" in e.logtext(),
+                     what="reconcile error logged")
+            assert e.proc.poll() is None, e.logtext()
+            # still serving kubelet meanwhile
+            info = e.call(e.reg_sock(), "/pluginregistration.Registration/GetInfo",
+                          reg_pb.InfoRequest(), reg_pb.PluginInfo)
+            assert info.name == DRIVER, info
+            sl = wait_for(lambda: pool_slices(e.api, down_ok=True), timeout=40,
+                          what="slices after the outage")
+            assert len(sl) == 1 and len(sl[0]["spec"]["devices"]) == 8, sl
+            st, reqs = e.api.admin("GET", "/_admin/requests")
+            paths = {r["path"].split("?")[0] for r in reqs["items"]
+                     if r["path"].startswith("/apis/resource.k8s.io/")}
+            paths.discard(SLICES)  # this test's own LISTs
+            assert all(p.startswith("/apis/resource.k8s.io/v1beta1/") for p in paths), paths
+            assert "/apis/resource.k8s.io/v1beta1/resourceslices" in paths, paths
+            e.proc.send_signal(signal.SIGTERM)
+            rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
+            assert rc == 0, (rc, e.logtext())
+        except Exception:
+            print(e.logtext()[-20000:])
+            raise
+        finally:
+            e.close()
+
+
+def test_flags():
+    """--version, --help, and usage errors (exit 2, nothing started)."""
+    env = dict(os.environ)
+    env.pop("NODE_NAME", None)
+    r = subprocess.run([EXE, "--version"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and r.stdout.startswith("kdev-dra-plugin "), r
+    r = subprocess.run([EXE, "--help"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "--resource-api-version" in r.stdout, r
+    r = subprocess.run([EXE], capture_output=True, text=True, env=env)
+    assert r.returncode == 2, r
+    want = "kdev-dra-plugin: no node name: set --node-name or NODE_NAME\n"
+    assert r.stderr == want, r.stderr
+    r = subprocess.run([EXE, "--node-name", "n", "--resource-api-version", "v2"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2, r
+    assert "want v1 or v1beta1" in r.stderr, r.stderr
+
+
+if __name__ == "__main__":
+    if not os.path.exists(EXE):
+        print("SKIP: %s not built" % EXE)
+        sys.exit(kt.SKIP)
+    kt.run_tests([test_dra_plugin_end_to_end, test_api_server_down_at_start_v1beta1,
+                  test_flags])
