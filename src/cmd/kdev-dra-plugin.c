@@ -10,7 +10,13 @@
  *   - on SIGTERM/SIGINT the sockets are removed but the ResourceSlices are
  *     left in place (a restarted plugin reconciles them; a node that goes
  *     away takes them with it through the owner reference);
- *   - the GPU set is discovered once at start (no health updates yet). */
+ *   - the GPU set is discovered once at start. Health: NVIDIA's XID monitor
+ *     (src/nvidia/health.h) runs over the GPUs as whole devices (NVIDIA
+ *     resources built with migStrategy none), so a critical XID withdraws
+ *     the GPU with all its MIG devices (never a single MIG device); the
+ *     slices are rebuilt and reconciled at once on every health change, and
+ *     recovered GPUs come back. DP_DISABLE_HEALTHCHECKS /
+ *     DP_ENABLE_HEALTHCHECKS select the XIDs as for kdev-plugin. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -30,6 +36,10 @@
 #include "dra/plugin.h"
 #include "dra/slices.h"
 #include "kube/kube.h"
+#include "nvidia/config.h"
+#include "nvidia/health.h"
+#include "nvidia/resources.h"
+#include "nvidia/xid.h"
 #include "nvml/discover.h"
 #include "nvml/loader.h"
 
@@ -62,6 +72,12 @@ static void usage(FILE *f)
                 "      --resource-api-version V    resource.k8s.io version: v1 (default) or\n"
                 "                                  v1beta1\n"
                 "      --driver-root DIR           NVIDIA driver root (default /)\n"
+                "      --proc-root DIR             where driver/nvidia-caps/mig-minors is read\n"
+                "                                  for MIG devices (default /proc)\n"
+                "      --health-probe-interval S   seconds between recovery probes of an\n"
+                "                                  unhealthy GPU (default 10)\n"
+                "      --health-quiet-period S     seconds without critical XID before an\n"
+                "                                  unhealthy GPU counts as recovered (default 60)\n"
                 "      --log-level LEVEL           debug, info, warn or error (default info)\n"
                 "      --log-format FORMAT         text or json (default text)\n"
                 "  -h, --help                      show this help\n"
@@ -83,6 +99,9 @@ struct daemon {
         struct kdev_kube *kube_slices; /* loop thread only */
         struct kdev_kube *kube_claims; /* the plugin's claim source (thread pool) */
         json_t *devices;
+        const struct kdev_gpu_set *gpus;
+        struct kdev_resource_set health_set;  /* the GPUs as NVIDIA resources */
+        struct kdev_nvidia_health *health;
         struct kdev_dra_pool pool;
         uint64_t resync_ms;
         uint64_t backoff_ms;
@@ -90,6 +109,12 @@ struct daemon {
         bool slices_ok;                /* last reconcile succeeded */
         bool stopping;
 };
+
+static void xid_warn(void *arg, const char *msg)
+{
+        (void)arg;
+        kdev_log_warn(msg);
+}
 
 static void on_status(void *arg, bool registered, const char *error)
 {
@@ -139,6 +164,61 @@ static void reconcile(uv_timer_t *t)
         uv_timer_start(&d->slices_timer, reconcile, next, 0);
 }
 
+/* Health changed: rebuild the devices without the unhealthy GPUs and, when
+ * they differ, reconcile the slices now. */
+static void on_health(void *arg, const char *resource)
+{
+        struct daemon *d = arg;
+        const char **bad = NULL;
+        size_t n = 0, cap = 0;
+        json_t *devs = NULL;
+        struct kdev_err err = {0};
+
+        (void)resource;
+        if (d->stopping)
+                return;
+        for (size_t i = 0; i < d->health_set.n_resources; i++) {
+                const struct kdev_resource *r = &d->health_set.resources[i];
+                for (size_t j = 0; j < r->n_devices; j++) {
+                        const struct kdev_nvidia_devinfo *info =
+                                kdev_nvidia_device_info(r, &r->devices[j]);
+                        if (r->devices[j].healthy || !info)
+                                continue;
+                        if (n == cap) {
+                                size_t ncap = cap ? cap * 2 : 8;
+                                const char **nb = realloc(bad, ncap * sizeof(*bad));
+                                if (!nb) {
+                                        free(bad);
+                                        kdev_log_error("health update dropped: out of memory");
+                                        return;
+                                }
+                                bad = nb;
+                                cap = ncap;
+                        }
+                        bad[n++] = info->uuid;
+                }
+        }
+        struct kdev_dra_health h = {.unhealthy = bad, .n_unhealthy = n};
+        int rc = kdev_dra_build_devices(d->gpus, &h, &devs, &err);
+        free(bad);
+        if (rc < 0) {
+                kdev_log_error("health update dropped", "error", err.msg);
+                return;
+        }
+        if (json_equal(devs, d->devices)) {
+                json_decref(devs);
+                return;
+        }
+        char nb[32], nd[32];
+        snprintf(nb, sizeof(nb), "%zu", n);
+        snprintf(nd, sizeof(nd), "%d", rc);
+        kdev_log_info("device health changed", "unhealthy_gpus", nb, "devices", nd);
+        json_decref(d->devices);
+        d->devices = devs;
+        d->backoff_ms = BACKOFF_FIRST_MS;
+        uv_timer_start(&d->slices_timer, reconcile, 0, 0);
+}
+
 static void check_sockets(uv_timer_t *t)
 {
         struct daemon *d = t->data;
@@ -153,6 +233,8 @@ static void check_sockets(uv_timer_t *t)
 static void on_plugin_stopped(void *arg)
 {
         struct daemon *d = arg;
+        kdev_nvidia_health_stop(d->health, NULL, NULL);
+        d->health = NULL;
         uv_close((uv_handle_t *)&d->sigterm, NULL);
         uv_close((uv_handle_t *)&d->sigint, NULL);
 }
@@ -220,6 +302,9 @@ enum {
         OPT_KUBECONFIG,
         OPT_API_VERSION,
         OPT_DRIVER_ROOT,
+        OPT_PROC_ROOT,
+        OPT_PROBE,
+        OPT_QUIET,
         OPT_LEVEL,
         OPT_FORMAT,
         OPT_VERSION,
@@ -234,6 +319,9 @@ static const struct option longopts[] = {
         {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
         {"resource-api-version", required_argument, NULL, OPT_API_VERSION},
         {"driver-root", required_argument, NULL, OPT_DRIVER_ROOT},
+        {"proc-root", required_argument, NULL, OPT_PROC_ROOT},
+        {"health-probe-interval", required_argument, NULL, OPT_PROBE},
+        {"health-quiet-period", required_argument, NULL, OPT_QUIET},
         {"log-level", required_argument, NULL, OPT_LEVEL},
         {"log-format", required_argument, NULL, OPT_FORMAT},
         {"help", no_argument, NULL, 'h'},
@@ -251,6 +339,8 @@ int main(int argc, char **argv)
         const char *kubeconfig = NULL;
         const char *api_version = "v1";
         const char *driver_root = "/";
+        const char *proc_root = "/proc";
+        const char *probe_s = NULL, *quiet_s = NULL;
         enum kdev_log_level level = KDEV_LOG_INFO;
         bool json = false;
         int c, usage_status = -1;
@@ -285,6 +375,15 @@ int main(int argc, char **argv)
                         break;
                 case OPT_DRIVER_ROOT:
                         driver_root = optarg;
+                        break;
+                case OPT_PROC_ROOT:
+                        proc_root = optarg;
+                        break;
+                case OPT_PROBE:
+                        probe_s = optarg;
+                        break;
+                case OPT_QUIET:
+                        quiet_s = optarg;
                         break;
                 case OPT_LEVEL:
                         if (kdev_log_level_parse(optarg, &level) < 0) {
@@ -335,6 +434,9 @@ int main(int argc, char **argv)
         struct kdev_nvml *lib = NULL;
         struct kdev_gpu_set *set = NULL;
         struct kdev_kube_config kcfg = {0};
+        struct kdev_nvidia_config nv = {0};
+        struct kdev_xid_policy pol = {0};
+        bool nv_ready = false;
         char default_plugin_dir[PATH_MAX], abs_dir[PATH_MAX], dra_sock[PATH_MAX + 16],
                 reg_sock[PATH_MAX + 300];
         int status = 1;
@@ -371,6 +473,22 @@ int main(int argc, char **argv)
         snprintf(ndev, sizeof(ndev), "%d", n);
         kdev_log_info("GPUs discovered", "gpus", ngpu, "devices", ndev, "driver_version",
                       set->driver_version);
+        d.gpus = set;
+
+        /* Health: the GPUs as whole NVIDIA devices for the XID monitor. */
+        if (kdev_nvidia_config_init(&nv, &err) < 0)
+                goto out;
+        nv_ready = true;
+        if ((probe_s && kdev_nvidia_config_apply_flag(&nv, "health-probe-interval", probe_s,
+                                                      &err) < 0) ||
+            (quiet_s && kdev_nvidia_config_apply_flag(&nv, "health-quiet-period", quiet_s,
+                                                      &err) < 0))
+                goto out;
+        nv.mig_strategy = KDEV_NVIDIA_MIG_NONE;
+        if (kdev_nvidia_config_finish(&nv, false, &err) < 0 ||
+            kdev_nvidia_build(set, &nv, NULL, &d.health_set, &err) < 0 ||
+            kdev_xid_policy_from_env(&pol, xid_warn, NULL, &err) < 0)
+                goto out;
 
         /* API server: one client per thread (kdev_kube is not thread-safe). */
         if (kdev_kube_config_load(&kcfg, kubeconfig, &err) < 0)
@@ -397,6 +515,7 @@ int main(int argc, char **argv)
                 .data_dir = abs_dir,
                 .cdi_dir = cdi_dir,
                 .dev_root = driver_root,
+                .proc_root = proc_root,
                 .gpus = set,
                 .get_claim = kdev_dra_kube_claim_source,
                 .get_claim_arg = d.kube_claims,
@@ -434,6 +553,19 @@ int main(int argc, char **argv)
                 goto out;
         }
         started = true;
+        struct kdev_nvidia_health_options hopts = {
+                .probe_interval_ms = (uint64_t)nv.probe_interval * 1000,
+                .quiet_period_ms = (uint64_t)nv.quiet_period * 1000,
+                .notify = on_health,
+                .notify_arg = &d,
+        };
+        d.health = kdev_nvidia_health_new(&d.loop, lib, &d.health_set, &pol, &hopts, &err);
+        if (!d.health || kdev_nvidia_health_start(d.health, &err) < 0) {
+                kdev_log_error("continuing with health checks disabled", "error", err.msg);
+                kdev_nvidia_health_stop(d.health, NULL, NULL);
+                d.health = NULL;
+                err = (struct kdev_err){0};
+        }
         kdev_log_info("serving", "driver", driver, "node", node, "registration", reg_sock,
                       "endpoint", dra_sock, "resource_api", api_version);
         uv_timer_start(&d.sockets_timer, check_sockets, 1000, 1000);
@@ -452,6 +584,11 @@ out:
         kdev_kube_free(d.kube_slices);
         kdev_kube_config_free(&kcfg);
         json_decref(d.devices);
+        kdev_nvidia_health_stop(d.health, NULL, NULL);
+        kdev_resource_set_clear(&d.health_set);
+        kdev_xid_policy_clear(&pol);
+        if (nv_ready)
+                kdev_nvidia_config_clear(&nv);
         kdev_gpu_set_free(set);
         kdev_nvml_close(lib);
         return status;

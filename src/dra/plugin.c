@@ -11,6 +11,7 @@
 #include "dra/checkpoint.h"
 #include "dra/plugin_internal.h"
 #include "kube/kube.h"
+#include "nvidia/mig.h"
 
 int kdev_dra_kube_claim_source(void *arg, const char *ns, const char *name, json_t **claim,
                                struct kdev_err *err)
@@ -43,6 +44,7 @@ int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_
         p->data_dir = strdup(opts->data_dir);
         p->cdi_dir = dup_or(opts->cdi_dir, KDEV_DRA_DEFAULT_CDI_DIR);
         p->dev_root = dup_or(opts->dev_root, "/");
+        p->proc_root = dup_or(opts->proc_root, "/proc");
         p->gpus = opts->gpus;
         p->get_claim = opts->get_claim;
         p->get_claim_arg = opts->get_claim_arg;
@@ -50,6 +52,7 @@ int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_
         p->on_status_arg = opts->on_status_arg;
         pthread_mutex_init(&p->source_lock, NULL);
         if (!p->driver || !p->pool || !p->data_dir || !p->cdi_dir || !p->dev_root ||
+            !p->proc_root ||
             asprintf(&p->cp_path, "%s/%s", p->data_dir, KDEV_DRA_CP_FILE) < 0) {
                 p->cp_path = NULL;
                 kdev_dra_plugin_free(p);
@@ -90,6 +93,7 @@ void kdev_dra_plugin_free(struct kdev_dra_plugin *p)
         free(p->data_dir);
         free(p->cdi_dir);
         free(p->dev_root);
+        free(p->proc_root);
         free(p->cp_path);
         free(p->cp_error);
         free(p->dra_socket);
@@ -117,25 +121,47 @@ int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, c
         return n;
 }
 
-/* The GPU named |dev| ("gpu-<minor>"), or NULL with |err|. */
+/* The GPU named |dev| ("gpu-<minor>", *mig NULL) or the MIG device named
+ * "gpu-<minor>-mig-<GI profile id>-<CI profile id>-<GI placement start>"
+ * (slices.h; *mig set, its parent returned), or NULL with |err|. */
 static const struct kdev_gpu *find_gpu(const struct kdev_dra_plugin *p, const char *dev,
-                                       int *rc, struct kdev_err *err)
+                                       const struct kdev_mig_device **mig, int *rc,
+                                       struct kdev_err *err)
 {
-        unsigned minor;
-        int used = 0;
+        unsigned minor, gi = 0, ci = 0, start = 0;
+        int used = 0, n;
 
-        if (strstr(dev, "-mig-")) {
-                *rc = kdev_err_set(err, EOPNOTSUPP, "device %s: MIG devices cannot be prepared yet",
-                                   dev);
-                return NULL;
+        *mig = NULL;
+        n = sscanf(dev, "gpu-%u%n", &minor, &used);
+        if (n == 1 && dev[4] >= '0' && dev[4] <= '9' && dev[used] != '\0') {
+                const char *rest = dev + used;
+                int used2 = 0;
+
+                if (sscanf(rest, "-mig-%u-%u-%u%n", &gi, &ci, &start, &used2) != 3 ||
+                    rest[used2] != '\0' || rest[5] < '0' || rest[5] > '9')
+                        n = 0;
         }
-        if (sscanf(dev, "gpu-%u%n", &minor, &used) == 1 && dev[used] == '\0' &&
-            dev[4] >= '0' && dev[4] <= '9') {
+        if (n == 1 && dev[4] >= '0' && dev[4] <= '9') {
+                bool want_mig = dev[used] != '\0';
+
                 for (size_t i = 0; i < p->gpus->n_gpus; i++) {
                         const struct kdev_gpu *g = &p->gpus->gpus[i];
 
-                        if (g->minor == minor && g->fault == NVML_SUCCESS && g->uuid[0])
+                        if (g->minor != minor || g->fault != NVML_SUCCESS || !g->uuid[0])
+                                continue;
+                        if (!want_mig)
                                 return g;
+                        if (g->mig_current != NVML_DEVICE_MIG_ENABLE)
+                                continue;
+                        for (size_t j = 0; j < g->n_migs; j++) {
+                                const struct kdev_mig_device *m = &g->migs[j];
+
+                                if (m->gi_profile.id == gi && m->ci_profile.id == ci &&
+                                    m->gi_placement.start == start && m->uuid[0]) {
+                                        *mig = m;
+                                        return g;
+                                }
+                        }
                 }
         }
         *rc = kdev_err_set(err, ENODEV, "device %s: no such healthy GPU on this node", dev);
@@ -156,6 +182,8 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const js
         static const char *const ctl[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
                                           "/dev/nvidia-uvm-tools"};
         struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_DRA_CDI_KIND, err);
+        struct kdev_nvidia_mig_minors minors = {0};
+        bool minors_read = false;
         char buf[512];
         size_t i;
         json_t *d;
@@ -165,11 +193,27 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const js
                 return -(err && err->code ? err->code : ENOMEM);
         json_array_foreach(devices, i, d) {
                 const char *dev = json_string_value(json_object_get(d, "device"));
-                const struct kdev_gpu *g = find_gpu(p, dev, &rc, err);
+                const struct kdev_mig_device *m;
+                const struct kdev_gpu *g = find_gpu(p, dev ? dev : "", &m, &rc, err);
                 struct kdev_cdi_device *cd;
+                unsigned gi_cap = 0, ci_cap = 0;
 
                 if (!g)
                         goto fail;
+                if (m) {
+                        if (!minors_read) {
+                                rc = kdev_nvidia_mig_minors_read(p->proc_root, &minors, err);
+                                if (rc < 0)
+                                        goto fail;
+                                minors_read = true;
+                        }
+                        rc = kdev_nvidia_mig_caps(&minors, g->minor, m->gi_id, m->ci_id, &gi_cap,
+                                                  &ci_cap, err);
+                        if (rc < 0) {
+                                kdev_err_wrap(err, "device %s", dev);
+                                goto fail;
+                        }
+                }
                 snprintf(buf, sizeof(buf), "%s-%s", uid, dev);
                 cd = kdev_cdi_spec_add_device(spec, buf, err);
                 if (!cd) {
@@ -178,9 +222,20 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const js
                 }
                 snprintf(buf, sizeof(buf), "/dev/nvidia%u", g->minor);
                 rc = add_node(kdev_cdi_device_edits(cd), buf, err);
+                if (rc == 0 && m) {
+                        snprintf(buf, sizeof(buf), KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap%u",
+                                 gi_cap);
+                        rc = add_node(kdev_cdi_device_edits(cd), buf, err);
+                }
+                if (rc == 0 && m) {
+                        snprintf(buf, sizeof(buf), KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap%u",
+                                 ci_cap);
+                        rc = add_node(kdev_cdi_device_edits(cd), buf, err);
+                }
                 if (rc < 0)
                         goto fail;
         }
+        kdev_nvidia_mig_minors_clear(&minors);
         rc = kdev_cdi_edits_add_env(kdev_cdi_spec_edits(spec), "NVIDIA_VISIBLE_DEVICES=void", err);
         for (i = 0; rc == 0 && i < sizeof(ctl) / sizeof(ctl[0]); i++) {
                 snprintf(buf, sizeof(buf), "%s%s", strcmp(p->dev_root, "/") ? p->dev_root : "",
@@ -193,6 +248,7 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const js
         *out = spec;
         return 0;
 fail:
+        kdev_nvidia_mig_minors_clear(&minors);
         kdev_cdi_spec_free(spec);
         return rc;
 }

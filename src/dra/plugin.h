@@ -24,14 +24,18 @@
  *      status.allocation must be set, and the results with driver == this
  *      driver and pool == this node's pool are taken (none -> error);
  *   3. each device name is mapped to a GPU of the GPU set: "gpu-<minor>" (the
- *      names src/dra/slices.h publishes). MIG devices
- *      ("gpu-<minor>-mig-...") are refused for now ("MIG devices cannot be
- *      prepared yet"): their CDI edits need the nvidia-caps nodes;
+ *      names src/dra/slices.h publishes), or a MIG device
+ *      "gpu-<minor>-mig-<GI profile id>-<CI profile id>-<GI placement start>"
+ *      to that MIG device of the (MIG-enabled) GPU with that minor;
  *   4. one CDI spec per claim is written atomically into the CDI dir:
  *      kind KDEV_DRA_CDI_KIND ("k8s.gpu.nvidia.com/claim", NVIDIA's DRA driver
  *      kind), file "k8s.gpu.nvidia.com-claim_<uid>.json" (CDI transient
  *      name), one CDI device "<uid>-<device name>" per device with device
- *      node /dev/nvidia<minor>; spec-level env NVIDIA_VISIBLE_DEVICES=void
+ *      node /dev/nvidia<minor> (for a MIG device: the parent's, then
+ *      /dev/nvidia-caps/nvidia-cap<GI cap> and /dev/nvidia-caps/nvidia-cap<CI
+ *      cap> from <proc_root>/driver/nvidia-caps/mig-minors, read at each
+ *      spec build, as NVIDIA's device plugin adds them; a missing line
+ *      fails the claim with -ENOENT); spec-level env NVIDIA_VISIBLE_DEVICES=void
  *      and the control nodes /dev/nvidiactl, /dev/nvidia-uvm,
  *      /dev/nvidia-uvm-tools that exist under dev_root. Device names carry
  *      the claim UID so runtimes never see a reused name;
@@ -101,6 +105,7 @@ struct kdev_dra_plugin_options {
         const char *data_dir; /* checkpoint directory; required */
         const char *cdi_dir;  /* NULL: KDEV_DRA_DEFAULT_CDI_DIR */
         const char *dev_root; /* where the control device nodes are looked up; NULL: "/" */
+        const char *proc_root; /* where driver/nvidia-caps/mig-minors is read; NULL: "/proc" */
         const struct kdev_gpu_set *gpus; /* borrowed; must outlive the plugin */
         kdev_dra_get_claim_fn get_claim; /* required */
         void *get_claim_arg;
@@ -127,8 +132,8 @@ const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p);
  * pool, device, cdiDeviceIDs), valid until the claim changes. Returns 0 or a
  * negative errno with |err|: -ESTALE (UID mismatch), -ENODATA (not
  * allocated / nothing for this driver and pool), -ENODEV (unknown device
- * name or GPU gone), -EOPNOTSUPP (MIG), errors of the claim source, CDI
- * writer and checkpoint. On failure nothing stays recorded for a claim that
+ * name or GPU gone), -ENOENT (MIG capability line missing), errors of the
+ * claim source, CDI writer and checkpoint. On failure nothing stays recorded for a claim that
  * was not prepared before. */
 int kdev_dra_prepare_claim(struct kdev_dra_plugin *p, const char *ns, const char *name,
                            const char *uid, const json_t **devices, struct kdev_err *err);

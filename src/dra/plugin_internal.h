@@ -10,7 +10,7 @@
 struct kdev_rpc_server;
 
 struct kdev_dra_plugin {
-        char *driver, *pool, *data_dir, *cdi_dir, *dev_root;
+        char *driver, *pool, *data_dir, *cdi_dir, *dev_root, *proc_root;
         char *cp_path;
         char *cp_error; /* checkpoint load failure at creation, or NULL */
         const struct kdev_gpu_set *gpus;

@@ -4,7 +4,8 @@ with this test acting as kubelet over gRPC: GetInfo and
 NotifyRegistrationStatus on the registration socket, NodePrepareResources
 (CDI IDs, CDI spec with the GPU's device node), idempotent repeat,
 NodeUnprepareResources (spec removed), the published ResourceSlices, a slice
-deleted by someone else coming back, and SIGTERM (exit 0, sockets removed)."""
+deleted by someone else coming back, SIGTERM (exit 0, sockets removed), and
+health: a critical XID withdraws the GPU, recovery brings it back."""
 import http.client
 import importlib
 import json
@@ -309,6 +310,48 @@ def test_api_server_down_at_start_v1beta1():
             e.close()
 
 
+def test_health_withdraws_and_restores():
+    """A critical XID (79) on one GPU withdraws its device from the slice (new
+    generation); after the quiet period a passing probe brings it back. XID
+    13 (ignored by default) changes nothing."""
+    uuid = kt.H100_UUIDS[3]
+
+    def devs(sl):
+        assert len(sl) == 1, sl
+        return {d["attributes"]["uuid"]["string"]: d["name"] for d in sl[0]["spec"]["devices"]}
+
+    with TempDir() as d:
+        e = Env(os.path.dirname(d),
+                extra=("--health-probe-interval", "1", "--health-quiet-period", "2"))
+        try:
+            sl = wait_for(lambda: pool_slices(e.api), what="ResourceSlices")
+            before = devs(sl)
+            assert len(before) == 8, before
+            name = before[uuid]
+            gen0 = sl[0]["spec"]["pool"]["generation"]
+            with open(os.path.join(e.root, "control"), "a") as f:
+                f.write("xid %s 13\n" % kt.H100_UUIDS[5])
+                f.write("xid %s 79\n" % uuid)
+            gone = wait_for(lambda: [x for x in pool_slices(e.api)
+                                     if uuid not in devs([x])],
+                            timeout=30, what="unhealthy GPU withdrawn")
+            after = devs(gone)
+            assert sorted(after.values()) == sorted(v for v in before.values() if v != name), after
+            assert gone[0]["spec"]["pool"]["generation"] > gen0, gone
+            assert "device health changed" in e.logtext()
+            back = wait_for(lambda: [x for x in pool_slices(e.api) if uuid in devs([x])],
+                            timeout=40, what="recovered GPU published again")
+            assert devs(back) == before, devs(back)
+            e.proc.send_signal(signal.SIGTERM)
+            rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
+            assert rc == 0, (rc, e.logtext())
+        except Exception:
+            print(e.logtext()[-20000:])
+            raise
+        finally:
+            e.close()
+
+
 def test_flags():
     """--version, --help, and usage errors (exit 2, nothing started)."""
     env = dict(os.environ)
@@ -332,4 +375,4 @@ if __name__ == "__main__":
         print("SKIP: %s not built" % EXE)
         sys.exit(kt.SKIP)
     kt.run_tests([test_dra_plugin_end_to_end, test_api_server_down_at_start_v1beta1,
-                  test_flags])
+                  test_health_withdraws_and_restores, test_flags])

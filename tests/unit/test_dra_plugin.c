@@ -22,7 +22,7 @@
 #define UID2 "0b6a1c9e-2222-4c2e-9a43-bbbbbbbbbbbb"
 
 struct fix {
-        char root[256], data[300], cdi[300];
+        char root[256], data[300], cdi[300], proc[300];
         struct kdev_gpu gpus[2];
         struct kdev_gpu_set set;
         json_t *claims; /* "ns/name" -> claim */
@@ -72,6 +72,7 @@ static void new_plugin(struct fix *f)
                 .data_dir = f->data,
                 .cdi_dir = f->cdi,
                 .dev_root = f->root, /* no control nodes there */
+                .proc_root = f->proc,
                 .gpus = &f->set,
                 .get_claim = fake_source,
                 .get_claim_arg = f,
@@ -89,6 +90,7 @@ static int setup(void **state)
         assert_non_null(mkdtemp(f->root));
         snprintf(f->data, sizeof(f->data), "%s/data", f->root);
         snprintf(f->cdi, sizeof(f->cdi), "%s/cdi", f->root);
+        snprintf(f->proc, sizeof(f->proc), "%s/proc", f->root);
         for (unsigned i = 0; i < 2; i++) {
                 f->gpus[i].index = i;
                 f->gpus[i].minor = i + 4; /* minor != index on purpose */
@@ -375,13 +377,113 @@ static void test_claim_errors(void **state)
         add_claim(f, "ns", "c2", UID2,
                   json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-9")));
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODEV);
-        /* MIG: refused for now */
+        /* MIG device of a GPU not in MIG mode, and malformed MIG names */
         add_claim(f, "ns", "c2", UID2,
                   json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4-mig-19-0-0")));
-        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -EOPNOTSUPP);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODEV);
+        add_claim(f, "ns", "c2", UID2,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4-mig-19-0")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODEV);
+        add_claim(f, "ns", "c2", UID2,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4x")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODEV);
         assert_false(exists(path));
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", "", NULL, &err), -EINVAL);
+}
+
+static void write_file(const char *path, const char *text)
+{
+        FILE *fp = fopen(path, "w");
+
+        assert_non_null(fp);
+        assert_true(fputs(text, fp) >= 0);
+        assert_int_equal(fclose(fp), 0);
+}
+
+/* GPU minor 5 in MIG mode with two MIG devices: GI 1 / CI 0 (profile ids
+ * 9/0, placement 0) and GI 2 / CI 0 (profile ids 14/0, placement 4). */
+static void make_mig(struct fix *f)
+{
+        static struct kdev_mig_device migs[2];
+        char path[600];
+
+        memset(migs, 0, sizeof(migs));
+        migs[0].gi_id = 1;
+        migs[0].gi_profile.id = 9;
+        migs[0].gi_placement.start = 0;
+        snprintf(migs[0].uuid, sizeof(migs[0].uuid), "MIG-aaaa");
+        migs[1].index = 1;
+        migs[1].gi_id = 2;
+        migs[1].gi_profile.id = 14;
+        migs[1].gi_placement.start = 4;
+        snprintf(migs[1].uuid, sizeof(migs[1].uuid), "MIG-bbbb");
+        f->gpus[1].mig_current = NVML_DEVICE_MIG_ENABLE;
+        f->gpus[1].migs = migs;
+        f->gpus[1].n_migs = 2;
+        assert_int_equal(mkdir(f->proc, 0700), 0);
+        snprintf(path, sizeof(path), "%s/driver", f->proc);
+        assert_int_equal(mkdir(path, 0700), 0);
+        snprintf(path, sizeof(path), "%s/driver/nvidia-caps", f->proc);
+        assert_int_equal(mkdir(path, 0700), 0);
+        snprintf(path, sizeof(path), "%s/driver/nvidia-caps/mig-minors", f->proc);
+        write_file(path, "config 1\nmonitor 2\n"
+                         "gpu4/gi1/access 3\ngpu5/gi1/access 30\ngpu5/gi1/ci0/access 31\n"
+                         "gpu5/gi2/access 39\ngpu5/gi2/ci0/access 40\n");
+}
+
+static void test_mig(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct kdev_cdi_spec *s = NULL;
+        const struct kdev_cdi_device *d;
+        const json_t *devs = NULL;
+        char path[1024], want[256], minors[600];
+
+        make_mig(f);
+        add_claim(f, "ns", "m", UID2,
+                  json_pack("[o,o]",
+                            result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-9-0-0"),
+                            result("b", "gpu.nvidia.com", "node1", "gpu-5-mig-14-0-4")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, &devs, &err), 0);
+        assert_int_equal(json_array_size(devs), 2);
+        assert_string_equal(json_string_value(json_array_get(
+                                    json_object_get(json_array_get(devs, 1), "cdiDeviceIDs"), 0)),
+                            "k8s.gpu.nvidia.com/claim=" UID2 "-gpu-5-mig-14-0-4");
+        spec_path(f, UID2, path, sizeof(path));
+        assert_int_equal(kdev_cdi_spec_read(path, &s, &err), 0);
+        assert_int_equal(s->n_devices, 2);
+        snprintf(want, sizeof(want), "%s-gpu-5-mig-9-0-0", UID2);
+        d = kdev_cdi_spec_find_device(s, want);
+        assert_non_null(d);
+        assert_int_equal(d->edits.n_device_nodes, 3);
+        assert_string_equal(d->edits.device_nodes[0].path, "/dev/nvidia5");
+        assert_string_equal(d->edits.device_nodes[1].path, "/dev/nvidia-caps/nvidia-cap30");
+        assert_string_equal(d->edits.device_nodes[2].path, "/dev/nvidia-caps/nvidia-cap31");
+        snprintf(want, sizeof(want), "%s-gpu-5-mig-14-0-4", UID2);
+        d = kdev_cdi_spec_find_device(s, want);
+        assert_non_null(d);
+        assert_int_equal(d->edits.n_device_nodes, 3);
+        assert_string_equal(d->edits.device_nodes[0].path, "/dev/nvidia5");
+        assert_string_equal(d->edits.device_nodes[1].path, "/dev/nvidia-caps/nvidia-cap39");
+        assert_string_equal(d->edits.device_nodes[2].path, "/dev/nvidia-caps/nvidia-cap40");
+        kdev_cdi_spec_free(s);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID2, &err), 0);
+
+        /* unknown placement: no such device */
+        add_claim(f, "ns", "m", UID2,
+                  json_pack("[o]", result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-9-0-1")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, NULL, &err), -ENODEV);
+        /* capability line missing: fails closed, nothing left behind */
+        snprintf(minors, sizeof(minors), "%s/driver/nvidia-caps/mig-minors", f->proc);
+        write_file(minors, "gpu5/gi1/access 30\n");
+        add_claim(f, "ns", "m", UID2,
+                  json_pack("[o]", result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-9-0-0")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, NULL, &err), -ENOENT);
+        assert_non_null(strstr(err.msg, "gpu5/mig/gi1/ci0/access"));
+        assert_false(exists(path));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
 }
 
 static void test_corrupt_checkpoint_at_start(void **state)
@@ -432,6 +534,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cdi_wiped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_claim_errors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_mig, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_checkpoint_at_start, setup, teardown),
                 cmocka_unit_test(test_options),
         };
