@@ -5,7 +5,11 @@
 #           (two of them time-sliced as nvidia.com/gpu.shared); a GPU fault
 #           (XID 79) and its recovery;
 #   node 2: mock A100-40GB GPUs with MIG, strategy mixed (one resource per MIG
-#           profile, one of them time-sliced).
+#           profile, one of them time-sliced);
+#   node 3: DRA: kdev-dra-plugin publishes 8 mock H100 GPUs as a ResourceSlice
+#           to the stand-in API server (tests/kubeapi/server.py, local only),
+#           kdevctl dra (as kubelet) prepares one allocated ResourceClaim, the
+#           claim's CDI spec is printed, then it is unprepared.
 # The mock libnvidia-ml.so.1 is loaded through the same dlopen path as a real
 # driver. For each node it admits a scenario of pods, prints node
 # capacity/allocatable and each container's allocation, and stops both
@@ -23,14 +27,16 @@ if [ -z "$build" ]; then
   build=build
   scripts/deps.sh
   cmake -S . -B build -G Ninja >/dev/null
-  ninja -C build kdev-plugin kdevctl kdev_mock_nvml >/dev/null
+  ninja -C build kdev-plugin kdev-dra-plugin kdevctl kdev_mock_nvml >/dev/null
 fi
 case "$build" in /*) ;; *) build=$root/$build ;; esac
 
 work=$(mktemp -d /tmp/kdev-demo.XXXXXX)
 plugin_pid=""
+api_pid=""
 cleanup() {
   [ -n "$plugin_pid" ] && kill "$plugin_pid" 2>/dev/null || true
+  [ -n "$api_pid" ] && kill "$api_pid" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -100,6 +106,120 @@ run_node() {
   [ "$kubelet_status" -eq 0 ] && [ "$plugin_status" -eq 0 ] || failed=1
 }
 
+# run_dra_node TITLE TOPOLOGY: the stand-in API server holding a Node and one
+# ResourceClaim allocated to gpu-0 of the node's pool, kdev-dra-plugin on the
+# mock NVML, and kdevctl dra as kubelet preparing and unpreparing the claim.
+run_dra_node() {
+  local title=$1 topology=$2
+  local node=$work/dra name=demo-node driver=gpu.nvidia.com token=kdev-demo-token
+  local uid=5e1d3c2a-9b7f-4d61-8a20-0c4e6f8b1d37
+  mkdir -p "$node/plugins_registry" "$node/plugins" "$node/cdi"
+  export KDEV_MOCK_NVML_TOPOLOGY="$topology"
+  export KDEV_MOCK_NVML_CONTROL="$node/nvml-control"
+  : >"$KDEV_MOCK_NVML_CONTROL"
+  cat >"$node/seed.json" <<EOF
+[{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "$name", "uid": "7f3e0b52-demo-node"}},
+ {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+  "metadata": {"name": "demo-gpu", "namespace": "default", "uid": "$uid"},
+  "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "$driver"}}]}},
+  "status": {"allocation": {"devices": {"results": [
+    {"request": "gpu", "driver": "$driver", "pool": "$name", "device": "gpu-0"}]}}}}]
+EOF
+
+  echo "######## $title"
+  # The server serves until its stdin reaches EOF (or SIGTERM): a FIFO held open.
+  mkfifo "$node/api.in"
+  /usr/bin/python3 "$root/tests/kubeapi/server.py" --token "$token" --seed "$node/seed.json" \
+    <"$node/api.in" >"$node/api.json" 2>"$node/api.log" &
+  api_pid=$!
+  exec 3>"$node/api.in"
+  local i url=""
+  for ((i = 0; i < 300; i++)); do
+    url=$(sed -n 's/.*"url": "\([^"]*\)".*/\1/p' "$node/api.json")
+    [ -n "$url" ] && break
+    kill -0 "$api_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$url" ]; then
+    echo "the stand-in API server did not start:"; cat "$node/api.log"
+    exec 3>&-; api_pid=""; failed=1; return
+  fi
+  cat >"$node/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+current-context: demo
+clusters:
+- name: stand-in
+  cluster:
+    server: $url
+users:
+- name: demo
+  user:
+    token: $token
+contexts:
+- name: demo
+  context:
+    cluster: stand-in
+    user: demo
+EOF
+  echo "== stand-in API server (tests/kubeapi/server.py) at $url: Node $name," \
+       "ResourceClaim default/demo-gpu allocated to $driver/$name/gpu-0"
+  echo "== kdev-dra-plugin on $(basename "$topology" .yaml)"
+  ${KDEV_WRAP:-} "$build"/kdev-dra-plugin --node-name "$name" --driver-name "$driver" \
+    --plugins-registry "$node/plugins_registry" --plugin-dir "$node/plugins/$driver" \
+    --cdi-dir "$node/cdi" --kubeconfig "$node/kubeconfig" 2>"$node/plugin.log" &
+  plugin_pid=$!
+  local dra_status=0 plugin_status=0 slices_status=0
+  /usr/bin/python3 "$root/scripts/demo-dra-slices.py" "$url" "$token" "$name" "$driver" 60 \
+    || slices_status=$?
+  echo
+  echo "== kdevctl dra --scenario demo-dra.scenario.yaml (prepare)"
+  "$build"/kdevctl dra --registry "$node/plugins_registry" \
+    --scenario "$root/examples/demo-dra.scenario.yaml" 2>&1 || dra_status=$?
+  echo
+  local spec=$node/cdi/k8s.$driver-claim_$uid.json
+  echo "== CDI spec $(basename "$spec")"
+  if [ -e "$spec" ]; then
+    cat "$spec"
+    [ -z "$(tail -c1 "$spec")" ] || echo
+  else
+    echo "(missing)"; dra_status=1
+  fi
+  echo
+  echo "== kdevctl dra --scenario demo-dra-unprepare.scenario.yaml"
+  "$build"/kdevctl dra --registry "$node/plugins_registry" \
+    --scenario "$root/examples/demo-dra-unprepare.scenario.yaml" 2>&1 || dra_status=$?
+  if [ -e "$spec" ]; then
+    echo "CDI spec after unprepare: still there"; dra_status=1
+  else
+    echo "CDI spec after unprepare: removed"
+  fi
+  kill -TERM "$plugin_pid" 2>/dev/null || true
+  wait "$plugin_pid" || plugin_status=$?
+  plugin_pid=""
+  exec 3>&-   # EOF on the server's stdin: it exits
+  local api_status=0
+  wait "$api_pid" || api_status=$?
+  api_pid=""
+  echo
+  if [ "${KDEV_DEMO_VERBOSE:-0}" = 1 ] || [ "$dra_status" -ne 0 ] || [ "$plugin_status" -ne 0 ] \
+     || [ "$slices_status" -ne 0 ] || [ "$api_status" -ne 0 ]; then
+    echo "== kdev-dra-plugin log"
+    cat "$node/plugin.log"
+    echo "== stand-in API server log (exit status $api_status)"
+    cat "$node/api.log"
+  else
+    echo "== kdev-dra-plugin: $(grep -c 'registered with kubelet' "$node/plugin.log") registrations" \
+         "(set KDEV_DEMO_VERBOSE=1 for its log)"
+  fi
+  local leftover
+  leftover=$(find "$node/plugins_registry" "$node/plugins" -type s | wc -l)
+  echo "kdevctl dra exit status: $dra_status; kdev-dra-plugin exit status: $plugin_status; sockets left: $leftover"
+  echo
+  [ "$dra_status" -eq 0 ] && [ "$plugin_status" -eq 0 ] && [ "$slices_status" -eq 0 ] \
+    && [ "$api_status" -eq 0 ] && [ "$leftover" -eq 0 ] || failed=1
+}
+
 topologies=$root/mock/nvml/topologies
 if [ $# -ge 2 ]; then
   run_node "your node" "$1" "$2" "${KDEV_DEMO_TOPOLOGY:-$topologies/h100-80gb-8x-nvswitch.yaml}"
@@ -110,5 +230,7 @@ else
   run_node "node 2: 3x A100-40GB with MIG, strategy mixed" \
     "$root/examples/demo-mig.yaml" "$root/examples/demo-mig.scenario.yaml" \
     "$topologies/mig-a100-40gb.yaml"
+  run_dra_node "node 3: DRA: 8x H100 as a ResourceSlice, one ResourceClaim prepared as CDI devices" \
+    "$topologies/h100-80gb-8x-nvswitch.yaml"
 fi
 exit $failed

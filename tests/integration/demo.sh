@@ -3,7 +3,9 @@
 # for node 1 (generic devices and 8 mock H100, two of them time-sliced) the
 # allocations, the GPU fault and its recovery and the CDI spec's life, and for
 # node 2 (mock A100-40GB, MIG strategy mixed) the MIG resources and their
-# device nodes.
+# device nodes, and for node 3 (DRA) the ResourceSlice published to the
+# stand-in API server, the prepared claim's CDI device ID and CDI spec, and
+# the spec's removal on unprepare.
 set -uo pipefail
 out=$(KDEV_BUILD_DIR="$KDEV_BUILD_DIR" timeout 300 "$KDEV_SOURCE_DIR/scripts/demo.sh" 2>&1)
 rc=$?
@@ -39,6 +41,17 @@ expect "    device /dev/nvidia-caps/nvidia-cap21 from /dev/nvidia-caps/nvidia-ca
 expect "    nvidia.com/mig-1g.5gb.me: MIG-fa0a443e-a85c-8cba-33fa-10b94f0ea046"
 row 'nvidia.com/mig-1g.5gb +6 +6 +2 +kdev-nvidia.com_mig-1g.5gb.sock +connected'
 row 'nvidia.com/mig-2g.10gb +1 +1 +0 +kdev-nvidia.com_mig-2g.10gb.sock +connected'
+# node 3: DRA
+uid=5e1d3c2a-9b7f-4d61-8a20-0c4e6f8b1d37
+expect "ResourceSlice for demo-node: driver gpu.nvidia.com, pool demo-node (generation 1, 1 slice(s)), 8 devices: gpu-0 gpu-1 gpu-2 gpu-3 gpu-4 gpu-5 gpu-6 gpu-7"
+row "  $uid +demo-node +gpu-0 +gpu +k8s\\.gpu\\.nvidia\\.com/claim=$uid-gpu-0"
+expect "== CDI spec k8s.gpu.nvidia.com-claim_$uid.json"
+expect '  "kind": "k8s.gpu.nvidia.com/claim",'
+expect "      \"name\": \"$uid-gpu-0\","
+expect '            "path": "/dev/nvidia0"'
+row "  $uid +unprepared"
+expect "CDI spec after unprepare: removed"
+expect "kdevctl dra exit status: 0; kdev-dra-plugin exit status: 0; sockets left: 0"
 n=$(grep -cxF "kdevctl kubelet exit status: 0; kdev-plugin exit status: 0; sockets left: 0" <<<"$out")
 [ "$n" -eq 2 ] || fail "expected two clean node runs, got $n"
 echo "1 passed, 0 failed"
