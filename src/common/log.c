@@ -9,6 +9,7 @@
 
 static enum kdev_log_level g_min = KDEV_LOG_INFO;
 static bool g_json;
+static int (*g_now)(struct timespec *ts);
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
@@ -29,6 +30,22 @@ int kdev_log_level_parse(const char *text, enum kdev_log_level *out)
         return -EINVAL;
 }
 
+int kdev_log_format_parse(const char *text, bool *json)
+{
+        if (strcmp(text, "text") == 0)
+                *json = false;
+        else if (strcmp(text, "json") == 0)
+                *json = true;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+void kdev_log_set_clock(int (*now)(struct timespec *ts))
+{
+        g_now = now;
+}
+
 bool kdev_log_enabled(enum kdev_log_level level)
 {
         return level >= g_min;
@@ -41,7 +58,13 @@ static void put_json_string(FILE *f, const char *s)
                 unsigned char c = (unsigned char)*s;
                 if (c == '"' || c == '\\')
                         fprintf(f, "\\%c", c);
-                else if (c < 0x20)
+                else if (c == '\n')
+                        fputs("\\n", f);
+                else if (c == '\t')
+                        fputs("\\t", f);
+                else if (c == '\r')
+                        fputs("\\r", f);
+                else if (c < 0x20 || c == 0x7f)
                         fprintf(f, "\\u%04x", c);
                 else
                         fputc(c, f);
@@ -49,23 +72,31 @@ static void put_json_string(FILE *f, const char *s)
         fputc('"', f);
 }
 
+/* Bare when non-empty and free of blanks, '"', '=', '\\' and control
+ * characters; otherwise a JSON string. */
 static void put_text_value(FILE *f, const char *s)
 {
-        if (*s && strpbrk(s, " \"=\t\n") == NULL) {
-                fputs(s, f);
-                return;
+        bool bare = *s != '\0';
+        for (const char *p = s; bare && *p; p++) {
+                unsigned char c = (unsigned char)*p;
+                if (c <= ' ' || c == 0x7f || c == '"' || c == '=' || c == '\\')
+                        bare = false;
         }
-        put_json_string(f, s);
+        if (bare)
+                fputs(s, f);
+        else
+                put_json_string(f, s);
 }
 
 void kdev_log(enum kdev_log_level level, const char *msg, ...)
 {
-        if (level < g_min)
+        if (level < g_min || level > KDEV_LOG_ERROR)
                 return;
         struct timespec ts;
         struct tm tm;
         char stamp[40];
-        clock_gettime(CLOCK_REALTIME, &ts);
+        if (!g_now || g_now(&ts) < 0)
+                clock_gettime(CLOCK_REALTIME, &ts);
         gmtime_r(&ts.tv_sec, &tm);
         size_t n = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
         snprintf(stamp + n, sizeof(stamp) - n, ".%03ldZ", ts.tv_nsec / 1000000);

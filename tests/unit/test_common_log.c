@@ -1,0 +1,232 @@
+/* Structured logging (src/common/log.c): exact text and JSON lines, the level
+ * filter, quoting and escaping of values, option parsing. stderr is captured
+ * by dup2()ing a temporary file onto fd 2. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/log.h"
+
+/* 2026-11-29T11:00:00.123Z */
+static int fixed_clock(struct timespec *ts)
+{
+        ts->tv_sec = 1795950000;
+        ts->tv_nsec = 123456789;
+        return 0;
+}
+
+struct capture {
+        FILE *tmp;
+        int saved_fd;
+};
+
+static void capture_start(struct capture *c)
+{
+        fflush(stderr);
+        c->tmp = tmpfile();
+        assert_non_null(c->tmp);
+        c->saved_fd = dup(STDERR_FILENO);
+        assert_true(c->saved_fd >= 0);
+        assert_true(dup2(fileno(c->tmp), STDERR_FILENO) >= 0);
+}
+
+/* Restores stderr and returns what was written (malloc'ed). */
+static char *capture_end(struct capture *c)
+{
+        fflush(stderr);
+        assert_true(dup2(c->saved_fd, STDERR_FILENO) >= 0);
+        close(c->saved_fd);
+        /* Written through fd 2, so the fd's offset holds the length. */
+        off_t len = lseek(fileno(c->tmp), 0, SEEK_END);
+        assert_true(len >= 0);
+        char *buf = calloc(1, (size_t)len + 1);
+        assert_non_null(buf);
+        assert_int_equal(pread(fileno(c->tmp), buf, (size_t)len, 0), len);
+        fclose(c->tmp);
+        return buf;
+}
+
+static int setup(void **state)
+{
+        (void)state;
+        kdev_log_set_clock(fixed_clock);
+        kdev_log_setup(KDEV_LOG_INFO, false);
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        (void)state;
+        kdev_log_set_clock(NULL);
+        kdev_log_setup(KDEV_LOG_INFO, false);
+        return 0;
+}
+
+static void test_text_line(void **state)
+{
+        (void)state;
+        struct capture c;
+        capture_start(&c);
+        kdev_log_info("registered", "resource", "nvidia.com/gpu", "devices", "8");
+        kdev_log_warn("no keys");
+        char *out = capture_end(&c);
+        assert_string_equal(out,
+                            "ts=2026-11-29T11:00:00.123Z level=info msg=\"registered\" "
+                            "resource=nvidia.com/gpu devices=8\n"
+                            "ts=2026-11-29T11:00:00.123Z level=warn msg=\"no keys\"\n");
+        free(out);
+}
+
+static void test_json_line(void **state)
+{
+        (void)state;
+        struct capture c;
+        kdev_log_setup(KDEV_LOG_INFO, true);
+        capture_start(&c);
+        kdev_log_error("allocate failed", "resource", "nvidia.com/gpu", "error",
+                       "unknown device \"gpu-9\"");
+        char *out = capture_end(&c);
+        assert_string_equal(out,
+                            "{\"ts\":\"2026-11-29T11:00:00.123Z\",\"level\":\"error\","
+                            "\"msg\":\"allocate failed\",\"resource\":\"nvidia.com/gpu\","
+                            "\"error\":\"unknown device \\\"gpu-9\\\"\"}\n");
+        free(out);
+}
+
+static void test_level_filter(void **state)
+{
+        (void)state;
+        struct capture c;
+        kdev_log_setup(KDEV_LOG_WARN, false);
+        assert_false(kdev_log_enabled(KDEV_LOG_DEBUG));
+        assert_false(kdev_log_enabled(KDEV_LOG_INFO));
+        assert_true(kdev_log_enabled(KDEV_LOG_WARN));
+        assert_true(kdev_log_enabled(KDEV_LOG_ERROR));
+        capture_start(&c);
+        kdev_log_debug("d");
+        kdev_log_info("i");
+        kdev_log(KDEV_LOG_INFO, "direct call below the minimum", NULL);
+        kdev_log_warn("w");
+        kdev_log_error("e");
+        char *out = capture_end(&c);
+        assert_string_equal(out, "ts=2026-11-29T11:00:00.123Z level=warn msg=\"w\"\n"
+                                 "ts=2026-11-29T11:00:00.123Z level=error msg=\"e\"\n");
+        free(out);
+
+        kdev_log_setup(KDEV_LOG_DEBUG, true);
+        capture_start(&c);
+        kdev_log_debug("d", "k", "v");
+        out = capture_end(&c);
+        assert_string_equal(out, "{\"ts\":\"2026-11-29T11:00:00.123Z\",\"level\":\"debug\","
+                                 "\"msg\":\"d\",\"k\":\"v\"}\n");
+        free(out);
+
+        kdev_log_setup(KDEV_LOG_ERROR, true);
+        capture_start(&c);
+        kdev_log_warn("w");
+        out = capture_end(&c);
+        assert_string_equal(out, "");
+        free(out);
+}
+
+static void test_text_quoting(void **state)
+{
+        (void)state;
+        struct capture c;
+        capture_start(&c);
+        kdev_log_info("line\nbreak", "plain", "a/b:c,d-e_f.g", "space", "two words", "quote",
+                      "say \"hi\"", "eq", "k=v", "empty", "", "null", (const char *)NULL, "tab",
+                      "a\tb", "nl", "a\nb", "cr", "a\rb", "bs", "C:\\dir", "ctl", "\x01\x7f",
+                      "utf8", "h\xc3\xa9");
+        char *out = capture_end(&c);
+        assert_string_equal(out, "ts=2026-11-29T11:00:00.123Z level=info msg=\"line\\nbreak\" "
+                                 "plain=a/b:c,d-e_f.g space=\"two words\" quote=\"say \\\"hi\\\"\" "
+                                 "eq=\"k=v\" empty=\"\" null=\"\" tab=\"a\\tb\" nl=\"a\\nb\" "
+                                 "cr=\"a\\rb\" bs=\"C:\\\\dir\" ctl=\"\\u0001\\u007f\" "
+                                 "utf8=h\xc3\xa9\n");
+        free(out);
+}
+
+static void test_json_escaping(void **state)
+{
+        (void)state;
+        struct capture c;
+        kdev_log_setup(KDEV_LOG_INFO, true);
+        capture_start(&c);
+        kdev_log_info("m\"sg", "k\\ey", "a\nb\tc\rd\x1f", "empty", "", "null",
+                      (const char *)NULL, "utf8", "h\xc3\xa9");
+        char *out = capture_end(&c);
+        assert_string_equal(out, "{\"ts\":\"2026-11-29T11:00:00.123Z\",\"level\":\"info\","
+                                 "\"msg\":\"m\\\"sg\",\"k\\\\ey\":\"a\\nb\\tc\\rd\\u001f\","
+                                 "\"empty\":\"\",\"null\":\"\",\"utf8\":\"h\xc3\xa9\"}\n");
+        free(out);
+}
+
+static void test_real_clock(void **state)
+{
+        (void)state;
+        struct capture c;
+        kdev_log_set_clock(NULL);
+        capture_start(&c);
+        kdev_log_info("now");
+        char *out = capture_end(&c);
+        /* ts=YYYY-MM-DDTHH:MM:SS.mmmZ */
+        assert_int_equal(strlen(out), strlen("ts=2026-11-29T11:00:00.123Z level=info msg=\"now\"\n"));
+        assert_memory_equal(out, "ts=", 3);
+        assert_int_equal(out[7], '-');
+        assert_int_equal(out[13], 'T');
+        assert_int_equal(out[22], '.');
+        assert_int_equal(out[26], 'Z');
+        assert_string_equal(out + 27, " level=info msg=\"now\"\n");
+        free(out);
+}
+
+static void test_parse(void **state)
+{
+        (void)state;
+        enum kdev_log_level lv = KDEV_LOG_ERROR;
+        assert_int_equal(kdev_log_level_parse("debug", &lv), 0);
+        assert_int_equal(lv, KDEV_LOG_DEBUG);
+        assert_int_equal(kdev_log_level_parse("info", &lv), 0);
+        assert_int_equal(lv, KDEV_LOG_INFO);
+        assert_int_equal(kdev_log_level_parse("warn", &lv), 0);
+        assert_int_equal(lv, KDEV_LOG_WARN);
+        assert_int_equal(kdev_log_level_parse("error", &lv), 0);
+        assert_int_equal(lv, KDEV_LOG_ERROR);
+        assert_int_equal(kdev_log_level_parse("INFO", &lv), -EINVAL);
+        assert_int_equal(kdev_log_level_parse("warning", &lv), -EINVAL);
+        assert_int_equal(kdev_log_level_parse("", &lv), -EINVAL);
+        assert_int_equal(lv, KDEV_LOG_ERROR);
+
+        bool json = true;
+        assert_int_equal(kdev_log_format_parse("text", &json), 0);
+        assert_false(json);
+        assert_int_equal(kdev_log_format_parse("json", &json), 0);
+        assert_true(json);
+        assert_int_equal(kdev_log_format_parse("JSON", &json), -EINVAL);
+        assert_int_equal(kdev_log_format_parse("logfmt", &json), -EINVAL);
+        assert_int_equal(kdev_log_format_parse("", &json), -EINVAL);
+        assert_true(json);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_text_line, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_json_line, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_level_filter, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_text_quoting, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_json_escaping, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_real_clock, setup, teardown),
+                cmocka_unit_test(test_parse),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
