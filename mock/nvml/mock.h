@@ -74,7 +74,8 @@ struct mock_gpu {
         unsigned long long mem_total, mem_used;   /* bytes */
         int cc_major, cc_minor;
         nvmlDeviceArchitecture_t arch;
-        unsigned sm_count;
+        unsigned sm_count;                        /* 0: whole-GPU attributes NOT_SUPPORTED */
+        nvmlBrandType_t brand;                    /* default NVML_BRAND_NVIDIA */
         int numa_node;
         unsigned long long events;                /* supported event types */
         bool mig_capable;

@@ -636,6 +636,17 @@ static nvmlReturn_t m_arch(nvmlDevice_t d, nvmlDeviceArchitecture_t *arch)
         return NVML_SUCCESS;
 }
 
+static nvmlReturn_t m_brand(nvmlDevice_t d, nvmlBrandType_t *brand)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetBrand", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!brand)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *brand = d->gpu->brand;
+        return NVML_SUCCESS;
+}
+
 static nvmlReturn_t m_remapped(nvmlDevice_t d, unsigned *corr, unsigned *unc, unsigned *pending,
                                unsigned *failure)
 {
@@ -783,9 +794,17 @@ static nvmlReturn_t m_attributes(nvmlDevice_t d, nvmlDeviceAttributes_t *a)
                 return r;
         if (!a)
                 return NVML_ERROR_INVALID_ARGUMENT;
-        /* NVML documents this entry point for MIG device handles only. */
-        if (!d->mig)
-                return NVML_ERROR_NOT_SUPPORTED;
+        /* NVML documents this entry point for MIG device handles; the mock
+         * also answers a whole GPU that is not in MIG mode and has an
+         * sm_count: its SMs and memory, the other counts 0. */
+        if (!d->mig) {
+                if (d->gpu->sm_count == 0 || d->gpu->mig_mode == NVML_DEVICE_MIG_ENABLE)
+                        return NVML_ERROR_NOT_SUPPORTED;
+                memset(a, 0, sizeof(*a));
+                a->multiprocessorCount = d->gpu->sm_count;
+                a->memorySizeMB = d->gpu->mem_total >> 20;
+                return NVML_SUCCESS;
+        }
         const struct mock_profile *p = &d->gpu->profiles[d->mig->gi->profile];
         nvmlComputeInstanceProfileInfo_t ci;
         if (ci_profile(p, d->mig->ci.profile, &ci) != NVML_SUCCESS)
@@ -1161,6 +1180,11 @@ MOCK_EXPORT kdev_nvmlDeviceGetArchitecture_fn nvmlDeviceGetArchitecture;
 nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t d, nvmlDeviceArchitecture_t *a)
 {
         LOCKED(m_arch(d, a));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetBrand_fn nvmlDeviceGetBrand;
+nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t d, nvmlBrandType_t *b)
+{
+        LOCKED(m_brand(d, b));
 }
 MOCK_EXPORT kdev_nvmlDeviceGetRemappedRows_fn nvmlDeviceGetRemappedRows;
 nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned int *c, unsigned int *u,

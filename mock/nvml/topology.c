@@ -195,7 +195,7 @@ static int parse_bus_id(const char *text, nvmlPciInfo_t *pci)
 static const char *const gpu_keys[] = {
         "name", "uuid", "pci_bus_id", "pci_device_id", "pci_subsystem_id", "minor",
         "memory_mib", "memory_used_mib", "compute_capability", "architecture", "sm_count",
-        "numa_node", "events", "nvlinks", "fail", "mig", "mig_profiles", NULL,
+        "brand", "numa_node", "events", "nvlinks", "fail", "mig", "mig_profiles", NULL,
 };
 
 /* The value of |key| for a GPU: its own entry first, then defaults. */
@@ -440,6 +440,31 @@ static int load_gpu(struct loader *l, struct mock_gpu *gpu, yaml_node_t *g, yaml
         if ((v = gpu_get(l, g, defs, "sm_count")) &&
             get_uint(l, v, "sm_count", 100000, &gpu->sm_count) < 0)
                 return -1;
+        gpu->brand = NVML_BRAND_NVIDIA;
+        if ((v = gpu_get(l, g, defs, "brand"))) {
+                /* nvmlBrandType_t order (NVML_BRAND_UNKNOWN = 0 ...) */
+                static const char *const brands[] = {
+                        "unknown",    "quadro",     "tesla",      "nvs",
+                        "grid",       "geforce",    "titan",      "nvidia_vapps",
+                        "nvidia_vpc", "nvidia_vcs", "nvidia_vws", "nvidia_cloud_gaming",
+                        "quadro_rtx", "nvidia_rtx", "nvidia",     "geforce_rtx",
+                        "titan_rtx",
+                };
+                const char *b = scalar(v);
+                bool ok = false;
+                for (unsigned i = 0; b && i < sizeof(brands) / sizeof(brands[0]); i++) {
+                        if (strcmp(b, brands[i]) == 0) {
+                                gpu->brand = i;
+                                ok = true;
+                        }
+                }
+                if (!ok)
+                        return fail(l, v, "brand must be one of unknown, quadro, tesla, nvs, "
+                                          "grid, geforce, titan, nvidia_vapps, nvidia_vpc, "
+                                          "nvidia_vcs, nvidia_vws, nvidia_cloud_gaming, "
+                                          "quadro_rtx, nvidia_rtx, nvidia, geforce_rtx, "
+                                          "titan_rtx");
+        }
         if ((v = gpu_get(l, g, defs, "numa_node")) && get_int(l, v, "numa_node",
                                                               &gpu->numa_node) < 0)
                 return -1;

@@ -3,10 +3,14 @@
  * ResourceSlice pool (src/dra/slices.h) and serves plugin registration and
  * the DRAPlugin services (src/dra/plugin.h).
  *
+ * API access never blocks the event loop: slice reconciles run on libuv's
+ * thread pool with their own client and a snapshot of the desired devices,
+ * one at a time (changes meanwhile coalesce into one follow-up; SIGTERM
+ * aborts a reconcile in flight); claim reads of NodePrepareResources run on
+ * the thread pool with another client. NodePrepareResources refuses a
+ * device currently withdrawn as unhealthy.
+ *
  * Known limits (documented in --help too):
- *   - slice reconciles call the blocking API client on the event loop
- *     thread (bounded: 3 tries of at most 10 s each); claim reads of
- *     NodePrepareResources run on libuv's thread pool with their own client;
  *   - on SIGTERM/SIGINT the sockets are removed but the ResourceSlices are
  *     left in place (a restarted plugin reconciles them; a node that goes
  *     away takes them with it through the owner reference);
@@ -78,15 +82,42 @@ static void usage(FILE *f)
                 "                                  unhealthy GPU (default 10)\n"
                 "      --health-quiet-period S     seconds without critical XID before an\n"
                 "                                  unhealthy GPU counts as recovered (default 60)\n"
-                "      --log-level LEVEL           debug, info, warn or error (default info)\n"
-                "      --log-format FORMAT         text or json (default text)\n"
+                "      --log-level LEVEL           debug, info, warn or error (default info);\n"
+                "                                  logs go to stderr, one line per event\n"
+                "      --log-format FORMAT         text (key=value, default) or json (JSON\n"
+                "                                  lines)\n"
                 "  -h, --help                      show this help\n"
                 "      --version                   print the version\n"
                 "\n"
                 "The slices are reconciled at start (retried with backoff on errors) and every\n"
                 "KDEV_DRA_RESYNC_SECONDS (default 30), so slices deleted by others come back.\n"
-                "SIGTERM and SIGINT stop cleanly: the sockets are removed, the ResourceSlices\n"
-                "are left in place. Slice reconciles block the event loop while they run.\n");
+                "Reconciles run on a worker thread: a slow API server never delays kubelet's\n"
+                "calls. NodePrepareResources refuses a device withdrawn as unhealthy.\n"
+                "\n"
+                "Environment:\n"
+                "  NODE_NAME                 default of --node-name (one of the two is required)\n"
+                "  KDEV_DRA_RESYNC_SECONDS   seconds between slice reconciles (default 30)\n"
+                "  KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT\n"
+                "                            in-cluster API server address (without --kubeconfig)\n"
+                "  DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS\n"
+                "                            XIDs that mark a GPU unhealthy, as for kdev-plugin\n"
+                "\n"
+                "Files:\n"
+                "  PLUGINS-REGISTRY/<driver>-reg.sock  registration socket kubelet watches\n"
+                "  PLUGIN-DIR/dra.sock                 DRAPlugin service (v1 and v1beta1)\n"
+                "  PLUGIN-DIR/dra-claims.json          checkpoint of the prepared claims\n"
+                "  CDI-DIR/k8s.<driver>-claim_<uid>.json  CDI spec of each prepared claim\n"
+                "  /var/run/secrets/kubernetes.io/serviceaccount/  in-cluster token and CA\n"
+                "\n"
+                "Signals: SIGTERM and SIGINT stop cleanly: the sockets are removed, the\n"
+                "ResourceSlices and prepared claims are left in place.\n"
+                "\n"
+                "Exit status: 0 stopped by a signal, or --help/--version; 1 start-up failure\n"
+                "(NVML, API server access, sockets, checkpoint); 2 usage error.\n"
+                "\n"
+                "Example:\n"
+                "  kdev-dra-plugin --node-name node-1 --kubeconfig ~/.kube/config \\\n"
+                "      --log-format json\n");
 }
 
 struct daemon {
@@ -96,7 +127,7 @@ struct daemon {
         uv_timer_t sockets_timer;
         uv_timer_t slices_timer;
         struct kdev_dra_plugin *plugin;
-        struct kdev_kube *kube_slices; /* loop thread only */
+        struct kdev_kube *kube_slices; /* the reconcile worker only */
         struct kdev_kube *kube_claims; /* the plugin's claim source (thread pool) */
         json_t *devices;
         const struct kdev_gpu_set *gpus;
@@ -107,6 +138,8 @@ struct daemon {
         uint64_t backoff_ms;
         long long generation;          /* last reconciled, -1 before the first */
         bool slices_ok;                /* last reconcile succeeded */
+        struct reconcile_job *job;     /* reconcile in flight, or NULL */
+        bool again;                    /* reconcile requested while one was in flight */
         bool stopping;
 };
 
@@ -125,43 +158,107 @@ static void on_status(void *arg, bool registered, const char *error)
                 kdev_log_error("kubelet refused the registration", "error", error);
 }
 
-static void reconcile(uv_timer_t *t)
+/* One slice reconcile on libuv's thread pool. The worker uses only
+ * d->kube_slices (no other thread touches that client), the pool description
+ * (immutable while running) and |devices|, its own deep copy of the desired
+ * devices; everything else happens on the loop thread in reconcile_done. */
+struct reconcile_job {
+        uv_work_t work;
+        struct daemon *d;
+        json_t *devices;
+        struct kdev_dra_reconcile_result res;
+        struct kdev_err err;
+        int rc;
+};
+
+static void start_reconcile(uv_timer_t *t);
+
+static void reconcile_work(uv_work_t *w)
 {
-        struct daemon *d = t->data;
-        if (d->stopping)
-                return;
-        struct kdev_dra_reconcile_result res = {0};
-        struct kdev_err err = {0};
+        struct reconcile_job *job = w->data;
+        job->rc = kdev_dra_slices_reconcile(job->d->kube_slices, &job->d->pool, job->devices,
+                                            &job->res, &job->err);
+}
+
+static void reconcile_done(uv_work_t *w, int status)
+{
+        struct reconcile_job *job = w->data;
+        struct daemon *d = job->d;
         uint64_t next;
-        if (kdev_dra_slices_reconcile(d->kube_slices, &d->pool, d->devices, &res, &err) < 0) {
+
+        d->job = NULL;
+        if (status == UV_ECANCELED || d->stopping)
+                goto out;
+        if (job->rc < 0) {
                 char delay[32];
                 snprintf(delay, sizeof(delay), "%llus",
                          (unsigned long long)(d->backoff_ms / 1000));
-                kdev_log_error("cannot publish the ResourceSlices", "error", err.msg, "retry_in",
-                               delay);
+                kdev_log_error("cannot publish the ResourceSlices", "error", job->err.msg,
+                               "retry_in", delay);
                 next = d->backoff_ms;
                 d->backoff_ms = d->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
                                                                    : d->backoff_ms * 2;
                 d->slices_ok = false;
         } else {
-                if (res.changed || !d->slices_ok || res.generation != d->generation) {
+                const struct kdev_dra_reconcile_result *res = &job->res;
+                if (res->changed || !d->slices_ok || res->generation != d->generation) {
                         char gen[32], n[32], c[64];
-                        snprintf(gen, sizeof(gen), "%lld", res.generation);
-                        snprintf(n, sizeof(n), "%u", res.slices);
-                        snprintf(c, sizeof(c), "%u/%u/%u", res.created, res.updated,
-                                 res.deleted);
+                        snprintf(gen, sizeof(gen), "%lld", res->generation);
+                        snprintf(n, sizeof(n), "%u", res->slices);
+                        snprintf(c, sizeof(c), "%u/%u/%u", res->created, res->updated,
+                                 res->deleted);
                         kdev_log_info("ResourceSlices published", "pool", d->pool.node,
                                       "generation", gen, "slices", n,
                                       "created/updated/deleted", c);
                 }
-                d->generation = res.generation;
+                d->generation = res->generation;
                 d->slices_ok = true;
                 d->backoff_ms = BACKOFF_FIRST_MS;
                 next = d->resync_ms;
         }
-        /* The reconcile blocked the loop: count the delay from now. */
-        uv_update_time(t->loop);
-        uv_timer_start(&d->slices_timer, reconcile, next, 0);
+        /* devices changed while this one ran: one follow-up, now */
+        if (d->again) {
+                d->again = false;
+                next = 0;
+        }
+        uv_timer_start(&d->slices_timer, start_reconcile, next, 0);
+out:
+        json_decref(job->devices);
+        free(job);
+}
+
+/* Timer: reconcile the slices off the loop, one at a time; a request while
+ * one is in flight is coalesced into a single follow-up. */
+static void start_reconcile(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+        struct reconcile_job *job;
+        int r = UV_ENOMEM;
+
+        if (d->stopping)
+                return;
+        if (d->job) {
+                d->again = true;
+                return;
+        }
+        job = calloc(1, sizeof(*job));
+        if (job) {
+                job->d = d;
+                job->work.data = job;
+                job->devices = json_deep_copy(d->devices);
+                if (job->devices)
+                        r = uv_queue_work(&d->loop, &job->work, reconcile_work, reconcile_done);
+        }
+        if (r < 0) {
+                if (job)
+                        json_decref(job->devices);
+                free(job);
+                kdev_log_error("cannot start a ResourceSlice reconcile", "error", uv_strerror(r));
+                uv_timer_start(&d->slices_timer, start_reconcile, d->backoff_ms, 0);
+                return;
+        }
+        d->job = job;
+        d->again = false;
 }
 
 /* Health changed: rebuild the devices without the unhealthy GPUs and, when
@@ -198,6 +295,12 @@ static void on_health(void *arg, const char *resource)
                         bad[n++] = info->uuid;
                 }
         }
+        /* NodePrepareResources refuses what is withdrawn */
+        if (kdev_dra_plugin_set_unhealthy(d->plugin, bad, n, &err) < 0) {
+                free(bad);
+                kdev_log_error("health update dropped", "error", err.msg);
+                return;
+        }
         struct kdev_dra_health h = {.unhealthy = bad, .n_unhealthy = n};
         int rc = kdev_dra_build_devices(d->gpus, &h, &devs, &err);
         free(bad);
@@ -216,7 +319,7 @@ static void on_health(void *arg, const char *resource)
         json_decref(d->devices);
         d->devices = devs;
         d->backoff_ms = BACKOFF_FIRST_MS;
-        uv_timer_start(&d->slices_timer, reconcile, 0, 0);
+        uv_timer_start(&d->slices_timer, start_reconcile, 0, 0);
 }
 
 static void check_sockets(uv_timer_t *t)
@@ -248,6 +351,13 @@ static void on_signal(uv_signal_t *h, int signum)
         kdev_log_info("stopping", "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT");
         uv_close((uv_handle_t *)&d->sockets_timer, NULL);
         uv_close((uv_handle_t *)&d->slices_timer, NULL);
+        /* a reconcile in flight: cancelled when still queued, otherwise its
+         * requests abort (within about a second); the loop runs until its
+         * done callback has freed it */
+        if (d->job) {
+                kdev_kube_abort(d->kube_slices);
+                uv_cancel((uv_req_t *)&d->job->work);
+        }
         kdev_dra_plugin_stop(d->plugin, on_plugin_stopped, d);
 }
 
@@ -388,17 +498,16 @@ int main(int argc, char **argv)
                 case OPT_LEVEL:
                         if (kdev_log_level_parse(optarg, &level) < 0) {
                                 fprintf(stderr, "kdev-dra-plugin: invalid --log-level \"%s\": "
-                                                "want debug, info, warn or error\n", optarg);
+                                                "want " KDEV_LOG_LEVEL_VALUES "\n", optarg);
                                 usage_status = 2;
                         }
                         break;
                 case OPT_FORMAT:
-                        if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
+                        if (kdev_log_format_parse(optarg, &json) < 0) {
                                 fprintf(stderr, "kdev-dra-plugin: invalid --log-format \"%s\": "
-                                                "want text or json\n", optarg);
+                                                "want " KDEV_LOG_FORMAT_VALUES "\n", optarg);
                                 usage_status = 2;
                         }
-                        json = strcmp(optarg, "json") == 0;
                         break;
                 case 'h':
                         usage(stdout);
@@ -408,8 +517,7 @@ int main(int argc, char **argv)
                         printf("kdev-dra-plugin %s\n", KDEV_VERSION);
                         usage_status = 0;
                         break;
-                default:
-                        fprintf(stderr, "Run 'kdev-dra-plugin --help' for the options.\n");
+                default: /* getopt_long printed the error */
                         usage_status = 2;
                 }
         }
@@ -425,6 +533,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "kdev-dra-plugin: invalid --driver-name \"%s\"\n", driver);
                 usage_status = 2;
         }
+        if (usage_status == 2)
+                fprintf(stderr, "Run 'kdev-dra-plugin --help' for the options.\n");
         if (usage_status >= 0)
                 return usage_status;
         kdev_log_setup(level, json);
@@ -569,7 +679,7 @@ int main(int argc, char **argv)
         kdev_log_info("serving", "driver", driver, "node", node, "registration", reg_sock,
                       "endpoint", dra_sock, "resource_api", api_version);
         uv_timer_start(&d.sockets_timer, check_sockets, 1000, 1000);
-        uv_timer_start(&d.slices_timer, reconcile, 0, 0);
+        uv_timer_start(&d.slices_timer, start_reconcile, 0, 0);
         uv_run(&d.loop, UV_RUN_DEFAULT);
         kdev_log_info("stopped");
         status = 0;

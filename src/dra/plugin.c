@@ -77,6 +77,31 @@ const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p)
         return p->cp_error;
 }
 
+int kdev_dra_plugin_set_unhealthy(struct kdev_dra_plugin *p, const char *const *uuids, size_t n,
+                                  struct kdev_err *err)
+{
+        char **list = n ? calloc(n, sizeof(*list)) : NULL;
+        size_t i;
+
+        if (n && !list)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        for (i = 0; i < n; i++) {
+                list[i] = strdup(uuids[i] ? uuids[i] : "");
+                if (!list[i]) {
+                        while (i > 0)
+                                free(list[--i]);
+                        free(list);
+                        return kdev_err_set(err, ENOMEM, "out of memory");
+                }
+        }
+        for (i = 0; i < p->n_unhealthy; i++)
+                free(p->unhealthy[i]);
+        free(p->unhealthy);
+        p->unhealthy = list;
+        p->n_unhealthy = n;
+        return 0;
+}
+
 size_t kdev_dra_plugin_prepared(const struct kdev_dra_plugin *p)
 {
         return kdev_dra_cp_count(&p->cp);
@@ -94,6 +119,9 @@ void kdev_dra_plugin_free(struct kdev_dra_plugin *p)
         free(p->cdi_dir);
         free(p->dev_root);
         free(p->proc_root);
+        for (size_t i = 0; i < p->n_unhealthy; i++)
+                free(p->unhealthy[i]);
+        free(p->unhealthy);
         free(p->cp_path);
         free(p->cp_error);
         free(p->dra_socket);
@@ -166,6 +194,41 @@ static const struct kdev_gpu *find_gpu(const struct kdev_dra_plugin *p, const ch
         }
         *rc = kdev_err_set(err, ENODEV, "device %s: no such healthy GPU on this node", dev);
         return NULL;
+}
+
+static bool is_unhealthy(const struct kdev_dra_plugin *p, const char *uuid)
+{
+        for (size_t i = 0; uuid && *uuid && i < p->n_unhealthy; i++)
+                if (strcmp(p->unhealthy[i], uuid) == 0)
+                        return true;
+        return false;
+}
+
+/* -EIO with "device <name> (<uuid>) is unhealthy ..." when a device of
+ * |devices| (checkpoint records) is withdrawn as unhealthy; unknown names
+ * are left to build_spec. */
+static int check_healthy(const struct kdev_dra_plugin *p, const json_t *devices,
+                         struct kdev_err *err)
+{
+        size_t i;
+        json_t *d;
+
+        json_array_foreach(devices, i, d) {
+                const char *dev = json_string_value(json_object_get(d, "device"));
+                const struct kdev_mig_device *m = NULL;
+                struct kdev_err ignored = {0};
+                int rc = 0;
+                const struct kdev_gpu *g = find_gpu(p, dev ? dev : "", &m, &rc, &ignored);
+
+                if (!g)
+                        continue;
+                if (is_unhealthy(p, g->uuid) || (m && is_unhealthy(p, m->uuid)))
+                        return kdev_err_set(err, EIO,
+                                            "device %s (%s) is unhealthy: withdrawn from the "
+                                            "ResourceSlice, not prepared",
+                                            dev, m ? m->uuid : g->uuid);
+        }
+        return 0;
 }
 
 static int add_node(struct kdev_cdi_edits *e, const char *path, struct kdev_err *err)
@@ -436,6 +499,11 @@ int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const ch
         json_decref(claim);
         if (rc < 0)
                 return rc;
+        rc = check_healthy(p, devs, err);
+        if (rc < 0) {
+                json_decref(devs);
+                return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
+        }
         rc = spec_file_name(uid, fname, sizeof(fname), err);
         if (rc >= 0)
                 rc = kdev_dra_claim_spec_path(p, uid, path, sizeof(path), err);

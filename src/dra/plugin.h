@@ -127,12 +127,24 @@ int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_
 /* The message of the checkpoint load failure at creation, or NULL. */
 const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p);
 
+/* Sets the devices currently withdrawn from the ResourceSlices as unhealthy:
+ * |uuids| ("GPU-…" or "MIG-…"; copied, replacing the previous list; n 0
+ * clears it). Prepare of a claim that is not prepared yet fails for a device
+ * whose GPU or MIG UUID is listed (a listed GPU covers its MIG devices):
+ * -EIO, "claim <ns>/<name> (<uid>): device <name> (<uuid>) is unhealthy:
+ * withdrawn from the ResourceSlice, not prepared", and nothing is written
+ * or recorded for the claim. Claims already prepared (in the checkpoint)
+ * keep being answered from it. Loop thread. Returns 0 or -ENOMEM. */
+int kdev_dra_plugin_set_unhealthy(struct kdev_dra_plugin *p, const char *const *uuids, size_t n,
+                                  struct kdev_err *err);
+
 /* Prepares claim |uid| (|ns|/|name|) as described above. *devices (may be
  * NULL) receives the borrowed device array (checkpoint records: requestNames,
  * pool, device, cdiDeviceIDs), valid until the claim changes. Returns 0 or a
  * negative errno with |err|: -ESTALE (UID mismatch), -ENODATA (not
  * allocated / nothing for this driver and pool), -ENODEV (unknown device
- * name or GPU gone), -ENOENT (MIG capability line missing), errors of the
+ * name or GPU gone), -EIO (a device withdrawn as unhealthy, see
+ * kdev_dra_plugin_set_unhealthy), -ENOENT (MIG capability line missing), errors of the
  * claim source, CDI writer and checkpoint. On failure nothing stays recorded for a claim that
  * was not prepared before. */
 int kdev_dra_prepare_claim(struct kdev_dra_plugin *p, const char *ns, const char *name,

@@ -20,6 +20,8 @@ struct kdev_dra_plugin {
         kdev_dra_status_fn on_status;
         void *on_status_arg;
         struct kdev_dra_cp cp;
+        char **unhealthy;     /* UUIDs withdrawn as unhealthy (loop thread) */
+        size_t n_unhealthy;
         /* serving */
         uv_loop_t *loop;
         struct kdev_rpc_server *dra_srv, *reg_srv;

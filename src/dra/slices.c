@@ -114,6 +114,9 @@ static int common_attrs(json_t *a, const struct kdev_gpu_set *set, const struct 
         char ver[64];
         int rc = attr_str(a, "productName", g->name);
         if (!rc)
+                rc = attr_str(a, "brand",
+                              g->has_brand ? kdev_nvml_brand_name(g->brand) : NULL);
+        if (!rc)
                 rc = attr_str(a, "architecture", arch_name(g->arch));
         if (!rc && (g->cc_major > 0 || g->cc_minor > 0)) {
                 snprintf(ver, sizeof(ver), "%d.%d.0", g->cc_major, g->cc_minor);
@@ -160,6 +163,8 @@ static int gpu_device(const struct kdev_gpu_set *set, const struct kdev_gpu *g, 
                 rc = common_attrs(a, set, g);
         if (!rc && g->memory_ret == NVML_SUCCESS && g->memory_total > 0)
                 rc = cap(c, "memory", g->memory_total);
+        if (!rc && g->multiprocessors > 0)
+                rc = cap(c, "multiprocessors", g->multiprocessors);
         if (!rc && json_array_append(out, d) < 0)
                 rc = -ENOMEM;
         json_decref(d);

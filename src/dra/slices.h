@@ -49,21 +49,28 @@ struct kdev_dra_health {
  * and those |health| names (|health| may be NULL).
  *
  * Attributes, each omitted when unknown:
- *   GPU: type "gpu", uuid, productName (NVML name), architecture ("Kepler" …
+ *   GPU: type "gpu", uuid, productName (NVML name), brand (nvmlDeviceGetBrand
+ *     spelled as NVIDIA's DRA driver does, kdev_nvml_brand_name: "Nvidia",
+ *     "Tesla", "GeForce" …), architecture ("Kepler" …
  *     "Blackwell"), cudaComputeCapability (version "<major>.<minor>.0"),
  *     driverVersion (version: NVML's string made semver, leading zeros of
  *     each number dropped, missing numbers 0: "550.90.07" -> "550.90.7"),
  *     cudaDriverVersion (version "12.4.0" from 12040), pcieBusID (sysfs form
  *     "0000:3b:00.0"), index (int, NVML index), minor (int).
  *     Capacity: memory (bytes as a Kubernetes quantity, binary suffix when
- *     exact: "80Gi"), when NVML answered.
+ *     exact: "80Gi"), when NVML answered; multiprocessors (the whole GPU's
+ *     SM count, gpu->multiprocessors), when known. NVIDIA's DRA driver
+ *     publishes only memory for whole GPUs; multiprocessors is kdev's
+ *     addition (the same name as the MIG capacity, so one CEL expression
+ *     covers both).
  *   MIG: type "mig", uuid, parentUUID, profile (e.g. "1g.10gb", from the MIG
  *     device name after " MIG "), index (the parent's), minor (the
- *     parent's), and the parent's productName, architecture,
+ *     parent's), and the parent's productName, brand, architecture,
  *     cudaComputeCapability, driverVersion, cudaDriverVersion, pcieBusID.
  *     Capacity: memory, multiprocessors (CI profile), copyEngines, decoders,
  *     encoders, jpegEngines, ofaEngines (GI profile).
- * `brand` is not published: discovery does not read nvmlDeviceGetBrand.
+ * brand is omitted when unknown (!gpu->has_brand: the library lacks
+ * nvmlDeviceGetBrand) or a value kdev_nvml_brand_name does not know.
  *
  * *devices receives a new JSON array (caller json_decref's). Returns the
  * number of devices, or -ENOMEM / -EINVAL (a GPU without UUID that is not

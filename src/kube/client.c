@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ struct kdev_kube {
         long last_status;
         unsigned last_attempts;
         long retry_after; /* seconds from the last response, 0 if none */
+        atomic_bool aborted; /* kdev_kube_abort: any thread */
 };
 
 static uint64_t now_ms(void)
@@ -43,11 +45,34 @@ static uint64_t now_ms(void)
         return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static void sleep_ms(unsigned ms)
+/* Sleeps |ms| in slices of at most 50 ms, returning early once |k| is aborted. */
+static void sleep_ms(struct kdev_kube *k, unsigned ms)
 {
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
+        while (ms > 0 && !atomic_load(&k->aborted)) {
+                unsigned step = ms < 50 ? ms : 50;
+                struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)step * 1000000L};
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                        ;
+                ms -= step;
+        }
+}
+
+void kdev_kube_abort(struct kdev_kube *k)
+{
+        if (k)
+                atomic_store(&k->aborted, true);
+}
+
+/* libcurl progress callback: non-zero aborts the transfer. */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+        struct kdev_kube *k = arg;
+        (void)dltotal;
+        (void)dlnow;
+        (void)ultotal;
+        (void)ulnow;
+        return atomic_load(&k->aborted) ? 1 : 0;
 }
 
 static int dup_mem(char **dst, size_t *dst_len, const char *src, size_t len)
@@ -108,6 +133,7 @@ struct kdev_kube *kdev_kube_new(const struct kdev_kube_config *cfg,
                 kdev_err_set(err, ENOMEM, "out of memory");
                 return NULL;
         }
+        atomic_init(&k->aborted, false);
         snprintf(k->version, sizeof(k->version), "%s", version);
         snprintf(k->api_version, sizeof(k->api_version), "resource.k8s.io/%s", version);
         k->attempts = opts->attempts ? opts->attempts : 5;
@@ -434,6 +460,9 @@ static CURLcode perform(struct kdev_kube *k, const char *method, const char *url
         curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
         curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(c, CURLOPT_HEADERDATA, k);
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, k);
         if (strcmp(method, "GET") == 0) {
                 curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
         } else {
@@ -498,6 +527,10 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
         struct buf resp = {0};
         int rc = 0;
         for (unsigned attempt = 1;; attempt++) {
+                if (atomic_load(&k->aborted)) {
+                        rc = kdev_err_set(err, ECANCELED, "%s %s: cancelled", method, path);
+                        break;
+                }
                 reload_token(k);
                 resp.len = 0;
                 resp.too_big = false;
@@ -508,6 +541,10 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
                 k->last_attempts = attempt;
                 k->last_status = status;
                 bool again = attempt < k->attempts;
+                if (cc == CURLE_ABORTED_BY_CALLBACK && atomic_load(&k->aborted)) {
+                        rc = kdev_err_set(err, ECANCELED, "%s %s: cancelled", method, path);
+                        break;
+                }
                 if (cc != CURLE_OK) {
                         if (resp.too_big) {
                                 rc = kdev_err_set(err, EFBIG,
@@ -516,7 +553,7 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
                                 break;
                         }
                         if (again && retryable_curl(cc)) {
-                                sleep_ms(kdev_kube_backoff_ms(k, attempt, 0));
+                                sleep_ms(k, kdev_kube_backoff_ms(k, attempt, 0));
                                 continue;
                         }
                         rc = kdev_err_set(err, kdev_kube_curl_errno((int)cc), "%s %s: %s%s%s",
@@ -542,7 +579,7 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
                         break;
                 }
                 if (again && retryable_status(status)) {
-                        sleep_ms(kdev_kube_backoff_ms(k, attempt, k->retry_after));
+                        sleep_ms(k, kdev_kube_backoff_ms(k, attempt, k->retry_after));
                         continue;
                 }
                 char msg[600], reason[64];

@@ -40,7 +40,8 @@
  *   connection refused -> -ECONNREFUSED, name resolution -> -EHOSTUNREACH,
  *   timeout -> -ETIMEDOUT, dropped connection -> -ECONNRESET,
  *   server certificate not trusted -> -EKEYREJECTED, other TLS errors -> -EPROTO,
- *   body larger than KDEV_KUBE_BODY_MAX -> -EFBIG, out of memory -> -ENOMEM.
+ *   body larger than KDEV_KUBE_BODY_MAX -> -EFBIG, out of memory -> -ENOMEM,
+ *   client aborted (kdev_kube_abort) -> -ECANCELED.
  */
 #ifndef KDEV_KUBE_KUBE_H
 #define KDEV_KUBE_KUBE_H
@@ -145,6 +146,13 @@ struct kdev_kube_opts {
 };
 
 struct kdev_kube;
+
+/* Aborts |k| from any thread (the one call on a client that is
+ * thread-safe): the request running on another thread stops within about a
+ * second (libcurl's progress callback; a backoff sleep within 50 ms) and
+ * fails, as does every later request, with -ECANCELED "<METHOD> <path>:
+ * cancelled". There is no undo: free the client afterwards. NULL is fine. */
+void kdev_kube_abort(struct kdev_kube *k);
 
 /* Creates a client for |cfg| (copied; the caller keeps ownership of cfg) and
  * |opts| (NULL: defaults). Returns NULL with |err| set on failure (-EINVAL an

@@ -45,6 +45,20 @@ const char *kdev_nvml_family(int major, int minor)
         }
 }
 
+const char *kdev_nvml_brand_name(nvmlBrandType_t brand)
+{
+        static const char *const names[] = {
+                "Unknown",     "Quadro",    "Tesla",     "NVS",
+                "Grid",        "GeForce",   "Titan",     "NvidiaVApps",
+                "NvidiaVPC",   "NvidiaVCS", "NvidiaVWS", "NvidiaCloudGaming",
+                "QuadroRTX",   "NvidiaRTX", "Nvidia",    "GeForceRTX",
+                "TitanRTX",
+        };
+        if (brand >= sizeof(names) / sizeof(names[0]))
+                return NULL;
+        return names[brand];
+}
+
 const char *kdev_nvml_level_name(nvmlGpuTopologyLevel_t level)
 {
         switch (level) {
@@ -337,6 +351,30 @@ static int read_gpu(struct ctx *c, unsigned idx, struct kdev_gpu *g, nvmlDevice_
                 }
                 if (r == NVML_SUCCESS)
                         g->arch = a;
+        }
+        if (api->nvmlDeviceGetBrand) {
+                nvmlBrandType_t b = NVML_BRAND_UNKNOWN;
+                r = api->nvmlDeviceGetBrand(dev, &b);
+                if (is_fault(r)) {
+                        g->fault = r;
+                        return 0;
+                }
+                if (r == NVML_SUCCESS) {
+                        g->brand = b;
+                        g->has_brand = true;
+                }
+        }
+        /* whole-GPU SM count: only for a GPU used whole (MIG mode off) */
+        if (api->nvmlDeviceGetAttributes && g->mig_current != NVML_DEVICE_MIG_ENABLE) {
+                nvmlDeviceAttributes_t a;
+                memset(&a, 0, sizeof(a));
+                r = api->nvmlDeviceGetAttributes(dev, &a);
+                if (is_fault(r)) {
+                        g->fault = r;
+                        return 0;
+                }
+                if (r == NVML_SUCCESS)
+                        g->multiprocessors = a.multiprocessorCount;
         }
 #undef IDCALL
         if (g->mig_capable && !(c->flags & KDEV_NVML_DISCOVER_NO_MIG)) {

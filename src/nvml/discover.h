@@ -110,6 +110,18 @@ struct kdev_gpu {
         size_t n_mig_profiles;
         struct kdev_nvlink *nvlinks;           /* with KDEV_NVML_DISCOVER_LINKS */
         size_t n_nvlinks;
+        /* nvmlDeviceGetBrand (optional entry point, KDEV_NVML_CAP_BRAND):
+         * |brand| (NVML_BRAND_*) is valid when |has_brand|; false when the
+         * library lacks it or the GPU answered an error other than a fault
+         * (a fault is recorded in |fault|). */
+        bool has_brand;
+        nvmlBrandType_t brand;
+        /* Streaming multiprocessors of the whole GPU: multiprocessorCount of
+         * nvmlDeviceGetAttributes(_v2) on the GPU handle, read only when the
+         * GPU is not in MIG mode; 0 when unknown (the library lacks the entry
+         * point, or NVML answered an error: NVML documents the call for MIG
+         * handles, so a driver may answer NOT_SUPPORTED for whole GPUs). */
+        unsigned multiprocessors;
 };
 
 struct kdev_gpu_set {
@@ -185,6 +197,14 @@ int kdev_nvml_sysfs_bus_id(const char *bus_id, char *out, size_t size);
  * ("<path>: cannot parse NUMA node \"<text>\""). */
 int kdev_nvml_numa_node(const char *sysfs_root, const char *sysfs_bus_id, int *node,
                         struct kdev_err *err);
+
+/* The brand name of an NVML_BRAND_* value, as go-nvlib's
+ * GetBrandAsString spells it (NVIDIA's DRA driver publishes it as the
+ * `brand` attribute): "Unknown", "Quadro", "Tesla", "NVS", "Grid",
+ * "GeForce", "Titan", "NvidiaVApps", "NvidiaVPC", "NvidiaVCS", "NvidiaVWS",
+ * "NvidiaCloudGaming", "QuadroRTX", "NvidiaRTX", "Nvidia", "GeForceRTX",
+ * "TitanRTX" for 0..16; NULL for any other value. Static storage. */
+const char *kdev_nvml_brand_name(nvmlBrandType_t brand);
 
 /* The GFD family name for a compute capability (reference §1.13); static. */
 const char *kdev_nvml_family(int cc_major, int cc_minor);

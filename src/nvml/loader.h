@@ -29,6 +29,7 @@ enum {
         KDEV_NVML_CAP_CUDA_VERSION = 1u << 1, /* nvmlSystemGetCudaDriverVersion(_v2) */
         KDEV_NVML_CAP_ARCH = 1u << 2,         /* nvmlDeviceGetArchitecture */
         KDEV_NVML_CAP_ROW_REMAP = 1u << 3,    /* nvmlDeviceGetRemappedRows */
+        KDEV_NVML_CAP_BRAND = 1u << 4,        /* nvmlDeviceGetBrand */
 };
 #define KDEV_NVML_REQUIRED 0u                 /* "capability" of required entry points */
 
@@ -76,6 +77,7 @@ enum {
           "nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion", NULL)         \
         X(nvmlDeviceGetArchitecture, KDEV_NVML_CAP_ARCH, "nvmlDeviceGetArchitecture", NULL,    \
           NULL)                                                                                \
+        X(nvmlDeviceGetBrand, KDEV_NVML_CAP_BRAND, "nvmlDeviceGetBrand", NULL, NULL)           \
         X(nvmlDeviceGetRemappedRows, KDEV_NVML_CAP_ROW_REMAP, "nvmlDeviceGetRemappedRows",     \
           NULL, NULL)                                                                          \
         X(nvmlDeviceGetMigMode, KDEV_NVML_CAP_MIG, "nvmlDeviceGetMigMode", NULL, NULL)         \

@@ -119,6 +119,26 @@ typedef unsigned int nvmlDeviceArchitecture_t;
 #define NVML_DEVICE_ARCH_BLACKWELL 10
 #define NVML_DEVICE_ARCH_UNKNOWN 0xffffffffu
 
+/* nvmlDeviceGetBrand's answer (nvml.h nvmlBrandType_t; 11 is also VGAMING). */
+typedef unsigned int nvmlBrandType_t;
+#define NVML_BRAND_UNKNOWN 0
+#define NVML_BRAND_QUADRO 1
+#define NVML_BRAND_TESLA 2
+#define NVML_BRAND_NVS 3
+#define NVML_BRAND_GRID 4
+#define NVML_BRAND_GEFORCE 5
+#define NVML_BRAND_TITAN 6
+#define NVML_BRAND_NVIDIA_VAPPS 7
+#define NVML_BRAND_NVIDIA_VPC 8
+#define NVML_BRAND_NVIDIA_VCS 9
+#define NVML_BRAND_NVIDIA_VWS 10
+#define NVML_BRAND_NVIDIA_CLOUD_GAMING 11
+#define NVML_BRAND_QUADRO_RTX 12
+#define NVML_BRAND_NVIDIA_RTX 13
+#define NVML_BRAND_NVIDIA 14
+#define NVML_BRAND_GEFORCE_RTX 15
+#define NVML_BRAND_TITAN_RTX 16
+
 /* GPU-instance profile *indices* (not the driver profile ids), §2.5. */
 #define NVML_GPU_INSTANCE_PROFILE_1_SLICE 0x0
 #define NVML_GPU_INSTANCE_PROFILE_2_SLICE 0x1
@@ -267,6 +287,7 @@ typedef nvmlReturn_t kdev_nvmlDeviceGetCudaComputeCapability_fn(nvmlDevice_t dev
                                                                 int *minor);
 typedef nvmlReturn_t kdev_nvmlDeviceGetArchitecture_fn(nvmlDevice_t device,
                                                        nvmlDeviceArchitecture_t *arch);
+typedef nvmlReturn_t kdev_nvmlDeviceGetBrand_fn(nvmlDevice_t device, nvmlBrandType_t *type);
 typedef nvmlReturn_t kdev_nvmlDeviceGetRemappedRows_fn(nvmlDevice_t device, unsigned int *corrRows,
                                                        unsigned int *uncRows,
                                                        unsigned int *isPending,

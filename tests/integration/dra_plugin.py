@@ -86,14 +86,15 @@ class Api:
 class Env:
     """Stand-in API server + kdev-dra-plugin in a temp dir."""
 
-    def __init__(self, root, extra=(), before_start=None):
+    def __init__(self, root, extra=(), before_start=None, topology=None, env_extra=None,
+                 objects=None):
         self.root = root
         self.registry = os.path.join(root, "plugins_registry")
         self.plugin_dir = os.path.join(root, "plugins", DRIVER)
         self.cdi = os.path.join(root, "cdi")
         seed = os.path.join(root, "seed.json")
         with open(seed, "w") as f:
-            json.dump(seed_objects(), f)
+            json.dump(seed_objects() + list(objects or ()), f)
         self.server = subprocess.Popen([sys.executable, SERVER, "--token", TOKEN, "--seed", seed],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.info = json.loads(self.server.stdout.readline())
@@ -111,9 +112,10 @@ class Env:
         open(control, "a").close()
         env = dict(os.environ)
         env.update({"LD_LIBRARY_PATH": kt.MOCK_NVML_DIR,
-                    "KDEV_MOCK_NVML_TOPOLOGY": kt.H100_TOPO,
+                    "KDEV_MOCK_NVML_TOPOLOGY": topology or kt.H100_TOPO,
                     "KDEV_MOCK_NVML_CONTROL": control,
                     "KDEV_DRA_RESYNC_SECONDS": "1"})
+        env.update(env_extra or {})
         self.log_path = os.path.join(root, "plugin.log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
@@ -211,6 +213,12 @@ def test_dra_plugin_end_to_end():
             assert s["spec"]["pool"]["resourceSliceCount"] == 1, s
             names = sorted(dev["name"] for dev in s["spec"]["devices"])
             assert names == ["gpu-%d" % i for i in range(8)], names
+            for dev in s["spec"]["devices"]:
+                assert dev["attributes"]["brand"] == {"string": "Nvidia"}, dev
+                assert dev["attributes"]["productName"] == \
+                    {"string": "NVIDIA H100 80GB HBM3"}, dev
+                assert dev["capacity"] == {"memory": {"value": "81559Mi"},
+                                           "multiprocessors": {"value": "132"}}, dev
             owners = s["metadata"].get("ownerReferences")
             assert owners and owners[0]["kind"] == "Node" and owners[0]["name"] == NODE, owners
 
@@ -362,7 +370,8 @@ def test_flags():
     assert r.returncode == 0 and "--resource-api-version" in r.stdout, r
     r = subprocess.run([EXE], capture_output=True, text=True, env=env)
     assert r.returncode == 2, r
-    want = "kdev-dra-plugin: no node name: set --node-name or NODE_NAME\n"
+    want = ("kdev-dra-plugin: no node name: set --node-name or NODE_NAME\n"
+            "Run 'kdev-dra-plugin --help' for the options.\n")
     assert r.stderr == want, r.stderr
     r = subprocess.run([EXE, "--node-name", "n", "--resource-api-version", "v2"],
                        capture_output=True, text=True, env=env)

@@ -55,6 +55,12 @@ Admin API (plain HTTP on its own port, no auth), for tests:
                                 status (or, mode reset, with a dropped
                                 connection); method/path are optional filters
   DELETE /_admin/faults         clears the faults
+  POST   /_admin/delay          {"seconds": S, "method": "PUT", "path": "/apis/...prefix"}
+                                every matching API request (method/path optional
+                                filters) is held S seconds before it is handled
+                                (faults apply after the hold); until cleared
+  GET    /_admin/delay          {"waiting": requests held now, "delays": [...]}
+  DELETE /_admin/delay          clears the delays; held requests go on at once
   POST   /_admin/down           {"seconds": S (optional)} closes the API port
                                 (and drops kept-alive connections); back on the
                                 same port after S seconds when given
@@ -420,6 +426,10 @@ class State:
         self.lock = threading.Lock()
         self.token = args.token
         self.faults = []
+        self.delays = []  # {"seconds", "method", "path"}: requests held before handling
+        self.delay_cond = threading.Condition(self.lock)
+        self.delay_gen = 0  # bumped by DELETE /_admin/delay: held requests go on
+        self.waiting = 0  # requests held now
         self.requests = []
         self.versions = [v for v in args.versions.split(",") if v]
         self.down = False
@@ -532,7 +542,27 @@ class ApiHandler(BaseHTTPRequestHandler):
         q = urllib.parse.parse_qs(u.query, keep_blank_values=True)
         entry = {"method": method, "path": u.path, "query": u.query, "status": 0,
                  "auth": self.headers.get("Authorization") is not None}
-        # faults first: they model an overloaded or broken server
+        # delays first: they model a slow server (the request is then handled)
+        with st.lock:
+            delay = None
+            for d in st.delays:
+                if d.get("method") and d["method"] != method:
+                    continue
+                if d.get("path") and not u.path.startswith(d["path"]):
+                    continue
+                delay = d
+                break
+            if delay:
+                st.waiting += 1
+                gen = st.delay_gen
+                deadline = time.monotonic() + float(delay["seconds"])
+                while st.delay_gen == gen:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    st.delay_cond.wait(left)
+                st.waiting -= 1
+        # faults next: they model an overloaded or broken server
         fault = None
         with st.lock:
             for f in st.faults:
@@ -713,6 +743,8 @@ class ApiServer(ThreadingHTTPServer):
             self.state.conns.add(request)
         try:
             super().finish_request(request, client_address)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (e.g. while its request was held by a delay)
         finally:
             with self.state.lock:
                 self.state.conns.discard(request)
@@ -743,6 +775,9 @@ class AdminHandler(BaseHTTPRequestHandler):
         if self.path == "/_admin/requests":
             with st.lock:
                 self.send_json(200, {"items": list(st.requests)})
+        elif self.path == "/_admin/delay":
+            with st.lock:
+                self.send_json(200, {"waiting": st.waiting, "delays": list(st.delays)})
         elif self.path == "/_admin/objects":
             with st.store.lock:
                 self.send_json(200, {"items": [copy.deepcopy(o) for _, o in
@@ -758,6 +793,11 @@ class AdminHandler(BaseHTTPRequestHandler):
         elif self.path == "/_admin/faults":
             with st.lock:
                 st.faults.clear()
+        elif self.path == "/_admin/delay":
+            with st.lock:
+                st.delays.clear()
+                st.delay_gen += 1
+                st.delay_cond.notify_all()
         else:
             self.send_json(404, {"error": "unknown admin path"})
             return
@@ -784,6 +824,12 @@ class AdminHandler(BaseHTTPRequestHandler):
                 with st.lock:
                     st.faults.append(f)
                 self.send_json(200, f)
+            elif self.path == "/_admin/delay":
+                d = {"seconds": float(b.get("seconds", 5)), "method": b.get("method"),
+                     "path": b.get("path")}
+                with st.lock:
+                    st.delays.append(d)
+                self.send_json(200, d)
             elif self.path == "/_admin/down":
                 api_down(st)
                 if b.get("seconds") is not None:

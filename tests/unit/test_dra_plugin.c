@@ -486,6 +486,58 @@ static void test_mig(void **state)
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
 }
 
+/* A device withdrawn as unhealthy is refused with a per-claim error naming
+ * it; nothing is written or recorded; after recovery the claim prepares. A
+ * claim prepared before the device went unhealthy keeps its answer. */
+static void test_unhealthy_refused(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+        char path[1024];
+        const char *bad[] = {"GPU-00000001"};
+
+        spec_path(f, UID1, path, sizeof(path));
+        assert_int_equal(kdev_dra_plugin_set_unhealthy(f->p, bad, 1, &err), 0);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), -EIO);
+        assert_string_equal(err.msg, "claim ns/c1 (" UID1 "): device gpu-5 (GPU-00000001) is "
+                                     "unhealthy: withdrawn from the ResourceSlice, not prepared");
+        assert_false(exists(path));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+
+        /* recovered: prepared */
+        assert_int_equal(kdev_dra_plugin_set_unhealthy(f->p, NULL, 0, &err), 0);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        check_devices(devs);
+        assert_true(exists(path));
+        /* unhealthy after it was prepared: still answered from the checkpoint */
+        assert_int_equal(kdev_dra_plugin_set_unhealthy(f->p, bad, 1, &err), 0);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        check_devices(devs);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+
+        /* MIG: a listed MIG device, and a listed parent covering its MIG devices */
+        make_mig(f);
+        add_claim(f, "ns", "m", UID2,
+                  json_pack("[o]", result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-14-0-4")));
+        const char *bad_mig[] = {"GPU-nope", "MIG-bbbb"};
+        assert_int_equal(kdev_dra_plugin_set_unhealthy(f->p, bad_mig, 2, &err), 0);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, NULL, &err), -EIO);
+        assert_string_equal(err.msg, "claim ns/m (" UID2 "): device gpu-5-mig-14-0-4 (MIG-bbbb) "
+                                     "is unhealthy: withdrawn from the ResourceSlice, not "
+                                     "prepared");
+        assert_int_equal(kdev_dra_plugin_set_unhealthy(f->p, bad, 1, &err), 0);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, NULL, &err), -EIO);
+        assert_string_equal(err.msg, "claim ns/m (" UID2 "): device gpu-5-mig-14-0-4 (MIG-bbbb) "
+                                     "is unhealthy: withdrawn from the ResourceSlice, not "
+                                     "prepared");
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        const char *other[] = {"MIG-aaaa"};
+        assert_int_equal(kdev_dra_plugin_set_unhealthy(f->p, other, 1, &err), 0);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, NULL, &err), 0);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+}
+
 static void test_corrupt_checkpoint_at_start(void **state)
 {
         struct fix *f = *state;
@@ -535,6 +587,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_cdi_wiped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_claim_errors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_mig, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unhealthy_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_checkpoint_at_start, setup, teardown),
                 cmocka_unit_test(test_options),
         };

@@ -231,6 +231,9 @@ static struct kdev_gpu_set *make_set(size_t n_gpus, bool with_mig)
                 g->memory_total = 80ULL << 30;
                 g->cc_major = 9;
                 g->arch = NVML_DEVICE_ARCH_HOPPER;
+                g->has_brand = true;
+                g->brand = NVML_BRAND_NVIDIA;
+                g->multiprocessors = 132;
         }
         if (with_mig && n_gpus > 1) {
                 struct kdev_gpu *g = &s->gpus[1];
@@ -306,17 +309,20 @@ static void test_build_devices(void **state)
                 "[{\"name\":\"gpu-10\",\"attributes\":{\"type\":{\"string\":\"gpu\"},"
                 "\"uuid\":{\"string\":\"GPU-0000\"},"
                 "\"productName\":{\"string\":\"NVIDIA H100 80GB HBM3\"},"
+                "\"brand\":{\"string\":\"Nvidia\"},"
                 "\"architecture\":{\"string\":\"Hopper\"},"
                 "\"cudaComputeCapability\":{\"version\":\"9.0.0\"},"
                 "\"driverVersion\":{\"version\":\"550.90.7\"},"
                 "\"cudaDriverVersion\":{\"version\":\"12.4.0\"},"
                 "\"pcieBusID\":{\"string\":\"0000:01:00.0\"},"
                 "\"index\":{\"int\":0},\"minor\":{\"int\":10}},"
-                "\"capacity\":{\"memory\":{\"value\":\"80Gi\"}}},"
+                "\"capacity\":{\"memory\":{\"value\":\"80Gi\"},"
+                "\"multiprocessors\":{\"value\":\"132\"}}},"
                 "{\"name\":\"gpu-11-mig-19-0-0\",\"attributes\":{\"type\":{\"string\":\"mig\"},"
                 "\"uuid\":{\"string\":\"MIG-0\"},\"parentUUID\":{\"string\":\"GPU-0001\"},"
                 "\"profile\":{\"string\":\"1g.10gb\"},"
                 "\"productName\":{\"string\":\"NVIDIA H100 80GB HBM3\"},"
+                "\"brand\":{\"string\":\"Nvidia\"},"
                 "\"architecture\":{\"string\":\"Hopper\"},"
                 "\"cudaComputeCapability\":{\"version\":\"9.0.0\"},"
                 "\"driverVersion\":{\"version\":\"550.90.7\"},"
@@ -337,6 +343,27 @@ static void test_build_devices(void **state)
                             "gpu-12");
         json_decref(want);
         json_decref(d);
+
+        /* brand and SM count unknown (library without the entry points): omitted;
+         * other brands spelled as NVIDIA's DRA driver does */
+        s->gpus[0].has_brand = false;
+        s->gpus[0].multiprocessors = 0;
+        s->gpus[2].brand = NVML_BRAND_GEFORCE_RTX;
+        d = devices_of(s, NULL, 4);
+        json_t *a0 = json_object_get(json_array_get(d, 0), "attributes");
+        assert_null(json_object_get(a0, "brand"));
+        assert_int_equal(json_object_size(a0), 10);
+        char *cap0 = json_dumps(json_object_get(json_array_get(d, 0), "capacity"),
+                                JSON_COMPACT);
+        assert_string_equal(cap0, "{\"memory\":{\"value\":\"80Gi\"}}");
+        free(cap0);
+        json_t *b2 = json_object_get(json_object_get(json_array_get(d, 3), "attributes"),
+                                     "brand");
+        assert_string_equal(json_string_value(json_object_get(b2, "string")), "GeForceRTX");
+        json_decref(d);
+        s->gpus[0].has_brand = true;
+        s->gpus[0].multiprocessors = 132;
+        s->gpus[2].brand = NVML_BRAND_NVIDIA;
 
         /* health: an unhealthy GPU takes its MIG devices with it; a MIG alone; faults */
         const char *bad1[] = {"GPU-0001"};

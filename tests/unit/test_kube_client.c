@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
@@ -618,6 +619,59 @@ static void test_retry_5xx_429(void **state)
         kdev_kube_free(k);
 }
 
+struct abort_run {
+        struct kdev_kube *k;
+        int rc;
+        struct kdev_err err;
+};
+
+static void *abort_thread(void *arg)
+{
+        struct abort_run *r = arg;
+        json_t *n = NULL;
+        r->rc = kdev_kube_get_node(r->k, "abort-n", &n, &r->err);
+        json_decref(n);
+        return NULL;
+}
+
+/* kdev_kube_abort from another thread stops a request the server holds, and
+ * every later request fails at once. */
+static void test_abort(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct abort_run r = {.k = client_for(&plain, NULL, TOKEN, 5)};
+        admin(&plain, "POST", "/_admin/delay", "{\"seconds\":60,\"path\":\"/api/v1/nodes/abort-n\"}",
+              NULL);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, abort_thread, &r), 0);
+        long long held = 0;
+        for (int i = 0; i < 2000 && held < 1; i++) {
+                json_t *d;
+                admin(&plain, "GET", "/_admin/delay", NULL, &d);
+                held = json_integer_value(json_object_get(d, "waiting"));
+                json_decref(d);
+                if (held < 1)
+                        usleep(10000);
+        }
+        assert_int_equal(held, 1);
+        double t0 = now_s();
+        kdev_kube_abort(r.k);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        assert_true(now_s() - t0 < 5.0);
+        assert_int_equal(r.rc, -ECANCELED);
+        assert_string_equal(r.err.msg, "GET /api/v1/nodes/abort-n: cancelled");
+        json_t *n = NULL;
+        struct kdev_err err = {0};
+        assert_int_equal(kdev_kube_get_node(r.k, "other", &n, &err), -ECANCELED);
+        assert_null(n);
+        assert_string_equal(err.msg, "GET /api/v1/nodes/other: cancelled");
+        admin(&plain, "DELETE", "/_admin/delay", NULL, NULL);
+        requests(&plain, (char[256]){0}, 256);
+        kdev_kube_free(r.k);
+        kdev_kube_abort(NULL);
+}
+
 static void test_server_down_and_back(void **state)
 {
         (void)state;
@@ -829,6 +883,7 @@ int main(void)
                 cmocka_unit_test(test_claims_and_versions),
                 cmocka_unit_test(test_update_conflict_retry),
                 cmocka_unit_test(test_retry_5xx_429),
+                cmocka_unit_test(test_abort),
                 cmocka_unit_test(test_server_down_and_back),
                 cmocka_unit_test(test_token),
                 cmocka_unit_test(test_tls),

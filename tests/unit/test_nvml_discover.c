@@ -73,6 +73,7 @@ struct exp_model {
         unsigned arch;
         const char *family;
         unsigned n_profiles;
+        unsigned sms;          /* whole-GPU multiprocessors */
 };
 
 static void check_gpus(const struct kdev_gpu_set *set, const struct exp_model *m,
@@ -96,6 +97,9 @@ static void check_gpus(const struct kdev_gpu_set *set, const struct exp_model *m
                 assert_int_equal(x->cc_minor, m->cc_minor);
                 assert_int_equal(x->arch, m->arch);
                 assert_string_equal(x->family, m->family);
+                assert_true(x->has_brand);
+                assert_int_equal(x->brand, NVML_BRAND_NVIDIA);
+                assert_int_equal(x->multiprocessors, m->sms);
                 assert_true(x->mig_capable);
                 assert_int_equal(x->n_mig_profiles, m->n_profiles);
                 assert_ptr_equal(kdev_gpu_set_find(set, g[i].uuid), x);
@@ -104,11 +108,11 @@ static void check_gpus(const struct kdev_gpu_set *set, const struct exp_model *m
 }
 
 static const struct exp_model a100_80 = { "NVIDIA A100-SXM4-80GB", MIB(81920), 0x20B210DE, 8, 0,
-                                          NVML_DEVICE_ARCH_AMPERE, "ampere", 7 };
+                                          NVML_DEVICE_ARCH_AMPERE, "ampere", 7, 108 };
 static const struct exp_model h100 = { "NVIDIA H100 80GB HBM3", MIB(81559), 0x233010DE, 9, 0,
-                                       NVML_DEVICE_ARCH_HOPPER, "hopper", 7 };
+                                       NVML_DEVICE_ARCH_HOPPER, "hopper", 7, 132 };
 static const struct exp_model h200_nvl = { "NVIDIA H200 NVL", MIB(143771), 0x233B10DE, 9, 0,
-                                           NVML_DEVICE_ARCH_HOPPER, "hopper", 7 };
+                                           NVML_DEVICE_ARCH_HOPPER, "hopper", 7, 132 };
 
 static void test_a100_8x_nvswitch(void **state)
 {
@@ -346,6 +350,10 @@ static void test_mig_a100_40gb(void **state)
                 assert_true(set->gpus[i].mig_capable);
                 assert_int_equal(set->gpus[i].n_mig_profiles, 7);
                 assert_int_equal(set->gpus[i].n_nvlinks, 0);   /* ports, none connected */
+                /* SMs of a whole GPU only: GPUs 0-2 are in MIG mode */
+                assert_int_equal(set->gpus[i].multiprocessors, i == 3 ? 108 : 0);
+                assert_true(set->gpus[i].has_brand);
+                assert_int_equal(set->gpus[i].brand, NVML_BRAND_NVIDIA);
         }
         static const struct exp_mig g0[] = {
                 { 0, "MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f", "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
@@ -558,6 +566,55 @@ static void test_numa_sysfs(void **state)
         assert_int_equal(kdev_nvml_sysfs_bus_id("00000000:BC:00.0", out, 12), -EINVAL);
 }
 
+/* Brand and whole-GPU SM count: per-GPU values, SMs unknown without
+ * sm_count, and both unset with a library that lacks the entry points. */
+static void test_brand_and_sms(void **state)
+{
+        struct fx *f = *state;
+        char dir[64], topo[128];
+        assert_int_equal(mock_tmpdir(dir, sizeof(dir), "kdev-nvml-brand"), 0);
+        snprintf(topo, sizeof(topo), "%s/t.yaml", dir);
+        FILE *fp = fopen(topo, "w");
+        assert_non_null(fp);
+        fputs("defaults: {name: \"NVIDIA GeForce RTX 4090\", memory_mib: 24564,\n"
+              "           compute_capability: \"8.9\", architecture: ada}\n"
+              "gpus:\n"
+              "  - {uuid: GPU-b0, pci_bus_id: \"00000000:01:00.0\", brand: geforce_rtx,\n"
+              "     sm_count: 128}\n"
+              "  - {uuid: GPU-b1, pci_bus_id: \"00000000:02:00.0\", brand: tesla}\n"
+              "  - {uuid: GPU-b2, pci_bus_id: \"00000000:03:00.0\", sm_count: 76}\n",
+              fp);
+        fclose(fp);
+        struct kdev_gpu_set *set = mock_nvml_discover(&f->m, topo, f->sysfs, 0);
+        assert_int_equal(set->n_gpus, 3);
+        assert_true(set->gpus[0].has_brand);
+        assert_int_equal(set->gpus[0].brand, NVML_BRAND_GEFORCE_RTX);
+        assert_string_equal(kdev_nvml_brand_name(set->gpus[0].brand), "GeForceRTX");
+        assert_int_equal(set->gpus[0].multiprocessors, 128);
+        assert_int_equal(set->gpus[1].brand, NVML_BRAND_TESLA);
+        assert_int_equal(set->gpus[1].multiprocessors, 0);     /* NOT_SUPPORTED */
+        assert_int_equal(set->gpus[2].brand, NVML_BRAND_NVIDIA); /* the mock's default */
+        assert_int_equal(set->gpus[2].multiprocessors, 76);
+        kdev_gpu_set_free(set);
+
+        /* a library without nvmlDeviceGetBrand / nvmlDeviceGetAttributes */
+        struct kdev_nvml_options o = { .library_path = KDEV_MOCK_NVML_LEGACY_LIB };
+        struct kdev_nvml *legacy = NULL;
+        struct kdev_err e;
+        kdev_err_clear(&e);
+        assert_int_equal(kdev_nvml_open(&o, &legacy, &e), 0);
+        assert_int_equal(kdev_nvml_discover(legacy, NULL, &set, &e), 0);
+        assert_int_equal(set->n_gpus, 3);
+        for (size_t i = 0; i < 3; i++) {
+                assert_false(set->gpus[i].has_brand);
+                assert_int_equal(set->gpus[i].multiprocessors, 0);
+        }
+        kdev_gpu_set_free(set);
+        kdev_nvml_close(legacy);
+        unlink(topo);
+        mock_rmtree(dir);
+}
+
 static void test_names(void **state)
 {
         (void)state;
@@ -572,6 +629,14 @@ static void test_names(void **state)
         assert_string_equal(kdev_nvml_family(11, 0), "undefined");
         assert_string_equal(kdev_nvml_level_name(NVML_TOPOLOGY_HOSTBRIDGE), "HOSTBRIDGE");
         assert_null(kdev_nvml_level_name((nvmlGpuTopologyLevel_t)15));
+        assert_string_equal(kdev_nvml_brand_name(NVML_BRAND_UNKNOWN), "Unknown");
+        assert_string_equal(kdev_nvml_brand_name(NVML_BRAND_TESLA), "Tesla");
+        assert_string_equal(kdev_nvml_brand_name(NVML_BRAND_GEFORCE), "GeForce");
+        assert_string_equal(kdev_nvml_brand_name(NVML_BRAND_NVIDIA_CLOUD_GAMING),
+                            "NvidiaCloudGaming");
+        assert_string_equal(kdev_nvml_brand_name(NVML_BRAND_NVIDIA), "Nvidia");
+        assert_string_equal(kdev_nvml_brand_name(NVML_BRAND_TITAN_RTX), "TitanRTX");
+        assert_null(kdev_nvml_brand_name(17));
 }
 
 int main(void)
@@ -586,6 +651,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_mig_h200, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_faults, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_numa_sysfs, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_brand_and_sms, setup, teardown),
                 cmocka_unit_test(test_names),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -48,9 +48,10 @@ static void test_mock_resolves_newest(void **state)
         assert_string_equal(kdev_nvml_path(lib), KDEV_MOCK_NVML_LIB);
         assert_int_equal(kdev_nvml_caps(lib), KDEV_NVML_CAP_MIG | KDEV_NVML_CAP_CUDA_VERSION |
                                                       KDEV_NVML_CAP_ARCH |
-                                                      KDEV_NVML_CAP_ROW_REMAP);
+                                                      KDEV_NVML_CAP_ROW_REMAP |
+                                                      KDEV_NVML_CAP_BRAND);
         size_t n = kdev_nvml_symbol_count();
-        assert_int_equal(n, 39);
+        assert_int_equal(n, 40);
         const struct kdev_nvml_api *api = kdev_nvml_api(lib);
         for (size_t i = 0; i < n; i++) {
                 struct kdev_nvml_symbol s;
@@ -88,6 +89,7 @@ static void test_legacy_fallbacks_and_caps(void **state)
         assert_null(api->nvmlDeviceGetMigMode);
         assert_null(api->nvmlComputeInstanceGetInfo);
         assert_null(api->nvmlDeviceGetArchitecture);
+        assert_null(api->nvmlDeviceGetBrand);
         assert_null(api->nvmlDeviceGetRemappedRows);
         assert_null(api->nvmlSystemGetCudaDriverVersion);
         static const char *const expect[][2] = {

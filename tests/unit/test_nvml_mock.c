@@ -285,6 +285,16 @@ static void test_mig_calls(void **state)
         nvmlDeviceAttributes_t want_a = { 42, 3, 2, 0, 0, 0, 3, 3, 19968 };
         assert_memory_equal(&a, &want_a, sizeof(a));
         assert_int_equal(n->nvmlDeviceGetAttributes(g0, &a), NVML_ERROR_NOT_SUPPORTED);
+        /* a whole GPU with MIG off: its SMs and memory */
+        assert_int_equal(n->nvmlDeviceGetAttributes(g3, &a), NVML_SUCCESS);
+        nvmlDeviceAttributes_t want_g3 = { 108, 0, 0, 0, 0, 0, 0, 0, 40960 };
+        assert_memory_equal(&a, &want_g3, sizeof(a));
+        nvmlBrandType_t brand = 99;
+        assert_int_equal(n->nvmlDeviceGetBrand(g3, &brand), NVML_SUCCESS);
+        assert_int_equal(brand, NVML_BRAND_NVIDIA);
+        assert_int_equal(n->nvmlDeviceGetBrand(m, &brand), NVML_SUCCESS);
+        assert_int_equal(brand, NVML_BRAND_NVIDIA);
+        assert_int_equal(n->nvmlDeviceGetBrand(g3, NULL), NVML_ERROR_INVALID_ARGUMENT);
         assert_int_equal(n->nvmlDeviceGetAttributes(m, NULL), NVML_ERROR_INVALID_ARGUMENT);
 
         nvmlGpuInstanceProfileInfo_t pi;
