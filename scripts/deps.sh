@@ -7,15 +7,17 @@ PKGS=(
   build-essential cmake ninja-build pkg-config
   libuv1-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
   libyaml-dev libjansson-dev libcmocka-dev
-  libcurl4-openssl-dev
+  libcurl4-openssl-dev libmicrohttpd-dev
 )
 # Test-only: interop peers (Python grpcio and grpc-go), the memory checker, and
-# clang with its libFuzzer runtime (scripts/fuzz.sh).
+# clang with its libFuzzer runtime (scripts/fuzz.sh), and a Prometheus server
+# that scrapes kdev-plugin's metrics endpoint.
 if [ "${1:-}" = "--test" ]; then
   PKGS+=(
     python3 python3-grpcio python3-protobuf protobuf-compiler
     golang-go golang-google-grpc-dev golang-google-protobuf-dev protoc-gen-go protoc-gen-go-grpc
     valgrind python3-jsonschema clang libclang-rt-14-dev openssl
+    prometheus
   )
 fi
 

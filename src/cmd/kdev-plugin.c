@@ -18,7 +18,9 @@
 #include "model/model.h"
 #include "nvidia/backend.h"
 #include "nvidia/config.h"
+#include "nvidia/labels.h"
 #include "nvidia/resources.h"
+#include "metrics/plugin_metrics.h"
 #include "plugin/runtime.h"
 
 extern char **environ;
@@ -47,8 +49,17 @@ static void usage(FILE *f)
                 "                                device-plugins directory to its directory\n"
                 "      --socket-prefix PREFIX    socket file name prefix (default \"kdev-\")\n"
                 "      --root DIR                look up generic device nodes under DIR\n"
-                "      --log-level LEVEL         debug, info, warn or error (default info)\n"
-                "      --log-format FORMAT       text or json (default text)\n"
+                "      --nfd-features-file PATH  write GPU node labels (GPU Feature Discovery's\n"
+                "                                names) for Node Feature Discovery's local source\n"
+                "                                to PATH, e.g. /etc/kubernetes/node-feature-\n"
+                "                                discovery/features.d/kdev; off by default\n"
+                "      --metrics-address HOST:PORT\n"
+                "                                serve Prometheus metrics on GET\n"
+                "                                http://HOST:PORT/metrics, on that address only\n"
+                "                                (e.g. 127.0.0.1:9400, [::1]:9400); off by default\n"
+                "      --log-level LEVEL         debug, info, warn or error (default info);\n"
+                "                                logs go to stderr, one line per event\n"
+                "      --log-format FORMAT       text (key=value, default) or json (JSON lines)\n"
                 "      --check                   load the config, discover the devices, print the\n"
                 "                                resources the node would advertise (after MIG\n"
                 "                                and time-slicing), exit 0, or 1 with the error\n"
@@ -67,14 +78,54 @@ static void usage(FILE *f)
         }
         fprintf(f,
                 "\n"
-                "Environment: KDEV_CONFIG (or NVIDIA's CONFIG_FILE) and KDEV_DEVICE_PLUGIN_DIR\n"
-                "(or NVIDIA's KUBELET_SOCKET) set the defaults of --config and\n"
-                "--device-plugin-dir; SIGHUP serves and registers every resource again;\n"
-                "SIGTERM, SIGINT and SIGQUIT stop cleanly; KDEV_NVIDIA_REDISCOVER_INTERVAL (seconds,\n"
-                "default 30) paces the retries when the NVIDIA driver is absent at start\n"
-                "(failOnInitError: false); NVIDIA's variables (MIG_STRATEGY,\n"
-                "DEVICE_LIST_STRATEGY, PASS_DEVICE_SPECS, DP_DISABLE_HEALTHCHECKS, ...) are read\n"
-                "as NVIDIA's plugin reads them.\n");
+                "Environment:\n"
+                "  KDEV_CONFIG, CONFIG_FILE    default of --config (KDEV_CONFIG first)\n"
+                "  KDEV_DEVICE_PLUGIN_DIR      default of --device-plugin-dir\n"
+                "  KUBELET_SOCKET              default of --kubelet-socket (NVIDIA's variable)\n"
+                "  KDEV_METRICS_ADDRESS        default of --metrics-address\n"
+                "  KDEV_NFD_FEATURES_FILE      default of --nfd-features-file\n"
+                "  KDEV_NFD_MACHINE_TYPE_FILE  source of nvidia.com/gpu.machine (default\n"
+                "                              /sys/class/dmi/id/product_name)\n"
+                "  KDEV_NVIDIA_REDISCOVER_INTERVAL\n"
+                "                              seconds between retries when the NVIDIA driver\n"
+                "                              is absent at start (failOnInitError: false;\n"
+                "                              default 30)\n"
+                "  DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS\n"
+                "                              XIDs ignored / monitored by the health checks\n"
+                "                              (\"all\", \"xids\" or a list), as NVIDIA's plugin\n"
+                "  NVIDIA options, each the default of the flag of the same name:\n"
+                "    MIG_STRATEGY FAIL_ON_INIT_ERROR NVIDIA_DRIVER_ROOT NVIDIA_DEV_ROOT MPS_ROOT\n"
+                "    GDRCOPY_ENABLED GDS_ENABLED MOFED_ENABLED DEVICE_DISCOVERY_STRATEGY\n"
+                "    PASS_DEVICE_SPECS DEVICE_LIST_STRATEGY DEVICE_ID_STRATEGY\n"
+                "    CDI_ANNOTATION_PREFIX NVIDIA_CDI_HOOK_PATH (or NVIDIA_CTK_PATH)\n"
+                "    DRIVER_ROOT_CTR_PATH (or CONTAINER_DRIVER_ROOT)\n"
+                "    SHARED_DEVICES_ALLOCATION_POLICY IMEX_CHANNEL_IDS IMEX_REQUIRED\n"
+                "    KDEV_CDI_DIR (--cdi-dir) KDEV_HEALTH_PROBE_INTERVAL KDEV_HEALTH_QUIET_PERIOD\n"
+                "    KDEV_PROC_ROOT (--proc-root)\n"
+                "\n"
+                "Files:\n"
+                "  DIR/kubelet.sock                  kubelet's Registration socket (DIR is\n"
+                "                                    --device-plugin-dir)\n"
+                "  DIR/PREFIXRESOURCE.sock           one socket per resource, '/' in the name\n"
+                "                                    replaced by '_' (kdev-nvidia.com_gpu.sock),\n"
+                "                                    with a .lock file held while it is served\n"
+                "  CDI-DIR/k8s.device-plugin.nvidia.com-gpu.json\n"
+                "                                    CDI spec of the GPUs (cdi-annotations and\n"
+                "                                    cdi-cri list strategies; removed at exit)\n"
+                "  PROC-ROOT/driver/nvidia-caps/mig-minors  MIG capability device minors\n"
+                "\n"
+                "Signals:\n"
+                "  SIGHUP                      serve and register every resource again\n"
+                "  SIGTERM, SIGINT, SIGQUIT    stop cleanly: remove the sockets, exit 0\n"
+                "\n"
+                "Exit status: 0 stopped by a signal, --check succeeded, or --help/--version;\n"
+                "1 configuration, discovery or serving failure (the error is logged, or\n"
+                "printed by --check); 2 usage error.\n"
+                "\n"
+                "Examples:\n"
+                "  kdev-plugin --check-config examples/demo.yaml\n"
+                "  kdev-plugin --config /etc/kdev/config.yaml --log-format json\n"
+                "  kdev-plugin --mig-strategy mixed --device-list-strategy cdi-cri\n");
 }
 
 struct daemon {
@@ -85,6 +136,13 @@ struct daemon {
         uv_signal_t sighup;
         struct kdev_dp_runtime *rt;
         struct kdev_nvidia_backend *nvidia;
+        struct kdev_plugin_metrics *metrics; /* NULL: metrics off */
+        /* --nfd-features-file (NULL: off), the config and the GPU set the
+         * labels were last built from */
+        const char *nfd_file;
+        const struct kdev_nvidia_config *nv;
+        const struct kdev_gpu_set *labelled;
+        bool labels_written;
         bool stopping;
 };
 
@@ -95,6 +153,8 @@ static void on_runtime_stopped(void *arg)
         uv_close((uv_handle_t *)&d->sigint, NULL);
         uv_close((uv_handle_t *)&d->sigquit, NULL);
         uv_close((uv_handle_t *)&d->sighup, NULL);
+        kdev_plugin_metrics_stop(d->metrics, NULL, NULL);
+        d->metrics = NULL;
 }
 
 static void on_backend_stopped(void *arg)
@@ -105,6 +165,46 @@ static void on_backend_stopped(void *arg)
         kdev_dp_runtime_stop(rt, on_runtime_stopped, d);
 }
 
+/* Writes the node labels file (--nfd-features-file) when it is on: at
+ * start, after a rediscovery (a new GPU set) and on SIGHUP (|force|: also
+ * re-reads the machine type and restores a file edited or removed by hand).
+ * The file is written only when its text changes, and kept at exit (see
+ * README "Node labels"). */
+static void refresh_labels(struct daemon *d, bool force)
+{
+        const struct kdev_gpu_set *gpus = kdev_nvidia_backend_gpus(d->nvidia);
+        /* while stopping the backend is gone: keep the file as it is */
+        if (!d->nfd_file || d->stopping ||
+            (!force && d->labels_written && gpus == d->labelled))
+                return;
+        struct kdev_nvidia_labels_options lo = {
+                .machine_type_file = getenv("KDEV_NFD_MACHINE_TYPE_FILE"),
+        };
+        struct kdev_nvidia_labels l;
+        struct kdev_err err = {0};
+        char *text = NULL;
+        int r = kdev_nvidia_labels_build(gpus, d->nv, &lo, &l, &err);
+        if (r == 0 && !(text = kdev_nvidia_labels_text(&l, true)))
+                r = kdev_err_set(&err, ENOMEM, "out of memory");
+        if (r == 0)
+                r = kdev_nvidia_labels_write(d->nfd_file, text, &err);
+        if (r < 0) {
+                kdev_log_error("cannot write the node labels", "path", d->nfd_file, "error",
+                               err.msg);
+        } else {
+                char n[32];
+                snprintf(n, sizeof(n), "%zu", l.n);
+                if (r > 0)
+                        kdev_log_info("wrote node labels", "path", d->nfd_file, "labels", n);
+                else
+                        kdev_log_debug("node labels unchanged", "path", d->nfd_file);
+                d->labelled = gpus;
+                d->labels_written = true;
+        }
+        free(text);
+        kdev_nvidia_labels_clear(&l);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
         struct daemon *d = h->data;
@@ -113,6 +213,7 @@ static void on_signal(uv_signal_t *h, int signum)
         if (signum == SIGHUP) {
                 kdev_log_info("SIGHUP: serving and registering every resource again");
                 kdev_dp_runtime_restart(d->rt);
+                refresh_labels(d, true);
                 return;
         }
         d->stopping = true;
@@ -130,6 +231,15 @@ static void on_devices_changed(void *arg, const char *resource)
         struct daemon *d = arg;
         if (d->rt)
                 kdev_dp_runtime_notify(d->rt, resource);
+        refresh_labels(d, false); /* a rediscovery brings a new GPU set */
+}
+
+/* The physical GPU behind a device, for the metric kdev_gpu_devices. */
+static const char *gpu_of(void *arg, const struct kdev_resource *r, const struct kdev_device *dev)
+{
+        (void)arg;
+        const struct kdev_nvidia_devinfo *in = kdev_nvidia_device_info(r, dev);
+        return in ? in->parent_uuid : NULL;
 }
 
 static void on_discovery_warning(void *arg, const char *msg)
@@ -203,6 +313,8 @@ enum {
         OPT_VERSION,
         OPT_KUBELET_SOCKET,
         OPT_CHECK_CONFIG,
+        OPT_METRICS_ADDRESS,
+        OPT_NFD_FEATURES_FILE,
         OPT_NVIDIA, /* OPT_NVIDIA + i: kdev_nvidia_flags[i] */
 };
 
@@ -216,6 +328,8 @@ static struct option *long_options(void)
                 {"device-plugin-dir", required_argument, NULL, 'd'},
                 {"socket-prefix", required_argument, NULL, OPT_PREFIX},
                 {"root", required_argument, NULL, OPT_ROOT},
+                {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
+                {"nfd-features-file", required_argument, NULL, OPT_NFD_FEATURES_FILE},
                 {"log-level", required_argument, NULL, OPT_LEVEL},
                 {"log-format", required_argument, NULL, OPT_FORMAT},
                 {"check", no_argument, NULL, OPT_CHECK},
@@ -250,6 +364,8 @@ int main(int argc, char **argv)
         struct kdev_dp_options opts = {0};
         opts.plugin_dir = getenv("KDEV_DEVICE_PLUGIN_DIR");
         const char *kubelet_socket = getenv("KUBELET_SOCKET");
+        const char *metrics_address = getenv("KDEV_METRICS_ADDRESS"); /* NULL/"": off */
+        const char *nfd_file = getenv("KDEV_NFD_FEATURES_FILE");      /* NULL/"": off */
         struct kdev_generic_options gopts = {0};
         enum kdev_log_level level = KDEV_LOG_INFO;
         bool json = false, check = false;
@@ -284,6 +400,12 @@ int main(int argc, char **argv)
                 case OPT_ROOT:
                         gopts.root = optarg;
                         break;
+                case OPT_METRICS_ADDRESS:
+                        metrics_address = optarg;
+                        break;
+                case OPT_NFD_FEATURES_FILE:
+                        nfd_file = optarg;
+                        break;
                 case OPT_LEVEL:
                         if (kdev_log_level_parse(optarg, &level) < 0) {
                                 fprintf(stderr, "kdev-plugin: invalid --log-level \"%s\": want debug, "
@@ -292,12 +414,11 @@ int main(int argc, char **argv)
                         }
                         break;
                 case OPT_FORMAT:
-                        if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
-                                fprintf(stderr, "kdev-plugin: invalid --log-format \"%s\": want text "
-                                                "or json\n", optarg);
+                        if (kdev_log_format_parse(optarg, &json) < 0) {
+                                fprintf(stderr, "kdev-plugin: invalid --log-format \"%s\": want "
+                                                KDEV_LOG_FORMAT_VALUES "\n", optarg);
                                 usage_status = 2;
                         }
-                        json = strcmp(optarg, "json") == 0;
                         break;
                 case OPT_CHECK:
                         check = true;
@@ -323,8 +444,7 @@ int main(int argc, char **argv)
                                 }
                                 break;
                         }
-                        fprintf(stderr, "Run 'kdev-plugin --help' for the options.\n");
-                        usage_status = 2;
+                        usage_status = 2; /* getopt_long printed the error */
                 }
         }
         /* NVIDIA's --kubelet-socket / KUBELET_SOCKET: kubelet.sock in the
@@ -351,6 +471,8 @@ int main(int argc, char **argv)
                 usage_status = 2;
         }
         free(longopts);
+        if (usage_status == 2)
+                fprintf(stderr, "Run 'kdev-plugin --help' for the options.\n");
         if (usage_status >= 0) {
                 kdev_nvidia_config_clear(&nv);
                 return usage_status;
@@ -400,6 +522,14 @@ int main(int argc, char **argv)
                 }
                 bopts.rediscover_interval_ms = (uint64_t)(sec * 1000);
         }
+        if (metrics_address && *metrics_address && !check) {
+                d.metrics = kdev_plugin_metrics_new(&set, gpu_of, NULL, &err);
+                if (!d.metrics)
+                        goto out;
+                bopts.health_event = kdev_plugin_metrics_health_event;
+                bopts.health_event_arg = d.metrics;
+                opts.hooks = kdev_plugin_metrics_hooks(d.metrics);
+        }
         if (kdev_nvidia_backend_open(&bopts, &d.nvidia, &err) < 0)
                 goto out;
         d.rt = kdev_dp_runtime_new(&d.loop, &opts, &err);
@@ -435,11 +565,24 @@ int main(int argc, char **argv)
         uv_signal_start(&d.sigint, on_signal, SIGINT);
         uv_signal_start(&d.sigquit, on_signal, SIGQUIT);
         uv_signal_start(&d.sighup, on_signal, SIGHUP);
-        if (kdev_dp_runtime_start(d.rt, &err) < 0 ||
+        /* Metrics first: a bad address or a port in use stops the start
+         * before anything registers. */
+        if ((d.metrics &&
+             kdev_plugin_metrics_listen(d.metrics, &d.loop, metrics_address, &err) < 0) ||
+            kdev_dp_runtime_start(d.rt, &err) < 0 ||
             kdev_nvidia_backend_start(d.nvidia, &err) < 0) {
                 on_runtime_stopped(&d); /* closes the signal handles */
                 goto out;
         }
+        if (d.metrics) {
+                char port[16];
+                snprintf(port, sizeof(port), "%u", kdev_plugin_metrics_port(d.metrics));
+                kdev_log_info("serving metrics", "address", metrics_address, "port", port,
+                              "path", "/metrics");
+        }
+        d.nfd_file = nfd_file && *nfd_file ? nfd_file : NULL;
+        d.nv = &nv;
+        refresh_labels(&d, true);
         uv_run(&d.loop, UV_RUN_DEFAULT);
         status = 0;
         kdev_log_info("stopped");
@@ -455,6 +598,8 @@ out:
                 d.rt = NULL;
                 if (rt)
                         kdev_dp_runtime_stop(rt, NULL, NULL);
+                kdev_plugin_metrics_stop(d.metrics, NULL, NULL);
+                d.metrics = NULL;
                 uv_run(&d.loop, UV_RUN_DEFAULT);
                 if (uv_loop_close(&d.loop) != 0)
                         kdev_log_warn("event loop closed with handles still open");

@@ -171,6 +171,8 @@ static int start_health(struct kdev_nvidia_backend *b, struct kdev_err *err)
                 .quiet_period_ms = (uint64_t)b->opts.cfg->quiet_period * 1000,
                 .notify = on_health_notify,
                 .notify_arg = b,
+                .event = b->opts.health_event,
+                .event_arg = b->opts.health_event_arg,
         };
         char desc[160];
         kdev_xid_policy_describe(&b->policy, desc, sizeof(desc));
@@ -280,6 +282,11 @@ int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *er
         };
         b->rediscover = kdev_nvidia_rediscover_start(b->opts.loop, &ropts, err);
         return b->rediscover ? 0 : -1;
+}
+
+const struct kdev_gpu_set *kdev_nvidia_backend_gpus(const struct kdev_nvidia_backend *b)
+{
+        return b ? b->gpus : NULL;
 }
 
 static void finish_stop(struct kdev_nvidia_backend *b)

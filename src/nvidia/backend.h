@@ -19,6 +19,7 @@
 #include "common/err.h"
 #include "model/model.h"
 #include "nvidia/config.h"
+#include "nvml/discover.h"
 
 struct kdev_nvidia_backend;
 
@@ -39,6 +40,10 @@ struct kdev_nvidia_backend_options {
         uint64_t rediscover_interval_ms;
         /* Do not write the CDI spec (kdev-plugin --check). */
         bool skip_cdi;
+        /* Observer of health events (kdev_nvidia_health_options.event; may be
+         * NULL), e.g. for metrics. */
+        void (*health_event)(void *arg, const char *kind, unsigned long long xid, unsigned count);
+        void *health_event_arg;
 };
 
 /* Opens the backend when cfg->wanted (otherwise sets *out to NULL and returns
@@ -57,6 +62,12 @@ int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
  * policy) or, without GPUs, rediscovery. NULL-safe (returns 0). Returns 0 or
  * a negative errno with |err|. */
 int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *err);
+
+/* The GPUs discovered, at open or by the rediscovery that found the driver;
+ * NULL while there are none (driver absent) or when |b| is NULL. Borrowed:
+ * valid until stop; a rediscovery replaces NULL by a new set (so a changed
+ * pointer means "rediscovered"). */
+const struct kdev_gpu_set *kdev_nvidia_backend_gpus(const struct kdev_nvidia_backend *b);
 
 /* Stops monitoring and rediscovery, removes the CDI spec this process wrote,
  * closes NVML and frees |b|; |done| (may be NULL) runs once every thread and

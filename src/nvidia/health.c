@@ -97,6 +97,8 @@ struct kdev_nvidia_health {
         unsigned wait_timeout;
         kdev_nvidia_health_notify_fn notify;
         void *notify_arg;
+        void (*event)(void *arg, const char *kind, unsigned long long xid, unsigned count);
+        void *event_arg;
 
         struct hgpu *gpus;
         size_t n_gpus;
@@ -588,6 +590,14 @@ static const char *outcome_text(enum probe_outcome p)
         return "probe failed";
 }
 
+/* Tells the event observer (options.event) about |count| events. */
+static void report(const struct kdev_nvidia_health *h, const char *kind, unsigned long long xid,
+                   unsigned count)
+{
+        if (h->event)
+                h->event(h->event_arg, kind, xid, count ? count : 1);
+}
+
 static void apply_register(struct kdev_nvidia_health *h, size_t gidx, nvmlReturn_t r,
                            const char *call)
 {
@@ -605,6 +615,7 @@ static void apply_register(struct kdev_nvidia_health *h, size_t gidx, nvmlReturn
                 return;
         }
         g->checks = KDEV_NVIDIA_HEALTH_UNREGISTERED;
+        report(h, "register_failed", 0, 1);
         char reason[160];
         snprintf(reason, sizeof(reason), "cannot register health events: %s: %s", call,
                  nvstr(h, r));
@@ -666,6 +677,7 @@ static void apply(struct kdev_nvidia_health *h, const struct msg *m)
         switch (m->kind) {
         case M_XID:
                 h->stats.xid_critical += m->count;
+                report(h, "xid", m->xid, m->count);
                 if (m->gpu < 0) {
                         snprintf(reason, sizeof(reason),
                                  "critical XID %llu on a GPU that cannot be identified: "
@@ -690,24 +702,34 @@ static void apply(struct kdev_nvidia_health *h, const struct msg *m)
                 break;
         case M_IGNORED:
                 h->stats.xid_ignored += m->count;
+                report(h, "xid_ignored", m->xid, m->count);
                 fmt_xid(xs, sizeof(xs), m->xid);
                 kdev_log_info("ignoring XID (not critical by policy)", "uuid",
                               m->gpu >= 0 ? h->gpus[m->gpu].uuid : "unknown", "xid", xs);
                 break;
         case M_OTHER:
                 h->stats.other_events += m->count;
+                report(h, m->xid == (unsigned long long)nvmlEventTypeSingleBitEccError
+                                  ? "ecc_single_bit"
+                          : m->xid == (unsigned long long)nvmlEventTypeDoubleBitEccError
+                                  ? "ecc_double_bit"
+                                  : "other",
+                       0, m->count);
                 snprintf(xs, sizeof(xs), "0x%llx", m->xid);
                 kdev_log_debug("skipping non-XID health event", "uuid",
                                m->gpu >= 0 ? h->gpus[m->gpu].uuid : "unknown", "type", xs);
                 break;
         case M_UNKNOWN:
                 h->stats.unknown_gpu += m->count;
+                report(h, "xid_unknown_gpu", m->xid, m->count);
                 fmt_xid(xs, sizeof(xs), m->xid);
                 kdev_log_info("ignoring XID for a GPU that is not advertised", "uuid", m->uuid,
                               "xid", xs);
                 break;
         case M_WAIT_ERROR:
                 h->stats.wait_errors += m->count;
+                report(h, m->ret == NVML_ERROR_GPU_IS_LOST ? "gpu_lost" : "wait_error", 0,
+                       m->count);
                 snprintf(reason, sizeof(reason), "waiting for health events failed: %s",
                          nvstr(h, m->ret));
                 mark_all(h, reason);
@@ -816,6 +838,8 @@ struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_n
                                                 : KDEV_NVIDIA_HEALTH_WAIT_MS;
         h->notify = opts->notify;
         h->notify_arg = opts->notify_arg;
+        h->event = opts->event;
+        h->event_arg = opts->event_arg;
         pthread_mutex_init(&h->mu, NULL);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);

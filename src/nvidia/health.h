@@ -112,6 +112,17 @@ struct kdev_nvidia_health_options {
         unsigned wait_timeout_ms;     /* nvmlEventSetWait timeout; 0: KDEV_NVIDIA_HEALTH_WAIT_MS */
         kdev_nvidia_health_notify_fn notify; /* may be NULL */
         void *notify_arg;
+        /* Observer of the events the monitor applies, e.g. for metrics (may be
+         * NULL); runs on the loop thread. |kind|: "xid" (critical by policy),
+         * "xid_ignored" (not critical by policy), "xid_unknown_gpu" (critical,
+         * for a GPU outside the set), "ecc_single_bit", "ecc_double_bit",
+         * "other" (other event types), "gpu_lost" / "wait_error"
+         * (nvmlEventSetWait failed with GPU_IS_LOST / otherwise),
+         * "register_failed" (event registration of a GPU failed, not
+         * NOT_SUPPORTED). |xid|: the XID for the "xid*" kinds, else 0.
+         * |count|: occurrences (the queue coalesces repeats). */
+        void (*event)(void *arg, const char *kind, unsigned long long xid, unsigned count);
+        void *event_arg;
 };
 
 struct kdev_nvidia_health;

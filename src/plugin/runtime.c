@@ -349,6 +349,8 @@ static int server_start_service(struct dp_server *s)
                 return -1;
         }
         s->svc = kdev_dp_service_new(s->rt->loop, s->res, on_stream_ended, s, &err);
+        if (s->svc)
+                kdev_dp_service_set_hooks(s->svc, s->rt->opts.hooks);
         if (!s->svc || kdev_dp_service_listen(s->svc, s->socket_path, &err) < 0) {
                 kdev_log_error("cannot serve resource", "resource", s->res->name, "socket",
                                s->socket_path, "error", err.msg);
@@ -386,6 +388,14 @@ static void on_retry_timer(uv_timer_t *t)
         }
 }
 
+/* Tells the hooks how a registration attempt ended. */
+static void note_register(struct dp_server *s, bool ok)
+{
+        const struct kdev_dp_hooks *hk = s->rt->opts.hooks;
+        if (hk && hk->registered)
+                hk->registered(hk->arg, s->res->name, ok);
+}
+
 static void register_failed(struct dp_server *s, const char *why)
 {
         s->state = REG_BACKOFF;
@@ -407,6 +417,7 @@ static void on_register_done(struct kdev_rpc_client_call *call, int status, cons
         if (call != s->reg_call)
                 return; /* cancelled by a newer attempt */
         s->reg_call = NULL;
+        note_register(s, status == KDEV_RPC_OK);
         if (status != KDEV_RPC_OK) {
                 char why[1200];
                 snprintf(why, sizeof(why), "%s: %s", kdev_rpc_status_name(status), message);
@@ -436,6 +447,7 @@ static void server_register(struct dp_server *s)
         uv_timer_stop(&s->retry_timer);
         if (!kubelet_socket_exists(rt)) {
                 struct stat st;
+                note_register(s, false);
                 register_failed(s, lstat(rt->kubelet_path, &st) == 0
                                            ? "kubelet socket path exists but is not a socket"
                                            : "kubelet socket does not exist (is kubelet running?)");
@@ -451,6 +463,7 @@ static void server_register(struct dp_server *s)
         uint8_t buf[1024];
         size_t len = v1beta1__register_request__get_packed_size(&req);
         if (len > sizeof(buf)) {
+                note_register(s, false);
                 register_failed(s, "Register request too large");
                 return;
         }
@@ -467,8 +480,10 @@ static void server_register(struct dp_server *s)
         s->reg_call = kdev_rpc_client_call(rt->kubelet, METHOD_REGISTER, buf, len,
                                            rt->opts.register_timeout_ms, NULL, on_register_done, s,
                                            &err);
-        if (!s->reg_call)
+        if (!s->reg_call) {
+                note_register(s, false);
                 register_failed(s, err.msg);
+        }
 }
 
 /* ---- locking ------------------------------------------------------------ */
@@ -567,6 +582,8 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
         if (strcmp(filename, KDEV_DP_KUBELET_SOCKET) == 0) {
                 if (!kubelet_socket_changed(rt))
                         return; /* removed (wait for it to come back) or only touched */
+                if (rt->opts.hooks && rt->opts.hooks->kubelet_restart)
+                        rt->opts.hooks->kubelet_restart(rt->opts.hooks->arg);
                 bool any = false;
                 for (size_t i = 0; i < rt->n_servers; i++) {
                         struct dp_server *s = rt->servers[i];

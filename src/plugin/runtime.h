@@ -20,6 +20,7 @@
 #ifndef KDEV_PLUGIN_RUNTIME_H
 #define KDEV_PLUGIN_RUNTIME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,26 @@ struct kdev_dp_runtime;
 #define KDEV_DP_DEFAULT_DIR "/var/lib/kubelet/device-plugins"
 #define KDEV_DP_KUBELET_SOCKET "kubelet.sock"
 
+/* Optional observers of the runtime, e.g. for metrics (kdev-plugin wires them
+ * to src/metrics). Every callback may be NULL; each runs on the loop thread
+ * and must not call back into the runtime. |resource| is kdev_resource.name. */
+struct kdev_dp_hooks {
+        void *arg;
+        /* An Allocate call was answered after |seconds| (from the request's
+         * arrival to its answer being queued): |ok| container requests served
+         * when it succeeded, else |failed| = its container requests (at least
+         * 1: a request that cannot be decoded counts as one). */
+        void (*allocate)(void *arg, const char *resource, size_t ok, size_t failed,
+                         double seconds);
+        /* A GetPreferredAllocation call was answered (|ok|: without error). */
+        void (*preferred)(void *arg, const char *resource, bool ok, double seconds);
+        /* A registration attempt ended: Register succeeded (|ok|), or failed
+         * (error status, or no kubelet socket to call). */
+        void (*registered)(void *arg, const char *resource, bool ok);
+        /* kubelet.sock was created anew while running (a kubelet restart). */
+        void (*kubelet_restart)(void *arg);
+};
+
 struct kdev_dp_options {
         const char *plugin_dir;       /* device-plugins dir; NULL = KDEV_DP_DEFAULT_DIR */
         const char *socket_prefix;    /* socket file name prefix; NULL = "kdev-" */
@@ -40,6 +61,7 @@ struct kdev_dp_options {
         uint64_t backoff_initial_ms;  /* first Register retry delay; 0 = 100 */
         uint64_t backoff_max_ms;      /* retry delay cap; 0 = 5000 */
         uint64_t lock_poll_ms;        /* how often a waiting instance retries the lock; 0 = 100 */
+        const struct kdev_dp_hooks *hooks; /* NULL = none; borrowed, must outlive the runtime */
 };
 
 /* Creates a runtime on |loop|. |opts| (may be NULL) is copied. Returns NULL

@@ -9,6 +9,7 @@
 
 #include "model/model.h"
 #include "plugin/pbcheck.h"
+#include "plugin/runtime.h"
 #include "rpc/rpc.h"
 
 #define SERVICE "/v1beta1.DevicePlugin/"
@@ -24,6 +25,7 @@ struct stream {
 struct kdev_dp_service {
         struct kdev_rpc_server *srv;
         struct kdev_resource *res;
+        const struct kdev_dp_hooks *hooks; /* NULL = none */
         void (*on_stream_end)(void *arg, bool current);
         void *arg;
         struct stream *streams;
@@ -37,6 +39,12 @@ struct kdev_dp_service {
         void (*done)(void *arg);
         void *done_arg;
 };
+
+/* Seconds since |start| (uv_hrtime() nanoseconds). */
+static double seconds_since(uint64_t start)
+{
+        return (double)(uv_hrtime() - start) / 1e9;
+}
 
 static int status_for(const struct kdev_err *err)
 {
@@ -217,6 +225,11 @@ size_t kdev_dp_service_streams(const struct kdev_dp_service *svc)
 
 /* ---- unary methods ------------------------------------------------------- */
 
+void kdev_dp_service_set_hooks(struct kdev_dp_service *svc, const struct kdev_dp_hooks *hooks)
+{
+        svc->hooks = hooks;
+}
+
 void kdev_dp_service_expect_kubelet(struct kdev_dp_service *svc)
 {
         svc->expect_kubelet = true;
@@ -243,10 +256,15 @@ static void handle_allocate(struct kdev_rpc_call *call, const uint8_t *req, size
                             void *user_data)
 {
         struct kdev_dp_service *svc = user_data;
+        uint64_t start = svc->hooks ? uv_hrtime() : 0; /* no clock read without hooks */
         V1beta1__AllocateRequest *ar = (V1beta1__AllocateRequest *)decode(
                 call, &v1beta1__allocate_request__descriptor, req, len);
-        if (!ar)
+        if (!ar) {
+                if (svc->hooks && svc->hooks->allocate)
+                        svc->hooks->allocate(svc->hooks->arg, svc->res->name, 0, 1,
+                                             seconds_since(start));
                 return;
+        }
         size_t n = ar->n_container_requests;
         V1beta1__ContainerAllocateResponse *crs = calloc(n ? n : 1, sizeof(*crs));
         V1beta1__ContainerAllocateResponse **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
@@ -276,6 +294,11 @@ static void handle_allocate(struct kdev_rpc_call *call, const uint8_t *req, size
         } else {
                 kdev_rpc_call_finish(call, status, err.msg);
         }
+        if (svc->hooks && svc->hooks->allocate)
+                svc->hooks->allocate(svc->hooks->arg, svc->res->name,
+                                     status == KDEV_RPC_OK ? n : 0,
+                                     status == KDEV_RPC_OK ? 0 : (n ? n : 1),
+                                     seconds_since(start));
         for (size_t i = 0; i < done; i++)
                 kdev_allocate_response_free_contents(&crs[i]);
         free(crs);
@@ -287,10 +310,15 @@ static void handle_preferred(struct kdev_rpc_call *call, const uint8_t *req, siz
                              void *user_data)
 {
         struct kdev_dp_service *svc = user_data;
+        uint64_t start = svc->hooks ? uv_hrtime() : 0; /* no clock read without hooks */
         V1beta1__PreferredAllocationRequest *pr = (V1beta1__PreferredAllocationRequest *)decode(
                 call, &v1beta1__preferred_allocation_request__descriptor, req, len);
-        if (!pr)
+        if (!pr) {
+                if (svc->hooks && svc->hooks->preferred)
+                        svc->hooks->preferred(svc->hooks->arg, svc->res->name, false,
+                                              seconds_since(start));
                 return;
+        }
         size_t n = pr->n_container_requests;
         V1beta1__ContainerPreferredAllocationResponse *crs = calloc(n ? n : 1, sizeof(*crs));
         V1beta1__ContainerPreferredAllocationResponse **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
@@ -324,6 +352,9 @@ static void handle_preferred(struct kdev_rpc_call *call, const uint8_t *req, siz
         } else {
                 kdev_rpc_call_finish(call, status, err.msg);
         }
+        if (svc->hooks && svc->hooks->preferred)
+                svc->hooks->preferred(svc->hooks->arg, svc->res->name, status == KDEV_RPC_OK,
+                                      seconds_since(start));
         for (size_t i = 0; i < done; i++)
                 kdev_strv_free(crs[i].deviceids, crs[i].n_deviceids);
         free(crs);

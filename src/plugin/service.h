@@ -33,6 +33,12 @@ struct kdev_dp_service *kdev_dp_service_new(uv_loop_t *loop, struct kdev_resourc
                                             void (*on_stream_end)(void *arg, bool current),
                                             void *arg, struct kdev_err *err);
 
+struct kdev_dp_hooks;
+
+/* Sets the observers of Allocate and GetPreferredAllocation (runtime.h;
+ * borrowed, NULL = none). */
+void kdev_dp_service_set_hooks(struct kdev_dp_service *svc, const struct kdev_dp_hooks *hooks);
+
 /* Marks the start of a registration: the next GetDevicePluginOptions caller
  * and its next ListAndWatch stream are taken to be kubelet's. */
 void kdev_dp_service_expect_kubelet(struct kdev_dp_service *svc);

@@ -1,0 +1,81 @@
+/* kdev-plugin's Prometheus metrics: the metric set (README.md, "Metrics"),
+ * fed by the device plugin runtime's hooks (plugin/runtime.h) and the NVIDIA
+ * health monitor's event observer, and served over HTTP (metrics/http.h).
+ *
+ *   kdev_build_info{version,compiler}                       gauge, always 1
+ *   kdev_devices{resource,health="Healthy"|"Unhealthy"}     gauge, at scrape time
+ *   kdev_gpu_devices{gpu,resource}                          gauge, at scrape time:
+ *       logical devices (whole GPU, MIG devices, replicas) of a resource on
+ *       one physical GPU
+ *   kdev_allocate_requests_total{resource,result="ok"|"error"}   counter of
+ *       container requests: an Allocate call that succeeds adds its container
+ *       requests to "ok", one that fails adds all of them to "error"
+ *   kdev_allocate_duration_seconds{resource}                histogram
+ *   kdev_preferred_allocation_duration_seconds{resource}    histogram
+ *   kdev_kubelet_registrations_total{resource,result="ok"|"error"}  counter
+ *   kdev_kubelet_restarts_total                             counter
+ *   kdev_gpu_health_events_total{event,xid}                 counter; event as
+ *       kdev_nvidia_health_options.event's |kind|, xid "" for non-XID events
+ * Series of known resources start at 0 (counters, histograms) when the server
+ * starts listening.
+ *
+ * Threading: the loop thread only. With metrics off kdev-plugin creates none
+ * of this (nothing allocated).
+ */
+#ifndef KDEV_METRICS_PLUGIN_METRICS_H
+#define KDEV_METRICS_PLUGIN_METRICS_H
+
+#include <uv.h>
+
+#include "common/err.h"
+#include "metrics/metrics.h"
+#include "model/model.h"
+#include "plugin/runtime.h"
+
+struct kdev_plugin_metrics;
+
+/* Returns the ID of the physical device behind device |d| of resource |r|
+ * (for NVIDIA devices the GPU UUID), or NULL when it has none worth counting
+ * (generic devices). The string must stay valid until the next call. */
+typedef const char *(*kdev_plugin_metrics_physical_fn)(void *arg, const struct kdev_resource *r,
+                                                        const struct kdev_device *d);
+
+/* Creates the registry and metric families. |set| (borrowed, read at every
+ * scrape on the loop thread; must outlive the metrics) is the served resource
+ * set; |physical| (may be NULL: no kdev_gpu_devices) maps devices to physical
+ * ones. Returns NULL with |err| (-ENOMEM). Free with
+ * kdev_plugin_metrics_stop(). */
+struct kdev_plugin_metrics *kdev_plugin_metrics_new(const struct kdev_resource_set *set,
+                                                    kdev_plugin_metrics_physical_fn physical,
+                                                    void *physical_arg, struct kdev_err *err);
+
+/* Starts serving GET /metrics on |address| ("HOST:PORT", metrics/http.h) on
+ * |loop|, after creating the zero series of every resource of the set.
+ * Returns 0, or a negative errno with |err| (bad address, address in use:
+ * "cannot listen on 127.0.0.1:9400: Address already in use"). */
+int kdev_plugin_metrics_listen(struct kdev_plugin_metrics *pm, uv_loop_t *loop,
+                               const char *address, struct kdev_err *err);
+
+/* The port the server listens on (0 before kdev_plugin_metrics_listen()). */
+unsigned kdev_plugin_metrics_port(const struct kdev_plugin_metrics *pm);
+
+/* The registry (owned by |pm|). */
+struct kdev_metrics *kdev_plugin_metrics_registry(struct kdev_plugin_metrics *pm);
+
+/* Hooks to pass in kdev_dp_options.hooks (owned by |pm|); NULL for a NULL
+ * |pm|. */
+const struct kdev_dp_hooks *kdev_plugin_metrics_hooks(struct kdev_plugin_metrics *pm);
+
+/* Health event observer: |arg| is the kdev_plugin_metrics; matches
+ * kdev_nvidia_backend_options.health_event. Adds |count| to
+ * kdev_gpu_health_events_total{event=|kind|,xid=<xid, or "" when 0 and not an
+ * XID kind>}. NULL |arg|: nothing. */
+void kdev_plugin_metrics_health_event(void *arg, const char *kind, unsigned long long xid,
+                                      unsigned count);
+
+/* Stops the server (if listening) and frees everything once libuv released
+ * its handles; then |done| (may be NULL) runs with |done_arg|. NULL-safe. */
+void kdev_plugin_metrics_stop(struct kdev_plugin_metrics *pm, void (*done)(void *arg),
+                              void *done_arg);
+
+#endif /* KDEV_METRICS_PLUGIN_METRICS_H */
