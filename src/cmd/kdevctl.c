@@ -54,19 +54,42 @@ static const struct command commands[] = {
 
 static void usage(FILE *f)
 {
-        fprintf(f, "Usage: kdevctl COMMAND [ARGS...]\n\nCommands:\n");
+        fprintf(f, "Usage: kdevctl COMMAND [ARGS...]\n"
+                   "       kdevctl --help | --version\n"
+                   "\n"
+                   "The kubelet side of the Kubernetes device plugin API (v1beta1) and of DRA\n"
+                   "kubelet plugins: talks to device plugins over their Unix sockets the way\n"
+                   "kubelet does, for debugging plugins and running kdev without a cluster.\n"
+                   "\n"
+                   "Commands:\n");
         for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
                 fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
-        fprintf(f, "\nRun 'kdevctl COMMAND --help' for a command's options,\n"
-                   "'kdevctl --version' for the version.\n");
+        fprintf(f, "\n"
+                   "Options:\n"
+                   "  -h, --help     show this help (also 'kdevctl help')\n"
+                   "      --version  print the version\n"
+                   "\n"
+                   "Run 'kdevctl COMMAND --help' for a command's options, files and examples.\n"
+                   "\n"
+                   "Exit status: 0 success, 1 failure, 2 usage error (every command).\n"
+                   "\n"
+                   "Examples:\n"
+                   "  kdevctl plugins\n"
+                   "  kdevctl kubelet --dir /tmp/dp --scenario examples/demo-scenario.yaml\n"
+                   "  kdevctl watch kdev-nvidia.com_gpu.sock --count 1\n");
+}
+
+/* A usage error: "kdevctl: MESSAGE" and a hint on stderr; returns exit status 2. */
+static int usage_error(const char *msg)
+{
+        fprintf(stderr, "kdevctl: %s\nRun 'kdevctl --help' for usage.\n", msg);
+        return 2;
 }
 
 int main(int argc, char **argv)
 {
-        if (argc < 2) {
-                usage(stderr);
-                return 2;
-        }
+        if (argc < 2)
+                return usage_error("missing command");
         if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
             strcmp(argv[1], "help") == 0) {
                 usage(stdout);
@@ -78,7 +101,7 @@ int main(int argc, char **argv)
                 if (strcmp(argv[1], commands[i].name) == 0)
                         return commands[i].run(argc - 1, argv + 1);
         }
-        fprintf(stderr, "kdevctl: unknown command \"%s\"\n\n", argv[1]);
-        usage(stderr);
+        fprintf(stderr, "kdevctl: unknown command \"%s\"\nRun 'kdevctl --help' for usage.\n",
+                argv[1]);
         return 2;
 }

@@ -36,7 +36,11 @@ static void usage(FILE *f)
                 "  -h, --help             show this help\n"
                 "\n"
                 "Exit status: 0 success; 1 RPC or connection failure, or a number of\n"
-                "container responses that differs from the number of requests; 2 usage error.\n",
+                "container responses that differs from the number of requests; 2 usage error.\n"
+                "\n"
+                "Examples:\n"
+                "  kdevctl allocate kdev-nvidia.com_gpu.sock GPU-0a1b... GPU-2c3d...\n"
+                "  kdevctl allocate /tmp/dp/kdev-example.com_null.sock null-0 -o json\n",
                 KDEV_CLI_DEFAULT_TIMEOUT_S);
 }
 

@@ -41,7 +41,14 @@ static void usage(FILE *f)
                 "\n"
                 "Exit status: 0 decoded and checksum OK; 1 missing or unreadable file, not\n"
                 "JSON, wrong structure or types, AllocResp not base64 or not a\n"
-                "ContainerAllocateResponse, or checksum mismatch; 2 usage error.\n");
+                "ContainerAllocateResponse, or checksum mismatch; 2 usage error.\n"
+                "\n"
+                "Files:\n"
+                "  /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint  the default FILE\n"
+                "\n"
+                "Examples:\n"
+                "  kdevctl checkpoint\n"
+                "  kdevctl checkpoint /tmp/dp -o json\n");
 }
 
 enum { OPT_OUTPUT };

@@ -111,7 +111,15 @@ static void usage(FILE *f)
                 "\n"
                 "Exit status: 0 success; 1 a plugin failed registration, an RPC failed, or a\n"
                 "claim failed (kubelet's checks: a claim UID not requested, a claim error,\n"
-                "\"skipped N ResourceClaims\"); 2 usage error.\n");
+                "\"skipped N ResourceClaims\"); 2 usage error.\n"
+                "\n"
+                "Files:\n"
+                "  DIR/*.sock  plugin registration sockets (GetInfo, NotifyRegistrationStatus)\n"
+                "\n"
+                "Examples:\n"
+                "  kdevctl dra --registry /var/lib/kubelet/plugins_registry\n"
+                "  kdevctl dra --registry /tmp/reg --scenario examples/dra-scenario.yaml\n"
+                "  kdevctl dra --registry /tmp/reg --watch 0 -o json\n");
 }
 
 enum { OPT_REGISTRY, OPT_SCENARIO, OPT_DRIVER, OPT_OUTPUT, OPT_WATCH };

@@ -42,7 +42,7 @@ static void usage(FILE *f)
         fprintf(f,
                 "Usage: kdevctl kubelet --dir DIR [--scenario FILE] [--hold SEC] [-o table|json]\n"
                 "                       [--restart-after SEC] [--dial-timeout SEC]\n"
-                "                       [--log-level LEVEL] [--log-json]\n"
+                "                       [--log-level LEVEL] [--log-format FORMAT]\n"
                 "\n"
                 "Acts as kubelet's device manager on the device-plugin directory DIR:\n"
                 "creates DIR (mkdir -p), removes stale Unix sockets in it (not the\n"
@@ -68,10 +68,12 @@ static void usage(FILE *f)
                 "                           stop after SEC seconds\n"
                 "      --restart-after SEC  simulate one kubelet restart SEC seconds after start\n"
                 "      --dial-timeout SEC   how long Register waits for the plugin socket\n"
-                "                           (kubelet: 10)\n"
+                "                           (default 10, as kubelet)\n"
                 "  -o, --output FORMAT      table (default) or json\n"
-                "      --log-level LEVEL    debug, info (default), warn, error (stderr)\n"
-                "      --log-json           log JSON lines\n"
+                "      --log-level LEVEL    debug, info, warn or error (default info); logs\n"
+                "                           go to stderr, one line per event\n"
+                "      --log-format FORMAT  text (key=value, default) or json (JSON lines)\n"
+                "      --log-json           the same as --log-format json\n"
                 "  -h, --help               show this help\n"
                 "\n"
                 "SEC is a number of seconds, fractions allowed (2, 0.5); 0 for --dial-timeout\n"
@@ -84,8 +86,16 @@ static void usage(FILE *f)
                 "                   resources come back with capacity 0 and a stopped\n"
                 "                   endpoint), serve a new kubelet.sock\n"
                 "\n"
+                "Files:\n"
+                "  DIR/kubelet.sock                     the Registration server (removed at exit)\n"
+                "  DIR/" KDEV_CKPT_FILE "  kubelet's device manager checkpoint\n"
+                "\n"
                 "Exit status: 0 served / scenario ran; 1 setup failure (directory, socket,\n"
-                "scenario file); 2 usage error.\n");
+                "scenario file); 2 usage error.\n"
+                "\n"
+                "Examples:\n"
+                "  kdevctl kubelet --dir /tmp/dp --scenario examples/demo-scenario.yaml\n"
+                "  kdevctl kubelet --dir /tmp/dp --hold 30 --log-level debug --log-format json\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2105,7 +2115,17 @@ static void scenario_kick(struct kubelet *k)
 /* Command                                                                  */
 /* ------------------------------------------------------------------------ */
 
-enum { OPT_DIR, OPT_SCENARIO, OPT_HOLD, OPT_OUTPUT, OPT_RESTART, OPT_DIAL, OPT_LOG, OPT_LOGJSON };
+enum {
+        OPT_DIR,
+        OPT_SCENARIO,
+        OPT_HOLD,
+        OPT_OUTPUT,
+        OPT_RESTART,
+        OPT_DIAL,
+        OPT_LOG,
+        OPT_LOGFORMAT,
+        OPT_LOGJSON,
+};
 
 struct args {
         const char *dir;
@@ -2114,7 +2134,7 @@ struct args {
         int64_t restart_after_ms; /* -1 = no --restart-after */
         uint64_t dial_ms;
         enum kdev_cli_output output;
-        const char *log_level;
+        enum kdev_log_level log_level;
         bool log_json;
 };
 
@@ -2146,9 +2166,18 @@ static int on_arg(int id, const char *value, void *ud, struct kdev_err *err)
         case OPT_OUTPUT:
                 return kdev_cli_parse_output(value, &a->output, err);
         case OPT_LOG:
-                a->log_level = value;
+                if (kdev_log_level_parse(value, &a->log_level) < 0)
+                        return kdev_err_set(err, EINVAL,
+                                            "invalid --log-level \"%s\" (want "
+                                            KDEV_LOG_LEVEL_VALUES ")", value);
                 return 0;
-        case OPT_LOGJSON:
+        case OPT_LOGFORMAT:
+                if (kdev_log_format_parse(value, &a->log_json) < 0)
+                        return kdev_err_set(err, EINVAL,
+                                            "invalid --log-format \"%s\" (want "
+                                            KDEV_LOG_FORMAT_VALUES ")", value);
+                return 0;
+        case OPT_LOGJSON: /* the older spelling of --log-format json */
                 a->log_json = true;
                 return 0;
         default:
@@ -2173,9 +2202,11 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
                 {"restart-after", 0, true, OPT_RESTART},
                 {"dial-timeout", 0, true, OPT_DIAL},
                 {"log-level", 0, true, OPT_LOG},
+                {"log-format", 0, true, OPT_LOGFORMAT},
                 {"log-json", 0, false, OPT_LOGJSON},
         };
-        struct args a = {.hold_ms = -1, .restart_after_ms = -1, .dial_ms = 10000};
+        struct args a = {
+                .hold_ms = -1, .restart_after_ms = -1, .dial_ms = 10000, .log_level = KDEV_LOG_INFO};
         struct kdev_err err = {0};
         int rc = kdev_cli_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), on_arg, &a, &err);
         if (rc == 1) {
@@ -2186,10 +2217,7 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
                 return kdev_cli_usage_error(CMD, "%s", err.msg);
         if (!a.dir)
                 return kdev_cli_usage_error(CMD, "missing --dir DIR");
-        enum kdev_log_level level = KDEV_LOG_INFO;
-        if (a.log_level && kdev_log_level_parse(a.log_level, &level) < 0)
-                return kdev_cli_usage_error(CMD, "invalid --log-level \"%s\"", a.log_level);
-        kdev_log_setup(level, a.log_json);
+        kdev_log_setup(a.log_level, a.log_json);
 
         struct kubelet k = {0};
         k.output = a.output;

@@ -25,7 +25,11 @@ static void usage(FILE *f)
                 "      --timeout SEC    RPC deadline in seconds (default %d; 0 = none)\n"
                 "  -h, --help           show this help\n"
                 "\n"
-                "Exit status: 0 success, 1 RPC or connection failure, 2 usage error.\n",
+                "Exit status: 0 success, 1 RPC or connection failure, 2 usage error.\n"
+                "\n"
+                "Examples:\n"
+                "  kdevctl options kdev-nvidia.com_gpu.sock\n"
+                "  kdevctl options /tmp/dp/kdev-example.com_null.sock -o json\n",
                 KDEV_CLI_DEFAULT_TIMEOUT_S);
 }
 

@@ -37,8 +37,15 @@ static void usage(FILE *f)
                 "                       (default %d; 0 = none)\n"
                 "  -h, --help           show this help\n"
                 "\n"
+                "Files:\n"
+                "  /var/lib/kubelet/device-plugins  the default DIR\n"
+                "\n"
                 "Exit status: 0 success (also when some plugin fails to answer), 1 DIR\n"
-                "cannot be read, 2 usage error.\n",
+                "cannot be read, 2 usage error.\n"
+                "\n"
+                "Examples:\n"
+                "  kdevctl plugins\n"
+                "  kdevctl plugins /tmp/dp -o json\n",
                 KDEV_CLI_DEFAULT_TIMEOUT_S);
 }
 

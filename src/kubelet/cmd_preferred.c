@@ -34,7 +34,11 @@ static void usage(FILE *f)
                 "      --timeout SEC       RPC deadline in seconds (default %d; 0 = none)\n"
                 "  -h, --help              show this help\n"
                 "\n"
-                "Exit status: 0 success, 1 RPC or connection failure, 2 usage error.\n",
+                "Exit status: 0 success, 1 RPC or connection failure, 2 usage error.\n"
+                "\n"
+                "Example:\n"
+                "  kdevctl preferred /tmp/dp/kdev-nvidia.com_gpu.sock \\\n"
+                "      --available GPU-a,GPU-b,GPU-c,GPU-d --must-include GPU-c --size 2\n",
                 KDEV_CLI_DEFAULT_TIMEOUT_S);
 }
 

@@ -43,7 +43,11 @@ static void usage(FILE *f)
                 "Exit status: 0 when N updates arrived, or, without --count, when the stream\n"
                 "ended with status OK or the timeout passed; 1 on an RPC or connection error,\n"
                 "or when the stream ended or the timeout passed before N updates; 2 usage\n"
-                "error.\n");
+                "error.\n"
+                "\n"
+                "Examples:\n"
+                "  kdevctl watch kdev-nvidia.com_gpu.sock\n"
+                "  kdevctl watch /tmp/dp/kdev-nvidia.com_gpu.sock --count 1 -o json\n");
 }
 
 enum { OPT_OUTPUT, OPT_TIMEOUT, OPT_COUNT };
