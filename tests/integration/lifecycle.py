@@ -108,6 +108,10 @@ def test_stream_closed_by_kubelet_reregisters():
         try:
             wait_for(lambda: k.count(RES) == 1, what="first registration")
             wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            # kubelet opens the stream before its Register reply reaches the
+            # plugin; close it only once the plugin has seen that reply (a
+            # close before it is test_stream_lost_during_register_...)
+            wait_for(lambda: "registered with kubelet" in p.logtext(), what="Register reply")
             k.close_stream(RES)
             wait_for(lambda: k.count(RES) == 2, what="registration after stream close")
             assert "ListAndWatch stream ended, registering again" in p.logtext()
