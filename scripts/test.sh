@@ -15,8 +15,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
 echo "== release build and tests" >&2
-cmake -S . -B build -G Ninja >/dev/null
-ninja -C build -j"$jobs"
+# The same build as the container image's (deploy/Dockerfile runs it too).
+scripts/build.sh --build-dir build --jobs "$jobs"
 # libFuzzer targets, 20 s each (KDEV_FUZZ_SECONDS); a failure is reported at
 # the end, so that the release ctest summary stays the closing output.
 fuzz_rc=0

@@ -1,0 +1,208 @@
+"""The manifests in deploy/kubernetes/ run the binaries that are built:
+
+- every container's command is one of the built binaries, and the binary
+  accepts the container's args exactly as written (flag names and values:
+  `BINARY ARGS... --help` exits 0, getopt stops at the first bad one), and
+  lists every flag in its --help;
+- every file the ConfigMap ships is a valid config for kdev-plugin
+  (`--check-config` on the mock libnvidia-ml.so.1, expected resources), and
+  --config-file points at a key of the mounted ConfigMap;
+- every hostPath the args name is mounted into the container;
+- the DeviceClasses select the driver name kdev-dra-plugin publishes.
+The manifests are read by deploy/validate/validate.mjs --dump (node; exit 77
+when node is absent)."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
+import kdevtest as kt  # noqa: E402
+from kdevtest import TempDir  # noqa: E402
+
+VALIDATE = os.path.join(kt.SOURCE_DIR, "deploy", "validate")
+TOPOLOGIES = os.path.join(kt.SOURCE_DIR, "mock", "nvml", "topologies")
+
+
+def load():
+    r = subprocess.run([os.path.join(VALIDATE, "ensure-deps.sh")], capture_output=True,
+                       text=True, timeout=600)
+    if r.returncode == kt.SKIP:
+        print("SKIP: node/npm not available")
+        sys.exit(kt.SKIP)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["node", os.path.join(VALIDATE, "validate.mjs"), "--dump"],
+                       capture_output=True, text=True, timeout=120, cwd=kt.SOURCE_DIR)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+DUMP = load()
+BINARIES = {"kdev-plugin", "kdev-dra-plugin", "kdevctl"}
+
+
+def containers():
+    return [c for c in DUMP["containers"] if c["image"].startswith("kdev:")]
+
+
+def binary(c):
+    assert len(c["command"]) == 1, c["document"]
+    cmd = c["command"][0]
+    name = os.path.basename(cmd)
+    assert cmd == "/usr/bin/" + name and name in BINARIES, \
+        "%s: command %s is not a kdev binary in /usr/bin" % (c["document"], cmd)
+    path = os.path.join(kt.BUILD_DIR, name)
+    assert os.access(path, os.X_OK), path + " not built"
+    return path
+
+
+def flag_names(args):
+    return [a.split("=", 1)[0] for a in args if a.startswith("--")]
+
+
+def test_both_daemonsets_present():
+    got = sorted((c["workload"], os.path.basename(c["command"][0])) for c in containers())
+    assert got == [("kdev-dra-plugin", "kdev-dra-plugin"), ("kdev-plugin", "kdev-plugin")], got
+
+
+def test_args_accepted_by_binary():
+    for c in containers():
+        path = binary(c)
+        r = subprocess.run([path] + c["args"] + ["--help"], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, "%s: %s rejects its args %s: %s" % (
+            c["document"], os.path.basename(path), c["args"], r.stderr.strip())
+        # Control: the same command line with a flag that does not exist fails,
+        # so a zero exit above means the args were parsed, not ignored.
+        r = subprocess.run([path] + c["args"] + ["--no-such-flag-kdev", "--help"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and "no-such-flag-kdev" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_flags_documented_in_help():
+    for c in containers():
+        path = binary(c)
+        r = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        documented = set(re.findall(r"--[a-z][a-z0-9-]*", r.stdout))
+        missing = [f for f in flag_names(c["args"]) if f not in documented]
+        assert not missing, "%s: %s --help does not list %s" % (c["document"], path, missing)
+
+
+def arg(c, flag):
+    vals = [a.split("=", 1)[1] for a in c["args"] if a.startswith(flag + "=")]
+    assert len(vals) == 1, "%s: %s given %d times" % (c["document"], flag, len(vals))
+    return vals[0]
+
+
+def mounted(c, path):
+    """True when |path| lies under one of the container's volumeMounts."""
+    return any(path == m["mountPath"] or path.startswith(m["mountPath"].rstrip("/") + "/")
+               for m in c["volumeMounts"])
+
+
+def test_paths_in_args_are_mounted():
+    checked = 0
+    for c in containers():
+        for a in c["args"]:
+            if "=" not in a:
+                continue
+            flag, val = a.split("=", 1)
+            if val.startswith("/") and flag != "--metrics-address":
+                assert mounted(c, val), "%s: %s=%s is not under a volumeMount" % (
+                    c["document"], flag, val)
+                checked += 1
+    assert checked == 7, checked  # 4 of kdev-plugin, 3 of kdev-dra-plugin
+
+
+def config_map_files():
+    c = [c for c in containers() if c["workload"] == "kdev-plugin"][0]
+    cfg = arg(c, "--config-file")
+    mount = [m for m in c["volumeMounts"] if cfg.startswith(m["mountPath"].rstrip("/") + "/")]
+    assert len(mount) == 1, cfg
+    vol = [v for v in c["volumes"] if v["name"] == mount[0]["name"]][0]
+    cm = [m for m in DUMP["configMaps"] if m["name"] == vol["configMap"]["name"]]
+    assert len(cm) == 1, vol
+    key = cfg[len(mount[0]["mountPath"].rstrip("/")) + 1:]
+    assert key in cm[0]["data"], "--config-file %s: no key %s in ConfigMap %s" % (
+        cfg, key, cm[0]["name"])
+    return cm[0]["data"]
+
+
+def check_config(d, text, topology):
+    path = os.path.join(d, "config.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    control = os.path.join(d, "control")
+    open(control, "w").close()
+    env = dict(os.environ, LD_LIBRARY_PATH=kt.MOCK_NVML_DIR,
+               KDEV_MOCK_NVML_TOPOLOGY=os.path.join(TOPOLOGIES, topology),
+               KDEV_MOCK_NVML_CONTROL=control, KDEV_MOCK_NVML_PROC=d)
+    for k in ("KDEV_CONFIG", "CONFIG_FILE", "MIG_STRATEGY", "DEVICE_LIST_STRATEGY"):
+        env.pop(k, None)
+    r = subprocess.run([os.path.join(kt.BUILD_DIR, "kdev-plugin"), "--check-config", path,
+                        "-d", d, "--proc-root", d, "--log-level", "error"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, "%s on %s: %s" % (text, topology, r.stderr)
+    return r.stdout
+
+
+def resource_counts(out):
+    """{'nvidia.com/gpu.shared': 32, ...} from --check output lines
+    'NAME: N devices...'."""
+    got = {}
+    for line in out.splitlines():
+        m = re.match(r"^(\S+): (\d+) devices?\b", line)
+        if m:
+            got[m.group(1)] = int(m.group(2))
+    return got
+
+
+def test_configmap_time_slicing():
+    data = config_map_files()
+    with TempDir() as d:
+        out = check_config(d, data["config.yaml"], "h100-80gb-8x-nvswitch.yaml")
+    # 8 GPUs x 4 replicas, renamed; no plain nvidia.com/gpu left.
+    assert resource_counts(out) == {"nvidia.com/gpu.shared": 32}, out
+
+
+def test_configmap_mig_mixed():
+    data = config_map_files()
+    assert sorted(data) == ["config.yaml", "mig-mixed.yaml"], sorted(data)
+    with TempDir() as d:
+        out = check_config(d, data["mig-mixed.yaml"], "mig-h100-80gb-8x-mixed.yaml")
+    # mig-h100-80gb-8x-mixed: 4 GPUs without MIG, 4 with MIG mixed; the 9
+    # 1g.10gb devices are time-sliced in 2.
+    assert resource_counts(out) == {
+        "nvidia.com/gpu": 4, "nvidia.com/mig-3g.40gb": 1, "nvidia.com/mig-2g.20gb": 1,
+        "nvidia.com/mig-1g.20gb": 1, "nvidia.com/mig-4g.40gb": 1,
+        "nvidia.com/mig-1g.10gb.me": 1, "nvidia.com/mig-1g.10gb": 18,
+        "nvidia.com/mig-7g.80gb": 1}, out
+    assert "nvidia.com/mig-1g.10gb: 18 devices (18 replicas of 9 devices): " in out, out
+
+
+def test_deviceclasses_select_the_dra_driver():
+    c = [c for c in containers() if c["workload"] == "kdev-dra-plugin"][0]
+    driver = arg(c, "--driver-name")
+    names = sorted(dc["name"] for dc in DUMP["deviceClasses"])
+    assert names == ["gpu.nvidia.com", "mig.nvidia.com"], names
+    for dc in DUMP["deviceClasses"]:
+        exprs = [s["cel"]["expression"] for s in dc["selectors"]]
+        assert len(exprs) == 1, exprs
+        assert 'device.driver == "%s"' % driver in exprs[0], exprs[0]
+        want = "gpu" if dc["name"] == "gpu.nvidia.com" else "mig"
+        assert 'device.attributes["%s"].type == "%s"' % (driver, want) in exprs[0], exprs[0]
+
+
+def test_node_name_from_downward_api():
+    c = [c for c in containers() if c["workload"] == "kdev-dra-plugin"][0]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName", env
+
+
+if __name__ == "__main__":
+    kt.run_tests([test_both_daemonsets_present, test_args_accepted_by_binary,
+                  test_flags_documented_in_help, test_paths_in_args_are_mounted,
+                  test_configmap_time_slicing, test_configmap_mig_mixed,
+                  test_deviceclasses_select_the_dra_driver, test_node_name_from_downward_api])
