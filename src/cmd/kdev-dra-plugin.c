@@ -358,6 +358,10 @@ static void on_signal(uv_signal_t *h, int signum)
                 kdev_kube_abort(d->kube_slices);
                 uv_cancel((uv_req_t *)&d->job->work);
         }
+        /* claim reads of NodePrepareResources in flight: the plugin stops
+         * once they are done, so make them fail now rather than after their
+         * retries (a pod's grace period is 30 s by default) */
+        kdev_kube_abort(d->kube_claims);
         kdev_dra_plugin_stop(d->plugin, on_plugin_stopped, d);
 }
 

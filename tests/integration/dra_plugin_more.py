@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -168,6 +169,49 @@ def test_sigterm_while_reconcile_stuck():
             e.close()
 
 
+def test_sigterm_while_claim_read_stuck():
+    uid = "5e0f3a11-0000-4000-8000-000000000009"
+    with TempDir() as d:
+        e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-s", uid, "gpu-0")])
+        result = {}
+        try:
+            wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
+            st, _ = e.api.admin("POST", "/_admin/delay",
+                                {"seconds": 120,
+                                 "path": "/apis/resource.k8s.io/v1/namespaces/default/"
+                                         "resourceclaims/claim-s"})
+            assert st == 200
+
+            def call():
+                try:
+                    result["r"] = prepare(e, "claim-s", uid)
+                except Exception as ex:  # the plugin may close the connection
+                    result["r"] = ex
+            t = threading.Thread(target=call, daemon=True)
+            t.start()
+            wait_for(lambda: waiting(e) >= 1, what="claim read held by the API server")
+            t0 = time.monotonic()
+            e.proc.send_signal(signal.SIGTERM)
+            rc = e.proc.wait(timeout=60 * kt.TIMEOUT_SCALE)
+            took = time.monotonic() - t0
+            assert rc == 0, (rc, e.logtext())
+            # without the abort: 5 tries of up to 30 s each
+            assert took < 8.0 * kt.TIMEOUT_SCALE, took
+            assert not os.path.exists(e.reg_sock())
+            assert not os.path.exists(spec_path(e, uid))
+            t.join(timeout=30 * kt.TIMEOUT_SCALE)
+            r = result.get("r")
+            # never a success: either the claim's error or a closed connection
+            if isinstance(r, dra_pb.NodePrepareResourcesResponse):
+                assert r.claims[uid].error and not r.claims[uid].devices, r
+        except Exception:
+            print(e.logtext()[-20000:])
+            raise
+        finally:
+            e.api.admin("DELETE", "/_admin/delay")
+            e.close()
+
+
 def test_prepare_refuses_unhealthy_gpu():
     uid = "5e0f3a11-0000-4000-8000-000000000003"
     bad = kt.H100_UUIDS[3]
@@ -296,4 +340,5 @@ if __name__ == "__main__":
         print("SKIP: %s not built" % dp.EXE)
         sys.exit(kt.SKIP)
     kt.run_tests([test_loop_responsive_while_reconcile_stuck, test_sigterm_while_reconcile_stuck,
+                  test_sigterm_while_claim_read_stuck,
                   test_prepare_refuses_unhealthy_gpu, test_mig_with_proc_root])
