@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # No leaks and no memory errors under valgrind: every unit test; the demo with
 # kdev-plugin and kdevctl kubelet both running under valgrind; and the Python
-# integration suites lifecycle.py, nvidia_plugin.py, faults_restarts.py and
-# faults_nvml.py with every kdev-plugin they start under valgrind (KDEV_WRAP,
+# integration suites lifecycle.py, nvidia_plugin.py, faults_restarts.py,
+# faults_nvml.py, prometheus_scrape.py, nvidia_labels.py, dra_plugin.py and
+# dra_plugin_more.py with every kdev-plugin and kdev-dra-plugin they start
+# under valgrind (KDEV_WRAP,
 # tests/pylib/kdevtest.py), each of which must exit with its expected status,
 # i.e. 0 errors and 0 definite/indirect/possible leaks (valgrind's exit code
 # 99 otherwise). Left out under valgrind: lifecycle's
@@ -27,7 +29,8 @@ tmp=$(mktemp -d /tmp/kdev-valgrind.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
 # Python suites, one after the other, in the background.
-suites=(lifecycle nvidia_plugin faults_restarts faults_nvml)
+suites=(lifecycle nvidia_plugin faults_restarts faults_nvml prometheus_scrape nvidia_labels
+        dra_plugin dra_plugin_more)
 skip=test_kubelet_starting_with_the_plugin_gives_one_registration
 (
   for s in "${suites[@]}"; do
