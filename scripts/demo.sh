@@ -4,8 +4,10 @@
 #   node 1: this machine's real device nodes and 8 mock H100 GPUs on NVSwitch
 #           (two of them time-sliced as nvidia.com/gpu.shared); a GPU fault
 #           (XID 79) and its recovery;
-#   node 2: mock A100-40GB GPUs with MIG, strategy mixed (one resource per MIG
-#           profile, one of them time-sliced);
+#   node 2: 4 mock A100-40GB, MIG strategy mixed: two with MIG devices (one
+#           resource per MIG profile, one of them time-sliced), one with MIG
+#           enabled and no MIG devices, one with MIG disabled, served whole as
+#           nvidia.com/gpu;
 #   node 3: DRA: kdev-dra-plugin publishes 8 mock H100 GPUs as a ResourceSlice
 #           to the stand-in API server (tests/kubeapi/server.py, local only),
 #           kdevctl dra (as kubelet) prepares one allocated ResourceClaim, the
@@ -227,7 +229,7 @@ else
   run_node "node 1: device nodes + 8x H100 (time-slicing, a GPU fault and its recovery)" \
     "$root/examples/demo.yaml" "$root/examples/demo.scenario.yaml" \
     "$topologies/h100-80gb-8x-nvswitch.yaml"
-  run_node "node 2: 3x A100-40GB with MIG, strategy mixed" \
+  run_node "node 2: 4x A100-40GB with MIG, strategy mixed" \
     "$root/examples/demo-mig.yaml" "$root/examples/demo-mig.scenario.yaml" \
     "$topologies/mig-a100-40gb.yaml"
   run_dra_node "node 3: DRA: 8x H100 as a ResourceSlice, one ResourceClaim prepared as CDI devices" \

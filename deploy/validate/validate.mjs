@@ -273,7 +273,8 @@ function dump(docs) {
                                           command: c.command ?? [], args: c.args ?? [],
                                           env: c.env ?? [],
                                           volumeMounts: c.volumeMounts ?? [],
-                                          volumes: pod?.volumes ?? [] });
+                                          volumes: pod?.volumes ?? [],
+                                          affinity: pod?.affinity ?? {} });
                 if (d.obj.kind === "ConfigMap")
                         configMaps.push({ document: label(d), name: d.obj.metadata?.name,
                                           data: d.obj.data ?? {} });

@@ -75,7 +75,7 @@ static void usage(FILE *f)
                    "\n"
                    "Examples:\n"
                    "  kdevctl plugins\n"
-                   "  kdevctl kubelet --dir /tmp/dp --scenario examples/demo-scenario.yaml\n"
+                   "  kdevctl kubelet --dir /tmp/dp --scenario examples/scenario-reference.yaml\n"
                    "  kdevctl watch kdev-nvidia.com_gpu.sock --count 1\n");
 }
 

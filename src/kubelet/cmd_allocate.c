@@ -40,7 +40,7 @@ static void usage(FILE *f)
                 "\n"
                 "Examples:\n"
                 "  kdevctl allocate kdev-nvidia.com_gpu.sock GPU-0a1b... GPU-2c3d...\n"
-                "  kdevctl allocate /tmp/dp/kdev-example.com_null.sock null-0 -o json\n",
+                "  kdevctl allocate /tmp/dp/kdev-example.com_null.sock null::0 -o json\n",
                 KDEV_CLI_DEFAULT_TIMEOUT_S);
 }
 

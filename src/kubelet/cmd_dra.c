@@ -118,8 +118,9 @@ static void usage(FILE *f)
                 "\n"
                 "Examples:\n"
                 "  kdevctl dra --registry /var/lib/kubelet/plugins_registry\n"
-                "  kdevctl dra --registry /tmp/reg --scenario examples/dra-scenario.yaml\n"
-                "  kdevctl dra --registry /tmp/reg --watch 0 -o json\n");
+                "  kdevctl dra --registry /tmp/dra/plugins_registry \\\n"
+                "      --scenario examples/demo-dra.scenario.yaml\n"
+                "  kdevctl dra --registry /tmp/dra/plugins_registry --watch 0 -o json\n");
 }
 
 enum { OPT_REGISTRY, OPT_SCENARIO, OPT_DRIVER, OPT_OUTPUT, OPT_WATCH };

@@ -54,11 +54,10 @@ static void usage(FILE *f)
                 "\n"
                 "With --scenario, runs the scenario (waits, pod admissions with\n"
                 "GetPreferredAllocation / Allocate / PreStartContainer, deletions, restarts,\n"
-                "shell commands;\n"
-                "format in examples/demo-scenario.yaml), prints the node's resources and\n"
-                "every pod's result, and exits 0 (admission errors are results). Without a\n"
-                "scenario it serves until SIGINT/SIGTERM (or for --hold SEC) and then prints\n"
-                "the node's resources.\n"
+                "shell commands; format in examples/scenario-reference.yaml), prints the\n"
+                "node's resources and every pod's result, and exits 0 (admission errors are\n"
+                "results). Without a scenario it serves until SIGINT/SIGTERM (or for --hold\n"
+                "SEC) and then prints the node's resources.\n"
                 "\n"
                 "Options:\n"
                 "      --dir DIR            device-plugin directory (required)\n"
@@ -94,7 +93,7 @@ static void usage(FILE *f)
                 "scenario file); 2 usage error.\n"
                 "\n"
                 "Examples:\n"
-                "  kdevctl kubelet --dir /tmp/dp --scenario examples/demo-scenario.yaml\n"
+                "  kdevctl kubelet --dir /tmp/dp --scenario examples/scenario-reference.yaml\n"
                 "  kdevctl kubelet --dir /tmp/dp --hold 30 --log-level debug --log-format json\n");
 }
 

@@ -37,8 +37,8 @@ static void usage(FILE *f)
                 "Exit status: 0 success, 1 RPC or connection failure, 2 usage error.\n"
                 "\n"
                 "Example:\n"
-                "  kdevctl preferred /tmp/dp/kdev-nvidia.com_gpu.sock \\\n"
-                "      --available GPU-a,GPU-b,GPU-c,GPU-d --must-include GPU-c --size 2\n",
+                "  kdevctl preferred /tmp/dp/kdev-example.com_fuse.sock \\\n"
+                "      --available fuse::0,fuse::1,fuse::2 --must-include fuse::2 --size 2\n",
                 KDEV_CLI_DEFAULT_TIMEOUT_S);
 }
 

@@ -1,7 +1,7 @@
 /* Scenario files for `kdevctl kubelet --scenario FILE`: what the simulated
  * kubelet does once it serves kubelet.sock. YAML, strict (unknown keys, wrong
  * types and bad values are errors with file:line:column and key path).
- * The format is documented in examples/demo-scenario.yaml:
+ * The format is documented in examples/scenario-reference.yaml:
  *
  *   wait:                  # optional: before anything else
  *     timeout: 30          # seconds (default 30)

@@ -5,8 +5,13 @@
   `BINARY ARGS... --help` exits 0, getopt stops at the first bad one), and
   lists every flag in its --help;
 - every file the ConfigMap ships is a valid config for kdev-plugin
-  (`--check-config` on the mock libnvidia-ml.so.1, expected resources), and
-  --config-file points at a key of the mounted ConfigMap;
+  (`--check-config` on the mock libnvidia-ml.so.1, expected resources: the
+  default one plain nvidia.com/gpu), and --config-file points at a key of the
+  mounted ConfigMap;
+- the node affinity runs exactly one of kdev-plugin and kdev-dra-plugin on a
+  node with any of the NVIDIA GPU labels (NFD's pci-0302_10de, pci-0300_10de,
+  pci-10de; nvidia.com/gpu.present), chosen by kdev/allocation=dra, and
+  neither on other nodes;
 - every hostPath the args name is mounted into the container;
 - the DeviceClasses select the driver name kdev-dra-plugin publishes.
 The manifests are read by deploy/validate/validate.mjs --dump (node; exit 77
@@ -159,17 +164,43 @@ def resource_counts(out):
     return got
 
 
-def test_configmap_time_slicing():
+def test_configmap_default_is_plain():
     data = config_map_files()
     with TempDir() as d:
         out = check_config(d, data["config.yaml"], "h100-80gb-8x-nvswitch.yaml")
+    # The default (--config-file) config: the 8 GPUs as nvidia.com/gpu, nothing
+    # renamed or replicated (a drop-in replacement for NVIDIA's plugin).
+    assert resource_counts(out) == {"nvidia.com/gpu": 8}, out
+    with TempDir() as d:
+        out = check_config(d, data["config.yaml"], "mig-a100-40gb.yaml")
+    # MIG strategy none: the 4 A100s (MIG enabled or not) as whole GPUs.
+    assert resource_counts(out) == {"nvidia.com/gpu": 4}, out
+
+
+def test_configmap_time_slicing():
+    data = config_map_files()
+    with TempDir() as d:
+        out = check_config(d, data["time-slicing.yaml"], "h100-80gb-8x-nvswitch.yaml")
     # 8 GPUs x 4 replicas, renamed; no plain nvidia.com/gpu left.
     assert resource_counts(out) == {"nvidia.com/gpu.shared": 32}, out
 
 
+def test_configmap_examples_named_in_comment():
+    # Each example key is named (as the path to give --config-file) in the
+    # manifest's comments, and only config.yaml is passed.
+    data = config_map_files()
+    with open(os.path.join(kt.SOURCE_DIR, "deploy", "kubernetes", "10-device-plugin.yaml")) as f:
+        comments = "\n".join(l for l in f.read().splitlines() if l.lstrip().startswith("#"))
+    for key in sorted(data):
+        if key != "config.yaml":
+            assert "/etc/kdev/" + key in comments, key
+    c = [c for c in containers() if c["workload"] == "kdev-plugin"][0]
+    assert arg(c, "--config-file") == "/etc/kdev/config.yaml", c["args"]
+
+
 def test_configmap_mig_mixed():
     data = config_map_files()
-    assert sorted(data) == ["config.yaml", "mig-mixed.yaml"], sorted(data)
+    assert sorted(data) == ["config.yaml", "mig-mixed.yaml", "time-slicing.yaml"], sorted(data)
     with TempDir() as d:
         out = check_config(d, data["mig-mixed.yaml"], "mig-h100-80gb-8x-mixed.yaml")
     # mig-h100-80gb-8x-mixed: 4 GPUs without MIG, 4 with MIG mixed; the 9
@@ -180,6 +211,61 @@ def test_configmap_mig_mixed():
         "nvidia.com/mig-1g.10gb.me": 1, "nvidia.com/mig-1g.10gb": 18,
         "nvidia.com/mig-7g.80gb": 1}, out
     assert "nvidia.com/mig-1g.10gb: 18 devices (18 replicas of 9 devices): " in out, out
+
+
+def label_matches(labels, expr):
+    """One NodeSelectorRequirement against a node's labels (Kubernetes
+    semantics: NotIn and DoesNotExist match a node without the label)."""
+    key, op, vals = expr["key"], expr["operator"], expr.get("values", [])
+    if op == "In":
+        return key in labels and labels[key] in vals
+    if op == "NotIn":
+        return key not in labels or labels[key] not in vals
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    raise AssertionError("operator %s not handled by this test" % op)
+
+
+def schedules(c, labels):
+    """True when the container's pod may run on a node with |labels|:
+    requiredDuringScheduling terms ORed, a term's expressions ANDed."""
+    req = c["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    terms = req["nodeSelectorTerms"]
+    assert terms and all("matchFields" not in t for t in terms), terms
+    return any(all(label_matches(labels, e) for e in t["matchExpressions"]) for t in terms)
+
+
+GPU_LABELS = [
+    "feature.node.kubernetes.io/pci-0302_10de.present",  # NFD default, 3D controller
+    "feature.node.kubernetes.io/pci-0300_10de.present",  # NFD default, VGA
+    "feature.node.kubernetes.io/pci-10de.present",       # NFD deviceLabelFields [vendor]
+    "nvidia.com/gpu.present",                            # GPU operator / by hand
+]
+
+
+def test_node_affinity():
+    plugin = [c for c in containers() if c["workload"] == "kdev-plugin"][0]
+    dra = [c for c in containers() if c["workload"] == "kdev-dra-plugin"][0]
+    for gpu in GPU_LABELS:
+        node = {"kubernetes.io/os": "linux", gpu: "true"}
+        assert (schedules(plugin, node), schedules(dra, node)) == (True, False), gpu
+        node["kdev/allocation"] = "dra"
+        assert (schedules(plugin, node), schedules(dra, node)) == (False, True), gpu
+        node["kdev/allocation"] = "device-plugin"
+        assert (schedules(plugin, node), schedules(dra, node)) == (True, False), gpu
+        node = {gpu: "false"}
+        assert (schedules(plugin, node), schedules(dra, node)) == (False, False), gpu
+    # Two labels at once: still exactly one of the two plugins.
+    node = {GPU_LABELS[0]: "true", GPU_LABELS[3]: "true"}
+    assert (schedules(plugin, node), schedules(dra, node)) == (True, False)
+    # No NVIDIA GPU: another vendor's display controller, or nothing.
+    for node in ({"feature.node.kubernetes.io/pci-0300_1002.present": "true"},
+                 {"feature.node.kubernetes.io/pci-0302_8086.present": "true",
+                  "kdev/allocation": "dra"},
+                 {}):
+        assert (schedules(plugin, node), schedules(dra, node)) == (False, False), node
 
 
 def test_deviceclasses_select_the_dra_driver():
@@ -204,5 +290,7 @@ def test_node_name_from_downward_api():
 if __name__ == "__main__":
     kt.run_tests([test_both_daemonsets_present, test_args_accepted_by_binary,
                   test_flags_documented_in_help, test_paths_in_args_are_mounted,
-                  test_configmap_time_slicing, test_configmap_mig_mixed,
+                  test_configmap_default_is_plain, test_configmap_time_slicing,
+                  test_configmap_examples_named_in_comment, test_configmap_mig_mixed,
+                  test_node_affinity,
                   test_deviceclasses_select_the_dra_driver, test_node_name_from_downward_api])

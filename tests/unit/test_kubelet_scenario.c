@@ -16,7 +16,7 @@ static void test_example_file(void **state)
         (void)state;
         struct kdev_scenario s;
         struct kdev_err err = {0};
-        int rc = kdev_scenario_load(KDEV_SOURCE_DIR "/examples/demo-scenario.yaml", &s, &err);
+        int rc = kdev_scenario_load(KDEV_SOURCE_DIR "/examples/scenario-reference.yaml", &s, &err);
         if (rc < 0)
                 fail_msg("%s", err.msg);
         assert_int_equal(s.n_steps, 10);
