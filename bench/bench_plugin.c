@@ -17,6 +17,12 @@
  *     mock read the line (inotify IN_ACCESS on FILE; the mock polls its control
  *     file every 20 ms while nvmlEventSetWait blocks, so the write adds 0-20 ms
  *     that is the mock's, not the plugin's)
+ *   - with --metrics-scrapes N: the plugin also runs with --metrics-address
+ *     127.0.0.1:0 (and --log-level info, to read the bound port from its
+ *     "serving metrics" log line); after registration, N plain HTTP/1.1
+ *     GET /metrics (one connection each), then RSS and VmHWM; then
+ *     --metrics-timed M more GETs timed from connect to the end of the
+ *     answer, p50/p99/max (us)
  *   - kubelet restart (sockets removed, kubelet.sock re-created) -> registered
  *     again, p50/p99/max (ms), and RSS / fd count before and after
  * Options:
@@ -26,18 +32,21 @@
  *   --plugin-arg ARG      extra argument for KDEV_PLUGIN (repeatable)
  *   --client CMD          see above
  *   --health-control FILE, --health-uuid UUID (repeatable)   see above
+ *   --metrics-scrapes N, --metrics-timed M (default 200)       see above
  * Figures only: it asserts nothing (tests assert behaviour).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -395,11 +404,125 @@ static void bench_health(struct bench *b, const char *sock, const char *control,
         close(ifd);
 }
 
+/* --- GET /metrics (--metrics-scrapes) --------------------------------------- */
+
+/* Waits up to 5 s for kdev-plugin's "serving metrics" log line in its log
+ * file (logfmt: port=N; JSON: "port":"N"). Returns the port or -1. */
+static int metrics_port_from_log(void)
+{
+        char path[300], line[1024];
+        snprintf(path, sizeof(path), "%s.log", g_dir);
+        for (double end = now_ms() + 5000; now_ms() < end; usleep(1000)) {
+                FILE *f = fopen(path, "r");
+                if (!f)
+                        continue;
+                int port = -1;
+                while (port < 0 && fgets(line, sizeof(line), f)) {
+                        if (!strstr(line, "serving metrics"))
+                                continue;
+                        const char *p = strstr(line, " port=");
+                        if (p)
+                                port = atoi(p + 6);
+                        else if ((p = strstr(line, "\"port\":\"")))
+                                port = atoi(p + 8);
+                }
+                fclose(f);
+                if (port > 0)
+                        return port;
+        }
+        return -1;
+}
+
+/* One GET /metrics on a new connection to 127.0.0.1:|port|, read to EOF.
+ * Returns the answer's size in bytes (headers included) when the status is
+ * 200, -1 otherwise. */
+static long metrics_get(int port)
+{
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -1;
+        struct timeval tv = {.tv_sec = 5};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                  "Connection: close\r\n\r\n";
+        char head[16] = "", buf[16384];
+        long total = 0;
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+            write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1)) {
+                close(fd);
+                return -1;
+        }
+        for (ssize_t n; (n = read(fd, buf, sizeof(buf))) != 0;) {
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        close(fd);
+                        return -1;
+                }
+                if (total < (long)sizeof(head) - 1) {
+                        size_t k = sizeof(head) - 1 - (size_t)total;
+                        memcpy(head + total, buf, (size_t)n < k ? (size_t)n : k);
+                }
+                total += n;
+        }
+        close(fd);
+        return strncmp(head, "HTTP/1.1 200", 12) == 0 || strncmp(head, "HTTP/1.0 200", 12) == 0
+                       ? total : -1;
+}
+
+/* |scrapes| GETs, then RSS/VmHWM of |pid|, then |timed| timed GETs. */
+static void bench_metrics(pid_t pid, int scrapes, int timed)
+{
+        int port = metrics_port_from_log();
+        if (port < 0) {
+                printf("  GET /metrics:                skipped (no \"serving metrics\" log line)\n");
+                kv("metrics_failed", scrapes + timed);
+                return;
+        }
+        int failed = 0;
+        long bytes = 0;
+        for (int i = 0; i < scrapes; i++) {
+                long n = metrics_get(port);
+                failed += n < 0;
+                if (n > 0)
+                        bytes = n;
+        }
+        long rss, threads;
+        proc_stat(pid, &rss, &threads);
+        printf("  after %d GET /metrics (port %d, %ld bytes, %d failed):\n", scrapes, port,
+               bytes, failed);
+        printf("                               RSS %ld KiB, peak %ld KiB, %ld threads\n", rss,
+               g_hwm_kib, threads);
+        kv("metrics_rss_kib", (double)rss);
+        kv("metrics_hwm_kib", (double)g_hwm_kib);
+        kv("metrics_threads", (double)threads);
+        kv("metrics_bytes", (double)bytes);
+        if (timed > 0) {
+                double *lat = calloc((size_t)timed, sizeof(double));
+                for (int i = 0; i < timed; i++) {
+                        double s = now_ms();
+                        failed += metrics_get(port) < 0;
+                        lat[i] = (now_ms() - s) * 1000.0;
+                }
+                double p50, p99, max;
+                percentiles(lat, (size_t)timed, &p50, &p99, &max);
+                printf("  GET /metrics round trip (%d, new connection each): p50 %.1f us, "
+                       "p99 %.1f us, max %.1f us\n", timed, p50, p99, max);
+                kv("metrics_p50_us", p50);
+                kv("metrics_p99_us", p99);
+                free(lat);
+        }
+        kv("metrics_failed", failed);
+}
+
 static void usage(const char *argv0)
 {
         fprintf(stderr, "usage: %s [--kv] [--registrations N] [--resource NAME] "
                 "[--plugin-arg ARG]... [--client CMD] [--health-control FILE "
-                "--health-uuid UUID...] KDEV_PLUGIN CONFIG [ALLOCATE_CALLS [RESTARTS]]\n", argv0);
+                "--health-uuid UUID...] [--metrics-scrapes N [--metrics-timed M]] KDEV_PLUGIN CONFIG [ALLOCATE_CALLS [RESTARTS]]\n", argv0);
 }
 
 int main(int argc, char **argv)
@@ -412,18 +535,22 @@ int main(int argc, char **argv)
                 {"client", required_argument, NULL, 'c'},
                 {"health-control", required_argument, NULL, 'H'},
                 {"health-uuid", required_argument, NULL, 'u'},
+                {"metrics-scrapes", required_argument, NULL, 'm'},
+                {"metrics-timed", required_argument, NULL, 'M'},
                 {NULL, 0, NULL, 0},
         };
         enum { MAX_EXTRA = 16 };
         const char *extra[MAX_EXTRA], *uuids[64], *client = NULL, *control = NULL;
         const char *want_resource = NULL;
-        int n_extra = 0, n_uuids = 0, want_regs = 1;
+        int n_extra = 0, n_uuids = 0, want_regs = 1, scrapes = 0, timed = 200;
         for (int o; (o = getopt_long(argc, argv, "+", longopts, NULL)) != -1;) {
                 switch (o) {
                 case 'k': g_kv = 1; break;
                 case 'n': want_regs = parse_count(optarg, "--registrations"); break;
                 case 'r': want_resource = optarg; break;
                 case 'c': client = optarg; break;
+                case 'm': scrapes = parse_count(optarg, "--metrics-scrapes"); break;
+                case 'M': timed = parse_count(optarg, "--metrics-timed"); break;
                 case 'H': control = optarg; break;
                 case 'a':
                         if (n_extra == MAX_EXTRA) {
@@ -447,6 +574,16 @@ int main(int argc, char **argv)
         if (argc < 3) {
                 usage(argv[0]);
                 return 2;
+        }
+        if (scrapes > 0) {
+                static const char *const marg[] = {"--metrics-address", "127.0.0.1:0",
+                                                   "--log-level", "info"};
+                if (n_extra + 4 > MAX_EXTRA) {
+                        fprintf(stderr, "bench_plugin: too many --plugin-arg\n");
+                        return 2;
+                }
+                for (int i = 0; i < 4; i++)
+                        extra[n_extra++] = marg[i];
         }
         int calls = argc > 3 ? parse_count(argv[3], "ALLOCATE_CALLS") : 5000;
         int restarts = argc > 4 ? parse_count(argv[4], "RESTARTS") : 100;
@@ -510,6 +647,8 @@ int main(int argc, char **argv)
         kv("rss_kib", (double)rss);
         kv("hwm_kib", (double)g_hwm_kib);
         kv("threads", (double)threads);
+        if (scrapes > 0)
+                bench_metrics(pid, scrapes, timed);
 
         /* Allocate round trips on the first registered resource. */
         char sock[600];

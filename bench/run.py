@@ -33,6 +33,9 @@ HEALTH_UUIDS = [
     "GPU-796e4d82-91a0-4cbf-e0cd-61728394a5b6",
     "GPU-887f5e93-a2b1-4dc0-f1de-728394a5b6c7",
 ]
+# metrics on: GET /metrics before the RSS figure, then timed GETs
+METRICS_SCRAPES = 20
+METRICS_TIMED = 200
 PY_CLIENT = "/usr/bin/python3 " + os.path.join(SRC, "bench", "py_allocate.py")
 
 
@@ -65,8 +68,10 @@ def count_resources(build, config, env, extra):
 
 
 def bench_plugin(build, plugin, config, calls, restarts, regs=1, resource=None, env=None,
-                 extra=(), client=None, health=None):
+                 extra=(), client=None, health=None, metrics=None):
     cmd = [os.path.join(build, "bench", "bench_plugin"), "--kv", "--registrations", str(regs)]
+    if metrics:
+        cmd += ["--metrics-scrapes", str(metrics[0]), "--metrics-timed", str(metrics[1])]
     if resource:
         cmd += ["--resource", resource]
     for a in extra:
@@ -171,6 +176,10 @@ def main():
             add("mig", bench_plugin(build, kdev, MIG_CONFIG, a.calls, a.restarts, regs=mig_regs,
                                     resource="nvidia.com/gpu", env=nv_env, extra=nv_extra,
                                     health=(control, HEALTH_UUIDS)))
+            open(control, "w").close()
+            add("migm", bench_plugin(build, kdev, MIG_CONFIG, 100, 1, regs=mig_regs,
+                                     resource="nvidia.com/gpu", env=nv_env, extra=nv_extra,
+                                     metrics=(METRICS_SCRAPES, METRICS_TIMED)))
             add("null", bench_plugin(build, kdev, NULL_CONFIG, a.calls, a.restarts,
                                      client=PY_CLIENT))
             add("go", bench_plugin(build, a.go, NULL_CONFIG, a.calls, a.restarts,
@@ -213,6 +222,14 @@ def main():
             "<= 4 MiB" if tgt else "", le(st(scn, "hwm_end_kib"), 4 * mib) if tgt else None)
         row("threads, %s" % label, "count", st(scn, "threads"), gt, "<= 2",
             le(st(scn, "threads"), 2))
+    row("RSS (VmRSS) after reg. + %d scrapes, 8 GPUs MIG mixed x16, metrics on"
+        % METRICS_SCRAPES, "MiB", st("migm", "metrics_rss_kib"))
+    row("peak RSS (VmHWM) after reg. + %d scrapes, MIG mixed x16, metrics on"
+        % METRICS_SCRAPES, "MiB", st("migm", "metrics_hwm_kib"))
+    row("GET /metrics latency p50, %d scrapes, 8 GPUs MIG mixed x16" % METRICS_TIMED, "us",
+        st("migm", "metrics_p50_us"))
+    row("GET /metrics latency p99, %d scrapes, 8 GPUs MIG mixed x16" % METRICS_TIMED, "us",
+        st("migm", "metrics_p99_us"))
     row("start -> registered, 8 GPUs MIG mixed x16 (mock NVML, %d resources)" % mig_regs, "ms",
         st("mig", "start_ms"), None, "<= 20 ms", le(st("mig", "start_ms"), 20))
     row("start -> registered, 2x /dev/null", "ms", st("null", "start_ms"), st("go", "start_ms"),
@@ -342,6 +359,19 @@ def main():
     w("- GetPreferredAllocation: bench/bench_preferred, medians of 201 calls per case; optimal = "
       "every answer scores as the exhaustive subset search (%s of %s cases)." % (
           fmt(ps[0], "") if ps else "-", fmt(pc[2], "") if pc else "-"))
+    mf = st("migm", "metrics_failed")
+    w("- metrics on: kdev-plugin --metrics-address 127.0.0.1:0 (port from its \"serving "
+      "metrics\" log line, so --log-level info), libmicrohttpd")
+    w("  dlopen'ed; RSS/VmHWM after registration and %d GET /metrics (%s B each), before any "
+      "Allocate; metrics off: the rows above." % (METRICS_SCRAPES,
+                                                   fmt(st("migm", "metrics_bytes")[1], "B")
+                                                   if st("migm", "metrics_bytes") else "-"))
+    w("  Metrics on, before the first GET: %s MiB (median). Latency: plain HTTP/1.1 GET from C, "
+      "a new connection each, connect to EOF; %s failed." % (
+          fmt(st("migm", "rss_kib")[1], "MiB") if st("migm", "rss_kib") else "-",
+          fmt(mf[2], "") if mf else "-"))
+    w("  No target: DESIGN.md section 6 sets none with metrics on (README \"Metrics\": "
+      "about 2.8 MiB more RSS, mostly GnuTLS).")
     w("- the Go peer has no NVML and no health checks: its column is empty where it does not do "
       "the job.")
     w("wall time: %.0f s" % (time.time() - t_start))
