@@ -20,7 +20,9 @@
 #include "nvidia/config.h"
 #include "nvidia/labels.h"
 #include "nvidia/resources.h"
+#include "metrics/http.h"
 #include "metrics/plugin_metrics.h"
+#include "nvml/loader.h"
 #include "plugin/runtime.h"
 
 extern char **environ;
@@ -52,11 +54,15 @@ static void usage(FILE *f)
                 "      --nfd-features-file PATH  write GPU node labels (GPU Feature Discovery's\n"
                 "                                names) for Node Feature Discovery's local source\n"
                 "                                to PATH, e.g. /etc/kubernetes/node-feature-\n"
-                "                                discovery/features.d/kdev; off by default\n"
+                "                                discovery/features.d/kdev; off by default.\n"
+                "                                A first write that fails stops the start;\n"
+                "                                later failures are retried\n"
                 "      --metrics-address HOST:PORT\n"
                 "                                serve Prometheus metrics on GET\n"
                 "                                http://HOST:PORT/metrics, on that address only\n"
-                "                                (e.g. 127.0.0.1:9400, [::1]:9400); off by default\n"
+                "                                (e.g. 127.0.0.1:9400, [::1]:9400, :9400 for\n"
+                "                                every IPv4 address; PORT 0..65535); off by\n"
+                "                                default, and an empty value keeps it off\n"
                 "      --log-level LEVEL         debug, info, warn or error (default info);\n"
                 "                                logs go to stderr, one line per event\n"
                 "      --log-format FORMAT       text (key=value, default) or json (JSON lines)\n"
@@ -82,7 +88,7 @@ static void usage(FILE *f)
                 "  KDEV_CONFIG, CONFIG_FILE    default of --config (KDEV_CONFIG first)\n"
                 "  KDEV_DEVICE_PLUGIN_DIR      default of --device-plugin-dir\n"
                 "  KUBELET_SOCKET              default of --kubelet-socket (NVIDIA's variable)\n"
-                "  KDEV_METRICS_ADDRESS        default of --metrics-address\n"
+                "  KDEV_METRICS_ADDRESS        default of --metrics-address (\"\": off)\n"
                 "  KDEV_NFD_FEATURES_FILE      default of --nfd-features-file\n"
                 "  KDEV_NFD_MACHINE_TYPE_FILE  source of nvidia.com/gpu.machine (default\n"
                 "                              /sys/class/dmi/id/product_name)\n"
@@ -143,6 +149,9 @@ struct daemon {
         const struct kdev_nvidia_config *nv;
         const struct kdev_gpu_set *labelled;
         bool labels_written;
+        bool labels_failed;  /* the last write failed: retried, logged once */
+        uv_timer_t labels_timer; /* retries a failed write, sees rediscoveries */
+        bool labels_timer_on;
         bool stopping;
 };
 
@@ -153,6 +162,9 @@ static void on_runtime_stopped(void *arg)
         uv_close((uv_handle_t *)&d->sigint, NULL);
         uv_close((uv_handle_t *)&d->sigquit, NULL);
         uv_close((uv_handle_t *)&d->sighup, NULL);
+        if (d->labels_timer_on)
+                uv_close((uv_handle_t *)&d->labels_timer, NULL);
+        d->labels_timer_on = false;
         kdev_plugin_metrics_stop(d->metrics, NULL, NULL);
         d->metrics = NULL;
 }
@@ -165,44 +177,129 @@ static void on_backend_stopped(void *arg)
         kdev_dp_runtime_stop(rt, on_runtime_stopped, d);
 }
 
+/* Builds the node labels file text of |gpus| under |nv| (*text, caller
+ * frees; *n the number of labels; *invalid_mig whether the label builder
+ * found the MIG layout invalid: nvidia.com/gpu.product <model>-MIG-INVALID).
+ * Returns 0 or a negative errno with |err|. */
+static int labels_text(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *nv,
+                       char **text, size_t *n, bool *invalid_mig, struct kdev_err *err)
+{
+        struct kdev_nvidia_labels_options lo = {
+                .machine_type_file = getenv("KDEV_NFD_MACHINE_TYPE_FILE"),
+        };
+        struct kdev_nvidia_labels l;
+        *text = NULL;
+        int r = kdev_nvidia_labels_build(gpus, nv, &lo, &l, err);
+        const char *p = kdev_nvidia_labels_get(&l, "nvidia.com/gpu.product");
+        size_t len = p ? strlen(p) : 0;
+        *invalid_mig = len >= 12 && strcmp(p + len - 12, "-MIG-INVALID") == 0;
+        if (r == 0 && !(*text = kdev_nvidia_labels_text(&l, true)))
+                r = kdev_err_set(err, ENOMEM, "out of memory");
+        *n = l.n;
+        kdev_nvidia_labels_clear(&l);
+        return r;
+}
+
+static void log_labels_written(const char *path, int r, size_t n_labels)
+{
+        char n[32];
+        snprintf(n, sizeof(n), "%zu", n_labels);
+        if (r > 0)
+                kdev_log_info("wrote node labels", "path", path, "labels", n);
+        else
+                kdev_log_debug("node labels unchanged", "path", path);
+}
+
 /* Writes the node labels file (--nfd-features-file) when it is on: at
- * start, after a rediscovery (a new GPU set) and on SIGHUP (|force|: also
- * re-reads the machine type and restores a file edited or removed by hand).
- * The file is written only when its text changes, and kept at exit (see
- * README "Node labels"). */
-static void refresh_labels(struct daemon *d, bool force)
+ * start, after a rediscovery (a new GPU set), on the labels timer (a failed
+ * write is retried; a GPU set that changed without a notification, e.g. a
+ * rediscovery whose MIG layout is invalid, is labelled) and on SIGHUP
+ * (|force|: also re-reads the machine type and restores a file edited or
+ * removed by hand). The file is written only when its text changes, and kept
+ * at exit (see README "Node labels"). Returns 1 written, 0 unchanged or
+ * nothing to do, or a negative errno with |err|. */
+static int refresh_labels(struct daemon *d, bool force, struct kdev_err *err)
 {
         const struct kdev_gpu_set *gpus = kdev_nvidia_backend_gpus(d->nvidia);
         /* while stopping the backend is gone: keep the file as it is */
         if (!d->nfd_file || d->stopping ||
             (!force && d->labels_written && gpus == d->labelled))
-                return;
-        struct kdev_nvidia_labels_options lo = {
-                .machine_type_file = getenv("KDEV_NFD_MACHINE_TYPE_FILE"),
-        };
-        struct kdev_nvidia_labels l;
-        struct kdev_err err = {0};
+                return 0;
+        size_t n = 0;
+        bool invalid_mig;
         char *text = NULL;
-        int r = kdev_nvidia_labels_build(gpus, d->nv, &lo, &l, &err);
-        if (r == 0 && !(text = kdev_nvidia_labels_text(&l, true)))
-                r = kdev_err_set(&err, ENOMEM, "out of memory");
+        int r = labels_text(gpus, d->nv, &text, &n, &invalid_mig, err);
         if (r == 0)
-                r = kdev_nvidia_labels_write(d->nfd_file, text, &err);
-        if (r < 0) {
-                kdev_log_error("cannot write the node labels", "path", d->nfd_file, "error",
-                               err.msg);
-        } else {
-                char n[32];
-                snprintf(n, sizeof(n), "%zu", l.n);
-                if (r > 0)
-                        kdev_log_info("wrote node labels", "path", d->nfd_file, "labels", n);
-                else
-                        kdev_log_debug("node labels unchanged", "path", d->nfd_file);
-                d->labelled = gpus;
-                d->labels_written = true;
-        }
+                r = kdev_nvidia_labels_write(d->nfd_file, text, err);
         free(text);
-        kdev_nvidia_labels_clear(&l);
+        if (r < 0) {
+                d->labels_written = false;
+                return r;
+        }
+        log_labels_written(d->nfd_file, r, n);
+        d->labelled = gpus;
+        d->labels_written = true;
+        return r;
+}
+
+/* refresh_labels() on the loop: an error is logged (once until a write
+ * succeeds again) and retried by the labels timer. */
+static void refresh_labels_logged(struct daemon *d, bool force)
+{
+        struct kdev_err err = {0};
+        if (refresh_labels(d, force, &err) >= 0) {
+                if (d->labels_failed)
+                        kdev_log_info("node labels written again", "path", d->nfd_file);
+                d->labels_failed = false;
+                return;
+        }
+        if (!d->labels_failed)
+                kdev_log_error("cannot write the node labels, will retry", "path", d->nfd_file,
+                               "error", err.msg);
+        else
+                kdev_log_debug("still cannot write the node labels", "path", d->nfd_file,
+                               "error", err.msg);
+        d->labels_failed = true;
+}
+
+static void on_labels_timer(uv_timer_t *t)
+{
+        refresh_labels_logged(t->data, false);
+}
+
+/* After kdev_nvidia_backend_open() failed under migStrategy single: if the
+ * GPUs' MIG layout is invalid (the label builder says <model>-MIG-INVALID),
+ * writes those labels to --nfd-features-file before kdev-plugin exits, as
+ * GPU Feature Discovery does, so that an older file written for a valid
+ * layout does not keep advertising capacity the node no longer has. Other
+ * failures leave the file alone. Logs what it did. */
+static void label_invalid_mig(const char *path, const struct kdev_nvidia_config *nv)
+{
+        if (!path || nv->mig_strategy != KDEV_NVIDIA_MIG_SINGLE)
+                return;
+        struct kdev_nvml_options nopts = {.driver_root = nv->driver_root};
+        struct kdev_nvml_discover_options dopts = {.flags = 0}; /* MIG devices, no links */
+        struct kdev_nvml *lib = NULL;
+        struct kdev_gpu_set *gpus = NULL;
+        struct kdev_err err = {0};
+        if (kdev_nvml_open(&nopts, &lib, &err) < 0 ||
+            kdev_nvml_discover(lib, &dopts, &gpus, &err) < 0) {
+                kdev_nvml_close(lib);
+                return; /* no GPUs to judge: not a MIG layout failure */
+        }
+        size_t n = 0;
+        bool invalid_mig = false;
+        char *text = NULL;
+        int r = labels_text(gpus, nv, &text, &n, &invalid_mig, &err);
+        if (r == 0 && invalid_mig)
+                r = kdev_nvidia_labels_write(path, text, &err);
+        if (r < 0)
+                kdev_log_error("cannot write the node labels", "path", path, "error", err.msg);
+        else if (invalid_mig)
+                log_labels_written(path, r, n);
+        free(text);
+        kdev_gpu_set_free(gpus);
+        kdev_nvml_close(lib);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -213,7 +310,7 @@ static void on_signal(uv_signal_t *h, int signum)
         if (signum == SIGHUP) {
                 kdev_log_info("SIGHUP: serving and registering every resource again");
                 kdev_dp_runtime_restart(d->rt);
-                refresh_labels(d, true);
+                refresh_labels_logged(d, true);
                 return;
         }
         d->stopping = true;
@@ -231,7 +328,7 @@ static void on_devices_changed(void *arg, const char *resource)
         struct daemon *d = arg;
         if (d->rt)
                 kdev_dp_runtime_notify(d->rt, resource);
-        refresh_labels(d, false); /* a rediscovery brings a new GPU set */
+        refresh_labels_logged(d, false); /* a rediscovery brings a new GPU set */
 }
 
 /* The physical GPU behind a device, for the metric kdev_gpu_devices. */
@@ -365,6 +462,7 @@ int main(int argc, char **argv)
         opts.plugin_dir = getenv("KDEV_DEVICE_PLUGIN_DIR");
         const char *kubelet_socket = getenv("KUBELET_SOCKET");
         const char *metrics_address = getenv("KDEV_METRICS_ADDRESS"); /* NULL/"": off */
+        bool metrics_from_env = metrics_address != NULL;
         const char *nfd_file = getenv("KDEV_NFD_FEATURES_FILE");      /* NULL/"": off */
         struct kdev_generic_options gopts = {0};
         enum kdev_log_level level = KDEV_LOG_INFO;
@@ -401,7 +499,8 @@ int main(int argc, char **argv)
                         gopts.root = optarg;
                         break;
                 case OPT_METRICS_ADDRESS:
-                        metrics_address = optarg;
+                        metrics_address = optarg; /* "": off */
+                        metrics_from_env = false;
                         break;
                 case OPT_NFD_FEATURES_FILE:
                         nfd_file = optarg;
@@ -465,6 +564,16 @@ int main(int argc, char **argv)
                         kubelet_dir[n] = '\0';
                         opts.plugin_dir = kubelet_dir;
                 }
+        }
+        /* A malformed metrics address is a usage error (a port in use or a host
+         * name that does not resolve is found when listening: exit 1). */
+        if (usage_status < 0 && metrics_address && *metrics_address &&
+            !kdev_metrics_address_valid(metrics_address)) {
+                fprintf(stderr, "kdev-plugin: invalid %s \"%s\": want " KDEV_METRICS_ADDRESS_FORM
+                                "\n",
+                        metrics_from_env ? "KDEV_METRICS_ADDRESS" : "--metrics-address",
+                        metrics_address);
+                usage_status = 2;
         }
         if (usage_status < 0 && optind < argc) {
                 fprintf(stderr, "kdev-plugin: unexpected argument \"%s\"\n", argv[optind]);
@@ -530,8 +639,11 @@ int main(int argc, char **argv)
                 bopts.health_event_arg = d.metrics;
                 opts.hooks = kdev_plugin_metrics_hooks(d.metrics);
         }
-        if (kdev_nvidia_backend_open(&bopts, &d.nvidia, &err) < 0)
+        if (kdev_nvidia_backend_open(&bopts, &d.nvidia, &err) < 0) {
+                if (!check)
+                        label_invalid_mig(nfd_file && *nfd_file ? nfd_file : NULL, &nv);
                 goto out;
+        }
         d.rt = kdev_dp_runtime_new(&d.loop, &opts, &err);
         if (!d.rt)
                 goto out;
@@ -546,6 +658,15 @@ int main(int argc, char **argv)
         if (check) {
                 print_devices(&set);
                 status = 0;
+                goto out;
+        }
+        /* The node labels before anything registers: a file that cannot be
+         * written at all (no such directory, not writable) stops the start,
+         * like an unwritable --cdi-dir. */
+        d.nfd_file = nfd_file && *nfd_file ? nfd_file : NULL;
+        d.nv = &nv;
+        if (refresh_labels(&d, true, &err) < 0) {
+                kdev_err_wrap(&err, "--nfd-features-file");
                 goto out;
         }
         signal(SIGPIPE, SIG_IGN);
@@ -565,6 +686,15 @@ int main(int argc, char **argv)
         uv_signal_start(&d.sigint, on_signal, SIGINT);
         uv_signal_start(&d.sigquit, on_signal, SIGQUIT);
         uv_signal_start(&d.sighup, on_signal, SIGHUP);
+        if (d.nfd_file) {
+                /* as often as the NVIDIA rediscovery retries (default 30 s) */
+                uint64_t every = bopts.rediscover_interval_ms ? bopts.rediscover_interval_ms
+                                                              : 30000;
+                uv_timer_init(&d.loop, &d.labels_timer);
+                d.labels_timer.data = &d;
+                uv_timer_start(&d.labels_timer, on_labels_timer, every, every);
+                d.labels_timer_on = true;
+        }
         /* Metrics first: a bad address or a port in use stops the start
          * before anything registers. */
         if ((d.metrics &&
@@ -580,9 +710,6 @@ int main(int argc, char **argv)
                 kdev_log_info("serving metrics", "address", metrics_address, "port", port,
                               "path", "/metrics");
         }
-        d.nfd_file = nfd_file && *nfd_file ? nfd_file : NULL;
-        d.nv = &nv;
-        refresh_labels(&d, true);
         uv_run(&d.loop, UV_RUN_DEFAULT);
         status = 0;
         kdev_log_info("stopped");

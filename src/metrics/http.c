@@ -17,8 +17,10 @@
 
 #define METRICS_PATH "/metrics"
 #define LISTEN_BACKLOG 64
-#define CONNECTION_LIMIT 32     /* scrapers are few */
-#define CONNECTION_TIMEOUT_S 30 /* idle keep-alive connections are closed after this */
+/* Scrapers are few; see http.h for why these bound a noisy client. */
+#define CONNECTION_LIMIT KDEV_METRICS_CONNECTION_LIMIT
+#define PER_IP_LIMIT KDEV_METRICS_PER_IP_LIMIT
+#define CONNECTION_TIMEOUT_S KDEV_METRICS_IDLE_TIMEOUT_S
 
 /* libmicrohttpd, loaded on first use (see http.h): the functions used, typed
  * from microhttpd.h. Loaded once per process and kept. */
@@ -86,40 +88,68 @@ struct kdev_metrics_http {
         void *done_arg;
 };
 
-int kdev_metrics_parse_address(const char *text, void *addr, unsigned *addrlen,
-                               struct kdev_err *err)
+/* Splits "HOST:PORT" (see kdev_metrics_parse_address) into |host| (256
+ * bytes), *port and *bracketed, checking the syntax only: a bracketed HOST
+ * must be an IPv6 address; another one an IPv4 address or a host name of
+ * [A-Za-z0-9._-] (resolved later). Returns false when |text| is malformed. */
+static bool split_address(const char *text, char *host, unsigned long *port, bool *bracketed)
 {
-        char host[256];
         const char *colon, *port_text;
         size_t hlen;
-        if (!text)
-                text = "";
-        if (text[0] == '[') {
+        *bracketed = text[0] == '[';
+        if (*bracketed) {
                 const char *close = strchr(text, ']');
                 if (!close || close[1] != ':')
-                        goto bad;
+                        return false;
                 hlen = (size_t)(close - text - 1);
-                if (hlen == 0 || hlen >= sizeof(host))
-                        goto bad;
+                if (hlen == 0 || hlen >= 256)
+                        return false;
                 memcpy(host, text + 1, hlen);
                 port_text = close + 2;
         } else {
                 colon = strrchr(text, ':');
                 if (!colon || memchr(text, ':', (size_t)(colon - text)))
-                        goto bad; /* no port, or an IPv6 address without brackets */
+                        return false; /* no port, or an IPv6 address without brackets */
                 hlen = (size_t)(colon - text);
-                if (hlen >= sizeof(host))
-                        goto bad;
+                if (hlen >= 256)
+                        return false;
                 memcpy(host, text, hlen);
                 port_text = colon + 1;
         }
         host[hlen] = '\0';
         size_t plen = strlen(port_text);
         if (plen == 0 || plen > 5 || strspn(port_text, "0123456789") != plen)
-                goto bad;
-        unsigned long port = strtoul(port_text, NULL, 10);
-        if (port > 65535)
-                goto bad;
+                return false;
+        *port = strtoul(port_text, NULL, 10);
+        if (*port > 65535)
+                return false;
+        struct in6_addr a6;
+        if (*bracketed)
+                return inet_pton(AF_INET6, host, &a6) == 1;
+        return strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+               hlen;
+}
+
+bool kdev_metrics_address_valid(const char *text)
+{
+        char host[256];
+        unsigned long port;
+        bool bracketed;
+        return text && split_address(text, host, &port, &bracketed);
+}
+
+int kdev_metrics_parse_address(const char *text, void *addr, unsigned *addrlen,
+                               struct kdev_err *err)
+{
+        char host[256];
+        unsigned long port;
+        bool bracketed;
+        if (!text)
+                text = "";
+        if (!split_address(text, host, &port, &bracketed))
+                return kdev_err_set(err, EINVAL, "metrics address \"%s\": want "
+                                    KDEV_METRICS_ADDRESS_FORM, text);
+        size_t hlen = strlen(host);
 
         memset(addr, 0, sizeof(struct sockaddr_storage));
         struct sockaddr_in *in4 = addr;
@@ -131,20 +161,18 @@ int kdev_metrics_parse_address(const char *text, void *addr, unsigned *addrlen,
                 *addrlen = sizeof(*in4);
                 return 0;
         }
-        if (text[0] != '[' && inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        if (!bracketed && inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
                 in4->sin_family = AF_INET;
                 in4->sin_port = htons((uint16_t)port);
                 *addrlen = sizeof(*in4);
                 return 0;
         }
-        if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        if (bracketed && inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
                 in6->sin6_family = AF_INET6;
                 in6->sin6_port = htons((uint16_t)port);
                 *addrlen = sizeof(*in6);
                 return 0;
         }
-        if (text[0] == '[')
-                goto bad; /* brackets hold an IPv6 address only */
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
         struct addrinfo *res = NULL;
         int r = getaddrinfo(host, NULL, &hints, &res);
@@ -160,9 +188,6 @@ int kdev_metrics_parse_address(const char *text, void *addr, unsigned *addrlen,
         else
                 in6->sin6_port = htons((uint16_t)port);
         return 0;
-bad:
-        return kdev_err_set(err, EINVAL, "metrics address \"%s\": want HOST:PORT (e.g. "
-                            "127.0.0.1:9400, [::1]:9400, :9400), with PORT 0..65535", text);
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -299,6 +324,7 @@ struct kdev_metrics_http *kdev_metrics_http_start(uv_loop_t *loop, const char *a
         h->mhd = mhd.start_daemon(MHD_USE_EPOLL, 0, NULL, NULL, on_request, h,
                                   MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT,
+                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_IP_LIMIT,
                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
                                   MHD_OPTION_END);
         if (!h->mhd) {

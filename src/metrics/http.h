@@ -15,6 +15,13 @@
  *   a render that fails     -> 500
  * A query string is ignored (Prometheus sends none by default).
  *
+ * Limits, so that one noisy or broken client cannot starve Prometheus: at most
+ * KDEV_METRICS_CONNECTION_LIMIT connections in all and
+ * KDEV_METRICS_PER_IP_LIMIT from one client address (MHD closes the ones over
+ * it at once, so they do not sit in the listen backlog either); a connection
+ * idle for KDEV_METRICS_IDLE_TIMEOUT_S seconds is closed (with a longer scrape
+ * interval Prometheus simply opens a new connection per scrape).
+ *
  * libmicrohttpd is loaded with dlopen("libmicrohttpd.so.12") when the first
  * server starts, not linked: Debian's build pulls in GnuTLS and 9 more shared
  * libraries whose loading alone costs ~3.2 MiB RSS (measured with an empty
@@ -24,6 +31,7 @@
 #ifndef KDEV_METRICS_HTTP_H
 #define KDEV_METRICS_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <uv.h>
@@ -33,12 +41,29 @@
 
 struct kdev_metrics_http;
 
+/* Server limits (see the top of this file). */
+#define KDEV_METRICS_CONNECTION_LIMIT 32
+#define KDEV_METRICS_PER_IP_LIMIT 4
+#define KDEV_METRICS_IDLE_TIMEOUT_S 10
+
+/* What a metrics address looks like, for error messages:
+ * "want " KDEV_METRICS_ADDRESS_FORM. */
+#define KDEV_METRICS_ADDRESS_FORM \
+        "HOST:PORT (e.g. 127.0.0.1:9400, [::1]:9400, :9400), with PORT 0..65535"
+
+/* Whether |text| has the syntax kdev_metrics_parse_address() accepts
+ * (HOST:PORT, see there), without resolving a host name (a host name is then
+ * made of [A-Za-z0-9._-]), so that a bad value can be refused at option
+ * parsing. NULL: false. */
+bool kdev_metrics_address_valid(const char *text);
+
 /* Parses "HOST:PORT" into a socket address: HOST is an IPv4 address, an IPv6
  * address in brackets ("[::1]:9400"), or a host name resolved with
  * getaddrinfo (first result); an empty HOST (":9400") means every IPv4
  * address (0.0.0.0). PORT is 0..65535 (0: any free port). |addr| must have
  * room for a struct sockaddr_storage; *addrlen gets its length.
- * Returns 0, or -EINVAL with |err| naming |text|. */
+ * Returns 0, or -EINVAL with |err|: "metrics address \"<text>\": want "
+ * KDEV_METRICS_ADDRESS_FORM, or "...: cannot resolve \"<host>\": <why>". */
 int kdev_metrics_parse_address(const char *text, void *addr, unsigned *addrlen,
                                struct kdev_err *err);
 

@@ -6,8 +6,10 @@
  * and for histograms a fixed set of bucket upper bounds); a family holds one
  * series per distinct tuple of label values, created on first use.
  *
- * Rendering, per family in registration order (families with labels and no
- * series yet are left out, as Prometheus' client libraries do):
+ * Rendering, per family in registration order, every registered family with
+ * its HELP and TYPE lines, also one with labels and no series yet (e.g. an
+ * event counter before its first event: the format allows a family with no
+ * samples, and a scraper then knows the metric exists):
  *   # HELP <name> <help, with '\' -> "\\" and newline -> "\n">
  *   # TYPE <name> counter|gauge|histogram
  *   <name>{<l1>="<v1>",...} <value>            (series in creation order)
@@ -97,8 +99,9 @@ void kdev_metric_observe(struct kdev_metric *s, double v);
 double kdev_metric_value(const struct kdev_metric *s);
 
 /* Drops every series of |fam| (a family without labels gets its series back
- * at 0). Series pointers of |fam| become invalid. For gauges recomputed in
- * the collect callback. */
+ * at 0; out of memory it has none and renders its HELP and TYPE only). Series
+ * pointers of |fam| become invalid. For gauges recomputed in the collect
+ * callback. */
 void kdev_metrics_family_clear(struct kdev_metric_family *fam);
 
 /* Renders every family (after the collect callback) into a malloc'ed,

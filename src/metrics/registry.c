@@ -262,7 +262,7 @@ void kdev_metrics_family_clear(struct kdev_metric_family *fam)
 {
         family_drop_series(fam);
         if (fam->n_labels == 0)
-                kdev_metric_get(fam, NULL); /* out of memory: the family renders nothing */
+                kdev_metric_get(fam, NULL); /* out of memory: HELP and TYPE only */
 }
 
 /* ---- exposition ---------------------------------------------------------- */
@@ -322,8 +322,7 @@ static void put_sample(FILE *f, const struct kdev_metric *s, const char *suffix,
 static void put_family(FILE *f, const struct kdev_metric_family *fam)
 {
         static const char *const types[] = {"counter", "gauge", "histogram"};
-        if (!fam->series)
-                return;
+        /* HELP and TYPE also without series: a scraper sees every family. */
         fprintf(f, "# HELP %s ", fam->name);
         put_escaped(f, fam->help, false);
         fprintf(f, "\n# TYPE %s %s\n", fam->name, types[fam->type]);

@@ -618,8 +618,11 @@ int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err
         if (n < 0 || (size_t)n >= sizeof(tmp))
                 return kdev_err_set(err, ENAMETOOLONG, "%s: path too long", path);
         int fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd < 0)
-                return kdev_err_set(err, errno, "%s: %s", tmp, strerror(errno));
+        if (fd < 0) {
+                int e = errno;
+                return kdev_err_set(err, e, "%s: cannot create a file in directory %s: %s", path,
+                                    dir, strerror(e));
+        }
         int r = write_all(fd, text, strlen(text));
         if (r == 0 && fchmod(fd, 0644) < 0)
                 r = -errno;

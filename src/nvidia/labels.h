@@ -133,8 +133,10 @@ char *kdev_nvidia_labels_text(const struct kdev_nvidia_labels *l, bool header);
  * source skips dot files), written in full, fsync'ed, mode 0644, renamed over
  * |path|, then the directory fsync'ed, so readers see the old or the new
  * file, never a part. The directory must exist. Returns 1 when written, 0
- * when unchanged, or a negative errno with |err| ("<path>: <strerror>"); the
- * temporary file is removed on error. */
+ * when unchanged, or a negative errno with |err|, always naming |path| (never
+ * the temporary file): "<path>: cannot create a file in directory <dir>:
+ * <strerror>" (missing or unwritable directory), else "<path>: <strerror>";
+ * the temporary file is removed on error. */
 int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err *err);
 
 #endif /* KDEV_NVIDIA_LABELS_H */

@@ -3,8 +3,13 @@ labels file (GPU Feature Discovery's names, Node Feature Discovery's
 features.d format) is written at start with the exact expected labels
 (tests/data/labels), follows the config (time-slicing), is filled in when the
 driver appears (rediscovery), is rewritten only when its text changes, is
-restored by SIGHUP, and is kept at exit."""
+restored by SIGHUP, and is kept at exit. An invalid MIG layout under
+migStrategy single replaces an older file with GFD's <model>-MIG-INVALID set
+(at start, exit 1 as before; and after a rediscovery). A path that cannot be
+written stops the start (exit 1, an error naming the path and its
+directory); a later failure is logged and retried."""
 import os
+import shutil
 import signal
 import sys
 import time
@@ -190,19 +195,145 @@ def test_written_only_on_change_and_restored_by_sighup():
             k.stop()
 
 
-def test_missing_directory_is_logged_not_fatal():
+TOPOS = os.path.join(kt.SOURCE_DIR, "mock", "nvml", "topologies")
+SINGLE = """version: v1
+flags:
+  migStrategy: single
+  failOnInitError: %s
+"""
+INVALID_ERRORS = {
+    "mig-a100-40gb.yaml": "invalid MIG configuration: at least one device with migEnabled=true "
+                          "was not configured correctly: device 2 has no MIG devices configured",
+    "mig-h100-80gb.yaml": "invalid MIG configuration: more than one MIG device type present on "
+                          "node",
+}
+
+
+def mig_env(d, topo, **extra):
+    proc = os.path.join(os.path.dirname(d), "proc")
+    os.makedirs(proc, exist_ok=True)
+    return env_for(d, KDEV_MOCK_NVML_TOPOLOGY=os.path.join(TOPOS, topo),
+                   KDEV_MOCK_NVML_PROC=proc, **extra), proc
+
+
+def test_invalid_mig_layout_replaces_old_labels():
+    """A valid single layout writes its labels; a restart on an invalid one
+    (either failOnInitError) still exits 1 with NVIDIA's error, but leaves
+    GFD's INVALID set, never the old model/count."""
+    for topo, fail in (("mig-a100-40gb.yaml", "true"), ("mig-h100-80gb.yaml", "false")):
+        with TempDir() as d:
+            path = os.path.join(features_dir(d), "kdev")
+            k = FakeKubelet(d)
+            k.start()
+            env, proc = mig_env(d, "mig-a100-80gb-single.yaml")
+            p = Plugin(d, SINGLE % fail, extra=("--nfd-features-file", path, "--proc-root", proc),
+                       env=env)
+            try:
+                wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+                wait_for(lambda: read(path), what="labels file")
+                assert normalised(read(path)) == normalised(
+                    expected("mig-a100-80gb-single-single.txt")), read(path)
+            finally:
+                assert p.stop() == 0
+            env, proc = mig_env(d, topo)
+            p = Plugin(d, SINGLE % fail, extra=("--nfd-features-file", path, "--proc-root", proc),
+                       env=env)
+            try:
+                rc = p.proc.wait(30 * kt.TIMEOUT_SCALE)
+            finally:
+                p.kill()
+                k.stop()
+            assert rc == 1, (rc, p.logtext())
+            assert ('level=error msg="cannot start" error="%s"' % INVALID_ERRORS[topo]
+                    in p.logtext()), p.logtext()
+            text = read(path)
+            want = expected(topo.replace(".yaml", "-single.txt"))
+            assert normalised(text) == normalised(want), text
+            assert "-MIG-INVALID\n" in text and "nvidia.com/gpu.count=0\n" in text, text
+            assert os.listdir(os.path.dirname(path)) == ["kdev"], os.listdir(os.path.dirname(path))
+
+
+def test_invalid_mig_layout_after_rediscovery():
+    """failOnInitError false, no driver at start (header only); the driver
+    appears with an invalid single layout: the resources cannot be built,
+    the labels become the INVALID set (the labels timer sees the new GPUs)."""
     with TempDir() as d:
         k = FakeKubelet(d)
         k.start()
-        path = os.path.join(os.path.dirname(d), "no-such-dir", "kdev")
-        p = start(d, CONFIG % "true", env_for(d), path)
+        control(d, "init-error DRIVER_NOT_LOADED")
+        path = os.path.join(features_dir(d), "kdev")
+        env, proc = mig_env(d, "mig-a100-40gb.yaml", KDEV_NVIDIA_REDISCOVER_INTERVAL="0.2")
+        p = Plugin(d, SINGLE % "false",
+                   extra=("--nfd-features-file", path, "--proc-root", proc), env=env)
         try:
-            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
-            wait_for(lambda: "cannot write the node labels" in p.logtext(), what="error logged")
-            assert p.proc.poll() is None
+            wait_for(lambda: read(path) is not None, what="labels file")
+            assert read(path) == HEADER, read(path)
+            control(d, "init-error SUCCESS")
+            want = normalised(expected("mig-a100-40gb-single.txt"))
+            wait_for(lambda: read(path) and normalised(read(path)) == want,
+                     what="INVALID labels after the driver appears")
+            assert "cannot build the NVIDIA resources after rediscovery" in p.logtext()
         finally:
             assert p.stop() == 0
             k.stop()
+
+
+def test_unwritable_path_is_fatal_at_start():
+    with TempDir() as d:
+        base = os.path.dirname(d)
+        afile = os.path.join(base, "a-file")
+        open(afile, "w").close()
+        cases = (
+            (os.path.join(base, "no-such-dir", "kdev"), os.path.join(base, "no-such-dir"),
+             "No such file or directory"),
+            (os.path.join(afile, "kdev"), afile, "Not a directory"),
+        )
+        k = FakeKubelet(d)
+        k.start()
+        try:
+            for path, directory, why in cases:
+                p = start(d, CONFIG % "true", env_for(d), path)
+                try:
+                    rc = p.proc.wait(30 * kt.TIMEOUT_SCALE)
+                finally:
+                    p.kill()
+                assert rc == 1, (rc, p.logtext())
+                want = ('level=error msg="cannot start" error="--nfd-features-file: %s: cannot '
+                        'create a file in directory %s: %s"\n' % (path, directory, why))
+                assert want in p.logtext(), p.logtext()
+                assert ".kdev." not in p.logtext(), p.logtext()  # never the temporary file
+                assert k.count() == 0  # nothing registered
+        finally:
+            k.stop()
+
+
+def test_later_write_failure_is_logged_and_retried():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        fdir = features_dir(d)
+        path = os.path.join(fdir, "kdev")
+        p = start(d, CONFIG % "true", env_for(d, KDEV_NVIDIA_REDISCOVER_INTERVAL="0.2"), path)
+        try:
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            wait_for(lambda: read(path), what="labels file")
+            good = read(path)
+            os.rename(fdir, fdir + ".away")
+            p.proc.send_signal(signal.SIGHUP)  # a forced write into the missing directory
+            want = ('level=error msg="cannot write the node labels, will retry" path=%s '
+                    'error="%s: cannot create a file in directory %s: No such file or '
+                    'directory"\n' % (path, path, fdir))
+            wait_for(lambda: want in p.logtext(), what="error logged")
+            assert p.logtext().count("cannot write the node labels, will retry") == 1
+            assert p.proc.poll() is None
+            os.mkdir(fdir)  # an empty directory again: the labels timer writes the file
+            wait_for(lambda: read(path) == good, what="labels written on retry")
+            wait_for(lambda: "node labels written again" in p.logtext(), what="recovery logged")
+            assert p.logtext().count("cannot write the node labels, will retry") == 1
+        finally:
+            assert p.stop() == 0
+            k.stop()
+        shutil.rmtree(fdir + ".away", ignore_errors=True)
 
 
 if __name__ == "__main__":
@@ -214,5 +345,8 @@ if __name__ == "__main__":
         test_follows_time_slicing_config_and_env_var,
         test_rediscovery_fills_the_file,
         test_written_only_on_change_and_restored_by_sighup,
-        test_missing_directory_is_logged_not_fatal,
+        test_invalid_mig_layout_replaces_old_labels,
+        test_invalid_mig_layout_after_rediscovery,
+        test_unwritable_path_is_fatal_at_start,
+        test_later_write_failure_is_logged_and_retried,
     ])

@@ -18,7 +18,11 @@ Also: a second kdev-plugin on the same metrics port fails to start with a
 clear error naming the address; KDEV_METRICS_ADDRESS turns metrics on and the
 flag wins over it.
 
-Skipped (77) only when /usr/bin/prometheus is missing.
+A malformed --metrics-address (or KDEV_METRICS_ADDRESS) is a usage error
+(exit 2, naming the flag or the variable); an empty one keeps metrics off.
+
+The Prometheus scenario is skipped when /usr/bin/prometheus is missing (the
+whole file then exits 77 if nothing else ran).
 """
 import json
 import os
@@ -34,9 +38,7 @@ import urllib.parse
 import urllib.request
 
 PROMETHEUS = "/usr/bin/prometheus"
-if not os.path.exists(PROMETHEUS):
-    print("SKIP: %s is missing (Debian package prometheus)" % PROMETHEUS)
-    sys.exit(77)
+HAVE_PROMETHEUS = os.path.exists(PROMETHEUS)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
@@ -328,6 +330,60 @@ def test_port_in_use_is_a_startup_error_and_env_default():
             assert p.stop() == 0, p.logtext()
 
 
+BAD_ADDRESSES = ("127.0.0.1", "::1:9400", "127.0.0.1:99999", ":abc", "http://x:1", "[::1]",
+                 "[foo]:9400", "x/y:9400")
+ADDRESS_FORM = ("HOST:PORT (e.g. 127.0.0.1:9400, [::1]:9400, :9400), with PORT 0..65535")
+
+
+def run_plugin(args, env):
+    full = dict(os.environ)
+    full.pop("KDEV_METRICS_ADDRESS", None)
+    full.update(env)
+    return subprocess.run([os.path.join(kt.BUILD_DIR, "kdev-plugin"), *args], env=full,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=30 * kt.TIMEOUT_SCALE)
+
+
+def test_bad_metrics_address_is_a_usage_error():
+    with TempDir() as d:
+        cfg = os.path.join(os.path.dirname(d), "null.yaml")
+        with open(cfg, "w") as f:
+            f.write(kt.NULL_CONFIG)
+        common = ["--config", cfg, "--device-plugin-dir", d]
+        for bad in BAD_ADDRESSES:
+            for via_env in (False, True):
+                if via_env:
+                    r = run_plugin(common, {"KDEV_METRICS_ADDRESS": bad})
+                    name = "KDEV_METRICS_ADDRESS"
+                else:
+                    r = run_plugin(common + ["--metrics-address", bad], {})
+                    name = "--metrics-address"
+                assert r.returncode == 2, (bad, via_env, r.returncode, r.stderr)
+                assert r.stdout == "", r.stdout
+                assert r.stderr == ('kdev-plugin: invalid %s "%s": want %s\n'
+                                    "Run 'kdev-plugin --help' for the options.\n"
+                                    % (name, bad, ADDRESS_FORM)), r.stderr
+                assert os.listdir(d) == [], os.listdir(d)
+        # the flag wins over a bad variable; an explicit "" keeps metrics off
+        r = run_plugin(common + ["--metrics-address", "", "--check"],
+                       {"KDEV_METRICS_ADDRESS": ":abc"})
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == ("example.com/null: 4 devices: null::0 null::1 null::2 null::3\n" +
+                            "".join("  null::%d: /dev/null->/dev/null:rw\n" % i
+                                    for i in range(4))), r.stdout
+        assert "serving metrics" not in r.stderr, r.stderr
+        # KDEV_METRICS_ADDRESS="" is off too (no error), and so is --check
+        r = run_plugin(common + ["--check"], {"KDEV_METRICS_ADDRESS": ""})
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("example.com/null: 4 devices: "), r.stdout
+
+
 if __name__ == "__main__":
-    kt.run_tests([test_prometheus_sees_allocations_and_health,
-                  test_port_in_use_is_a_startup_error_and_env_default])
+    tests = [test_bad_metrics_address_is_a_usage_error]
+    if HAVE_PROMETHEUS:
+        tests += [test_prometheus_sees_allocations_and_health,
+                  test_port_in_use_is_a_startup_error_and_env_default]
+    else:
+        print("SKIP: the Prometheus scenario: %s is missing (Debian package prometheus)"
+              % PROMETHEUS, flush=True)
+    kt.run_tests(tests)

@@ -51,8 +51,10 @@ static void test_counter_and_gauge(void **state)
                                                         "Devices.", gl, 2, NULL, 0, &err);
         assert_non_null(c);
         assert_non_null(g);
-        /* A labelled family without series is left out; one without labels is 0. */
-        assert_render(m, "# HELP x_total Things.\n# TYPE x_total counter\nx_total 0\n");
+        /* A labelled family without series has HELP and TYPE only; one
+         * without labels is 0. */
+        assert_render(m, "# HELP x_total Things.\n# TYPE x_total counter\nx_total 0\n"
+                         "# HELP x_devices Devices.\n# TYPE x_devices gauge\n");
         struct kdev_metric *s = kdev_metric_get(c, NULL);
         kdev_metric_add(s, 2);
         kdev_metric_add(s, -5); /* counters never go down */
@@ -74,7 +76,41 @@ static void test_counter_and_gauge(void **state)
                          "x_devices{resource=\"a/b\",health=\"Unhealthy\"} 0\n");
         kdev_metrics_family_clear(g);
         kdev_metrics_family_clear(c); /* back to one series at 0 */
-        assert_render(m, "# HELP x_total Things.\n# TYPE x_total counter\nx_total 0\n");
+        assert_render(m, "# HELP x_total Things.\n# TYPE x_total counter\nx_total 0\n"
+                         "# HELP x_devices Devices.\n# TYPE x_devices gauge\n");
+        kdev_metrics_free(m);
+}
+
+/* Every family type with labels and no series yet renders its HELP and TYPE
+ * lines (text format 0.0.4 allows a family without samples), in
+ * registration order, and its samples once a series exists. */
+static void test_families_without_series(void **state)
+{
+        (void)state;
+        struct kdev_metrics *m = kdev_metrics_new();
+        struct kdev_err err = {0};
+        const char *l[] = {"event"};
+        const double b[] = {0.5};
+        struct kdev_metric_family *c = kdev_metrics_add(m, KDEV_METRIC_COUNTER, "ev_total",
+                                                        "Events.", l, 1, NULL, 0, &err);
+        struct kdev_metric_family *g = kdev_metrics_add(m, KDEV_METRIC_GAUGE, "lvl", "Level.",
+                                                        l, 1, NULL, 0, &err);
+        struct kdev_metric_family *h = kdev_metrics_add(m, KDEV_METRIC_HISTOGRAM, "dur_seconds",
+                                                        "Duration.", l, 1, b, 1, &err);
+        assert_non_null(c);
+        assert_non_null(g);
+        assert_non_null(h);
+        const char *empty = "# HELP ev_total Events.\n# TYPE ev_total counter\n"
+                            "# HELP lvl Level.\n# TYPE lvl gauge\n"
+                            "# HELP dur_seconds Duration.\n# TYPE dur_seconds histogram\n";
+        assert_render(m, empty);
+        kdev_metric_add(kdev_metric_get(c, (const char *[]){"xid"}), 1);
+        assert_render(m, "# HELP ev_total Events.\n# TYPE ev_total counter\n"
+                         "ev_total{event=\"xid\"} 1\n"
+                         "# HELP lvl Level.\n# TYPE lvl gauge\n"
+                         "# HELP dur_seconds Duration.\n# TYPE dur_seconds histogram\n");
+        kdev_metrics_family_clear(c);
+        assert_render(m, empty);
         kdev_metrics_free(m);
 }
 
@@ -251,6 +287,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_empty_registry),
                 cmocka_unit_test(test_counter_and_gauge),
+                cmocka_unit_test(test_families_without_series),
                 cmocka_unit_test(test_escaping),
                 cmocka_unit_test(test_histogram),
                 cmocka_unit_test(test_histogram_without_labels),

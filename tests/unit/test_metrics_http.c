@@ -24,6 +24,7 @@
 #include "metrics/metrics.h"
 
 struct exchange {
+        const char *bind_host; /* NULL: the kernel's choice */
         const char *host;
         unsigned port;
         const char *request;
@@ -42,7 +43,12 @@ static void *client_main(void *arg)
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct timeval tv = {.tv_sec = 30};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
+        struct sockaddr_in src = {.sin_family = AF_INET};
+        if (x->bind_host)
+                inet_pton(AF_INET, x->bind_host, &src.sin_addr);
+        if (x->bind_host && bind(fd, (struct sockaddr *)&src, sizeof(src)) != 0) {
+                x->connect_errno = errno;
+        } else if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
                 x->connect_errno = errno;
         } else {
                 size_t n = strlen(x->request);
@@ -75,11 +81,12 @@ static void on_wake(uv_async_t *a)
 
 /* Runs |request| against host:port while the loop serves; returns the raw
  * response in x (static storage, overwritten by the next call). */
-static struct exchange *exchange(uv_loop_t *loop, const char *host, unsigned port,
-                                 const char *request)
+static struct exchange *exchange_from(uv_loop_t *loop, const char *bind_host, const char *host,
+                                      unsigned port, const char *request)
 {
         static struct exchange x;
         memset(&x, 0, sizeof(x));
+        x.bind_host = bind_host;
         uv_async_t wake;
         assert_int_equal(uv_async_init(loop, &wake, on_wake), 0);
         x.host = host;
@@ -94,6 +101,12 @@ static struct exchange *exchange(uv_loop_t *loop, const char *host, unsigned por
         uv_close((uv_handle_t *)&wake, NULL);
         uv_run(loop, UV_RUN_NOWAIT);
         return &x;
+}
+
+static struct exchange *exchange(uv_loop_t *loop, const char *host, unsigned port,
+                                 const char *request)
+{
+        return exchange_from(loop, NULL, host, port, request);
 }
 
 static const char *body_of(const char *response)
@@ -286,7 +299,8 @@ static void test_parse_address(void **state)
 
         const char *bad[] = {"", "9400", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536",
                              "127.0.0.1:-1", "127.0.0.1:94a0", "::1:9400", "[::1]9400",
-                             "[]:9400", "[127.0.0.1]:9400", "127.0.0.1:123456"};
+                             "[]:9400", "[127.0.0.1]:9400", "127.0.0.1:123456", "http://x:1",
+                             "[::1]", ":abc", "[foo]:1", "x/y:1"};
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 err = (struct kdev_err){0};
                 if (kdev_metrics_parse_address(bad[i], &ss, &len, &err) != -EINVAL)
@@ -296,6 +310,71 @@ static void test_parse_address(void **state)
                          "127.0.0.1:9400, [::1]:9400, :9400), with PORT 0..65535", bad[i]);
                 assert_string_equal(err.msg, want);
         }
+}
+
+/* One client address holding more idle connections than the whole server
+ * allows (KDEV_METRICS_CONNECTION_LIMIT) cannot starve a scraper from another
+ * address: MHD keeps KDEV_METRICS_PER_IP_LIMIT of them and closes the rest at
+ * once. Without the per-IP limit the scrape below waits in the listen backlog
+ * and its 30 s receive timeout fails the test. */
+static void test_idle_connections_from_one_address_do_not_starve_others(void **state)
+{
+        struct fixture *f = *state;
+        enum { N_IDLE = KDEV_METRICS_CONNECTION_LIMIT + 8 };
+        int idle[N_IDLE];
+        struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
+        inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+        for (int i = 0; i < N_IDLE; i++) {
+                idle[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                assert_true(idle[i] >= 0);
+                /* bound to 127.0.0.1 as source, connected, never a byte sent */
+                struct sockaddr_in src = {.sin_family = AF_INET};
+                inet_pton(AF_INET, "127.0.0.1", &src.sin_addr);
+                assert_int_equal(bind(idle[i], (struct sockaddr *)&src, sizeof(src)), 0);
+                assert_int_equal(connect(idle[i], (struct sockaddr *)&sin, sizeof(sin)), 0);
+        }
+        /* let MHD accept them all (and drop the ones over the limit) */
+        for (int i = 0; i < 20; i++)
+                uv_run(&f->loop, UV_RUN_NOWAIT);
+        struct exchange *x = exchange_from(&f->loop, "127.0.0.2", "127.0.0.1", f->port,
+                                           "GET /metrics HTTP/1.1\r\nHost: x\r\n"
+                                           "Connection: close\r\n\r\n");
+        assert_int_equal(x->connect_errno, 0);
+        assert_true(strncmp(x->response, "HTTP/1.1 200 OK\r\n", 17) == 0);
+        const char *body = body_of(x->response);
+        assert_true(strncmp(body, "# HELP", 6) == 0);
+        assert_string_equal(body, "# HELP t_total T.\n# TYPE t_total counter\nt_total 3\n");
+        /* of the idle ones, exactly KDEV_METRICS_PER_IP_LIMIT are still open:
+         * the others read EOF (closed by the server) */
+        int open_ = 0;
+        for (int i = 0; i < N_IDLE; i++) {
+                struct timeval tv = {.tv_usec = 1000};
+                setsockopt(idle[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+                char c;
+                ssize_t r = recv(idle[i], &c, 1, 0);
+                open_ += r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+                close(idle[i]);
+        }
+        assert_int_equal(open_, KDEV_METRICS_PER_IP_LIMIT);
+}
+
+static void test_address_valid(void **state)
+{
+        (void)state;
+        const char *good[] = {"127.0.0.1:9400", "[::1]:9400", ":9400", "0.0.0.0:0",
+                              "localhost:9400", "node-1.example.com:65535", "[fe80::1]:1"};
+        for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+                if (!kdev_metrics_address_valid(good[i]))
+                        fail_msg("\"%s\" refused", good[i]);
+        }
+        const char *bad[] = {"127.0.0.1", "::1:9400", "127.0.0.1:99999", ":abc",
+                             "http://x:1", "[::1]", "", "[foo]:1", "a b:1", "x/y:1",
+                             "[127.0.0.1]:9400", "127.0.0.1:"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                if (kdev_metrics_address_valid(bad[i]))
+                        fail_msg("\"%s\" accepted", bad[i]);
+        }
+        assert_false(kdev_metrics_address_valid(NULL));
 }
 
 static void test_close_null(void **state)
@@ -319,7 +398,11 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_listens_on_given_address_only, setup,
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_port_in_use, setup, teardown),
+                cmocka_unit_test_setup_teardown(
+                        test_idle_connections_from_one_address_do_not_starve_others, setup,
+                        teardown),
                 cmocka_unit_test(test_parse_address),
+                cmocka_unit_test(test_address_valid),
                 cmocka_unit_test(test_close_null),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -101,9 +101,20 @@ static void test_device_gauges_at_scrape_time(void **state)
         snprintf(info, sizeof(info), "kdev_build_info{version=\"%s\",compiler=\"", KDEV_VERSION);
         assert_non_null(strstr(t, info));
         /* Nothing happened yet: no event series; counters of resources appear
-         * only once listening (below). */
+         * only once listening (below). Every family still has its HELP and
+         * TYPE lines, back to back (no samples between them and the next). */
         assert_no(t, "kdev_gpu_health_events_total{");
         assert_no(t, "kdev_allocate_requests_total{");
+        assert_non_null(strstr(t, "# TYPE kdev_kubelet_restarts_total counter\n"
+                                  "kdev_kubelet_restarts_total 0\n"
+                                  "# HELP kdev_gpu_health_events_total GPU health events, by "
+                                  "event kind and XID (\"\" for non-XID events).\n"
+                                  "# TYPE kdev_gpu_health_events_total counter\n"));
+        assert_non_null(strstr(t, "# HELP kdev_allocate_requests_total Container requests "
+                                  "answered by Allocate, by resource and result (error: every "
+                                  "container request of a failed call).\n"
+                                  "# TYPE kdev_allocate_requests_total counter\n"
+                                  "# HELP kdev_allocate_duration_seconds "));
         assert_line(t, "kdev_kubelet_restarts_total 0");
         free(t);
 

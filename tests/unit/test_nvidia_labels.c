@@ -618,11 +618,28 @@ static void test_writer(void **state)
         free(text);
         /* no temporary file left behind */
         assert_int_equal(count_entries(dir), 1);
-        /* a missing directory: an error naming the temporary path, nothing left */
-        char bad[256];
+        /* a missing directory: an error naming the path and its directory
+         * (never the temporary file), nothing left */
+        char bad[256], want[512];
         snprintf(bad, sizeof(bad), "%s/missing/kdev", f->tmp);
         assert_int_equal(kdev_nvidia_labels_write(bad, "x=1\n", &e), -ENOENT);
-        assert_non_null(strstr(e.msg, "/missing/.kdev."));
+        snprintf(want, sizeof(want), "%s/missing/kdev: cannot create a file in directory "
+                 "%s/missing: No such file or directory", f->tmp, f->tmp);
+        assert_string_equal(e.msg, want);
+        /* a "directory" that is a file (also fails as root, unlike mode 0555) */
+        snprintf(bad, sizeof(bad), "%s/kdev/x", dir);
+        assert_int_equal(kdev_nvidia_labels_write(bad, "x=1\n", &e), -ENOTDIR);
+        snprintf(want, sizeof(want), "%s/kdev/x: cannot create a file in directory %s/kdev: "
+                 "Not a directory", dir, dir);
+        assert_string_equal(e.msg, want);
+        /* the path is a directory: the rename fails, naming the path */
+        snprintf(bad, sizeof(bad), "%s/sub", dir);
+        assert_int_equal(mkdir(bad, 0755), 0);
+        assert_int_equal(kdev_nvidia_labels_write(bad, "x=1\n", &e), -EISDIR);
+        snprintf(want, sizeof(want), "%s/sub: Is a directory", dir);
+        assert_string_equal(e.msg, want);
+        assert_int_equal(rmdir(bad), 0);
+        assert_int_equal(count_entries(dir), 1); /* the temporary file removed */
         assert_int_equal(kdev_nvidia_labels_write("", "x=1\n", &e), -EINVAL);
         /* a relative path in the current directory */
         char cwd[512];
