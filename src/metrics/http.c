@@ -328,7 +328,9 @@ struct kdev_metrics_http *kdev_metrics_http_start(uv_loop_t *loop, const char *a
                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
                                   MHD_OPTION_END);
         if (!h->mhd) {
-                close(fd);
+                /* not closed here: libmicrohttpd closes a socket handed over
+                 * with MHD_OPTION_LISTEN_SOCKET on its failure paths, and a
+                 * second close could hit an fd reused meanwhile */
                 free(h);
                 kdev_err_set(err, EIO, "cannot listen on %s: libmicrohttpd failed to start",
                              address);

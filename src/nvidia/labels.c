@@ -121,25 +121,6 @@ static void sanitise(const char *in, char *out, size_t size)
         out[n] = '\0';
 }
 
-/* GFD getArchFamily. */
-static const char *gfd_family(int major, int minor)
-{
-        switch (major) {
-        case 1: return "tesla";
-        case 2: return "fermi";
-        case 3: return "kepler";
-        case 5: return "maxwell";
-        case 6: return "pascal";
-        case 7: return minor < 5 ? "volta" : "turing";
-        case 8: return minor < 9 ? "ampere" : "ada-lovelace";
-        case 9: return "hopper";
-        case 10:
-        case 12: return "blackwell";
-        case 13: return "rubin";
-        default: return "undefined";
-        }
-}
-
 static bool usable(const struct kdev_gpu *g)
 {
         return g->name[0] != '\0';
@@ -350,7 +331,7 @@ static int gpu_labels(struct kdev_nvidia_labels *l, const struct kdev_gpu_set *g
         if (r == 0 && mib)
                 r = set(l, res, "memory", "%llu", mib);
         if (r == 0 && rep->cc_major != 0) {
-                r = set(l, res, "family", "%s", gfd_family(rep->cc_major, rep->cc_minor));
+                r = set(l, res, "family", "%s", kdev_nvml_family(rep->cc_major, rep->cc_minor));
                 r = r ? r : set(l, res, "compute.major", "%d", rep->cc_major);
                 r = r ? r : set(l, res, "compute.minor", "%d", rep->cc_minor);
         }

@@ -32,6 +32,8 @@ static bool is_display_gpu(const char *name)
 const char *kdev_nvml_family(int major, int minor)
 {
         switch (major) {
+        case 1: return "tesla";
+        case 2: return "fermi";
         case 3: return "kepler";
         case 5: return "maxwell";
         case 6: return "pascal";

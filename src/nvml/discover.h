@@ -206,7 +206,10 @@ int kdev_nvml_numa_node(const char *sysfs_root, const char *sysfs_bus_id, int *n
  * "TitanRTX" for 0..16; NULL for any other value. Static storage. */
 const char *kdev_nvml_brand_name(nvmlBrandType_t brand);
 
-/* The GFD family name for a compute capability (reference §1.13); static. */
+/* The family name GPU Feature Discovery gives a compute capability
+ * (reference §1.13: tesla, fermi, kepler, ..., rubin; "undefined" for an
+ * unknown major), used for the nvidia.com/gpu.family label and the DRA
+ * architecture attribute. Static storage. */
 const char *kdev_nvml_family(int cc_major, int cc_minor);
 
 /* A name for a topology level ("INTERNAL", "SINGLE", "MULTIPLE",
