@@ -45,10 +45,58 @@ static uint64_t now_ms(void)
         return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Sleeps |ms| in slices of at most 50 ms, returning early once |k| is aborted. */
+uint64_t kdev_kube_now_ms(void)
+{
+        return now_ms();
+}
+
+/* The cancellation bound to this thread (kdev_kube_cancel_scope). */
+static _Thread_local const struct kdev_kube_cancel *tl_cancel;
+
+void kdev_kube_cancel_init(struct kdev_kube_cancel *c, uint64_t deadline_ms)
+{
+        atomic_init(&c->cancelled, false);
+        c->deadline_ms = deadline_ms;
+}
+
+void kdev_kube_cancel_fire(struct kdev_kube_cancel *c)
+{
+        atomic_store(&c->cancelled, true);
+}
+
+static bool past_deadline(const struct kdev_kube_cancel *c)
+{
+        return c && c->deadline_ms && now_ms() >= c->deadline_ms;
+}
+
+static bool cancel_fired(const struct kdev_kube_cancel *c)
+{
+        return c && atomic_load((atomic_bool *)&c->cancelled);
+}
+
+bool kdev_kube_cancel_done(const struct kdev_kube_cancel *c)
+{
+        return cancel_fired(c) || past_deadline(c);
+}
+
+const struct kdev_kube_cancel *kdev_kube_cancel_scope(const struct kdev_kube_cancel *c)
+{
+        const struct kdev_kube_cancel *prev = tl_cancel;
+        tl_cancel = c;
+        return prev;
+}
+
+/* Whether the request running on this thread must stop now. */
+static bool must_stop(const struct kdev_kube *k)
+{
+        return atomic_load((atomic_bool *)&k->aborted) || kdev_kube_cancel_done(tl_cancel);
+}
+
+/* Sleeps |ms| in slices of at most 50 ms, returning early once |k| is aborted
+ * or this thread's work cancelled. */
 static void sleep_ms(struct kdev_kube *k, unsigned ms)
 {
-        while (ms > 0 && !atomic_load(&k->aborted)) {
+        while (ms > 0 && !must_stop(k)) {
                 unsigned step = ms < 50 ? ms : 50;
                 struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)step * 1000000L};
                 while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
@@ -72,7 +120,7 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
         (void)dlnow;
         (void)ultotal;
         (void)ulnow;
-        return atomic_load(&k->aborted) ? 1 : 0;
+        return must_stop(k) ? 1 : 0;
 }
 
 static int dup_mem(char **dst, size_t *dst_len, const char *src, size_t len)
@@ -412,12 +460,25 @@ static void status_message(const struct buf *b, char *msg, size_t size, char *re
         msg[n] = '\0';
 }
 
-static void append_attempts(struct kdev_err *err, unsigned attempt)
+/* " (after N attempts)", and ", stopped by the deadline" when |deadline|. */
+static void append_attempts(struct kdev_err *err, unsigned attempt, bool deadline)
 {
-        if (attempt > 1 && err) {
-                size_t l = strlen(err->msg);
-                snprintf(err->msg + l, sizeof(err->msg) - l, " (after %u attempts)", attempt);
-        }
+        if (!err || (attempt <= 1 && !deadline))
+                return;
+        size_t l = strlen(err->msg);
+        if (attempt <= 1)
+                snprintf(err->msg + l, sizeof(err->msg) - l, " (stopped by the deadline)");
+        else
+                snprintf(err->msg + l, sizeof(err->msg) - l, " (after %u attempts%s)", attempt,
+                         deadline ? ", stopped by the deadline" : "");
+}
+
+/* Whether a retry after |backoff| ms would start past this thread's deadline
+ * (or the work was cancelled meanwhile). */
+static bool no_time_for(unsigned backoff)
+{
+        return tl_cancel && tl_cancel->deadline_ms &&
+               now_ms() + backoff >= tl_cancel->deadline_ms;
 }
 
 /* One try. Returns the CURLcode; *status gets the HTTP status (0: none). */
@@ -454,7 +515,14 @@ static CURLcode perform(struct kdev_kube *k, const char *method, const char *url
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, k->errbuf);
         curl_easy_setopt(c, CURLOPT_USERAGENT, k->user_agent);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)k->timeout_ms);
+        uint64_t timeout = k->timeout_ms;
+        if (tl_cancel && tl_cancel->deadline_ms) {
+                uint64_t now = now_ms();
+                uint64_t left = tl_cancel->deadline_ms > now ? tl_cancel->deadline_ms - now : 1;
+                if (left < timeout)
+                        timeout = left;
+        }
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout);
         curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)k->connect_timeout_ms);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
@@ -527,8 +595,13 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
         struct buf resp = {0};
         int rc = 0;
         for (unsigned attempt = 1;; attempt++) {
-                if (atomic_load(&k->aborted)) {
+                if (atomic_load(&k->aborted) || cancel_fired(tl_cancel)) {
                         rc = kdev_err_set(err, ECANCELED, "%s %s: cancelled", method, path);
+                        break;
+                }
+                if (past_deadline(tl_cancel)) {
+                        rc = kdev_err_set(err, ETIMEDOUT, "%s %s: deadline exceeded", method,
+                                          path);
                         break;
                 }
                 reload_token(k);
@@ -541,8 +614,15 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
                 k->last_attempts = attempt;
                 k->last_status = status;
                 bool again = attempt < k->attempts;
-                if (cc == CURLE_ABORTED_BY_CALLBACK && atomic_load(&k->aborted)) {
+                bool late = false; /* the deadline stops the retries */
+                if (cc == CURLE_ABORTED_BY_CALLBACK &&
+                    (atomic_load(&k->aborted) || cancel_fired(tl_cancel))) {
                         rc = kdev_err_set(err, ECANCELED, "%s %s: cancelled", method, path);
+                        break;
+                }
+                if (cc == CURLE_ABORTED_BY_CALLBACK && past_deadline(tl_cancel)) {
+                        rc = kdev_err_set(err, ETIMEDOUT, "%s %s: deadline exceeded", method,
+                                          path);
                         break;
                 }
                 if (cc != CURLE_OK) {
@@ -553,13 +633,19 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
                                 break;
                         }
                         if (again && retryable_curl(cc)) {
-                                sleep_ms(k, kdev_kube_backoff_ms(k, attempt, 0));
-                                continue;
+                                unsigned b = kdev_kube_backoff_ms(k, attempt, 0);
+                                late = no_time_for(b) || past_deadline(tl_cancel);
+                                if (!late) {
+                                        sleep_ms(k, b);
+                                        continue;
+                                }
                         }
+                        if (cc == CURLE_OPERATION_TIMEDOUT && past_deadline(tl_cancel))
+                                late = true;
                         rc = kdev_err_set(err, kdev_kube_curl_errno((int)cc), "%s %s: %s%s%s",
                                           method, url, curl_easy_strerror(cc),
                                           k->errbuf[0] ? ": " : "", k->errbuf);
-                        append_attempts(err, attempt);
+                        append_attempts(err, attempt, late);
                         break;
                 }
                 if (status >= 200 && status < 300) {
@@ -579,16 +665,22 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
                         break;
                 }
                 if (again && retryable_status(status)) {
-                        sleep_ms(k, kdev_kube_backoff_ms(k, attempt, k->retry_after));
-                        continue;
+                        unsigned b = kdev_kube_backoff_ms(k, attempt, k->retry_after);
+                        late = no_time_for(b);
+                        if (!late) {
+                                sleep_ms(k, b);
+                                continue;
+                        }
                 }
                 char msg[600], reason[64];
                 status_message(&resp, msg, sizeof(msg), reason, sizeof(reason));
                 const char *text = kdev_kube_status_text(status);
+                /* credentials problems name the server, like connection errors */
+                bool auth = status == 401 || status == 403;
                 rc = kdev_err_set(err, kdev_kube_status_errno(status, reason), "%s %s: %ld%s%s%s%s",
-                                  method, path, status, text[0] ? " " : "", text,
+                                  method, auth ? url : path, status, text[0] ? " " : "", text,
                                   msg[0] ? ": " : "", msg);
-                append_attempts(err, attempt);
+                append_attempts(err, attempt, late);
                 break;
         }
         free(resp.data);

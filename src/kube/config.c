@@ -77,6 +77,26 @@ static int read_file(const char *path, char **out, size_t *out_len, struct kdev_
         return 0;
 }
 
+/* Whether |pem| holds a PEM block of a certificate (|key| false: BEGIN
+ * CERTIFICATE ... END CERTIFICATE) or of a private key (BEGIN [RSA |EC ]PRIVATE
+ * KEY ... END ...PRIVATE KEY). NULL on success, else what is missing. */
+static const char *pem_problem(const char *pem, bool key)
+{
+        if (!key) {
+                const char *b = strstr(pem, "-----BEGIN CERTIFICATE-----");
+                if (!b || !strstr(b, "-----END CERTIFICATE-----"))
+                        return "not a PEM certificate (no -----BEGIN CERTIFICATE----- block)";
+                return NULL;
+        }
+        for (const char *b = strstr(pem, "-----BEGIN "); b; b = strstr(b + 1, "-----BEGIN ")) {
+                const char *eol = strstr(b + 11, "-----");
+                const char *k = strstr(b + 11, "PRIVATE KEY-----");
+                if (eol && k && k + 11 == eol && strstr(eol, "-----END "))
+                        return NULL;
+        }
+        return "not a PEM private key (no -----BEGIN ... PRIVATE KEY----- block)";
+}
+
 /* Trims ASCII whitespace at both ends of a token read from a file and checks
  * it holds no control characters (it goes into an HTTP header). */
 static int clean_token(char *tok, const char *what, struct kdev_err *err)
@@ -204,6 +224,9 @@ int kdev_kube_config_in_cluster(struct kdev_kube_config *cfg, const char *sa_dir
         rc = read_file(path, &cfg->ca_pem, &cfg->ca_len, err);
         if (rc < 0)
                 return rc;
+        const char *bad = pem_problem(cfg->ca_pem, false);
+        if (bad)
+                return kdev_err_set(err, EINVAL, "%s: %s", path, bad);
         snprintf(path, sizeof(path), "%s/namespace", sa_dir);
         if (access(path, F_OK) == 0) {
                 rc = read_file(path, &cfg->namespace, &len, err);
@@ -330,9 +353,10 @@ static int kc_load_file(struct kc *c, const char *name, char **out, size_t *len)
         return 0;
 }
 
-/* Reads the -data (base64) form, or else the file form, of a PEM field. */
+/* Reads the -data (base64) form, or else the file form, of a PEM field
+ * (|key|: a private key, else certificates) and checks it holds PEM. */
 static int kc_pem(struct kc *c, yaml_node_t *map, const char *what, const char *data_key,
-                  const char *file_key, char **out, size_t *len)
+                  const char *file_key, bool key, char **out, size_t *len)
 {
         const char *data, *file;
         int rc = kc_field(c, map, data_key, what, &data);
@@ -348,10 +372,31 @@ static int kc_pem(struct kc *c, yaml_node_t *map, const char *what, const char *
                 if (rc < 0)
                         return kc_fail(c, kc_get(c, map, data_key), "%s.%s: invalid base64",
                                        what, data_key);
+                const char *bad = pem_problem(*out, key);
+                if (bad)
+                        return kc_fail(c, kc_get(c, map, data_key), "%s.%s: %s", what, data_key,
+                                       bad);
                 return 0;
         }
-        if (file)
-                return kc_load_file(c, file, out, len);
+        if (!file)
+                return 0;
+        yaml_node_t *fn = kc_get(c, map, file_key);
+        char path[4096];
+        if (file[0] == '/' || !c->base_dir)
+                snprintf(path, sizeof(path), "%s", file);
+        else
+                snprintf(path, sizeof(path), "%s/%s", c->base_dir, file);
+        struct kdev_err ferr = {0};
+        rc = read_file(path, out, len, &ferr);
+        if (rc == -ENOMEM)
+                return kdev_err_set(c->err, ENOMEM, "out of memory");
+        if (rc < 0)
+                return kdev_err_set(c->err, -rc, "%s:%zu:%zu: %s.%s: %s: %s", c->display,
+                                    fn->start_mark.line + 1, fn->start_mark.column + 1, what,
+                                    file_key, path, strerror(-rc));
+        const char *bad = pem_problem(*out, key);
+        if (bad)
+                return kc_fail(c, fn, "%s.%s: %s: %s", what, file_key, path, bad);
         return 0;
 }
 
@@ -426,7 +471,7 @@ static int kc_resolve(struct kc *c, struct kdev_kube_config *cfg, const char *co
                 cfg->server[--sl] = '\0';
         cfg->insecure = insecure && strcmp(insecure, "true") == 0;
         rc = kc_pem(c, cluster, "cluster", "certificate-authority-data", "certificate-authority",
-                    &cfg->ca_pem, &cfg->ca_len);
+                    false, &cfg->ca_pem, &cfg->ca_len);
         if (rc < 0)
                 return rc;
         if (!user)
@@ -468,10 +513,10 @@ static int kc_resolve(struct kc *c, struct kdev_kube_config *cfg, const char *co
                         return rc;
         }
         rc = kc_pem(c, user, "user", "client-certificate-data", "client-certificate",
-                    &cfg->cert_pem, &cfg->cert_len);
+                    false, &cfg->cert_pem, &cfg->cert_len);
         if (rc < 0)
                 return rc;
-        rc = kc_pem(c, user, "user", "client-key-data", "client-key", &cfg->key_pem,
+        rc = kc_pem(c, user, "user", "client-key-data", "client-key", true, &cfg->key_pem,
                     &cfg->key_len);
         if (rc < 0)
                 return rc;

@@ -31,7 +31,8 @@
  *   PUT /apis/resource.k8s.io/v1/resourceslices/s1: 409 Conflict: Operation
  *   cannot be fulfilled on resourceslices.resource.k8s.io "s1": the object has
  *   been modified; please apply your changes to the latest version and try again
- * and " (after N attempts)" when retries were spent. Mapping:
+ * (401 and 403 name the server URL instead of the path, like connection
+ * errors) and " (after N attempts)" when retries were spent. Mapping:
  *   400 Bad Request, 422 Invalid -> -EINVAL     401 -> -EACCES   403 -> -EPERM
  *   404 -> -ENOENT    405 -> -EOPNOTSUPP        409 reason AlreadyExists -> -EEXIST
  *   409 (Conflict, failed precondition), 410 Gone -> -ESTALE
@@ -41,14 +42,17 @@
  *   timeout -> -ETIMEDOUT, dropped connection -> -ECONNRESET,
  *   server certificate not trusted -> -EKEYREJECTED, other TLS errors -> -EPROTO,
  *   body larger than KDEV_KUBE_BODY_MAX -> -EFBIG, out of memory -> -ENOMEM,
- *   client aborted (kdev_kube_abort) -> -ECANCELED.
+ *   client aborted (kdev_kube_abort) or work cancelled (kdev_kube_cancel) ->
+ *   -ECANCELED, the work's deadline already past -> -ETIMEDOUT.
  */
 #ifndef KDEV_KUBE_KUBE_H
 #define KDEV_KUBE_KUBE_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/err.h"
 
@@ -147,6 +151,44 @@ struct kdev_kube_opts {
 
 struct kdev_kube;
 
+/* Cancellation of one piece of work's requests, whatever client they use
+ * (e.g. the claim reads of one NodePrepareResources call). Bind it to the
+ * calling thread with kdev_kube_cancel_scope(); every request that thread
+ * then makes:
+ *   - fails at once with -ECANCELED "<METHOD> <path>: cancelled" once
+ *     kdev_kube_cancel_fire() was called (from any thread); a transfer in
+ *     progress stops within about a second, a backoff sleep within 50 ms;
+ *   - with a deadline, fails with -ETIMEDOUT "<METHOD> <path>: deadline
+ *     exceeded" when it is already past; a try's timeout_ms is cut to the
+ *     time left, and a retry whose backoff would end past the deadline is
+ *     not made: the last try's error is returned with " (stopped by the
+ *     deadline)" or " (after N attempts, stopped by the deadline)" appended.
+ * Unlike kdev_kube_abort() the client stays usable. Like gRPC deadlines
+ * (grpc.io "Deadlines"), the deadline bounds the whole call, retries
+ * included. */
+struct kdev_kube_cancel {
+        atomic_bool cancelled;
+        uint64_t deadline_ms; /* kdev_kube_now_ms() base; 0: none */
+};
+
+/* Monotonic clock (CLOCK_MONOTONIC) in milliseconds. */
+uint64_t kdev_kube_now_ms(void);
+
+/* Initialises *c: not cancelled, deadline |deadline_ms| (kdev_kube_now_ms()
+ * base; 0: none). */
+void kdev_kube_cancel_init(struct kdev_kube_cancel *c, uint64_t deadline_ms);
+
+/* Cancels |c| (any thread; idempotent). */
+void kdev_kube_cancel_fire(struct kdev_kube_cancel *c);
+
+/* Whether |c| is cancelled or its deadline has passed. NULL: false. */
+bool kdev_kube_cancel_done(const struct kdev_kube_cancel *c);
+
+/* Binds |c| (NULL: none) to the calling thread for the requests it makes
+ * from now on and returns the previous binding (restore it when done). |c|
+ * must outlive the binding. */
+const struct kdev_kube_cancel *kdev_kube_cancel_scope(const struct kdev_kube_cancel *c);
+
 /* Aborts |k| from any thread (the one call on a client that is
  * thread-safe): the request running on another thread stops within about a
  * second (libcurl's progress callback; a backoff sleep within 50 ms) and
@@ -244,7 +286,11 @@ int kdev_kube_get_claim(struct kdev_kube *k, const char *ns, const char *name, j
  * spec.driver=<driver> (either NULL: not filtered), following `continue`
  * pages of KDEV_KUBE_LIST_LIMIT. *items receives a JSON array (new
  * reference) of v1-shaped slices with apiVersion and kind set, so each can be
- * PUT back. Returns the number of slices. */
+ * PUT back. Returns the number of slices. A 404 means the API server does
+ * not serve the client's resource.k8s.io version: -EPROTONOSUPPORT "the API
+ * server does not serve resource.k8s.io/v1 (GET <path>: 404 Not Found); run
+ * with --resource-api-version v1beta1 (Kubernetes < 1.34)" (for v1beta1: "run
+ * with --resource-api-version v1"). */
 int kdev_kube_list_slices(struct kdev_kube *k, const char *node, const char *driver,
                           json_t **items, struct kdev_err *err);
 

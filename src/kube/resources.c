@@ -312,6 +312,17 @@ int kdev_kube_list_slices(struct kdev_kube *k, const char *node, const char *dri
                 cont = NULL;
                 json_t *list = NULL;
                 rc = kdev_kube_request(k, "GET", path, NULL, &list, err);
+                if (rc == -ENOENT) {
+                        /* a collection is never Not Found: the group version is not
+                         * served (resource.k8s.io/v1 needs Kubernetes 1.34) */
+                        bool v1 = strcmp(kdev_kube_version(k), "v1") == 0;
+                        rc = kdev_err_set(err, EPROTONOSUPPORT,
+                                          "the API server does not serve %s (GET %s: 404 Not "
+                                          "Found); run with --resource-api-version %s",
+                                          kdev_kube_api_version(k), base,
+                                          v1 ? "v1beta1 (Kubernetes < 1.34)" : "v1");
+                        break;
+                }
                 if (rc < 0)
                         break;
                 json_t *page = json_object_get(list, "items");

@@ -725,7 +725,10 @@ static void test_token(void **state)
         struct kdev_kube *k = client_for(&plain, NULL, "wrong", 3);
         json_t *n;
         assert_int_equal(kdev_kube_get_node(k, "x", &n, &err), -EACCES);
-        assert_string_equal(err.msg, "GET /api/v1/nodes/x: 401 Unauthorized: Unauthorized");
+        char want401[160];
+        snprintf(want401, sizeof(want401), "GET %s/api/v1/nodes/x: 401 Unauthorized: Unauthorized",
+                 info_str(&plain, "url"));
+        assert_string_equal(err.msg, want401);
         assert_int_equal(kdev_kube_last_attempts(k), 1);
         kdev_kube_free(k);
         k = client_for(&plain, NULL, NULL, 3);
@@ -875,6 +878,189 @@ static void test_kubeconfig_end_to_end(void **state)
         kdev_kube_config_free(&cfg);
 }
 
+/* --- per-work cancellation and deadlines (kdev_kube_cancel) ---------------------------- */
+
+struct cancel_run {
+        struct kdev_kube *k;
+        struct kdev_kube_cancel *c;
+        int rc;
+        struct kdev_err err;
+};
+
+static void *cancel_thread(void *arg)
+{
+        struct cancel_run *r = arg;
+        json_t *n = NULL;
+        const struct kdev_kube_cancel *prev = kdev_kube_cancel_scope(r->c);
+        r->rc = kdev_kube_get_node(r->k, "cancel-n", &n, &r->err);
+        kdev_kube_cancel_scope(prev);
+        json_decref(n);
+        return NULL;
+}
+
+static long long held_now(const struct srv *s)
+{
+        json_t *d;
+        admin(s, "GET", "/_admin/delay", NULL, &d);
+        long long held = json_integer_value(json_object_get(d, "waiting"));
+        json_decref(d);
+        return held;
+}
+
+/* kdev_kube_get_node with |c| bound to this thread for that request only. */
+static int get_bound(struct kdev_kube *k, const struct kdev_kube_cancel *c, json_t **n,
+                     struct kdev_err *err)
+{
+        assert_null(kdev_kube_cancel_scope(c));
+        int rc = kdev_kube_get_node(k, "cancel-n", n, err);
+        assert_ptr_equal(kdev_kube_cancel_scope(NULL), c);
+        return rc;
+}
+
+static struct kdev_kube *slow_client(const struct srv *s)
+{
+        struct kdev_kube_config cfg = {.server = (char *)info_str(s, "url"),
+                                       .token = (char *)TOKEN};
+        struct kdev_kube_opts o = {.attempts = 10, .backoff_ms = 1000, .backoff_max_ms = 5000,
+                                   .timeout_ms = 20000};
+        struct kdev_err err = {0};
+        struct kdev_kube *k = kdev_kube_new(&cfg, &o, &err);
+        assert_non_null(k);
+        return k;
+}
+
+/* A deadline bounds the retries (a retry that would start past it is not
+ * made) and cuts a try short; firing the cancellation from another thread
+ * stops a held request; the client stays usable; the binding is per thread. */
+static void test_cancel_deadline(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_err err = {0};
+        struct kdev_kube_cancel c;
+        json_t *n = NULL;
+        admin(&plain, "POST", "/_admin/objects",
+              "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"cancel-n\"}}",
+              NULL);
+        struct kdev_kube *k = slow_client(&plain);
+
+        /* no binding: nothing changes */
+        assert_null(kdev_kube_cancel_scope(NULL));
+        assert_false(kdev_kube_cancel_done(NULL));
+
+        /* deadline already past: no request at all */
+        requests(&plain, (char[256]){0}, 256);
+        kdev_kube_cancel_init(&c, kdev_kube_now_ms() - 1);
+        assert_true(kdev_kube_cancel_done(&c));
+        assert_int_equal(get_bound(k, &c, &n, &err), -ETIMEDOUT);
+        assert_null(n);
+        assert_string_equal(err.msg, "GET /api/v1/nodes/cancel-n: deadline exceeded");
+        assert_int_equal(kdev_kube_last_attempts(k), 0);
+        char seen[256];
+        requests(&plain, seen, sizeof(seen));
+        assert_string_equal(seen, "");
+
+        /* 503s with 1 s backoff and 1.5 s left: 2 tries, then the third would
+         * start past the deadline */
+        admin(&plain, "POST", "/_admin/faults", "{\"status\":503,\"count\":10}", NULL);
+        kdev_kube_cancel_init(&c, kdev_kube_now_ms() + 1500);
+        assert_false(kdev_kube_cancel_done(&c));
+        double t0 = now_s();
+        assert_int_equal(get_bound(k, &c, &n, &err), -EAGAIN);
+        double dt = now_s() - t0;
+        assert_string_equal(err.msg, "GET /api/v1/nodes/cancel-n: 503 Service Unavailable: "
+                                     "injected fault: 503 (after 2 attempts, stopped by the "
+                                     "deadline)");
+        assert_int_equal(kdev_kube_last_attempts(k), 2);
+        assert_true(dt >= 0.9 && dt < 1.5);
+        admin(&plain, "DELETE", "/_admin/faults", NULL, NULL);
+
+        /* server down: the same for connection errors */
+        admin(&plain, "POST", "/_admin/down", "{}", NULL);
+        kdev_kube_cancel_init(&c, kdev_kube_now_ms() + 1500);
+        assert_int_equal(get_bound(k, &c, &n, &err), -ECONNREFUSED);
+        char want[160];
+        snprintf(want, sizeof(want), "GET %s/api/v1/nodes/cancel-n: Couldn't connect to server",
+                 info_str(&plain, "url"));
+        assert_memory_equal(err.msg, want, strlen(want));
+        const char *tail = " (after 2 attempts, stopped by the deadline)";
+        assert_true(strlen(err.msg) > strlen(tail));
+        assert_string_equal(err.msg + strlen(err.msg) - strlen(tail), tail);
+        assert_int_equal(kdev_kube_last_attempts(k), 2);
+        admin(&plain, "POST", "/_admin/up", "{}", NULL);
+
+        /* a held request: the deadline cuts the try (1 s left of 20 s) */
+        admin(&plain, "POST", "/_admin/delay",
+              "{\"seconds\":60,\"path\":\"/api/v1/nodes/cancel-n\"}", NULL);
+        kdev_kube_cancel_init(&c, kdev_kube_now_ms() + 1000);
+        t0 = now_s();
+        assert_int_equal(get_bound(k, &c, &n, &err), -ETIMEDOUT);
+        dt = now_s() - t0;
+        assert_true(dt >= 0.9 && dt < 4.0);
+        assert_non_null(strstr(err.msg, " (stopped by the deadline)"));
+        assert_int_equal(kdev_kube_last_attempts(k), 1);
+
+        /* fired from another thread while the server holds the request */
+        struct kdev_kube_cancel c2;
+        kdev_kube_cancel_init(&c2, 0);
+        struct cancel_run r = {.k = k, .c = &c2};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, cancel_thread, &r), 0);
+        long long held = 0;
+        for (int i = 0; i < 2000 && held < 1; i++) {
+                held = held_now(&plain);
+                if (held < 1)
+                        usleep(10000);
+        }
+        assert_int_equal(held, 1);
+        t0 = now_s();
+        kdev_kube_cancel_fire(&c2);
+        assert_true(kdev_kube_cancel_done(&c2));
+        assert_int_equal(pthread_join(th, NULL), 0);
+        assert_true(now_s() - t0 < 5.0);
+        assert_int_equal(r.rc, -ECANCELED);
+        assert_string_equal(r.err.msg, "GET /api/v1/nodes/cancel-n: cancelled");
+        admin(&plain, "DELETE", "/_admin/delay", NULL, NULL);
+
+        /* the client is still usable: this thread has no binding */
+        assert_int_equal(kdev_kube_get_node(k, "cancel-n", &n, &err), 0);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(n, "metadata"),
+                                                              "name")),
+                            "cancel-n");
+        json_decref(n);
+        requests(&plain, (char[512]){0}, 512);
+        kdev_kube_free(k);
+}
+
+/* A server without resource.k8s.io/v1 (stand-in --versions v1beta1): the
+ * LIST says so and names the flag to use, at once (404 is not retried). */
+static void test_version_not_served(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct srv old = {0};
+        const char *a[] = {"--token", TOKEN, "--versions", "v1beta1", NULL};
+        assert_int_equal(start_server(&old, a), 0);
+        struct kdev_kube *k = client_for(&old, NULL, TOKEN, 3);
+        struct kdev_err err = {0};
+        json_t *items = NULL;
+        assert_int_equal(kdev_kube_list_slices(k, "n1", NULL, &items, &err), -EPROTONOSUPPORT);
+        assert_null(items);
+        assert_string_equal(err.msg,
+                            "the API server does not serve resource.k8s.io/v1 (GET "
+                            "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName"
+                            "%3Dn1: 404 Not Found); run with --resource-api-version v1beta1 "
+                            "(Kubernetes < 1.34)");
+        assert_int_equal(kdev_kube_last_attempts(k), 1);
+        kdev_kube_free(k);
+        k = client_for(&old, "v1beta1", TOKEN, 3);
+        assert_int_equal(kdev_kube_list_slices(k, "n1", NULL, &items, &err), 0);
+        assert_int_equal(json_array_size(items), 0);
+        json_decref(items);
+        kdev_kube_free(k);
+        stop_server(&old);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -889,6 +1075,8 @@ int main(void)
                 cmocka_unit_test(test_tls),
                 cmocka_unit_test(test_in_cluster_end_to_end),
                 cmocka_unit_test(test_kubeconfig_end_to_end),
+                cmocka_unit_test(test_cancel_deadline),
+                cmocka_unit_test(test_version_not_served),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -18,6 +18,10 @@
 #include "kube/kube.h"
 #include "kube/kube_internal.h"
 
+#define CA_PEM "-----BEGIN CERTIFICATE-----\nQ0EtUEVN\n-----END CERTIFICATE-----\n"
+#define CERT_PEM "-----BEGIN CERTIFICATE-----\nQ0VSVA==\n-----END CERTIFICATE-----\n"
+#define KEY_PEM "-----BEGIN PRIVATE KEY-----\nS0VZ\n-----END PRIVATE KEY-----\n"
+
 static char tmpdir[256];
 
 static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
@@ -96,7 +100,7 @@ static const char KC_TOKEN[] =
         "- name: c1\n"
         "  cluster:\n"
         "    server: https://10.1.2.3:6443/\n"
-        "    certificate-authority-data: Q0EtUEVN\n" /* "CA-PEM" */
+        "    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClEwRXRVRVZOCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K\n" /* CA_PEM */
         "    certificate-authority: does-not-exist.crt\n"
         "- name: c2\n"
         "  cluster:\n"
@@ -129,8 +133,8 @@ static void test_kubeconfig_token(void **state)
         assert_string_equal(cfg.server, "https://10.1.2.3:6443");
         assert_string_equal(cfg.token, "abc.def");
         assert_null(cfg.token_file);
-        assert_string_equal(cfg.ca_pem, "CA-PEM");
-        assert_int_equal(cfg.ca_len, 6);
+        assert_string_equal(cfg.ca_pem, CA_PEM);
+        assert_int_equal(cfg.ca_len, strlen(CA_PEM));
         assert_null(cfg.cert_pem);
         assert_null(cfg.key_pem);
         assert_false(cfg.insecure);
@@ -146,8 +150,8 @@ static void test_kubeconfig_client_cert_files(void **state)
         char dir[300];
         snprintf(dir, sizeof(dir), "%s/certs", tmpdir);
         mkdir(dir, 0700);
-        write_file("certs/client.crt", "CERT-PEM\n");
-        write_file("certs/client.key", "KEY-PEM\n");
+        write_file("certs/client.crt", CERT_PEM);
+        write_file("certs/client.key", KEY_PEM);
         struct kdev_kube_config cfg;
         struct kdev_err err = {0};
         assert_int_equal(parse(&cfg, KC_TOKEN, "other", &err), 0);
@@ -155,9 +159,9 @@ static void test_kubeconfig_client_cert_files(void **state)
         assert_true(cfg.insecure);
         assert_null(cfg.token);
         assert_null(cfg.ca_pem);
-        assert_string_equal(cfg.cert_pem, "CERT-PEM\n");
-        assert_int_equal(cfg.cert_len, 9);
-        assert_string_equal(cfg.key_pem, "KEY-PEM\n");
+        assert_string_equal(cfg.cert_pem, CERT_PEM);
+        assert_int_equal(cfg.cert_len, strlen(CERT_PEM));
+        assert_string_equal(cfg.key_pem, KEY_PEM);
         assert_null(cfg.namespace);
         assert_string_equal(cfg.context, "other");
         kdev_kube_config_free(&cfg);
@@ -167,13 +171,14 @@ static void test_kubeconfig_file_on_disk(void **state)
 {
         (void)state;
         write_file("tok", "  file-token\n\n");
-        write_file("ca.pem", "CA-FROM-FILE");
+        write_file("ca.pem", CA_PEM);
         write_file("kubeconfig",
                    "current-context: x\n"
                    "clusters: [{name: k, cluster: {server: 'https://[fd00::1]:443', "
                    "certificate-authority: ca.pem}}]\n"
                    "users: [{name: u, user: {tokenFile: tok, client-certificate-data: "
-                   "Q0VSVA==, client-key-data: S0VZ}}]\n"
+                   "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClEwVlNWQT09Ci0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K, client-key-data: "
+                   "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tClMwVloKLS0tLS1FTkQgUFJJVkFURSBLRVktLS0tLQo=}}]\n"
                    "contexts: [{name: x, context: {cluster: k, user: u}}]\n");
         char path[300], tokpath[300];
         snprintf(path, sizeof(path), "%s/kubeconfig", tmpdir);
@@ -184,9 +189,9 @@ static void test_kubeconfig_file_on_disk(void **state)
         assert_string_equal(cfg.server, "https://[fd00::1]:443");
         assert_string_equal(cfg.token, "file-token");
         assert_string_equal(cfg.token_file, tokpath);
-        assert_string_equal(cfg.ca_pem, "CA-FROM-FILE");
-        assert_string_equal(cfg.cert_pem, "CERT");
-        assert_string_equal(cfg.key_pem, "KEY");
+        assert_string_equal(cfg.ca_pem, CA_PEM);
+        assert_string_equal(cfg.cert_pem, CERT_PEM);
+        assert_string_equal(cfg.key_pem, KEY_PEM);
         kdev_kube_config_free(&cfg);
 }
 
@@ -211,7 +216,7 @@ static void test_kubeconfig_errors(void **state)
                  base);
         snprintf(buf[3], sizeof(buf[3]),
                  "current-context: x\n%susers: [{name: u, user: {client-certificate-data: "
-                 "Q0VSVA==}}]\n",
+                 "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClEwVlNWQT09Ci0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K}}]\n",
                  base);
         snprintf(buf[4], sizeof(buf[4]),
                  "current-context: x\n%susers: [{name: u, user: {client-key-data: 'a*b'}}]\n",
@@ -272,7 +277,7 @@ static void test_in_cluster(void **state)
         snprintf(sa, sizeof(sa), "%s/sa", tmpdir);
         mkdir(sa, 0700);
         write_file("sa/token", "eyJhbGciOi.token \n");
-        write_file("sa/ca.crt", "CLUSTER-CA");
+        write_file("sa/ca.crt", CA_PEM);
         write_file("sa/namespace", "kube-system\n");
         struct kdev_kube_config cfg;
         struct kdev_err err = {0};
@@ -291,7 +296,7 @@ static void test_in_cluster(void **state)
         char tf[320];
         snprintf(tf, sizeof(tf), "%s/token", sa);
         assert_string_equal(cfg.token_file, tf);
-        assert_string_equal(cfg.ca_pem, "CLUSTER-CA");
+        assert_string_equal(cfg.ca_pem, CA_PEM);
         assert_string_equal(cfg.namespace, "kube-system");
         assert_null(cfg.context);
         kdev_kube_config_free(&cfg);
@@ -511,6 +516,107 @@ static void test_request_bad_path(void **state)
         kdev_kube_free(k);
 }
 
+/* PEM contents are checked at load: certificate-authority(-data) and
+ * client-certificate(-data) must hold a CERTIFICATE block, client-key(-data)
+ * a PRIVATE KEY block; a missing file names the key, with line:column. */
+static void test_kubeconfig_pem_checks(void **state)
+{
+        (void)state;
+        struct kdev_kube_config cfg;
+        struct kdev_err err = {0};
+        write_file("notpem.crt", "hello\n");
+        write_file("good.crt", CA_PEM);
+        write_file("good.key", KEY_PEM);
+        char nf[600], bad[600];
+        snprintf(nf, sizeof(nf),
+                 "kc.yaml:5:46: cluster.certificate-authority: /nonexistent/ca.crt: No such "
+                 "file or directory");
+        snprintf(bad, sizeof(bad),
+                 "kc.yaml:5:46: cluster.certificate-authority: %s/notpem.crt: not a PEM "
+                 "certificate (no -----BEGIN CERTIFICATE----- block)", tmpdir);
+        const char *head = "current-context: x\n"
+                           "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                           "users: [{name: u, user: {token: t}}]\n"
+                           "clusters:\n"
+                           "- {name: c, cluster: {";
+        const struct {
+                const char *tail;
+                int rc;
+                const char *msg;
+        } cases[] = {
+                {"certificate-authority: /nonexistent/ca.crt, server: 'https://h'}}\n", -ENOENT,
+                 nf},
+                {"certificate-authority: notpem.crt, server: 'https://h'}}\n", -EINVAL, bad},
+                {"certificate-authority-data: anVzdCBzb21lIGJ5dGVz, server: 'https://h'}}\n", -EINVAL,
+                 "kc.yaml:5:51: cluster.certificate-authority-data: not a PEM certificate (no "
+                 "-----BEGIN CERTIFICATE----- block)"},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char text[1024];
+                snprintf(text, sizeof(text), "%s%s", head, cases[i].tail);
+                assert_int_equal(parse(&cfg, text, NULL, &err), cases[i].rc);
+                assert_string_equal(err.msg, cases[i].msg);
+                kdev_kube_config_free(&cfg);
+        }
+        /* client certificate and key */
+        const char *users[][2] = {
+                {"{client-certificate: notpem.crt, client-key: good.key}", bad},
+                {"{client-certificate: good.crt, client-key: good.crt}", bad},
+                {"{client-certificate-data: anVzdCBzb21lIGJ5dGVz, client-key: good.key}",
+                 "kc.yaml:3:51: user.client-certificate-data: not a PEM certificate (no "
+                 "-----BEGIN CERTIFICATE----- block)"},
+        };
+        char m0[600], m1[600];
+        snprintf(m0, sizeof(m0),
+                 "kc.yaml:3:46: user.client-certificate: %s/notpem.crt: not a PEM certificate "
+                 "(no -----BEGIN CERTIFICATE----- block)", tmpdir);
+        snprintf(m1, sizeof(m1),
+                 "kc.yaml:3:68: user.client-key: %s/good.crt: not a PEM private key (no "
+                 "-----BEGIN ... PRIVATE KEY----- block)", tmpdir);
+        users[0][1] = m0;
+        users[1][1] = m1;
+        for (size_t i = 0; i < 3; i++) {
+                char text[1024];
+                snprintf(text, sizeof(text),
+                         "current-context: x\n"
+                         "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                         "users: [{name: u, user: %s}]\n"
+                         "clusters: [{name: c, cluster: {server: 'https://h'}}]\n", users[i][0]);
+                assert_int_equal(parse(&cfg, text, NULL, &err), -EINVAL);
+                assert_string_equal(err.msg, users[i][1]);
+                kdev_kube_config_free(&cfg);
+        }
+        /* accepted: good files */
+        assert_int_equal(parse(&cfg,
+                               "current-context: x\n"
+                               "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                               "users: [{name: u, user: {client-certificate: good.crt, "
+                               "client-key: good.key}}]\n"
+                               "clusters: [{name: c, cluster: {server: 'https://h', "
+                               "certificate-authority: good.crt}}]\n",
+                               NULL, &err),
+                         0);
+        assert_string_equal(cfg.ca_pem, CA_PEM);
+        assert_string_equal(cfg.key_pem, KEY_PEM);
+        kdev_kube_config_free(&cfg);
+        /* in-cluster ca.crt */
+        char sa[600];
+        snprintf(sa, sizeof(sa), "%s/sa2", tmpdir);
+        assert_int_equal(mkdir(sa, 0700), 0);
+        write_file("sa2/token", "tok\n");
+        write_file("sa2/ca.crt", "not pem\n");
+        setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+        setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+        assert_int_equal(kdev_kube_config_in_cluster(&cfg, sa, &err), -EINVAL);
+        char want[700];
+        snprintf(want, sizeof(want),
+                 "%s/ca.crt: not a PEM certificate (no -----BEGIN CERTIFICATE----- block)", sa);
+        assert_string_equal(err.msg, want);
+        kdev_kube_config_free(&cfg);
+        unsetenv("KUBERNETES_SERVICE_HOST");
+        unsetenv("KUBERNETES_SERVICE_PORT");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -526,6 +632,7 @@ int main(void)
                 cmocka_unit_test(test_error_mapping),
                 cmocka_unit_test(test_shapes),
                 cmocka_unit_test(test_request_bad_path),
+                cmocka_unit_test(test_kubeconfig_pem_checks),
         };
         int rc = cmocka_run_group_tests(tests, setup, teardown);
         curl_global_cleanup();
