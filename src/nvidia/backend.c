@@ -66,18 +66,30 @@ static int write_cdi(struct kdev_nvidia_backend *b, struct kdev_err *err)
         if (b->opts.skip_cdi || !kdev_nvidia_cdi_needed(b->opts.cfg))
                 return 0;
         char path[4096];
-        int r = kdev_nvidia_cdi_write(b->gpus, b->opts.cfg, path, sizeof(path), err);
+        struct kdev_nvidia_driver_files files;
+        int r = kdev_nvidia_cdi_write_ex(b->gpus, b->opts.cfg, path, sizeof(path), &files, err);
         if (r < 0)
                 return kdev_err_wrap(err, "writing the CDI spec");
         if (b->gpus && b->gpus->n_gpus > 0) {
-                if (!b->cdi_written)
-                        kdev_log_warn("the CDI spec names the GPUs' device nodes only: the NVIDIA "
-                                      "driver libraries must come from the container runtime "
-                                      "(NVIDIA Container Toolkit)",
-                                      "path", path);
+                const struct kdev_nvidia_config *cfg = b->opts.cfg;
+                char msg[4096 + 256], n[32];
+                if (files.n_libraries == 0) {
+                        snprintf(msg, sizeof(msg),
+                                 "no driver libraries found under %s for driver %s; containers "
+                                 "will need the NVIDIA container runtime to inject them",
+                                 kdev_nvidia_driver_lookup_root(cfg->driver_root,
+                                                                cfg->container_driver_root),
+                                 b->gpus->driver_version);
+                        kdev_log_warn(msg, "path", path);
+                } else {
+                        snprintf(n, sizeof(n), "%zu", files.n_libraries);
+                        kdev_log_info("CDI spec: driver files", "libraries", n, "hooks",
+                                      files.hook_path ? files.hook_path : "none");
+                }
                 b->cdi_written = true;
                 kdev_log_info("wrote CDI spec", "path", path);
         }
+        kdev_nvidia_driver_files_clear(&files);
         return 0;
 }
 

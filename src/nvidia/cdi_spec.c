@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "nvidia/driver_files.h"
 #include "nvidia/mig.h"
 #include "nvidia/nvidia_internal.h"
 #include "nvidia/resources.h"
@@ -77,10 +78,29 @@ static int add_mig(struct kdev_cdi_spec *spec, const struct kdev_nvidia_config *
         return rc;
 }
 
-int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
-                         struct kdev_cdi_spec **out, struct kdev_err *err)
+int kdev_nvidia_cdi_driver_files(const struct kdev_gpu_set *gpus,
+                                 const struct kdev_nvidia_config *cfg,
+                                 struct kdev_nvidia_driver_files *out, struct kdev_err *err)
+{
+        const char *lookup =
+                kdev_nvidia_driver_lookup_root(cfg->driver_root, cfg->container_driver_root);
+        struct kdev_nvidia_driver_files_options o = {
+                .driver_root = cfg->driver_root,
+                .lookup_root = lookup,
+                .driver_version = gpus ? gpus->driver_version : NULL,
+                .hook_path = cfg->nvidia_ctk_path,
+        };
+        return kdev_nvidia_driver_files_find(&o, out, err);
+}
+
+/* kdev_nvidia_cdi_spec; the driver files found go to |found| (may be NULL). */
+static int build_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+                      struct kdev_nvidia_driver_files *found, struct kdev_cdi_spec **out,
+                      struct kdev_err *err)
 {
         *out = NULL;
+        if (found)
+                memset(found, 0, sizeof(*found));
         size_t named = 0;
         for (size_t i = 0; gpus && i < gpus->n_gpus; i++)
                 named += gpus->gpus[i].uuid[0] != '\0';
@@ -97,6 +117,16 @@ int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvid
                                               "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"};
         for (size_t i = 0; rc >= 0 && i < 4; i++)
                 rc = add_node(kdev_cdi_spec_edits(spec), dev_root, control[i], true, err);
+        /* the driver's libraries, binaries, firmware, sockets and hooks */
+        struct kdev_nvidia_driver_files files = {0};
+        if (rc >= 0)
+                rc = kdev_nvidia_cdi_driver_files(gpus, cfg, &files, err);
+        if (rc >= 0)
+                rc = kdev_nvidia_driver_files_edits(&files, kdev_cdi_spec_edits(spec), err);
+        if (found && rc >= 0)
+                *found = files;
+        else
+                kdev_nvidia_driver_files_clear(&files);
 
         /* MIG devices (migStrategy single/mixed): their capability nodes */
         bool mig = cfg->mig_strategy != KDEV_NVIDIA_MIG_NONE;
@@ -144,11 +174,18 @@ int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvid
         if (rc >= 0)
                 rc = kdev_cdi_spec_validate(spec, err);
         if (rc < 0) {
+                kdev_nvidia_driver_files_clear(found);
                 kdev_cdi_spec_free(spec);
                 return rc;
         }
         *out = spec;
         return 0;
+}
+
+int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+                         struct kdev_cdi_spec **out, struct kdev_err *err)
+{
+        return build_spec(gpus, cfg, NULL, out, err);
 }
 
 static int spec_file(char *buf, size_t size, struct kdev_err *err)
@@ -160,6 +197,15 @@ static int spec_file(char *buf, size_t size, struct kdev_err *err)
 int kdev_nvidia_cdi_write(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
                           char *path, size_t size, struct kdev_err *err)
 {
+        return kdev_nvidia_cdi_write_ex(gpus, cfg, path, size, NULL, err);
+}
+
+int kdev_nvidia_cdi_write_ex(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+                             char *path, size_t size, struct kdev_nvidia_driver_files *found,
+                             struct kdev_err *err)
+{
+        if (found)
+                memset(found, 0, sizeof(*found));
         char file[128];
         int rc = spec_file(file, sizeof(file), err);
         if (rc < 0)
@@ -167,7 +213,7 @@ int kdev_nvidia_cdi_write(const struct kdev_gpu_set *gpus, const struct kdev_nvi
         if (path && size)
                 snprintf(path, size, "%s/%s", cfg->cdi_dir, file);
         struct kdev_cdi_spec *spec = NULL;
-        rc = kdev_nvidia_cdi_spec(gpus, cfg, &spec, err);
+        rc = build_spec(gpus, cfg, found, &spec, err);
         if (rc == -ENODEV) {
                 rc = kdev_cdi_spec_remove(cfg->cdi_dir, file, err);
                 return rc < 0 ? rc : 0;
@@ -176,6 +222,8 @@ int kdev_nvidia_cdi_write(const struct kdev_gpu_set *gpus, const struct kdev_nvi
                 return rc;
         rc = kdev_cdi_spec_write(spec, cfg->cdi_dir, file, err);
         kdev_cdi_spec_free(spec);
+        if (rc < 0 && found)
+                kdev_nvidia_driver_files_clear(found);
         return rc;
 }
 

@@ -9,10 +9,16 @@
  *     device edits: the device node /dev/nvidia<minor> (hostPath
  *     <devRoot>/dev/nvidia<minor> when the dev root is not "/");
  *   - "all": the union of the GPUs' edits (nvcdi's merged device);
- *   - spec-level edits: env NVIDIA_VISIBLE_DEVICES=void (nvcdi's wrapper) and
+ *   - spec-level edits: env NVIDIA_VISIBLE_DEVICES=void (nvcdi's wrapper),
  *     the control nodes /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools,
  *     /dev/nvidia-modeset that exist under the dev root when the spec is
- *     built.
+ *     built, then nvcdi's common edits (nvidia/driver_files.h): the driver's
+ *     libraries of the NVML driver version, firmware, binaries and IPC
+ *     sockets as read-only bind mounts (looked up under
+ *     kdev_nvidia_driver_lookup_root(driver_root, container_driver_root),
+ *     hostPath under driver_root) and, when cfg->nvidia_ctk_path exists, the
+ *     create-symlinks and update-ldcache hooks. With no library of that
+ *     version found, none of these (the spec then holds device nodes only).
  * Differences from NVIDIA (documented, on purpose or not yet done):
  *   - with migStrategy none, MIG-enabled GPUs are included whole (nvcdi
  *     leaves them out, yet migStrategy none advertises them, so NVIDIA's CDI
@@ -23,11 +29,12 @@
  *     GI and CI access nodes /dev/nvidia-caps/nvidia-cap<N> from
  *     <procRoot>/driver/nvidia-caps/mig-minors (a missing line fails with the
  *     build's "missing MIG GPU instance capability path: ..." error, -ENOENT);
- *   - no driver libraries, binaries, firmware or hooks (nvcdi discovers them
- *     under the driver root): a container started through this spec gets
- *     the device nodes only, and NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA
- *     runtime hook from adding the driver, so the image or the runtime must
- *     provide the user-space driver;
+ *   - the driver files are looked up in a fixed list of directories (no
+ *     ld.so.cache), no disable-device-node-modification, enable-cuda-compat
+ *     or create-dot-so-symlinks hooks, no NVIDIA_CTK_LIBCUDA_DIR; when no
+ *     library of the driver version is found the spec holds device nodes
+ *     only and NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA runtime hook from
+ *     adding the driver (nvcdi fails the spec then);
  *   - GPUs lost before their UUID was read are left out.
  */
 #ifndef KDEV_NVIDIA_CDI_SPEC_H
@@ -38,6 +45,7 @@
 #include "cdi/cdi.h"
 #include "common/err.h"
 #include "nvidia/config.h"
+#include "nvidia/driver_files.h"
 #include "nvml/discover.h"
 
 /* Whether NVIDIA writes a CDI spec for |cfg|: a CDI device list strategy
@@ -61,6 +69,23 @@ int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvid
  * start (when kdev_nvidia_cdi_needed) and again after a rediscovery. */
 int kdev_nvidia_cdi_write(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
                           char *path, size_t size, struct kdev_err *err);
+
+/* kdev_nvidia_cdi_write that also hands over the driver files put into the
+ * spec: |found| (may be NULL) is filled when a spec was written (zeroed
+ * otherwise); the caller frees it with kdev_nvidia_driver_files_clear. For
+ * the daemon's log ("no driver libraries found ..."). */
+int kdev_nvidia_cdi_write_ex(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+                             char *path, size_t size, struct kdev_nvidia_driver_files *found,
+                             struct kdev_err *err);
+
+/* The driver files for the spec of |gpus| under |cfg|: looked up under
+ * kdev_nvidia_driver_lookup_root(cfg->driver_root, cfg->container_driver_root)
+ * for gpus->driver_version, hooks with cfg->nvidia_ctk_path. Returns as
+ * kdev_nvidia_driver_files_find (free |out| with
+ * kdev_nvidia_driver_files_clear). */
+int kdev_nvidia_cdi_driver_files(const struct kdev_gpu_set *gpus,
+                                 const struct kdev_nvidia_config *cfg,
+                                 struct kdev_nvidia_driver_files *out, struct kdev_err *err);
 
 /* Removes the spec file written by kdev_nvidia_cdi_write (clean exit).
  * Returns 1 when removed, 0 when it was not there, or a negative errno. */

@@ -1,0 +1,398 @@
+/* Tests of the NVIDIA driver files as CDI common edits (nvidia/driver_files.h):
+ * a fake driver root with files named for the mock NVML's driver version
+ * 550.90.07 and a fake hook binary, checked against exact spec JSON. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "nvidia/driver_files.h"
+
+#define VERSION "550.90.07"
+
+struct fx {
+        char dir[64];   /* temp dir */
+        char root[128]; /* <dir>/root: the fake driver root */
+        char hook[128]; /* <dir>/bin/nvidia-cdi-hook */
+};
+
+static void mkdirs(const char *path)
+{
+        char buf[512];
+        snprintf(buf, sizeof(buf), "%s", path);
+        for (char *p = buf + 1; *p; p++) {
+                if (*p == '/') {
+                        *p = '\0';
+                        mkdir(buf, 0755);
+                        *p = '/';
+                }
+        }
+        mkdir(buf, 0755);
+}
+
+/* Creates <base>/<rel> (parents too) with |mode|. */
+static void touch(const char *base, const char *rel, mode_t mode)
+{
+        char path[512], dir[512];
+        snprintf(path, sizeof(path), "%s/%s", base, rel);
+        snprintf(dir, sizeof(dir), "%s", path);
+        *strrchr(dir, '/') = '\0';
+        mkdirs(dir);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "x", 1), 1);
+        close(fd);
+        assert_int_equal(chmod(path, mode), 0);
+}
+
+static void link_at(const char *base, const char *rel, const char *target)
+{
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", base, rel);
+        assert_int_equal(symlink(target, path), 0);
+}
+
+static int setup(void **state)
+{
+        struct fx *f = calloc(1, sizeof(*f));
+        snprintf(f->dir, sizeof(f->dir), "/tmp/kdev-drvfiles-XXXXXX");
+        assert_non_null(mkdtemp(f->dir));
+        snprintf(f->root, sizeof(f->root), "%s/root", f->dir);
+        snprintf(f->hook, sizeof(f->hook), "%s/bin/nvidia-cdi-hook", f->dir);
+        const char *r = f->root;
+        /* libraries of this version, others that must not be taken */
+        touch(r, "usr/lib/x86_64-linux-gnu/libnvidia-ml.so." VERSION, 0644);
+        touch(r, "usr/lib/x86_64-linux-gnu/libcuda.so." VERSION, 0644);
+        touch(r, "usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so." VERSION, 0644);
+        touch(r, "usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so." VERSION, 0644);
+        touch(r, "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.54.03", 0644);
+        touch(r, "usr/lib/x86_64-linux-gnu/nvidia-foo.so." VERSION, 0644);
+        touch(r, "usr/lib/x86_64-linux-gnu/libfoo.so." VERSION ".bak", 0644);
+        char d[512];
+        snprintf(d, sizeof(d), "%s/usr/lib/x86_64-linux-gnu/libnvidia-sub.so." VERSION, r);
+        mkdirs(d); /* a directory with a library's name */
+        link_at(r, "usr/lib/x86_64-linux-gnu/libcuda.so.1", "libcuda.so." VERSION);
+        touch(r, "usr/lib64/libnvidia-opticalflow.so." VERSION, 0644);
+        link_at(r, "lib64", "usr/lib64"); /* merged /usr: listed once */
+        /* firmware */
+        touch(r, "lib/firmware/nvidia/" VERSION "/gsp_tu10x.bin", 0644);
+        touch(r, "lib/firmware/nvidia/" VERSION "/gsp_ga10x.bin", 0644);
+        touch(r, "lib/firmware/nvidia/" VERSION "/README", 0644);
+        /* binaries: nvidia-debugdump is not executable */
+        touch(r, "usr/bin/nvidia-smi", 0755);
+        touch(r, "usr/bin/nvidia-debugdump", 0644);
+        touch(r, "usr/bin/nvidia-cuda-mps-control", 0755);
+        touch(r, "bin/nvidia-persistenced", 0755);
+        touch(r, "bin/nvidia-smi", 0755); /* /usr/bin comes first */
+        /* IPC */
+        touch(r, "var/run/nvidia-persistenced/socket", 0644);
+        snprintf(d, sizeof(d), "%s/tmp/nvidia-mps", r);
+        mkdirs(d);
+        /* hooks */
+        touch(f->dir, "bin/nvidia-cdi-hook", 0755);
+        touch(f->dir, "bin/nvidia-ctk", 0755);
+        touch(f->dir, "bin/not-executable", 0644);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        struct fx *f = *state;
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+        assert_int_equal(system(cmd), 0);
+        free(f);
+        return 0;
+}
+
+/* Replaces every "@HOOK@" in |tmpl| with |hook|. Malloc'ed. */
+static char *subst(const char *tmpl, const char *hook)
+{
+        size_t cap = strlen(tmpl) * 2 + 4096, n = 0;
+        char *out = malloc(cap);
+        for (const char *p = tmpl; *p;) {
+                if (strncmp(p, "@HOOK@", 6) == 0) {
+                        n += (size_t)snprintf(out + n, cap - n, "%s", hook);
+                        p += 6;
+                } else {
+                        out[n++] = *p++;
+                }
+        }
+        out[n] = '\0';
+        return out;
+}
+
+/* Renders a spec with one device and |f|'s edits at spec level, and checks it
+ * equals the JSON |want| (with @HOOK@ replaced by |hook|). */
+static void check_spec(const struct kdev_nvidia_driver_files *files, const char *want,
+                       const char *hook, int want_mounts)
+{
+        struct kdev_err e = {0};
+        struct kdev_cdi_spec *spec = kdev_cdi_spec_new("k8s.test.com/gpu", &e);
+        assert_non_null(spec);
+        struct kdev_cdi_device *dev = kdev_cdi_spec_add_device(spec, "d", &e);
+        struct kdev_cdi_device_node n = {.path = "/dev/nvidia0"};
+        assert_int_equal(kdev_cdi_edits_add_device_node(kdev_cdi_device_edits(dev), &n, &e), 0);
+        int rc = kdev_nvidia_driver_files_edits(files, kdev_cdi_spec_edits(spec), &e);
+        if (rc < 0)
+                fail_msg("%s", e.msg);
+        assert_int_equal(rc, want_mounts);
+        json_t *got = NULL;
+        if (kdev_cdi_spec_to_json(spec, &got, &e) != 0)
+                fail_msg("%s", e.msg);
+        char *text = subst(want, hook ? hook : "");
+        json_error_t je;
+        json_t *exp = json_loads(text, 0, &je);
+        if (!exp)
+                fail_msg("bad expected JSON: %s (line %d)", je.text, je.line);
+        if (!json_equal(got, exp)) {
+                char *g = json_dumps(got, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                fprintf(stderr, "got:\n%s\n", g);
+                free(g);
+                fail_msg("spec differs");
+        }
+        json_decref(exp);
+        json_decref(got);
+        free(text);
+        kdev_cdi_spec_free(spec);
+}
+
+#define OPTS "\"ro\", \"nosuid\", \"nodev\", \"rbind\", \"rprivate\""
+#define MOUNT(host, ctr) \
+        "{\"hostPath\": \"" host "\", \"containerPath\": \"" ctr "\", \"options\": [" OPTS "]}"
+#define LIBDIR "/usr/lib/x86_64-linux-gnu"
+#define DRV "/run/nvidia/driver"
+
+#define MOUNTS_UNDER(R)                                                                          \
+        MOUNT(R "/usr/lib64/libnvidia-opticalflow.so." VERSION,                                  \
+              "/usr/lib64/libnvidia-opticalflow.so." VERSION) ","                                \
+        MOUNT(R LIBDIR "/libcuda.so." VERSION, LIBDIR "/libcuda.so." VERSION) ","                \
+        MOUNT(R LIBDIR "/libnvidia-ml.so." VERSION, LIBDIR "/libnvidia-ml.so." VERSION) ","      \
+        MOUNT(R LIBDIR "/libnvidia-ptxjitcompiler.so." VERSION,                                  \
+              LIBDIR "/libnvidia-ptxjitcompiler.so." VERSION) ","                                \
+        MOUNT(R LIBDIR "/vdpau/libvdpau_nvidia.so." VERSION,                                     \
+              LIBDIR "/vdpau/libvdpau_nvidia.so." VERSION) ","                                   \
+        MOUNT(R "/lib/firmware/nvidia/" VERSION "/gsp_ga10x.bin",                                \
+              "/lib/firmware/nvidia/" VERSION "/gsp_ga10x.bin") ","                              \
+        MOUNT(R "/lib/firmware/nvidia/" VERSION "/gsp_tu10x.bin",                                \
+              "/lib/firmware/nvidia/" VERSION "/gsp_tu10x.bin") ","                              \
+        MOUNT(R "/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi") ","                                \
+        MOUNT(R "/bin/nvidia-persistenced", "/bin/nvidia-persistenced") ","                      \
+        MOUNT(R "/usr/bin/nvidia-cuda-mps-control", "/usr/bin/nvidia-cuda-mps-control") ","      \
+        MOUNT(R "/var/run/nvidia-persistenced/socket", "/var/run/nvidia-persistenced/socket") "," \
+        MOUNT(R "/tmp/nvidia-mps", "/tmp/nvidia-mps")
+
+#define SPEC_HEAD                                                                                \
+        "{\"cdiVersion\": \"0.3.0\", \"kind\": \"k8s.test.com/gpu\", \"devices\": [{\"name\": " \
+        "\"d\", \"containerEdits\": {\"deviceNodes\": [{\"path\": \"/dev/nvidia0\"}]}}], "        \
+        "\"containerEdits\": {"
+
+#define HOOKS(FIXED)                                                                             \
+        "\"hooks\": ["                                                                           \
+        "{\"hookName\": \"createContainer\", \"path\": \"@HOOK@\", \"args\": [" FIXED            \
+        ", \"create-symlinks\", \"--link\", \"libnvidia-opticalflow.so.1::/usr/lib64/"           \
+        "libnvidia-opticalflow.so\", \"--link\", \"libcuda.so.1::" LIBDIR "/libcuda.so\"], "     \
+        "\"env\": [\"NVIDIA_CTK_DEBUG=false\"]},"                                                \
+        "{\"hookName\": \"createContainer\", \"path\": \"@HOOK@\", \"args\": [" FIXED            \
+        ", \"update-ldcache\", \"--folder\", \"/usr/lib64\", \"--folder\", \"" LIBDIR "\", "     \
+        "\"--folder\", \"" LIBDIR "/vdpau\"], \"env\": [\"NVIDIA_CTK_DEBUG=false\"]}], "
+
+/* The full set, looked up under the fake root, host paths under another
+ * driver root (the plugin-in-a-container case), nvidia-cdi-hook. */
+static void test_full_spec(void **state)
+{
+        struct fx *f = *state;
+        struct kdev_nvidia_driver_files files;
+        struct kdev_err e = {0};
+        struct kdev_nvidia_driver_files_options o = {
+                .driver_root = DRV "/", .lookup_root = f->root, .driver_version = VERSION,
+                .hook_path = f->hook};
+        assert_int_equal(kdev_nvidia_driver_files_find(&o, &files, &e), 5);
+        assert_int_equal(files.n_libraries, 5);
+        assert_int_equal(files.n_firmware, 2);
+        assert_int_equal(files.n_binaries, 3);
+        assert_int_equal(files.n_ipc, 2);
+        assert_string_equal(files.hook_path, f->hook);
+        assert_string_equal(files.driver_root, DRV);
+        check_spec(&files,
+                   SPEC_HEAD HOOKS("\"nvidia-cdi-hook\"") "\"mounts\": [" MOUNTS_UNDER(DRV) "]}}",
+                   f->hook, 12);
+        kdev_nvidia_driver_files_clear(&files);
+        kdev_nvidia_driver_files_clear(&files); /* idempotent */
+        kdev_nvidia_driver_files_clear(NULL);
+}
+
+/* nvidia-ctk takes the hooks under its "hook" subcommand; lookup_root NULL
+ * looks under the driver root, which is then the host path prefix. */
+static void test_ctk_and_same_root(void **state)
+{
+        struct fx *f = *state;
+        struct kdev_nvidia_driver_files files;
+        struct kdev_err e = {0};
+        char root_slash[160];
+        snprintf(root_slash, sizeof(root_slash), "%s//", f->root);
+        char ctk[256];
+        snprintf(ctk, sizeof(ctk), "%s/../bin/nvidia-ctk", f->root);
+        struct kdev_nvidia_driver_files_options o = {
+                .driver_root = root_slash, .driver_version = VERSION, .hook_path = ctk};
+        assert_int_equal(kdev_nvidia_driver_files_find(&o, &files, &e), 5);
+        assert_string_equal(files.hook_path, ctk);
+        /* host paths: <root>/<path>; built from a template with @HOOK@ = root */
+        check_spec(&files,
+                   SPEC_HEAD "\"hooks\": ["
+                             "{\"hookName\": \"createContainer\", \"path\": \"@HOOK@/../bin/"
+                             "nvidia-ctk\", \"args\": [\"nvidia-ctk\", \"hook\", "
+                             "\"create-symlinks\", \"--link\", \"libnvidia-opticalflow.so.1::"
+                             "/usr/lib64/libnvidia-opticalflow.so\", \"--link\", \"libcuda.so.1::"
+                             LIBDIR "/libcuda.so\"], \"env\": [\"NVIDIA_CTK_DEBUG=false\"]},"
+                             "{\"hookName\": \"createContainer\", \"path\": \"@HOOK@/../bin/"
+                             "nvidia-ctk\", \"args\": [\"nvidia-ctk\", \"hook\", "
+                             "\"update-ldcache\", \"--folder\", \"/usr/lib64\", \"--folder\", \""
+                             LIBDIR "\", \"--folder\", \"" LIBDIR "/vdpau\"], \"env\": "
+                             "[\"NVIDIA_CTK_DEBUG=false\"]}], "
+                             "\"mounts\": [" MOUNTS_UNDER("@HOOK@") "]}}",
+                   f->root, 12);
+        kdev_nvidia_driver_files_clear(&files);
+}
+
+/* No usable hook binary: the mounts only. */
+static void test_no_hook(void **state)
+{
+        struct fx *f = *state;
+        char missing[160], notexec[160];
+        snprintf(missing, sizeof(missing), "%s/bin/nvidia-cdi-hook-missing", f->dir);
+        snprintf(notexec, sizeof(notexec), "%s/bin/not-executable", f->dir);
+        const char *hooks[] = {missing, notexec, "", NULL, "nvidia-cdi-hook", f->dir};
+        for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++) {
+                struct kdev_nvidia_driver_files files;
+                struct kdev_err e = {0};
+                struct kdev_nvidia_driver_files_options o = {
+                        .driver_root = "/", .lookup_root = f->root, .driver_version = VERSION,
+                        .hook_path = hooks[i]};
+                assert_int_equal(kdev_nvidia_driver_files_find(&o, &files, &e), 5);
+                assert_null(files.hook_path);
+                assert_string_equal(files.driver_root, "");
+                check_spec(&files, SPEC_HEAD "\"mounts\": [" MOUNTS_UNDER("") "]}}", NULL, 12);
+                kdev_nvidia_driver_files_clear(&files);
+        }
+}
+
+/* No library of the version: nothing at all (not even the binaries or the
+ * hook, which exist), and the spec keeps its device-level edits only. */
+static void test_nothing_found(void **state)
+{
+        struct fx *f = *state;
+        char empty[160];
+        snprintf(empty, sizeof(empty), "%s/empty", f->dir);
+        mkdirs(empty);
+        struct {
+                const char *root, *version;
+        } cases[] = {
+                {f->root, "535.54.04"}, {f->root, ""}, {f->root, NULL}, {f->root, "../" VERSION},
+                {empty, VERSION},       {"/nonexistent-kdev-root", VERSION},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct kdev_nvidia_driver_files files;
+                struct kdev_err e = {0};
+                struct kdev_nvidia_driver_files_options o = {
+                        .driver_root = cases[i].root, .driver_version = cases[i].version,
+                        .hook_path = f->hook};
+                assert_int_equal(kdev_nvidia_driver_files_find(&o, &files, &e), 0);
+                assert_int_equal(files.n_libraries + files.n_firmware + files.n_binaries +
+                                         files.n_ipc,
+                                 0);
+                assert_null(files.hook_path);
+                check_spec(&files,
+                           "{\"cdiVersion\": \"0.3.0\", \"kind\": \"k8s.test.com/gpu\", "
+                           "\"devices\": [{\"name\": \"d\", \"containerEdits\": {\"deviceNodes\":"
+                           " [{\"path\": \"/dev/nvidia0\"}]}}]}",
+                           NULL, 0);
+                kdev_nvidia_driver_files_clear(&files);
+        }
+}
+
+/* Only libcuda, no opticalflow: one link; libGLX_nvidia gets the indirect link. */
+static void test_links(void **state)
+{
+        struct fx *f = *state;
+        char root[160];
+        snprintf(root, sizeof(root), "%s/root2", f->dir);
+        touch(root, "usr/lib64/libcuda.so." VERSION, 0644);
+        touch(root, "usr/lib64/libGLX_nvidia.so." VERSION, 0644);
+        struct kdev_nvidia_driver_files files;
+        struct kdev_err e = {0};
+        struct kdev_nvidia_driver_files_options o = {
+                .driver_root = "/", .lookup_root = root, .driver_version = VERSION,
+                .hook_path = f->hook};
+        assert_int_equal(kdev_nvidia_driver_files_find(&o, &files, &e), 2);
+        check_spec(&files,
+                   SPEC_HEAD "\"hooks\": [{\"hookName\": \"createContainer\", \"path\": "
+                             "\"@HOOK@\", \"args\": [\"nvidia-cdi-hook\", \"create-symlinks\", "
+                             "\"--link\", \"libGLX_nvidia.so." VERSION
+                             "::/usr/lib64/libGLX_indirect.so.0\", \"--link\", "
+                             "\"libcuda.so.1::/usr/lib64/libcuda.so\"], \"env\": "
+                             "[\"NVIDIA_CTK_DEBUG=false\"]}, {\"hookName\": \"createContainer\", "
+                             "\"path\": \"@HOOK@\", \"args\": [\"nvidia-cdi-hook\", "
+                             "\"update-ldcache\", \"--folder\", \"/usr/lib64\"], \"env\": "
+                             "[\"NVIDIA_CTK_DEBUG=false\"]}], \"mounts\": ["
+                             MOUNT("/usr/lib64/libGLX_nvidia.so." VERSION,
+                                   "/usr/lib64/libGLX_nvidia.so." VERSION) ","
+                             MOUNT("/usr/lib64/libcuda.so." VERSION,
+                                   "/usr/lib64/libcuda.so." VERSION) "]}}",
+                   f->hook, 2);
+        kdev_nvidia_driver_files_clear(&files);
+
+        /* a library with no link: update-ldcache only */
+        snprintf(root, sizeof(root), "%s/root3", f->dir);
+        touch(root, "lib64/libnvidia-ml.so." VERSION, 0644);
+        o.lookup_root = root;
+        assert_int_equal(kdev_nvidia_driver_files_find(&o, &files, &e), 1);
+        check_spec(&files,
+                   SPEC_HEAD "\"hooks\": [{\"hookName\": \"createContainer\", \"path\": "
+                             "\"@HOOK@\", \"args\": [\"nvidia-cdi-hook\", \"update-ldcache\", "
+                             "\"--folder\", \"/lib64\"], \"env\": [\"NVIDIA_CTK_DEBUG=false\"]}], "
+                             "\"mounts\": [" MOUNT("/lib64/libnvidia-ml.so." VERSION,
+                                                   "/lib64/libnvidia-ml.so." VERSION) "]}}",
+                   f->hook, 1);
+        kdev_nvidia_driver_files_clear(&files);
+}
+
+static void test_lookup_root(void **state)
+{
+        struct fx *f = *state;
+        char missing[160];
+        snprintf(missing, sizeof(missing), "%s/no-such-dir", f->dir);
+        assert_string_equal(kdev_nvidia_driver_lookup_root("/", f->root), f->root);
+        assert_string_equal(kdev_nvidia_driver_lookup_root("/drv", missing), "/drv");
+        assert_string_equal(kdev_nvidia_driver_lookup_root("/drv", ""), "/drv");
+        assert_string_equal(kdev_nvidia_driver_lookup_root("/drv", NULL), "/drv");
+        assert_string_equal(kdev_nvidia_driver_lookup_root(NULL, NULL), "/");
+        assert_string_equal(kdev_nvidia_driver_lookup_root("", missing), "/");
+        /* a file is not a directory */
+        char file[256];
+        snprintf(file, sizeof(file), "%s/usr/bin/nvidia-smi", f->root);
+        assert_string_equal(kdev_nvidia_driver_lookup_root("/drv", file), "/drv");
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_full_spec),
+                cmocka_unit_test(test_ctk_and_same_root),
+                cmocka_unit_test(test_no_hook),
+                cmocka_unit_test(test_nothing_found),
+                cmocka_unit_test(test_links),
+                cmocka_unit_test(test_lookup_root),
+        };
+        return cmocka_run_group_tests(tests, setup, teardown);
+}
