@@ -199,6 +199,11 @@ EOF
   kill -TERM "$plugin_pid" 2>/dev/null || true
   wait "$plugin_pid" || plugin_status=$?
   plugin_pid=""
+  # one log line per claim prepared / unprepared (timestamps cut)
+  echo "== kdev-dra-plugin claim log"
+  sed -n 's/^ts=[^ ]* \(level=[a-z]* msg="claim .*\)$/\1/p' "$node/plugin.log"
+  grep -q 'msg="claim prepared"' "$node/plugin.log" \
+    && grep -q 'msg="claim unprepared"' "$node/plugin.log" || dra_status=1
   exec 3>&-   # EOF on the server's stdin: it exits
   local api_status=0
   wait "$api_pid" || api_status=$?

@@ -41,6 +41,7 @@
 #include "dra/slices.h"
 #include "kube/kube.h"
 #include "nvidia/config.h"
+#include "nvidia/driver_files.h"
 #include "nvidia/health.h"
 #include "nvidia/resources.h"
 #include "nvidia/xid.h"
@@ -50,6 +51,8 @@
 #define DEFAULT_REGISTRY "/var/lib/kubelet/plugins_registry"
 #define DEFAULT_PLUGINS "/var/lib/kubelet/plugins"
 #define DEFAULT_RESYNC_S 30.0
+/* nvidia-container-toolkit's default nvidia-cdi-hook path (discover/hooks.go) */
+#define DEFAULT_CDI_HOOK "/usr/bin/nvidia-cdi-hook"
 #define BACKOFF_FIRST_MS 1000
 #define BACKOFF_MAX_MS 60000
 
@@ -76,6 +79,9 @@ static void usage(FILE *f)
                 "      --resource-api-version V    resource.k8s.io version: v1 (default) or\n"
                 "                                  v1beta1\n"
                 "      --driver-root DIR           NVIDIA driver root (default /)\n"
+                "      --nvidia-cdi-hook-path PATH nvidia-cdi-hook (or nvidia-ctk) for the\n"
+                "                                  claim CDI specs' hooks, used when it exists\n"
+                "                                  (default " DEFAULT_CDI_HOOK ")\n"
                 "      --proc-root DIR             where driver/nvidia-caps/mig-minors is read\n"
                 "                                  for MIG devices (default /proc)\n"
                 "      --health-probe-interval S   seconds between recovery probes of an\n"
@@ -99,6 +105,7 @@ static void usage(FILE *f)
                 "  KDEV_DRA_RESYNC_SECONDS   seconds between slice reconciles (default 30)\n"
                 "  KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT\n"
                 "                            in-cluster API server address (without --kubeconfig)\n"
+                "  NVIDIA_CDI_HOOK_PATH      default of --nvidia-cdi-hook-path\n"
                 "  DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS\n"
                 "                            XIDs that mark a GPU unhealthy, as for kdev-plugin\n"
                 "\n"
@@ -147,6 +154,86 @@ static void xid_warn(void *arg, const char *msg)
 {
         (void)arg;
         kdev_log_warn(msg);
+}
+
+/* "a,b,c" of the strings at |key| of each record of |devices| (a string
+ * key) or of each string of the array at |key| (an array key). Caller frees;
+ * NULL when out of memory. */
+static char *join_records(const json_t *devices, const char *key)
+{
+        char *out = NULL;
+        size_t len = 0, i, k;
+        const json_t *d, *v;
+        FILE *f = open_memstream(&out, &len);
+        bool first = true;
+
+        if (!f)
+                return NULL;
+        json_array_foreach(devices, i, d) {
+                const json_t *x = json_object_get(d, key);
+
+                if (json_is_string(x)) {
+                        fprintf(f, "%s%s", first ? "" : ",", json_string_value(x));
+                        first = false;
+                }
+                json_array_foreach(x, k, v) {
+                        fprintf(f, "%s%s", first ? "" : ",", json_string_value(v));
+                        first = false;
+                }
+        }
+        if (fclose(f) != 0) {
+                free(out);
+                return NULL;
+        }
+        return out;
+}
+
+/* One log line per claim prepared or unprepared (plugin.h on_claim):
+ *   info "claim prepared" / "claim already prepared" (answered from the
+ *        checkpoint) / "claim unprepared" / "claim unprepared (was not
+ *        prepared)" with claim=<ns>/<name> uid= devices=<names,...>
+ *        cdi_devices=<CDI device IDs,...> (the last two not for an unknown
+ *        claim unprepared);
+ *   warn "claim prepare failed" / "claim unprepare failed" with claim= uid=
+ *        error=. */
+static void on_claim(void *arg, const struct kdev_dra_claim_event *ev)
+{
+        char claim[512];
+
+        (void)arg;
+        snprintf(claim, sizeof(claim), "%s/%s", ev->ns, ev->name);
+        if (ev->error) {
+                kdev_log_warn(ev->prepare ? "claim prepare failed" : "claim unprepare failed",
+                              "claim", claim, "uid", ev->uid, "error", ev->error);
+                return;
+        }
+        if (!ev->prepare && !ev->recorded) {
+                kdev_log_info("claim unprepared (was not prepared)", "claim", claim, "uid",
+                              ev->uid);
+                return;
+        }
+        char *devs = join_records(ev->devices, "device");
+        char *cdis = join_records(ev->devices, "cdiDeviceIDs");
+        const char *msg = !ev->prepare   ? "claim unprepared"
+                          : ev->recorded ? "claim already prepared"
+                                         : "claim prepared";
+
+        kdev_log_info(msg, "claim", claim, "uid", ev->uid, "devices", devs ? devs : "?",
+                      "cdi_devices", cdis ? cdis : "?");
+        free(devs);
+        free(cdis);
+}
+
+static void on_stale_temp(void *arg, const char *path, int error)
+{
+        (void)arg;
+        if (error)
+                kdev_log_warn("cannot remove a stale temporary file", "path", path, "error",
+                              strerror(error));
+        else
+                kdev_log_info("removed a stale temporary file (an earlier run was killed while "
+                              "writing it)",
+                              "path", path);
 }
 
 static void on_status(void *arg, bool registered, const char *error)
@@ -388,7 +475,33 @@ static int mkdirs(const char *path, struct kdev_err *err)
         return 0;
 }
 
-/* Seconds from |name| (default |def|), 0 < s <= 86400. */
+/* Looks up the driver files for the claim CDI specs under |root| and logs
+ * what was found (nvidia/driver_files.h). Returns as
+ * kdev_nvidia_driver_files_find. */
+static int driver_files_find(const char *root, const char *version, const char *hook,
+                             struct kdev_nvidia_driver_files *out, struct kdev_err *err)
+{
+        struct kdev_nvidia_driver_files_options o = {
+                .driver_root = root, .driver_version = version, .hook_path = hook};
+        char msg[PATH_MAX + 256], n[32];
+        int rc = kdev_nvidia_driver_files_find(&o, out, err);
+        if (rc < 0)
+                return rc;
+        if (rc == 0) {
+                snprintf(msg, sizeof(msg),
+                         "no driver libraries found under %s for driver %s; containers will "
+                         "need the NVIDIA container runtime to inject them",
+                         root, version);
+                kdev_log_warn(msg);
+        } else {
+                snprintf(n, sizeof(n), "%d", rc);
+                kdev_log_info("claim CDI specs: driver files", "libraries", n, "hooks",
+                              out->hook_path ? out->hook_path : "none");
+        }
+        return rc;
+}
+
+/* Seconds from |name| (default |def|), 0 < s <= 86400 (fractions allowed). */
 static int env_seconds(const char *name, double def, uint64_t *ms, struct kdev_err *err)
 {
         const char *v = getenv(name);
@@ -398,13 +511,51 @@ static int env_seconds(const char *name, double def, uint64_t *ms, struct kdev_e
                 s = strtod(v, &end);
                 if (*end || !(s > 0 && s <= 86400))
                         return kdev_err_set(err, EINVAL,
-                                            "%s: want seconds between 0 and 86400, got \"%s\"",
+                                            "invalid %s \"%s\": want seconds greater than 0 "
+                                            "and at most 86400",
                                             name, v);
         }
         *ms = (uint64_t)(s * 1000.0);
         if (*ms == 0)
                 *ms = 1;
         return 0;
+}
+
+/* Whether |s| is a Kubernetes DNS subdomain (IsDNS1123Subdomain: lower-case
+ * alphanumeric labels, '-' inside a label, '.' between labels) of at most
+ * |max| characters: object names (253), DRA driver names (63). */
+static bool dns_subdomain(const char *s, size_t max)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n > max)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                bool an = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+                bool edge = i == 0 || i == n - 1 || s[i - 1] == '.' || s[i + 1] == '.';
+                if (an)
+                        continue;
+                if ((c == '-' || c == '.') && !edge)
+                        continue;
+                return false;
+        }
+        return true;
+}
+
+/* Whole seconds 1..KDEV_NVIDIA_HEALTH_SECONDS_MAX of flag --|flag|; prints
+ * the usage error and returns false when |v| is not. */
+static bool flag_seconds(const char *flag, const char *v)
+{
+        char *end = NULL;
+        unsigned long long u;
+        errno = 0;
+        u = strtoull(v, &end, 10);
+        if (*v >= '0' && *v <= '9' && !*end && errno == 0 && u >= 1 &&
+            u <= KDEV_NVIDIA_HEALTH_SECONDS_MAX)
+                return true;
+        fprintf(stderr, "kdev-dra-plugin: invalid --%s \"%s\": want whole seconds between 1 "
+                        "and %u\n", flag, v, (unsigned)KDEV_NVIDIA_HEALTH_SECONDS_MAX);
+        return false;
 }
 
 enum {
@@ -416,6 +567,7 @@ enum {
         OPT_KUBECONFIG,
         OPT_API_VERSION,
         OPT_DRIVER_ROOT,
+        OPT_CDI_HOOK,
         OPT_PROC_ROOT,
         OPT_PROBE,
         OPT_QUIET,
@@ -433,6 +585,7 @@ static const struct option longopts[] = {
         {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
         {"resource-api-version", required_argument, NULL, OPT_API_VERSION},
         {"driver-root", required_argument, NULL, OPT_DRIVER_ROOT},
+        {"nvidia-cdi-hook-path", required_argument, NULL, OPT_CDI_HOOK},
         {"proc-root", required_argument, NULL, OPT_PROC_ROOT},
         {"health-probe-interval", required_argument, NULL, OPT_PROBE},
         {"health-quiet-period", required_argument, NULL, OPT_QUIET},
@@ -453,11 +606,14 @@ int main(int argc, char **argv)
         const char *kubeconfig = NULL;
         const char *api_version = "v1";
         const char *driver_root = "/";
+        const char *cdi_hook = getenv("NVIDIA_CDI_HOOK_PATH");
         const char *proc_root = "/proc";
         const char *probe_s = NULL, *quiet_s = NULL;
         enum kdev_log_level level = KDEV_LOG_INFO;
         bool json = false;
         int c, usage_status = -1;
+        uint64_t resync_ms = 0;
+        struct kdev_err uerr = {0};
 
         while (usage_status < 0 && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
                 switch (c) {
@@ -490,14 +646,21 @@ int main(int argc, char **argv)
                 case OPT_DRIVER_ROOT:
                         driver_root = optarg;
                         break;
+                case OPT_CDI_HOOK:
+                        cdi_hook = optarg;
+                        break;
                 case OPT_PROC_ROOT:
                         proc_root = optarg;
                         break;
                 case OPT_PROBE:
                         probe_s = optarg;
+                        if (!flag_seconds("health-probe-interval", optarg))
+                                usage_status = 2;
                         break;
                 case OPT_QUIET:
                         quiet_s = optarg;
+                        if (!flag_seconds("health-quiet-period", optarg))
+                                usage_status = 2;
                         break;
                 case OPT_LEVEL:
                         if (kdev_log_level_parse(optarg, &level) < 0) {
@@ -533,8 +696,36 @@ int main(int argc, char **argv)
                 fprintf(stderr, "kdev-dra-plugin: no node name: set --node-name or NODE_NAME\n");
                 usage_status = 2;
         }
-        if (usage_status < 0 && (!*driver || strchr(driver, '/'))) {
-                fprintf(stderr, "kdev-dra-plugin: invalid --driver-name \"%s\"\n", driver);
+        if (usage_status < 0 && !dns_subdomain(node, 253)) {
+                fprintf(stderr, "kdev-dra-plugin: invalid node name \"%s\" (--node-name or "
+                                "NODE_NAME): want a DNS subdomain of at most 253 characters "
+                                "(lower-case letters, digits, '-' and '.')\n", node);
+                usage_status = 2;
+        }
+        if (usage_status < 0 && !dns_subdomain(driver, 63)) {
+                fprintf(stderr, "kdev-dra-plugin: invalid --driver-name \"%s\": want a DNS "
+                                "subdomain of at most 63 characters (lower-case letters, "
+                                "digits, '-' and '.')\n", driver);
+                usage_status = 2;
+        }
+        if (usage_status < 0) {
+                const struct {
+                        const char *flag, *v;
+                } dirs[] = {{"plugins-registry", registry}, {"plugin-dir", plugin_dir},
+                            {"cdi-dir", cdi_dir},           {"kubeconfig", kubeconfig},
+                            {"driver-root", driver_root},   {"proc-root", proc_root}};
+                for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+                        if (dirs[i].v && !*dirs[i].v) {
+                                fprintf(stderr, "kdev-dra-plugin: --%s must not be empty\n",
+                                        dirs[i].flag);
+                                usage_status = 2;
+                                break;
+                        }
+                }
+        }
+        if (usage_status < 0 &&
+            env_seconds("KDEV_DRA_RESYNC_SECONDS", DEFAULT_RESYNC_S, &resync_ms, &uerr) < 0) {
+                fprintf(stderr, "kdev-dra-plugin: %s\n", uerr.msg);
                 usage_status = 2;
         }
         if (usage_status == 2)
@@ -547,6 +738,7 @@ int main(int argc, char **argv)
         struct kdev_err err = {0};
         struct kdev_nvml *lib = NULL;
         struct kdev_gpu_set *set = NULL;
+        struct kdev_nvidia_driver_files drv = {0};
         struct kdev_kube_config kcfg = {0};
         struct kdev_nvidia_config nv = {0};
         struct kdev_xid_policy pol = {0};
@@ -563,8 +755,7 @@ int main(int argc, char **argv)
         }
         d.generation = -1;
         d.backoff_ms = BACKOFF_FIRST_MS;
-        if (env_seconds("KDEV_DRA_RESYNC_SECONDS", DEFAULT_RESYNC_S, &d.resync_ms, &err) < 0)
-                goto out;
+        d.resync_ms = resync_ms;
         if (mkdirs(plugin_dir, &err) < 0 || mkdirs(registry, &err) < 0 ||
             mkdirs(cdi_dir, &err) < 0)
                 goto out;
@@ -588,6 +779,9 @@ int main(int argc, char **argv)
         kdev_log_info("GPUs discovered", "gpus", ngpu, "devices", ndev, "driver_version",
                       set->driver_version);
         d.gpus = set;
+        if (driver_files_find(driver_root, set->driver_version,
+                              cdi_hook && *cdi_hook ? cdi_hook : DEFAULT_CDI_HOOK, &drv, &err) < 0)
+                goto out;
 
         /* Health: the GPUs as whole NVIDIA devices for the XID monitor. */
         if (kdev_nvidia_config_init(&nv, &err) < 0)
@@ -631,16 +825,23 @@ int main(int argc, char **argv)
                 .dev_root = driver_root,
                 .proc_root = proc_root,
                 .gpus = set,
+                .driver_files = &drv,
                 .get_claim = kdev_dra_kube_claim_source,
                 .get_claim_arg = d.kube_claims,
                 .on_status = on_status,
                 .on_status_arg = &d,
+                .on_claim = on_claim,
+                .on_claim_arg = &d,
         };
         if (kdev_dra_plugin_new(&popts, &d.plugin, &err) < 0)
                 goto out;
         const char *cperr = kdev_dra_plugin_checkpoint_error(d.plugin);
         if (cperr)
                 kdev_log_error("claim checkpoint unusable, moved aside", "error", cperr);
+        if (kdev_dra_plugin_remove_stale_temps(d.plugin, on_stale_temp, NULL, &err) < 0) {
+                kdev_log_warn("cannot clean up stale temporary files", "error", err.msg);
+                err = (struct kdev_err){0};
+        }
 
         /* rpc.h: writes to a peer that went away must not kill the daemon. */
         signal(SIGPIPE, SIG_IGN);
@@ -694,6 +895,7 @@ out:
         if (loop_ready && uv_loop_close(&d.loop) != 0)
                 kdev_log_warn("event loop closed with handles still open");
         kdev_dra_plugin_free(d.plugin);
+        kdev_nvidia_driver_files_clear(&drv);
         kdev_kube_free(d.kube_claims);
         kdev_kube_free(d.kube_slices);
         kdev_kube_config_free(&kcfg);

@@ -1,10 +1,12 @@
 /* kdev DRA claim checkpoint (see checkpoint.h). */
 #include "dra/checkpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +125,11 @@ static int parse(const char *text, json_t **claims, struct kdev_err *err)
         sum = json_object_get(root, "checksum");
         data = json_object_get(root, "data");
         cl = data ? json_object_get(data, "claims") : NULL;
+        if (json_is_integer(ver) && json_integer_value(ver) > KDEV_DRA_CP_VERSION) {
+                /* a newer kdev's format: not ours to judge, nor to move aside */
+                rc = kdev_err_set(err, ENOTSUP, "%" JSON_INTEGER_FORMAT, json_integer_value(ver));
+                goto out;
+        }
         if (!json_is_integer(ver) || json_integer_value(ver) != KDEV_DRA_CP_VERSION) {
                 kdev_err_set(err, EBADMSG, "unsupported version (want %d)", KDEV_DRA_CP_VERSION);
                 goto out;
@@ -197,6 +204,123 @@ static int read_file(const char *path, char **out, struct kdev_err *err)
         return 0;
 }
 
+/* Splits |path| into its directory (into |dir|) and base name. Returns the
+ * base name (inside |path|) or NULL when |path| does not fit |dir|. */
+static const char *split_path(const char *path, char *dir, size_t size)
+{
+        const char *slash = strrchr(path, '/');
+
+        if (!slash) {
+                snprintf(dir, size, ".");
+                return path;
+        }
+        if ((size_t)(slash - path) + 2 > size)
+                return NULL;
+        if (slash == path) {
+                snprintf(dir, size, "/");
+        } else {
+                memcpy(dir, path, (size_t)(slash - path));
+                dir[slash - path] = '\0';
+        }
+        return slash + 1;
+}
+
+struct aside {
+        char *name;
+        long long when;
+        unsigned seq;
+};
+
+/* Newest first: by the seconds, then by the "-<n>" counter. */
+static int aside_cmp(const void *a, const void *b)
+{
+        const struct aside *x = a, *y = b;
+
+        if (x->when != y->when)
+                return x->when < y->when ? 1 : -1;
+        if (x->seq != y->seq)
+                return x->seq < y->seq ? 1 : -1;
+        return strcmp(y->name, x->name);
+}
+
+/* Parses "<seconds>" or "<seconds>-<n>" (the suffix after ".corrupt-"). */
+static bool parse_aside(const char *s, long long *when, unsigned *seq)
+{
+        char *end;
+
+        if (*s < '0' || *s > '9')
+                return false;
+        errno = 0;
+        *when = strtoll(s, &end, 10);
+        *seq = 0;
+        if (errno)
+                return false;
+        if (*end == '-') {
+                const char *q = end + 1;
+                unsigned long v;
+
+                if (*q < '0' || *q > '9')
+                        return false;
+                v = strtoul(q, &end, 10);
+                if (v > 100000)
+                        return false;
+                *seq = (unsigned)v;
+        }
+        return *end == '\0';
+}
+
+/* Removes all but the newest |keep| "<path>.corrupt-<seconds>[-<n>]" files.
+ * Returns the number removed (failures are skipped). */
+static int prune_corrupt(const char *path, int keep)
+{
+        char dir[4096], file[8192], prefix[1024];
+        const char *base = split_path(path, dir, sizeof(dir));
+        struct aside *list = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *e;
+        DIR *d;
+        int removed = 0;
+
+        if (!base || snprintf(prefix, sizeof(prefix), "%s.corrupt-", base) >= (int)sizeof(prefix))
+                return 0;
+        d = opendir(dir);
+        if (!d)
+                return 0;
+        while ((e = readdir(d)) != NULL) {
+                struct aside a = {0};
+
+                if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 ||
+                    !parse_aside(e->d_name + strlen(prefix), &a.when, &a.seq))
+                        continue;
+                if (n == cap) {
+                        size_t nc = cap ? cap * 2 : 16;
+                        struct aside *nl = realloc(list, nc * sizeof(*nl));
+
+                        if (!nl)
+                                break;
+                        list = nl;
+                        cap = nc;
+                }
+                a.name = strdup(e->d_name);
+                if (!a.name)
+                        break;
+                list[n++] = a;
+        }
+        closedir(d);
+        if (n)
+                qsort(list, n, sizeof(*list), aside_cmp);
+        for (size_t i = 0; i < n; i++) {
+                if (i >= (size_t)keep) {
+                        snprintf(file, sizeof(file), "%s/%s", dir, list[i].name);
+                        if (unlink(file) == 0)
+                                removed++;
+                }
+                free(list[i].name);
+        }
+        free(list);
+        return removed;
+}
+
 int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *err)
 {
         char *text = NULL;
@@ -212,13 +336,21 @@ int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *
                 return kdev_dra_cp_init(cp) < 0 ? kdev_err_set(err, ENOMEM, "out of memory") : 0;
         if (rc == -ENOMEM)
                 return kdev_err_set(err, ENOMEM, "%s", why.msg);
-        if (rc < 0)
+        if (rc < 0) {
                 kdev_err_set(&why, EBADMSG, "cannot read: %s", strerror(-rc));
-        else
+                rc = -EBADMSG;
+        } else {
                 rc = parse(text, &claims, &why);
+        }
         free(text);
         if (rc == -ENOMEM)
                 return kdev_err_set(err, ENOMEM, "%s", why.msg);
+        if (rc == -ENOTSUP)
+                return kdev_err_set(err, ENOTSUP,
+                                    "checkpoint %s was written by a newer kdev (version %s, this "
+                                    "one reads %d); refusing to start so prepared claims are not "
+                                    "forgotten",
+                                    path, why.msg, KDEV_DRA_CP_VERSION);
         if (kdev_dra_cp_init(cp) < 0) {
                 json_decref(claims);
                 return kdev_err_set(err, ENOMEM, "out of memory");
@@ -228,12 +360,26 @@ int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *
                 cp->claims = claims;
                 return 0;
         }
-        snprintf(aside, sizeof(aside), "%s.corrupt-%lld", path, (long long)time(NULL));
-        if (rename(path, aside) == 0)
+        long long now = (long long)time(NULL);
+
+        snprintf(aside, sizeof(aside), "%s.corrupt-%lld", path, now);
+        for (unsigned n = 1; n < 1000 && access(aside, F_OK) == 0; n++)
+                snprintf(aside, sizeof(aside), "%s.corrupt-%lld-%u", path, now, n);
+        if (rename(path, aside) == 0) {
+                int pruned = prune_corrupt(path, KDEV_DRA_CP_KEEP_CORRUPT);
+
+                if (pruned > 0)
+                        return kdev_err_set(err, EBADMSG,
+                                            "claim checkpoint %s is corrupt (%s); moved aside to "
+                                            "%s (%d older copies removed, the newest %d kept), "
+                                            "starting with no prepared claims",
+                                            path, why.msg, aside, pruned,
+                                            KDEV_DRA_CP_KEEP_CORRUPT);
                 return kdev_err_set(err, EBADMSG,
                                     "claim checkpoint %s is corrupt (%s); moved aside to %s, "
                                     "starting with no prepared claims",
                                     path, why.msg, aside);
+        }
         return kdev_err_set(err, EBADMSG,
                             "claim checkpoint %s is corrupt (%s); moving it aside to %s failed: "
                             "%s; starting with no prepared claims",
@@ -352,4 +498,73 @@ int kdev_dra_cp_remove(struct kdev_dra_cp *cp, const char *uid)
 size_t kdev_dra_cp_count(const struct kdev_dra_cp *cp)
 {
         return json_object_size(cp->claims);
+}
+
+/* Whether |s| is exactly six letters or digits (mkstemp's XXXXXX). */
+static bool mkstemp_tail(const char *s)
+{
+        size_t i;
+
+        for (i = 0; s[i]; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+                      (s[i] >= '0' && s[i] <= '9')))
+                        return false;
+        return i == 6;
+}
+
+int kdev_dra_remove_temps(const char *dir, const char *prefix, const char *infix,
+                          kdev_dra_removed_fn removed, void *arg, struct kdev_err *err)
+{
+        size_t plen = strlen(prefix), ilen = infix ? strlen(infix) : 0;
+        char file[8192];
+        struct dirent *e;
+        struct stat st;
+        int count = 0;
+        DIR *d = opendir(dir);
+
+        if (!d) {
+                if (errno == ENOENT)
+                        return 0;
+                return kdev_err_set(err, errno, "open %s: %s", dir, strerror(errno));
+        }
+        while ((e = readdir(d)) != NULL) {
+                const char *name = e->d_name;
+                size_t len = strlen(name);
+
+                if (!plen || len < plen + ilen + 6 || strncmp(name, prefix, plen) != 0 ||
+                    !mkstemp_tail(name + len - 6))
+                        continue;
+                if (infix) {
+                        /* <prefix><something><infix>XXXXXX */
+                        if (len < plen + 1 + ilen + 6 ||
+                            strncmp(name + len - 6 - ilen, infix, ilen) != 0)
+                                continue;
+                } else if (len != plen + 6) {
+                        continue;  /* <prefix>XXXXXX */
+                }
+                if (snprintf(file, sizeof(file), "%s/%s", dir, name) >= (int)sizeof(file))
+                        continue;
+                if (lstat(file, &st) < 0 || !S_ISREG(st.st_mode))
+                        continue;
+                if (unlink(file) == 0) {
+                        count++;
+                        if (removed)
+                                removed(arg, file, 0);
+                } else if (errno != ENOENT && removed) {
+                        removed(arg, file, errno);
+                }
+        }
+        closedir(d);
+        return count;
+}
+
+int kdev_dra_cp_remove_temps(const char *path, kdev_dra_removed_fn removed, void *arg,
+                             struct kdev_err *err)
+{
+        char dir[4096], prefix[1024];
+        const char *base = split_path(path, dir, sizeof(dir));
+
+        if (!base || snprintf(prefix, sizeof(prefix), "%s.tmp.", base) >= (int)sizeof(prefix))
+                return kdev_err_set(err, ENAMETOOLONG, "%s: path too long", path);
+        return kdev_dra_remove_temps(dir, prefix, NULL, removed, arg, err);
 }

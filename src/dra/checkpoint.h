@@ -27,6 +27,8 @@
 
 #define KDEV_DRA_CP_VERSION 1
 #define KDEV_DRA_CP_FILE "dra-claims.json"
+/* Corrupt checkpoints moved aside that are kept (the newest ones). */
+#define KDEV_DRA_CP_KEEP_CORRUPT 5
 
 struct kdev_dra_cp {
         json_t *claims; /* object: claim uid -> record (see above) */
@@ -45,15 +47,45 @@ void kdev_dra_cp_free(struct kdev_dra_cp *cp);
 /* Loads |path| into |cp| (initialised or not; its previous content is
  * dropped). Returns:
  *   0   loaded, or the file does not exist (|cp| empty);
- *   -EBADMSG  the file was unreadable as a checkpoint (bad JSON, wrong
- *        version, checksum mismatch, malformed record) or could not be read
- *        (EACCES, EIO, ...): it was renamed to "<path>.corrupt-<unix seconds>"
+ *   -ENOTSUP  the file is a JSON object whose "version" is an integer above
+ *        KDEV_DRA_CP_VERSION: written by a newer kdev, whose claims this one
+ *        cannot read but must not forget either. The file is left alone, |cp|
+ *        is empty, and |err| says "checkpoint <path> was written by a newer
+ *        kdev (version <v>, this one reads 1); refusing to start so prepared
+ *        claims are not forgotten". The caller does not serve;
+ *   -EBADMSG  the file was unreadable as a checkpoint (bad JSON, a version
+ *        that is not an integer or is below 1, checksum mismatch, malformed
+ *        record) or could not be read (EACCES, EIO, ...): it was renamed to
+ *        "<path>.corrupt-<unix seconds>" ("...-<n>" when that name exists)
  *        (when the rename fails the message says so), |cp| is empty, and |err|
- *        says what was wrong and where the file went. The caller logs this and
- *        goes on serving;
+ *        says what was wrong and where the file went. Of the moved-aside
+ *        copies only the newest KDEV_DRA_CP_KEEP_CORRUPT stay (by the
+ *        seconds and counter in their names); when older ones were removed
+ *        the message says "(<n> older copies removed, the newest 5 kept)".
+ *        The caller logs this and goes on serving;
  *   -ENOMEM.
  */
 int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *err);
+
+/* Told about each stale temporary file kdev_dra_remove_temps removed
+ * (|error| 0) or could not remove (|error| the errno). */
+typedef void (*kdev_dra_removed_fn)(void *arg, const char *path, int error);
+
+/* Removes the temporary files an atomic write killed midway leaves in |dir|:
+ * regular files (symbolic links and other kinds are left alone) named
+ * "<prefix>XXXXXX" (|infix| NULL) or "<prefix><one or more characters>
+ * <infix>XXXXXX", XXXXXX being exactly six letters or digits (mkstemp's).
+ * Nothing else is touched. |removed| (may be NULL) is called for each. Call it
+ * only while no writer of such files runs (at start). Returns the number of
+ * files removed, 0 when |dir| does not exist, or a negative errno with |err|
+ * when |dir| cannot be read. */
+int kdev_dra_remove_temps(const char *dir, const char *prefix, const char *infix,
+                          kdev_dra_removed_fn removed, void *arg, struct kdev_err *err);
+
+/* kdev_dra_remove_temps for the temporary files of kdev_dra_cp_save(|path|):
+ * "<path>.tmp.XXXXXX". Returns as kdev_dra_remove_temps, or -ENAMETOOLONG. */
+int kdev_dra_cp_remove_temps(const char *path, kdev_dra_removed_fn removed, void *arg,
+                             struct kdev_err *err);
 
 /* Writes |cp| to |path| atomically: "<path>.tmp.XXXXXX" in the same
  * directory, fsync, rename over |path|, fsync of the directory. The directory

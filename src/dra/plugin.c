@@ -10,6 +10,7 @@
 #include "cdi/cdi.h"
 #include "dra/checkpoint.h"
 #include "dra/plugin_internal.h"
+#include "dra/slices.h"
 #include "kube/kube.h"
 #include "nvidia/mig.h"
 
@@ -46,10 +47,13 @@ int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_
         p->dev_root = dup_or(opts->dev_root, "/");
         p->proc_root = dup_or(opts->proc_root, "/proc");
         p->gpus = opts->gpus;
+        p->driver_files = opts->driver_files;
         p->get_claim = opts->get_claim;
         p->get_claim_arg = opts->get_claim_arg;
         p->on_status = opts->on_status;
         p->on_status_arg = opts->on_status_arg;
+        p->on_claim = opts->on_claim;
+        p->on_claim_arg = opts->on_claim_arg;
         pthread_mutex_init(&p->source_lock, NULL);
         if (!p->driver || !p->pool || !p->data_dir || !p->cdi_dir || !p->dev_root ||
             !p->proc_root ||
@@ -68,8 +72,35 @@ int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_
                 kdev_dra_plugin_free(p);
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
+        if (rc == -ENOTSUP) {
+                kdev_dra_plugin_free(p);
+                return kdev_err_set(err, ENOTSUP, "%s", cperr.msg);
+        }
         *out = p;
         return 0;
+}
+
+int kdev_dra_plugin_remove_stale_temps(struct kdev_dra_plugin *p, kdev_dra_removed_fn removed,
+                                       void *arg, struct kdev_err *err)
+{
+        char name[512], prefix[512];
+        const char *x;
+        int a, b;
+
+        /* CDI specs: kdev_cdi_spec_write's ".<file name>.XXXXXX" of the
+         * claim spec files "<vendor>-<class>_<uid>.json" */
+        a = kdev_cdi_transient_file_name(KDEV_DRA_CDI_KIND, "x", name, sizeof(name), err);
+        if (a < 0)
+                return a;
+        x = strrchr(name, '_');
+        snprintf(prefix, sizeof(prefix), ".%.*s", x ? (int)(x - name + 1) : 0, name);
+        a = kdev_dra_remove_temps(p->cdi_dir, prefix, ".json.", removed, arg, err);
+        if (a < 0)
+                return a;
+        b = kdev_dra_cp_remove_temps(p->cp_path, removed, arg, err);
+        if (b < 0)
+                return b;
+        return a + b;
 }
 
 const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p)
@@ -150,49 +181,58 @@ int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, c
 }
 
 /* The GPU named |dev| ("gpu-<minor>", *mig NULL) or the MIG device named
- * "gpu-<minor>-mig-<GI profile id>-<CI profile id>-<GI placement start>"
- * (slices.h; *mig set, its parent returned), or NULL with |err|. */
+ * kdev_dra_mig_device_name (slices.h; *mig set, its parent returned), or
+ * NULL with |err|: -EIO "device <dev> (<uuid>) is unhealthy: ..." when a GPU
+ * with that minor has a recorded fault (withdrawn from the ResourceSlice),
+ * -ENODEV "device <dev> is not published by this node (pool <pool>)" when
+ * no device of this node has that name. */
 static const struct kdev_gpu *find_gpu(const struct kdev_dra_plugin *p, const char *dev,
                                        const struct kdev_mig_device **mig, int *rc,
                                        struct kdev_err *err)
 {
-        unsigned minor, gi = 0, ci = 0, start = 0;
-        int used = 0, n;
+        unsigned minor;
+        int used = 0;
+        char name[KDEV_DRA_DEVICE_NAME_MAX + 1];
 
         *mig = NULL;
-        n = sscanf(dev, "gpu-%u%n", &minor, &used);
-        if (n == 1 && dev[4] >= '0' && dev[4] <= '9' && dev[used] != '\0') {
-                const char *rest = dev + used;
-                int used2 = 0;
-
-                if (sscanf(rest, "-mig-%u-%u-%u%n", &gi, &ci, &start, &used2) != 3 ||
-                    rest[used2] != '\0' || rest[5] < '0' || rest[5] > '9')
-                        n = 0;
-        }
-        if (n == 1 && dev[4] >= '0' && dev[4] <= '9') {
+        if (sscanf(dev, "gpu-%u%n", &minor, &used) == 1 && dev[4] >= '0' && dev[4] <= '9') {
                 bool want_mig = dev[used] != '\0';
 
                 for (size_t i = 0; i < p->gpus->n_gpus; i++) {
                         const struct kdev_gpu *g = &p->gpus->gpus[i];
 
-                        if (g->minor != minor || g->fault != NVML_SUCCESS || !g->uuid[0])
+                        if (g->minor != minor)
                                 continue;
-                        if (!want_mig)
+                        if (g->fault != NVML_SUCCESS && g->uuid[0]) {
+                                *rc = kdev_err_set(err, EIO,
+                                                   "device %s (%s) is unhealthy: withdrawn from "
+                                                   "the ResourceSlice, not prepared",
+                                                   dev, g->uuid);
+                                return NULL;
+                        }
+                        if (g->fault != NVML_SUCCESS || !g->uuid[0])
+                                continue;
+                        if (!want_mig) {
+                                if (g->mig_current == NVML_DEVICE_MIG_ENABLE)
+                                        continue; /* published as its MIG devices */
                                 return g;
+                        }
                         if (g->mig_current != NVML_DEVICE_MIG_ENABLE)
                                 continue;
                         for (size_t j = 0; j < g->n_migs; j++) {
                                 const struct kdev_mig_device *m = &g->migs[j];
 
-                                if (m->gi_profile.id == gi && m->ci_profile.id == ci &&
-                                    m->gi_placement.start == start && m->uuid[0]) {
+                                if (m->uuid[0] &&
+                                    kdev_dra_mig_device_name(g, m, name, sizeof(name)) > 0 &&
+                                    strcmp(name, dev) == 0) {
                                         *mig = m;
                                         return g;
                                 }
                         }
                 }
         }
-        *rc = kdev_err_set(err, ENODEV, "device %s: no such healthy GPU on this node", dev);
+        *rc = kdev_err_set(err, ENODEV, "device %s is not published by this node (pool %s)", dev,
+                           p->pool);
         return NULL;
 }
 
@@ -305,6 +345,11 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const js
                          ctl[i]);
                 if (access(buf, F_OK) == 0)
                         rc = add_node(kdev_cdi_spec_edits(spec), ctl[i], err);
+        }
+        if (rc == 0 && p->driver_files) {
+                rc = kdev_nvidia_driver_files_edits(p->driver_files, kdev_cdi_spec_edits(spec),
+                                                    err);
+                rc = rc < 0 ? rc : 0;
         }
         if (rc < 0)
                 goto fail;

@@ -23,10 +23,16 @@
  *      equal the requested UID ("claim got replaced" otherwise),
  *      status.allocation must be set, and the results with driver == this
  *      driver and pool == this node's pool are taken (none -> error);
- *   3. each device name is mapped to a GPU of the GPU set: "gpu-<minor>" (the
- *      names src/dra/slices.h publishes), or a MIG device
- *      "gpu-<minor>-mig-<GI profile id>-<CI profile id>-<GI placement start>"
- *      to that MIG device of the (MIG-enabled) GPU with that minor;
+ *   3. each device name is mapped to a device of the GPU set by the names
+ *      src/dra/slices.h publishes: "gpu-<minor>" to the GPU with that minor
+ *      (not in MIG mode), a MIG device name
+ *      "gpu-<minor>-mig-<profile>-<GI profile id>-<GI placement start>"
+ *      (kdev_dra_mig_device_name) to that MIG device of the MIG-enabled GPU
+ *      with that minor. A name no device of this node has fails the claim
+ *      with -ENODEV "device <name> is not published by this node (pool
+ *      <pool>)"; a GPU with a recorded fault with -EIO "device <name>
+ *      (<uuid>) is unhealthy: withdrawn from the ResourceSlice, not
+ *      prepared";
  *   4. one CDI spec per claim is written atomically into the CDI dir:
  *      kind KDEV_DRA_CDI_KIND ("k8s.gpu.nvidia.com/claim", NVIDIA's DRA driver
  *      kind), file "k8s.gpu.nvidia.com-claim_<uid>.json" (CDI transient
@@ -37,8 +43,10 @@
  *      spec build, as NVIDIA's device plugin adds them; a missing line
  *      fails the claim with -ENOENT); spec-level env NVIDIA_VISIBLE_DEVICES=void
  *      and the control nodes /dev/nvidiactl, /dev/nvidia-uvm,
- *      /dev/nvidia-uvm-tools that exist under dev_root. Device names carry
- *      the claim UID so runtimes never see a reused name;
+ *      /dev/nvidia-uvm-tools that exist under dev_root, then the driver
+ *      files' mounts and hooks (options.driver_files, see
+ *      nvidia/driver_files.h). Device names carry the claim UID so runtimes
+ *      never see a reused name;
  *   5. the claim is recorded in the checkpoint (saved before answering; a
  *      failed save removes the spec again and fails the claim);
  *   6. the answer per device: request_names (the result's request with any
@@ -68,6 +76,8 @@
 #include <uv.h>
 
 #include "common/err.h"
+#include "dra/checkpoint.h"
+#include "nvidia/driver_files.h"
 #include "nvml/discover.h"
 
 #define KDEV_DRA_PLUGIN_DEFAULT_DRIVER "gpu.nvidia.com"
@@ -99,6 +109,25 @@ int kdev_dra_kube_claim_source(void *arg, const char *ns, const char *name, json
  * NULL, may be empty). */
 typedef void (*kdev_dra_status_fn)(void *arg, bool registered, const char *error);
 
+/* One claim NodePrepareResources or NodeUnprepareResources handled, for the
+ * caller's log (kdev libraries do not log). All pointers are borrowed for
+ * the duration of the call. */
+struct kdev_dra_claim_event {
+        bool prepare;          /* NodePrepareResources; false: NodeUnprepareResources */
+        const char *ns, *name, *uid; /* as kubelet sent them (never NULL, may be empty) */
+        /* Prepare: answered from the checkpoint (the claim was prepared
+         * before). Unprepare: the claim was prepared (false: it was unknown,
+         * nothing to undo). */
+        bool recorded;
+        /* The claim's device records (checkpoint.h: device, cdiDeviceIDs, ...):
+         * the devices prepared, or the devices unprepared; NULL on failure
+         * or for an unknown claim unprepared. */
+        const json_t *devices;
+        const char *error;     /* NULL on success, else the claim's error as answered */
+};
+
+typedef void (*kdev_dra_claim_fn)(void *arg, const struct kdev_dra_claim_event *ev);
+
 struct kdev_dra_plugin_options {
         const char *driver;   /* NULL: KDEV_DRA_PLUGIN_DEFAULT_DRIVER */
         const char *pool;     /* pool name = node name; required */
@@ -107,10 +136,19 @@ struct kdev_dra_plugin_options {
         const char *dev_root; /* where the control device nodes are looked up; NULL: "/" */
         const char *proc_root; /* where driver/nvidia-caps/mig-minors is read; NULL: "/proc" */
         const struct kdev_gpu_set *gpus; /* borrowed; must outlive the plugin */
+        /* the driver's files as CDI common edits, added to each claim spec's
+         * spec-level edits (nvidia/driver_files.h); borrowed, must outlive
+         * the plugin; NULL: none */
+        const struct kdev_nvidia_driver_files *driver_files;
         kdev_dra_get_claim_fn get_claim; /* required */
         void *get_claim_arg;
         kdev_dra_status_fn on_status; /* may be NULL */
         void *on_status_arg;
+        /* called on the loop thread once per distinct claim of each
+         * NodePrepareResources / NodeUnprepareResources call answered (not
+         * for calls that ended before their claims were prepared); may be NULL */
+        kdev_dra_claim_fn on_claim;
+        void *on_claim_arg;
 };
 
 struct kdev_dra_plugin;
@@ -118,11 +156,27 @@ struct kdev_dra_plugin;
 /* Creates a plugin (strings copied) and loads <data_dir>/dra-claims.json.
  * A corrupt checkpoint is moved aside (checkpoint.h) and the plugin starts
  * with no prepared claims: *out is still set, the function returns 0, and
- * kdev_dra_plugin_checkpoint_error() gives the message to log. Returns 0,
- * -EINVAL (missing option) or -ENOMEM, with |err|. Free with
+ * kdev_dra_plugin_checkpoint_error() gives the message to log. A checkpoint
+ * of a newer kdev (a higher version) is left alone and creation fails with
+ * -ENOTSUP ("checkpoint <path> was written by a newer kdev (version 2, this
+ * one reads 1); refusing to start so prepared claims are not forgotten").
+ * Returns 0, -EINVAL (missing option), -ENOTSUP or -ENOMEM, with |err|. Free with
  * kdev_dra_plugin_free() (after kdev_dra_plugin_stop() completed). */
 int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_dra_plugin **out,
                         struct kdev_err *err);
+
+/* Removes the temporary files a kill during an atomic write left behind:
+ * in the CDI dir ".<vendor>-<class>_<id>.json.XXXXXX" (kdev_cdi_spec_write's
+ * temporary names of the claim spec files, ".k8s.gpu.nvidia.com-claim_
+ * <uid>.json.XXXXXX"), in the data dir "dra-claims.json.tmp.XXXXXX"
+ * (kdev_dra_cp_save's); XXXXXX six letters or digits, regular files only,
+ * nothing else touched (checkpoint.h kdev_dra_remove_temps). |removed| (may
+ * be NULL) is told each path (and the errno of one that could not be
+ * removed). Call it after kdev_dra_plugin_new and before
+ * kdev_dra_plugin_start. Returns the number removed or a negative errno with
+ * |err| (a directory that cannot be read). */
+int kdev_dra_plugin_remove_stale_temps(struct kdev_dra_plugin *p, kdev_dra_removed_fn removed,
+                                       void *arg, struct kdev_err *err);
 
 /* The message of the checkpoint load failure at creation, or NULL. */
 const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p);
@@ -142,10 +196,11 @@ int kdev_dra_plugin_set_unhealthy(struct kdev_dra_plugin *p, const char *const *
  * NULL) receives the borrowed device array (checkpoint records: requestNames,
  * pool, device, cdiDeviceIDs), valid until the claim changes. Returns 0 or a
  * negative errno with |err|: -ESTALE (UID mismatch), -ENODATA (not
- * allocated / nothing for this driver and pool), -ENODEV (unknown device
- * name or GPU gone), -EIO (a device withdrawn as unhealthy, see
- * kdev_dra_plugin_set_unhealthy), -ENOENT (MIG capability line missing), errors of the
- * claim source, CDI writer and checkpoint. On failure nothing stays recorded for a claim that
+ * allocated / nothing for this driver and pool), -ENODEV (a device name
+ * this node does not publish, or its GPU gone), -EIO (a device withdrawn as
+ * unhealthy, see kdev_dra_plugin_set_unhealthy, or a faulted GPU), -ENOENT
+ * (MIG capability line missing), errors of the claim source, CDI writer and
+ * checkpoint. On failure nothing stays recorded for a claim that
  * was not prepared before. */
 int kdev_dra_prepare_claim(struct kdev_dra_plugin *p, const char *ns, const char *name,
                            const char *uid, const json_t **devices, struct kdev_err *err);

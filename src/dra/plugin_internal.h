@@ -14,11 +14,14 @@ struct kdev_dra_plugin {
         char *cp_path;
         char *cp_error; /* checkpoint load failure at creation, or NULL */
         const struct kdev_gpu_set *gpus;
+        const struct kdev_nvidia_driver_files *driver_files; /* borrowed, may be NULL */
         kdev_dra_get_claim_fn get_claim;
         void *get_claim_arg;
         pthread_mutex_t source_lock; /* serialises get_claim (kdev_kube is not thread-safe) */
         kdev_dra_status_fn on_status;
         void *on_status_arg;
+        kdev_dra_claim_fn on_claim;
+        void *on_claim_arg;
         struct kdev_dra_cp cp;
         char **unhealthy;     /* UUIDs withdrawn as unhealthy (loop thread) */
         size_t n_unhealthy;

@@ -12,6 +12,7 @@
 #include "dra/plugin.h"
 #include "dra/plugin_internal.h"
 #include "dra/v1beta1/api.pb-c.h"
+#include "kube/kube.h"
 #include "pluginregistration/v1/api.pb-c.h"
 #include "rpc/rpc.h"
 
@@ -58,6 +59,26 @@ static bool seen_before(Claim **claims, size_t i)
                 if (!strcmp(claims[j]->uid, claims[i]->uid))
                         return true;
         return false;
+}
+
+/* Tells the plugin's on_claim about claim |c| handled (plugin.h): |error|
+ * is the answer's error field ("" or NULL: success). */
+static void notify_claim(const struct kdev_dra_plugin *p, bool prepare, const Claim *c,
+                         bool recorded, const json_t *devices, const char *error)
+{
+        bool failed = error && *error;
+        struct kdev_dra_claim_event ev = {
+                .prepare = prepare,
+                .ns = c->namespace_ ? c->namespace_ : "",
+                .name = c->name ? c->name : "",
+                .uid = c->uid ? c->uid : "",
+                .recorded = recorded,
+                .devices = failed ? NULL : devices,
+                .error = failed ? error : NULL,
+        };
+
+        if (p->on_claim)
+                p->on_claim(p->on_claim_arg, &ev);
 }
 
 /* Per-claim storage of a prepare answer. */
@@ -119,6 +140,10 @@ struct prep_job {
         PrepReq *rq;
         bool *need;                 /* per claim: read off the loop */
         struct kdev_dra_fetch *fetched;
+        /* fired when the call ends early (kubelet cancelled it, its deadline
+         * passed, the connection went away); carries the call's grpc-timeout
+         * deadline: the claim reads stop at either (kube.h) */
+        struct kdev_kube_cancel cancel;
 };
 
 /* Prepares every claim of |rq| (claims read in |job| when given) and
@@ -153,11 +178,14 @@ static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call
                 s->one = oi;
                 s->entry.key = c->uid;
                 s->entry.value = &s->one;
+                bool recorded = *c->uid && kdev_dra_cp_get(&p->cp, c->uid);
+
                 if (kdev_dra_prepare_fetched(p, c->namespace_, c->name, c->uid, f, &devices,
                                              &s->err) < 0)
                         s->one.error = s->err.msg[0] ? s->err.msg : (char *)"prepare failed";
                 else
                         fill_devices(s, devices);
+                notify_claim(p, true, c, recorded, devices, s->one.error);
                 entries[n++] = &s->entry;
         }
         resp.claims = entries;
@@ -188,21 +216,42 @@ static void prep_job_cancel(struct kdev_rpc_call *call, void *arg)
 
         (void)call;
         job->call = NULL;
+        kdev_kube_cancel_fire(&job->cancel);
 }
 
-/* Thread pool: read the claims (source calls serialised by source_lock). */
+/* Thread pool: read the claims (source calls serialised by source_lock,
+ * taken per claim so that other calls' reads interleave). Once the call is
+ * cancelled or past its deadline the remaining claims are not read and the
+ * read in flight stops (the kube client honours job->cancel on this thread). */
 static void prep_job_work(uv_work_t *w)
 {
         struct prep_job *job = w->data;
+        const struct kdev_kube_cancel *prev = kdev_kube_cancel_scope(&job->cancel);
 
         for (size_t i = 0; i < job->rq->n_claims; i++) {
                 Claim *c = job->rq->claims[i];
 
-                if (job->need[i])
-                        job->fetched[i].rc = kdev_dra_fetch_claim(
-                                job->p, c->namespace_, c->name, &job->fetched[i].claim,
-                                &job->fetched[i].err);
+                if (!job->need[i])
+                        continue;
+                if (atomic_load(&job->cancel.cancelled)) {
+                        job->fetched[i].rc = kdev_err_set(&job->fetched[i].err, ECANCELED,
+                                                          "claim %s/%s: not read: the call "
+                                                          "was cancelled",
+                                                          c->namespace_, c->name);
+                        continue;
+                }
+                if (kdev_kube_cancel_done(&job->cancel)) {
+                        job->fetched[i].rc = kdev_err_set(&job->fetched[i].err, ETIMEDOUT,
+                                                          "claim %s/%s: not read before the "
+                                                          "call's deadline",
+                                                          c->namespace_, c->name);
+                        continue;
+                }
+                job->fetched[i].rc = kdev_dra_fetch_claim(job->p, c->namespace_, c->name,
+                                                          &job->fetched[i].claim,
+                                                          &job->fetched[i].err);
         }
+        kdev_kube_cancel_scope(prev);
 }
 
 static void prep_job_done(uv_work_t *w, int status)
@@ -266,6 +315,18 @@ static void on_prepare(struct kdev_rpc_call *call, const uint8_t *req, size_t le
         job->call = call;
         job->rq = rq;
         job->work.data = job;
+        {
+                /* grpc-timeout (loop clock) -> the kube clock, less a margin
+                 * (10 %, 100 ms to 1 s) so that the claims' errors reach the
+                 * caller before its deadline */
+                uint64_t dl = kdev_rpc_call_deadline(call), now = uv_now(p->loop), at = 0;
+                uint64_t left = dl > now ? dl - now : 0, margin = left / 10;
+
+                margin = margin < 100 ? 100 : margin > 1000 ? 1000 : margin;
+                if (dl)
+                        at = kdev_kube_now_ms() + (left > margin ? left - margin : 0);
+                kdev_kube_cancel_init(&job->cancel, at);
+        }
         if (n_need == 0 || uv_queue_work(p->loop, &job->work, prep_job_work, prep_job_done) < 0) {
                 /* nothing to read (or no thread pool): answer now */
                 memset(job->need, 0, rq->n_claims * sizeof(*job->need));
@@ -323,8 +384,13 @@ static void on_unprepare(struct kdev_rpc_call *call, const uint8_t *req, size_t 
                 s->one = oi;
                 s->entry.key = rq->claims[i]->uid;
                 s->entry.value = &s->one;
+                const json_t *rec = kdev_dra_cp_get(&p->cp, rq->claims[i]->uid);
+                json_t *devs = json_incref(json_object_get(rec, "devices"));
+
                 if (kdev_dra_unprepare_claim(p, rq->claims[i]->uid, &s->err) < 0)
                         s->one.error = s->err.msg[0] ? s->err.msg : (char *)"unprepare failed";
+                notify_claim(p, false, rq->claims[i], rec != NULL, devs, s->one.error);
+                json_decref(devs);
                 entries[n++] = &s->entry;
         }
         resp.claims = entries;

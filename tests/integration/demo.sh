@@ -4,8 +4,8 @@
 # allocations, the GPU fault and its recovery and the CDI spec's life, and for
 # node 2 (mock A100-40GB, MIG strategy mixed) the MIG resources and their
 # device nodes, and for node 3 (DRA) the ResourceSlice published to the
-# stand-in API server, the prepared claim's CDI device ID and CDI spec, and
-# the spec's removal on unprepare.
+# stand-in API server, the prepared claim's CDI device ID and CDI spec, the
+# spec's removal on unprepare and the plugin's log line for each.
 set -uo pipefail
 out=$(KDEV_BUILD_DIR="$KDEV_BUILD_DIR" timeout 300 "$KDEV_SOURCE_DIR/scripts/demo.sh" 2>&1)
 rc=$?
@@ -51,6 +51,8 @@ expect "      \"name\": \"$uid-gpu-0\","
 expect '            "path": "/dev/nvidia0"'
 row "  $uid +unprepared"
 expect "CDI spec after unprepare: removed"
+expect "level=info msg=\"claim prepared\" claim=default/demo-gpu uid=$uid devices=gpu-0 cdi_devices=\"k8s.gpu.nvidia.com/claim=$uid-gpu-0\""
+expect "level=info msg=\"claim unprepared\" claim=default/demo-gpu uid=$uid devices=gpu-0 cdi_devices=\"k8s.gpu.nvidia.com/claim=$uid-gpu-0\""
 expect "kdevctl dra exit status: 0; kdev-dra-plugin exit status: 0; sockets left: 0"
 n=$(grep -cxF "kdevctl kubelet exit status: 0; kdev-plugin exit status: 0; sockets left: 0" <<<"$out")
 [ "$n" -eq 2 ] || fail "expected two clean node runs, got $n"

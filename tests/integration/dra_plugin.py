@@ -377,6 +377,65 @@ def test_flags():
                        capture_output=True, text=True, env=env)
     assert r.returncode == 2, r
     assert "want v1 or v1beta1" in r.stderr, r.stderr
+    test_flag_values(env)
+
+
+def test_flag_values(env):
+    """Bad values are usage errors (exit 2, one line and the --help hint),
+    found before anything starts: no NVML (the mock library is not even on
+    the library path), no directory created."""
+    hint = "Run 'kdev-dra-plugin --help' for the options.\n"
+    sub = "want whole seconds between 1 and 86400"
+    dns = "want a DNS subdomain of at most %d characters (lower-case letters, digits, '-' and '.')"
+    cases = [
+        (["--health-probe-interval", "-1"], {},
+         'invalid --health-probe-interval "-1": ' + sub),
+        (["--health-probe-interval", "abc"], {},
+         'invalid --health-probe-interval "abc": ' + sub),
+        (["--health-quiet-period", "0"], {}, 'invalid --health-quiet-period "0": ' + sub),
+        (["--health-quiet-period", "86401"], {},
+         'invalid --health-quiet-period "86401": ' + sub),
+        (["--health-probe-interval", " 5"], {},
+         'invalid --health-probe-interval " 5": ' + sub),
+        ([], {"NODE_NAME": "bad node!"},
+         'invalid node name "bad node!" (--node-name or NODE_NAME): ' + dns % 253),
+        (["--node-name", "Node-1"], {},
+         'invalid node name "Node-1" (--node-name or NODE_NAME): ' + dns % 253),
+        (["--node-name", "a" * 254], {},
+         'invalid node name "%s" (--node-name or NODE_NAME): ' % ("a" * 254) + dns % 253),
+        (["--node-name", "n-", ], {},
+         'invalid node name "n-" (--node-name or NODE_NAME): ' + dns % 253),
+        (["--driver-name", "gpu/x"], {}, 'invalid --driver-name "gpu/x": ' + dns % 63),
+        (["--driver-name", "g" * 64], {},
+         'invalid --driver-name "%s": ' % ("g" * 64) + dns % 63),
+        (["--cdi-dir", ""], {}, "--cdi-dir must not be empty"),
+        (["--kubeconfig", ""], {}, "--kubeconfig must not be empty"),
+        (["--plugin-dir", ""], {}, "--plugin-dir must not be empty"),
+        ([], {"KDEV_DRA_RESYNC_SECONDS": "0"},
+         'invalid KDEV_DRA_RESYNC_SECONDS "0": want seconds greater than 0 and at most 86400'),
+        ([], {"KDEV_DRA_RESYNC_SECONDS": "x"},
+         'invalid KDEV_DRA_RESYNC_SECONDS "x": want seconds greater than 0 and at most 86400'),
+    ]
+    with TempDir() as d:
+        for args, extra, msg in cases:
+            e = dict(env)
+            e.update(extra)
+            node = [] if "NODE_NAME" in extra or "--node-name" in args else ["--node-name", "n"]
+            reg = os.path.join(d, "reg")
+            r = subprocess.run([EXE, *node, "--plugins-registry", reg, *args],
+                               capture_output=True, text=True, env=e)
+            assert r.returncode == 2, (args, extra, r)
+            assert r.stderr == "kdev-dra-plugin: " + msg + "\n" + hint, (args, r.stderr)
+            assert r.stdout == "", r.stdout
+            assert not os.path.exists(reg), args
+        # accepted values get past the flags (NVML then fails: not a usage error)
+        r = subprocess.run([EXE, "--node-name", "node-1.example", "--health-probe-interval",
+                            "86400", "--health-quiet-period", "1", "--plugins-registry",
+                            os.path.join(d, "r"), "--plugin-dir", os.path.join(d, "p"),
+                            "--cdi-dir", os.path.join(d, "c"), "--driver-root", "/nonexistent"],
+                           capture_output=True, text=True,
+                           env=dict(env, KDEV_DRA_RESYNC_SECONDS="0.5"))
+        assert r.returncode == 1, r
 
 
 if __name__ == "__main__":

@@ -13,7 +13,13 @@
 - MIG with --proc-root (mig-minors written by the mock, KDEV_MOCK_NVML_PROC):
   MIG devices published with profile/parentUUID and their capacities, and a
   claim for a MIG device prepared with the GPU node, both MIG capability
-  nodes and the control nodes under --driver-root in its CDI spec."""
+  nodes and the control nodes under --driver-root in its CDI spec; MIG
+  devices carry NVIDIA's DRA driver names (gpu-0-mig-3g20gb-9-4);
+- (at the end) the exact log lines per claim prepared / unprepared / failed,
+  and the "not published by this node" error for an unknown device; stale
+  temporary files of a killed atomic write removed at start (logged, nothing
+  else touched); a checkpoint of a newer kdev refuses the start (exit 1,
+  exact message, file untouched)."""
 import json
 import os
 import signal
@@ -270,7 +276,7 @@ def test_mig_with_proc_root():
         os.makedirs(os.path.join(drv, "dev"))
         for n in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
             open(os.path.join(drv, "dev", n), "w").close()
-        dev_name = "gpu-0-mig-9-2-4"
+        dev_name = "gpu-0-mig-3g20gb-9-4"   # NVIDIA's name: profile, GI profile id, start
         e = dp.Env(root, topology=MIG_TOPO, env_extra={"KDEV_MOCK_NVML_PROC": proc},
                    objects=[claim_obj("claim-m", uid, dev_name)],
                    extra=("--proc-root", proc, "--driver-root", drv))
@@ -278,9 +284,9 @@ def test_mig_with_proc_root():
             sl = wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
             devs = {x["name"]: x for x in sl[0]["spec"]["devices"]}
             assert sorted(devs) == sorted([
-                "gpu-0-mig-9-2-4", "gpu-0-mig-14-1-0", "gpu-0-mig-19-0-2", "gpu-0-mig-19-0-3",
-                "gpu-1-mig-20-0-0", "gpu-1-mig-15-0-2", "gpu-1-mig-15-0-4", "gpu-1-mig-19-0-6",
-                "gpu-3"]), sorted(devs)
+                "gpu-0-mig-3g20gb-9-4", "gpu-0-mig-2g10gb-14-0", "gpu-0-mig-1g5gb-19-2",
+                "gpu-0-mig-1g5gb-19-3", "gpu-1-mig-1g5gb-me-20-0", "gpu-1-mig-1g10gb-15-2",
+                "gpu-1-mig-1g10gb-15-4", "gpu-1-mig-1g5gb-19-6", "gpu-3"]), sorted(devs)
             m = devs[dev_name]
             assert m["attributes"] == {
                 "type": {"string": "mig"}, "uuid": {"string": MIG0},
@@ -335,10 +341,288 @@ def test_mig_with_proc_root():
             e.close()
 
 
+def test_dead_batch_does_not_block_later_calls():
+    """A NodePrepareResources call kubelet gave up on stops: with the API
+    server holding claim reads, a 50-claim batch with a 3 s grpc-timeout is
+    answered before its deadline with each claim's error (the reads stop at
+    the deadline less a margin); with the server down, a batch kubelet
+    cancels stops; no read of it reaches the server once it is back, and a
+    later
+    single-claim prepare answers at once and exactly.
+    Without the cancellation the dead batch kept reading ~3 s per claim."""
+    uid = "5e0f3a11-0000-4000-8000-00000000000b"
+    with TempDir() as d:
+        e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-late", uid, "gpu-3")])
+        try:
+            wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
+            st, _ = e.api.admin("POST", "/_admin/delay",
+                                {"seconds": 60, "path": "/apis/resource.k8s.io/v1/namespaces/"
+                                                        "default/resourceclaims/batch-"})
+            assert st == 200
+            batch = dra_pb.NodePrepareResourcesRequest()
+            for i in range(50):
+                c = batch.claims.add()
+                c.namespace, c.name = "default", "batch-%d" % i
+                c.uid = "5e0f3a11-0000-4000-8000-1%011d" % i
+            ch = dp.grpc.insecure_channel("unix:" + e.dra_sock())
+            try:
+                f = ch.unary_unary(dp.PREPARE,
+                                   request_serializer=type(batch).SerializeToString,
+                                   response_deserializer=dra_pb.NodePrepareResourcesResponse
+                                   .FromString)
+                t0 = time.monotonic()
+                r = f(batch, timeout=3.0)
+                took = time.monotonic() - t0
+            finally:
+                ch.close()
+            # answered before the deadline (3 s less 10 %): the first claim's
+            # read (held by the server) stopped by the deadline, the others
+            # not read at all
+            assert took < 3.0, took
+            assert len(r.claims) == 50, r
+            url = "%s/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/batch-0" \
+                % e.info["url"]
+            e0 = r.claims[batch.claims[0].uid].error
+            assert (e0.startswith("claim default/batch-0: GET %s: Timeout was reached" % url)
+                    and e0.endswith(" (stopped by the deadline)")) or \
+                e0 == "claim default/batch-0: GET /apis/resource.k8s.io/v1/namespaces/default/" \
+                      "resourceclaims/batch-0: deadline exceeded", e0
+            for i in range(1, 50):
+                c = batch.claims[i]
+                assert r.claims[c.uid].error == \
+                    "claim default/batch-%d: not read before the call's deadline" % i, \
+                    r.claims[c.uid]
+                assert not r.claims[c.uid].devices
+            st, _ = e.api.admin("DELETE", "/_admin/delay")
+            assert st == 200
+            st, _ = e.api.admin("POST", "/_admin/down", {})
+            assert st == 200
+            # a batch without deadline that kubelet cancels (RST_STREAM)
+            cancelled = dra_pb.NodePrepareResourcesRequest()
+            for i in range(50):
+                c = cancelled.claims.add()
+                c.namespace, c.name = "default", "cbatch-%d" % i
+                c.uid = "5e0f3a11-0000-4000-8000-2%011d" % i
+            ch = dp.grpc.insecure_channel("unix:" + e.dra_sock())
+            try:
+                f = ch.unary_unary(dp.PREPARE,
+                                   request_serializer=type(cancelled).SerializeToString,
+                                   response_deserializer=dra_pb.NodePrepareResourcesResponse
+                                   .FromString)
+                fut = f.future(cancelled)
+                time.sleep(1.0)
+                assert fut.cancel()
+            finally:
+                ch.close()
+            st, _ = e.api.admin("POST", "/_admin/up", {})
+            assert st == 200
+            st, _ = e.api.admin("DELETE", "/_admin/requests")
+            assert st == 200
+            t0 = time.monotonic()
+            r = prepare(e, "claim-late", uid)
+            took = time.monotonic() - t0
+            assert list(r.claims.keys()) == [uid], r
+            assert r.claims[uid].error == "", r
+            assert [x.device_name for x in r.claims[uid].devices] == ["gpu-3"], r
+            assert list(r.claims[uid].devices[0].cdi_device_ids) == \
+                ["k8s.gpu.nvidia.com/claim=%s-gpu-3" % uid], r
+            # before the fix: 14-25 s behind the dead batch's reads
+            assert took < 5.0 * kt.TIMEOUT_SCALE, took
+            time.sleep(1.0)  # a dead batch still running would read meanwhile
+            st, reqs = e.api.admin("GET", "/_admin/requests")
+            claims = [x["path"] for x in reqs["items"] if "/resourceclaims/" in x["path"]]
+            assert claims == ["/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/"
+                              "claim-late"], claims
+            assert not os.path.exists(spec_path(e, "5e0f3a11-0000-4000-8000-100000000000"))
+            u = unprepare(e, "claim-late", uid)
+            assert u.claims[uid].error == "", u
+        except Exception:
+            print(e.logtext()[-20000:])
+            raise
+        finally:
+            e.close()
+
+
+def log_events(e, msgs):
+    """The plugin's text log lines whose msg is one of |msgs|, without the
+    leading "ts=... " (the rest is compared exactly)."""
+    out = []
+    for line in e.logtext().splitlines():
+        if not line.startswith("ts="):
+            continue
+        rest = line.split(" ", 1)[1]
+        if any(('msg="%s"' % m) in rest for m in msgs):
+            out.append(rest)
+    return out
+
+
+CLAIM_MSGS = ("claim prepared", "claim already prepared", "claim prepare failed",
+              "claim unprepared", "claim unprepared (was not prepared)",
+              "claim unprepare failed")
+
+
+def test_claim_log_lines_and_unknown_device():
+    """One info line per claim prepared/unprepared (namespace/name, uid,
+    devices, CDI device IDs), one warn line per per-claim failure with its
+    error; a device this node does not publish is said so, not "unhealthy"."""
+    uid1, uid_u, uid_d = dp.CLAIM_UID, "5e0f3a11-0000-4000-8000-0000000000a1", \
+        "5e0f3a11-0000-4000-8000-0000000000a2"
+    with TempDir() as d:
+        root = os.path.dirname(d)
+        e = dp.Env(root, objects=[claim_obj("claim-u", uid_u, "gpu-99"),
+                                  claim_obj("claim-d", uid_d, "gpu-1")])
+        try:
+            wait_for(lambda: os.path.exists(e.reg_sock()) or e.proc.poll() is not None,
+                     what="registration socket")
+            assert e.proc.poll() is None, e.logtext()
+            cdi1 = "k8s.gpu.nvidia.com/claim=%s-gpu-0" % uid1
+            r = e.call(e.dra_sock(), dp.PREPARE, dp.prepare_req(),
+                       dra_pb.NodePrepareResourcesResponse)
+            assert r.claims[uid1].error == "", r
+            # one call, two claims: one line each
+            rq = dra_pb.NodePrepareResourcesRequest()
+            for name, uid in (("claim-1", uid1), ("claim-u", uid_u)):
+                c = rq.claims.add()
+                c.namespace, c.uid, c.name = "default", uid, name
+            r = e.call(e.dra_sock(), dp.PREPARE, rq, dra_pb.NodePrepareResourcesResponse)
+            unknown = ("claim default/claim-u (%s): device gpu-99 is not published by this "
+                       "node (pool %s)" % (uid_u, NODE))
+            assert r.claims[uid1].error == "", r
+            assert r.claims[uid_u].error == unknown, r.claims[uid_u].error
+            assert len(r.claims[uid_u].devices) == 0, r
+            # an unprepare that fails: a directory where the claim's CDI spec goes
+            r = prepare(e, "claim-d", uid_d)
+            assert r.claims[uid_d].error == "", r
+            spec_d = spec_path(e, uid_d)
+            os.unlink(spec_d)
+            os.mkdir(spec_d)
+            u = unprepare(e, "claim-d", uid_d)
+            fail_d = u.claims[uid_d].error
+            assert fail_d.startswith("claim %s: CDI spec" % uid_d), fail_d
+            os.rmdir(spec_d)
+            u = unprepare(e, "claim-d", uid_d)
+            assert u.claims[uid_d].error == "", u
+            ur = dra_pb.NodeUnprepareResourcesRequest()
+            for name, uid in (("claim-1", uid1), ("claim-u", uid_u)):
+                c = ur.claims.add()
+                c.namespace, c.uid, c.name = "default", uid, name
+            u = e.call(e.dra_sock(), dp.UNPREPARE, ur, dra_pb.NodeUnprepareResourcesResponse)
+            assert u.claims[uid1].error == "" and u.claims[uid_u].error == "", u
+            cdi_d = "k8s.gpu.nvidia.com/claim=%s-gpu-1" % uid_d
+            want = [
+                'level=info msg="claim prepared" claim=default/claim-1 uid=%s devices=gpu-0 '
+                'cdi_devices="%s"' % (uid1, cdi1),
+                'level=info msg="claim already prepared" claim=default/claim-1 uid=%s '
+                'devices=gpu-0 cdi_devices="%s"' % (uid1, cdi1),
+                'level=warn msg="claim prepare failed" claim=default/claim-u uid=%s '
+                'error="%s"' % (uid_u, unknown),
+                'level=info msg="claim prepared" claim=default/claim-d uid=%s devices=gpu-1 '
+                'cdi_devices="%s"' % (uid_d, cdi_d),
+                'level=warn msg="claim unprepare failed" claim=default/claim-d uid=%s '
+                'error=%s' % (uid_d, json.dumps(fail_d)),
+                'level=info msg="claim unprepared" claim=default/claim-d uid=%s devices=gpu-1 '
+                'cdi_devices="%s"' % (uid_d, cdi_d),
+                'level=info msg="claim unprepared" claim=default/claim-1 uid=%s devices=gpu-0 '
+                'cdi_devices="%s"' % (uid1, cdi1),
+                'level=info msg="claim unprepared (was not prepared)" claim=default/claim-u '
+                'uid=%s' % uid_u,
+            ]
+            got = log_events(e, CLAIM_MSGS)
+            assert got == want, "\n".join(got)
+            e.proc.send_signal(signal.SIGTERM)
+            assert e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE) == 0, e.logtext()
+        except Exception:
+            print(e.logtext()[-20000:])
+            raise
+        finally:
+            e.close()
+
+
+def test_stale_temp_files_removed_at_start():
+    """Temporary files a kill -9 left mid atomic write (CDI spec, checkpoint)
+    are removed at start, one log line each; nothing else is touched."""
+    uid = dp.CLAIM_UID
+    stale, keep = [], []
+
+    def plant(env):
+        os.makedirs(env.cdi)
+        os.makedirs(env.plugin_dir)
+        stale.append(os.path.join(env.cdi, ".k8s.gpu.nvidia.com-claim_%s.json.Ab12Cd" % uid))
+        stale.append(os.path.join(os.path.realpath(env.plugin_dir), "dra-claims.json.tmp.x9YzQ0"))
+        keep.append(os.path.join(env.cdi, ".k8s.gpu.nvidia.com-claim_%s.json.Ab12C" % uid))
+        keep.append(os.path.join(env.cdi, ".k8s.device-plugin.nvidia.com-gpu.json.Ab12Cd"))
+        keep.append(os.path.join(env.cdi, "k8s.gpu.nvidia.com-claim_other.json"))
+        keep.append(os.path.join(env.plugin_dir, "dra-claims.json.tmp.notmp"))
+        keep.append(os.path.join(env.plugin_dir, "notes.tmp.Ab12Cd"))
+        for p in stale + keep:
+            with open(p, "w") as f:
+                f.write('{"partial":')
+
+    with TempDir() as d:
+        e = dp.Env(os.path.dirname(d), before_start=plant)
+        try:
+            wait_for(lambda: os.path.exists(e.reg_sock()) or e.proc.poll() is not None,
+                     what="registration socket")
+            assert e.proc.poll() is None, e.logtext()
+            for p in stale:
+                assert not os.path.exists(p), p
+            for p in keep:
+                assert os.path.exists(p), p
+            msg = "removed a stale temporary file (an earlier run was killed while writing it)"
+            got = log_events(e, (msg,))
+            assert got == ['level=info msg="%s" path=%s' % (msg, p) for p in stale], got
+            # the plugin works as usual afterwards
+            r = e.call(e.dra_sock(), dp.PREPARE, dp.prepare_req(),
+                       dra_pb.NodePrepareResourcesResponse)
+            assert r.claims[uid].error == "", r
+            e.proc.send_signal(signal.SIGTERM)
+            assert e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE) == 0, e.logtext()
+        except Exception:
+            print(e.logtext()[-20000:])
+            raise
+        finally:
+            e.close()
+
+
+def test_newer_checkpoint_refuses_start():
+    """A checkpoint written by a newer kdev: exit 1 with the exact message,
+    the file left as it was, nothing moved aside, no sockets."""
+    text = '{"checksum":"fnv1a64:0123456789abcdef","data":{},"version":2}'
+
+    def plant(env):
+        os.makedirs(env.plugin_dir)
+        with open(os.path.join(env.plugin_dir, "dra-claims.json"), "w") as f:
+            f.write(text)
+
+    with TempDir() as d:
+        e = dp.Env(os.path.dirname(d), before_start=plant)
+        try:
+            rc = e.proc.wait(timeout=60 * kt.TIMEOUT_SCALE)
+            assert rc == 1, (rc, e.logtext())
+            cp = os.path.join(os.path.realpath(e.plugin_dir), "dra-claims.json")
+            want = ('level=error msg="cannot start" error="checkpoint %s was written by a newer '
+                    'kdev (version 2, this one reads 1); refusing to start so prepared claims '
+                    'are not forgotten"' % cp)
+            assert log_events(e, ("cannot start",)) == [want], e.logtext()
+            with open(cp) as f:
+                assert f.read() == text
+            assert sorted(os.listdir(e.plugin_dir)) == ["dra-claims.json"], \
+                os.listdir(e.plugin_dir)
+            assert not os.path.exists(e.reg_sock())
+        except Exception:
+            print(e.logtext()[-20000:])
+            raise
+        finally:
+            e.close()
+
+
 if __name__ == "__main__":
     if not os.path.exists(dp.EXE):
         print("SKIP: %s not built" % dp.EXE)
         sys.exit(kt.SKIP)
     kt.run_tests([test_loop_responsive_while_reconcile_stuck, test_sigterm_while_reconcile_stuck,
                   test_sigterm_while_claim_read_stuck,
-                  test_prepare_refuses_unhealthy_gpu, test_mig_with_proc_root])
+                  test_prepare_refuses_unhealthy_gpu, test_mig_with_proc_root,
+                  test_dead_batch_does_not_block_later_calls,
+                  test_claim_log_lines_and_unknown_device,
+                  test_stale_temp_files_removed_at_start, test_newer_checkpoint_refuses_start])

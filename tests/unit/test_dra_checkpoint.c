@@ -2,11 +2,13 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -209,10 +211,59 @@ static void test_corrupt_checksum(void **state)
 static void test_corrupt_version(void **state)
 {
         struct fix *f = *state;
+        static const char *const bad[] = {
+                "{\"version\":0,\"checksum\":\"x\",\"data\":{\"claims\":{}}}",
+                "{\"version\":-3,\"checksum\":\"x\",\"data\":{\"claims\":{}}}",
+                "{\"version\":\"2\",\"checksum\":\"x\",\"data\":{\"claims\":{}}}",
+                "{\"version\":2.0,\"checksum\":\"x\",\"data\":{\"claims\":{}}}",
+                "{\"checksum\":\"x\",\"data\":{\"claims\":{}}}",
+                "[2]",
+        };
 
-        expect_corrupt(f, "{\"version\":2,\"checksum\":\"x\",\"data\":{\"claims\":{}}}",
-                       "unsupported version");
-        setup(state);
+        /* versions that are no integer >= 1: corrupt, moved aside as before */
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                expect_corrupt(f, bad[i], "unsupported version (want 1)");
+                setup(state);
+                f = *state;
+        }
+}
+
+/* A checkpoint of a newer kdev: refused with the exact message, the file
+ * left exactly as it was, nothing moved aside. */
+static void test_newer_version_refused(void **state)
+{
+        struct fix *f = *state;
+        static const char *const newer[] = {
+                "{\"checksum\":\"fnv1a64:0000000000000000\",\"data\":{},\"version\":2}",
+                "{\"version\":17,\"data\":{\"claims\":{\"u\":{\"new\":true}}}}",
+        };
+        static const char *const ver[] = {"2", "17"};
+
+        for (size_t i = 0; i < 2; i++) {
+                struct kdev_dra_cp cp = {0};
+                struct kdev_err err = {0};
+                char want[1024], back[512];
+                FILE *fp;
+                size_t n;
+
+                write_text(f->path, newer[i]);
+                assert_int_equal(kdev_dra_cp_load(&cp, f->path, &err), -ENOTSUP);
+                assert_int_equal(err.code, ENOTSUP);
+                snprintf(want, sizeof(want),
+                         "checkpoint %s was written by a newer kdev (version %s, this one reads "
+                         "1); refusing to start so prepared claims are not forgotten",
+                         f->path, ver[i]);
+                assert_string_equal(err.msg, want);
+                assert_int_equal(kdev_dra_cp_count(&cp), 0);
+                fp = fopen(f->path, "r");
+                assert_non_null(fp);
+                n = fread(back, 1, sizeof(back) - 1, fp);
+                fclose(fp);
+                back[n] = '\0';
+                assert_string_equal(back, newer[i]);
+                assert_int_equal(count_entries(f->dir, KDEV_DRA_CP_FILE ".corrupt-"), 0);
+                kdev_dra_cp_free(&cp);
+        }
 }
 
 static void test_corrupt_record(void **state)
@@ -266,6 +317,177 @@ static void test_save_fails_cleanly(void **state)
         kdev_dra_cp_free(&cp);
 }
 
+static bool has_entry(const char *dir, const char *name)
+{
+        char p[1024];
+
+        snprintf(p, sizeof(p), "%s/%s", dir, name);
+        return access(p, F_OK) == 0;
+}
+
+/* Moved-aside copies are capped: the newest KDEV_DRA_CP_KEEP_CORRUPT stay
+ * (by seconds, then counter), other files are never touched; a name taken
+ * in the same second gets a counter instead of replacing that copy. */
+static void test_corrupt_copies_capped(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_dra_cp cp = {0};
+        struct kdev_err err = {0};
+        long long now = (long long)time(NULL);
+        char name[256], want[2048], aside[600];
+        static const char *const old[] = {
+                KDEV_DRA_CP_FILE ".corrupt-100", KDEV_DRA_CP_FILE ".corrupt-200",
+                KDEV_DRA_CP_FILE ".corrupt-200-1", KDEV_DRA_CP_FILE ".corrupt-300",
+                KDEV_DRA_CP_FILE ".corrupt-50",
+        };
+        static const char *const others[] = {
+                KDEV_DRA_CP_FILE ".corrupt-x", KDEV_DRA_CP_FILE ".corrupt-",
+                KDEV_DRA_CP_FILE ".corrupt-1-", "other.json.corrupt-1", KDEV_DRA_CP_FILE,
+        };
+        char p[600];
+
+        assert_int_equal(KDEV_DRA_CP_KEEP_CORRUPT, 5);
+        for (size_t i = 0; i < 5; i++) {
+                snprintf(p, sizeof(p), "%s/%s", f->dir, old[i]);
+                write_text(p, "old");
+        }
+        for (size_t i = 0; i < 4; i++) {
+                snprintf(p, sizeof(p), "%s/%s", f->dir, others[i]);
+                write_text(p, "other");
+        }
+        /* this second (and the next two) already taken: a counter is added */
+        for (long long t = now; t < now + 3; t++) {
+                snprintf(p, sizeof(p), "%s/" KDEV_DRA_CP_FILE ".corrupt-%lld", f->dir, t);
+                write_text(p, "same second");
+        }
+        write_text(f->path, "garbage");
+        assert_int_equal(kdev_dra_cp_load(&cp, f->path, &err), -EBADMSG);
+        /* the new copy is "<path>.corrupt-<t>-1" for the t of the load */
+        const char *at = strstr(err.msg, "moved aside to ");
+        assert_non_null(at);
+        at += strlen("moved aside to ");
+        snprintf(aside, sizeof(aside), "%.*s", (int)strcspn(at, " "), at);
+        char prefix[600], *end;
+
+        snprintf(prefix, sizeof(prefix), "%s/" KDEV_DRA_CP_FILE ".corrupt-", f->dir);
+        assert_int_equal(strncmp(aside, prefix, strlen(prefix)), 0);
+        long long t = strtoll(aside + strlen(prefix), &end, 10);
+        assert_string_equal(end, "-1");
+        assert_true(t >= now && t < now + 3);
+        /* 8 copies before + 1 new: the 5 newest stay */
+        snprintf(want, sizeof(want),
+                 "claim checkpoint %s is corrupt (bad JSON at line 1 column 7: '[' or '{' "
+                 "expected near 'garbage'); moved aside to %s (4 older copies removed, the "
+                 "newest 5 kept), starting with no prepared claims",
+                 f->path, aside);
+        assert_string_equal(err.msg, want);
+        assert_int_equal(count_entries(f->dir, KDEV_DRA_CP_FILE ".corrupt-"), 5 + 3);
+        assert_true(access(aside, F_OK) == 0);
+        for (long long u = now; u < now + 3; u++) {
+                snprintf(name, sizeof(name), KDEV_DRA_CP_FILE ".corrupt-%lld", u);
+                assert_true(has_entry(f->dir, name));
+        }
+        /* the 5th newest: 300 when t is the newest second; else t's "-1"
+         * copy is older than (t+1) and (t+2) but still among the 5 */
+        assert_true(has_entry(f->dir, KDEV_DRA_CP_FILE ".corrupt-300"));
+        for (size_t i = 0; i < 5; i++)
+                if (strcmp(old[i], KDEV_DRA_CP_FILE ".corrupt-300") != 0)
+                        assert_false(has_entry(f->dir, old[i]));
+        for (size_t i = 0; i < 4; i++)
+                assert_true(has_entry(f->dir, others[i]));
+        kdev_dra_cp_free(&cp);
+}
+
+/* Stale temporary files of atomic writes: exactly the mkstemp names of the
+ * given pattern, regular files only, each reported. */
+struct removed_log {
+        char text[4096];
+};
+
+static void log_removed(void *arg, const char *path, int error)
+{
+        struct removed_log *l = arg;
+        const char *base = strrchr(path, '/');
+
+        snprintf(l->text + strlen(l->text), sizeof(l->text) - strlen(l->text), "%s%s:%d",
+                 l->text[0] ? " " : "", base ? base + 1 : path, error);
+}
+
+static void test_remove_temps(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct removed_log log = {{0}};
+        char p[600], q[1024];
+        static const char *const keep[] = {
+                KDEV_DRA_CP_FILE,
+                KDEV_DRA_CP_FILE ".tmp.AbC12",     /* 5 characters */
+                KDEV_DRA_CP_FILE ".tmp.AbC1234",   /* 7 */
+                KDEV_DRA_CP_FILE ".tmp.Ab-123",    /* not a letter or digit */
+                KDEV_DRA_CP_FILE ".tmp.x.AbC123",  /* something between */
+                "x" KDEV_DRA_CP_FILE ".tmp.AbC123",
+                KDEV_DRA_CP_FILE ".corrupt-1",
+        };
+
+        for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+                snprintf(p, sizeof(p), "%s/%s", f->dir, keep[i]);
+                write_text(p, "x");
+        }
+        snprintf(p, sizeof(p), "%s/" KDEV_DRA_CP_FILE ".tmp.Zz9aQ0", f->dir);
+        write_text(p, "{\"version\":1");
+        snprintf(p, sizeof(p), "%s/" KDEV_DRA_CP_FILE ".tmp.Dir123", f->dir);
+        assert_int_equal(mkdir(p, 0700), 0);
+        snprintf(q, sizeof(q), "%s/" KDEV_DRA_CP_FILE ".tmp.Lnk123", f->dir);
+        assert_int_equal(symlink(f->path, q), 0);
+
+        assert_int_equal(kdev_dra_cp_remove_temps(f->path, log_removed, &log, &err), 1);
+        assert_string_equal(log.text, KDEV_DRA_CP_FILE ".tmp.Zz9aQ0:0");
+        for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+                assert_true(has_entry(f->dir, keep[i]));
+        assert_true(has_entry(f->dir, KDEV_DRA_CP_FILE ".tmp.Dir123"));
+        struct stat st;
+        assert_int_equal(lstat(q, &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+        assert_int_equal(rmdir(p), 0);
+        /* again: nothing left to remove */
+        log.text[0] = '\0';
+        assert_int_equal(kdev_dra_cp_remove_temps(f->path, log_removed, &log, &err), 0);
+        assert_string_equal(log.text, "");
+
+        /* the infix form: "<prefix><one or more characters><infix>XXXXXX" */
+        static const char *const cdi_keep[] = {
+                ".k8s.gpu.nvidia.com-claim_.json.Q1w2E3", /* nothing between */
+                "k8s.gpu.nvidia.com-claim_u1.json",
+                ".k8s.gpu.nvidia.com-claim_u1.json.Q1w2E",
+                ".k8s.gpu.nvidia.com-claim_u1.jsonxQ1w2E3",
+                ".example.com-claim_u1.json.Q1w2E3",
+        };
+        for (size_t i = 0; i < sizeof(cdi_keep) / sizeof(cdi_keep[0]); i++) {
+                snprintf(p, sizeof(p), "%s/%s", f->dir, cdi_keep[i]);
+                write_text(p, "x");
+        }
+        snprintf(p, sizeof(p), "%s/.k8s.gpu.nvidia.com-claim_u1.json.Q1w2E3", f->dir);
+        write_text(p, "{");
+        snprintf(p, sizeof(p), "%s/.k8s.gpu.nvidia.com-claim_u_2.json.000000", f->dir);
+        write_text(p, "{");
+        assert_int_equal(kdev_dra_remove_temps(f->dir, ".k8s.gpu.nvidia.com-claim_", ".json.",
+                                               NULL, NULL, &err),
+                         2);
+        assert_false(has_entry(f->dir, ".k8s.gpu.nvidia.com-claim_u1.json.Q1w2E3"));
+        assert_false(has_entry(f->dir, ".k8s.gpu.nvidia.com-claim_u_2.json.000000"));
+        for (size_t i = 0; i < sizeof(cdi_keep) / sizeof(cdi_keep[0]); i++)
+                assert_true(has_entry(f->dir, cdi_keep[i]));
+
+        /* a missing directory: nothing to do; an unreadable path: an error */
+        snprintf(p, sizeof(p), "%s/none", f->dir);
+        assert_int_equal(kdev_dra_remove_temps(p, "a", NULL, NULL, NULL, &err), 0);
+        snprintf(p, sizeof(p), "%s/" KDEV_DRA_CP_FILE, f->dir);
+        err = (struct kdev_err){0};
+        assert_int_equal(kdev_dra_remove_temps(p, "a", NULL, NULL, NULL, &err), -ENOTDIR);
+        snprintf(q, sizeof(q), "open %s: %s", p, strerror(ENOTDIR));
+        assert_string_equal(err.msg, q);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -276,6 +498,9 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_corrupt_json, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_checksum, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_version, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_newer_version_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_corrupt_copies_capped, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_remove_temps, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),
                 cmocka_unit_test(test_put_rejects_bad_device),
                 cmocka_unit_test_setup_teardown(test_save_fails_cleanly, setup, teardown),

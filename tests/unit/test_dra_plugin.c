@@ -348,7 +348,8 @@ static void test_cdi_wiped(void **state)
         f->set.n_gpus = 1; /* gpu-5 lost */
         new_plugin(f);
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), -ENODEV);
-        assert_non_null(strstr(err.msg, "gpu-5"));
+        assert_string_equal(err.msg, "claim ns/c1 (" UID1 "): device gpu-5 is not published by "
+                                     "this node (pool node1)");
         assert_false(exists(path));
 }
 
@@ -373,20 +374,32 @@ static void test_claim_errors(void **state)
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODATA);
         assert_string_equal(err.msg, "claim ns/c2: no devices allocated by driver gpu.nvidia.com "
                                      "in pool node1");
-        /* unknown device */
-        add_claim(f, "ns", "c2", UID2,
-                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-9")));
-        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODEV);
-        /* MIG device of a GPU not in MIG mode, and malformed MIG names */
-        add_claim(f, "ns", "c2", UID2,
-                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4-mig-19-0-0")));
-        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODEV);
-        add_claim(f, "ns", "c2", UID2,
-                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4-mig-19-0")));
-        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODEV);
-        add_claim(f, "ns", "c2", UID2,
-                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4x")));
-        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODEV);
+        /* a device this node does not publish: said so, not "unhealthy" */
+        static const char *const unknown[] = {
+                "gpu-9", "gpu-4-mig-1g5gb-19-0" /* GPU not in MIG mode */,
+                "gpu-4-mig-1g5gb-19", "gpu-4-mig-19-0-0" /* old kdev name */, "gpu-4x",
+                "gpu-", "GPU-00000000", ""};
+        for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+                char want[512];
+
+                add_claim(f, "ns", "c2", UID2,
+                          json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", unknown[i])));
+                err = (struct kdev_err){0};
+                if (!*unknown[i]) {
+                        /* an empty device name is a malformed result */
+                        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL,
+                                                                &err),
+                                         -EINVAL);
+                        continue;
+                }
+                assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err),
+                                 -ENODEV);
+                snprintf(want, sizeof(want),
+                         "claim ns/c2 (" UID2 "): device %s is not published by this node "
+                         "(pool node1)",
+                         unknown[i]);
+                assert_string_equal(err.msg, want);
+        }
         assert_false(exists(path));
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", "", NULL, &err), -EINVAL);
@@ -401,14 +414,17 @@ static void write_file(const char *path, const char *text)
         assert_int_equal(fclose(fp), 0);
 }
 
-/* GPU minor 5 in MIG mode with two MIG devices: GI 1 / CI 0 (profile ids
- * 9/0, placement 0) and GI 2 / CI 0 (profile ids 14/0, placement 4). */
+/* GPU minor 5 in MIG mode with two MIG devices: GI 1 / CI 0 (3g.20gb, GI
+ * profile id 9, placement 0: "gpu-5-mig-3g20gb-9-0") and GI 2 / CI 0
+ * (2g.10gb, GI profile id 14, placement 4: "gpu-5-mig-2g10gb-14-4"). */
 static void make_mig(struct fix *f)
 {
         static struct kdev_mig_device migs[2];
         char path[600];
 
         memset(migs, 0, sizeof(migs));
+        snprintf(migs[0].name, sizeof(migs[0].name), "NVIDIA A100-SXM4-40GB MIG 3g.20gb");
+        snprintf(migs[1].name, sizeof(migs[1].name), "NVIDIA A100-SXM4-40GB MIG 2g.10gb");
         migs[0].gi_id = 1;
         migs[0].gi_profile.id = 9;
         migs[0].gi_placement.start = 0;
@@ -444,24 +460,24 @@ static void test_mig(void **state)
         make_mig(f);
         add_claim(f, "ns", "m", UID2,
                   json_pack("[o,o]",
-                            result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-9-0-0"),
-                            result("b", "gpu.nvidia.com", "node1", "gpu-5-mig-14-0-4")));
+                            result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-3g20gb-9-0"),
+                            result("b", "gpu.nvidia.com", "node1", "gpu-5-mig-2g10gb-14-4")));
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, &devs, &err), 0);
         assert_int_equal(json_array_size(devs), 2);
         assert_string_equal(json_string_value(json_array_get(
                                     json_object_get(json_array_get(devs, 1), "cdiDeviceIDs"), 0)),
-                            "k8s.gpu.nvidia.com/claim=" UID2 "-gpu-5-mig-14-0-4");
+                            "k8s.gpu.nvidia.com/claim=" UID2 "-gpu-5-mig-2g10gb-14-4");
         spec_path(f, UID2, path, sizeof(path));
         assert_int_equal(kdev_cdi_spec_read(path, &s, &err), 0);
         assert_int_equal(s->n_devices, 2);
-        snprintf(want, sizeof(want), "%s-gpu-5-mig-9-0-0", UID2);
+        snprintf(want, sizeof(want), "%s-gpu-5-mig-3g20gb-9-0", UID2);
         d = kdev_cdi_spec_find_device(s, want);
         assert_non_null(d);
         assert_int_equal(d->edits.n_device_nodes, 3);
         assert_string_equal(d->edits.device_nodes[0].path, "/dev/nvidia5");
         assert_string_equal(d->edits.device_nodes[1].path, "/dev/nvidia-caps/nvidia-cap30");
         assert_string_equal(d->edits.device_nodes[2].path, "/dev/nvidia-caps/nvidia-cap31");
-        snprintf(want, sizeof(want), "%s-gpu-5-mig-14-0-4", UID2);
+        snprintf(want, sizeof(want), "%s-gpu-5-mig-2g10gb-14-4", UID2);
         d = kdev_cdi_spec_find_device(s, want);
         assert_non_null(d);
         assert_int_equal(d->edits.n_device_nodes, 3);
@@ -471,15 +487,37 @@ static void test_mig(void **state)
         kdev_cdi_spec_free(s);
         assert_int_equal(kdev_dra_unprepare_claim(f->p, UID2, &err), 0);
 
-        /* unknown placement: no such device */
+        /* unknown placement, a GPU in MIG mode by its whole-GPU name, the
+         * wrong profile text: not published */
+        static const char *const unknown[] = {"gpu-5-mig-3g20gb-9-1", "gpu-5",
+                                              "gpu-5-mig-3g40gb-9-0", "gpu-5-mig-3g.20gb-9-0"};
+        for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+                add_claim(f, "ns", "m", UID2,
+                          json_pack("[o]", result("a", "gpu.nvidia.com", "node1", unknown[i])));
+                assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, NULL, &err),
+                                 -ENODEV);
+                snprintf(want, sizeof(want),
+                         "claim ns/m (" UID2 "): device %s is not published by this node "
+                         "(pool node1)",
+                         unknown[i]);
+                assert_string_equal(err.msg, want);
+        }
+        /* a faulted GPU (lost since discovery): unhealthy, not "not published" */
+        f->gpus[1].fault = NVML_ERROR_GPU_IS_LOST;
         add_claim(f, "ns", "m", UID2,
-                  json_pack("[o]", result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-9-0-1")));
-        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, NULL, &err), -ENODEV);
+                  json_pack("[o]",
+                            result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-3g20gb-9-0")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, NULL, &err), -EIO);
+        assert_string_equal(err.msg, "claim ns/m (" UID2 "): device gpu-5-mig-3g20gb-9-0 "
+                                     "(GPU-00000001) is unhealthy: withdrawn from the "
+                                     "ResourceSlice, not prepared");
+        f->gpus[1].fault = NVML_SUCCESS;
         /* capability line missing: fails closed, nothing left behind */
         snprintf(minors, sizeof(minors), "%s/driver/nvidia-caps/mig-minors", f->proc);
         write_file(minors, "gpu5/gi1/access 30\n");
         add_claim(f, "ns", "m", UID2,
-                  json_pack("[o]", result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-9-0-0")));
+                  json_pack("[o]",
+                            result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-3g20gb-9-0")));
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, NULL, &err), -ENOENT);
         assert_non_null(strstr(err.msg, "gpu5/mig/gi1/ci0/access"));
         assert_false(exists(path));
@@ -519,18 +557,19 @@ static void test_unhealthy_refused(void **state)
         /* MIG: a listed MIG device, and a listed parent covering its MIG devices */
         make_mig(f);
         add_claim(f, "ns", "m", UID2,
-                  json_pack("[o]", result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-14-0-4")));
+                  json_pack("[o]",
+                            result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-2g10gb-14-4")));
         const char *bad_mig[] = {"GPU-nope", "MIG-bbbb"};
         assert_int_equal(kdev_dra_plugin_set_unhealthy(f->p, bad_mig, 2, &err), 0);
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, NULL, &err), -EIO);
-        assert_string_equal(err.msg, "claim ns/m (" UID2 "): device gpu-5-mig-14-0-4 (MIG-bbbb) "
-                                     "is unhealthy: withdrawn from the ResourceSlice, not "
-                                     "prepared");
+        assert_string_equal(err.msg, "claim ns/m (" UID2 "): device gpu-5-mig-2g10gb-14-4 "
+                                     "(MIG-bbbb) is unhealthy: withdrawn from the ResourceSlice, "
+                                     "not prepared");
         assert_int_equal(kdev_dra_plugin_set_unhealthy(f->p, bad, 1, &err), 0);
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, NULL, &err), -EIO);
-        assert_string_equal(err.msg, "claim ns/m (" UID2 "): device gpu-5-mig-14-0-4 (MIG-bbbb) "
-                                     "is unhealthy: withdrawn from the ResourceSlice, not "
-                                     "prepared");
+        assert_string_equal(err.msg, "claim ns/m (" UID2 "): device gpu-5-mig-2g10gb-14-4 "
+                                     "(MIG-bbbb) is unhealthy: withdrawn from the ResourceSlice, "
+                                     "not prepared");
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
         const char *other[] = {"MIG-aaaa"};
         assert_int_equal(kdev_dra_plugin_set_unhealthy(f->p, other, 1, &err), 0);
@@ -564,6 +603,131 @@ static void test_corrupt_checkpoint_at_start(void **state)
         assert_int_equal(f->calls, 2);
 }
 
+/* A checkpoint of a newer kdev: creation refused with the exact message,
+ * the file untouched, nothing moved aside. */
+static void test_newer_checkpoint_refused(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct kdev_dra_plugin *p = (void *)1;
+        char cp[600], want[1024];
+        static const char text[] = "{\"checksum\":\"fnv1a64:0123456789abcdef\",\"data\":{},"
+                                   "\"version\":2}";
+        struct kdev_dra_plugin_options o = {
+                .pool = "node1",
+                .data_dir = f->data,
+                .cdi_dir = f->cdi,
+                .gpus = &f->set,
+                .get_claim = fake_source,
+                .get_claim_arg = f,
+        };
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        kdev_dra_plugin_free(f->p);
+        f->p = NULL;
+        snprintf(cp, sizeof(cp), "%s/%s", f->data, KDEV_DRA_CP_FILE);
+        write_file(cp, text);
+        assert_int_equal(kdev_dra_plugin_new(&o, &p, &err), -ENOTSUP);
+        assert_null(p);
+        snprintf(want, sizeof(want),
+                 "checkpoint %s was written by a newer kdev (version 2, this one reads 1); "
+                 "refusing to start so prepared claims are not forgotten",
+                 cp);
+        assert_string_equal(err.msg, want);
+        FILE *fp = fopen(cp, "r");
+        char back[256];
+        size_t n;
+
+        assert_non_null(fp);
+        n = fread(back, 1, sizeof(back) - 1, fp);
+        fclose(fp);
+        back[n] = '\0';
+        assert_string_equal(back, text);
+        DIR *d = opendir(f->data);
+        struct dirent *e;
+        unsigned entries = 0;
+
+        assert_non_null(d);
+        while ((e = readdir(d)))
+                if (e->d_name[0] != '.')
+                        entries++;
+        closedir(d);
+        assert_int_equal(entries, 1); /* the checkpoint only */
+        unlink(cp);
+        new_plugin(f);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
+struct removed {
+        char text[2048];
+};
+
+static void on_removed(void *arg, const char *path, int error)
+{
+        struct removed *r = arg;
+
+        snprintf(r->text + strlen(r->text), sizeof(r->text) - strlen(r->text), "%s:%d\n", path,
+                 error);
+}
+
+/* Stale temporary files of a killed atomic write are removed at start (and
+ * reported), nothing else. */
+static void test_remove_stale_temps(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct removed r = {{0}};
+        char p[1024], want[4096];
+        static const char *const cdi_keep[] = {
+                "k8s.gpu.nvidia.com-claim_" UID2 ".json", /* a spec, not a temp */
+                ".k8s.gpu.nvidia.com-claim_" UID2 ".json.abc",
+                ".k8s.gpu.nvidia.com-gpu.json.Ab12Cd", /* another kind's spec */
+                ".other.example.com-claim_" UID2 ".json.Ab12Cd",
+                ".k8s.gpu.nvidia.com-claim_" UID2 ".yaml.Ab12Cd",
+                "notes.txt",
+        };
+
+        /* nothing there yet: no directory at all */
+        assert_int_equal(kdev_dra_plugin_remove_stale_temps(f->p, on_removed, &r, &err), 0);
+        assert_string_equal(r.text, "");
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        for (size_t i = 0; i < sizeof(cdi_keep) / sizeof(cdi_keep[0]); i++) {
+                snprintf(p, sizeof(p), "%s/%s", f->cdi, cdi_keep[i]);
+                write_file(p, "{}");
+        }
+        snprintf(p, sizeof(p), "%s/.k8s.gpu.nvidia.com-claim_" UID2 ".json.Q7xZ0p", f->cdi);
+        write_file(p, "{\"cdiVersion\":");
+        snprintf(p, sizeof(p), "%s/" KDEV_DRA_CP_FILE ".tmp.k3J9aa", f->data);
+        write_file(p, "{\"version\":1,");
+        snprintf(p, sizeof(p), "%s/" KDEV_DRA_CP_FILE ".bak", f->data);
+        write_file(p, "keep");
+        assert_int_equal(kdev_dra_plugin_remove_stale_temps(f->p, on_removed, &r, &err), 2);
+        snprintf(want, sizeof(want),
+                 "%s/.k8s.gpu.nvidia.com-claim_" UID2 ".json.Q7xZ0p:0\n"
+                 "%s/" KDEV_DRA_CP_FILE ".tmp.k3J9aa:0\n",
+                 f->cdi, f->data);
+        assert_string_equal(r.text, want);
+        for (size_t i = 0; i < sizeof(cdi_keep) / sizeof(cdi_keep[0]); i++) {
+                snprintf(p, sizeof(p), "%s/%s", f->cdi, cdi_keep[i]);
+                assert_true(exists(p));
+        }
+        snprintf(p, sizeof(p), "%s/" KDEV_DRA_CP_FILE ".bak", f->data);
+        assert_true(exists(p));
+        char path[1024];
+
+        spec_path(f, UID1, path, sizeof(path));
+        assert_true(exists(path)); /* the prepared claim's spec stays */
+        snprintf(p, sizeof(p), "%s/" KDEV_DRA_CP_FILE, f->data);
+        assert_true(exists(p));
+        /* and the plugin still answers from its checkpoint */
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        r.text[0] = '\0';
+        assert_int_equal(kdev_dra_plugin_remove_stale_temps(f->p, on_removed, &r, &err), 0);
+        assert_string_equal(r.text, "");
+}
+
 static void test_options(void **state)
 {
         struct kdev_dra_plugin_options o = {0};
@@ -589,6 +753,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_mig, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unhealthy_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_checkpoint_at_start, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_newer_checkpoint_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_remove_stale_temps, setup, teardown),
                 cmocka_unit_test(test_options),
         };
 

@@ -51,6 +51,7 @@ struct fix {
         int n_status;
         bool last_registered;
         char last_error[256];
+        char events[4096]; /* on_claim, one line per claim */
 };
 
 static int fake_source(void *arg, const char *ns, const char *name, json_t **claim,
@@ -76,6 +77,29 @@ static void on_status(void *arg, bool registered, const char *error)
         f->n_status++;
         f->last_registered = registered;
         snprintf(f->last_error, sizeof(f->last_error), "%s", error);
+}
+
+/* "<prepare|unprepare> ns/name uid recorded=<0|1> devices=<d,...|-> cdi=<...|->
+ * error=<text|->" */
+static void on_claim(void *arg, const struct kdev_dra_claim_event *ev)
+{
+        struct fix *f = arg;
+        char devs[512] = "", cdis[1024] = "";
+        size_t i, k;
+        json_t *d, *v;
+
+        json_array_foreach(ev->devices, i, d) {
+                snprintf(devs + strlen(devs), sizeof(devs) - strlen(devs), "%s%s", i ? "," : "",
+                         json_string_value(json_object_get(d, "device")));
+                json_array_foreach(json_object_get(d, "cdiDeviceIDs"), k, v)
+                        snprintf(cdis + strlen(cdis), sizeof(cdis) - strlen(cdis), "%s%s",
+                                 cdis[0] ? "," : "", json_string_value(v));
+        }
+        snprintf(f->events + strlen(f->events), sizeof(f->events) - strlen(f->events),
+                 "%s %s/%s %s recorded=%d devices=%s cdi=%s error=%s\n",
+                 ev->prepare ? "prepare" : "unprepare", ev->ns, ev->name, ev->uid, ev->recorded,
+                 ev->devices ? devs : "-", ev->devices ? cdis : "-",
+                 ev->error ? ev->error : "-");
 }
 
 static void stop_done(void *arg)
@@ -161,6 +185,8 @@ static int setup(void **state)
                 .get_claim_arg = f,
                 .on_status = on_status,
                 .on_status_arg = f,
+                .on_claim = on_claim,
+                .on_claim_arg = f,
         };
         assert_int_equal(kdev_dra_plugin_new(&o, &f->p, &err), 0);
         assert_int_equal(uv_loop_init(&f->loop), 0);
@@ -393,6 +419,20 @@ static void test_v1_prepare_unprepare(void **state)
                          KDEV_RPC_INVALID_ARGUMENT);
         stop(f);
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        /* on_claim: once per distinct claim of each call, in order */
+        assert_string_equal(
+                f->events,
+                "prepare ns/c1 " UID1 " recorded=0 devices=gpu-0 "
+                "cdi=k8s.gpu.nvidia.com/claim=" UID1 "-gpu-0 error=-\n"
+                "prepare ns/gone " UID2 " recorded=0 devices=- cdi=- "
+                "error=claim ns/gone: GET ns/gone: 404 Not Found\n"
+                "prepare ns/c1 " UID1 " recorded=1 devices=gpu-0 "
+                "cdi=k8s.gpu.nvidia.com/claim=" UID1 "-gpu-0 error=-\n"
+                "unprepare ns/c1 " UID1 " recorded=1 devices=gpu-0 "
+                "cdi=k8s.gpu.nvidia.com/claim=" UID1 "-gpu-0 error=-\n"
+                "unprepare ns/gone " UID2 " recorded=0 devices=- cdi=- error=-\n"
+                "unprepare ns/c1 " UID1 " recorded=0 devices=- cdi=- error=-\n"
+                "unprepare ns/gone " UID2 " recorded=0 devices=- cdi=- error=-\n");
 }
 
 static void get_info_ok(struct fix *f)

@@ -318,7 +318,8 @@ static void test_build_devices(void **state)
                 "\"index\":{\"int\":0},\"minor\":{\"int\":10}},"
                 "\"capacity\":{\"memory\":{\"value\":\"80Gi\"},"
                 "\"multiprocessors\":{\"value\":\"132\"}}},"
-                "{\"name\":\"gpu-11-mig-19-0-0\",\"attributes\":{\"type\":{\"string\":\"mig\"},"
+                "{\"name\":\"gpu-11-mig-1g10gb-19-0\","
+                "\"attributes\":{\"type\":{\"string\":\"mig\"},"
                 "\"uuid\":{\"string\":\"MIG-0\"},\"parentUUID\":{\"string\":\"GPU-0001\"},"
                 "\"profile\":{\"string\":\"1g.10gb\"},"
                 "\"productName\":{\"string\":\"NVIDIA H100 80GB HBM3\"},"
@@ -338,7 +339,7 @@ static void test_build_devices(void **state)
         assert_true(json_equal(json_array_get(d, 0), json_array_get(want, 0)));
         assert_true(json_equal(json_array_get(d, 1), json_array_get(want, 1)));
         assert_string_equal(json_string_value(json_object_get(json_array_get(d, 2), "name")),
-                            "gpu-11-mig-19-0-1");
+                            "gpu-11-mig-1g10gb-19-1");
         assert_string_equal(json_string_value(json_object_get(json_array_get(d, 3), "name")),
                             "gpu-12");
         json_decref(want);
@@ -376,12 +377,12 @@ static void test_build_devices(void **state)
         h = (struct kdev_dra_health){bad2, 2};
         d = devices_of(s, &h, 3);
         assert_string_equal(json_string_value(json_object_get(json_array_get(d, 1), "name")),
-                            "gpu-11-mig-19-0-1");
+                            "gpu-11-mig-1g10gb-19-1");
         json_decref(d);
         s->gpus[0].fault = NVML_ERROR_GPU_IS_LOST;
         d = devices_of(s, NULL, 3);
         assert_string_equal(json_string_value(json_object_get(json_array_get(d, 0), "name")),
-                            "gpu-11-mig-19-0-0");
+                            "gpu-11-mig-1g10gb-19-0");
         json_decref(d);
         /* no UUID without a fault: an error */
         s->gpus[0].fault = NVML_SUCCESS;
@@ -391,6 +392,132 @@ static void test_build_devices(void **state)
         assert_null(d);
         assert_string_equal(err.msg, "GPU 0: no UUID");
         free_set(s);
+}
+
+/* A valid DNS label of at most 63 characters: [a-z0-9-], alphanumeric at
+ * both ends. */
+static void assert_dns_label(const char *s)
+{
+        size_t n = strlen(s);
+
+        assert_true(n >= 1 && n <= KDEV_DRA_DEVICE_NAME_MAX);
+        for (size_t i = 0; i < n; i++)
+                assert_true((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+                            (s[i] == '-' && i > 0 && i + 1 < n));
+}
+
+static const char *mig_name(const struct kdev_gpu *g, const struct kdev_mig_device *m)
+{
+        static char buf[KDEV_DRA_DEVICE_NAME_MAX + 1];
+        int n = kdev_dra_mig_device_name(g, m, buf, sizeof(buf));
+
+        assert_int_equal(n, (int)strlen(buf));
+        assert_dns_label(buf);
+        return buf;
+}
+
+/* NVIDIA's canonical MIG device names (k8s-dra-driver-gpu mig.go):
+ * gpu-<parent minor>-mig-<profile, dots dropped>-<GI profile id>-<start>. */
+static void test_mig_device_name(void **state)
+{
+        (void)state;
+        struct kdev_gpu g = {.minor = 0, .memory_total = 40ULL << 30,
+                             .memory_ret = NVML_SUCCESS};
+        struct kdev_mig_device m = {0};
+        char buf[KDEV_DRA_DEVICE_NAME_MAX + 1];
+
+        /* A100-40GB 3g.20gb (GI profile id 9) at placement 4 */
+        snprintf(m.name, sizeof(m.name), "NVIDIA A100-SXM4-40GB MIG 3g.20gb");
+        m.gi_profile.id = 9;
+        m.gi_profile.sliceCount = 3;
+        m.gi_profile.memorySizeMB = 19968;
+        m.ci_profile.sliceCount = 3;
+        m.gi_placement.start = 4;
+        m.ci_id = 7; /* GI/CI ids play no part */
+        m.gi_id = 2;
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-3g20gb-9-4");
+        g.minor = 12;
+        assert_string_equal(mig_name(&g, &m), "gpu-12-mig-3g20gb-9-4");
+        g.minor = 0;
+        /* attributes: '+' (and any other character) becomes '-' */
+        snprintf(m.name, sizeof(m.name), "NVIDIA A100-SXM4-40GB MIG 1g.5gb+me");
+        m.gi_profile.id = 20;
+        m.gi_placement.start = 6;
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-1g5gb-me-20-6");
+        snprintf(m.name, sizeof(m.name), "NVIDIA H100 MIG 1g.10gb+me.all");
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-1g10gb-meall-20-6");
+        snprintf(m.name, sizeof(m.name), "X MIG 1g.24gb+gfx");
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-1g24gb-gfx-20-6");
+        snprintf(m.name, sizeof(m.name), "X MIG _2G.10GB (Foo)!");
+        m.gi_profile.id = 14;
+        m.gi_placement.start = 0;
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-2g10gb--foo-14-0");
+        snprintf(m.name, sizeof(m.name), "X MIG 7g.40gb");
+        m.gi_profile.id = 0;
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-7g40gb-0-0");
+
+        /* a CI that does not span its GI: "-ci<CI placement start>" keeps
+         * the CIs of one GI apart */
+        snprintf(m.name, sizeof(m.name), "NVIDIA A100-SXM4-40GB MIG 1c.3g.20gb");
+        m.gi_profile.id = 9;
+        m.gi_placement.start = 4;
+        m.ci_profile.sliceCount = 1;
+        m.ci_placement.start = 0;
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-1c3g20gb-ci0-9-4");
+        m.ci_placement.start = 2;
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-1c3g20gb-ci2-9-4");
+
+        /* no profile in NVML's name (or nothing usable): go-nvlib's spelling
+         * from the profiles, GB rounded as go-nvlib does */
+        m.name[0] = '\0';
+        m.ci_profile.sliceCount = 3;
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-3g20gb-9-4");
+        snprintf(m.name, sizeof(m.name), "NVIDIA A100-SXM4-40GB MIG +.+");
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-3g20gb-9-4");
+        snprintf(m.name, sizeof(m.name), "NVIDIA A100-SXM4-40GB");
+        m.ci_profile.sliceCount = 2;
+        m.ci_placement.start = 1;
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-2c3g20gb-ci1-9-4");
+        m.gi_profile_index = NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1;
+        m.gi_profile.id = 20;
+        m.gi_profile.sliceCount = 1;
+        m.gi_profile.memorySizeMB = 4864;
+        m.ci_profile.sliceCount = 1;
+        m.gi_placement.start = 6;
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-1g5gb-me-20-6");
+        m.gi_profile_index = NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1;
+        m.gi_profile.sliceCount = 2;
+        m.gi_profile.memorySizeMB = 9856;
+        m.ci_profile.sliceCount = 2;
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-2g10gb-me-20-6");
+        /* H100 80GB 1g.10gb (9856 MiB of 80 GiB): 10 */
+        g.memory_total = 80ULL << 30;
+        m.gi_profile_index = 0;
+        m.gi_profile.id = 19;
+        m.gi_profile.sliceCount = 1;
+        m.ci_profile.sliceCount = 1;
+        m.gi_placement.start = 3;
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-1g10gb-19-3");
+        /* parent memory unknown: MiB / 1024 rounded up */
+        g.memory_ret = NVML_ERROR_NO_PERMISSION;
+        g.memory_total = 0;
+        m.gi_profile.memorySizeMB = 9985;
+        assert_string_equal(mig_name(&g, &m), "gpu-0-mig-1g10gb-19-3");
+
+        /* at most 63 characters: the profile part is shortened (and never
+         * ends in '-') */
+        g.minor = 4294967295u;
+        m.gi_profile.id = 4294967295u;
+        m.gi_placement.start = 4294967295u;
+        snprintf(m.name, sizeof(m.name), "X MIG %s", "abcdefghij.klmnopqrs-tuvwxyz0123456789");
+        assert_string_equal(mig_name(&g, &m),
+                            "gpu-4294967295-mig-abcdefghijklmnopqrs-tu-4294967295-4294967295");
+        assert_int_equal(strlen(mig_name(&g, &m)), 63);
+        snprintf(m.name, sizeof(m.name), "X MIG %s", "abcdefghijklmnopqrstu-vwxyz");
+        assert_string_equal(mig_name(&g, &m),
+                            "gpu-4294967295-mig-abcdefghijklmnopqrstu-4294967295-4294967295");
+        /* |buf| too small */
+        assert_int_equal(kdev_dra_mig_device_name(&g, &m, buf, 20), -ENAMETOOLONG);
 }
 
 static void test_split(void **state)
@@ -652,7 +779,7 @@ static void test_health_change(void **state)
         assert_int_equal(pool_int(sl, "generation"), 2);
         assert_int_equal(ndev(sl), 3);
         assert_string_equal(dev_name(sl, 0), "gpu-10");
-        assert_string_equal(dev_name(sl, 1), "gpu-11-mig-19-0-0");
+        assert_string_equal(dev_name(sl, 1), "gpu-11-mig-1g10gb-19-0");
         assert_string_equal(dev_name(sl, 2), "gpu-12");
         json_decref(st);
         json_decref(d);
@@ -788,6 +915,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_quantity_semver),
                 cmocka_unit_test(test_build_devices),
+                cmocka_unit_test(test_mig_device_name),
                 cmocka_unit_test(test_split),
                 cmocka_unit_test(test_publish),
                 cmocka_unit_test(test_split_above_128),
