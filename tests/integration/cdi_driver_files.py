@@ -113,7 +113,9 @@ def run_dra_plugin(with_driver):
         e = dp.Env(base, extra=("--driver-root", root),
                    env_extra={"NVIDIA_CDI_HOOK_PATH": hook})
         try:
-            wait_for(lambda: os.path.exists(e.dra_sock()) or e.proc.poll() is not None,
+            # the socket file appears at bind(), before listen(): wait until
+            # it accepts a connection
+            wait_for(lambda: kt.sock_accepts(e.dra_sock()) or e.proc.poll() is not None,
                      what="DRA socket")
             assert e.proc.poll() is None, e.logtext()
             r = e.call(e.dra_sock(), dp.PREPARE, dp.prepare_req(),

@@ -187,7 +187,7 @@ def test_dra_plugin_end_to_end():
     with TempDir() as d:
         e = Env(os.path.dirname(d))
         try:
-            wait_for(lambda: os.path.exists(e.reg_sock()) or e.proc.poll() is not None,
+            wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
                      what="registration socket")
             assert e.proc.poll() is None, e.logtext()
 

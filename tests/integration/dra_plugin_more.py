@@ -472,7 +472,7 @@ def test_claim_log_lines_and_unknown_device():
         e = dp.Env(root, objects=[claim_obj("claim-u", uid_u, "gpu-99"),
                                   claim_obj("claim-d", uid_d, "gpu-1")])
         try:
-            wait_for(lambda: os.path.exists(e.reg_sock()) or e.proc.poll() is not None,
+            wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
                      what="registration socket")
             assert e.proc.poll() is None, e.logtext()
             cdi1 = "k8s.gpu.nvidia.com/claim=%s-gpu-0" % uid1
@@ -561,7 +561,7 @@ def test_stale_temp_files_removed_at_start():
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), before_start=plant)
         try:
-            wait_for(lambda: os.path.exists(e.reg_sock()) or e.proc.poll() is not None,
+            wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
                      what="registration socket")
             assert e.proc.poll() is None, e.logtext()
             for p in stale:

@@ -7,6 +7,7 @@ handlers, so no grpc_tools are needed.
 import glob
 import importlib
 import os
+import socket
 import shutil
 import signal
 import subprocess
@@ -79,6 +80,19 @@ def plugin_options(directory, sock, timeout=5):
         ch.close()
 
 
+
+
+def sock_accepts(path):
+    """True when the Unix socket at |path| accepts a connection (its file
+    appears at bind(), a moment before listen())."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 def wait_for(pred, timeout=20.0, interval=0.01, what="condition"):
     """Polls pred() until it is truthy; raises AssertionError after
