@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
@@ -151,7 +152,17 @@ class Env:
         if self.server.poll() is None:
             self.server.stdin.close()
             self.server.terminate()
-            self.server.wait(timeout=30)
+            try:
+                self.server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                # a fixture that hangs must not hang the suite (an orphan
+                # holding ctest's pipes): dump its threads, then kill it
+                sys.stderr.write("stand-in API server did not exit on EOF+SIGTERM; "
+                                 "its threads:\n")
+                self.server.send_signal(signal.SIGUSR1)
+                time.sleep(1)
+                self.server.kill()
+                self.server.wait()
         self.server.stdout.close()
 
 

@@ -78,6 +78,7 @@ or SIGTERM/SIGINT:
 import argparse
 import copy
 import datetime
+import faulthandler
 import json
 import os
 import random
@@ -967,6 +968,7 @@ def main():
     sys.stdout.flush()
 
     done = threading.Event()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # tests dump a hung server
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
 
