@@ -1,6 +1,7 @@
 /* CDI spec files: atomic write, remove, read. */
 #include "cdi/cdi.h"
 #include "cdi/cdi_internal.h"
+#include "common/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,21 +76,6 @@ static int make_dirs(const char *dir, struct kdev_err *err)
         return 0;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-        while (len > 0) {
-                ssize_t n = write(fd, buf, len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                buf += n;
-                len -= (size_t)n;
-        }
-        return 0;
-}
-
 int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *dir, const char *file_name,
                         struct kdev_err *err)
 {
@@ -101,7 +87,6 @@ int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *dir, const
         if (len < 0)
                 return len;
         char *tmp = NULL, *target = NULL;
-        int fd = -1, dfd = -1;
         if (asprintf(&tmp, "%s/.%s.XXXXXX", dir, file_name) < 0) {
                 tmp = NULL;
                 r = kdev_err_set(err, ENOMEM, "out of memory");
@@ -114,53 +99,8 @@ int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *dir, const
         }
         if ((r = make_dirs(dir, err)) < 0)
                 goto out;
-        fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd < 0) {
-                r = kdev_err_set(err, errno, "creating a temporary file in \"%s\": %s", dir,
-                                 strerror(errno));
-                free(tmp); /* nothing to unlink */
-                tmp = NULL;
-                goto out;
-        }
-        if (fchmod(fd, 0644) < 0) {
-                r = kdev_err_set(err, errno, "chmod \"%s\": %s", tmp, strerror(errno));
-                goto out;
-        }
-        if ((r = write_all(fd, text, (size_t)len)) < 0) {
-                r = kdev_err_set(err, -r, "writing \"%s\": %s", tmp, strerror(-r));
-                goto out;
-        }
-        if (fsync(fd) < 0) {
-                r = kdev_err_set(err, errno, "fsync \"%s\": %s", tmp, strerror(errno));
-                goto out;
-        }
-        int c = close(fd);
-        fd = -1;
-        if (c < 0) {
-                r = kdev_err_set(err, errno, "closing \"%s\": %s", tmp, strerror(errno));
-                goto out;
-        }
-        if (rename(tmp, target) < 0) {
-                r = kdev_err_set(err, errno, "renaming \"%s\" to \"%s\": %s", tmp, target,
-                                 strerror(errno));
-                goto out;
-        }
-        free(tmp);
-        tmp = NULL;
-        /* make the rename durable */
-        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0 || fsync(dfd) < 0) {
-                r = kdev_err_set(err, errno, "fsync directory \"%s\": %s", dir, strerror(errno));
-                goto out;
-        }
-        r = 0;
+        r = kdev_file_write_atomic(target, tmp, text, (size_t)len, 0644, true, err);
 out:
-        if (fd >= 0)
-                close(fd);
-        if (dfd >= 0)
-                close(dfd);
-        if (tmp)
-                unlink(tmp);
         free(tmp);
         free(target);
         free(text);

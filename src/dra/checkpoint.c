@@ -1,6 +1,8 @@
 /* kdev DRA claim checkpoint (see checkpoint.h). */
 #include "dra/checkpoint.h"
 
+#include "common/file.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -391,8 +393,7 @@ int kdev_dra_cp_save(const struct kdev_dra_cp *cp, const char *path, struct kdev
         json_t *root = NULL, *data = NULL;
         char sum[64], tmp[4096], dirbuf[4096];
         char *text = NULL;
-        int fd = -1, rc = 0;
-        size_t len, off = 0;
+        int rc = 0;
 
         if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp) ||
             snprintf(dirbuf, sizeof(dirbuf), "%s", path) >= (int)sizeof(dirbuf))
@@ -411,49 +412,7 @@ int kdev_dra_cp_save(const struct kdev_dra_cp *cp, const char *path, struct kdev
         text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
         if (!text)
                 goto nomem;
-        len = strlen(text);
-        fd = mkstemp(tmp);
-        if (fd < 0) {
-                rc = kdev_err_set(err, errno, "create %s: %s", tmp, strerror(errno));
-                goto out;
-        }
-        while (off < len) {
-                ssize_t n = write(fd, text + off, len - off);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        rc = kdev_err_set(err, errno, "write %s: %s", tmp, strerror(errno));
-                        goto fail;
-                }
-                off += (size_t)n;
-        }
-        if (fchmod(fd, 0600) < 0 || fsync(fd) < 0) {
-                rc = kdev_err_set(err, errno, "fsync %s: %s", tmp, strerror(errno));
-                goto fail;
-        }
-        if (close(fd) < 0) {
-                fd = -1;
-                rc = kdev_err_set(err, errno, "close %s: %s", tmp, strerror(errno));
-                goto fail;
-        }
-        fd = -1;
-        if (rename(tmp, path) < 0) {
-                rc = kdev_err_set(err, errno, "rename %s to %s: %s", tmp, path, strerror(errno));
-                goto fail;
-        }
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-        if (dfd >= 0) {
-                if (fsync(dfd) < 0)
-                        rc = kdev_err_set(err, errno, "fsync %s: %s", dir, strerror(errno));
-                close(dfd);
-        }
-        goto out;
-fail:
-        if (fd >= 0)
-                close(fd);
-        unlink(tmp);
+        rc = kdev_file_write_atomic(path, tmp, text, strlen(text), 0600, true, err);
         goto out;
 nomem:
         rc = kdev_err_set(err, ENOMEM, "out of memory");

@@ -1,6 +1,8 @@
 /* Strict, table-driven YAML configuration reading (see yamlcfg.h). */
 #include "generic/yamlcfg.h"
 
+#include "common/file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,68 +15,7 @@
 
 int kdev_ycfg_read_file(const char *path, char **text, size_t *len, struct kdev_err *err)
 {
-        *text = NULL;
-        *len = 0;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return kdev_err_set(err, errno, "%s: cannot read: %s", path, strerror(errno));
-        struct stat st;
-        if (fstat(fd, &st) < 0) {
-                int e = errno;
-                close(fd);
-                return kdev_err_set(err, e, "%s: cannot read: %s", path, strerror(e));
-        }
-        if (S_ISDIR(st.st_mode)) {
-                close(fd);
-                return kdev_err_set(err, EISDIR, "%s: cannot read: %s", path, strerror(EISDIR));
-        }
-        size_t cap = 4096, n = 0;
-        char *buf = malloc(cap + 1);
-        if (!buf) {
-                close(fd);
-                return kdev_err_set(err, ENOMEM, "out of memory");
-        }
-        for (;;) {
-                if (n == cap) {
-                        if (cap > KDEV_YCFG_FILE_MAX) {
-                                free(buf);
-                                close(fd);
-                                return kdev_err_set(err, EFBIG,
-                                                    "%s: the file is larger than %d bytes", path,
-                                                    KDEV_YCFG_FILE_MAX);
-                        }
-                        cap *= 2;
-                        char *nb = realloc(buf, cap + 1);
-                        if (!nb) {
-                                free(buf);
-                                close(fd);
-                                return kdev_err_set(err, ENOMEM, "out of memory");
-                        }
-                        buf = nb;
-                }
-                ssize_t r = read(fd, buf + n, cap - n);
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r < 0) {
-                        int e = errno;
-                        free(buf);
-                        close(fd);
-                        return kdev_err_set(err, e, "%s: cannot read: %s", path, strerror(e));
-                }
-                if (r == 0)
-                        break;
-                n += (size_t)r;
-        }
-        close(fd);
-        if (n > KDEV_YCFG_FILE_MAX) {
-                free(buf);
-                return kdev_err_set(err, EFBIG, "%s: the file is larger than %d bytes", path,
-                                    KDEV_YCFG_FILE_MAX);
-        }
-        buf[n] = '\0';
-        *text = buf;
-        *len = n;
-        return 0;
+        return kdev_file_read(path, KDEV_YCFG_FILE_MAX, text, len, err);
 }
 
 unsigned kdev_ycfg_line(const yaml_node_t *node)

@@ -2,6 +2,8 @@
  * (see kube.h). Follows client-go's rest.InClusterConfig and clientcmd. */
 #include "kube/kube.h"
 
+#include "common/file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -18,63 +20,7 @@
 /* Reads |path| (at most FILE_MAX bytes) into a NUL-terminated buffer. */
 static int read_file(const char *path, char **out, size_t *out_len, struct kdev_err *err)
 {
-        *out = NULL;
-        *out_len = 0;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-                int e = errno;
-                return kdev_err_set(err, e, "%s: cannot read: %s", path, strerror(e));
-        }
-        struct stat st;
-        if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-                close(fd);
-                return kdev_err_set(err, EISDIR, "%s: cannot read: %s", path, strerror(EISDIR));
-        }
-        size_t cap = 4096, n = 0;
-        char *buf = malloc(cap + 1);
-        if (!buf) {
-                close(fd);
-                return kdev_err_set(err, ENOMEM, "out of memory");
-        }
-        for (;;) {
-                if (n == cap) {
-                        if (cap > FILE_MAX) {
-                                free(buf);
-                                close(fd);
-                                return kdev_err_set(err, EFBIG, "%s: larger than %d bytes",
-                                                    path, FILE_MAX);
-                        }
-                        char *nb = realloc(buf, cap * 2 + 1);
-                        if (!nb) {
-                                free(buf);
-                                close(fd);
-                                return kdev_err_set(err, ENOMEM, "out of memory");
-                        }
-                        buf = nb;
-                        cap *= 2;
-                }
-                ssize_t r = read(fd, buf + n, cap - n);
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r < 0) {
-                        int e = errno;
-                        free(buf);
-                        close(fd);
-                        return kdev_err_set(err, e, "%s: cannot read: %s", path, strerror(e));
-                }
-                if (r == 0)
-                        break;
-                n += (size_t)r;
-        }
-        close(fd);
-        if (n > FILE_MAX) {
-                free(buf);
-                return kdev_err_set(err, EFBIG, "%s: larger than %d bytes", path, FILE_MAX);
-        }
-        buf[n] = '\0';
-        *out = buf;
-        *out_len = n;
-        return 0;
+        return kdev_file_read(path, FILE_MAX, out, out_len, err);
 }
 
 /* Whether |pem| holds a PEM block of a certificate (|key| false: BEGIN

@@ -1,6 +1,8 @@
 /* kubelet device manager checkpoint: see checkpoint.h. */
 #include "kubelet/checkpoint.h"
 
+#include "common/file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1160,35 +1162,7 @@ int kdev_ckpt_write(const char *path, struct kdev_checkpoint *cp, struct kdev_er
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
         snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
-        int rc = 0;
-        int fd = mkstemp(tmp);
-        if (fd < 0) {
-                rc = kdev_err_set(err, errno, "create temporary file for %s: %s", path,
-                                  strerror(errno));
-                goto out;
-        }
-        size_t len = strlen(text), off = 0;
-        while (off < len) {
-                ssize_t n = write(fd, text + off, len - off);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        rc = kdev_err_set(err, errno, "write %s: %s", tmp, strerror(errno));
-                        break;
-                }
-                off += (size_t)n;
-        }
-        if (rc == 0 && fchmod(fd, 0644) < 0)
-                rc = kdev_err_set(err, errno, "chmod %s: %s", tmp, strerror(errno));
-        if (rc == 0 && fsync(fd) < 0)
-                rc = kdev_err_set(err, errno, "fsync %s: %s", tmp, strerror(errno));
-        if (close(fd) < 0 && rc == 0)
-                rc = kdev_err_set(err, errno, "close %s: %s", tmp, strerror(errno));
-        if (rc == 0 && rename(tmp, path) < 0)
-                rc = kdev_err_set(err, errno, "rename %s to %s: %s", tmp, path, strerror(errno));
-        if (rc < 0)
-                unlink(tmp);
-out:
+        int rc = kdev_file_write_atomic(path, tmp, text, strlen(text), 0644, false, err);
         free(tmp);
         free(text);
         return rc;

@@ -1,6 +1,8 @@
 /* GPU node labels for Node Feature Discovery. See labels.h. */
 #include "nvidia/labels.h"
 
+#include "common/file.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -565,20 +567,6 @@ static bool same_content(const char *path, const char *text)
         return same && got == want;
 }
 
-static int write_all(int fd, const char *s, size_t len)
-{
-        while (len) {
-                ssize_t n = write(fd, s, len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                s += n;
-                len -= (size_t)n;
-        }
-        return 0;
-}
-
 int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err *err)
 {
         if (same_content(path, text))
@@ -598,29 +586,6 @@ int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err
         int n = snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", strcmp(dir, "/") ? dir : "", base);
         if (n < 0 || (size_t)n >= sizeof(tmp))
                 return kdev_err_set(err, ENAMETOOLONG, "%s: path too long", path);
-        int fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd < 0) {
-                int e = errno;
-                return kdev_err_set(err, e, "%s: cannot create a file in directory %s: %s", path,
-                                    dir, strerror(e));
-        }
-        int r = write_all(fd, text, strlen(text));
-        if (r == 0 && fchmod(fd, 0644) < 0)
-                r = -errno;
-        if (r == 0 && fsync(fd) < 0)
-                r = -errno;
-        if (close(fd) < 0 && r == 0)
-                r = -errno;
-        if (r == 0 && rename(tmp, path) < 0)
-                r = -errno;
-        if (r < 0) {
-                unlink(tmp);
-                return kdev_err_set(err, -r, "%s: %s", path, strerror(-r));
-        }
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-                fsync(dfd); /* best effort: the rename is done */
-                close(dfd);
-        }
-        return 1;
+        int r = kdev_file_write_atomic(path, tmp, text, strlen(text), 0644, false, err);
+        return r < 0 ? r : 1;
 }
