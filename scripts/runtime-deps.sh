@@ -38,8 +38,12 @@ declare -A libs=() pkgs=()
 status=0
 objects=("$@")
 for name in "${DLOPENED[@]}"; do
-  path=$(ldconfig -p | awk -v n="$name" '$1 == n && /x86-64|x32|AArch64|64bit/ { print $NF; exit }')
-  [ -n "$path" ] || path=$(ldconfig -p | awk -v n="$name" '$1 == n { print $NF; exit }')
+  # awk reads to the end (no early exit: ldconfig would die of SIGPIPE, and
+  # pipefail would fail the script): the native-arch entry, else the first
+  path=$(ldconfig -p | awk -v n="$name" '
+    $1 == n && /x86-64|AArch64|64bit/ && !native { native = $NF }
+    $1 == n && !any { any = $NF }
+    END { print (native != "" ? native : any) }')
   [ -n "$path" ] || { echo "runtime-deps: $name (dlopened) is not installed" >&2; exit 1; }
   libs[$path]=1
   objects+=("$path")
