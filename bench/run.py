@@ -6,8 +6,9 @@ Usage: python3 bench/run.py --build DIR --go BIN [--runs N] [--restarts N]
 Runs every scenario N times (kdev and the Go peer interleaved, so both see the
 same machine), each figure of each run coming from one fresh plugin process,
 and prints, for each figure, min / median / max over the N runs, the kdev/Go
-ratio where the Go peer does the same job, and the DESIGN.md §6 target with
-"met" or "not met" (judged on the worst run). Writes the same text to FILE.
+ratio where the Go peer does the same job, and the target (docs/architecture.md,
+"Performance targets") with "met" or "not met" (judged on the worst run).
+Writes the same text to FILE.
 """
 import argparse
 import datetime
@@ -370,7 +371,7 @@ def main():
       "a new connection each, connect to EOF; %s failed." % (
           fmt(st("migm", "rss_kib")[1], "MiB") if st("migm", "rss_kib") else "-",
           fmt(mf[2], "") if mf else "-"))
-    w("  No target: DESIGN.md section 6 sets none with metrics on (README \"Metrics\": "
+    w("  No target: docs/architecture.md sets none with metrics on (README \"Metrics\": "
       "about 2.8 MiB more RSS, mostly GnuTLS).")
     w("- the Go peer has no NVML and no health checks: its column is empty where it does not do "
       "the job.")

@@ -8,8 +8,8 @@
 # (CMake + Ninja, in build-bench/ unless --build-dir), builds the Go peer
 # (bench/peers/go), then runs bench/run.py: every figure min / median / max over
 # RUNS runs (default 3; env KDEV_BENCH_RUNS), kdev beside the Go peer, each
-# DESIGN.md §6 target "met" or "NOT MET". Prints the table and writes it to
-# bench/results/<date>-<arch>-<N>cpu.txt (env KDEV_BENCH_HOST_KIND replaces
+# target of docs/architecture.md "met" or "NOT MET". Prints the table and
+# writes it to bench/results/<date>-<arch>-<N>cpu.txt (env KDEV_BENCH_HOST_KIND replaces
 # "<arch>-<N>cpu", KDEV_BENCH_OUT the whole path).
 # Longer runs: bench/run.sh -n 10 --restarts 500 --calls 20000.
 set -euo pipefail

@@ -1,7 +1,7 @@
 /* NVML loader: dlopen of libnvidia-ml.so.1 and one typed table of entry points.
  *
- * The driver is not a build dependency (DESIGN.md §2): the library is opened
- * once with RTLD_NOW | RTLD_LOCAL and every entry point in KDEV_NVML_SYMBOLS is
+ * The driver is not a build dependency (docs/architecture.md): the library is
+ * opened once with RTLD_NOW | RTLD_LOCAL and every entry point in KDEV_NVML_SYMBOLS is
  * resolved at open time. For each entry point the names are tried in order,
  * newest first (nvmlInit_v2 then nvmlInit, nvmlDeviceGetPciInfo_v3 then _v2
  * then the v1 name), the way go-nvml switches to the newest symbol that
