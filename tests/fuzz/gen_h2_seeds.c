@@ -1,8 +1,8 @@
 /* Writes the seed corpus of fuzz_h2_server: client byte streams made with
  * nghttp2's client session (connection preface, SETTINGS, HEADERS, DATA,
- * ...), one file per scenario, carrying the shared wire vectors as request
- * messages. Usage: gen_h2_seeds OUT_DIR VECTORS_DIR
- * (VECTORS_DIR = ../shared/vectors/deviceplugin-v1beta1). Not part of the
+ * ...), one file per scenario, carrying the repository's wire vectors as
+ * request messages. Usage: gen_h2_seeds OUT_DIR VECTORS_DIR
+ * (VECTORS_DIR = tests/data/vectors/deviceplugin-v1beta1). Not part of the
  * product; run by hand when the scenarios change. */
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
 """kdevctl's device-plugin client commands (options, allocate, preferred,
 watch, plugins) against a grpcio device plugin written here: exact table
 and -o json output, the exact request bytes the plugin receives (compared
-with the shared wire vectors), rpc error lines and exit statuses, usage
-errors."""
+with the wire vectors in tests/data/vectors), rpc error lines and exit
+statuses, usage errors."""
 import json
 import os
 import socket
@@ -17,7 +17,7 @@ import kdevtest as kt  # noqa: E402
 from kdevtest import TempDir, api, grpc, wait_for  # noqa: E402
 
 KDEVCTL = os.path.join(kt.BUILD_DIR, "kdevctl")
-VEC = os.path.join(kt.SOURCE_DIR, "..", "shared", "vectors", "deviceplugin-v1beta1")
+VEC = os.path.join(kt.SOURCE_DIR, "tests", "data", "vectors", "deviceplugin-v1beta1")
 
 
 def vec_bin(name):
@@ -201,7 +201,7 @@ def test_allocate():
     with TempDir() as d, FakePlugin(d) as p:
         check(kdevctl("allocate", p.path, "gpu-0", "gpu-1", "--container", "gpu-2"), 0,
               ALLOCATE_TABLE, "")
-        # the request on the wire is exactly the shared vector
+        # the request on the wire is exactly the reference vector
         assert p.last("allocate") == vec_bin("08_allocate_request")
         # same request spelled with commas and a leading --container
         check(kdevctl("allocate", "-o", "json", p.path, "--container", "gpu-0,gpu-1",

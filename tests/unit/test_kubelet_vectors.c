@@ -1,4 +1,4 @@
-/* Kubelet API wire vectors (shared/vectors/<api>/) against protobuf-c and
+/* Kubelet API wire vectors (tests/data/vectors/<api>/) against protobuf-c and
  * pbjson: device plugin v1beta1, plugin registration v1, DRA v1beta1 and v1,
  * DRA health v1alpha1. For every vector in each folder's manifest.json:
  * unpack .bin, convert to proto3 JSON and compare with .json (value and exact
@@ -29,7 +29,7 @@
 #include "kubelet/pbjson.h"
 #include "pluginregistration/v1/api.pb-c.h"
 
-#define VEC_ROOT KDEV_SHARED_DIR "/vectors"
+#define VEC_ROOT KDEV_SOURCE_DIR "/tests/data/vectors"
 #define VEC_DIR VEC_ROOT "/deviceplugin-v1beta1"
 #define DRA1_DIR VEC_ROOT "/dra-v1"
 #define DRA1B_DIR VEC_ROOT "/dra-v1beta1"
