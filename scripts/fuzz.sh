@@ -15,7 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${KDEV_FUZZ_SECONDS:-20}
 bdir=${KDEV_FUZZ_BUILD:-build-fuzz}
-all=(fuzz_h2_server fuzz_plugin_request fuzz_config fuzz_checkpoint fuzz_mock_topology)
+all=(fuzz_h2_server fuzz_plugin_request fuzz_config fuzz_checkpoint fuzz_mock_topology
+     fuzz_dra_prepare)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
