@@ -17,8 +17,10 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 echo "== release build and tests" >&2
 # The same build as the container image's (deploy/Dockerfile runs it too).
 scripts/build.sh --build-dir build --jobs "$jobs"
-# libFuzzer targets, 20 s each (KDEV_FUZZ_SECONDS); a failure is reported at
-# the end, so that the release ctest summary stays the closing output.
+# libFuzzer targets: 60 s for fuzz_h2_server and fuzz_plugin_request, 20 s
+# for the others, nproc at a time (fuzz.sh; KDEV_FUZZ_SECONDS sets one time
+# for all); a failure is reported at the end, so that the release ctest
+# summary stays the closing output.
 fuzz_rc=0
 scripts/fuzz.sh || fuzz_rc=$?
 ctest --test-dir build --output-on-failure -j"$jobs"
