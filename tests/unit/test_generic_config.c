@@ -426,7 +426,7 @@ static void test_load_files(void **state)
 
         /* a directory */
         assert_int_equal(kdev_generic_config_load(dir, &cfg, &e), -EISDIR);
-        snprintf(want, sizeof(want), "%s: cannot read: Is a directory", dir);
+        snprintf(want, sizeof(want), "%s: is not a regular file (a directory)", dir);
         assert_string_equal(e.msg, want);
 
         /* empty file */
@@ -459,7 +459,7 @@ static void test_load_files(void **state)
                 fputs("# padding line\n\n", f);
         fclose(f);
         assert_int_equal(kdev_generic_config_load(path, &cfg, &e), -EFBIG);
-        snprintf(want, sizeof(want), "%s: the file is larger than 1048576 bytes", path);
+        snprintf(want, sizeof(want), "%s: the config file is larger than 1048576 bytes", path);
         assert_string_equal(e.msg, want);
         unlink(path);
 

@@ -529,8 +529,8 @@ static void test_kubeconfig_pem_checks(void **state)
         write_file("good.key", KEY_PEM);
         char nf[600], bad[600];
         snprintf(nf, sizeof(nf),
-                 "kc.yaml:5:46: cluster.certificate-authority: /nonexistent/ca.crt: No such "
-                 "file or directory");
+                 "kc.yaml:5:46: cluster.certificate-authority: /nonexistent/ca.crt: cannot "
+                 "read: No such file or directory");
         snprintf(bad, sizeof(bad),
                  "kc.yaml:5:46: cluster.certificate-authority: %s/notpem.crt: not a PEM "
                  "certificate (no -----BEGIN CERTIFICATE----- block)", tmpdir);

@@ -319,7 +319,7 @@ static void test_read_write(void **state)
         struct kdev_err err = {0};
         assert_int_equal(kdev_ckpt_read(path, &cp, &err), -ENOENT);
         char want[512];
-        snprintf(want, sizeof(want), "open %s: No such file or directory", path);
+        snprintf(want, sizeof(want), "%s: cannot read: No such file or directory", path);
         assert_string_equal(err.msg, want);
 
         /* Build Example B in memory like the device manager does. */

@@ -304,7 +304,7 @@ static void test_refcounted_init(void **state)
         assert_int_equal(kdev_nvml_init(lib, &e), -EIO);
         assert_string_equal(e.msg, "nvml init failed: Unknown Error");
         kdevMockLastError_fn *last = (kdevMockLastError_fn *)dlsym(h, "kdevMockLastError");
-        assert_string_equal(last(), "/nonexistent.yaml: cannot open: No such file or directory");
+        assert_string_equal(last(), "/nonexistent.yaml: cannot read: No such file or directory");
         unsetenv("KDEV_MOCK_NVML_TOPOLOGY");
         assert_int_equal(kdev_nvml_init(lib, &e), -ENODEV);
         assert_string_equal(e.msg, "nvml init failed: Driver Not Loaded");
