@@ -105,8 +105,16 @@ struct mock_state {
         nvmlGpuTopologyLevel_t *levels;           /* n_gpus * n_gpus */
 };
 
-/* Loads the topology file |path| into a new state. On error returns NULL and
- * writes "<path>:<line>:<column>: <message>" into |msg|. */
+/* Largest topology file read (bytes): kind "topology file". */
+#define MOCK_TOPOLOGY_FILE_MAX (1024 * 1024)
+
+/* Loads the topology file |path| into a new state; the file is read with
+ * kdev_file_read (src/common/file.h: a regular file of at most
+ * MOCK_TOPOLOGY_FILE_MAX bytes, no NUL bytes). On error returns NULL and
+ * writes "<path>:<line>:<column>: <message>" into |msg|, or the reader's
+ * message ("<path>: cannot read: <reason>", "<path>: is not a regular file
+ * (a FIFO)", "<path>: the topology file is larger than 1048576 bytes",
+ * "<path>: contains a NUL byte at offset <n>"). */
 struct mock_state *mock_topology_load(const char *path, char *msg, size_t msg_size);
 
 /* Frees a state (NULL-safe). */

@@ -403,11 +403,12 @@ static void poll_control_locked(void)
                 snprintf(g_ctl_path, sizeof(g_ctl_path), "%s", path);
                 g_ctl_off = 0;
         }
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* O_NONBLOCK and a regular file only: a FIFO must not block NVML */
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (fd < 0)
                 return;
         struct stat st;
-        if (fstat(fd, &st) < 0 || st.st_size == g_ctl_off) {
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == g_ctl_off) {
                 close(fd);
                 return;
         }

@@ -11,6 +11,8 @@
 
 #include "mock.h"
 
+#include "common/file.h"
+
 struct loader {
         const char *path;
         yaml_document_t doc;
@@ -719,30 +721,34 @@ struct mock_state *mock_topology_load(const char *path, char *msg, size_t msg_si
 {
         struct loader l = { .path = path, .msg = msg, .msg_size = msg_size };
         msg[0] = '\0';
-        FILE *f = fopen(path, "re");
-        if (!f) {
-                snprintf(msg, msg_size, "%s: cannot open: %s", path, strerror(errno));
+        /* stat before the read: a change in between is seen by the next
+         * poll (mock_nvml.c compares size and mtime) and loaded again */
+        struct stat st;
+        if (stat(path, &st) < 0) {
+                snprintf(msg, msg_size, "%s: cannot read: %s", path, strerror(errno));
                 return NULL;
         }
-        struct stat st;
-        if (fstat(fileno(f), &st) < 0) {
-                snprintf(msg, msg_size, "%s: cannot stat: %s", path, strerror(errno));
-                fclose(f);
+        char *text;
+        size_t len;
+        struct kdev_err err = {0};
+        if (kdev_file_read(path, "topology file", MOCK_TOPOLOGY_FILE_MAX, KDEV_FILE_TEXT, &text,
+                           &len, &err) < 0) {
+                snprintf(msg, msg_size, "%s", err.msg);
                 return NULL;
         }
         yaml_parser_t parser;
         yaml_parser_initialize(&parser);
-        yaml_parser_set_input_file(&parser, f);
+        yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
         if (!yaml_parser_load(&parser, &l.doc)) {
                 snprintf(msg, msg_size, "%s:%zu:%zu: %s", path, parser.problem_mark.line + 1,
                          parser.problem_mark.column + 1,
                          parser.problem ? parser.problem : "YAML error");
                 yaml_parser_delete(&parser);
-                fclose(f);
+                free(text);
                 return NULL;
         }
         yaml_parser_delete(&parser);
-        fclose(f);
+        free(text);
         l.s = calloc(1, sizeof(*l.s));
         int rc = l.s ? load_doc(&l) : fail(&l, NULL, "out of memory");
         yaml_document_delete(&l.doc);

@@ -319,9 +319,16 @@ int kdev_cdi_spec_format(const struct kdev_cdi_spec *spec, char **out, struct kd
 int kdev_cdi_spec_from_json(const json_t *root, struct kdev_cdi_spec **out,
                             struct kdev_err *err);
 
-/* Reads and parses the JSON spec file |path| (kdev_cdi_spec_from_json).
- * YAML files ("*.yaml") are not supported (-EOPNOTSUPP). Returns 0, a negative
- * errno from open/read, -EINVAL (bad JSON, with line:column) or as above. */
+/* Largest CDI spec file read (bytes): kind "CDI spec". */
+#define KDEV_CDI_SPEC_FILE_MAX (4 * 1024 * 1024)
+
+/* Reads (kdev_file_read: a regular file of at most KDEV_CDI_SPEC_FILE_MAX
+ * bytes, no NUL bytes) and parses the JSON spec file |path|
+ * (kdev_cdi_spec_from_json). YAML files ("*.yaml") are not supported
+ * (-EOPNOTSUPP). Returns 0, kdev_file_read's errors ("<path>: cannot read:
+ * <reason>", "<path>: is not a regular file (a FIFO)", "<path>: the CDI spec
+ * is larger than 4194304 bytes", ...), -EINVAL (bad JSON, with line:column)
+ * or as above. */
 int kdev_cdi_spec_read(const char *path, struct kdev_cdi_spec **out, struct kdev_err *err);
 
 /* Writes |spec| (kdev_cdi_spec_format) to |dir|/|file_name| atomically: the

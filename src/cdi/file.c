@@ -135,13 +135,15 @@ int kdev_cdi_spec_read(const char *path, struct kdev_cdi_spec **out, struct kdev
         if (ends_with(path, ".yaml") || ends_with(path, ".yml"))
                 return kdev_err_set(err, EOPNOTSUPP, "CDI spec \"%s\": YAML specs are not supported",
                                     path);
-        FILE *f = fopen(path, "re");
-        if (!f)
-                return kdev_err_set(err, errno, "opening CDI spec \"%s\": %s", path,
-                                    strerror(errno));
+        char *text;
+        size_t len;
+        int rc = kdev_file_read(path, "CDI spec", KDEV_CDI_SPEC_FILE_MAX, KDEV_FILE_TEXT, &text,
+                                &len, err);
+        if (rc < 0)
+                return rc;
         json_error_t jerr;
-        json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
-        fclose(f);
+        json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+        free(text);
         if (!root)
                 return kdev_err_set(err, EINVAL, "%s:%d:%d: %s", path, jerr.line, jerr.column,
                                     jerr.text);

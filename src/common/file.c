@@ -4,32 +4,86 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-int kdev_file_read(const char *path, size_t max, char **out, size_t *len, struct kdev_err *err)
+/* What a file of mode |m| is, for "is not a regular file (...)". */
+static const char *file_type(mode_t m)
+{
+        if (S_ISDIR(m))
+                return "a directory";
+        if (S_ISFIFO(m))
+                return "a FIFO";
+        if (S_ISCHR(m))
+                return "a character device";
+        if (S_ISBLK(m))
+                return "a block device";
+        if (S_ISSOCK(m))
+                return "a socket";
+        return "not a file";
+}
+
+static int not_regular(const char *path, mode_t m, struct kdev_err *err)
+{
+        return kdev_err_set(err, S_ISDIR(m) ? EISDIR : EINVAL, "%s: is not a regular file (%s)",
+                            path, file_type(m));
+}
+
+static int cannot_read(const char *path, int e, struct kdev_err *err)
+{
+        return kdev_err_set(err, e, "%s: cannot read: %s", path, strerror(e));
+}
+
+static int too_large(const char *path, const char *kind, size_t max, struct kdev_err *err)
+{
+        return kdev_err_set(err, EFBIG, "%s: the %s is larger than %zu bytes", path,
+                            kind ? kind : "file", max);
+}
+
+int kdev_file_read(const char *path, const char *kind, size_t max, unsigned flags, char **out,
+                   size_t *len, struct kdev_err *err)
 {
         *out = NULL;
         *len = 0;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-                int e = errno;
-                return kdev_err_set(err, e, "%s: cannot read: %s", path, strerror(e));
-        }
         struct stat st;
+        /* stat first: a device or FIFO is refused without being opened */
+        if (stat(path, &st) < 0)
+                return cannot_read(path, errno, err);
+        if (!S_ISREG(st.st_mode))
+                return not_regular(path, st.st_mode, err);
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+                return cannot_read(path, errno, err);
+        /* the path may have been replaced since the stat */
         if (fstat(fd, &st) < 0) {
                 int e = errno;
                 close(fd);
-                return kdev_err_set(err, e, "%s: cannot read: %s", path, strerror(e));
+                return cannot_read(path, e, err);
         }
-        if (S_ISDIR(st.st_mode)) {
+        if (!S_ISREG(st.st_mode)) {
                 close(fd);
-                return kdev_err_set(err, EISDIR, "%s: cannot read: %s", path, strerror(EISDIR));
+                return not_regular(path, st.st_mode, err);
         }
-        size_t cap = 4096, n = 0;
+        if (st.st_size > 0 && (uintmax_t)st.st_size > max) {
+                close(fd);
+                return too_large(path, kind, max, err);
+        }
+        /* O_NONBLOCK only kept the open from blocking; read normally */
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+                int e = errno;
+                close(fd);
+                return cannot_read(path, e, err);
+        }
+        /* room for max + 1 bytes at most: one past the limit tells "too large" */
+        size_t limit = max == SIZE_MAX ? SIZE_MAX - 1 : max + 1;
+        size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, n = 0;
+        if (cap > limit)
+                cap = limit;
         char *buf = malloc(cap + 1);
         if (!buf) {
                 close(fd);
@@ -37,16 +91,17 @@ int kdev_file_read(const char *path, size_t max, char **out, size_t *len, struct
         }
         for (;;) {
                 if (n == cap) {
-                        if (cap > max)
+                        if (cap == limit)
                                 break; /* over the limit: reported below */
-                        char *nb = realloc(buf, cap * 2 + 1);
+                        size_t ncap = cap > limit / 2 ? limit : cap * 2;
+                        char *nb = realloc(buf, ncap + 1);
                         if (!nb) {
                                 free(buf);
                                 close(fd);
                                 return kdev_err_set(err, ENOMEM, "out of memory");
                         }
                         buf = nb;
-                        cap *= 2;
+                        cap = ncap;
                 }
                 ssize_t r = read(fd, buf + n, cap - n);
                 if (r < 0 && errno == EINTR)
@@ -55,7 +110,7 @@ int kdev_file_read(const char *path, size_t max, char **out, size_t *len, struct
                         int e = errno;
                         free(buf);
                         close(fd);
-                        return kdev_err_set(err, e, "%s: cannot read: %s", path, strerror(e));
+                        return cannot_read(path, e, err);
                 }
                 if (r == 0)
                         break;
@@ -64,8 +119,14 @@ int kdev_file_read(const char *path, size_t max, char **out, size_t *len, struct
         close(fd);
         if (n > max) {
                 free(buf);
-                return kdev_err_set(err, EFBIG, "%s: the file is larger than %zu bytes", path,
-                                    max);
+                return too_large(path, kind, max, err);
+        }
+        const char *nul = (flags & KDEV_FILE_TEXT) ? memchr(buf, '\0', n) : NULL;
+        if (nul) {
+                size_t off = (size_t)(nul - buf);
+                free(buf);
+                return kdev_err_set(err, EILSEQ, "%s: contains a NUL byte at offset %zu", path,
+                                    off);
         }
         buf[n] = '\0';
         *out = buf;

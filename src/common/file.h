@@ -10,13 +10,35 @@
 
 #include "common/err.h"
 
-/* Reads the regular file |path| into a NUL-terminated buffer of at most
- * |max| bytes (plus the NUL). On success returns 0 with |*out| (malloc'd,
- * caller frees) and |*len| (bytes, NUL not counted). Errors (|*out| NULL,
- * |err| names |path|): the open/read errno ("PATH: cannot read: ..."),
- * -EISDIR for a directory, -EFBIG past |max| ("PATH: the file is larger
- * than MAX bytes"), -ENOMEM. */
-int kdev_file_read(const char *path, size_t max, char **out, size_t *len, struct kdev_err *err);
+/* Largest sysfs attribute read (bytes): kind "sysfs attribute". A sysfs
+ * show() writes at most one page, and st_size says 4096 whatever it holds. */
+#define KDEV_FILE_SYSFS_ATTR_MAX 4096
+
+/* kdev_file_read flags. */
+#define KDEV_FILE_TEXT 1u /* the file is text: a NUL byte in it is an error */
+
+/* Reads the regular file |path| (a symbolic link is followed) into a
+ * NUL-terminated buffer of at most |max| bytes (plus the NUL). |kind| names
+ * what the file is in the size error ("config file", "claim checkpoint"...;
+ * NULL: "file"); |flags| is 0 or KDEV_FILE_TEXT. The file is opened with
+ * O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC after stat() says it is a
+ * regular file, and checked again with fstat(), so a FIFO, a device (also
+ * through a symbolic link, e.g. to /dev/zero) or a directory is refused
+ * without blocking and without reading; the size is checked by st_size and
+ * again while reading (files whose st_size is 0 or wrong, as in /proc and
+ * /sys, stop at |max| + 1 bytes). On success returns 0 with |*out|
+ * (malloc'd, caller frees) and |*len| (bytes, NUL not counted). Errors
+ * (|*out| NULL, |*len| 0, |err| names |path|):
+ *   the stat/open/read errno     "PATH: cannot read: <strerror>";
+ *   -EISDIR  a directory         "PATH: is not a regular file (a directory)";
+ *   -EINVAL  any other non-regular file: "PATH: is not a regular file (a
+ *            FIFO)", "(a character device)", "(a block device)", "(a socket)";
+ *   -EFBIG   more than |max| bytes "PATH: the KIND is larger than MAX bytes";
+ *   -EILSEQ  KDEV_FILE_TEXT and a NUL byte in the file
+ *            "PATH: contains a NUL byte at offset N" (N from 0, the first);
+ *   -ENOMEM. */
+int kdev_file_read(const char *path, const char *kind, size_t max, unsigned flags, char **out,
+                   size_t *len, struct kdev_err *err);
 
 /* Replaces |path| atomically with |len| bytes of |data|: a temporary file
  * made from |tmp_template| (a path in |path|'s directory ending in

@@ -162,50 +162,6 @@ out:
         return rc;
 }
 
-static int read_file(const char *path, char **out, struct kdev_err *err)
-{
-        FILE *f = fopen(path, "rb");
-        char *buf = NULL;
-        size_t len = 0, cap = 0;
-
-        if (!f)
-                return -errno;
-        for (;;) {
-                if (len + 4096 + 1 > cap) {
-                        char *nb;
-
-                        cap = cap ? cap * 2 : 8192;
-                        nb = realloc(buf, cap);
-                        if (!nb) {
-                                free(buf);
-                                fclose(f);
-                                return kdev_err_set(err, ENOMEM, "out of memory");
-                        }
-                        buf = nb;
-                }
-                size_t n = fread(buf + len, 1, cap - len - 1, f);
-
-                len += n;
-                if (n == 0)
-                        break;
-        }
-        if (ferror(f)) {
-                int e = errno ? errno : EIO;
-
-                free(buf);
-                fclose(f);
-                return -e;
-        }
-        fclose(f);
-        buf[len] = '\0';
-        if (strlen(buf) != len) {
-                free(buf);
-                return -EILSEQ; /* NUL bytes: not JSON text */
-        }
-        *out = buf;
-        return 0;
-}
-
 /* Splits |path| into its directory (into |dir|) and base name. Returns the
  * base name (inside |path|) or NULL when |path| does not fit |dir|. */
 static const char *split_path(const char *path, char *dir, size_t size)
@@ -333,12 +289,30 @@ int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *
 
         json_decref(cp->claims);
         cp->claims = NULL;
-        rc = read_file(path, &text, &why);
+        size_t len;
+        rc = kdev_file_read(path, "claim checkpoint", KDEV_DRA_CP_FILE_MAX, KDEV_FILE_TEXT, &text,
+                            &len, &why);
         if (rc == -ENOENT)
                 return kdev_dra_cp_init(cp) < 0 ? kdev_err_set(err, ENOMEM, "out of memory") : 0;
         if (rc == -ENOMEM)
                 return kdev_err_set(err, ENOMEM, "%s", why.msg);
-        if (rc < 0) {
+        if (rc == -EISDIR || rc == -EINVAL)
+                /* not a file kdev wrote: neither read nor moved aside */
+                return kdev_err_set(err, -rc, "claim checkpoint %s; refusing to start, it is left "
+                                    "alone", why.msg);
+        if (rc == -EFBIG)
+                /* may hold prepared claims: not moved aside either */
+                return kdev_err_set(err, EFBIG, "%s; refusing to start, it is left alone",
+                                    why.msg);
+        if (rc == -EILSEQ) {
+                /* "PATH: contains a NUL byte at offset N" without the path */
+                size_t pl = strlen(path);
+                const char *m = strncmp(why.msg, path, pl) == 0 && why.msg[pl] == ':'
+                                        ? why.msg + pl + 2
+                                        : why.msg;
+                memmove(why.msg, m, strlen(m) + 1);
+                rc = -EBADMSG;
+        } else if (rc < 0) {
                 kdev_err_set(&why, EBADMSG, "cannot read: %s", strerror(-rc));
                 rc = -EBADMSG;
         } else {

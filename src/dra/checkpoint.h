@@ -27,6 +27,9 @@
 
 #define KDEV_DRA_CP_VERSION 1
 #define KDEV_DRA_CP_FILE "dra-claims.json"
+/* Largest checkpoint read (bytes): kind "claim checkpoint". A record is
+ * about 300 bytes, so this holds some 50 000 prepared claims. */
+#define KDEV_DRA_CP_FILE_MAX (16 * 1024 * 1024)
 /* Corrupt checkpoints moved aside that are kept (the newest ones). */
 #define KDEV_DRA_CP_KEEP_CORRUPT 5
 
@@ -53,9 +56,20 @@ void kdev_dra_cp_free(struct kdev_dra_cp *cp);
  *        is empty, and |err| says "checkpoint <path> was written by a newer
  *        kdev (version <v>, this one reads 1); refusing to start so prepared
  *        claims are not forgotten". The caller does not serve;
- *   -EBADMSG  the file was unreadable as a checkpoint (bad JSON, a version
- *        that is not an integer or is below 1, checksum mismatch, malformed
- *        record) or could not be read (EACCES, EIO, ...): it was renamed to
+ *   -EINVAL, -EISDIR  |path| is not a regular file (a FIFO, a device, a
+ *        symbolic link to one, a socket, a directory; read through
+ *        kdev_file_read, so nothing blocks): not a file kdev wrote, so it is
+ *        neither read nor moved aside; |cp| is empty and |err| says "claim
+ *        checkpoint <path>: is not a regular file (a FIFO); refusing to
+ *        start, it is left alone". The caller does not serve;
+ *   -EFBIG  the file is larger than KDEV_DRA_CP_FILE_MAX: left alone (it may
+ *        hold prepared claims), |err| says "<path>: the claim checkpoint is
+ *        larger than 16777216 bytes; refusing to start, it is left alone".
+ *        The caller does not serve;
+ *   -EBADMSG  the file was unreadable as a checkpoint (bad JSON, a NUL byte:
+ *        "contains a NUL byte at offset <n>", a version that is not an
+ *        integer or is below 1, checksum mismatch, malformed record) or could
+ *        not be read (EACCES, EIO, ...): it was renamed to
  *        "<path>.corrupt-<unix seconds>" ("...-<n>" when that name exists)
  *        (when the rename fails the message says so), |cp| is empty, and |err|
  *        says what was wrong and where the file went. Of the moved-aside

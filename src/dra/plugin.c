@@ -72,9 +72,10 @@ int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_
                 kdev_dra_plugin_free(p);
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
-        if (rc == -ENOTSUP) {
+        if (rc < 0 && rc != -EBADMSG) {
+                /* a newer kdev's checkpoint, or not a file kdev wrote: left alone */
                 kdev_dra_plugin_free(p);
-                return kdev_err_set(err, ENOTSUP, "%s", cperr.msg);
+                return kdev_err_set(err, -rc, "%s", cperr.msg);
         }
         *out = p;
         return 0;

@@ -159,8 +159,12 @@ struct kdev_dra_plugin;
  * kdev_dra_plugin_checkpoint_error() gives the message to log. A checkpoint
  * of a newer kdev (a higher version) is left alone and creation fails with
  * -ENOTSUP ("checkpoint <path> was written by a newer kdev (version 2, this
- * one reads 1); refusing to start so prepared claims are not forgotten").
- * Returns 0, -EINVAL (missing option), -ENOTSUP or -ENOMEM, with |err|. Free with
+ * one reads 1); refusing to start so prepared claims are not forgotten"); so
+ * is one that is not a regular file (-EINVAL, -EISDIR: "claim checkpoint
+ * <path>: is not a regular file (a FIFO); refusing to start, it is left
+ * alone") or is too large (-EFBIG), as kdev_dra_cp_load says.
+ * Returns 0, -EINVAL (missing option or not a regular file), -EISDIR,
+ * -EFBIG, -ENOTSUP or -ENOMEM, with |err|. Free with
  * kdev_dra_plugin_free() (after kdev_dra_plugin_stop() completed). */
 int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_dra_plugin **out,
                         struct kdev_err *err);

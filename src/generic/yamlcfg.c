@@ -15,7 +15,8 @@
 
 int kdev_ycfg_read_file(const char *path, char **text, size_t *len, struct kdev_err *err)
 {
-        return kdev_file_read(path, KDEV_YCFG_FILE_MAX, text, len, err);
+        return kdev_file_read(path, "config file", KDEV_YCFG_FILE_MAX, KDEV_FILE_TEXT, text, len,
+                              err);
 }
 
 unsigned kdev_ycfg_line(const yaml_node_t *node)

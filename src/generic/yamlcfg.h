@@ -18,7 +18,7 @@
 
 #include "common/err.h"
 
-/* Largest configuration file read (bytes). */
+/* Largest configuration file read (bytes): kind "config file". */
 #define KDEV_YCFG_FILE_MAX (1024 * 1024)
 
 /* Deepest nesting of mappings and lists accepted (the root collection is
@@ -49,9 +49,12 @@ struct kdev_ycfg_field {
         kdev_ycfg_fn fn;
 };
 
-/* Reads |path| (at most KDEV_YCFG_FILE_MAX bytes) into a malloc'ed,
- * NUL-terminated buffer. Errors: `<path>: cannot read: <strerror>` with the
- * errno, `<path>: the file is larger than 1048576 bytes` (-EFBIG). */
+/* Reads the config file |path| (at most KDEV_YCFG_FILE_MAX bytes, a regular
+ * file, no NUL bytes) into a malloc'ed, NUL-terminated buffer
+ * (kdev_file_read). Errors: `<path>: cannot read: <strerror>` with the errno,
+ * `<path>: is not a regular file (a FIFO)` (-EINVAL; -EISDIR for a
+ * directory), `<path>: the config file is larger than 1048576 bytes`
+ * (-EFBIG), `<path>: contains a NUL byte at offset <n>` (-EILSEQ). */
 int kdev_ycfg_read_file(const char *path, char **text, size_t *len, struct kdev_err *err);
 
 /* Parses |text| (|len| bytes) as exactly one YAML document into |c|, whose

@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "common/file.h"
 #include "common/version.h"
 #include "kube/kube_internal.h"
 
@@ -264,25 +265,23 @@ static void reload_token(struct kdev_kube *k)
         if (!k->cfg.token_file || now_ms() - k->token_read_at < k->token_reload_ms)
                 return;
         k->token_read_at = now_ms();
-        FILE *f = fopen(k->cfg.token_file, "re");
-        if (!f)
+        char *tok = NULL;
+        size_t n = 0;
+        if (kdev_file_read(k->cfg.token_file, "token file", KDEV_KUBE_TOKEN_FILE_MAX,
+                           KDEV_FILE_TEXT, &tok, &n, NULL) < 0)
                 return;
-        char tok[16384];
-        size_t n = fread(tok, 1, sizeof(tok) - 1, f);
-        fclose(f);
-        tok[n] = '\0';
         while (n > 0 && isspace((unsigned char)tok[n - 1]))
                 tok[--n] = '\0';
         char *s = tok;
         while (isspace((unsigned char)*s))
                 s++;
-        if (!*s)
-                return;
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        bool ok = *s != '\0';
+        for (const unsigned char *p = (const unsigned char *)s; ok && *p; p++)
                 if (*p < 0x20 || *p == 0x7f)
-                        return;
-        char *nt = strdup(s);
-        explicit_bzero(tok, sizeof(tok));
+                        ok = false;
+        char *nt = ok ? strdup(s) : NULL;
+        explicit_bzero(tok, n);
+        free(tok);
         if (!nt)
                 return;
         if (k->cfg.token) {

@@ -15,12 +15,12 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#define FILE_MAX (1024 * 1024)
-
-/* Reads |path| (at most FILE_MAX bytes) into a NUL-terminated buffer. */
-static int read_file(const char *path, char **out, size_t *out_len, struct kdev_err *err)
+/* Reads the text file |path| of |kind| (at most |max| bytes) into a
+ * NUL-terminated buffer (kdev_file_read). */
+static int read_file(const char *path, const char *kind, size_t max, char **out,
+                     size_t *out_len, struct kdev_err *err)
 {
-        return kdev_file_read(path, FILE_MAX, out, out_len, err);
+        return kdev_file_read(path, kind, max, KDEV_FILE_TEXT, out, out_len, err);
 }
 
 /* Whether |pem| holds a PEM block of a certificate (|key| false: BEGIN
@@ -159,7 +159,8 @@ int kdev_kube_config_in_cluster(struct kdev_kube_config *cfg, const char *sa_dir
         char path[4096];
         size_t len;
         snprintf(path, sizeof(path), "%s/token", sa_dir);
-        int rc = read_file(path, &cfg->token, &len, err);
+        int rc =
+                read_file(path, "token file", KDEV_KUBE_TOKEN_FILE_MAX, &cfg->token, &len, err);
         if (rc < 0)
                 return rc;
         rc = clean_token(cfg->token, path, err);
@@ -167,7 +168,8 @@ int kdev_kube_config_in_cluster(struct kdev_kube_config *cfg, const char *sa_dir
                 return rc;
         cfg->token_file = strdup(path);
         snprintf(path, sizeof(path), "%s/ca.crt", sa_dir);
-        rc = read_file(path, &cfg->ca_pem, &cfg->ca_len, err);
+        rc = read_file(path, "CA file", KDEV_KUBE_PEM_FILE_MAX, &cfg->ca_pem, &cfg->ca_len,
+                       err);
         if (rc < 0)
                 return rc;
         const char *bad = pem_problem(cfg->ca_pem, false);
@@ -175,7 +177,8 @@ int kdev_kube_config_in_cluster(struct kdev_kube_config *cfg, const char *sa_dir
                 return kdev_err_set(err, EINVAL, "%s: %s", path, bad);
         snprintf(path, sizeof(path), "%s/namespace", sa_dir);
         if (access(path, F_OK) == 0) {
-                rc = read_file(path, &cfg->namespace, &len, err);
+                rc = read_file(path, "namespace file", KDEV_KUBE_NAMESPACE_FILE_MAX,
+                               &cfg->namespace, &len, err);
                 if (rc < 0)
                         return rc;
                 cfg->namespace[strcspn(cfg->namespace, " \t\r\n")] = '\0';
@@ -293,7 +296,7 @@ static int kc_load_file(struct kc *c, const char *name, char **out, size_t *len)
                 snprintf(path, sizeof(path), "%s", name);
         else
                 snprintf(path, sizeof(path), "%s/%s", c->base_dir, name);
-        int rc = read_file(path, out, len, c->err);
+        int rc = read_file(path, "token file", KDEV_KUBE_TOKEN_FILE_MAX, out, len, c->err);
         if (rc < 0)
                 return kdev_err_wrap(c->err, "%s", c->display);
         return 0;
@@ -333,13 +336,16 @@ static int kc_pem(struct kc *c, yaml_node_t *map, const char *what, const char *
         else
                 snprintf(path, sizeof(path), "%s/%s", c->base_dir, file);
         struct kdev_err ferr = {0};
-        rc = read_file(path, out, len, &ferr);
+        const char *kind = strcmp(file_key, "client-key") == 0           ? "client key file"
+                           : strcmp(file_key, "client-certificate") == 0 ? "client certificate file"
+                                                                         : "CA file";
+        rc = read_file(path, kind, KDEV_KUBE_PEM_FILE_MAX, out, len, &ferr);
         if (rc == -ENOMEM)
                 return kdev_err_set(c->err, ENOMEM, "out of memory");
         if (rc < 0)
-                return kdev_err_set(c->err, -rc, "%s:%zu:%zu: %s.%s: %s: %s", c->display,
+                return kdev_err_set(c->err, -rc, "%s:%zu:%zu: %s.%s: %s", c->display,
                                     fn->start_mark.line + 1, fn->start_mark.column + 1, what,
-                                    file_key, path, strerror(-rc));
+                                    file_key, ferr.msg);
         const char *bad = pem_problem(*out, key);
         if (bad)
                 return kc_fail(c, fn, "%s.%s: %s: %s", what, file_key, path, bad);
@@ -505,7 +511,7 @@ int kdev_kube_config_kubeconfig(struct kdev_kube_config *cfg, const char *path,
         memset(cfg, 0, sizeof(*cfg));
         char *text;
         size_t len;
-        int rc = read_file(path, &text, &len, err);
+        int rc = read_file(path, "kubeconfig", KDEV_KUBE_KUBECONFIG_MAX, &text, &len, err);
         if (rc < 0)
                 return rc;
         char dir[4096];

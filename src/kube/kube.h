@@ -62,6 +62,14 @@
 /* Largest response body accepted (bytes). */
 #define KDEV_KUBE_BODY_MAX (64 * 1024 * 1024)
 
+/* Largest files read (bytes); past them the read fails with "PATH: the
+ * <kind> is larger than <max> bytes" (-EFBIG). */
+#define KDEV_KUBE_KUBECONFIG_MAX (1024 * 1024)   /* kind "kubeconfig" */
+#define KDEV_KUBE_PEM_FILE_MAX (1024 * 1024)     /* "CA file", "client certificate file",
+                                                  * "client key file" */
+#define KDEV_KUBE_TOKEN_FILE_MAX (64 * 1024)     /* "token file" (also when re-read) */
+#define KDEV_KUBE_NAMESPACE_FILE_MAX 4096        /* "namespace file" */
+
 /* Page size of kdev_kube_list_slices() (LIST ?limit=). */
 #define KDEV_KUBE_LIST_LIMIT 500
 

@@ -904,34 +904,13 @@ out:
 int kdev_ckpt_read(const char *path, struct kdev_checkpoint *cp, struct kdev_err *err)
 {
         kdev_ckpt_clear(cp);
-        FILE *f = fopen(path, "rb");
-        if (!f)
-                return kdev_err_set(err, errno, "open %s: %s", path, strerror(errno));
-        char *buf = NULL;
-        size_t len = 0, cap = 0;
-        for (;;) {
-                if (len == cap) {
-                        cap = cap ? cap * 2 : 4096;
-                        char *nb = realloc(buf, cap);
-                        if (!nb) {
-                                free(buf);
-                                fclose(f);
-                                return kdev_err_set(err, ENOMEM, "out of memory");
-                        }
-                        buf = nb;
-                }
-                size_t n = fread(buf + len, 1, cap - len, f);
-                len += n;
-                if (n == 0)
-                        break;
-        }
-        int rd_err = ferror(f);
-        fclose(f);
-        if (rd_err) {
-                free(buf);
-                return kdev_err_set(err, EIO, "read %s: I/O error", path);
-        }
-        int rc = kdev_ckpt_decode(buf ? buf : "", len, cp, err);
+        char *buf;
+        size_t len;
+        int rc = kdev_file_read(path, "kubelet checkpoint", KDEV_CKPT_FILE_MAX, KDEV_FILE_TEXT,
+                                &buf, &len, err);
+        if (rc < 0)
+                return rc;
+        rc = kdev_ckpt_decode(buf, len, cp, err);
         free(buf);
         return rc;
 }

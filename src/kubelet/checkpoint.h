@@ -115,9 +115,17 @@ int64_t kdev_ckpt_checksum(const struct kdev_checkpoint *cp, enum kdev_ckpt_layo
 int kdev_ckpt_decode(const char *text, size_t len, struct kdev_checkpoint *cp,
                      struct kdev_err *err);
 
-/* Reads and decodes the file |path| (see kdev_ckpt_decode(); the messages are
- * prefixed with nothing: callers add the path). A missing file gives -ENOENT
- * with "open <path>: No such file or directory". */
+/* Largest checkpoint file read (bytes): kind "kubelet checkpoint". */
+#define KDEV_CKPT_FILE_MAX (16 * 1024 * 1024)
+
+/* Reads the file |path| with kdev_file_read (a regular file of at most
+ * KDEV_CKPT_FILE_MAX bytes, no NUL bytes) and decodes it (see
+ * kdev_ckpt_decode()). Errors of the read name the path ("<path>: cannot
+ * read: No such file or directory" with -ENOENT, "<path>: is not a regular
+ * file (a FIFO)" with -EINVAL or -EISDIR, "<path>: the kubelet checkpoint is
+ * larger than 16777216 bytes" with -EFBIG, "<path>: contains a NUL byte at
+ * offset <n>" with -EILSEQ); those of the decoding do not (callers add the
+ * path). */
 int kdev_ckpt_read(const char *path, struct kdev_checkpoint *cp, struct kdev_err *err);
 
 /* Verifies the stored checksum of a decoded |cp| against the one computed for

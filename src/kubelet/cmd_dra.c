@@ -22,9 +22,11 @@
 #include <uv.h>
 #include <yaml.h>
 
+#include "common/file.h"
 #include "dra/v1beta1/api.pb-c.h"
 #include "kubelet/cli.h"
 #include "kubelet/cmds.h"
+#include "kubelet/scenario.h"
 #include "pluginregistration/v1/api.pb-c.h"
 
 #define CMD "dra"
@@ -679,20 +681,22 @@ static int parse_step(yaml_document_t *doc, yaml_node_t *n, struct step *st, str
 
 static int load_scenario(const char *path, struct scenario *s, struct kdev_err *err)
 {
-        FILE *f = fopen(path, "r");
-        if (!f)
-                return kdev_err_set(err, errno, "%s: %s", path, strerror(errno));
+        char *text;
+        size_t len;
+        int rc = kdev_file_read(path, "scenario file", KDEV_SCENARIO_FILE_MAX, KDEV_FILE_TEXT,
+                                &text, &len, err);
+        if (rc < 0)
+                return rc;
         yaml_parser_t parser;
         yaml_document_t doc;
-        int rc = 0;
         yaml_parser_initialize(&parser);
-        yaml_parser_set_input_file(&parser, f);
+        yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
         if (!yaml_parser_load(&parser, &doc)) {
                 rc = kdev_err_set(err, EINVAL, "%s: line %zu: %s", path,
                                   parser.problem_mark.line + 1,
                                   parser.problem ? parser.problem : "invalid YAML");
                 yaml_parser_delete(&parser);
-                fclose(f);
+                free(text);
                 return rc;
         }
         yaml_node_t *root = yaml_document_get_root_node(&doc);
@@ -717,7 +721,7 @@ static int load_scenario(const char *path, struct scenario *s, struct kdev_err *
         }
         yaml_document_delete(&doc);
         yaml_parser_delete(&parser);
-        fclose(f);
+        free(text);
         return rc;
 }
 

@@ -1,6 +1,8 @@
 /* Scenario file parser: see scenario.h. */
 #include "kubelet/scenario.h"
 
+#include "common/file.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -525,29 +527,13 @@ int kdev_scenario_parse(const char *text, size_t len, const char *name, struct k
 int kdev_scenario_load(const char *path, struct kdev_scenario *scn, struct kdev_err *err)
 {
         memset(scn, 0, sizeof(*scn));
-        FILE *f = fopen(path, "rb");
-        if (!f)
-                return kdev_err_set(err, errno, "open %s: %s", path, strerror(errno));
-        char *buf = NULL;
-        size_t len = 0, cap = 0;
-        for (;;) {
-                if (len == cap) {
-                        cap = cap ? cap * 2 : 4096;
-                        char *nb = realloc(buf, cap);
-                        if (!nb) {
-                                free(buf);
-                                fclose(f);
-                                return kdev_err_set(err, ENOMEM, "out of memory");
-                        }
-                        buf = nb;
-                }
-                size_t n = fread(buf + len, 1, cap - len, f);
-                if (n == 0)
-                        break;
-                len += n;
-        }
-        fclose(f);
-        int rc = kdev_scenario_parse(buf, len, path, scn, err);
+        char *buf;
+        size_t len;
+        int rc = kdev_file_read(path, "scenario file", KDEV_SCENARIO_FILE_MAX, KDEV_FILE_TEXT,
+                                &buf, &len, err);
+        if (rc < 0)
+                return rc;
+        rc = kdev_scenario_parse(buf, len, path, scn, err);
         free(buf);
         return rc;
 }

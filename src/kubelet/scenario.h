@@ -103,8 +103,14 @@ struct kdev_scenario {
 int kdev_scenario_parse(const char *text, size_t len, const char *name, struct kdev_scenario *scn,
                         struct kdev_err *err);
 
-/* Reads |path| and parses it (see kdev_scenario_parse()). -ENOENT etc. with
- * "open <path>: <reason>" when unreadable. */
+/* Largest scenario file read (bytes): kind "scenario file" (kdevctl kubelet
+ * and kdevctl dra scenarios). */
+#define KDEV_SCENARIO_FILE_MAX (1024 * 1024)
+
+/* Reads |path| with kdev_file_read (a regular file of at most
+ * KDEV_SCENARIO_FILE_MAX bytes, no NUL bytes; its errors: "<path>: cannot
+ * read: <reason>", "<path>: is not a regular file (a FIFO)", ...) and parses
+ * it (see kdev_scenario_parse()). */
 int kdev_scenario_load(const char *path, struct kdev_scenario *scn, struct kdev_err *err);
 
 /* Frees the contents of |scn| and zeroes it. NULL-safe. */

@@ -234,30 +234,28 @@ static int version_labels(struct kdev_nvidia_labels *l, const struct kdev_gpu_se
 
 static int machine_label(struct kdev_nvidia_labels *l, const char *path)
 {
-        char raw[256] = "", clean[256];
+        char clean[256];
         if (!path)
                 path = KDEV_NVIDIA_MACHINE_TYPE_FILE;
         const char *value = "unknown";
-        FILE *f = *path ? fopen(path, "re") : NULL;
-        if (f) {
-                size_t n = fread(raw, 1, sizeof(raw) - 1, f);
-                bool ok = !ferror(f);
-                fclose(f);
-                raw[n] = '\0';
-                if (ok) {
-                        /* strings.TrimSpace, then sanitise (newlines inside
-                         * are dropped by sanitise) */
-                        char *s = raw;
-                        while (*s && isspace((unsigned char)*s))
-                                s++;
-                        size_t len = strlen(s);
-                        while (len && isspace((unsigned char)s[len - 1]))
-                                s[--len] = '\0';
-                        sanitise(s, clean, sizeof(clean));
-                        value = clean;
-                }
+        char *raw = NULL;
+        size_t n;
+        if (*path && kdev_file_read(path, "sysfs attribute", KDEV_FILE_SYSFS_ATTR_MAX, 0, &raw,
+                                    &n, NULL) == 0) {
+                /* strings.TrimSpace, then sanitise (newlines inside are
+                 * dropped by sanitise; the text ends at a NUL byte) */
+                char *s = raw;
+                while (*s && isspace((unsigned char)*s))
+                        s++;
+                size_t len = strlen(s);
+                while (len && isspace((unsigned char)s[len - 1]))
+                        s[--len] = '\0';
+                sanitise(s, clean, sizeof(clean));
+                value = clean;
         }
-        return set(l, "nvidia.com/gpu.machine", NULL, "%s", value);
+        int r = set(l, "nvidia.com/gpu.machine", NULL, "%s", value);
+        free(raw);
+        return r;
 }
 
 /* The PCI class of |g| from sysfs, or -1. */
@@ -265,20 +263,18 @@ static long pci_class(const char *sysfs, const struct kdev_gpu *g)
 {
         if (!g->sysfs_bus_id[0])
                 return -1;
-        char path[PATH_MAX], buf[64] = "";
+        char path[PATH_MAX], *buf;
+        size_t n;
         snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/class", sysfs, g->sysfs_bus_id);
-        FILE *f = fopen(path, "re");
-        if (!f)
+        if (kdev_file_read(path, "sysfs attribute", KDEV_FILE_SYSFS_ATTR_MAX, KDEV_FILE_TEXT, &buf,
+                           &n, NULL) < 0)
                 return -1;
-        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
         char *end = NULL;
         errno = 0;
         unsigned long v = strtoul(buf, &end, 16);
-        if (errno || end == buf || v > 0xffffffu)
-                return -1;
-        return (long)v;
+        bool ok = !errno && end != buf && v <= 0xffffffu;
+        free(buf);
+        return ok ? (long)v : -1;
 }
 
 static int mode_label(struct kdev_nvidia_labels *l, const struct kdev_gpu_set *gpus,
@@ -541,30 +537,14 @@ char *kdev_nvidia_labels_text(const struct kdev_nvidia_labels *l, bool header)
 /* Whether |path| holds exactly |text|. */
 static bool same_content(const char *path, const char *text)
 {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
+        size_t want = strlen(text), got;
+        char *old;
+        /* larger than |text|, unreadable or not a regular file: not the same */
+        if (kdev_file_read(path, "node labels file", want, 0, &old, &got, NULL) < 0)
                 return false;
-        size_t want = strlen(text), got = 0;
-        char buf[4096];
-        bool same = true;
-        for (;;) {
-                ssize_t n = read(fd, buf, sizeof(buf));
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        same = false;
-                        break;
-                }
-                if (n == 0)
-                        break;
-                if (got + (size_t)n > want || memcmp(text + got, buf, (size_t)n) != 0) {
-                        same = false;
-                        break;
-                }
-                got += (size_t)n;
-        }
-        close(fd);
-        return same && got == want;
+        bool same = got == want && memcmp(old, text, want) == 0;
+        free(old);
+        return same;
 }
 
 int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err *err)

@@ -2,10 +2,12 @@
 #include "nvidia/mig.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/file.h"
 #include "nvml/nvml_api.h"
 
 unsigned kdev_nvidia_mig_gi_slices(unsigned gi_index)
@@ -237,28 +239,35 @@ int kdev_nvidia_mig_minors_read(const char *proc_root, struct kdev_nvidia_mig_mi
                 rl--;
         snprintf(path, sizeof(path), "%.*s/%s", (int)rl, strcmp(root, "/") == 0 ? "" : root,
                  KDEV_NVIDIA_MIG_MINORS_FILE);
-        FILE *f = fopen(path, "re");
-        if (!f) {
-                if (errno == ENOENT || errno == ENOTDIR)
-                        return 0;
-                int e = errno;
-                return kdev_err_set(err, e, "error opening MIG minors file: %s: %s", path,
-                                    strerror(e));
-        }
+        /* a procfs file: st_size is 0, so only the bound while reading holds */
+        char *text;
+        size_t len;
+        struct kdev_err ferr = {0};
+        int rc = kdev_file_read(path, "MIG minors file", KDEV_NVIDIA_MIG_MINORS_FILE_MAX, 0,
+                                &text, &len, &ferr);
+        if (rc == -ENOENT || rc == -ENOTDIR)
+                return 0;
+        if (rc == -ENOMEM)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        if (rc < 0)
+                return kdev_err_set(err, -rc, "error opening MIG minors file: %s", ferr.msg);
         out->present = true;
-        char *line = NULL;
-        size_t cap = 0, alloc = 0;
-        ssize_t len;
-        int rc = 0;
-        errno = 0;
-        while ((len = getline(&line, &cap, f)) >= 0) {
-                while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-                        line[--len] = '\0';
+        size_t alloc = 0;
+        for (char *line = text; line < text + len;) {
+                char *nl = memchr(line, '\n', (size_t)(text + len - line));
+                char *end = nl ? nl : text + len;
+                char *next = nl ? nl + 1 : text + len;
+                while (end > line && end[-1] == '\r')
+                        end--;
+                bool has_nul = memchr(line, '\0', (size_t)(end - line)) != NULL;
+                *end = '\0';
                 struct kdev_nvidia_mig_minor e;
-                if (parse_line(line, &e) < 0) {
+                if (has_nul || parse_line(line, &e) < 0) {
                         out->n_skipped++;
+                        line = next;
                         continue;
                 }
+                line = next;
                 if (e.ci == -2) {
                         out->config = (int)e.minor;
                         continue;
@@ -279,13 +288,7 @@ int kdev_nvidia_mig_minors_read(const char *proc_root, struct kdev_nvidia_mig_mi
                 }
                 out->entries[out->n_entries++] = e;
         }
-        if (rc == 0 && ferror(f)) {
-                int e = errno ? errno : EIO;
-                rc = kdev_err_set(err, e, "error reading MIG minors file: %s: %s", path,
-                                  strerror(e));
-        }
-        free(line);
-        fclose(f);
+        free(text);
         if (rc < 0)
                 kdev_nvidia_mig_minors_clear(out);
         return rc;

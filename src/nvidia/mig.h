@@ -26,6 +26,9 @@
 #define KDEV_NVIDIA_MIG_RESOURCE_PREFIX "nvidia.com/mig-"
 /* mig-minors under the proc root, and the capability device directory. */
 #define KDEV_NVIDIA_MIG_MINORS_FILE "driver/nvidia-caps/mig-minors"
+/* Largest mig-minors file read (bytes): kind "MIG minors file". The driver's
+ * lists 32 GPUs' minors, about 150 KiB. */
+#define KDEV_NVIDIA_MIG_MINORS_FILE_MAX (1024 * 1024)
 #define KDEV_NVIDIA_CAPS_DEV_DIR "/dev/nvidia-caps"
 
 /* G: the slice count of GPU-instance profile index |gi_index|
@@ -107,9 +110,13 @@ struct kdev_nvidia_mig_minors {
  * "monitor <m>"; other lines are skipped and counted (NVIDIA logs "Skipping
  * line in MIG minors file"); a later line for the same key wins. A missing
  * file is not an error (out->present false, no entries: NVIDIA's "not a MIG
- * capable machine"). Clear with kdev_nvidia_mig_minors_clear. Errors: -errno
- * "error opening MIG minors file: <path>: <strerror>" (other open/read
- * errors), -ENOMEM. */
+ * capable machine"). Lines holding a NUL byte are skipped too. The file is
+ * read with kdev_file_read (a regular file, as procfs files are, of at most
+ * KDEV_NVIDIA_MIG_MINORS_FILE_MAX bytes). Clear with
+ * kdev_nvidia_mig_minors_clear. Errors: "error opening MIG minors file: "
+ * followed by kdev_file_read's message with its errno ("<path>: cannot read:
+ * <strerror>", "<path>: is not a regular file (a FIFO)", "<path>: the MIG
+ * minors file is larger than 1048576 bytes"), -ENOMEM. */
 int kdev_nvidia_mig_minors_read(const char *proc_root, struct kdev_nvidia_mig_minors *out,
                                 struct kdev_err *err);
 

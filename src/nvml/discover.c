@@ -1,6 +1,8 @@
 /* NVML discovery: see discover.h. */
 #include "nvml/discover.h"
 
+#include "common/file.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -94,22 +96,24 @@ int kdev_nvml_numa_node(const char *sysfs_root, const char *sysfs_bus_id, int *n
         *node = -1;
         snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/numa_node", sysfs_root,
                  sysfs_bus_id);
-        FILE *f = fopen(path, "re");
-        if (!f)
+        char *buf;
+        size_t n;
+        /* missing (no such device, no NUMA) or unreadable: no node */
+        if (kdev_file_read(path, "sysfs attribute", KDEV_FILE_SYSFS_ATTR_MAX, 0, &buf, &n, NULL) <
+            0)
                 return 0;
-        char buf[64];
-        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
         while (n > 0 && isspace((unsigned char)buf[n - 1]))
                 buf[--n] = '\0';
         char *end = NULL;
         errno = 0;
         long v = strtol(buf, &end, 10);
-        if (n == 0 || errno || *end || v > INT_MAX || v < INT_MIN)
-                return kdev_err_set(err, EINVAL, "%s: cannot parse NUMA node \"%s\"", path, buf);
-        *node = v < 0 ? -1 : (int)v;
-        return 0;
+        int rc = 0;
+        if (n == 0 || errno || (size_t)(end - buf) != n || v > INT_MAX || v < INT_MIN)
+                rc = kdev_err_set(err, EINVAL, "%s: cannot parse NUMA node \"%.64s\"", path, buf);
+        else
+                *node = v < 0 ? -1 : (int)v;
+        free(buf);
+        return rc;
 }
 
 static void fill_bus_id(nvmlPciInfo_t *pci)

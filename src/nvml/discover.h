@@ -192,8 +192,9 @@ unsigned kdev_gpu_set_nvlinks(const struct kdev_gpu_set *set, size_t i, size_t j
 int kdev_nvml_sysfs_bus_id(const char *bus_id, char *out, size_t size);
 
 /* Reads <sysfs_root or "/sys">/bus/pci/devices/<sysfs_bus_id>/numa_node into
- * *|node|: the value, or -1 when the file cannot be opened or holds a
- * negative value. Returns 0, or -EINVAL for text that is not an integer
+ * *|node|: the value, or -1 when the file cannot be read (kdev_file_read:
+ * missing, not a regular file, over KDEV_FILE_SYSFS_ATTR_MAX bytes) or holds
+ * a negative value. Returns 0, or -EINVAL for text that is not an integer
  * ("<path>: cannot parse NUMA node \"<text>\""). */
 int kdev_nvml_numa_node(const char *sysfs_root, const char *sysfs_bus_id, int *node,
                         struct kdev_err *err);

@@ -616,6 +616,86 @@ def test_newer_checkpoint_refuses_start():
             e.close()
 
 
+def test_odd_checkpoint_refuses_start():
+    """A FIFO (no writer: a plain open would block the start before any socket
+    is served), a link to /dev/zero (never ends), a directory or an oversized
+    file at the checkpoint path: exit 1 at once with the exact message, the
+    file left where it was, no sockets. The wait has a timeout, so a hang
+    fails the test instead of holding the suite."""
+    def fifo(cp):
+        os.mkfifo(cp)
+
+    def zero(cp):
+        os.symlink("/dev/zero", cp)
+
+    def directory(cp):
+        os.mkdir(cp)
+
+    def big(cp):
+        with open(cp, "wb") as f:
+            f.truncate(16 * 1024 * 1024 + 1)
+
+    cases = ((fifo, "claim checkpoint %s: is not a regular file (a FIFO); refusing to start, "
+                    "it is left alone"),
+             (zero, "claim checkpoint %s: is not a regular file (a character device); refusing "
+                    "to start, it is left alone"),
+             (directory, "claim checkpoint %s: is not a regular file (a directory); refusing "
+                         "to start, it is left alone"),
+             (big, "%s: the claim checkpoint is larger than 16777216 bytes; refusing to start, "
+                   "it is left alone"))
+    for make, msg in cases:
+        def plant(env, make=make):
+            os.makedirs(env.plugin_dir)
+            make(os.path.join(env.plugin_dir, "dra-claims.json"))
+
+        with TempDir() as d:
+            e = dp.Env(os.path.dirname(d), before_start=plant)
+            try:
+                rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
+                assert rc == 1, (make.__name__, rc, e.logtext())
+                cp = os.path.join(os.path.realpath(e.plugin_dir), "dra-claims.json")
+                want = 'level=error msg="cannot start" error="%s"' % (msg % cp)
+                assert log_events(e, ("cannot start",)) == [want], e.logtext()
+                assert os.path.lexists(cp), make.__name__
+                assert sorted(os.listdir(e.plugin_dir)) == ["dra-claims.json"], \
+                    os.listdir(e.plugin_dir)
+                assert not os.path.exists(e.reg_sock())
+            except Exception:
+                print(e.logtext()[-20000:])
+                raise
+            finally:
+                e.close()
+
+
+def test_nul_byte_checkpoint_moved_aside():
+    """A NUL byte in the checkpoint is named with its offset (jansson only
+    said "Invalid or incomplete multibyte or wide character"); the file is
+    moved aside and the plugin serves."""
+    def plant(env):
+        os.makedirs(env.plugin_dir)
+        with open(os.path.join(env.plugin_dir, "dra-claims.json"), "wb") as f:
+            f.write(b'{"version":1\0}')
+
+    with TempDir() as d:
+        e = dp.Env(os.path.dirname(d), before_start=plant)
+        try:
+            kt.wait_for(lambda: os.path.exists(e.reg_sock()), 30,
+                        what="registration socket")
+            cp = os.path.join(os.path.realpath(e.plugin_dir), "dra-claims.json")
+            lines = log_events(e, ("claim checkpoint unusable, moved aside",))
+            assert len(lines) == 1, e.logtext()
+            want = ('level=error msg="claim checkpoint unusable, moved aside" error="claim '
+                    'checkpoint %s is corrupt (contains a NUL byte at offset 12); moved aside to '
+                    '%s.corrupt-' % (cp, cp))
+            assert lines[0].startswith(want), lines[0]
+            assert not os.path.exists(cp)
+        except Exception:
+            print(e.logtext()[-20000:])
+            raise
+        finally:
+            e.close()
+
+
 if __name__ == "__main__":
     if not os.path.exists(dp.EXE):
         print("SKIP: %s not built" % dp.EXE)
@@ -625,4 +705,5 @@ if __name__ == "__main__":
                   test_prepare_refuses_unhealthy_gpu, test_mig_with_proc_root,
                   test_dead_batch_does_not_block_later_calls,
                   test_claim_log_lines_and_unknown_device,
-                  test_stale_temp_files_removed_at_start, test_newer_checkpoint_refuses_start])
+                  test_stale_temp_files_removed_at_start, test_newer_checkpoint_refuses_start,
+                  test_odd_checkpoint_refuses_start, test_nul_byte_checkpoint_moved_aside])

@@ -375,7 +375,33 @@ def test_scenario_admission_and_checkpoint():
         os.unlink(ck)
         rc, out, err = kdevctl("checkpoint", ck)
         assert rc == 1 and out == "", (rc, out)
-        expect_eq(err, "kdevctl checkpoint: open %s: No such file or directory\n" % ck, "stderr")
+        expect_eq(err, "kdevctl checkpoint: %s: cannot read: No such file or directory\n" % ck,
+                  "stderr")
+        # Odd files are refused at once, never read (a FIFO would block, a
+        # link to /dev/zero never ends, a huge file is not loaded).
+        os.mkfifo(ck)
+        rc, out, err = kdevctl("checkpoint", ck)
+        assert rc == 1 and out == "", (rc, out)
+        expect_eq(err, "kdevctl checkpoint: %s: is not a regular file (a FIFO)\n" % ck, "stderr")
+        os.unlink(ck)
+        os.symlink("/dev/zero", ck)
+        rc, out, err = kdevctl("checkpoint", ck)
+        assert rc == 1 and out == "", (rc, out)
+        expect_eq(err, "kdevctl checkpoint: %s: is not a regular file (a character device)\n"
+                  % ck, "stderr")
+        os.unlink(ck)
+        with open(ck, "wb") as f:
+            f.truncate(16 * 1024 * 1024 + 1)
+        rc, out, err = kdevctl("checkpoint", ck)
+        assert rc == 1 and out == "", (rc, out)
+        expect_eq(err, "kdevctl checkpoint: %s: the kubelet checkpoint is larger than 16777216 "
+                  "bytes\n" % ck, "stderr")
+        with open(ck, "wb") as f:
+            f.write(b'{"Data":\0}')
+        rc, out, err = kdevctl("checkpoint", ck)
+        assert rc == 1 and out == "", (rc, out)
+        expect_eq(err, "kdevctl checkpoint: %s: contains a NUL byte at offset 8\n" % ck, "stderr")
+        os.unlink(ck)
 
 
 def test_scenario_json():
@@ -1039,12 +1065,12 @@ def test_checkpoint_none_and_paths():
             s.bind(sp)
             rc, out, err = kdevctl("checkpoint", sp)
             assert rc == 1 and out == "", (rc, out)
-            expect_eq(err, "kdevctl checkpoint: %s is a socket, not a checkpoint file\n" % sp,
+            expect_eq(err, "kdevctl checkpoint: %s: is not a regular file (a socket)\n" % sp,
                       "stderr")
             rc, out, err = kdevctl("checkpoint", sp, "-o", "json")
             assert rc == 1, rc
-            assert json.loads(out) == {"file": sp, "error": "%s is a socket, not a checkpoint "
-                                                            "file" % sp}, out
+            assert json.loads(out) == {"file": sp, "error": "%s: is not a regular file (a "
+                                                            "socket)" % sp}, out
         finally:
             s.close()
     # Without an argument: kubelet's file, named in full.
@@ -1052,7 +1078,7 @@ def test_checkpoint_none_and_paths():
     if not os.path.exists(dflt):
         rc, out, err = kdevctl("checkpoint")
         assert rc == 1 and out == "", (rc, out)
-        expect_eq(err, "kdevctl checkpoint: open %s: No such file or directory\n" % dflt,
+        expect_eq(err, "kdevctl checkpoint: %s: cannot read: No such file or directory\n" % dflt,
                   "stderr")
 
 

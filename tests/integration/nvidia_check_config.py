@@ -17,7 +17,7 @@ CONFIGS = os.path.join(kt.SOURCE_DIR, "tests", "nvidia-configs")
 UUIDS = kt.H100_UUIDS
 
 
-def check(d, path, *extra, topo=TOPO, control_text="", log_level="error"):
+def check(d, path, *extra, topo=TOPO, control_text="", log_level="error", timeout=120):
     control = os.path.join(d, "control")
     with open(control, "w") as f:
         f.write(control_text)
@@ -27,7 +27,7 @@ def check(d, path, *extra, topo=TOPO, control_text="", log_level="error"):
         env.pop(k, None)
     return subprocess.run([PLUGIN, "--check-config", path, "-d", os.path.join(d, "dp"),
                            "--log-level", log_level, "--proc-root", d] + list(extra),
-                          env=env, capture_output=True, text=True, timeout=120)
+                          env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def warnings(stderr):
@@ -147,6 +147,38 @@ def test_bad_config_exits_1():
                 in r.stderr), r.stderr
 
 
+def test_odd_config_files():
+    """A FIFO (no writer: a plain open would block forever), a link to
+    /dev/zero (never ends), a directory, an oversized file and a NUL byte are
+    refused at once with one message and exit 1; the timeout turns a hang into
+    a failure."""
+    with TempDir() as d:
+        fifo = os.path.join(d, "fifo.yaml")
+        os.mkfifo(fifo)
+        zero = os.path.join(d, "zero.yaml")
+        os.symlink("/dev/zero", zero)
+        sub = os.path.join(d, "sub.yaml")
+        os.mkdir(sub)
+        big = os.path.join(d, "big.yaml")
+        with open(big, "wb") as f:
+            f.truncate(1024 * 1024 + 1)
+        nul = os.path.join(d, "nul.yaml")
+        with open(nul, "wb") as f:
+            f.write(b"version: v1\n\0")
+        for path, what in ((fifo, "is not a regular file (a FIFO)"),
+                           (zero, "is not a regular file (a character device)"),
+                           (sub, "is not a regular file (a directory)"),
+                           (big, "the config file is larger than 1048576 bytes"),
+                           (nul, "contains a NUL byte at offset 12")):
+            r = check(d, path, timeout=20)
+            assert r.returncode == 1, (path, r.returncode, r.stderr)
+            assert r.stdout == "", r.stdout
+            lines = r.stderr.splitlines()
+            assert len(lines) == 1, r.stderr
+            assert lines[0].endswith('level=error msg="cannot start" error="%s: %s"'
+                                     % (path, what)), r.stderr
+
+
 def test_mps_refused():
     with TempDir() as d:
         p = write(d, "version: v1\nflags:\n  mpsRoot: /run/nvidia/mps\n"
@@ -167,5 +199,6 @@ if __name__ == "__main__":
         test_null_flags_accepted,
         test_nvidia_examples,
         test_bad_config_exits_1,
+        test_odd_config_files,
         test_mps_refused,
     ])

@@ -341,7 +341,7 @@ static void test_read_errors(void **state)
         snprintf(path, sizeof(path), "%s/none.json", tmp);
         assert_int_equal(kdev_cdi_spec_read(path, &s, &e), -ENOENT);
         assert_null(s);
-        snprintf(want, sizeof(want), "opening CDI spec \"%s\": No such file or directory", path);
+        snprintf(want, sizeof(want), "%s: cannot read: No such file or directory", path);
         assert_string_equal(e.msg, want);
 
         snprintf(path, sizeof(path), "%s/a.yaml", tmp);

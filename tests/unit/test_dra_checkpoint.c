@@ -175,6 +175,90 @@ static void expect_corrupt(struct fix *f, const char *text, const char *msg_part
         teardown((void **)&f);
 }
 
+/* Files kdev did not write (not regular) and oversized ones are neither read
+ * nor moved aside: the plugin does not start. */
+static void expect_refused(struct fix *f, int rc, const char *want)
+{
+        struct kdev_dra_cp cp = {0};
+        struct kdev_err err = {0};
+        struct stat before, after;
+
+        assert_int_equal(lstat(f->path, &before), 0);
+        assert_int_equal(kdev_dra_cp_load(&cp, f->path, &err), rc);
+        assert_int_equal(err.code, -rc);
+        assert_string_equal(err.msg, want);
+        assert_int_equal(kdev_dra_cp_count(&cp), 0);
+        assert_int_equal(lstat(f->path, &after), 0); /* left where it was */
+        assert_int_equal(after.st_ino, before.st_ino);
+        assert_int_equal(count_entries(f->dir, KDEV_DRA_CP_FILE ".corrupt-"), 0);
+        kdev_dra_cp_free(&cp);
+}
+
+static void test_not_regular_refused(void **state)
+{
+        struct fix *f = *state;
+        char want[2048];
+
+        assert_int_equal(mkfifo(f->path, 0600), 0);
+        snprintf(want, sizeof(want),
+                 "claim checkpoint %s: is not a regular file (a FIFO); refusing to start, it is "
+                 "left alone", f->path);
+        expect_refused(f, -EINVAL, want);
+        unlink(f->path);
+
+        assert_int_equal(symlink("/dev/zero", f->path), 0);
+        snprintf(want, sizeof(want),
+                 "claim checkpoint %s: is not a regular file (a character device); refusing to "
+                 "start, it is left alone", f->path);
+        expect_refused(f, -EINVAL, want);
+        unlink(f->path);
+
+        assert_int_equal(mkdir(f->path, 0700), 0);
+        snprintf(want, sizeof(want),
+                 "claim checkpoint %s: is not a regular file (a directory); refusing to start, "
+                 "it is left alone", f->path);
+        expect_refused(f, -EISDIR, want);
+        rmdir(f->path);
+}
+
+static void test_oversized_refused(void **state)
+{
+        struct fix *f = *state;
+        char want[2048];
+        FILE *fp = fopen(f->path, "w");
+
+        assert_non_null(fp);
+        assert_int_equal(ftruncate(fileno(fp), KDEV_DRA_CP_FILE_MAX + 1), 0);
+        fclose(fp);
+        snprintf(want, sizeof(want),
+                 "%s: the claim checkpoint is larger than 16777216 bytes; refusing to start, it "
+                 "is left alone", f->path);
+        expect_refused(f, -EFBIG, want);
+}
+
+/* A NUL byte is named with its offset (jansson would only say "Invalid or
+ * incomplete multibyte or wide character"); the file is moved aside. */
+static void test_corrupt_nul_byte(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_dra_cp cp = {0};
+        struct kdev_err err = {0};
+        char want[2048];
+        FILE *fp = fopen(f->path, "w");
+
+        assert_non_null(fp);
+        fwrite("{\"version\":1\0}", 1, 14, fp);
+        fclose(fp);
+        assert_int_equal(kdev_dra_cp_load(&cp, f->path, &err), -EBADMSG);
+        snprintf(want, sizeof(want),
+                 "claim checkpoint %s is corrupt (contains a NUL byte at offset 12); moved aside "
+                 "to %s.corrupt-", f->path, f->path);
+        assert_memory_equal(err.msg, want, strlen(want));
+        assert_int_equal(access(f->path, F_OK), -1);
+        assert_int_equal(count_entries(f->dir, KDEV_DRA_CP_FILE ".corrupt-"), 1);
+        kdev_dra_cp_free(&cp);
+}
+
 static void test_corrupt_json(void **state)
 {
         struct fix *f = *state;
@@ -496,6 +580,9 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_file_format, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_json, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_not_regular_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_oversized_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_corrupt_nul_byte, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_checksum, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_version, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_newer_version_refused, setup, teardown),

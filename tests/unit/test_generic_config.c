@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -426,8 +427,33 @@ static void test_load_files(void **state)
 
         /* a directory */
         assert_int_equal(kdev_generic_config_load(dir, &cfg, &e), -EISDIR);
-        snprintf(want, sizeof(want), "%s: cannot read: Is a directory", dir);
+        snprintf(want, sizeof(want), "%s: is not a regular file (a directory)", dir);
         assert_string_equal(e.msg, want);
+
+        /* a FIFO (kdev-plugin --check-config FIFO must not block), a link to
+         * /dev/zero (must not read forever), a NUL byte */
+        snprintf(path, sizeof(path), "%s/fifo.yaml", dir);
+        assert_int_equal(mkfifo(path, 0600), 0);
+        assert_int_equal(kdev_generic_config_load(path, &cfg, &e), -EINVAL);
+        assert_null(cfg);
+        snprintf(want, sizeof(want), "%s: is not a regular file (a FIFO)", path);
+        assert_string_equal(e.msg, want);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/zero.yaml", dir);
+        assert_int_equal(symlink("/dev/zero", path), 0);
+        assert_int_equal(kdev_generic_config_load(path, &cfg, &e), -EINVAL);
+        snprintf(want, sizeof(want), "%s: is not a regular file (a character device)", path);
+        assert_string_equal(e.msg, want);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/nul.yaml", dir);
+        FILE *nf = fopen(path, "w");
+        assert_non_null(nf);
+        fwrite("version: v1\n\0", 1, 13, nf);
+        fclose(nf);
+        assert_int_equal(kdev_generic_config_load(path, &cfg, &e), -EILSEQ);
+        snprintf(want, sizeof(want), "%s: contains a NUL byte at offset 12", path);
+        assert_string_equal(e.msg, want);
+        unlink(path);
 
         /* empty file */
         snprintf(path, sizeof(path), "%s/empty.yaml", dir);
@@ -459,7 +485,7 @@ static void test_load_files(void **state)
                 fputs("# padding line\n\n", f);
         fclose(f);
         assert_int_equal(kdev_generic_config_load(path, &cfg, &e), -EFBIG);
-        snprintf(want, sizeof(want), "%s: the file is larger than 1048576 bytes", path);
+        snprintf(want, sizeof(want), "%s: the config file is larger than 1048576 bytes", path);
         assert_string_equal(e.msg, want);
         unlink(path);
 

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -516,6 +517,72 @@ static void test_request_bad_path(void **state)
         kdev_kube_free(k);
 }
 
+/* The kubeconfig and the files it names are read with the bounded reader: a
+ * FIFO, a device (a link to /dev/zero), a directory or an oversized file is
+ * refused at once with the kind and, for named files, the key. */
+static void test_odd_files(void **state)
+{
+        (void)state;
+        char fifo[300], zero[300], dir[300], big[300], kc[300], want[1200];
+        snprintf(fifo, sizeof(fifo), "%s/odd.fifo", tmpdir);
+        snprintf(zero, sizeof(zero), "%s/zero", tmpdir);
+        snprintf(dir, sizeof(dir), "%s/odd.dir", tmpdir);
+        snprintf(big, sizeof(big), "%s/big", tmpdir);
+        snprintf(kc, sizeof(kc), "%s/kc-odd.yaml", tmpdir);
+        assert_int_equal(mkfifo(fifo, 0600), 0);
+        assert_int_equal(symlink("/dev/zero", zero), 0);
+        assert_int_equal(mkdir(dir, 0700), 0);
+        FILE *f = fopen(big, "w");
+        assert_non_null(f);
+        assert_int_equal(ftruncate(fileno(f), KDEV_KUBE_PEM_FILE_MAX + 1), 0);
+        fclose(f);
+        const struct {
+                const char *path;
+                int rc;
+                const char *what;
+        } cases[] = {
+                {fifo, -EINVAL, "is not a regular file (a FIFO)"},
+                {zero, -EINVAL, "is not a regular file (a character device)"},
+                {dir, -EISDIR, "is not a regular file (a directory)"},
+                {big, -EFBIG, NULL},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct kdev_kube_config cfg;
+                struct kdev_err err = {0};
+                /* the kubeconfig itself */
+                assert_int_equal(kdev_kube_config_kubeconfig(&cfg, cases[i].path, NULL, &err),
+                                 cases[i].rc);
+                if (cases[i].what)
+                        snprintf(want, sizeof(want), "%s: %s", cases[i].path, cases[i].what);
+                else
+                        snprintf(want, sizeof(want), "%s: the kubeconfig is larger than 1048576 "
+                                 "bytes", cases[i].path);
+                assert_string_equal(err.msg, want);
+                kdev_kube_config_free(&cfg);
+                /* as its certificate-authority */
+                char text[1024];
+                snprintf(text, sizeof(text),
+                         "current-context: x\n"
+                         "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                         "users: [{name: u, user: {token: t}}]\n"
+                         "clusters:\n"
+                         "- {name: c, cluster: {certificate-authority: %s, server: 'https://h'}}\n",
+                         cases[i].path);
+                write_file("kc-odd.yaml", text);
+                assert_int_equal(kdev_kube_config_kubeconfig(&cfg, kc, NULL, &err), cases[i].rc);
+                if (cases[i].what)
+                        snprintf(want, sizeof(want),
+                                 "%s:5:46: cluster.certificate-authority: %s: %s", kc,
+                                 cases[i].path, cases[i].what);
+                else
+                        snprintf(want, sizeof(want),
+                                 "%s:5:46: cluster.certificate-authority: %s: the CA file is "
+                                 "larger than 1048576 bytes", kc, cases[i].path);
+                assert_string_equal(err.msg, want);
+                kdev_kube_config_free(&cfg);
+        }
+}
+
 /* PEM contents are checked at load: certificate-authority(-data) and
  * client-certificate(-data) must hold a CERTIFICATE block, client-key(-data)
  * a PRIVATE KEY block; a missing file names the key, with line:column. */
@@ -529,8 +596,8 @@ static void test_kubeconfig_pem_checks(void **state)
         write_file("good.key", KEY_PEM);
         char nf[600], bad[600];
         snprintf(nf, sizeof(nf),
-                 "kc.yaml:5:46: cluster.certificate-authority: /nonexistent/ca.crt: No such "
-                 "file or directory");
+                 "kc.yaml:5:46: cluster.certificate-authority: /nonexistent/ca.crt: cannot "
+                 "read: No such file or directory");
         snprintf(bad, sizeof(bad),
                  "kc.yaml:5:46: cluster.certificate-authority: %s/notpem.crt: not a PEM "
                  "certificate (no -----BEGIN CERTIFICATE----- block)", tmpdir);
@@ -633,6 +700,7 @@ int main(void)
                 cmocka_unit_test(test_shapes),
                 cmocka_unit_test(test_request_bad_path),
                 cmocka_unit_test(test_kubeconfig_pem_checks),
+                cmocka_unit_test(test_odd_files),
         };
         int rc = cmocka_run_group_tests(tests, setup, teardown);
         curl_global_cleanup();

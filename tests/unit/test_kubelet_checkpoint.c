@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -307,6 +308,56 @@ static void test_mismatch_and_notes(void **state)
         kdev_ckpt_clear(&cp);
 }
 
+/* kubelet's checkpoint is read with the bounded reader: odd files are
+ * refused at once (kdevctl checkpoint FIFO must not block). */
+static void test_read_odd_files(void **state)
+{
+        (void)state;
+        char dir[] = "/tmp/kdev-ckpt-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char path[256], want[600];
+        snprintf(path, sizeof(path), "%s/%s", dir, KDEV_CKPT_FILE);
+        struct kdev_checkpoint cp = {0};
+        struct kdev_err err = {0};
+
+        assert_int_equal(mkfifo(path, 0600), 0);
+        assert_int_equal(kdev_ckpt_read(path, &cp, &err), -EINVAL);
+        snprintf(want, sizeof(want), "%s: is not a regular file (a FIFO)", path);
+        assert_string_equal(err.msg, want);
+        unlink(path);
+
+        assert_int_equal(symlink("/dev/zero", path), 0);
+        assert_int_equal(kdev_ckpt_read(path, &cp, &err), -EINVAL);
+        snprintf(want, sizeof(want), "%s: is not a regular file (a character device)", path);
+        assert_string_equal(err.msg, want);
+        unlink(path);
+
+        assert_int_equal(mkdir(path, 0700), 0);
+        assert_int_equal(kdev_ckpt_read(path, &cp, &err), -EISDIR);
+        snprintf(want, sizeof(want), "%s: is not a regular file (a directory)", path);
+        assert_string_equal(err.msg, want);
+        rmdir(path);
+
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        assert_int_equal(ftruncate(fileno(f), KDEV_CKPT_FILE_MAX + 1), 0);
+        fclose(f);
+        assert_int_equal(kdev_ckpt_read(path, &cp, &err), -EFBIG);
+        snprintf(want, sizeof(want), "%s: the kubelet checkpoint is larger than 16777216 bytes",
+                 path);
+        assert_string_equal(err.msg, want);
+
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fwrite("{\"Data\":\0}", 1, 10, f);
+        fclose(f);
+        assert_int_equal(kdev_ckpt_read(path, &cp, &err), -EILSEQ);
+        snprintf(want, sizeof(want), "%s: contains a NUL byte at offset 8", path);
+        assert_string_equal(err.msg, want);
+        unlink(path);
+        rmdir(dir);
+}
+
 static void test_read_write(void **state)
 {
         (void)state;
@@ -319,7 +370,7 @@ static void test_read_write(void **state)
         struct kdev_err err = {0};
         assert_int_equal(kdev_ckpt_read(path, &cp, &err), -ENOENT);
         char want[512];
-        snprintf(want, sizeof(want), "open %s: No such file or directory", path);
+        snprintf(want, sizeof(want), "%s: cannot read: No such file or directory", path);
         assert_string_equal(err.msg, want);
 
         /* Build Example B in memory like the device manager does. */
@@ -412,6 +463,7 @@ int main(void)
                 cmocka_unit_test(test_broken),
                 cmocka_unit_test(test_mismatch_and_notes),
                 cmocka_unit_test(test_read_write),
+                cmocka_unit_test(test_read_odd_files),
                 cmocka_unit_test(test_base64),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -267,7 +267,7 @@ static void test_minimal_and_uid(void **state)
 
         struct kdev_err e2 = {0};
         assert_int_equal(kdev_scenario_load("/nonexistent/s.yaml", &s, &e2), -ENOENT);
-        assert_string_equal(e2.msg, "open /nonexistent/s.yaml: No such file or directory");
+        assert_string_equal(e2.msg, "/nonexistent/s.yaml: cannot read: No such file or directory");
 }
 
 int main(void)

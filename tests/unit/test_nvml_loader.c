@@ -304,7 +304,37 @@ static void test_refcounted_init(void **state)
         assert_int_equal(kdev_nvml_init(lib, &e), -EIO);
         assert_string_equal(e.msg, "nvml init failed: Unknown Error");
         kdevMockLastError_fn *last = (kdevMockLastError_fn *)dlsym(h, "kdevMockLastError");
-        assert_string_equal(last(), "/nonexistent.yaml: cannot open: No such file or directory");
+        assert_string_equal(last(), "/nonexistent.yaml: cannot read: No such file or directory");
+        /* odd topology files are refused at once (the bounded reader) */
+        char tdir[] = "/tmp/kdev-topo-XXXXXX";
+        assert_non_null(mkdtemp(tdir));
+        char fifo[64], zero[64], big[64], want[256];
+        snprintf(fifo, sizeof(fifo), "%s/fifo.yaml", tdir);
+        snprintf(zero, sizeof(zero), "%s/zero.yaml", tdir);
+        snprintf(big, sizeof(big), "%s/big.yaml", tdir);
+        assert_int_equal(mkfifo(fifo, 0600), 0);
+        assert_int_equal(symlink("/dev/zero", zero), 0);
+        FILE *bf = fopen(big, "w");
+        assert_non_null(bf);
+        assert_int_equal(ftruncate(fileno(bf), 1024 * 1024 + 1), 0);
+        fclose(bf);
+        const char *const odd[][2] = {
+                {fifo, "is not a regular file (a FIFO)"},
+                {zero, "is not a regular file (a character device)"},
+                {tdir, "is not a regular file (a directory)"},
+                {big, "the topology file is larger than 1048576 bytes"},
+        };
+        for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+                setenv("KDEV_MOCK_NVML_TOPOLOGY", odd[i][0], 1);
+                reset();
+                assert_int_equal(kdev_nvml_init(lib, &e), -EIO);
+                snprintf(want, sizeof(want), "%s: %s", odd[i][0], odd[i][1]);
+                assert_string_equal(last(), want);
+        }
+        unlink(fifo);
+        unlink(zero);
+        unlink(big);
+        rmdir(tdir);
         unsetenv("KDEV_MOCK_NVML_TOPOLOGY");
         assert_int_equal(kdev_nvml_init(lib, &e), -ENODEV);
         assert_string_equal(e.msg, "nvml init failed: Driver Not Loaded");
