@@ -598,6 +598,10 @@ static const struct option longopts[] = {
 
 int main(int argc, char **argv)
 {
+        /* First, once for the whole process: a peer (kubelet, a client, the
+         * API server) that went away makes write(2) fail with EPIPE instead of
+         * killing the daemon with SIGPIPE (src/rpc/rpc.h). */
+        signal(SIGPIPE, SIG_IGN);
         const char *driver = KDEV_DRA_PLUGIN_DEFAULT_DRIVER;
         const char *node = getenv("NODE_NAME");
         const char *registry = DEFAULT_REGISTRY;
@@ -843,8 +847,6 @@ int main(int argc, char **argv)
                 err = (struct kdev_err){0};
         }
 
-        /* rpc.h: writes to a peer that went away must not kill the daemon. */
-        signal(SIGPIPE, SIG_IGN);
         int r = uv_loop_init(&d.loop);
         if (r < 0) {
                 kdev_err_set(&err, -r, "cannot start the event loop: %s", uv_strerror(r));

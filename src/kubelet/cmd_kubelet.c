@@ -2246,7 +2246,7 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
         k.dm = kdev_dm_new(k.ckpt_path);
         if (!k.dm)
                 abort();
-        signal(SIGPIPE, SIG_IGN);
+        /* SIGPIPE is ignored by kdevctl's main (src/cmd/kdevctl.c). */
 
         uv_loop_t loop;
         uv_loop_init(&loop);
