@@ -205,7 +205,9 @@ typedef void (*kdev_rpc_message_fn)(struct kdev_rpc_client_call *call, const uin
 
 /* The call ended with |status| and |message| (never NULL, may be empty).
  * Runs exactly once per started call, also on connection failure
- * (UNAVAILABLE), deadline (DEADLINE_EXCEEDED), cancel (CANCELLED), or an
+ * (UNAVAILABLE; a peer that hung up, however the kernel reports it — EOF,
+ * ECONNRESET or EPIPE — is "connection to unix:PATH closed by the peer"),
+ * deadline (DEADLINE_EXCEEDED), cancel (CANCELLED), or an
  * oversized response (RESOURCE_EXHAUSTED). The call is freed after it
  * returns. */
 typedef void (*kdev_rpc_done_fn)(struct kdev_rpc_client_call *call, int status,
