@@ -129,10 +129,17 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
 int kdev_rpc_server_add_method(struct kdev_rpc_server *srv, const char *path, bool server_streaming,
                                kdev_rpc_handler_fn handler, void *user_data);
 
+/* Mode of every socket file kdev_rpc_server_listen_unix() creates: owner read
+ * and write only (kubelet, which connects, runs as root). */
+#define KDEV_RPC_SOCKET_MODE 0600
+
 /* Binds and listens on the Unix socket |path| (an existing file at |path| is
- * NOT removed: the caller owns that decision). Returns 0, or a negative errno
- * with |err| filled: -ENAMETOOLONG when |path| does not fit sun_path,
- * -EADDRINUSE, -EACCES, ... */
+ * NOT removed: the caller owns that decision). The socket file gets mode
+ * KDEV_RPC_SOCKET_MODE (0600) with chmod(2) after bind and before listen,
+ * whatever the process umask. Returns 0, or a negative errno with |err|
+ * filled: -ENAMETOOLONG when |path| does not fit sun_path, -EADDRINUSE,
+ * -EACCES, ...; a failed chmod removes the file again ("listen unix:PATH:
+ * chmod 0600: ..."). */
 int kdev_rpc_server_listen_unix(struct kdev_rpc_server *srv, const char *path,
                                 struct kdev_err *err);
 
