@@ -493,6 +493,13 @@ static void server_try_lock(struct dp_server *s)
 {
         if (s->lock_fd < 0) {
                 int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                /* 0600 whatever the umask (open(2) applies it to a new file) */
+                if (fd >= 0 && fchmod(fd, 0600) != 0) {
+                        int e = errno;
+                        close(fd);
+                        fd = -1;
+                        errno = e;
+                }
                 if (fd < 0) {
                         kdev_log_error("cannot open lock file", "resource", s->res->name, "path",
                                        s->lock_path, "error", strerror(errno));
