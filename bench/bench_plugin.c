@@ -527,6 +527,8 @@ static void usage(const char *argv0)
 
 int main(int argc, char **argv)
 {
+        /* first: a plugin that went away must not kill the benchmark (src/rpc/rpc.h) */
+        signal(SIGPIPE, SIG_IGN);
         static const struct option longopts[] = {
                 {"kv", no_argument, NULL, 'k'},
                 {"registrations", required_argument, NULL, 'n'},
@@ -598,7 +600,6 @@ int main(int argc, char **argv)
         atexit(cleanup_dir);
         snprintf(b.kubelet_sock, sizeof(b.kubelet_sock), "%s/kubelet.sock", b.dir);
         uv_loop_init(&b.loop);
-        signal(SIGPIPE, SIG_IGN);
         if (serve_kubelet(&b) < 0)
                 return 1;
 

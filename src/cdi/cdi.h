@@ -335,9 +335,10 @@ int kdev_cdi_spec_read(const char *path, struct kdev_cdi_spec **out, struct kdev
  * text goes to a temporary file ".<file_name>.XXXXXX" in |dir| (a name CDI
  * caches ignore: no .json/.yaml extension), which is set to mode 0644,
  * fsync'ed and renamed over the target; then |dir| is fsync'ed. |dir| and
- * missing parents are created with mode 0755 (before umask). |file_name| must
- * be a plain name ending in ".json" (see kdev_cdi_spec_file_name). A failure
- * leaves no temporary file and the previous target untouched.
+ * missing parents are created with mode 0755 exactly (chmod after mkdir: the
+ * umask has no say). |file_name| must be a plain name ending in ".json"
+ * (see kdev_cdi_spec_file_name). A failure leaves no temporary file and the
+ * previous target untouched.
  * Returns 0, -EINVAL, or a negative errno from the file system. */
 int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *dir, const char *file_name,
                         struct kdev_err *err);

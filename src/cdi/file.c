@@ -1,6 +1,7 @@
 /* CDI spec files: atomic write, remove, read. */
 #include "cdi/cdi.h"
 #include "cdi/cdi_internal.h"
+#include "common/dir.h"
 #include "common/file.h"
 
 #include <errno.h>
@@ -43,28 +44,10 @@ static int check_dir(const char *dir, struct kdev_err *err)
         return 0;
 }
 
-/* mkdir -p |dir| with mode 0755 (before umask). */
+/* mkdir -p |dir|: new components get exactly 0755, whatever the umask. */
 static int make_dirs(const char *dir, struct kdev_err *err)
 {
-        char *p = strdup(dir);
-        if (!p)
-                return kdev_err_set(err, ENOMEM, "out of memory");
-        int r = 0;
-        for (char *s = p + 1;; s++) {
-                if (*s != '/' && *s != '\0')
-                        continue;
-                char saved = *s;
-                *s = '\0';
-                if (mkdir(p, 0755) < 0 && errno != EEXIST) {
-                        r = kdev_err_set(err, errno, "creating CDI spec directory \"%s\": %s", p,
-                                         strerror(errno));
-                        break;
-                }
-                *s = saved;
-                if (saved == '\0')
-                        break;
-        }
-        free(p);
+        int r = kdev_dir_create_all(dir, KDEV_DIR_MODE_CDI, "CDI spec directory", err);
         if (r < 0)
                 return r;
         struct stat st;

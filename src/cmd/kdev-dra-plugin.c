@@ -34,6 +34,7 @@
 #include <jansson.h>
 #include <uv.h>
 
+#include "common/dir.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -452,27 +453,11 @@ static void on_signal(uv_signal_t *h, int signum)
         kdev_dra_plugin_stop(d->plugin, on_plugin_stopped, d);
 }
 
-/* mkdir -p |path| (mode 0750 for new components). */
-static int mkdirs(const char *path, struct kdev_err *err)
+/* mkdir -p |path|: new components get exactly |mode|, whatever the umask. */
+static int mkdirs(const char *path, mode_t mode, const char *what, struct kdev_err *err)
 {
-        char buf[PATH_MAX];
-        size_t n = strlen(path);
-        if (n == 0 || n >= sizeof(buf))
-                return kdev_err_set(err, EINVAL, "bad directory \"%s\"", path);
-        memcpy(buf, path, n + 1);
-        for (char *p = buf + 1;; p++) {
-                if (*p == '/' || *p == '\0') {
-                        char c = *p;
-                        *p = '\0';
-                        if (mkdir(buf, 0750) < 0 && errno != EEXIST)
-                                return kdev_err_set(err, errno, "cannot create %s: %s", buf,
-                                                    strerror(errno));
-                        *p = c;
-                        if (c == '\0')
-                                break;
-                }
-        }
-        return 0;
+        int r = kdev_dir_create_all(path, mode, what, err);
+        return r < 0 ? r : 0;
 }
 
 /* Looks up the driver files for the claim CDI specs under |root| and logs
@@ -598,6 +583,10 @@ static const struct option longopts[] = {
 
 int main(int argc, char **argv)
 {
+        /* First, once for the whole process: a peer (kubelet, a client, the
+         * API server) that went away makes write(2) fail with EPIPE instead of
+         * killing the daemon with SIGPIPE (src/rpc/rpc.h). */
+        signal(SIGPIPE, SIG_IGN);
         const char *driver = KDEV_DRA_PLUGIN_DEFAULT_DRIVER;
         const char *node = getenv("NODE_NAME");
         const char *registry = DEFAULT_REGISTRY;
@@ -756,8 +745,9 @@ int main(int argc, char **argv)
         d.generation = -1;
         d.backoff_ms = BACKOFF_FIRST_MS;
         d.resync_ms = resync_ms;
-        if (mkdirs(plugin_dir, &err) < 0 || mkdirs(registry, &err) < 0 ||
-            mkdirs(cdi_dir, &err) < 0)
+        if (mkdirs(plugin_dir, KDEV_DIR_MODE_PLUGIN, "plugin directory", &err) < 0 ||
+            mkdirs(registry, KDEV_DIR_MODE_PLUGIN, "plugin registration directory", &err) < 0 ||
+            mkdirs(cdi_dir, KDEV_DIR_MODE_CDI, "CDI spec directory", &err) < 0)
                 goto out;
         if (!realpath(plugin_dir, abs_dir)) {
                 kdev_err_set(&err, errno, "%s: %s", plugin_dir, strerror(errno));
@@ -843,8 +833,6 @@ int main(int argc, char **argv)
                 err = (struct kdev_err){0};
         }
 
-        /* rpc.h: writes to a peer that went away must not kill the daemon. */
-        signal(SIGPIPE, SIG_IGN);
         int r = uv_loop_init(&d.loop);
         if (r < 0) {
                 kdev_err_set(&err, -r, "cannot start the event loop: %s", uv_strerror(r));

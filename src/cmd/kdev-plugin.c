@@ -452,6 +452,10 @@ static struct option *long_options(void)
 
 int main(int argc, char **argv)
 {
+        /* First, once for the whole process: a peer (kubelet, a client) that
+         * went away makes write(2) fail with EPIPE instead of killing the
+         * daemon with SIGPIPE (src/rpc/rpc.h). */
+        signal(SIGPIPE, SIG_IGN);
         /* KDEV_CONFIG, or NVIDIA's CONFIG_FILE (its helm chart sets it). */
         const char *config = getenv("KDEV_CONFIG");
         if (!config || !*config)
@@ -669,7 +673,6 @@ int main(int argc, char **argv)
                 kdev_err_wrap(&err, "--nfd-features-file");
                 goto out;
         }
-        signal(SIGPIPE, SIG_IGN);
         if ((r = uv_signal_init(&d.loop, &d.sigterm)) < 0) {
                 kdev_err_set(&err, -r, "cannot handle signals: %s", uv_strerror(r));
                 goto out;

@@ -2,6 +2,7 @@
  * running kdev without a cluster. Thin: parses the subcommand and calls the
  * library. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -88,6 +89,11 @@ static int usage_error(const char *msg)
 
 int main(int argc, char **argv)
 {
+        /* Before anything else, for every command: a peer (plugin, kubelet,
+         * a server at its connection cap) that hangs up makes write(2) fail
+         * with EPIPE, which the RPC layer reports as a one-line error, instead
+         * of SIGPIPE killing kdevctl without a word (src/rpc/rpc.h). */
+        signal(SIGPIPE, SIG_IGN);
         if (argc < 2)
                 return usage_error("missing command");
         if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||

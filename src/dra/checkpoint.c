@@ -1,6 +1,7 @@
 /* kdev DRA claim checkpoint (see checkpoint.h). */
 #include "dra/checkpoint.h"
 
+#include "common/dir.h"
 #include "common/file.h"
 
 #include <dirent.h>
@@ -374,8 +375,10 @@ int kdev_dra_cp_save(const struct kdev_dra_cp *cp, const char *path, struct kdev
                 return kdev_err_set(err, ENAMETOOLONG, "%s: path too long", path);
         const char *dir = dirname(dirbuf);
 
-        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-                return kdev_err_set(err, errno, "mkdir %s: %s", dir, strerror(errno));
+        if ((rc = kdev_dir_create(dir, KDEV_DIR_MODE_PRIVATE, "claim checkpoint directory",
+                                  err)) < 0)
+                return rc;
+        rc = 0;
         data = json_pack("{s:O}", "claims", cp->claims);
         if (!data || checksum_of(data, sum, sizeof(sum)) < 0)
                 goto nomem;

@@ -23,6 +23,7 @@
 #include <jansson.h>
 #include <uv.h>
 
+#include "common/dir.h"
 #include "common/log.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "kubelet/checkpoint.h"
@@ -287,25 +288,11 @@ static char *rpc_error_text(int status, const char *message)
 /* Directory and server                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* mkdir -p DIR: new components 0750 (kubelet's mode), whatever the umask. */
 static int mkdir_p(const char *dir, struct kdev_err *err)
 {
-        char *p = xstrdup(dir);
-        for (char *s = p + 1; *s; s++) {
-                if (*s != '/')
-                        continue;
-                *s = '\0';
-                if (mkdir(p, 0750) < 0 && errno != EEXIST) {
-                        int e = errno;
-                        free(p);
-                        return kdev_err_set(err, e, "mkdir %s: %s", dir, strerror(e));
-                }
-                *s = '/';
-        }
-        int rc = 0;
-        if (mkdir(p, 0750) < 0 && errno != EEXIST)
-                rc = kdev_err_set(err, errno, "mkdir %s: %s", dir, strerror(errno));
-        free(p);
-        return rc;
+        int rc = kdev_dir_create_all(dir, KDEV_DIR_MODE_PLUGIN, "device-plugin directory", err);
+        return rc < 0 ? rc : 0;
 }
 
 /* kubelet CleanupPluginDirectory: removes every Unix socket in the directory
@@ -2246,7 +2233,7 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
         k.dm = kdev_dm_new(k.ckpt_path);
         if (!k.dm)
                 abort();
-        signal(SIGPIPE, SIG_IGN);
+        /* SIGPIPE is ignored by kdevctl's main (src/cmd/kdevctl.c). */
 
         uv_loop_t loop;
         uv_loop_init(&loop);

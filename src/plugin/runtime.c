@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/dir.h"
 #include "common/log.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "model/model.h"
@@ -492,6 +493,13 @@ static void server_try_lock(struct dp_server *s)
 {
         if (s->lock_fd < 0) {
                 int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                /* 0600 whatever the umask (open(2) applies it to a new file) */
+                if (fd >= 0 && fchmod(fd, 0600) != 0) {
+                        int e = errno;
+                        close(fd);
+                        fd = -1;
+                        errno = e;
+                }
                 if (fd < 0) {
                         kdev_log_error("cannot open lock file", "resource", s->res->name, "path",
                                        s->lock_path, "error", strerror(errno));
@@ -644,9 +652,10 @@ int kdev_dp_runtime_start(struct kdev_dp_runtime *rt, struct kdev_err *err)
 {
         struct stat st;
         if (stat(rt->dir, &st) != 0) {
-                if (mkdir(rt->dir, 0750) != 0 && errno != EEXIST)
-                        return kdev_err_set(err, errno, "cannot create device plugin directory %s: %s",
-                                            rt->dir, strerror(errno));
+                int r = kdev_dir_create(rt->dir, KDEV_DIR_MODE_PLUGIN, "device plugin directory",
+                                        err);
+                if (r < 0)
+                        return r;
                 kdev_log_info("created device plugin directory", "dir", rt->dir);
         } else if (!S_ISDIR(st.st_mode)) {
                 return kdev_err_set(err, ENOTDIR, "device plugin path %s is not a directory", rt->dir);

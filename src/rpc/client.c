@@ -505,8 +505,11 @@ static void cconn_kill(struct cconn *cc, int uv_status)
         char msg[600];
         if (!cc->connected)
                 snprintf(msg, sizeof(msg), "connect unix:%s: %s", cl->path, strerror(-uv_status));
-        else if (uv_status == UV_EOF)
-                snprintf(msg, sizeof(msg), "connection to unix:%s closed", cl->path);
+        else if (uv_status == UV_EOF || uv_status == UV_ECONNRESET || uv_status == UV_EPIPE)
+                /* one text for the one event, whichever way the kernel tells it:
+                 * EOF on read, ECONNRESET when the peer closed with our bytes
+                 * still unread, EPIPE on a write after it closed */
+                snprintf(msg, sizeof(msg), "connection to unix:%s closed by the peer", cl->path);
         else
                 snprintf(msg, sizeof(msg), "connection to unix:%s lost: %s", cl->path,
                          uv_status == UV_EPROTO ? "HTTP/2 protocol error" : strerror(-uv_status));

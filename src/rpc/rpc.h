@@ -129,10 +129,17 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
 int kdev_rpc_server_add_method(struct kdev_rpc_server *srv, const char *path, bool server_streaming,
                                kdev_rpc_handler_fn handler, void *user_data);
 
+/* Mode of every socket file kdev_rpc_server_listen_unix() creates: owner read
+ * and write only (kubelet, which connects, runs as root). */
+#define KDEV_RPC_SOCKET_MODE 0600
+
 /* Binds and listens on the Unix socket |path| (an existing file at |path| is
- * NOT removed: the caller owns that decision). Returns 0, or a negative errno
- * with |err| filled: -ENAMETOOLONG when |path| does not fit sun_path,
- * -EADDRINUSE, -EACCES, ... */
+ * NOT removed: the caller owns that decision). The socket file gets mode
+ * KDEV_RPC_SOCKET_MODE (0600) with chmod(2) after bind and before listen,
+ * whatever the process umask. Returns 0, or a negative errno with |err|
+ * filled: -ENAMETOOLONG when |path| does not fit sun_path, -EADDRINUSE,
+ * -EACCES, ...; a failed chmod removes the file again ("listen unix:PATH:
+ * chmod 0600: ..."). */
 int kdev_rpc_server_listen_unix(struct kdev_rpc_server *srv, const char *path,
                                 struct kdev_err *err);
 
@@ -205,7 +212,9 @@ typedef void (*kdev_rpc_message_fn)(struct kdev_rpc_client_call *call, const uin
 
 /* The call ended with |status| and |message| (never NULL, may be empty).
  * Runs exactly once per started call, also on connection failure
- * (UNAVAILABLE), deadline (DEADLINE_EXCEEDED), cancel (CANCELLED), or an
+ * (UNAVAILABLE; a peer that hung up, however the kernel reports it — EOF,
+ * ECONNRESET or EPIPE — is "connection to unix:PATH closed by the peer"),
+ * deadline (DEADLINE_EXCEEDED), cancel (CANCELLED), or an
  * oversized response (RESOURCE_EXHAUSTED). The call is freed after it
  * returns. */
 typedef void (*kdev_rpc_done_fn)(struct kdev_rpc_client_call *call, int status,

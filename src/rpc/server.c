@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -1141,6 +1142,18 @@ int kdev_rpc_server_listen_unix(struct kdev_rpc_server *srv, const char *path,
                 int e = errno;
                 close(fd);
                 return kdev_err_set(err, e, "listen unix:%s: bind: %s", path, strerror(e));
+        }
+        /* 0600 whatever the umask: bind(2) creates the file with 0777 & ~umask
+         * (fchmod on a Unix socket fd does not change the file on Linux, and
+         * umask is process-wide, not thread-safe). connect(2) checks the mode
+         * it finds, and nobody can connect before listen(2), so the looser
+         * mode between bind and here is never usable. */
+        if (chmod(path, KDEV_RPC_SOCKET_MODE) < 0) {
+                int e = errno;
+                close(fd);
+                unlink(path); /* we created it a moment ago */
+                return kdev_err_set(err, e, "listen unix:%s: chmod %04o: %s", path,
+                                    (unsigned)KDEV_RPC_SOCKET_MODE, strerror(e));
         }
         /* uv_pipe_open (not uv_pipe_bind): libuv would unlink a path it bound
          * when the handle closes, and the file's fate is the caller's call. */

@@ -720,7 +720,7 @@ static void test_server_close_goaway(void **state)
         assert_true(run_until(e, &r.done, 5000));
         assert_int_equal(r.status, KDEV_RPC_UNAVAILABLE);
         char want[256];
-        snprintf(want, sizeof(want), "connection to unix:%s closed", e->sock);
+        snprintf(want, sizeof(want), "connection to unix:%s closed by the peer", e->sock);
         assert_string_equal(r.message, want);
         /* socket file still there, nobody listening: refused */
         assert_int_equal(access(e->sock, F_OK), 0);
