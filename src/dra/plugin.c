@@ -160,8 +160,65 @@ void kdev_dra_plugin_free(struct kdev_dra_plugin *p)
         free(p);
 }
 
+int kdev_dra_check_claim_uid(const char *ns, const char *name, const char *uid,
+                             struct kdev_err *err)
+{
+        char shown[4 * 40 + 4], claim[600];
+        size_t len, o = 0, i;
+
+        if (ns && name)
+                snprintf(claim, sizeof(claim), "claim %s/%s: UID", ns, name);
+        else
+                snprintf(claim, sizeof(claim), "claim UID");
+        if (!uid || !*uid)
+                return kdev_err_set(err, EINVAL, "%s missing", claim);
+        len = strlen(uid);
+        /* the UID as shown in the message: at most 40 bytes, others as \xNN */
+        for (i = 0; uid[i] && i < 40; i++) {
+                unsigned char c = (unsigned char)uid[i];
+
+                if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+                        o += (size_t)snprintf(shown + o, sizeof(shown) - o, "\\x%02x", c);
+                else
+                        shown[o++] = (char)c;
+        }
+        if (uid[i])
+                o += (size_t)snprintf(shown + o, sizeof(shown) - o, "...");
+        shown[o] = '\0';
+        if (len > KDEV_DRA_CLAIM_UID_MAX)
+                return kdev_err_set(err, EINVAL,
+                                    "%s \"%s\" refused: %zu characters, at most %d allowed",
+                                    claim, shown, len, KDEV_DRA_CLAIM_UID_MAX);
+        for (i = 0; i < len; i++) {
+                unsigned char c = (unsigned char)uid[i];
+
+                if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-')
+                        continue;
+                char what[8];
+
+                if (c > 0x20 && c < 0x7f)
+                        snprintf(what, sizeof(what), "'%c'", c);
+                else
+                        snprintf(what, sizeof(what), "0x%02x", c);
+                return kdev_err_set(err, EINVAL,
+                                    "%s \"%s\" refused: character %zu (%s) is not an ASCII "
+                                    "letter, digit or '-'",
+                                    claim, shown, i + 1, what);
+        }
+        return 0;
+}
+
+/* The CDI spec file name of claim |uid|. CDI's transient name maps '/' to
+ * '_' (not injective); on the UIDs kdev_dra_check_claim_uid accepts
+ * (neither has '/' nor '_') it is "k8s.gpu.nvidia.com-claim_<uid>.json",
+ * the identity on the UID, so two claims never share a file. */
 static int spec_file_name(const char *uid, char *buf, size_t size, struct kdev_err *err)
 {
+        int rc = kdev_dra_check_claim_uid(NULL, NULL, uid, err);
+
+        if (rc < 0)
+                return rc;
         return kdev_cdi_transient_file_name(KDEV_DRA_CDI_KIND, uid, buf, size, err);
 }
 
@@ -361,12 +418,12 @@ fail:
         return rc;
 }
 
-/* Makes sure the CDI spec file of |uid| holds exactly what |devices| need.
- * Returns 1 when it was (re)written, 0 when already right, or an error. */
-static int ensure_spec(const struct kdev_dra_plugin *p, const char *uid, const json_t *devices,
-                       struct kdev_err *err)
+/* Makes the CDI spec file of |uid| hold exactly |want|. Returns 1 when it
+ * was (re)written, 0 when already right, or an error. */
+static int write_spec(const struct kdev_dra_plugin *p, const char *uid,
+                      const struct kdev_cdi_spec *want, struct kdev_err *err)
 {
-        struct kdev_cdi_spec *want = NULL, *have = NULL;
+        struct kdev_cdi_spec *have = NULL;
         char name[512], path[4096];
         int rc;
 
@@ -376,9 +433,6 @@ static int ensure_spec(const struct kdev_dra_plugin *p, const char *uid, const j
         rc = kdev_dra_claim_spec_path(p, uid, path, sizeof(path), err);
         if (rc < 0)
                 return rc;
-        rc = build_spec(p, uid, devices, &want, err);
-        if (rc < 0)
-                return rc;
         if (kdev_cdi_spec_read(path, &have, NULL) == 0 && kdev_cdi_spec_equal(want, have)) {
                 rc = 0;
         } else {
@@ -386,8 +440,22 @@ static int ensure_spec(const struct kdev_dra_plugin *p, const char *uid, const j
                 if (rc == 0)
                         rc = 1;
         }
-        kdev_cdi_spec_free(want);
         kdev_cdi_spec_free(have);
+        return rc;
+}
+
+/* Makes sure the CDI spec file of |uid| holds exactly what |devices| need.
+ * Returns 1 when it was (re)written, 0 when already right, or an error. */
+static int ensure_spec(const struct kdev_dra_plugin *p, const char *uid, const json_t *devices,
+                       struct kdev_err *err)
+{
+        struct kdev_cdi_spec *want = NULL;
+        int rc = build_spec(p, uid, devices, &want, err);
+
+        if (rc < 0)
+                return rc;
+        rc = write_spec(p, uid, want, err);
+        kdev_cdi_spec_free(want);
         return rc;
 }
 
@@ -514,11 +582,13 @@ int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const ch
 {
         const json_t *rec;
         json_t *claim = NULL, *devs = NULL;
-        char fname[512], path[4096];
+        struct kdev_cdi_spec *spec = NULL;
+        char fname[512];
         int rc;
 
-        if (!uid || !*uid)
-                return kdev_err_set(err, EINVAL, "claim without UID");
+        rc = kdev_dra_check_claim_uid(ns, name, uid, err);
+        if (rc < 0)
+                return rc;
         rec = kdev_dra_cp_get(&p->cp, uid);
         if (rec) {
                 rc = ensure_spec(p, uid, json_object_get(rec, "devices"), err);
@@ -551,21 +621,31 @@ int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const ch
         }
         rc = spec_file_name(uid, fname, sizeof(fname), err);
         if (rc >= 0)
-                rc = kdev_dra_claim_spec_path(p, uid, path, sizeof(path), err);
-        if (rc >= 0)
-                rc = ensure_spec(p, uid, devs, err);
+                rc = build_spec(p, uid, devs, &spec, err);
         if (rc < 0) {
                 json_decref(devs);
                 return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
         }
+        /* recorded before the spec is written: every spec kdev writes belongs
+         * to a claim the checkpoint holds, so Unprepare removes only those */
         rc = kdev_dra_cp_put(&p->cp, uid, ns, name, json_incref(devs), err);
         if (rc == 0)
                 rc = kdev_dra_cp_save(&p->cp, p->cp_path, err);
         json_decref(devs);
         if (rc < 0) {
+                kdev_cdi_spec_free(spec);
                 kdev_dra_cp_remove(&p->cp, uid);
-                kdev_cdi_spec_remove(p->cdi_dir, fname, NULL);
                 return kdev_err_wrap(err, "claim %s/%s (%s): checkpoint", ns, name, uid);
+        }
+        rc = write_spec(p, uid, spec, err);
+        kdev_cdi_spec_free(spec);
+        if (rc < 0) {
+                /* undone (best effort: a record left by a failed save makes
+                 * the next Prepare or Unprepare of the claim finish the job) */
+                kdev_cdi_spec_remove(p->cdi_dir, fname, NULL);
+                kdev_dra_cp_remove(&p->cp, uid);
+                kdev_dra_cp_save(&p->cp, p->cp_path, NULL);
+                return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
         }
         if (devices)
                 *devices = json_object_get(kdev_dra_cp_get(&p->cp, uid), "devices");
@@ -584,17 +664,19 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
         json_t *rec;
         int rc;
 
-        if (!uid || !*uid)
-                return kdev_err_set(err, EINVAL, "claim without UID");
         rc = spec_file_name(uid, fname, sizeof(fname), err);
         if (rc < 0)
                 return rc;
-        rc = kdev_cdi_spec_remove(p->cdi_dir, fname, err);
-        if (rc < 0)
-                return kdev_err_wrap(err, "claim %s: CDI spec", uid);
+        /* only what kdev wrote: a claim the checkpoint does not record has no
+         * spec of ours (prepare records the claim before writing its spec) */
         rec = json_incref((json_t *)kdev_dra_cp_get(&p->cp, uid));
         if (!rec)
                 return 0;
+        rc = kdev_cdi_spec_remove(p->cdi_dir, fname, err);
+        if (rc < 0) {
+                json_decref(rec);
+                return kdev_err_wrap(err, "claim %s: CDI spec", uid);
+        }
         kdev_dra_cp_remove(&p->cp, uid);
         rc = kdev_dra_cp_save(&p->cp, p->cp_path, err);
         if (rc < 0) {
