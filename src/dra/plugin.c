@@ -483,6 +483,32 @@ static int add_request(json_t *names, const char *request)
         return json_array_append_new(names, json_stringn(request, len));
 }
 
+static const char *json_kind(const json_t *j)
+{
+        switch (json_typeof(j)) {
+        case JSON_OBJECT: return "an object";
+        case JSON_ARRAY: return "an array";
+        case JSON_STRING: return "a string";
+        case JSON_INTEGER: return "an integer";
+        case JSON_REAL: return "a number";
+        case JSON_TRUE:
+        case JSON_FALSE: return "a boolean";
+        case JSON_NULL: return "null";
+        }
+        return "a value";
+}
+
+/* -EPROTO "claim <ns>/<name>: <path>: expected <want>, got <what>" unless
+ * |j| is absent or of type |type|. */
+static int check_type(const json_t *j, json_type type, const char *want, const char *ns,
+                      const char *name, const char *path, struct kdev_err *err)
+{
+        if (!j || json_typeof(j) == type)
+                return 0;
+        return kdev_err_set(err, EPROTO, "claim %s/%s: %s: expected %s, got %s", ns, name, path,
+                            want, json_kind(j));
+}
+
 /* From the v1 claim object, the device records for this driver and pool. */
 static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim, const char *ns,
                             const char *name, const char *uid, json_t **out,
@@ -494,7 +520,38 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
         const json_t *results = json_object_get(json_object_get(alloc, "devices"), "results");
         json_t *devs, *r;
         size_t i;
+        int trc;
 
+        /* a value of another JSON type than the API's is named by its path */
+        if ((trc = check_type(json_object_get(claim, "metadata"), JSON_OBJECT, "an object", ns,
+                              name, ".metadata", err)) < 0 ||
+            (trc = check_type(json_object_get(json_object_get(claim, "metadata"), "uid"),
+                              JSON_STRING, "a string", ns, name, ".metadata.uid", err)) < 0 ||
+            (trc = check_type(json_object_get(claim, "status"), JSON_OBJECT, "an object", ns,
+                              name, ".status", err)) < 0 ||
+            (trc = check_type(alloc, JSON_OBJECT, "an object", ns, name, ".status.allocation",
+                              err)) < 0 ||
+            (trc = check_type(json_object_get(alloc, "devices"), JSON_OBJECT, "an object", ns,
+                              name, ".status.allocation.devices", err)) < 0 ||
+            (trc = check_type(results, JSON_ARRAY, "an array", ns, name,
+                              ".status.allocation.devices.results", err)) < 0)
+                return trc;
+        json_array_foreach(results, i, r) {
+                char path[96];
+                static const char *const keys[] = {"driver", "pool", "device", "request"};
+
+                snprintf(path, sizeof(path), ".status.allocation.devices.results[%zu]", i);
+                if ((trc = check_type(r, JSON_OBJECT, "an object", ns, name, path, err)) < 0)
+                        return trc;
+                for (size_t k = 0; k < 4; k++) {
+                        snprintf(path, sizeof(path), ".status.allocation.devices.results[%zu].%s",
+                                 i, keys[k]);
+                        trc = check_type(json_object_get(r, keys[k]), JSON_STRING, "a string",
+                                         ns, name, path, err);
+                        if (trc < 0)
+                                return trc;
+                }
+        }
         if (!got || strcmp(got, uid) != 0)
                 return kdev_err_set(err, ESTALE,
                                     "claim %s/%s: UID %s differs from the requested %s "

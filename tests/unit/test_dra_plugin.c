@@ -378,6 +378,53 @@ static void test_checkpoint_before_spec(void **state)
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
 }
 
+/* A claim whose fields have another JSON type than the API's: the error
+ * names the field by its path and both types; nothing is prepared. */
+static void test_claim_json_types(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        static const struct {
+                const char *json, *msg;
+        } cases[] = {
+                {"{\"metadata\":{\"uid\":\"" UID2 "\"},\"status\":{\"allocation\":[]}}",
+                 "claim ns/t: .status.allocation: expected an object, got an array"},
+                {"{\"metadata\":[],\"status\":{}}",
+                 "claim ns/t: .metadata: expected an object, got an array"},
+                {"{\"metadata\":{\"uid\":7}}",
+                 "claim ns/t: .metadata.uid: expected a string, got an integer"},
+                {"{\"metadata\":{\"uid\":\"" UID2 "\"},\"status\":\"x\"}",
+                 "claim ns/t: .status: expected an object, got a string"},
+                {"{\"metadata\":{\"uid\":\"" UID2 "\"},\"status\":{\"allocation\":"
+                 "{\"devices\":{\"results\":{}}}}}",
+                 "claim ns/t: .status.allocation.devices.results: expected an array, got an "
+                 "object"},
+                {"{\"metadata\":{\"uid\":\"" UID2 "\"},\"status\":{\"allocation\":"
+                 "{\"devices\":{\"results\":[{\"driver\":\"gpu.nvidia.com\"},[]]}}}}",
+                 "claim ns/t: .status.allocation.devices.results[1]: expected an object, got "
+                 "an array"},
+                {"{\"metadata\":{\"uid\":\"" UID2 "\"},\"status\":{\"allocation\":"
+                 "{\"devices\":{\"results\":[{\"driver\":\"gpu.nvidia.com\",\"pool\":\"node1\","
+                 "\"device\":[\"gpu-4\"]}]}}}}",
+                 "claim ns/t: .status.allocation.devices.results[0].device: expected a string, "
+                 "got an array"},
+        };
+        char path[1024];
+
+        spec_path(f, UID2, path, sizeof(path));
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                json_t *c = json_loads(cases[i].json, 0, NULL);
+
+                assert_non_null(c);
+                json_object_set_new(f->claims, "ns/t", c);
+                assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "t", UID2, NULL, &err),
+                                 -EPROTO);
+                assert_string_equal(err.msg, cases[i].msg);
+        }
+        assert_false(exists(path));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
 static void test_prepare_after_unprepare(void **state)
 {
         struct fix *f = *state;
@@ -854,6 +901,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_unprepare_only_recorded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_claim_uid_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_checkpoint_before_spec, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_json_types, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_after_unprepare, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cdi_wiped, setup, teardown),
