@@ -149,6 +149,9 @@ struct daemon {
         struct reconcile_job *job;     /* reconcile in flight, or NULL */
         bool again;                    /* reconcile requested while one was in flight */
         bool stopping;
+        /* per-claim lines: a client repeating the same call within 5 s gets
+         * one line per window (common/log.h); flushed by sockets_timer */
+        struct kdev_log_limiter *claim_log;
 };
 
 static void xid_warn(void *arg, const char *msg)
@@ -196,21 +199,24 @@ static char *join_records(const json_t *devices, const char *key)
  *        cdi_devices=<CDI device IDs,...> (the last two not for an unknown
  *        claim unprepared);
  *   warn "claim prepare failed" / "claim unprepare failed" with claim= uid=
- *        error=. */
+ *        error=.
+ * Identical lines within 5 s are counted and summed up (common/log.h). */
 static void on_claim(void *arg, const struct kdev_dra_claim_event *ev)
 {
+        struct daemon *d = arg;
         char claim[512];
 
-        (void)arg;
         snprintf(claim, sizeof(claim), "%s/%s", ev->ns, ev->name);
         if (ev->error) {
-                kdev_log_warn(ev->prepare ? "claim prepare failed" : "claim unprepare failed",
-                              "claim", claim, "uid", ev->uid, "error", ev->error);
+                kdev_log_limited(d->claim_log, 1, KDEV_LOG_WARN,
+                                 ev->prepare ? "claim prepare failed" : "claim unprepare failed",
+                                 "claim", claim, "uid", ev->uid, "error", ev->error, NULL);
                 return;
         }
         if (!ev->prepare && !ev->recorded) {
-                kdev_log_info("claim unprepared (was not prepared)", "claim", claim, "uid",
-                              ev->uid);
+                kdev_log_limited(d->claim_log, 1, KDEV_LOG_INFO,
+                                 "claim unprepared (was not prepared)", "claim", claim, "uid",
+                                 ev->uid, NULL);
                 return;
         }
         char *devs = join_records(ev->devices, "device");
@@ -219,8 +225,8 @@ static void on_claim(void *arg, const struct kdev_dra_claim_event *ev)
                           : ev->recorded ? "claim already prepared"
                                          : "claim prepared";
 
-        kdev_log_info(msg, "claim", claim, "uid", ev->uid, "devices", devs ? devs : "?",
-                      "cdi_devices", cdis ? cdis : "?");
+        kdev_log_limited(d->claim_log, 1, KDEV_LOG_INFO, msg, "claim", claim, "uid", ev->uid,
+                         "devices", devs ? devs : "?", "cdi_devices", cdis ? cdis : "?", NULL);
         free(devs);
         free(cdis);
 }
@@ -414,6 +420,7 @@ static void check_sockets(uv_timer_t *t)
 {
         struct daemon *d = t->data;
         struct kdev_err err = {0};
+        kdev_log_limiter_flush(d->claim_log, false);
         int r = kdev_dra_plugin_check_sockets(d->plugin, &err);
         if (r < 0)
                 kdev_log_error("cannot re-create the plugin sockets", "error", err.msg);
@@ -737,6 +744,8 @@ int main(int argc, char **argv)
         int status = 1;
         bool loop_ready = false, started = false;
 
+        d.claim_log = kdev_log_limiter_new(KDEV_LOG_REPEAT_WINDOW_MS); /* NULL: unlimited */
+
         if (!plugin_dir) {
                 snprintf(default_plugin_dir, sizeof(default_plugin_dir), "%s/%s", DEFAULT_PLUGINS,
                          driver);
@@ -883,6 +892,7 @@ out:
         if (loop_ready && uv_loop_close(&d.loop) != 0)
                 kdev_log_warn("event loop closed with handles still open");
         kdev_dra_plugin_free(d.plugin);
+        kdev_log_limiter_free(d.claim_log);
         kdev_nvidia_driver_files_clear(&drv);
         kdev_kube_free(d.kube_claims);
         kdev_kube_free(d.kube_slices);

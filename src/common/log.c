@@ -1,6 +1,7 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,18 +89,17 @@ static void put_text_value(FILE *f, const char *s)
                 put_json_string(f, s);
 }
 
-void kdev_log(enum kdev_log_level level, const char *msg, ...)
+/* Prints one line: |kv| holds |n| alternating keys and values. */
+static void emit(enum kdev_log_level level, const char *msg, const char *const *kv, size_t n)
 {
-        if (level < g_min || level > KDEV_LOG_ERROR)
-                return;
         struct timespec ts;
         struct tm tm;
         char stamp[40];
         if (!g_now || g_now(&ts) < 0)
                 clock_gettime(CLOCK_REALTIME, &ts);
         gmtime_r(&ts.tv_sec, &tm);
-        size_t n = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
-        snprintf(stamp + n, sizeof(stamp) - n, ".%03ldZ", ts.tv_nsec / 1000000);
+        size_t sl = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(stamp + sl, sizeof(stamp) - sl, ".%03ldZ", ts.tv_nsec / 1000000);
 
         /* Build the line in memory so concurrent writers never interleave. */
         char *buf = NULL;
@@ -107,32 +107,247 @@ void kdev_log(enum kdev_log_level level, const char *msg, ...)
         FILE *f = open_memstream(&buf, &len);
         if (!f)
                 return;
-        va_list ap;
-        va_start(ap, msg);
         if (g_json) {
                 fprintf(f, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":", stamp, level_names[level]);
                 put_json_string(f, msg);
-                for (const char *k = va_arg(ap, const char *); k; k = va_arg(ap, const char *)) {
-                        const char *v = va_arg(ap, const char *);
+                for (size_t i = 0; i + 1 < n; i += 2) {
                         fputc(',', f);
-                        put_json_string(f, k);
+                        put_json_string(f, kv[i]);
                         fputc(':', f);
-                        put_json_string(f, v ? v : "");
+                        put_json_string(f, kv[i + 1] ? kv[i + 1] : "");
                 }
                 fputs("}\n", f);
         } else {
                 fprintf(f, "ts=%s level=%s msg=", stamp, level_names[level]);
                 put_json_string(f, msg);
-                for (const char *k = va_arg(ap, const char *); k; k = va_arg(ap, const char *)) {
-                        const char *v = va_arg(ap, const char *);
-                        fprintf(f, " %s=", k);
-                        put_text_value(f, v ? v : "");
+                for (size_t i = 0; i + 1 < n; i += 2) {
+                        fprintf(f, " %s=", kv[i]);
+                        put_text_value(f, kv[i + 1] ? kv[i + 1] : "");
                 }
                 fputc('\n', f);
         }
-        va_end(ap);
         fclose(f);
         fwrite(buf, 1, len, stderr);
         fflush(stderr);
         free(buf);
+}
+
+#define MAX_PAIRS 32
+
+/* Collects the pairs of |ap| into |kv| (at most MAX_PAIRS; more are dropped).
+ * Returns the number of strings. */
+static size_t collect(va_list ap, const char **kv)
+{
+        size_t n = 0;
+        for (const char *k = va_arg(ap, const char *); k; k = va_arg(ap, const char *)) {
+                const char *v = va_arg(ap, const char *);
+                if (n < 2 * MAX_PAIRS) {
+                        kv[n++] = k;
+                        kv[n++] = v ? v : "";
+                }
+        }
+        return n;
+}
+
+void kdev_log(enum kdev_log_level level, const char *msg, ...)
+{
+        if (level < g_min || level > KDEV_LOG_ERROR)
+                return;
+        const char *kv[2 * MAX_PAIRS];
+        va_list ap;
+        va_start(ap, msg);
+        size_t n = collect(ap, kv);
+        va_end(ap);
+        emit(level, msg, kv, n);
+}
+
+/* --- limiter ---------------------------------------------------------------- */
+
+struct limit_entry {
+        enum kdev_log_level level;
+        char **strs;          /* msg, then the pairs */
+        size_t n;             /* strings in strs */
+        uint64_t start;       /* window opened, kdev_log_now_ms() */
+        unsigned long long counted;
+};
+
+struct kdev_log_limiter {
+        pthread_mutex_t mu;
+        uint64_t window;
+        struct limit_entry e[KDEV_LOG_LIMITER_KEYS];
+        size_t n;
+};
+
+uint64_t kdev_log_now_ms(void)
+{
+        struct timespec ts;
+        if (!g_now || g_now(&ts) < 0)
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+struct kdev_log_limiter *kdev_log_limiter_new(uint64_t window_ms)
+{
+        struct kdev_log_limiter *l = calloc(1, sizeof(*l));
+        if (!l)
+                return NULL;
+        pthread_mutex_init(&l->mu, NULL);
+        l->window = window_ms ? window_ms : KDEV_LOG_REPEAT_WINDOW_MS;
+        return l;
+}
+
+static void entry_clear(struct limit_entry *e)
+{
+        for (size_t i = 0; i < e->n; i++)
+                free(e->strs[i]);
+        free(e->strs);
+        memset(e, 0, sizeof(*e));
+}
+
+/* Prints the repeat line of |e| for the window up to |now|. */
+static void emit_repeat(const struct limit_entry *e, uint64_t now)
+{
+        char msg[1024], n[24], secs[40];
+        uint64_t el = now > e->start ? now - e->start : 0;
+        const char *kv[2 * MAX_PAIRS + 2];
+        size_t k = 0;
+
+        if (el % 1000 == 0)
+                snprintf(secs, sizeof(secs), "%llu", (unsigned long long)(el / 1000));
+        else
+                snprintf(secs, sizeof(secs), "%llu.%03llu", (unsigned long long)(el / 1000),
+                         (unsigned long long)(el % 1000));
+        snprintf(msg, sizeof(msg), "%s, repeated %llu times in the last %s s", e->strs[0],
+                 e->counted, secs);
+        snprintf(n, sizeof(n), "%llu", e->counted);
+        for (size_t i = 1; i < e->n; i++)
+                kv[k++] = e->strs[i];
+        kv[k++] = "repeated";
+        kv[k++] = n;
+        if (e->level >= g_min)
+                emit(e->level, msg, kv, k);
+}
+
+/* Ends the window of entry |i| at |now|: a repeat line when something was
+ * counted (and a new window), else the entry is dropped. Returns whether it
+ * is still there. */
+static bool end_window(struct kdev_log_limiter *l, size_t i, uint64_t now)
+{
+        struct limit_entry *e = &l->e[i];
+        if (e->counted > 0) {
+                emit_repeat(e, now);
+                e->counted = 0;
+                e->start = now;
+                return true;
+        }
+        entry_clear(e);
+        l->e[i] = l->e[--l->n];
+        memset(&l->e[l->n], 0, sizeof(l->e[l->n]));
+        return false;
+}
+
+uint64_t kdev_log_limiter_flush(struct kdev_log_limiter *l, bool all)
+{
+        uint64_t next = 0;
+        if (!l)
+                return 0;
+        pthread_mutex_lock(&l->mu);
+        uint64_t now = kdev_log_now_ms();
+        for (size_t i = 0; i < l->n;) {
+                struct limit_entry *e = &l->e[i];
+                if ((all || now - e->start >= l->window) && !end_window(l, i, now))
+                        continue; /* slot i now holds another entry */
+                if (!all) {
+                        uint64_t left = l->e[i].start + l->window - now;
+                        if (next == 0 || left < next)
+                                next = left;
+                }
+                i++;
+        }
+        if (all) {
+                /* windows reopened by the repeat lines are dropped at once */
+                while (l->n > 0)
+                        entry_clear(&l->e[--l->n]);
+        }
+        pthread_mutex_unlock(&l->mu);
+        return next ? next : (l->n ? 1 : 0);
+}
+
+void kdev_log_limiter_free(struct kdev_log_limiter *l)
+{
+        if (!l)
+                return;
+        kdev_log_limiter_flush(l, true);
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+}
+
+static bool same(const struct limit_entry *e, enum kdev_log_level level, const char *msg,
+                 const char *const *kv, size_t n)
+{
+        if (e->level != level || e->n != n + 1 || strcmp(e->strs[0], msg) != 0)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(e->strs[i + 1], kv[i]) != 0)
+                        return false;
+        return true;
+}
+
+bool kdev_log_limited(struct kdev_log_limiter *l, unsigned count, enum kdev_log_level level,
+                      const char *msg, ...)
+{
+        if (level < g_min || level > KDEV_LOG_ERROR)
+                return false;
+        const char *kv[2 * MAX_PAIRS];
+        va_list ap;
+        va_start(ap, msg);
+        size_t n = collect(ap, kv);
+        va_end(ap);
+        if (count == 0)
+                count = 1;
+        if (!l) {
+                emit(level, msg, kv, n);
+                return true;
+        }
+        pthread_mutex_lock(&l->mu);
+        uint64_t now = kdev_log_now_ms();
+        size_t i;
+        for (i = 0; i < l->n; i++)
+                if (same(&l->e[i], level, msg, kv, n))
+                        break;
+        if (i < l->n && now - l->e[i].start >= l->window && !end_window(l, i, now))
+                i = l->n; /* forgotten: printed again below */
+        if (i < l->n) {
+                l->e[i].counted += count;
+                pthread_mutex_unlock(&l->mu);
+                return false;
+        }
+        /* a new event: printed; tracked when there is room (expired windows
+         * make room first) */
+        for (size_t j = 0; l->n == KDEV_LOG_LIMITER_KEYS && j < l->n;) {
+                if (now - l->e[j].start >= l->window && !end_window(l, j, now))
+                        continue;
+                j++;
+        }
+        emit(level, msg, kv, n);
+        if (l->n < KDEV_LOG_LIMITER_KEYS) {
+                struct limit_entry *e = &l->e[l->n];
+                e->strs = calloc(n + 1, sizeof(*e->strs));
+                bool ok = e->strs != NULL;
+                for (size_t k = 0; ok && k <= n; k++) {
+                        e->strs[k] = strdup(k == 0 ? msg : kv[k - 1]);
+                        ok = e->strs[k] != NULL;
+                        e->n = k + 1;
+                }
+                if (ok) {
+                        e->level = level;
+                        e->start = now;
+                        e->counted = count - 1;
+                        l->n++;
+                } else {
+                        entry_clear(e); /* out of memory: not tracked */
+                }
+        }
+        pthread_mutex_unlock(&l->mu);
+        return true;
 }

@@ -7,6 +7,7 @@
 #define KDEV_COMMON_LOG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <time.h>
 
 enum kdev_log_level { KDEV_LOG_DEBUG = 0, KDEV_LOG_INFO, KDEV_LOG_WARN, KDEV_LOG_ERROR };
@@ -53,6 +54,61 @@ bool kdev_log_enabled(enum kdev_log_level level);
  * NULL value prints as "". Levels below the kdev_log_setup() minimum print
  * nothing. */
 void kdev_log(enum kdev_log_level level, const char *msg, ...) __attribute__((sentinel));
+
+/* --- repeated lines --------------------------------------------------------
+ *
+ * A limiter bounds the lines a flood of identical events writes (an XID storm,
+ * a peer repeating a failing call). Events are identical when their level,
+ * message and key/value pairs (keys and values, in order) are all equal, so
+ * the caller puts what makes an event distinct (GPU, XID, outcome, claim,
+ * error) into the pairs. Per distinct event:
+ *   - the first is printed as kdev_log() prints it and opens a window of
+ *     |window_ms| (the limiter's, e.g. KDEV_LOG_REPEAT_WINDOW_MS);
+ *   - identical events inside the window are counted, not printed;
+ *   - when the window ends and some were counted, one line is printed: the
+ *     same level and pairs, the message followed by ", repeated <N> times in
+ *     the last <T> s" (<T> the seconds since the window opened, "5" or with
+ *     milliseconds "4.250"), and a last pair repeated=<N>, e.g.
+ *       level=info msg="GPU still unhealthy; quiet period restarted, repeated
+ *       4211 times in the last 5 s" uuid=GPU-... xid=79 reason="critical XID
+ *       79" repeated=4211
+ *     and a new window opens at once (a storm lasting 10 s prints its first
+ *     event and one line per window); a window that ends with nothing counted
+ *     forgets the event (the next one is printed again).
+ * Windows end when kdev_log_limiter_flush() runs past them (the owner calls it
+ * from a timer, at the times it returns) or when the next identical event
+ * comes. So at most 1 + (duration / window) lines per distinct event, and at
+ * most KDEV_LOG_LIMITER_KEYS distinct events are tracked at once (beyond,
+ * after expired windows made no room: each such event printed as it comes). Lines below the kdev_log_setup() minimum are neither
+ * printed nor counted. Time is kdev_log_now_ms(). Thread-safe (one mutex per
+ * limiter). */
+#define KDEV_LOG_REPEAT_WINDOW_MS 5000
+#define KDEV_LOG_LIMITER_KEYS 64
+
+struct kdev_log_limiter;
+
+/* A limiter with windows of |window_ms| (> 0). Returns NULL when out of
+ * memory. */
+struct kdev_log_limiter *kdev_log_limiter_new(uint64_t window_ms);
+
+/* Prints the repeat lines still pending (the counted events of open windows,
+ * so no count is lost at shutdown) and frees |l|. NULL-safe. */
+void kdev_log_limiter_free(struct kdev_log_limiter *l);
+
+/* Logs |count| (>= 1) identical events at once through |l| (NULL: prints one
+ * line, like kdev_log()), pairs as for kdev_log(). Returns true when a line
+ * for the event itself was printed, false when it was counted. */
+bool kdev_log_limited(struct kdev_log_limiter *l, unsigned count, enum kdev_log_level level,
+                      const char *msg, ...) __attribute__((sentinel));
+
+/* Ends the windows that are over (all of them when |all|), printing their
+ * repeat lines. Returns the milliseconds until the next open window ends, or
+ * 0 when no window is open. */
+uint64_t kdev_log_limiter_flush(struct kdev_log_limiter *l, bool all);
+
+/* Milliseconds of the clock the limiters measure windows with: the
+ * kdev_log_set_clock() clock when one is set (tests), else CLOCK_MONOTONIC. */
+uint64_t kdev_log_now_ms(void);
 
 #define kdev_log_debug(...) do { if (kdev_log_enabled(KDEV_LOG_DEBUG)) kdev_log(KDEV_LOG_DEBUG, __VA_ARGS__, NULL); } while (0)
 #define kdev_log_info(...)  do { if (kdev_log_enabled(KDEV_LOG_INFO)) kdev_log(KDEV_LOG_INFO, __VA_ARGS__, NULL); } while (0)

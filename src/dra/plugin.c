@@ -161,8 +161,65 @@ void kdev_dra_plugin_free(struct kdev_dra_plugin *p)
         free(p);
 }
 
+int kdev_dra_check_claim_uid(const char *ns, const char *name, const char *uid,
+                             struct kdev_err *err)
+{
+        char shown[4 * 40 + 4], claim[600];
+        size_t len, o = 0, i;
+
+        if (ns && name)
+                snprintf(claim, sizeof(claim), "claim %s/%s: UID", ns, name);
+        else
+                snprintf(claim, sizeof(claim), "claim UID");
+        if (!uid || !*uid)
+                return kdev_err_set(err, EINVAL, "%s missing", claim);
+        len = strlen(uid);
+        /* the UID as shown in the message: at most 40 bytes, others as \xNN */
+        for (i = 0; uid[i] && i < 40; i++) {
+                unsigned char c = (unsigned char)uid[i];
+
+                if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+                        o += (size_t)snprintf(shown + o, sizeof(shown) - o, "\\x%02x", c);
+                else
+                        shown[o++] = (char)c;
+        }
+        if (uid[i])
+                o += (size_t)snprintf(shown + o, sizeof(shown) - o, "...");
+        shown[o] = '\0';
+        if (len > KDEV_DRA_CLAIM_UID_MAX)
+                return kdev_err_set(err, EINVAL,
+                                    "%s \"%s\" refused: %zu characters, at most %d allowed",
+                                    claim, shown, len, KDEV_DRA_CLAIM_UID_MAX);
+        for (i = 0; i < len; i++) {
+                unsigned char c = (unsigned char)uid[i];
+
+                if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-')
+                        continue;
+                char what[8];
+
+                if (c > 0x20 && c < 0x7f)
+                        snprintf(what, sizeof(what), "'%c'", c);
+                else
+                        snprintf(what, sizeof(what), "0x%02x", c);
+                return kdev_err_set(err, EINVAL,
+                                    "%s \"%s\" refused: character %zu (%s) is not an ASCII "
+                                    "letter, digit or '-'",
+                                    claim, shown, i + 1, what);
+        }
+        return 0;
+}
+
+/* The CDI spec file name of claim |uid|. CDI's transient name maps '/' to
+ * '_' (not injective); on the UIDs kdev_dra_check_claim_uid accepts
+ * (neither has '/' nor '_') it is "k8s.gpu.nvidia.com-claim_<uid>.json",
+ * the identity on the UID, so two claims never share a file. */
 static int spec_file_name(const char *uid, char *buf, size_t size, struct kdev_err *err)
 {
+        int rc = kdev_dra_check_claim_uid(NULL, NULL, uid, err);
+
+        if (rc < 0)
+                return rc;
         return kdev_cdi_transient_file_name(KDEV_DRA_CDI_KIND, uid, buf, size, err);
 }
 
@@ -362,12 +419,12 @@ fail:
         return rc;
 }
 
-/* Makes sure the CDI spec file of |uid| holds exactly what |devices| need.
- * Returns 1 when it was (re)written, 0 when already right, or an error. */
-static int ensure_spec(const struct kdev_dra_plugin *p, const char *uid, const json_t *devices,
-                       struct kdev_err *err)
+/* Makes the CDI spec file of |uid| hold exactly |want|. Returns 1 when it
+ * was (re)written, 0 when already right, or an error. */
+static int write_spec(const struct kdev_dra_plugin *p, const char *uid,
+                      const struct kdev_cdi_spec *want, struct kdev_err *err)
 {
-        struct kdev_cdi_spec *want = NULL, *have = NULL;
+        struct kdev_cdi_spec *have = NULL;
         char name[512], path[4096];
         int rc;
 
@@ -377,9 +434,6 @@ static int ensure_spec(const struct kdev_dra_plugin *p, const char *uid, const j
         rc = kdev_dra_claim_spec_path(p, uid, path, sizeof(path), err);
         if (rc < 0)
                 return rc;
-        rc = build_spec(p, uid, devices, &want, err);
-        if (rc < 0)
-                return rc;
         if (kdev_cdi_spec_read(path, &have, NULL) == 0 && kdev_cdi_spec_equal(want, have)) {
                 rc = 0;
         } else {
@@ -387,8 +441,22 @@ static int ensure_spec(const struct kdev_dra_plugin *p, const char *uid, const j
                 if (rc == 0)
                         rc = 1;
         }
-        kdev_cdi_spec_free(want);
         kdev_cdi_spec_free(have);
+        return rc;
+}
+
+/* Makes sure the CDI spec file of |uid| holds exactly what |devices| need.
+ * Returns 1 when it was (re)written, 0 when already right, or an error. */
+static int ensure_spec(const struct kdev_dra_plugin *p, const char *uid, const json_t *devices,
+                       struct kdev_err *err)
+{
+        struct kdev_cdi_spec *want = NULL;
+        int rc = build_spec(p, uid, devices, &want, err);
+
+        if (rc < 0)
+                return rc;
+        rc = write_spec(p, uid, want, err);
+        kdev_cdi_spec_free(want);
         return rc;
 }
 
@@ -416,6 +484,32 @@ static int add_request(json_t *names, const char *request)
         return json_array_append_new(names, json_stringn(request, len));
 }
 
+static const char *json_kind(const json_t *j)
+{
+        switch (json_typeof(j)) {
+        case JSON_OBJECT: return "an object";
+        case JSON_ARRAY: return "an array";
+        case JSON_STRING: return "a string";
+        case JSON_INTEGER: return "an integer";
+        case JSON_REAL: return "a number";
+        case JSON_TRUE:
+        case JSON_FALSE: return "a boolean";
+        case JSON_NULL: return "null";
+        }
+        return "a value";
+}
+
+/* -EPROTO "claim <ns>/<name>: <path>: expected <want>, got <what>" unless
+ * |j| is absent or of type |type|. */
+static int check_type(const json_t *j, json_type type, const char *want, const char *ns,
+                      const char *name, const char *path, struct kdev_err *err)
+{
+        if (!j || json_typeof(j) == type)
+                return 0;
+        return kdev_err_set(err, EPROTO, "claim %s/%s: %s: expected %s, got %s", ns, name, path,
+                            want, json_kind(j));
+}
+
 /* From the v1 claim object, the device records for this driver and pool. */
 static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim, const char *ns,
                             const char *name, const char *uid, json_t **out,
@@ -427,7 +521,38 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
         const json_t *results = json_object_get(json_object_get(alloc, "devices"), "results");
         json_t *devs, *r;
         size_t i;
+        int trc;
 
+        /* a value of another JSON type than the API's is named by its path */
+        if ((trc = check_type(json_object_get(claim, "metadata"), JSON_OBJECT, "an object", ns,
+                              name, ".metadata", err)) < 0 ||
+            (trc = check_type(json_object_get(json_object_get(claim, "metadata"), "uid"),
+                              JSON_STRING, "a string", ns, name, ".metadata.uid", err)) < 0 ||
+            (trc = check_type(json_object_get(claim, "status"), JSON_OBJECT, "an object", ns,
+                              name, ".status", err)) < 0 ||
+            (trc = check_type(alloc, JSON_OBJECT, "an object", ns, name, ".status.allocation",
+                              err)) < 0 ||
+            (trc = check_type(json_object_get(alloc, "devices"), JSON_OBJECT, "an object", ns,
+                              name, ".status.allocation.devices", err)) < 0 ||
+            (trc = check_type(results, JSON_ARRAY, "an array", ns, name,
+                              ".status.allocation.devices.results", err)) < 0)
+                return trc;
+        json_array_foreach(results, i, r) {
+                char path[96];
+                static const char *const keys[] = {"driver", "pool", "device", "request"};
+
+                snprintf(path, sizeof(path), ".status.allocation.devices.results[%zu]", i);
+                if ((trc = check_type(r, JSON_OBJECT, "an object", ns, name, path, err)) < 0)
+                        return trc;
+                for (size_t k = 0; k < 4; k++) {
+                        snprintf(path, sizeof(path), ".status.allocation.devices.results[%zu].%s",
+                                 i, keys[k]);
+                        trc = check_type(json_object_get(r, keys[k]), JSON_STRING, "a string",
+                                         ns, name, path, err);
+                        if (trc < 0)
+                                return trc;
+                }
+        }
         if (!got || strcmp(got, uid) != 0)
                 return kdev_err_set(err, ESTALE,
                                     "claim %s/%s: UID %s differs from the requested %s "
@@ -515,11 +640,13 @@ int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const ch
 {
         const json_t *rec;
         json_t *claim = NULL, *devs = NULL;
-        char fname[512], path[4096];
+        struct kdev_cdi_spec *spec = NULL;
+        char fname[512];
         int rc;
 
-        if (!uid || !*uid)
-                return kdev_err_set(err, EINVAL, "claim without UID");
+        rc = kdev_dra_check_claim_uid(ns, name, uid, err);
+        if (rc < 0)
+                return rc;
         rec = kdev_dra_cp_get(&p->cp, uid);
         if (rec) {
                 rc = ensure_spec(p, uid, json_object_get(rec, "devices"), err);
@@ -552,21 +679,31 @@ int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const ch
         }
         rc = spec_file_name(uid, fname, sizeof(fname), err);
         if (rc >= 0)
-                rc = kdev_dra_claim_spec_path(p, uid, path, sizeof(path), err);
-        if (rc >= 0)
-                rc = ensure_spec(p, uid, devs, err);
+                rc = build_spec(p, uid, devs, &spec, err);
         if (rc < 0) {
                 json_decref(devs);
                 return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
         }
+        /* recorded before the spec is written: every spec kdev writes belongs
+         * to a claim the checkpoint holds, so Unprepare removes only those */
         rc = kdev_dra_cp_put(&p->cp, uid, ns, name, json_incref(devs), err);
         if (rc == 0)
                 rc = kdev_dra_cp_save(&p->cp, p->cp_path, err);
         json_decref(devs);
         if (rc < 0) {
+                kdev_cdi_spec_free(spec);
                 kdev_dra_cp_remove(&p->cp, uid);
-                kdev_cdi_spec_remove(p->cdi_dir, fname, NULL);
                 return kdev_err_wrap(err, "claim %s/%s (%s): checkpoint", ns, name, uid);
+        }
+        rc = write_spec(p, uid, spec, err);
+        kdev_cdi_spec_free(spec);
+        if (rc < 0) {
+                /* undone (best effort: a record left by a failed save makes
+                 * the next Prepare or Unprepare of the claim finish the job) */
+                kdev_cdi_spec_remove(p->cdi_dir, fname, NULL);
+                kdev_dra_cp_remove(&p->cp, uid);
+                kdev_dra_cp_save(&p->cp, p->cp_path, NULL);
+                return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
         }
         if (devices)
                 *devices = json_object_get(kdev_dra_cp_get(&p->cp, uid), "devices");
@@ -585,17 +722,19 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
         json_t *rec;
         int rc;
 
-        if (!uid || !*uid)
-                return kdev_err_set(err, EINVAL, "claim without UID");
         rc = spec_file_name(uid, fname, sizeof(fname), err);
         if (rc < 0)
                 return rc;
-        rc = kdev_cdi_spec_remove(p->cdi_dir, fname, err);
-        if (rc < 0)
-                return kdev_err_wrap(err, "claim %s: CDI spec", uid);
+        /* only what kdev wrote: a claim the checkpoint does not record has no
+         * spec of ours (prepare records the claim before writing its spec) */
         rec = json_incref((json_t *)kdev_dra_cp_get(&p->cp, uid));
         if (!rec)
                 return 0;
+        rc = kdev_cdi_spec_remove(p->cdi_dir, fname, err);
+        if (rc < 0) {
+                json_decref(rec);
+                return kdev_err_wrap(err, "claim %s: CDI spec", uid);
+        }
         kdev_dra_cp_remove(&p->cp, uid);
         rc = kdev_dra_cp_save(&p->cp, p->cp_path, err);
         if (rc < 0) {

@@ -307,7 +307,8 @@ static void on_prepare(struct kdev_rpc_call *call, const uint8_t *req, size_t le
         for (size_t i = 0; i < rq->n_claims; i++) {
                 const char *uid = rq->claims[i]->uid;
 
-                job->need[i] = *uid && !seen_before(rq->claims, i) &&
+                job->need[i] = kdev_dra_check_claim_uid(NULL, NULL, uid, NULL) == 0 &&
+                               !seen_before(rq->claims, i) &&
                                !kdev_dra_cp_get(&p->cp, uid);
                 n_need += job->need[i];
         }
@@ -387,7 +388,9 @@ static void on_unprepare(struct kdev_rpc_call *call, const uint8_t *req, size_t 
                 const json_t *rec = kdev_dra_cp_get(&p->cp, rq->claims[i]->uid);
                 json_t *devs = json_incref(json_object_get(rec, "devices"));
 
-                if (kdev_dra_unprepare_claim(p, rq->claims[i]->uid, &s->err) < 0)
+                if (kdev_dra_check_claim_uid(rq->claims[i]->namespace_, rq->claims[i]->name,
+                                             rq->claims[i]->uid, &s->err) < 0 ||
+                    kdev_dra_unprepare_claim(p, rq->claims[i]->uid, &s->err) < 0)
                         s->one.error = s->err.msg[0] ? s->err.msg : (char *)"unprepare failed";
                 notify_claim(p, false, rq->claims[i], rec != NULL, devs, s->one.error);
                 json_decref(devs);

@@ -36,6 +36,8 @@ struct kdev_kube {
         long last_status;
         unsigned last_attempts;
         long retry_after; /* seconds from the last response, 0 if none */
+        char location[512]; /* Location of the last response, "" if none */
+        bool got_header;   /* the last response's header callback ran (status line) */
         atomic_bool aborted; /* kdev_kube_abort: any thread */
 };
 
@@ -319,7 +321,22 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *arg)
 {
         struct kdev_kube *k = arg;
         size_t n = size * nmemb;
-        static const char name[] = "retry-after:";
+        static const char name[] = "retry-after:", loc[] = "location:";
+        k->got_header = true;
+        if (n > sizeof(loc) - 1 && strncasecmp(ptr, loc, sizeof(loc) - 1) == 0) {
+                const char *v = ptr + sizeof(loc) - 1, *end = ptr + n;
+                while (v < end && (*v == ' ' || *v == '\t'))
+                        v++;
+                while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+                        end--;
+                size_t vl = (size_t)(end - v);
+                if (vl >= sizeof(k->location))
+                        vl = sizeof(k->location) - 1;
+                /* shown in messages: control characters as '?' */
+                for (size_t i = 0; i < vl; i++)
+                        k->location[i] = (unsigned char)v[i] < 0x20 || v[i] == 0x7f ? '?' : v[i];
+                k->location[vl] = '\0';
+        }
         if (n > sizeof(name) - 1 && strncasecmp(ptr, name, sizeof(name) - 1) == 0) {
                 char v[32];
                 size_t vl = n - (sizeof(name) - 1);
@@ -333,6 +350,16 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *arg)
                         k->retry_after = s;
         }
         return n;
+}
+
+/* libcurl's code for a response header line over CURL_MAX_HTTP_HEADER. */
+static bool header_too_large(CURLcode c)
+{
+#if LIBCURL_VERSION_NUM >= 0x080600
+        if (c == CURLE_TOO_LARGE)
+                return true;
+#endif
+        return c == CURLE_OUT_OF_MEMORY;
 }
 
 static bool retryable_status(long st)
@@ -413,6 +440,13 @@ int kdev_kube_status_errno(long status, const char *reason)
 const char *kdev_kube_status_text(long status)
 {
         switch (status) {
+        case 300: return "Multiple Choices";
+        case 301: return "Moved Permanently";
+        case 302: return "Found";
+        case 303: return "See Other";
+        case 304: return "Not Modified";
+        case 307: return "Temporary Redirect";
+        case 308: return "Permanent Redirect";
         case 400: return "Bad Request";
         case 401: return "Unauthorized";
         case 403: return "Forbidden";
@@ -491,6 +525,8 @@ static CURLcode perform(struct kdev_kube *k, const char *method, const char *url
         CURLcode rc = CURLE_OUT_OF_MEMORY;
         k->errbuf[0] = '\0';
         k->retry_after = 0;
+        k->location[0] = '\0';
+        k->got_header = false;
         *status = 0;
         if (!(t = curl_slist_append(hdrs, "Accept: application/json")))
                 goto out;
@@ -641,6 +677,20 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
                         }
                         if (cc == CURLE_OPERATION_TIMEDOUT && past_deadline(tl_cancel))
                                 late = true;
+                        if (header_too_large(cc) && k->got_header && resp.len == 0 &&
+                            !k->errbuf[0]) {
+                                /* libcurl's answer to a header line over
+                                 * CURL_MAX_HTTP_HEADER (7.x: CURLE_OUT_OF_MEMORY
+                                 * with no message; 8.6+: CURLE_TOO_LARGE) */
+                                rc = kdev_err_set(err, EPROTO,
+                                                  "%s %s: a response header from %s exceeds "
+                                                  "%d KiB (curl's limit; libcurl says "
+                                                  "\"%s\")",
+                                                  method, url, k->cfg.server,
+                                                  CURL_MAX_HTTP_HEADER / 1024,
+                                                  curl_easy_strerror(cc));
+                                break;
+                        }
                         rc = kdev_err_set(err, kdev_kube_curl_errno((int)cc), "%s %s: %s%s%s",
                                           method, url, curl_easy_strerror(cc),
                                           k->errbuf[0] ? ": " : "", k->errbuf);
@@ -670,6 +720,25 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
                                 sleep_ms(k, b);
                                 continue;
                         }
+                }
+                if (status >= 300 && status < 400) {
+                        /* redirects are not followed (CURLOPT_FOLLOWLOCATION
+                         * off): a token must not travel to another host */
+                        const char *text = kdev_kube_status_text(status);
+                        if (k->location[0])
+                                rc = kdev_err_set(err, EPROTO,
+                                                  "%s %s: %ld%s%s: redirect to %s not followed "
+                                                  "(kdev does not follow redirects; point the "
+                                                  "server at the API server itself)",
+                                                  method, url, status, text[0] ? " " : "", text,
+                                                  k->location);
+                        else
+                                rc = kdev_err_set(err, EPROTO,
+                                                  "%s %s: %ld%s%s: redirect without a Location "
+                                                  "header, not followed",
+                                                  method, url, status, text[0] ? " " : "", text);
+                        append_attempts(err, attempt, late);
+                        break;
                 }
                 char msg[600], reason[64];
                 status_message(&resp, msg, sizeof(msg), reason, sizeof(reason));

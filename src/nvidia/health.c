@@ -108,6 +108,11 @@ struct kdev_nvidia_health {
         struct kdev_nvidia_health_stats stats;
 
         uv_async_t async;
+        /* repeated identical event lines (common/log.h), flushed by log_timer */
+        struct kdev_log_limiter *lim;
+        uv_timer_t log_timer;
+        bool log_timer_init;
+        unsigned open_handles;      /* async and log_timer until both closed */
         bool started, nvml_ref, thread_started, joined, stopping;
         void (*done)(void *arg);
         void *done_arg;
@@ -505,10 +510,12 @@ static void fmt_xid(char *buf, size_t size, unsigned long long xid)
 }
 
 /* Marks the devices of GPU |gi_| matching (gi, ci) Unhealthy, restarts its
- * quiet period and records |reason|. Returns the number of devices that
- * matched. */
+ * quiet period and records |reason|, for |count| identical events. The
+ * transition is logged; the events that change nothing ("still unhealthy")
+ * go through the limiter, so a storm of one XID on one GPU writes a line per
+ * window. Returns the number of devices that matched. */
 static unsigned mark_gpu(struct kdev_nvidia_health *h, size_t gidx, unsigned gi, unsigned ci,
-                         unsigned long long xid, const char *reason)
+                         unsigned long long xid, const char *reason, unsigned count)
 {
         struct hgpu *g = &h->gpus[gidx];
         unsigned matched = 0, fresh = 0;
@@ -539,17 +546,20 @@ static unsigned mark_gpu(struct kdev_nvidia_health *h, size_t gidx, unsigned gi,
         char xs[24], ns[24];
         fmt_xid(xs, sizeof(xs), xid);
         snprintf(ns, sizeof(ns), "%u", fresh);
-        if (was_healthy) {
-                h->stats.unhealthy++;
-                kdev_log_warn("GPU unhealthy", "uuid", g->uuid, "xid", xs, "reason", reason,
-                              "devices", ns);
-        } else if (fresh > 0) {
-                kdev_log_warn("more devices of an unhealthy GPU marked unhealthy", "uuid",
-                              g->uuid, "xid", xs, "reason", reason, "devices", ns);
-        } else {
-                kdev_log_info("GPU still unhealthy; quiet period restarted", "uuid", g->uuid,
-                              "xid", xs, "reason", reason);
+        if (count == 0)
+                count = 1;
+        if (was_healthy || fresh > 0) {
+                if (was_healthy)
+                        h->stats.unhealthy++;
+                kdev_log_warn(was_healthy ? "GPU unhealthy"
+                                          : "more devices of an unhealthy GPU marked unhealthy",
+                              "uuid", g->uuid, "xid", xs, "reason", reason, "devices", ns);
+                count--; /* the others of a coalesced burst change nothing */
         }
+        if (count > 0)
+                kdev_log_limited(h->lim, count, KDEV_LOG_INFO,
+                                 "GPU still unhealthy; quiet period restarted", "uuid", g->uuid,
+                                 "xid", xs, "reason", reason, NULL);
         return matched;
 }
 
@@ -619,7 +629,7 @@ static void apply_register(struct kdev_nvidia_health *h, size_t gidx, nvmlReturn
         char reason[160];
         snprintf(reason, sizeof(reason), "cannot register health events: %s: %s", call,
                  nvstr(h, r));
-        mark_gpu(h, gidx, KDEV_NVIDIA_NO_INSTANCE, KDEV_NVIDIA_NO_INSTANCE, 0, reason);
+        mark_gpu(h, gidx, KDEV_NVIDIA_NO_INSTANCE, KDEV_NVIDIA_NO_INSTANCE, 0, reason, 1);
 }
 
 static void apply_probe(struct kdev_nvidia_health *h, const struct msg *m)
@@ -665,10 +675,11 @@ static void apply_probe(struct kdev_nvidia_health *h, const struct msg *m)
         }
 }
 
-static void mark_all(struct kdev_nvidia_health *h, const char *reason)
+static void mark_all(struct kdev_nvidia_health *h, const char *reason, unsigned count)
 {
         for (size_t i = 0; i < h->n_gpus; i++)
-                mark_gpu(h, i, KDEV_NVIDIA_NO_INSTANCE, KDEV_NVIDIA_NO_INSTANCE, 0, reason);
+                mark_gpu(h, i, KDEV_NVIDIA_NO_INSTANCE, KDEV_NVIDIA_NO_INSTANCE, 0, reason,
+                         count);
 }
 
 static void apply(struct kdev_nvidia_health *h, const struct msg *m)
@@ -683,7 +694,7 @@ static void apply(struct kdev_nvidia_health *h, const struct msg *m)
                                  "critical XID %llu on a GPU that cannot be identified: "
                                  "%s: %s",
                                  m->xid, m->call, nvstr(h, m->ret));
-                        mark_all(h, reason);
+                        mark_all(h, reason, m->count);
                         break;
                 }
                 snprintf(reason, sizeof(reason), "critical XID %llu", m->xid);
@@ -694,18 +705,22 @@ static void apply(struct kdev_nvidia_health *h, const struct msg *m)
                                  m->gi == KDEV_NVIDIA_NO_INSTANCE ? -1 : (int)m->gi,
                                  m->ci == KDEV_NVIDIA_NO_INSTANCE ? -1 : (int)m->ci);
                 }
-                if (mark_gpu(h, (size_t)m->gpu, m->gi, m->ci, m->xid, reason) == 0) {
+                if (mark_gpu(h, (size_t)m->gpu, m->gi, m->ci, m->xid, reason, m->count) == 0) {
                         fmt_xid(xs, sizeof(xs), m->xid);
-                        kdev_log_info("critical XID matches no advertised device", "uuid",
-                                      h->gpus[m->gpu].uuid, "xid", xs, "reason", reason);
+                        kdev_log_limited(h->lim, m->count, KDEV_LOG_INFO,
+                                         "critical XID matches no advertised device", "uuid",
+                                         h->gpus[m->gpu].uuid, "xid", xs, "reason", reason,
+                                         NULL);
                 }
                 break;
         case M_IGNORED:
                 h->stats.xid_ignored += m->count;
                 report(h, "xid_ignored", m->xid, m->count);
                 fmt_xid(xs, sizeof(xs), m->xid);
-                kdev_log_info("ignoring XID (not critical by policy)", "uuid",
-                              m->gpu >= 0 ? h->gpus[m->gpu].uuid : "unknown", "xid", xs);
+                kdev_log_limited(h->lim, m->count, KDEV_LOG_INFO,
+                                 "ignoring XID (not critical by policy)", "uuid",
+                                 m->gpu >= 0 ? h->gpus[m->gpu].uuid : "unknown", "xid", xs,
+                                 NULL);
                 break;
         case M_OTHER:
                 h->stats.other_events += m->count;
@@ -716,15 +731,18 @@ static void apply(struct kdev_nvidia_health *h, const struct msg *m)
                                   : "other",
                        0, m->count);
                 snprintf(xs, sizeof(xs), "0x%llx", m->xid);
-                kdev_log_debug("skipping non-XID health event", "uuid",
-                               m->gpu >= 0 ? h->gpus[m->gpu].uuid : "unknown", "type", xs);
+                kdev_log_limited(h->lim, m->count, KDEV_LOG_DEBUG,
+                                 "skipping non-XID health event", "uuid",
+                                 m->gpu >= 0 ? h->gpus[m->gpu].uuid : "unknown", "type", xs,
+                                 NULL);
                 break;
         case M_UNKNOWN:
                 h->stats.unknown_gpu += m->count;
                 report(h, "xid_unknown_gpu", m->xid, m->count);
                 fmt_xid(xs, sizeof(xs), m->xid);
-                kdev_log_info("ignoring XID for a GPU that is not advertised", "uuid", m->uuid,
-                              "xid", xs);
+                kdev_log_limited(h->lim, m->count, KDEV_LOG_INFO,
+                                 "ignoring XID for a GPU that is not advertised", "uuid",
+                                 m->uuid, "xid", xs, NULL);
                 break;
         case M_WAIT_ERROR:
                 h->stats.wait_errors += m->count;
@@ -732,7 +750,7 @@ static void apply(struct kdev_nvidia_health *h, const struct msg *m)
                        m->count);
                 snprintf(reason, sizeof(reason), "waiting for health events failed: %s",
                          nvstr(h, m->ret));
-                mark_all(h, reason);
+                mark_all(h, reason, m->count);
                 break;
         case M_REGISTER:
                 apply_register(h, (size_t)m->gpu, m->ret, m->call);
@@ -759,6 +777,7 @@ static void flush_notify(struct kdev_nvidia_health *h)
 
 static void free_monitor(struct kdev_nvidia_health *h)
 {
+        kdev_log_limiter_free(h->lim); /* prints the counts still pending */
         kdev_xid_policy_clear(&h->policy);
         free(h->gpus);
         free(h->devs);
@@ -774,11 +793,42 @@ static void free_monitor(struct kdev_nvidia_health *h)
 static void on_async_closed(uv_handle_t *handle)
 {
         struct kdev_nvidia_health *h = handle->data;
+        if (--h->open_handles > 0)
+                return;
         void (*done)(void *) = h->done;
         void *arg = h->done_arg;
         free_monitor(h);
         if (done)
                 done(arg);
+}
+
+static void close_handles(struct kdev_nvidia_health *h)
+{
+        uv_close((uv_handle_t *)&h->async, on_async_closed);
+        if (h->log_timer_init)
+                uv_close((uv_handle_t *)&h->log_timer, on_async_closed);
+}
+
+static void on_log_timer(uv_timer_t *t);
+
+/* Ends the limiter's windows that are over and re-arms the timer for the
+ * next one. At most 1 s apart, so that a window ends on time also when the
+ * log clock is not the loop's (tests move it). */
+static void arm_log_timer(struct kdev_nvidia_health *h)
+{
+        uint64_t ms = kdev_log_limiter_flush(h->lim, false);
+        if (h->stopping || !h->log_timer_init)
+                return;
+        if (ms == 0) {
+                uv_timer_stop(&h->log_timer);
+                return;
+        }
+        uv_timer_start(&h->log_timer, on_log_timer, ms < 1000 ? ms : 1000, 0);
+}
+
+static void on_log_timer(uv_timer_t *t)
+{
+        arm_log_timer(t->data);
 }
 
 static void on_async(uv_async_t *a)
@@ -802,14 +852,15 @@ static void on_async(uv_async_t *a)
                 for (size_t i = 0; i < h->workn && !h->stopping; i++)
                         apply(h, &h->work[i]);
                 if (overflow && !h->stopping)
-                        mark_all(h, "health event queue overflow");
+                        mark_all(h, "health event queue overflow", 1);
                 flush_notify(h);
+                arm_log_timer(h);
         }
         h->workn = 0;
         if (h->stopping && exited && !h->joined) {
                 pthread_join(h->thread, NULL);
                 h->joined = true;
-                uv_close((uv_handle_t *)&h->async, on_async_closed);
+                close_handles(h);
         }
 }
 
@@ -909,6 +960,12 @@ struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_n
                 kdev_err_set(err, ENOMEM, "health: out of memory");
                 return NULL;
         }
+        h->lim = kdev_log_limiter_new(KDEV_LOG_REPEAT_WINDOW_MS);
+        if (!h->lim) {
+                free_monitor(h);
+                kdev_err_set(err, ENOMEM, "health: out of memory");
+                return NULL;
+        }
         int rc = uv_async_init(loop, &h->async, on_async);
         if (rc != 0) {
                 kdev_err_set(err, -rc, "health: uv_async_init: %s", uv_strerror(rc));
@@ -916,6 +973,12 @@ struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_n
                 return NULL;
         }
         h->async.data = h;
+        h->open_handles = 1;
+        if (uv_timer_init(loop, &h->log_timer) == 0) {
+                h->log_timer.data = h;
+                h->log_timer_init = true;
+                h->open_handles++;
+        }
         return h;
 }
 
@@ -987,7 +1050,7 @@ void kdev_nvidia_health_stop(struct kdev_nvidia_health *h, void (*done)(void *ar
         h->done = done;
         h->done_arg = arg;
         if (!h->thread_started) {
-                uv_close((uv_handle_t *)&h->async, on_async_closed);
+                close_handles(h);
                 return;
         }
         pthread_mutex_lock(&h->mu);

@@ -50,10 +50,16 @@ Admin API (plain HTTP on its own port, no auth), for tests:
   GET    /_admin/objects        {"items": every stored object (v1 shapes)}
   POST   /_admin/faults         {"status": 500|429|..., "count": N,
                                  "method": "PUT", "path": "/apis/...prefix",
-                                 "retry_after": seconds, "mode": "status"|"reset"}
+                                 "retry_after": seconds, "mode": "status"|"reset"
+                                 |"big_header"|"redirect", "size": bytes,
+                                 "location": URL}
                                 the next N matching API requests fail with that
                                 status (or, mode reset, with a dropped
-                                connection); method/path are optional filters
+                                connection; mode big_header: 200 with a header
+                                line "X-Big: aaa..." of |size| bytes in all;
+                                mode redirect: |status| with "Location:
+                                |location|" when given); method/path are
+                                optional filters
   DELETE /_admin/faults         clears the faults
   POST   /_admin/delay          {"seconds": S, "method": "PUT", "path": "/apis/...prefix"}
                                 every matching API request (method/path optional
@@ -591,6 +597,22 @@ class ApiHandler(BaseHTTPRequestHandler):
                 except OSError:
                     pass
                 return
+            if fault.get("mode") == "big_header":
+                entry["status"] = 200
+                self.send_response(200)
+                self.send_header("X-Big", "a" * max(0, int(fault.get("size") or 0) - 9))
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+                return
+            if fault.get("mode") == "redirect":
+                self.send_response(fault.get("status") or 302)
+                if fault.get("location") is not None:
+                    self.send_header("Location", fault["location"])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             code = fault.get("status", 500)
             headers = {}
             if fault.get("retry_after") is not None:
@@ -821,7 +843,8 @@ class AdminHandler(BaseHTTPRequestHandler):
             elif self.path == "/_admin/faults":
                 f = {"status": int(b.get("status", 500)), "count": int(b.get("count", 1)),
                      "method": b.get("method"), "path": b.get("path"),
-                     "retry_after": b.get("retry_after"), "mode": b.get("mode", "status")}
+                     "retry_after": b.get("retry_after"), "mode": b.get("mode", "status"),
+                     "size": b.get("size"), "location": b.get("location")}
                 with st.lock:
                     st.faults.append(f)
                 self.send_json(200, f)

@@ -217,6 +217,130 @@ static void test_parse(void **state)
         assert_true(json);
 }
 
+/* --- limiter: a clock the test moves (ms after 2026-11-29T11:00:00Z) --- */
+
+static uint64_t g_ms;
+
+static int moving_clock(struct timespec *ts)
+{
+        ts->tv_sec = 1795950000 + (time_t)(g_ms / 1000);
+        ts->tv_nsec = (long)(g_ms % 1000) * 1000000L;
+        return 0;
+}
+
+/* |out| without the "ts=... " of each line, in place. */
+static char *strip_ts(char *out)
+{
+        char *r = out, *w = out;
+        while (*r) {
+                if (strncmp(r, "ts=", 3) == 0) {
+                        while (*r && *r != ' ')
+                                r++;
+                        if (*r == ' ')
+                                r++;
+                }
+                while (*r && *r != '\n')
+                        *w++ = *r++;
+                if (*r == '\n')
+                        *w++ = *r++;
+        }
+        *w = '\0';
+        return out;
+}
+
+static void test_limiter_window(void **state)
+{
+        (void)state;
+        struct capture c;
+        struct kdev_log_limiter *l = kdev_log_limiter_new(5000);
+        assert_non_null(l);
+        kdev_log_set_clock(moving_clock);
+        g_ms = 0;
+        capture_start(&c);
+        assert_true(kdev_log_limited(l, 1, KDEV_LOG_INFO, "ev", "gpu", "G0", "xid", "79", NULL));
+        assert_false(kdev_log_limited(l, 1, KDEV_LOG_INFO, "ev", "gpu", "G0", "xid", "79", NULL));
+        assert_false(kdev_log_limited(l, 10, KDEV_LOG_INFO, "ev", "gpu", "G0", "xid", "79", NULL));
+        /* other pairs, other level: distinct events, printed */
+        assert_true(kdev_log_limited(l, 1, KDEV_LOG_INFO, "ev", "gpu", "G0", "xid", "48", NULL));
+        assert_true(kdev_log_limited(l, 1, KDEV_LOG_WARN, "ev", "gpu", "G0", "xid", "79", NULL));
+        /* below the minimum level: neither printed nor counted */
+        assert_false(kdev_log_limited(l, 1, KDEV_LOG_DEBUG, "ev", "gpu", "G0", NULL));
+        g_ms = 4999;
+        assert_int_equal(kdev_log_limiter_flush(l, false), 1);
+        g_ms = 5000;
+        /* G0/79 repeated; G0/48 and the warn forgotten (nothing counted) */
+        assert_int_equal(kdev_log_limiter_flush(l, false), 5000);
+        g_ms = 6000;
+        assert_false(kdev_log_limited(l, 1, KDEV_LOG_INFO, "ev", "gpu", "G0", "xid", "79", NULL));
+        assert_true(kdev_log_limited(l, 1, KDEV_LOG_INFO, "ev", "gpu", "G0", "xid", "48", NULL));
+        g_ms = 10000;
+        assert_int_equal(kdev_log_limiter_flush(l, false), 1000);
+        g_ms = 11000;
+        assert_int_equal(kdev_log_limiter_flush(l, false), 4000);
+        g_ms = 15000;
+        assert_int_equal(kdev_log_limiter_flush(l, false), 0);
+        /* window ended by the next event, no flush: the repeat line first */
+        assert_true(kdev_log_limited(l, 1, KDEV_LOG_INFO, "ev", "gpu", "G0", "xid", "79", NULL));
+        g_ms = 16000;
+        assert_false(kdev_log_limited(l, 1, KDEV_LOG_INFO, "ev", "gpu", "G0", "xid", "79", NULL));
+        g_ms = 22000;
+        assert_false(kdev_log_limited(l, 2, KDEV_LOG_INFO, "ev", "gpu", "G0", "xid", "79", NULL));
+        /* at free, what is counted is printed */
+        g_ms = 24250;
+        kdev_log_limiter_free(l);
+        kdev_log_limited(NULL, 3, KDEV_LOG_INFO, "unlimited", NULL);
+        char *out = strip_ts(capture_end(&c));
+        assert_string_equal(
+                out,
+                "level=info msg=\"ev\" gpu=G0 xid=79\n"
+                "level=info msg=\"ev\" gpu=G0 xid=48\n"
+                "level=warn msg=\"ev\" gpu=G0 xid=79\n"
+                "level=info msg=\"ev, repeated 11 times in the last 5 s\" gpu=G0 xid=79 "
+                "repeated=11\n"
+                "level=info msg=\"ev\" gpu=G0 xid=48\n"
+                "level=info msg=\"ev, repeated 1 times in the last 5 s\" gpu=G0 xid=79 "
+                "repeated=1\n"
+                "level=info msg=\"ev\" gpu=G0 xid=79\n"
+                "level=info msg=\"ev, repeated 1 times in the last 7 s\" gpu=G0 xid=79 "
+                "repeated=1\n"
+                "level=info msg=\"ev, repeated 2 times in the last 2.250 s\" gpu=G0 xid=79 "
+                "repeated=2\n"
+                "level=info msg=\"unlimited\"\n");
+        free(out);
+}
+
+/* The XID storm of the issue, on the limiter alone: 10 000 identical events
+ * a second for 10 s, flushed once a second: 3 lines, every event counted. */
+static void test_limiter_storm(void **state)
+{
+        (void)state;
+        struct capture c;
+        struct kdev_log_limiter *l = kdev_log_limiter_new(KDEV_LOG_REPEAT_WINDOW_MS);
+        unsigned printed = 0;
+        kdev_log_set_clock(moving_clock);
+        capture_start(&c);
+        for (g_ms = 0; g_ms < 10000; g_ms++) {
+                if (g_ms % 1000 == 0)
+                        kdev_log_limiter_flush(l, false);
+                for (int i = 0; i < 10; i++)
+                        printed += kdev_log_limited(l, 1, KDEV_LOG_INFO, "GPU still unhealthy",
+                                                    "uuid", "GPU-1", "xid", "79", NULL);
+        }
+        kdev_log_limiter_flush(l, false);
+        g_ms = 15000;
+        assert_int_equal(kdev_log_limiter_flush(l, false), 0);
+        kdev_log_limiter_free(l);
+        char *out = strip_ts(capture_end(&c));
+        assert_int_equal(printed, 1);
+        assert_string_equal(out,
+                            "level=info msg=\"GPU still unhealthy\" uuid=GPU-1 xid=79\n"
+                            "level=info msg=\"GPU still unhealthy, repeated 49999 times in the "
+                            "last 5 s\" uuid=GPU-1 xid=79 repeated=49999\n"
+                            "level=info msg=\"GPU still unhealthy, repeated 50000 times in the "
+                            "last 5 s\" uuid=GPU-1 xid=79 repeated=50000\n");
+        free(out);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -227,6 +351,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_json_escaping, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_real_clock, setup, teardown),
                 cmocka_unit_test(test_parse),
+                cmocka_unit_test_setup_teardown(test_limiter_window, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_limiter_storm, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

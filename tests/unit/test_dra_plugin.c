@@ -241,25 +241,188 @@ static void test_idempotent(void **state)
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
 }
 
-static void test_unprepare_removes_orphan_spec(void **state)
+static void write_file(const char *path, const char *text)
+{
+        FILE *fp = fopen(path, "w");
+
+        assert_non_null(fp);
+        assert_true(fputs(text, fp) >= 0);
+        assert_int_equal(fclose(fp), 0);
+}
+
+static void read_file(const char *path, char *buf, size_t size)
+{
+        FILE *fp = fopen(path, "r");
+        size_t n;
+
+        assert_non_null(fp);
+        n = fread(buf, 1, size - 1, fp);
+        buf[n] = '\0';
+        fclose(fp);
+}
+
+static void test_unprepare_only_recorded(void **state)
 {
         struct fix *f = *state;
         struct kdev_err err = {0};
-        char path[1024];
+        char path[1024], cp[600], got[64];
 
-        /* a spec left by a crash between spec write and checkpoint save */
+        /* a spec by the name of a claim the checkpoint does not record is
+         * not kdev's: Unprepare succeeds and leaves it */
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
         spec_path(f, UID1, path, sizeof(path));
         kdev_dra_plugin_free(f->p);
-        char cp[600];
-
         snprintf(cp, sizeof(cp), "%s/%s", f->data, KDEV_DRA_CP_FILE);
         assert_int_equal(unlink(cp), 0);
         new_plugin(f);
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
         assert_true(exists(path));
         assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_true(exists(path));
+        /* someone else's file, never prepared by kdev */
+        spec_path(f, UID2, path, sizeof(path));
+        write_file(path, "theirs");
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID2, &err), 0);
+        read_file(path, got, sizeof(got));
+        assert_string_equal(got, "theirs");
+        assert_int_equal(f->calls, 1);
+}
+
+static void test_claim_uid_rules(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        char path[1024], other[1024], want[1200], got[64], uid[200];
+        const json_t *devs = NULL;
+
+        assert_int_equal(kdev_dra_check_claim_uid(NULL, NULL, UID1, &err), 0);
+        assert_int_equal(kdev_dra_check_claim_uid("ns", "c1", "uid-1", &err), 0);
+        assert_int_equal(kdev_dra_check_claim_uid(NULL, NULL, "A-z-0-9", &err), 0);
+        memset(uid, 'a', KDEV_DRA_CLAIM_UID_MAX);
+        uid[KDEV_DRA_CLAIM_UID_MAX] = '\0';
+        assert_int_equal(kdev_dra_check_claim_uid(NULL, NULL, uid, &err), 0);
+        uid[KDEV_DRA_CLAIM_UID_MAX] = 'a';
+        uid[KDEV_DRA_CLAIM_UID_MAX + 1] = '\0';
+        assert_int_equal(kdev_dra_check_claim_uid(NULL, NULL, uid, &err), -EINVAL);
+        assert_string_equal(err.msg, "claim UID \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...\" "
+                                     "refused: 129 characters, at most 128 allowed");
+        assert_int_equal(kdev_dra_check_claim_uid(NULL, NULL, "", &err), -EINVAL);
+        assert_string_equal(err.msg, "claim UID missing");
+        assert_int_equal(kdev_dra_check_claim_uid("ns", "c1", NULL, &err), -EINVAL);
+        assert_string_equal(err.msg, "claim ns/c1: UID missing");
+        assert_int_equal(kdev_dra_check_claim_uid(NULL, NULL, "a/b", &err), -EINVAL);
+        assert_string_equal(err.msg, "claim UID \"a/b\" refused: character 2 ('/') is not an "
+                                     "ASCII letter, digit or '-'");
+        assert_int_equal(kdev_dra_check_claim_uid("ns", "c1", "a_b", &err), -EINVAL);
+        assert_string_equal(err.msg, "claim ns/c1: UID \"a_b\" refused: character 2 ('_') is "
+                                     "not an ASCII letter, digit or '-'");
+        assert_int_equal(kdev_dra_check_claim_uid(NULL, NULL, "..", &err), -EINVAL);
+        assert_string_equal(err.msg, "claim UID \"..\" refused: character 1 ('.') is not an "
+                                     "ASCII letter, digit or '-'");
+        assert_int_equal(kdev_dra_check_claim_uid(NULL, NULL, "ab c\n\"\\\xff", &err), -EINVAL);
+        assert_string_equal(err.msg, "claim UID \"ab c\\x0a\\x22\\x5c\\xff\" refused: "
+                                     "character 3 (0x20) is not an ASCII letter, digit or '-'");
+
+        /* the spec file is named by the UID itself: case matters, nothing
+         * folds two UIDs together */
+        spec_path(f, "Ab-1", path, sizeof(path));
+        spec_path(f, "ab-1", other, sizeof(other));
+        snprintf(want, sizeof(want), "%s/k8s.gpu.nvidia.com-claim_Ab-1.json", f->cdi);
+        assert_string_equal(path, want);
+        snprintf(want, sizeof(want), "%s/k8s.gpu.nvidia.com-claim_ab-1.json", f->cdi);
+        assert_string_equal(other, want);
+        assert_int_equal(kdev_dra_claim_spec_path(f->p, "a/b", path, sizeof(path), &err),
+                         -EINVAL);
+
+        /* "a/b" and "a_b" once shared k8s.gpu.nvidia.com-claim_a_b.json:
+         * both are refused now, before the claim is read, and the file of
+         * that name is left alone by Prepare and Unprepare */
+        add_claim(f, "ns", "slash", "a/b",
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4")));
+        snprintf(path, sizeof(path), "%s/k8s.gpu.nvidia.com-claim_a_b.json", f->cdi);
+        assert_int_equal(mkdir(f->cdi, 0700), 0);
+        write_file(path, "theirs");
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "slash", "a/b", &devs, &err),
+                         -EINVAL);
+        assert_string_equal(err.msg, "claim ns/slash: UID \"a/b\" refused: character 2 ('/') "
+                                     "is not an ASCII letter, digit or '-'");
+        assert_int_equal(f->calls, 0);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, "a/b", &err), -EINVAL);
+        assert_string_equal(err.msg, "claim UID \"a/b\" refused: character 2 ('/') is not an "
+                                     "ASCII letter, digit or '-'");
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, "a_b", &err), -EINVAL);
+        read_file(path, got, sizeof(got));
+        assert_string_equal(got, "theirs");
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
+static void test_checkpoint_before_spec(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        char path[1024], cp[600];
+
+        /* the checkpoint cannot be saved (its path is a directory): the
+         * claim fails and no spec is written */
+        snprintf(cp, sizeof(cp), "%s/%s", f->data, KDEV_DRA_CP_FILE);
+        mkdir(f->data, 0700);
+        assert_int_equal(mkdir(cp, 0700), 0);
+        spec_path(f, UID1, path, sizeof(path));
+        assert_true(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err) < 0);
+        assert_non_null(strstr(err.msg, "claim ns/c1 (" UID1 "): checkpoint: "));
         assert_false(exists(path));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        assert_int_equal(rmdir(cp), 0);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        assert_true(exists(path));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+}
+
+/* A claim whose fields have another JSON type than the API's: the error
+ * names the field by its path and both types; nothing is prepared. */
+static void test_claim_json_types(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        static const struct {
+                const char *json, *msg;
+        } cases[] = {
+                {"{\"metadata\":{\"uid\":\"" UID2 "\"},\"status\":{\"allocation\":[]}}",
+                 "claim ns/t: .status.allocation: expected an object, got an array"},
+                {"{\"metadata\":[],\"status\":{}}",
+                 "claim ns/t: .metadata: expected an object, got an array"},
+                {"{\"metadata\":{\"uid\":7}}",
+                 "claim ns/t: .metadata.uid: expected a string, got an integer"},
+                {"{\"metadata\":{\"uid\":\"" UID2 "\"},\"status\":\"x\"}",
+                 "claim ns/t: .status: expected an object, got a string"},
+                {"{\"metadata\":{\"uid\":\"" UID2 "\"},\"status\":{\"allocation\":"
+                 "{\"devices\":{\"results\":{}}}}}",
+                 "claim ns/t: .status.allocation.devices.results: expected an array, got an "
+                 "object"},
+                {"{\"metadata\":{\"uid\":\"" UID2 "\"},\"status\":{\"allocation\":"
+                 "{\"devices\":{\"results\":[{\"driver\":\"gpu.nvidia.com\"},[]]}}}}",
+                 "claim ns/t: .status.allocation.devices.results[1]: expected an object, got "
+                 "an array"},
+                {"{\"metadata\":{\"uid\":\"" UID2 "\"},\"status\":{\"allocation\":"
+                 "{\"devices\":{\"results\":[{\"driver\":\"gpu.nvidia.com\",\"pool\":\"node1\","
+                 "\"device\":[\"gpu-4\"]}]}}}}",
+                 "claim ns/t: .status.allocation.devices.results[0].device: expected a string, "
+                 "got an array"},
+        };
+        char path[1024];
+
+        spec_path(f, UID2, path, sizeof(path));
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                json_t *c = json_loads(cases[i].json, 0, NULL);
+
+                assert_non_null(c);
+                json_object_set_new(f->claims, "ns/t", c);
+                assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "t", UID2, NULL, &err),
+                                 -EPROTO);
+                assert_string_equal(err.msg, cases[i].msg);
+        }
+        assert_false(exists(path));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
 }
 
 static void test_prepare_after_unprepare(void **state)
@@ -403,15 +566,6 @@ static void test_claim_errors(void **state)
         assert_false(exists(path));
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", "", NULL, &err), -EINVAL);
-}
-
-static void write_file(const char *path, const char *text)
-{
-        FILE *fp = fopen(path, "w");
-
-        assert_non_null(fp);
-        assert_true(fputs(text, fp) >= 0);
-        assert_int_equal(fclose(fp), 0);
 }
 
 /* GPU minor 5 in MIG mode with two MIG devices: GI 1 / CI 0 (3g.20gb, GI
@@ -744,8 +898,10 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_prepare, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_idempotent, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_unprepare_removes_orphan_spec, setup,
-                                                teardown),
+                cmocka_unit_test_setup_teardown(test_unprepare_only_recorded, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_uid_rules, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_checkpoint_before_spec, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_json_types, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_after_unprepare, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cdi_wiped, setup, teardown),

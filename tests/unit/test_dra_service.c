@@ -52,6 +52,7 @@ struct fix {
         bool last_registered;
         char last_error[256];
         char events[4096]; /* on_claim, one line per claim */
+        unsigned source_calls; /* claim source reads (thread pool; read after stop) */
 };
 
 static int fake_source(void *arg, const char *ns, const char *name, json_t **claim,
@@ -59,6 +60,7 @@ static int fake_source(void *arg, const char *ns, const char *name, json_t **cla
 {
         struct fix *f = arg;
 
+        f->source_calls++;
         if (f->gate_on) {
                 sem_post(&f->entered);
                 while (sem_wait(&f->gate) < 0 && errno == EINTR)
@@ -435,6 +437,84 @@ static void test_v1_prepare_unprepare(void **state)
                 "unprepare ns/gone " UID2 " recorded=0 devices=- cdi=- error=-\n");
 }
 
+/* Claim UIDs outside [A-Za-z0-9-] are refused per claim, before anything
+ * is read, written or removed: "a/b" and "a_b" once named the same spec
+ * file k8s.gpu.nvidia.com-claim_a_b.json. */
+static void test_uid_refused(void **state)
+{
+        struct fix *f = *state;
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim c1 =
+                K8S__IO__KUBELET__PKG__APIS__DRA__V1__CLAIM__INIT;
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim c2 =
+                K8S__IO__KUBELET__PKG__APIS__DRA__V1__CLAIM__INIT;
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim *claims[] = {&c1, &c2};
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesRequest pr =
+                K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCES_REQUEST__INIT;
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse *presp;
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesRequest ur =
+                K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_UNPREPARE_RESOURCES_REQUEST__INIT;
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesResponse *uresp;
+        uint8_t *resp = NULL;
+        size_t len = 0;
+        char spec[600], got[16] = "";
+        FILE *fp;
+
+        assert_int_equal(mkdir(f->cdi, 0700), 0);
+        snprintf(spec, sizeof(spec), "%s/k8s.gpu.nvidia.com-claim_a_b.json", f->cdi);
+        fp = fopen(spec, "w");
+        assert_non_null(fp);
+        fputs("theirs", fp);
+        assert_int_equal(fclose(fp), 0);
+        c1.namespace_ = (char *)"ns";
+        c1.name = (char *)"c1"; /* the source has it: must not be read */
+        c1.uid = (char *)"a/b";
+        c2.namespace_ = (char *)"ns";
+        c2.name = (char *)"c2";
+        c2.uid = (char *)"a_b";
+        pr.claims = claims;
+        pr.n_claims = 2;
+        assert_int_equal(call(f->dra_sock, KDEV_DRA_V1_PREPARE, &pr.base, &resp, &len), 0);
+        presp = k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__unpack(
+                NULL, len, resp);
+        free(resp);
+        assert_non_null(presp);
+        assert_int_equal(presp->n_claims, 2);
+        assert_string_equal(presp->claims[0]->key, "a/b");
+        assert_string_equal(presp->claims[0]->value->error,
+                            "claim ns/c1: UID \"a/b\" refused: character 2 ('/') is not an ASCII "
+                            "letter, digit or '-'");
+        assert_string_equal(presp->claims[1]->key, "a_b");
+        assert_string_equal(presp->claims[1]->value->error,
+                            "claim ns/c2: UID \"a_b\" refused: character 2 ('_') is not an ASCII "
+                            "letter, digit or '-'");
+        k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__free_unpacked(presp,
+                                                                                          NULL);
+        ur.claims = claims;
+        ur.n_claims = 2;
+        assert_int_equal(call(f->dra_sock, KDEV_DRA_V1_UNPREPARE, &ur.base, &resp, &len), 0);
+        uresp = k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__unpack(
+                NULL, len, resp);
+        free(resp);
+        assert_non_null(uresp);
+        assert_int_equal(uresp->n_claims, 2);
+        assert_string_equal(uresp->claims[0]->value->error,
+                            "claim ns/c1: UID \"a/b\" refused: character 2 ('/') is not an ASCII "
+                            "letter, digit or '-'");
+        assert_string_equal(uresp->claims[1]->value->error,
+                            "claim ns/c2: UID \"a_b\" refused: character 2 ('_') is not an ASCII "
+                            "letter, digit or '-'");
+        k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__free_unpacked(
+                uresp, NULL);
+        stop(f);
+        assert_int_equal(f->source_calls, 0);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        fp = fopen(spec, "r");
+        assert_non_null(fp);
+        assert_non_null(fgets(got, sizeof(got), fp));
+        fclose(fp);
+        assert_string_equal(got, "theirs");
+}
+
 static void get_info_ok(struct fix *f)
 {
         Pluginregistration__InfoRequest req = PLUGINREGISTRATION__INFO_REQUEST__INIT;
@@ -616,6 +696,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_get_info, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_v1_prepare_unprepare, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_uid_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sockets_recreated, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_slow_source, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_deadline, setup, teardown),

@@ -1075,6 +1075,69 @@ static void test_version_not_served(void **state)
         stop_server(&old);
 }
 
+/* Answers kdev does not take, each with an error that says what happened:
+ * a header line over curl's limit, a redirect, a JSON array where an object
+ * belongs. */
+static void test_unusual_answers(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_kube *k = client_for(&plain, NULL, TOKEN, 3);
+        struct kdev_err err = {0};
+        char want[1024], log[256];
+        json_t *n = NULL;
+        const char *url = info_str(&plain, "url");
+
+        admin(&plain, "POST", "/_admin/objects",
+              "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"odd-n\"}}",
+              NULL);
+        requests(&plain, log, sizeof(log));
+        /* a header line of 102401 bytes (curl takes at most 100 KiB) */
+        admin(&plain, "POST", "/_admin/faults",
+              "{\"mode\":\"big_header\",\"size\":102401,\"count\":1}", NULL);
+        assert_int_equal(kdev_kube_get_node(k, "odd-n", &n, &err), -EPROTO);
+        assert_null(n);
+        snprintf(want, sizeof(want),
+                 "GET %s/api/v1/nodes/odd-n: a response header from %s exceeds 100 KiB "
+                 "(curl's limit; libcurl says \"Out of memory\")",
+                 url, url);
+        assert_string_equal(err.msg, want);
+        assert_int_equal(kdev_kube_last_attempts(k), 1); /* not retried */
+        /* a large header under the limit is fine */
+        admin(&plain, "POST", "/_admin/faults",
+              "{\"mode\":\"big_header\",\"size\":90000,\"count\":1}", NULL);
+        assert_int_equal(kdev_kube_get_node(k, "odd-n", &n, &err), 0);
+        json_decref(n);
+        n = NULL;
+        requests(&plain, log, sizeof(log));
+        assert_string_equal(log, "GET 200 GET 200");
+
+        /* a redirect is not followed; the error says where it pointed */
+        admin(&plain, "POST", "/_admin/faults",
+              "{\"mode\":\"redirect\",\"status\":302,\"count\":1,"
+              "\"location\":\"https://elsewhere.example/api/v1/nodes/odd-n\"}",
+              NULL);
+        assert_int_equal(kdev_kube_get_node(k, "odd-n", &n, &err), -EPROTO);
+        assert_null(n);
+        snprintf(want, sizeof(want),
+                 "GET %s/api/v1/nodes/odd-n: 302 Found: redirect to "
+                 "https://elsewhere.example/api/v1/nodes/odd-n not followed (kdev does not "
+                 "follow redirects; point the server at the API server itself)",
+                 url);
+        assert_string_equal(err.msg, want);
+        admin(&plain, "POST", "/_admin/faults",
+              "{\"mode\":\"redirect\",\"status\":307,\"count\":1}", NULL);
+        assert_int_equal(kdev_kube_get_node(k, "odd-n", &n, &err), -EPROTO);
+        snprintf(want, sizeof(want),
+                 "GET %s/api/v1/nodes/odd-n: 307 Temporary Redirect: redirect without a "
+                 "Location header, not followed",
+                 url);
+        assert_string_equal(err.msg, want);
+        requests(&plain, log, sizeof(log));
+        assert_string_equal(log, "GET 302 GET 307");
+        kdev_kube_free(k);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1091,6 +1154,7 @@ int main(void)
                 cmocka_unit_test(test_kubeconfig_end_to_end),
                 cmocka_unit_test(test_cancel_deadline),
                 cmocka_unit_test(test_version_not_served),
+                cmocka_unit_test(test_unusual_answers),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
+#include "common/log.h"
 #include "mock_fixture.h"
 #include "model/model.h"
 #include "nvidia/devinfo.h"
@@ -66,6 +67,7 @@ struct fx {
         struct kdev_nvidia_rediscover *redisc;
         bool stopped;
         char tmp[64];
+        unsigned long ev_xid79, ev_ignored13; /* event observer: counts (metrics' input) */
 };
 
 static void on_notify(void *arg, const char *resource)
@@ -875,12 +877,158 @@ static void test_rediscover_stop_early_and_bad_options(void **state)
         kdev_nvidia_rediscover_stop(NULL, NULL, NULL);
 }
 
+/* --- log storm --------------------------------------------------------------- */
+
+static uint64_t g_log_ms; /* the log clock: ms after 2026-11-29T11:00:00Z */
+
+static int log_clock(struct timespec *ts)
+{
+        ts->tv_sec = 1795950000 + (time_t)(g_log_ms / 1000);
+        ts->tv_nsec = (long)(g_log_ms % 1000) * 1000000L;
+        return 0;
+}
+
+static void on_event(void *arg, const char *kind, unsigned long long xid, unsigned count)
+{
+        struct fx *f = arg;
+        if (strcmp(kind, "xid") == 0 && xid == 79)
+                f->ev_xid79 += count;
+        if (strcmp(kind, "xid_ignored") == 0 && xid == 13)
+                f->ev_ignored13 += count;
+}
+
+struct cap {
+        FILE *tmp;
+        int saved;
+};
+
+/* The lines written to stderr so far whose msg is one of the XID lines,
+ * without their "ts=... " (malloc'ed). */
+static char *cap_lines(struct cap *c)
+{
+        static const char *const msgs[] = {"msg=\"GPU unhealthy\"",
+                                           "msg=\"GPU still unhealthy",
+                                           "msg=\"ignoring XID"};
+        fflush(stderr);
+        off_t len = lseek(fileno(c->tmp), 0, SEEK_END);
+        char *all = calloc(1, (size_t)len + 1), *out = calloc(1, (size_t)len + 1);
+        assert_non_null(all);
+        assert_non_null(out);
+        assert_int_equal(pread(fileno(c->tmp), all, (size_t)len, 0), len);
+        for (char *line = strtok(all, "\n"); line; line = strtok(NULL, "\n")) {
+                char *rest = strchr(line, ' ');
+                bool keep = false;
+                for (size_t i = 0; rest && i < 3; i++)
+                        keep |= strstr(rest, msgs[i]) != NULL;
+                if (keep) {
+                        strcat(out, rest + 1);
+                        strcat(out, "\n");
+                }
+        }
+        free(all);
+        return out;
+}
+
+struct want_text {
+        struct cap *c;
+        const char *text;
+};
+
+static bool cap_has(struct fx *f, const void *arg)
+{
+        const struct want_text *w = arg;
+        (void)f;
+        char *got = cap_lines(w->c);
+        bool yes = strstr(got, w->text) != NULL;
+        free(got);
+        return yes;
+}
+
+/* An XID storm on one GPU: 150 critical XIDs 79 and 100 ignored XIDs 13
+ * (the mock queues 256). Logged: the transition, the first "still
+ * unhealthy" and the first "ignoring"; the other 148 and 99 are counted
+ * and, once the 5 s window of the log clock is over, printed as one line
+ * each. The event observer (what the metrics count) sees every event. */
+static void test_xid_storm_log_bounded(void **state)
+{
+        struct fx *f = *state;
+        struct kdev_xid_policy p;
+        struct kdev_err e;
+        struct cap c;
+
+        g_log_ms = 0;
+        kdev_log_set_clock(log_clock);
+        fflush(stderr);
+        c.tmp = tmpfile();
+        assert_non_null(c.tmp);
+        c.saved = dup(STDERR_FILENO);
+        assert_true(dup2(fileno(c.tmp), STDERR_FILENO) >= 0);
+
+        assert_int_equal(kdev_xid_policy_parse(NULL, NULL, &p, NULL, NULL, &e), 0);
+        struct kdev_nvidia_health_options o = {
+                .probe_interval_ms = PROBE_MS,
+                .quiet_period_ms = LONG,
+                .wait_timeout_ms = WAIT_MS,
+                .notify = on_notify,
+                .notify_arg = f,
+                .event = on_event,
+                .event_arg = f,
+        };
+        f->mon = kdev_nvidia_health_new(&f->loop, f->m.lib, &f->set, &p, &o, &e);
+        kdev_xid_policy_clear(&p);
+        assert_non_null(f->mon);
+        assert_int_equal(kdev_nvidia_health_start(f->mon, &e), 0);
+        for (int i = 0; i < 150; i++)
+                assert_int_equal(f->m.xid(G3, 79, NO, NO), NVML_SUCCESS);
+        for (int i = 0; i < 100; i++)
+                assert_int_equal(f->m.xid(G3, 13, NO, NO), NVML_SUCCESS);
+        unsigned long n = 100;
+        wait_critical(f, 150);
+        assert_true(run_until(f, ignored_at_least, &n));
+        char *got = cap_lines(&c);
+        assert_string_equal(got,
+                            "level=warn msg=\"GPU unhealthy\" uuid=" G3 " xid=79 "
+                            "reason=\"critical XID 79\" devices=1\n"
+                            "level=info msg=\"GPU still unhealthy; quiet period restarted\" "
+                            "uuid=" G3 " xid=79 reason=\"critical XID 79\"\n"
+                            "level=info msg=\"ignoring XID (not critical by policy)\" "
+                            "uuid=" G3 " xid=13\n");
+        free(got);
+        /* the window ends on the log clock; the monitor's timer notices */
+        g_log_ms = 5000;
+        struct want_text w = {&c, "repeated=99\n"};
+        assert_true(run_until(f, cap_has, &w));
+        stop_monitor(f);
+        got = cap_lines(&c);
+        fflush(stderr);
+        assert_true(dup2(c.saved, STDERR_FILENO) >= 0);
+        close(c.saved);
+        fclose(c.tmp);
+        kdev_log_set_clock(NULL);
+        assert_string_equal(got,
+                            "level=warn msg=\"GPU unhealthy\" uuid=" G3 " xid=79 "
+                            "reason=\"critical XID 79\" devices=1\n"
+                            "level=info msg=\"GPU still unhealthy; quiet period restarted\" "
+                            "uuid=" G3 " xid=79 reason=\"critical XID 79\"\n"
+                            "level=info msg=\"ignoring XID (not critical by policy)\" "
+                            "uuid=" G3 " xid=13\n"
+                            "level=info msg=\"GPU still unhealthy; quiet period restarted, "
+                            "repeated 148 times in the last 5 s\" uuid=" G3 " xid=79 "
+                            "reason=\"critical XID 79\" repeated=148\n"
+                            "level=info msg=\"ignoring XID (not critical by policy), repeated "
+                            "99 times in the last 5 s\" uuid=" G3 " xid=13 repeated=99\n");
+        free(got);
+        assert_int_equal(f->ev_xid79, 150);
+        assert_int_equal(f->ev_ignored13, 100);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_xid_marks_every_replica_once, setup,
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_xid_burst, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_xid_storm_log_bounded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ignored_and_ecc, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_env_policy, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_env_enable_all, setup, teardown),
