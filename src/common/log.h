@@ -2,6 +2,8 @@
  *   ts=2026-11-29T11:00:00.123Z level=info msg="registered" resource=example.com/fuse
  * or JSON lines ({"ts":...,"level":"info","msg":"registered","resource":...}).
  * Only executables and the daemon runtimes log; library modules return errors.
+ * One exception: the gRPC server (src/rpc/server.c) logs a stalled request
+ * once per connection, since no caller sees it (the peer has gone quiet).
  */
 #ifndef KDEV_COMMON_LOG_H
 #define KDEV_COMMON_LOG_H

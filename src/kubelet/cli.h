@@ -180,7 +180,8 @@ enum kdev_cli_sock_state kdev_cli_probe_socket(const char *path, int *errnum);
  * on the socket |path| with |req|, waiting at most |timeout_ms| (0 = no
  * deadline), and unpacks the answer as |resp_desc| into
  * |*resp| (free with protobuf_c_message_free_unpacked(*resp, NULL)). A
- * response that carries no message is taken as the empty message. On failure
+ * response with status OK but no message fails as grpc-go's client does
+ * ("rpc error: code = Internal desc = unary call returned no message"). On failure
  * prints the error line for |cmd| (rpc error, connection or decoding
  * failure, not a socket) and returns KDEV_CLI_FAIL; returns KDEV_CLI_OK on success. When
  * |quiet| is true nothing is printed and the message (with the rpc error

@@ -562,8 +562,8 @@ static void reg_dial(uv_timer_t *t)
         size_t len = v1beta1__empty__pack(&empty, buf);
         struct kdev_err err = {0};
         /* kubelet sets no deadline on GetDevicePluginOptions. */
-        r->opt_call = kdev_rpc_client_call(r->ep->cl, KDEV_DP_GET_OPTIONS, buf, len, 0,
-                                           options_message, options_done, os, &err);
+        r->opt_call = kdev_rpc_client_unary(r->ep->cl, KDEV_DP_GET_OPTIONS, buf, len, 0,
+                                            options_message, options_done, os, &err);
         if (!r->opt_call) {
                 free(os);
                 r->os = NULL;
@@ -1361,9 +1361,9 @@ static bool prestart_next(struct kubelet *k)
                         v1beta1__pre_start_container_request__pack(&req, buf);
                         free(ids);
                         struct kdev_err err = {0};
-                        a->call = kdev_rpc_client_call(ep->cl, KDEV_DP_PRE_START, buf, len,
-                                                       PRESTART_TIMEOUT_MS, NULL, prestart_done, k,
-                                                       &err);
+                        a->call = kdev_rpc_client_unary(ep->cl, KDEV_DP_PRE_START, buf, len,
+                                                        PRESTART_TIMEOUT_MS, NULL, prestart_done, k,
+                                                        &err);
                         free(buf);
                         if (!a->call) {
                                 for (size_t i = 0; i < cr->n_allocs; i++)
@@ -1531,8 +1531,8 @@ static void allocate_call(struct kubelet *k)
         u->k = k;
         struct kdev_err err = {0};
         /* kubelet sets no deadline on Allocate. */
-        a->call = kdev_rpc_client_call(ep->cl, KDEV_DP_ALLOCATE, buf, len, 0, unary_message,
-                                       allocate_done, u, &err);
+        a->call = kdev_rpc_client_unary(ep->cl, KDEV_DP_ALLOCATE, buf, len, 0, unary_message,
+                                        allocate_done, u, &err);
         free(buf);
         if (!a->call) {
                 free(u);
@@ -1567,8 +1567,8 @@ static void preferred_call(struct kubelet *k)
                 abort();
         u->k = k;
         struct kdev_err err = {0};
-        a->call = kdev_rpc_client_call(ep->cl, KDEV_DP_GET_PREFERRED, buf, len, 0, unary_message,
-                                       preferred_done, u, &err);
+        a->call = kdev_rpc_client_unary(ep->cl, KDEV_DP_GET_PREFERRED, buf, len, 0, unary_message,
+                                        preferred_done, u, &err);
         free(buf);
         if (!a->call) {
                 free(u);

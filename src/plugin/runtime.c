@@ -478,9 +478,9 @@ static void server_register(struct dp_server *s)
         s->state = REG_PENDING;
         s->lost_while_pending = false;
         kdev_dp_service_expect_kubelet(s->svc);
-        s->reg_call = kdev_rpc_client_call(rt->kubelet, METHOD_REGISTER, buf, len,
-                                           rt->opts.register_timeout_ms, NULL, on_register_done, s,
-                                           &err);
+        s->reg_call = kdev_rpc_client_unary(rt->kubelet, METHOD_REGISTER, buf, len,
+                                            rt->opts.register_timeout_ms, NULL, on_register_done,
+                                            s, &err);
         if (!s->reg_call) {
                 note_register(s, false);
                 register_failed(s, err.msg);

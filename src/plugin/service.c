@@ -190,6 +190,9 @@ static void handle_list_and_watch(struct kdev_rpc_call *call, const uint8_t *req
                 st->kubelet = true;
                 st->epoch = svc->epoch;
                 svc->expect_kubelet = false;
+                /* kubelet's connection keeps a share of the request budget
+                 * that other local clients cannot take */
+                kdev_rpc_server_set_priority_connection(svc->srv, conn);
         }
         st->next = svc->streams;
         svc->streams = st;

@@ -27,8 +27,10 @@ struct kdev_dp_service;
  * pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go). |current| is true
  * when the stream belongs to the latest registration (opened after the last
  * kdev_dp_service_expect_kubelet()), false for the stream of an earlier one
- * that kubelet drops while it re-registers. Returns NULL with |err| on
- * failure. */
+ * that kubelet drops while it re-registers. Kubelet's connection is made the
+ * gRPC server's priority connection (kdev_rpc_server_set_priority_connection
+ * in rpc.h): a share of the request budget stays free for it whatever other
+ * local clients send. Returns NULL with |err| on failure. */
 struct kdev_dp_service *kdev_dp_service_new(uv_loop_t *loop, struct kdev_resource *res,
                                             void (*on_stream_end)(void *arg, bool current),
                                             void *arg, struct kdev_err *err);

@@ -47,6 +47,8 @@ struct kdev_rpc_client_call {
         int32_t stream_id;
         bool done;
         int busy; /* > 0 while a user callback for this call runs */
+        bool unary;  /* exactly one response message expected */
+        size_t nmsg; /* response messages received */
         char *method;
         uint8_t *req; /* framed request */
         size_t req_len, req_off;
@@ -311,6 +313,11 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *u
  * call is then freed). */
 static bool call_deliver(struct kdev_rpc_client_call *call, const uint8_t *m, size_t len)
 {
+        if (++call->nmsg > 1 && call->unary) {
+                call_complete(call, KDEV_RPC_INTERNAL,
+                              "unary call received more than one response message", true);
+                return false;
+        }
         if (!call->on_message)
                 return true;
         call->busy++;
@@ -418,6 +425,10 @@ static int on_stream_close(nghttp2_session *s, int32_t stream_id, uint32_t error
                 if (status == KDEV_RPC_OK && (call->in_msg || call->prefix_got)) {
                         status = KDEV_RPC_INTERNAL;
                         msg = "stream ended inside a message";
+                } else if (status == KDEV_RPC_OK && call->unary && call->nmsg == 0) {
+                        /* grpc-go: a unary call needs its one message */
+                        status = KDEV_RPC_INTERNAL;
+                        msg = "unary call returned no message";
                 }
         } else if (error_code != NGHTTP2_NO_ERROR) {
                 switch (error_code) {
@@ -639,12 +650,12 @@ struct kdev_rpc_client *kdev_rpc_client_new(uv_loop_t *loop, const char *path,
         return cl;
 }
 
-struct kdev_rpc_client_call *kdev_rpc_client_call(struct kdev_rpc_client *cl, const char *method,
-                                                  const uint8_t *req, size_t len,
-                                                  uint64_t timeout_ms,
-                                                  kdev_rpc_message_fn on_message,
-                                                  kdev_rpc_done_fn on_done, void *user_data,
-                                                  struct kdev_err *err)
+static struct kdev_rpc_client_call *call_start(struct kdev_rpc_client *cl, bool unary,
+                                               const char *method, const uint8_t *req,
+                                               size_t len, uint64_t timeout_ms,
+                                               kdev_rpc_message_fn on_message,
+                                               kdev_rpc_done_fn on_done, void *user_data,
+                                               struct kdev_err *err)
 {
         if (!cl || !method || !on_done || (len && !req)) {
                 kdev_err_set(err, EINVAL, "rpc call: invalid arguments");
@@ -660,6 +671,7 @@ struct kdev_rpc_client_call *kdev_rpc_client_call(struct kdev_rpc_client *cl, co
                 return NULL;
         }
         call->cl = cl;
+        call->unary = unary;
         call->grpc_status = -1;
         call->timeout_ms = timeout_ms;
         call->on_message = on_message;
@@ -719,6 +731,28 @@ nomem:
         call_free(call);
         kdev_err_set(err, ENOMEM, "rpc call %s: out of memory", method);
         return NULL;
+}
+
+struct kdev_rpc_client_call *kdev_rpc_client_call(struct kdev_rpc_client *cl, const char *method,
+                                                  const uint8_t *req, size_t len,
+                                                  uint64_t timeout_ms,
+                                                  kdev_rpc_message_fn on_message,
+                                                  kdev_rpc_done_fn on_done, void *user_data,
+                                                  struct kdev_err *err)
+{
+        return call_start(cl, false, method, req, len, timeout_ms, on_message, on_done, user_data,
+                          err);
+}
+
+struct kdev_rpc_client_call *kdev_rpc_client_unary(struct kdev_rpc_client *cl, const char *method,
+                                                   const uint8_t *req, size_t len,
+                                                   uint64_t timeout_ms,
+                                                   kdev_rpc_message_fn on_message,
+                                                   kdev_rpc_done_fn on_done, void *user_data,
+                                                   struct kdev_err *err)
+{
+        return call_start(cl, true, method, req, len, timeout_ms, on_message, on_done, user_data,
+                          err);
 }
 
 void kdev_rpc_client_call_cancel(struct kdev_rpc_client_call *call)
@@ -831,8 +865,8 @@ int kdev_rpc_unary_sync(const char *path, const char *method, const uint8_t *req
         }
         struct sync_state st = { 0 };
         struct kdev_rpc_client_call *call =
-                kdev_rpc_client_call(cl, method, req, len, timeout_ms, sync_msg, sync_done, &st,
-                                     err);
+                kdev_rpc_client_unary(cl, method, req, len, timeout_ms, sync_msg, sync_done, &st,
+                                      err);
         rv = call ? 0 : (err && err->code ? -err->code : -EIO);
         while (call && !st.done)
                 uv_run(&loop, UV_RUN_ONCE);
@@ -847,11 +881,6 @@ int kdev_rpc_unary_sync(const char *path, const char *method, const uint8_t *req
                 free(st.resp);
                 free(st.message);
                 return kdev_err_set(err, ENOMEM, "rpc %s: out of memory", method);
-        }
-        if (st.status == KDEV_RPC_OK && st.nmsg > 1) {
-                st.status = KDEV_RPC_INTERNAL;
-                free(st.message);
-                st.message = strdup("unary call received more than one response message");
         }
         if (st.status != KDEV_RPC_OK) {
                 kdev_err_set(err, EREMOTEIO, "%s",

@@ -96,6 +96,17 @@ typedef void (*kdev_rpc_cancel_fn)(struct kdev_rpc_call *call, void *user_data);
 #define KDEV_RPC_DEFAULT_CONN_RECV_BUDGET (16u * 1024u * 1024u)
 #define KDEV_RPC_DEFAULT_SERVER_RECV_BUDGET (64u * 1024u * 1024u)
 
+/* Default share of the server budget kept for the priority connection
+ * (kdev_rpc_server_set_priority_connection(): kubelet's): other connections
+ * together use at most the server budget minus this while one is set. */
+#define KDEV_RPC_DEFAULT_PRIORITY_SHARE (16u * 1024u * 1024u)
+
+/* Default stall timeout of a request still arriving, in milliseconds: a call
+ * whose request makes no progress for this long is ended and its budget
+ * released. Progress: its header block completes, or another 1 KiB of its
+ * message arrives (a trickle of single bytes does not count). */
+#define KDEV_RPC_DEFAULT_RECV_STALL_MS 5000u
+
 struct kdev_rpc_server_options {
         size_t max_recv_message; /* bytes; 0 = KDEV_RPC_DEFAULT_MAX_MESSAGE */
         size_t max_send_message; /* bytes; 0 = KDEV_RPC_DEFAULT_MAX_MESSAGE */
@@ -103,23 +114,42 @@ struct kdev_rpc_server_options {
          * ENHANCE_YOUR_CALM ("too many connections") and closed at once.
          * 0 = KDEV_RPC_DEFAULT_MAX_CONNECTIONS. */
         size_t max_connections;
-        /* Request-message bytes buffered at once (the lengths that messages
-         * still arriving declare in their 5-byte prefixes), per connection
-         * and per server. A request whose declared length would take either
-         * over its budget is answered RESOURCE_EXHAUSTED at once
-         * (trailers-only, the rest of its body discarded); its connection
-         * and other calls go on. 0 = KDEV_RPC_DEFAULT_CONN_RECV_BUDGET /
+        /* Request-message bytes buffered at once, per connection and per
+         * server. What counts is the buffer each arriving request holds: it
+         * grows with the bytes received (the smallest power of two, at least
+         * 1 KiB, that holds them, never past the declared length), so a 5-byte prefix declaring 4 MiB costs
+         * nothing until the bytes come. A request whose buffer cannot grow
+         * within either budget is answered RESOURCE_EXHAUSTED at once
+         * (trailers-only, the rest of its body discarded, its bytes
+         * released); its connection and other calls go on.
+         * 0 = KDEV_RPC_DEFAULT_CONN_RECV_BUDGET /
          * KDEV_RPC_DEFAULT_SERVER_RECV_BUDGET. */
         size_t conn_recv_budget;
         size_t server_recv_budget;
+        /* Bytes of server_recv_budget that only the priority connection may
+         * use, while one is set (0 = KDEV_RPC_DEFAULT_PRIORITY_SHARE; capped
+         * at server_recv_budget). */
+        size_t priority_share;
+        /* Stall timeout of a request still arriving, milliseconds (0 =
+         * KDEV_RPC_DEFAULT_RECV_STALL_MS). A stalled call is answered
+         * trailers-only CANCELLED "request stalled: no request data for N
+         * ms" and its stream reset (RST_STREAM NO_ERROR; a stream whose
+         * header block stalls halfway holds the whole connection, which is
+         * then sent GOAWAY and closed). The first stall on a connection is
+         * logged (warn, with the connection id), later ones on it are not.
+         * Checked every quarter of the timeout, so a stall is acted on
+         * between 1 and 1.25 timeouts after the last progress. */
+        uint64_t recv_stall_ms;
 };
 
 /* Creates a server on |loop| with |opts| (NULL = defaults). Returns NULL only
  * on allocation failure. Free with kdev_rpc_server_close().
  *
  * Memory held for requests is bounded by the options above: buffers grow as
- * message bytes arrive (a declared length is never allocated up front) and
- * are returned to the system when the request completes or fails. */
+ * message bytes arrive (a declared length is never allocated up front, nor
+ * reserved) and are returned to the system when the request completes,
+ * fails or stalls. The stall check runs on a timer that does not keep
+ * |loop| alive (uv_unref). */
 struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
                                             const struct kdev_rpc_server_options *opts);
 
@@ -150,6 +180,15 @@ int kdev_rpc_server_listen_unix(struct kdev_rpc_server *srv, const char *path,
  * closes, waiting up to 1 s for a peer that does not read. The socket file
  * is not unlinked. Safe with NULL |srv|. */
 void kdev_rpc_server_close(struct kdev_rpc_server *srv, void (*done)(void *arg), void *arg);
+
+/* Makes connection |conn_id| (kdev_rpc_call_connection(); 0 = none) the
+ * priority connection: it may use the whole server budget, the others
+ * together all but priority_share bytes of it. Meant for kubelet's
+ * connection, once a caller has identified it (the device plugin: the
+ * connection that opened kubelet's ListAndWatch after Register). Requests
+ * already buffered are kept; the limit applies to new growth. A connection
+ * that closes stops being the priority one. */
+void kdev_rpc_server_set_priority_connection(struct kdev_rpc_server *srv, uint64_t conn_id);
 
 /* Number of calls currently open (for tests and metrics): every HTTP/2
  * stream the server still tracks, including finished calls whose response is
@@ -246,6 +285,19 @@ struct kdev_rpc_client_call *kdev_rpc_client_call(struct kdev_rpc_client *cl, co
                                                   kdev_rpc_done_fn on_done, void *user_data,
                                                   struct kdev_err *err);
 
+/* Same as kdev_rpc_client_call() for a unary method: the call must end with
+ * exactly one response message. Status OK with no message ends it INTERNAL
+ * "unary call returned no message"; a second message ends it at once
+ * INTERNAL "unary call received more than one response message" (the
+ * stream is reset). Both as grpc-go's unary client (a cardinality
+ * violation, grpc/grpc doc/statuscodes.md). */
+struct kdev_rpc_client_call *kdev_rpc_client_unary(struct kdev_rpc_client *cl, const char *method,
+                                                   const uint8_t *req, size_t len,
+                                                   uint64_t timeout_ms,
+                                                   kdev_rpc_message_fn on_message,
+                                                   kdev_rpc_done_fn on_done, void *user_data,
+                                                   struct kdev_err *err);
+
 /* Cancels |call| (RST_STREAM CANCEL); on_done runs with CANCELLED, possibly
  * from within this function. */
 void kdev_rpc_client_call_cancel(struct kdev_rpc_client_call *call);
@@ -261,7 +313,8 @@ void kdev_rpc_client_close(struct kdev_rpc_client *cl);
  * |*resp_len|. Returns the gRPC status (>= 0; 0 = OK) with |err| holding the
  * grpc-message for non-OK statuses (err->code EREMOTEIO; the status name when
  * the message is empty), or a negative errno on local failure. A connection
- * failure is UNAVAILABLE. More than one response message is INTERNAL. */
+ * failure is UNAVAILABLE. The call is a kdev_rpc_client_unary() one: no
+ * response message, or more than one, is INTERNAL. */
 int kdev_rpc_unary_sync(const char *path, const char *method, const uint8_t *req, size_t len,
                         uint64_t timeout_ms, uint8_t **resp, size_t *resp_len,
                         struct kdev_err *err);

@@ -75,6 +75,10 @@ size_t kdev_rpc__server_connections(const struct kdev_rpc_server *srv);
  * length). */
 size_t kdev_rpc__server_request_bytes(const struct kdev_rpc_server *srv);
 
+/* Calls |srv| ended because their request stalled (recv_stall_ms), since
+ * it was created (for tests). */
+size_t kdev_rpc__server_stalls(const struct kdev_rpc_server *srv);
+
 /* Serves one more connection on the already connected stream socket |fd|
  * (e.g. one end of a socketpair), exactly as one accepted from the listener
  * (the max_connections cap aside): tests and fuzzers drive the server

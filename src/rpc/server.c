@@ -15,13 +15,46 @@
  *
  * Memory bounds: at most KDEV_RPC_MAX_CONCURRENT_STREAMS streams per
  * connection (nghttp2 enforces the SETTINGS value), max_connections
- * connections, and request-message budgets per connection and per server:
- * a message's declared length is reserved against both budgets when its
- * prefix arrives (or the call is refused RESOURCE_EXHAUSTED), and the
- * buffer itself grows only as the bytes arrive. Large buffers are mapped
+ * connections, and request-message budgets per connection and per server.
+ * What is reserved against the budgets is each request buffer's size, which
+ * grows only as bytes arrive (the smallest power of two, at least 1 KiB,
+ * holding the bytes received, never past the declared length): a prefix
+ * declaring 4 MiB followed by nothing costs nothing, and holding N bytes of
+ * budget takes sending more than N/2 (or 1 byte per KiB at the start). A buffer that cannot grow within
+ * the budgets ends its call RESOURCE_EXHAUSTED. Large buffers are mapped
  * directly so that freeing them returns the memory to the system.
+ *
+ * Holding budget cannot last either: a call still receiving that makes no
+ * progress for recv_stall_ms (5 s by default) is ended CANCELLED and its
+ * buffer released; progress is the header block completing or another
+ * STALL_MIN_PROGRESS (1 KiB) of request bytes, so a trickle does not count.
+ * A sweep timer checks every quarter of the timeout. The first
+ * stall on a connection is logged with the connection id.
+ *
+ * Priority share: while a priority connection is set
+ * (kdev_rpc_server_set_priority_connection(), the device plugin sets
+ * kubelet's), the other connections together may reserve at most
+ * server_recv_budget - priority_share, so that many hostile connections
+ * that do send bytes still leave kubelet room within the stall timeout.
+ * Without one (the DRA socket: kubelet dials it on demand and nothing
+ * identifies its connection reliably) the whole budget is shared; what
+ * protects kubelet there is that budget costs real bytes, that no single
+ * connection may take more than conn_recv_budget (16 of 64 MiB), and that
+ * stalled requests are released.
+ *
+ * Header checks: nghttp2's HTTP messaging checks stay off (see
+ * kdev_rpc_server_new()), so this module checks every request header
+ * itself: names must be valid HTTP/2 field names (lower case, token
+ * characters; pseudo-headers :method, :scheme, :path, :authority once each,
+ * before the regular ones) and values must not contain NUL, CR, LF or other
+ * control characters except HTAB (nghttp2_check_header_name/_value, RFC 9113
+ * section 8.2.1). A request that breaks this is answered trailers-only,
+ * HTTP 400, grpc-status INTERNAL "invalid header ..." naming the header and
+ * the offending byte, and is never handed to a method.
  */
 #include "rpc/rpc_internal.h"
+
+#include "common/log.h"
 
 #include <errno.h>
 #include <protobuf-c/protobuf-c.h>
@@ -50,7 +83,11 @@ struct kdev_rpc_server {
         size_t max_conns;
         size_t conn_budget;   /* request bytes per connection */
         size_t srv_budget;    /* request bytes for the whole server */
+        size_t prio_share;    /* of srv_budget, kept for the priority connection */
+        uint64_t stall_ms;    /* stall timeout of a receiving call */
+        uint64_t prio_conn;   /* priority connection id, 0 = none */
         size_t reserved;      /* request bytes reserved now, all connections */
+        size_t stalls;        /* calls ended for stalling (for tests) */
         size_t req_alloc;     /* bytes allocated for request buffers now */
         size_t nconns;        /* connections in |conns| (closing ones too) */
         nghttp2_option *h2opt;
@@ -59,7 +96,8 @@ struct kdev_rpc_server {
         nghttp2_session_callbacks *cbs;
         uv_pipe_t listener;
         uv_idle_t closer;  /* only closed: makes freeing always asynchronous */
-        unsigned handles;  /* listener + closer while open */
+        uv_timer_t sweep;  /* stall check, every stall_ms / 4 */
+        unsigned handles;  /* listener + closer + sweep while open */
         struct sconn *conns;
         uint64_t last_conn_id;
         size_t ncalls;
@@ -77,6 +115,7 @@ struct sconn {
         size_t reserved; /* request bytes reserved by this connection's calls */
         uint64_t id; /* serial number within the server, from 1 */
         bool gone;   /* calls cancelled, close requested */
+        bool stall_logged; /* a stall on this connection was logged */
 };
 
 enum call_state { CALL_RECV, CALL_LIVE, CALL_DONE };
@@ -90,6 +129,10 @@ struct kdev_rpc_call {
         char *path;
 
         /* request headers */
+        bool hdrs_done;   /* the request header block is complete */
+        bool seen_method, seen_scheme, seen_path, seen_authority;
+        bool seen_regular; /* a regular header came: no pseudo-header after */
+        char *hdr_bad;    /* why the header block is malformed, or NULL */
         bool post;
         bool ct_seen, ct_ok, ct_grpc;
         char ctype[64];
@@ -105,8 +148,10 @@ struct kdev_rpc_call {
         uint8_t *req;      /* see req_grow(); NULL until bytes arrive */
         size_t req_cap;    /* bytes allocated at |req| */
         size_t req_len, req_got;
-        size_t reserved;   /* budget held: req_len while receiving */
+        size_t reserved;   /* budget held: req_cap while receiving */
         bool have_msg;
+        uint64_t progress; /* loop time the stall clock last restarted */
+        size_t progress_bytes; /* request bytes since then */
 
         uint64_t deadline;
         uv_timer_t *timer;
@@ -155,6 +200,14 @@ static void call_unlink(struct kdev_rpc_call *call)
  * the process (the malloc heap is shared with everything else). */
 #define REQ_MAP_MIN (128u * 1024u)
 
+/* Smallest request buffer (for a declared length at least as large). */
+#define REQ_MIN 1024u
+
+/* A receiving call's stall clock restarts when its header block completes
+ * and whenever this many more request bytes arrived: trickling a byte now and then does not keep a request, and the
+ * budget it holds, alive. */
+#define STALL_MIN_PROGRESS 1024u
+
 static void req_buf_free(struct kdev_rpc_server *srv, uint8_t *p, size_t cap)
 {
         if (!p)
@@ -166,26 +219,74 @@ static void req_buf_free(struct kdev_rpc_server *srv, uint8_t *p, size_t cap)
                 free(p);
 }
 
-/* Makes room for |need| bytes (need <= req_len) in the request buffer,
- * doubling as bytes arrive, never past the declared length. Returns 0 or
- * -ENOMEM (the buffer is then unchanged). */
-static int req_grow(struct kdev_rpc_call *call, size_t need)
+/* Checks that |call| may reserve |more| bytes against its connection's and
+ * the server's budgets (the priority share aside unless it is on the
+ * priority connection). Returns true, or false with the refusal in |msg|. */
+static bool call_budget_ok(const struct kdev_rpc_call *call, size_t more, char *msg, size_t size)
+{
+        const struct sconn *sc = call->sc;
+        const struct kdev_rpc_server *srv = sc->srv;
+        if (more > srv->conn_budget - sc->reserved) {
+                snprintf(msg, size,
+                         "server busy: a %zu-byte request would exceed this connection's budget "
+                         "for pending requests (%zu of %zu bytes in use)",
+                         call->req_len, sc->reserved, srv->conn_budget);
+                return false;
+        }
+        if (more > srv->srv_budget - srv->reserved) {
+                snprintf(msg, size,
+                         "server busy: a %zu-byte request would exceed the server's budget for "
+                         "pending requests (%zu of %zu bytes in use)",
+                         call->req_len, srv->reserved, srv->srv_budget);
+                return false;
+        }
+        if (srv->prio_conn != 0 && sc->id != srv->prio_conn) {
+                /* the other connections' share: all but prio_share */
+                size_t prio_used = 0;
+                for (const struct sconn *o = srv->conns; o; o = o->next)
+                        if (o->id == srv->prio_conn)
+                                prio_used = o->reserved;
+                size_t others = srv->reserved - prio_used;
+                size_t limit = srv->srv_budget - srv->prio_share;
+                if (others > limit || more > limit - others) {
+                        snprintf(msg, size,
+                                 "server busy: a %zu-byte request would exceed the server's "
+                                 "budget for pending requests (%zu of %zu bytes in use by "
+                                 "connections other than kubelet's; %zu more are kept for "
+                                 "kubelet's)",
+                                 call->req_len, others, limit, srv->prio_share);
+                        return false;
+                }
+        }
+        return true;
+}
+
+/* Makes room for |need| bytes (need <= req_len) in the request buffer: its
+ * size becomes the smallest power of two >= |need| and >= REQ_MIN, never
+ * past the declared length (so at most twice the bytes received, whatever
+ * pieces they came in); the growth is
+ * reserved against the budgets. Returns 0, -ENOBUFS (over a budget: the
+ * refusal in |msg|) or -ENOMEM (the buffer is then unchanged). */
+static int req_grow(struct kdev_rpc_call *call, size_t need, char *msg, size_t size)
 {
         if (need <= call->req_cap)
                 return 0;
-        size_t cap = call->req_cap ? call->req_cap * 2 : 16384;
-        if (cap < need)
-                cap = need;
+        size_t cap = REQ_MIN;
+        while (cap < need)
+                cap *= 2;
         if (cap > call->req_len)
                 cap = call->req_len;
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        if (cap >= REQ_MAP_MIN)
+                cap = (cap + page - 1) / page * page;
+        if (!call_budget_ok(call, cap - call->req_cap, msg, size))
+                return -ENOBUFS;
         uint8_t *nb;
         if (cap < REQ_MAP_MIN) {
                 nb = realloc(call->req, cap);
                 if (!nb)
                         return -ENOMEM;
         } else {
-                size_t page = (size_t)sysconf(_SC_PAGESIZE);
-                cap = (cap + page - 1) / page * page;
                 if (call->req_cap >= REQ_MAP_MIN)
                         nb = mremap(call->req, call->req_cap, cap, MREMAP_MAYMOVE);
                 else
@@ -199,7 +300,11 @@ static int req_grow(struct kdev_rpc_call *call, size_t need)
                         free(call->req);
                 }
         }
-        call->sc->srv->req_alloc += cap - call->req_cap;
+        size_t more = cap - call->req_cap;
+        call->sc->srv->req_alloc += more;
+        call->reserved += more;
+        call->sc->reserved += more;
+        call->sc->srv->reserved += more;
         call->req = nb;
         call->req_cap = cap;
         return 0;
@@ -227,6 +332,7 @@ static void call_free(struct kdev_rpc_call *call)
         call_release(call);
         call->sc->srv->ncalls--;
         free(call->path);
+        free(call->hdr_bad);
         call_drop_req(call);
         free(call->fin_msg);
         free(call->out);
@@ -575,6 +681,65 @@ static void call_deadline_cb(uv_timer_t *t)
 }
 
 /* ---------------------------------------------------------------------- */
+/* stalled requests                                                        */
+/* ---------------------------------------------------------------------- */
+
+/* Ends every call of |sc| still receiving whose stall clock is older than
+ * the timeout at |now|; logs the first such stall of the connection. */
+static void sconn_sweep(struct sconn *sc, uint64_t now)
+{
+        struct kdev_rpc_server *srv = sc->srv;
+        size_t ended = 0;
+        bool whole = false;
+        const char *method = "";
+        char msg[128];
+        snprintf(msg, sizeof(msg), "request stalled: no request data for %llu ms",
+                 (unsigned long long)srv->stall_ms);
+        for (struct kdev_rpc_call *call = sc->calls; call; call = call->next) {
+                if (call->state != CALL_RECV || now - call->progress < srv->stall_ms)
+                        continue;
+                ended++;
+                if (!method[0] && call->path)
+                        method = call->path;
+                if (!call->hdrs_done) {
+                        /* halfway through a header block: nothing else can
+                         * come on the connection (RFC 9113 section 6.10) */
+                        whole = true;
+                        break;
+                }
+                /* trailers-only CANCELLED, then RST_STREAM NO_ERROR
+                 * (on_frame_send); the buffer and budget go at once */
+                call_respond_error(call, "200", KDEV_RPC_CANCELLED, msg);
+        }
+        if (!ended)
+                return;
+        srv->stalls += ended;
+        if (!sc->stall_logged) {
+                sc->stall_logged = true;
+                char id[24], tmo[24];
+                snprintf(id, sizeof(id), "%llu", (unsigned long long)sc->id);
+                snprintf(tmo, sizeof(tmo), "%llums", (unsigned long long)srv->stall_ms);
+                kdev_log_warn("gRPC request stalled, stream reset (logged once per connection)",
+                              "connection", id, "method", method, "stall_timeout", tmo,
+                              "action", whole ? "connection closed" : "stream reset");
+        }
+        if (whole)
+                sconn_kill(sc, true);
+        else
+                kdev_rpc__conn_flush(&sc->c);
+}
+
+static void srv_sweep_cb(uv_timer_t *t)
+{
+        struct kdev_rpc_server *srv = t->data;
+        uint64_t now = uv_now(srv->loop);
+        /* conns are freed only from close callbacks, so |next| stays valid */
+        for (struct sconn *sc = srv->conns; sc; sc = sc->next)
+                if (!sc->gone)
+                        sconn_sweep(sc, now);
+}
+
+/* ---------------------------------------------------------------------- */
 /* nghttp2 callbacks                                                       */
 /* ---------------------------------------------------------------------- */
 
@@ -590,6 +755,7 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, void
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
         call->sc = sc;
         call->stream_id = frame->hd.stream_id;
+        call->progress = uv_now(sc->srv->loop);
         call->next = sc->calls;
         if (sc->calls)
                 sc->calls->prev = call;
@@ -609,6 +775,73 @@ static void copy_value(char *dst, size_t size, const uint8_t *v, size_t len)
 
 #define HDR_IS(lit) (namelen == sizeof(lit) - 1 && memcmp(name, lit, namelen) == 0)
 
+/* Writes |len| bytes of |p| into |dst| for an error message: printable ASCII
+ * as is, other bytes as \xNN; cut with "..." past 64 bytes. */
+static void show_bytes(char *dst, size_t size, const uint8_t *p, size_t len)
+{
+        size_t o = 0;
+        for (size_t i = 0; i < len && o + 8 < size; i++) {
+                if (i == 64) {
+                        o += (size_t)snprintf(dst + o, size - o, "...");
+                        break;
+                }
+                if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '"' && p[i] != '\\')
+                        dst[o++] = (char)p[i];
+                else
+                        o += (size_t)snprintf(dst + o, size - o, "\\x%02x", p[i]);
+        }
+        dst[o] = '\0';
+}
+
+/* RFC 9113 section 8.2.1 / 8.3 checks that nghttp2's HTTP messaging would
+ * make (it is off: see kdev_rpc_server_new()) for one request header of
+ * |call|. Returns 0 when the header is fine, 1 when it is not (the reason
+ * in call->hdr_bad: the request is refused once its header block is
+ * complete), -ENOMEM. */
+static int header_check(struct kdev_rpc_call *call, const uint8_t *name, size_t namelen,
+                        const uint8_t *value, size_t valuelen)
+{
+        char why[512], shown[300];
+        why[0] = '\0';
+        show_bytes(shown, sizeof(shown), name, namelen);
+        if (!nghttp2_check_header_name(name, namelen)) {
+                snprintf(why, sizeof(why),
+                         "invalid header name \"%s\" (header names are lower-case tokens)",
+                         shown);
+        } else if (!nghttp2_check_header_value(value, valuelen)) {
+                size_t i = 0;
+                while (i < valuelen && nghttp2_check_header_value(value + i, 1))
+                        i++;
+                snprintf(why, sizeof(why),
+                         "invalid header \"%s\": byte %zu of its value is 0x%02x (values must "
+                         "not contain NUL, CR, LF or other control characters)",
+                         shown, i, i < valuelen ? value[i] : 0);
+        } else if (name[0] == ':') {
+                bool *seen = HDR_IS(":method")      ? &call->seen_method
+                             : HDR_IS(":scheme")    ? &call->seen_scheme
+                             : HDR_IS(":path")      ? &call->seen_path
+                             : HDR_IS(":authority") ? &call->seen_authority
+                                                    : NULL;
+                if (!seen)
+                        snprintf(why, sizeof(why),
+                                 "invalid header \"%s\": not a request pseudo-header", shown);
+                else if (*seen)
+                        snprintf(why, sizeof(why), "invalid header \"%s\": repeated", shown);
+                else if (call->seen_regular)
+                        snprintf(why, sizeof(why),
+                                 "invalid header \"%s\": pseudo-header after a regular header",
+                                 shown);
+                else
+                        *seen = true;
+        } else {
+                call->seen_regular = true;
+        }
+        if (!why[0])
+                return 0;
+        call->hdr_bad = strdup(why);
+        return call->hdr_bad ? 1 : -ENOMEM;
+}
+
 static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *ud)
@@ -617,10 +850,26 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
         struct sconn *sc = ud;
         if (sc->gone)
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
-        if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        if (frame->hd.type != NGHTTP2_HEADERS)
                 return 0;
         struct kdev_rpc_call *call = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
-        if (!call)
+        if (!call || call->state != CALL_RECV)
+                return 0;
+        if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+                /* request trailers: checked, never interpreted */
+                if (!call->hdr_bad) {
+                        call->seen_regular = true;
+                        if (header_check(call, name, namelen, value, valuelen) < 0)
+                                return NGHTTP2_ERR_CALLBACK_FAILURE;
+                }
+                return 0;
+        }
+        if (call->hdr_bad)
+                return 0; /* refused already: the first fault is the one named */
+        int bad = header_check(call, name, namelen, value, valuelen);
+        if (bad < 0)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+        if (bad > 0)
                 return 0;
         if (HDR_IS(":path")) {
                 free(call->path);
@@ -660,6 +909,10 @@ static void call_headers_done(struct kdev_rpc_call *call)
 {
         struct kdev_rpc_server *srv = call->sc->srv;
         char msg[512];
+        if (call->hdr_bad) {
+                call_respond_error(call, "400", KDEV_RPC_INTERNAL, call->hdr_bad);
+                return;
+        }
         if (!call->ct_ok && !call->ct_grpc) {
                 /* not gRPC at all: HTTP 415 (PROTOCOL-HTTP2, Content-Type) */
                 snprintf(msg, sizeof(msg), "invalid gRPC request content-type \"%s\"",
@@ -745,8 +998,16 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *u
         struct kdev_rpc_call *call = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
         if (!call)
                 return 0;
-        if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
-                call_headers_done(call);
+        if (frame->hd.type == NGHTTP2_HEADERS && call->state == CALL_RECV) {
+                if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+                        call->hdrs_done = true;
+                        call->progress = uv_now(sc->srv->loop);
+                        call->progress_bytes = 0;
+                        call_headers_done(call);
+                } else if (call->hdr_bad) { /* request trailers */
+                        call_respond_error(call, "400", KDEV_RPC_INTERNAL, call->hdr_bad);
+                }
+        }
         if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
                 call_request_end(call);
         return 0;
@@ -786,28 +1047,6 @@ static void call_feed(struct kdev_rpc_call *call, const uint8_t *d, size_t n)
                                 call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED, msg);
                                 return;
                         }
-                        struct sconn *sc = call->sc;
-                        if (len > sc->srv->conn_budget - sc->reserved) {
-                                snprintf(msg, sizeof(msg),
-                                         "server busy: a %u-byte request would exceed this "
-                                         "connection's budget for pending requests (%zu of %zu "
-                                         "bytes in use)",
-                                         len, sc->reserved, srv->conn_budget);
-                                call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED, msg);
-                                return;
-                        }
-                        if (len > srv->srv_budget - srv->reserved) {
-                                snprintf(msg, sizeof(msg),
-                                         "server busy: a %u-byte request would exceed the "
-                                         "server's budget for pending requests (%zu of %zu "
-                                         "bytes in use)",
-                                         len, srv->reserved, srv->srv_budget);
-                                call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED, msg);
-                                return;
-                        }
-                        call->reserved = len;
-                        sc->reserved += len;
-                        srv->reserved += len;
                         call->req_len = len;
                         call->req_got = 0;
                         call->have_msg = len == 0;
@@ -816,9 +1055,10 @@ static void call_feed(struct kdev_rpc_call *call, const uint8_t *d, size_t n)
                 size_t take = call->req_len - call->req_got;
                 if (take > n)
                         take = n;
-                if (req_grow(call, call->req_got + take) < 0) {
+                int rv = req_grow(call, call->req_got + take, msg, sizeof(msg));
+                if (rv < 0) {
                         call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED,
-                                           "out of memory");
+                                           rv == -ENOBUFS ? msg : "out of memory");
                         return;
                 }
                 memcpy(call->req + call->req_got, d, take);
@@ -838,8 +1078,14 @@ static int on_data_chunk_recv(nghttp2_session *s, uint8_t flags, int32_t stream_
         if (sc->gone)
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
         struct kdev_rpc_call *call = nghttp2_session_get_stream_user_data(s, stream_id);
-        if (call && call->state == CALL_RECV)
+        if (call && call->state == CALL_RECV) {
+                call->progress_bytes += len;
+                if (call->progress_bytes >= STALL_MIN_PROGRESS) {
+                        call->progress = uv_now(sc->srv->loop);
+                        call->progress_bytes = 0;
+                }
                 call_feed(call, data, len);
+        }
         return 0;
 }
 
@@ -888,6 +1134,8 @@ static void sconn_closed(struct kdev_rpc_conn *c)
         if (sc->next)
                 sc->next->prev = sc->prev;
         srv->nconns--;
+        if (srv->prio_conn == sc->id)
+                srv->prio_conn = 0;
         struct kdev_rpc_call *call;
         while ((call = sc->calls)) {
                 call_unlink(call);
@@ -1058,18 +1306,28 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
                                                           : KDEV_RPC_DEFAULT_CONN_RECV_BUDGET;
         srv->srv_budget = opts && opts->server_recv_budget ? opts->server_recv_budget
                                                            : KDEV_RPC_DEFAULT_SERVER_RECV_BUDGET;
+        srv->prio_share = opts && opts->priority_share ? opts->priority_share
+                                                       : KDEV_RPC_DEFAULT_PRIORITY_SHARE;
+        if (srv->prio_share > srv->srv_budget)
+                srv->prio_share = srv->srv_budget;
+        srv->stall_ms = opts && opts->recv_stall_ms ? opts->recv_stall_ms
+                                                    : KDEV_RPC_DEFAULT_RECV_STALL_MS;
         if (nghttp2_option_new(&srv->h2opt) != 0) {
                 free(srv);
                 return NULL;
         }
         /* no priority tree to keep: closed streams need not be retained */
         nghttp2_option_set_no_closed_streams(srv->h2opt, 1);
-        /* Accept any :authority. Clients that dial a bare socket path send it
-         * as the authority ("/var/lib/kubelet/device-plugins/x.sock": older
-         * kubelets and grpc-go releases do), which nghttp2's HTTP messaging
-         * checks reject as a PROTOCOL_ERROR; gRPC servers accept it. The
-         * pseudo-headers gRPC needs (:method POST, :path, content-type) are
-         * checked by this module itself. */
+        /* nghttp2's HTTP messaging checks stay off: they reject an
+         * :authority that is a socket path ("/var/lib/kubelet/device-plugins/
+         * x.sock", which older kubelets and grpc-go releases send when they
+         * dial a bare path) as a PROTOCOL_ERROR, where gRPC servers accept
+         * it, and nghttp2 has no switch for that check alone. What they would
+         * check is checked here instead (header_check(): field names and
+         * values per RFC 9113 section 8.2.1 -- no NUL, CR, LF or other
+         * controls -- and the request pseudo-headers, once each, before the
+         * regular ones), as is what gRPC needs (:method POST, :path,
+         * content-type). */
         nghttp2_option_set_no_http_messaging(srv->h2opt, 1);
         if (nghttp2_session_callbacks_new(&srv->cbs) != 0) {
                 nghttp2_option_del(srv->h2opt);
@@ -1082,7 +1340,8 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(srv->cbs, on_data_chunk_recv);
         nghttp2_session_callbacks_set_on_frame_send_callback(srv->cbs, on_frame_send);
         nghttp2_session_callbacks_set_on_stream_close_callback(srv->cbs, on_stream_close);
-        if (uv_pipe_init(loop, &srv->listener, 0) < 0 || uv_idle_init(loop, &srv->closer) < 0) {
+        if (uv_pipe_init(loop, &srv->listener, 0) < 0 || uv_idle_init(loop, &srv->closer) < 0 ||
+            uv_timer_init(loop, &srv->sweep) < 0) {
                 nghttp2_session_callbacks_del(srv->cbs);
                 nghttp2_option_del(srv->h2opt);
                 free(srv);
@@ -1090,7 +1349,11 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
         }
         srv->listener.data = srv;
         srv->closer.data = srv;
-        srv->handles = 2;
+        srv->sweep.data = srv;
+        srv->handles = 3;
+        uint64_t every = srv->stall_ms / 4 ? srv->stall_ms / 4 : 1;
+        uv_timer_start(&srv->sweep, srv_sweep_cb, every, every);
+        uv_unref((uv_handle_t *)&srv->sweep); /* never keeps the loop alive */
         return srv;
 }
 
@@ -1204,9 +1467,25 @@ void kdev_rpc_server_close(struct kdev_rpc_server *srv, void (*done)(void *arg),
         srv->done_arg = arg;
         uv_close((uv_handle_t *)&srv->listener, srv_handle_closed);
         uv_close((uv_handle_t *)&srv->closer, srv_handle_closed);
+        uv_close((uv_handle_t *)&srv->sweep, srv_handle_closed);
         /* conns are freed only from close callbacks, so |next| stays valid */
         for (struct sconn *sc = srv->conns; sc; sc = sc->next)
                 sconn_kill(sc, true);
+}
+
+void kdev_rpc_server_set_priority_connection(struct kdev_rpc_server *srv, uint64_t conn_id)
+{
+        if (!srv)
+                return;
+        srv->prio_conn = 0;
+        for (const struct sconn *sc = srv->conns; sc; sc = sc->next)
+                if (sc->id == conn_id && !sc->gone)
+                        srv->prio_conn = conn_id;
+}
+
+size_t kdev_rpc__server_stalls(const struct kdev_rpc_server *srv)
+{
+        return srv ? srv->stalls : 0;
 }
 
 size_t kdev_rpc_server_open_calls(const struct kdev_rpc_server *srv)

@@ -112,6 +112,26 @@ static void h_fail(struct kdev_rpc_call *call, const uint8_t *req, size_t len, v
         kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT, FAIL_MSG);
 }
 
+/* Status OK with no message: a fake server breaking unary cardinality. */
+static void h_none(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        (void)req;
+        (void)len;
+        struct env *e = ud;
+        e->handled++;
+        kdev_rpc_call_finish(call, KDEV_RPC_OK, NULL);
+}
+
+/* Two messages, then OK. */
+static void h_two(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        struct env *e = ud;
+        e->handled++;
+        kdev_rpc_call_send(call, req, len);
+        kdev_rpc_call_send(call, req, len);
+        kdev_rpc_call_finish(call, KDEV_RPC_OK, NULL);
+}
+
 static void h_hold(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
 {
         (void)req;
@@ -213,6 +233,8 @@ static void add_methods(struct env *e, struct kdev_rpc_server *srv)
         assert_int_equal(kdev_rpc_server_add_method(srv, "/t.S/StreamBig", true, h_stream_big, e),
                          0);
         assert_int_equal(kdev_rpc_server_add_method(srv, "/t.S/Options", false, h_options, e), 0);
+        assert_int_equal(kdev_rpc_server_add_method(srv, "/t.S/None", false, h_none, e), 0);
+        assert_int_equal(kdev_rpc_server_add_method(srv, "/t.S/Two", false, h_two, e), 0);
         assert_int_equal(
                 kdev_rpc_server_add_method(srv, "/t.S/OptionsStream", true, h_options_stream, e),
                 0);
@@ -860,6 +882,46 @@ static void test_connect_disconnect_no_growth(void **state)
         assert_int_equal(count_fds(), fd0);
 }
 
+/* A unary call needs exactly one response message (grpc-go's client):
+ * OK with none, or two, is INTERNAL; a streaming call takes either. */
+static void test_unary_cardinality(void **state)
+{
+        struct env *e = *state;
+        e->srv = start_server(e, NULL);
+        struct kdev_rpc_client *cl = kdev_rpc_client_new(&e->loop, e->sock, NULL);
+        struct kdev_err err = { 0 };
+        struct result r;
+        memset(&r, 0, sizeof(r));
+        assert_non_null(kdev_rpc_client_unary(cl, "/t.S/None", (const uint8_t *)"x", 1, 0,
+                                              on_msg, on_done, &r, &err));
+        assert_true(run_until(e, &r.done, 10000));
+        assert_int_equal(r.status, KDEV_RPC_INTERNAL);
+        assert_string_equal(r.message, "unary call returned no message");
+        assert_int_equal(r.nmsg, 0);
+        memset(&r, 0, sizeof(r));
+        assert_non_null(kdev_rpc_client_unary(cl, "/t.S/Two", (const uint8_t *)"x", 1, 0, on_msg,
+                                              on_done, &r, &err));
+        assert_true(run_until(e, &r.done, 10000));
+        assert_int_equal(r.status, KDEV_RPC_INTERNAL);
+        assert_string_equal(r.message, "unary call received more than one response message");
+        assert_int_equal(r.nmsg, 1);
+        memset(&r, 0, sizeof(r));
+        assert_non_null(kdev_rpc_client_unary(cl, "/t.S/Echo", (const uint8_t *)"x", 1, 0,
+                                              on_msg, on_done, &r, &err));
+        assert_true(run_until(e, &r.done, 10000));
+        assert_int_equal(r.status, KDEV_RPC_OK);
+        assert_int_equal(r.nmsg, 1);
+        /* the same servers' answers on a plain (streaming) call are fine */
+        do_call(e, cl, "/t.S/None", "x", 0, &r);
+        assert_int_equal(r.status, KDEV_RPC_OK);
+        assert_int_equal(r.nmsg, 0);
+        do_call(e, cl, "/t.S/Two", "x", 0, &r);
+        assert_int_equal(r.status, KDEV_RPC_OK);
+        assert_int_equal(r.nmsg, 2);
+        assert_true(run_until_calls(e, 0, 5000));
+        close_client(e, cl);
+}
+
 /* kdev_rpc_unary_sync runs its own loop: serve from a thread. */
 struct sync_srv {
         struct env *e;
@@ -909,6 +971,15 @@ static void test_unary_sync(void **state)
         rv = kdev_rpc_unary_sync(e->sock, "/t.S/Nope", NULL, 0, 5000, &resp, &len, &err);
         assert_int_equal(rv, KDEV_RPC_UNIMPLEMENTED);
         assert_string_equal(err.msg, "unknown method /t.S/Nope");
+        rv = kdev_rpc_unary_sync(e->sock, "/t.S/None", NULL, 0, 5000, &resp, &len, &err);
+        assert_int_equal(rv, KDEV_RPC_INTERNAL);
+        assert_null(resp);
+        assert_string_equal(err.msg, "unary call returned no message");
+        rv = kdev_rpc_unary_sync(e->sock, "/t.S/Two", (const uint8_t *)"x", 1, 5000, &resp, &len,
+                                 &err);
+        assert_int_equal(rv, KDEV_RPC_INTERNAL);
+        assert_null(resp);
+        assert_string_equal(err.msg, "unary call received more than one response message");
 
         uv_async_send(&s.stop);
         pthread_join(th, NULL);
@@ -945,6 +1016,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_redial_after_loss, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_connect_disconnect_no_growth, setup,
                                                 teardown),
+                cmocka_unit_test_setup_teardown(test_unary_cardinality, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unary_sync, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reentrant_callbacks, setup, teardown),
         };

@@ -715,77 +715,366 @@ static void test_max_concurrent_streams(void **state)
         free(st);
 }
 
+static int plain_connect(const char *path);
+static size_t run_read(struct env *e, int fd, uint8_t *buf, size_t want, bool until_eof,
+                       bool *eof);
+
 static const struct kdev_rpc_server_options budget_opts = {
-        .server_recv_budget = 20000000, /* the connection budget stays 16 MiB */
+        .conn_recv_budget = 100000,
+        .server_recv_budget = 140000,
 };
 
 #define BIG 4000000u
 
-/* Declared lengths are reserved against the connection's (16 MiB) and the
- * server's budget; a request that does not fit is refused at once while
- * other calls go on, and buffers grow only with the bytes received. */
+/* Declared lengths reserve nothing: what counts is each request buffer,
+ * the smallest power of two (>= 1 KiB) holding the bytes received. A
+ * request whose buffer cannot grow within a budget is refused at once
+ * while other calls go on, and a cancelled request gives its bytes back. */
 static void test_request_budgets(void **state)
 {
         struct env *e = *state;
         struct rstream a[6], b[3];
-        uint8_t *part = prefix_msg(BIG, 10);
+        uint8_t *part = prefix_msg(BIG, 20000);
         raw_connect(e, 0);
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 3; i++) {
                 raw_open(e, &a[i], "/t.S/Size");
-                raw_send(e, &a[i], part, 15, false);
+                raw_send(e, &a[i], part, 5 + 20000, false);
         }
-        /* 16000000 bytes declared, 40 received: 16 KiB allocated each */
-        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 4 * 16384, 5000));
-        uint8_t *p1m = prefix_msg(1000000, 0);
-        raw_open(e, &a[4], "/t.S/Size");
-        raw_send(e, &a[4], p1m, 5, false);
-        assert_true(pump_until(e, &a[4].closed, 5000));
-        assert_string_equal(a[4].hdrs, HDRS_200 "grpc-status: 8\n"
-                                                "grpc-message: server busy: a 1000000-byte "
+        /* 20000 bytes received each: 32768-byte buffers */
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 3 * 32768, 5000));
+        /* 16384 more bytes need 16384 more: over the connection's 100000 */
+        raw_open(e, &a[3], "/t.S/Size");
+        raw_send(e, &a[3], part, 5 + 16384, false);
+        assert_true(pump_until(e, &a[3].closed, 5000));
+        assert_string_equal(a[3].hdrs, HDRS_200 "grpc-status: 8\n"
+                                                "grpc-message: server busy: a 4000000-byte "
                                                 "request would exceed this connection's budget "
-                                                "for pending requests (16000000 of 16777216 "
-                                                "bytes in use)\n");
-        assert_true(a[4].headers_end_stream);
+                                                "for pending requests (98304 of 100000 bytes "
+                                                "in use)\n");
+        assert_true(a[3].headers_end_stream);
+        assert_int_equal(kdev_rpc__server_request_bytes(e->srv), 3 * 32768);
         /* a small call on the same connection still works */
-        raw_request(e, &a[5], "/t.S/Size", NULL, NULL, HI, sizeof(HI));
-        assert_true(pump_until(e, &a[5].closed, 5000));
-        assert_string_equal(a[5].trailers, "grpc-status: 0\n");
-        assert_int_equal(a[5].data_len, 6);
-        assert_memory_equal(a[5].data, "\0\0\0\0\1" "2", 6);
+        raw_request(e, &a[4], "/t.S/Size", NULL, NULL, HI, sizeof(HI));
+        assert_true(pump_until(e, &a[4].closed, 5000));
+        assert_string_equal(a[4].trailers, "grpc-status: 0\n");
+        assert_int_equal(a[4].data_len, 6);
+        assert_memory_equal(a[4].data, "\0\0\0\0\1" "2", 6);
 
-        /* a second connection: 4000000 more fills the server's 20000000 */
+        /* a second connection: 32768 more makes 131072 of the server's
+         * 140000; the next 16384 do not fit */
         swap_conn(e);
         raw_connect(e, 0);
         raw_open(e, &b[0], "/t.S/Size");
-        raw_send(e, &b[0], part, 15, false);
-        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 5 * 16384, 5000));
-        raw_request(e, &b[1], "/t.S/Size", NULL, NULL, HI, sizeof(HI));
+        raw_send(e, &b[0], part, 5 + 20000, false);
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 4 * 32768, 5000));
+        raw_open(e, &b[1], "/t.S/Size");
+        raw_send(e, &b[1], part, 5 + 16384, false);
         assert_true(pump_until(e, &b[1].closed, 5000));
         assert_string_equal(b[1].hdrs, HDRS_200 "grpc-status: 8\n"
-                                                "grpc-message: server busy: a 2-byte request "
-                                                "would exceed the server's budget for pending "
-                                                "requests (20000000 of 20000000 bytes in use)\n");
+                                                "grpc-message: server busy: a 4000000-byte "
+                                                "request would exceed the server's budget for "
+                                                "pending requests (131072 of 140000 bytes in "
+                                                "use)\n");
         /* the first connection cancels one request: its share comes back */
         swap_conn(e);
         nghttp2_submit_rst_stream(e->s, NGHTTP2_FLAG_NONE, a[0].id, NGHTTP2_CANCEL);
-        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 4 * 16384, 5000));
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 3 * 32768, 5000));
         swap_conn(e);
-        raw_request(e, &b[2], "/t.S/Size", NULL, NULL, HI, sizeof(HI));
-        assert_true(pump_until(e, &b[2].closed, 5000));
-        assert_string_equal(b[2].trailers, "grpc-status: 0\n");
-        /* a request sent in full grows to its size and is handled */
+        raw_open(e, &b[2], "/t.S/Size");
+        raw_send(e, &b[2], part, 5 + 16384, false);
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 3 * 32768 + 16384, 5000));
+        assert_false(b[2].closed);
+        /* a request sent in full is handled, its buffer freed */
         swap_conn(e);
-        uint8_t *full = prefix_msg(BIG, BIG);
-        raw_send(e, &a[1], full + 15, BIG - 10, true);
-        assert_true(pump_until(e, &a[1].closed, 10000));
-        assert_string_equal(a[1].trailers, "grpc-status: 0\n");
-        assert_int_equal(a[1].data_len, 12);
-        assert_memory_equal(a[1].data + 5, "4000000", 7);
-        assert_int_equal(kdev_rpc__server_request_bytes(e->srv), 3 * 16384);
-        assert_int_equal(e->handled, 3);
+        uint8_t *full = prefix_msg(10000, 10000);
+        raw_request(e, &a[5], "/t.S/Size", NULL, NULL, full, 5 + 10000);
+        assert_true(pump_until(e, &a[5].closed, 10000));
+        assert_string_equal(a[5].trailers, "grpc-status: 0\n");
+        assert_int_equal(a[5].data_len, 10);
+        assert_memory_equal(a[5].data + 5, "10000", 5);
+        assert_int_equal(kdev_rpc__server_request_bytes(e->srv), 3 * 32768 + 16384);
+        assert_int_equal(e->handled, 2);
         free(full);
-        free(p1m);
         free(part);
+}
+
+/* The issue's attack, scaled to one server: 64 streams, each one prefix
+ * declaring 4 MiB (the largest message allowed) and then nothing. It costs
+ * no budget: a request from another connection is served at once. */
+static void test_declared_length_costs_nothing(void **state)
+{
+        struct env *e = *state;
+        enum { N = 64 };
+        struct rstream *st = calloc(N, sizeof(*st));
+        assert_non_null(st);
+        uint8_t *pfx = prefix_msg(KDEV_RPC_DEFAULT_MAX_MESSAGE, 0);
+        raw_connect(e, 0);
+        for (int i = 0; i < N; i++) {
+                raw_open(e, &st[i], "/t.S/Size");
+                raw_send(e, &st[i], pfx, 5, false);
+        }
+        assert_true(run_until_size(e, kdev_rpc_server_open_calls, N, 5000));
+        for (int i = 0; i < 50; i++)
+                pump(e);
+        assert_int_equal(kdev_rpc__server_request_bytes(e->srv), 0);
+        swap_conn(e);
+        raw_connect(e, 0);
+        struct rstream ok;
+        raw_request(e, &ok, "/t.S/Echo", NULL, NULL, HI, sizeof(HI));
+        assert_true(pump_until(e, &ok.closed, 5000));
+        assert_string_equal(ok.trailers, "grpc-status: 0\n");
+        assert_int_equal(ok.data_len, sizeof(HI));
+        for (int i = 0; i < N; i++)
+                assert_false(st[i].closed);
+        swap_conn(e);
+        nghttp2_session_del(e->s); /* it points into |st| */
+        e->s = NULL;
+        free(st);
+        free(pfx);
+}
+
+static const struct kdev_rpc_server_options share_opts = {
+        .server_recv_budget = 100000,
+        .priority_share = 67000,
+};
+
+/* With a priority connection set, the others together stay within the
+ * server budget minus the share (33000 of 100000); the priority connection
+ * may use the whole budget. Without one, nothing is held back. */
+static void test_priority_share(void **state)
+{
+        struct env *e = *state;
+        struct rstream a[4], b[4];
+        uint8_t *part = prefix_msg(BIG, 20000);
+        raw_connect(e, 0); /* connection 1 */
+        raw_open(e, &a[0], "/t.S/Size");
+        raw_send(e, &a[0], part, 5 + 20000, false);
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 32768, 5000));
+        swap_conn(e);
+        raw_connect(e, 0); /* connection 2: the priority one */
+        raw_open(e, &b[0], "/t.S/Size");
+        raw_send(e, &b[0], part, 5 + 20000, false);
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 2 * 32768, 5000));
+        kdev_rpc_server_set_priority_connection(e->srv, 2);
+        /* connection 1: no more growth fits the others' 33000 */
+        swap_conn(e);
+        raw_open(e, &a[1], "/t.S/Size");
+        raw_send(e, &a[1], part, 5 + 20000, false);
+        assert_true(pump_until(e, &a[1].closed, 5000));
+        assert_string_equal(a[1].hdrs, HDRS_200 "grpc-status: 8\n"
+                                                "grpc-message: server busy: a 4000000-byte "
+                                                "request would exceed the server's budget for "
+                                                "pending requests (32768 of 33000 bytes in use "
+                                                "by connections other than kubelet's; 67000 more "
+                                                "are kept for kubelet's)\n");
+        /* connection 2 gets it: 98304 of 100000 */
+        swap_conn(e);
+        raw_open(e, &b[1], "/t.S/Size");
+        raw_send(e, &b[1], part, 5 + 20000, false);
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 3 * 32768, 5000));
+        assert_false(b[1].closed);
+        /* and is still held to the whole server budget */
+        raw_open(e, &b[2], "/t.S/Size");
+        raw_send(e, &b[2], part, 5 + 20000, false);
+        assert_true(pump_until(e, &b[2].closed, 5000));
+        assert_string_equal(b[2].hdrs, HDRS_200 "grpc-status: 8\n"
+                                                "grpc-message: server busy: a 4000000-byte "
+                                                "request would exceed the server's budget for "
+                                                "pending requests (98304 of 100000 bytes in "
+                                                "use)\n");
+        /* a small request from connection 1 still fits the others' share */
+        swap_conn(e);
+        raw_request(e, &a[2], "/t.S/Size", NULL, NULL, HI, sizeof(HI));
+        assert_true(pump_until(e, &a[2].closed, 5000));
+        assert_string_equal(a[2].trailers, "grpc-status: 0\n");
+        /* the priority connection closes: nothing is held back any more */
+        swap_conn(e);
+        nghttp2_session_del(e->s);
+        e->s = NULL;
+        close(e->fd);
+        e->fd = -1;
+        assert_true(run_until_size(e, kdev_rpc__server_connections, 1, 5000));
+        assert_int_equal(kdev_rpc__server_request_bytes(e->srv), 32768);
+        swap_conn(e);
+        raw_open(e, &a[3], "/t.S/Size");
+        raw_send(e, &a[3], part, 5 + 20000, false);
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 2 * 32768, 5000));
+        raw_open(e, &a[1], "/t.S/Size");
+        raw_send(e, &a[1], part, 5 + 20000, false);
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 3 * 32768, 5000));
+        assert_false(a[3].closed);
+        assert_false(a[1].closed);
+        free(part);
+}
+
+static const struct kdev_rpc_server_options stall_opts = { .recv_stall_ms = 200 };
+
+#define STALLED HDRS_200 "grpc-status: 1\ngrpc-message: request stalled: no request data for " \
+                         "200 ms\n"
+
+/* A request that stops arriving is ended CANCELLED after the stall timeout
+ * and its buffer released; single bytes trickling in are no progress, a
+ * steady 1 KiB is; a header block left halfway closes the connection. */
+static void test_stalled_requests_released(void **state)
+{
+        struct env *e = *state;
+        struct rstream st[3];
+        uint8_t *part = prefix_msg(BIG, 4096);
+        raw_connect(e, 0);
+        raw_open(e, &st[0], "/t.S/Size");
+        raw_send(e, &st[0], part, 5 + 10, false);
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 1024, 5000));
+        assert_true(pump_until(e, &st[0].closed, 5000));
+        assert_string_equal(st[0].hdrs, STALLED);
+        assert_true(st[0].headers_end_stream);
+        assert_int_equal(st[0].close_err, NGHTTP2_NO_ERROR);
+        assert_int_equal(kdev_rpc__server_request_bytes(e->srv), 0);
+        assert_int_equal(kdev_rpc__server_stalls(e->srv), 1);
+        /* one byte every 20 ms: stalls all the same */
+        raw_open(e, &st[1], "/t.S/Size");
+        raw_send(e, &st[1], part, 5, false);
+        /* 1 KiB every 100 ms for 600 ms: alive */
+        raw_open(e, &st[2], "/t.S/Size");
+        raw_send(e, &st[2], part, 5, false);
+        for (int i = 0; i < 20; i++)
+                pump(e);
+        size_t off = 5;
+        for (int i = 0; i < 30; i++) {
+                if (!st[1].closed)
+                        raw_send(e, &st[1], part + 5 + i, 1, false);
+                if (i % 5 == 0) {
+                        raw_send(e, &st[2], part + 5, 1024, false);
+                        off += 1024;
+                }
+                uint64_t end = uv_hrtime() + 20000000u;
+                while (uv_hrtime() < end) {
+                        pump(e);
+                        usleep(500);
+                }
+        }
+        assert_true(st[1].closed);
+        assert_string_equal(st[1].hdrs, STALLED);
+        assert_false(st[2].closed);
+        assert_int_equal(kdev_rpc__server_stalls(e->srv), 2);
+        /* the third one stops now */
+        assert_true(pump_until(e, &st[2].closed, 5000));
+        assert_string_equal(st[2].hdrs, STALLED);
+        assert_int_equal(kdev_rpc__server_request_bytes(e->srv), 0);
+        assert_int_equal(kdev_rpc__server_stalls(e->srv), 3);
+        assert_int_equal(e->handled, 0);
+
+        /* HEADERS without END_HEADERS, then nothing: the connection goes */
+        int fd = plain_connect(e->sock);
+        static const uint8_t half[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                      "\0\0\0\x04\0\0\0\0\0"       /* SETTINGS */
+                                      "\0\0\x01\x01\0\0\0\0\x01\x83"; /* HEADERS, :method POST */
+        assert_int_equal(send(fd, half, sizeof(half) - 1, MSG_NOSIGNAL), sizeof(half) - 1);
+        uint8_t buf[512];
+        bool eof;
+        size_t n = run_read(e, fd, buf, sizeof(buf), true, &eof);
+        assert_true(eof);
+        /* server SETTINGS (21), SETTINGS ACK (9), GOAWAY (17) */
+        assert_int_equal(n, 21 + 9 + 17);
+        assert_int_equal(buf[30 + 3], NGHTTP2_GOAWAY);
+        assert_int_equal(buf[30 + 16], NGHTTP2_NO_ERROR);
+        assert_int_equal(kdev_rpc__server_stalls(e->srv), 4);
+        close(fd);
+        free(part);
+}
+
+/* Request headers with bytes RFC 9113 forbids are refused before any
+ * method runs: trailers-only, HTTP 400, INTERNAL naming the header. */
+static void test_invalid_headers_refused(void **state)
+{
+        struct env *e = *state;
+        raw_connect(e, 0);
+        static const struct {
+                const char *name;
+                size_t nlen;
+                const char *value;
+                size_t vlen;
+                const char *want;
+        } cases[] = {
+                { ":path", 5, "/t.S/Echo\0/evil", 15,
+                  "invalid header \":path\": byte 9 of its value is 0x00 (values must not contain "
+                  "NUL, CR, LF or other control characters)" },
+                { ":path", 5, "/t.S/Echo\r\n", 11,
+                  "invalid header \":path\": byte 9 of its value is 0x0d (values must not contain "
+                  "NUL, CR, LF or other control characters)" },
+                { "x-a", 3, "ok\nx-b: evil", 12,
+                  "invalid header \"x-a\": byte 2 of its value is 0x0a (values must not contain "
+                  "NUL, CR, LF or other control characters)" },
+                { "x-a\0b", 5, "v", 1,
+                  "invalid header name \"x-a\\x00b\" (header names are lower-case tokens)" },
+                { "X-Evil", 6, "v", 1,
+                  "invalid header name \"X-Evil\" (header names are lower-case tokens)" },
+                { ":path", 5, "/t.S/Fail", 9, "invalid header \":path\": repeated" },
+                { ":protocol", 9, "x", 1,
+                  "invalid header \":protocol\": not a request pseudo-header" },
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct rstream st;
+                memset(&st, 0, sizeof(st));
+                bool pseudo = cases[i].name[0] == ':';
+                bool path = pseudo && !strcmp(cases[i].name, ":path") && cases[i].vlen != 9;
+                nghttp2_nv nva[8];
+                size_t n = 0;
+                nva[n++] = (nghttp2_nv)H(":method", "POST");
+                nva[n++] = (nghttp2_nv)H(":scheme", "http");
+                /* NO_COPY: nghttp2 would lower-case a name it copies */
+                nghttp2_nv bad = { (uint8_t *)cases[i].name, (uint8_t *)cases[i].value,
+                                   cases[i].nlen, cases[i].vlen,
+                                   NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE };
+                if (path) {
+                        nva[n++] = bad;
+                } else {
+                        nva[n++] = (nghttp2_nv)H(":path", "/t.S/Echo");
+                        if (pseudo)
+                                nva[n++] = bad;
+                }
+                nva[n++] = (nghttp2_nv)H(":authority", "localhost");
+                nva[n++] = (nghttp2_nv)H("content-type", "application/grpc");
+                if (!pseudo)
+                        nva[n++] = bad;
+                st.body = HI;
+                st.body_len = sizeof(HI);
+                nghttp2_data_provider prd = { .source.ptr = &st, .read_callback = r_body };
+                st.id = nghttp2_submit_request(e->s, NULL, nva, n, &prd, &st);
+                assert_true(st.id > 0);
+                assert_true(pump_until(e, &st.closed, 5000));
+                char want[512];
+                char *enc = kdev_rpc_percent_encode(cases[i].want);
+                snprintf(want, sizeof(want),
+                         ":status: 400\ncontent-type: application/grpc\n"
+                         "grpc-accept-encoding: identity\ngrpc-status: 13\ngrpc-message: %s\n",
+                         enc);
+                free(enc);
+                assert_string_equal(st.hdrs, want);
+                assert_true(st.headers_end_stream);
+        }
+        /* a pseudo-header after a regular one */
+        {
+                struct rstream st;
+                memset(&st, 0, sizeof(st));
+                nghttp2_nv nva[] = {
+                        H(":method", "POST"), H(":scheme", "http"), H("content-type",
+                                                                       "application/grpc"),
+                        H(":path", "/t.S/Echo"),
+                };
+                st.id = nghttp2_submit_request(e->s, NULL, nva, 4, NULL, &st);
+                assert_true(pump_until(e, &st.closed, 5000));
+                assert_string_equal(st.hdrs, ":status: 400\ncontent-type: application/grpc\n"
+                                             "grpc-accept-encoding: identity\ngrpc-status: 13\n"
+                                             "grpc-message: invalid header \":path\": "
+                                             "pseudo-header after a regular header\n");
+        }
+        assert_int_equal(e->handled, 0);
+        /* the connection still serves good requests */
+        struct rstream ok;
+        raw_request(e, &ok, "/t.S/Echo", NULL, NULL, HI, sizeof(HI));
+        assert_true(pump_until(e, &ok.closed, 5000));
+        assert_string_equal(ok.trailers, "grpc-status: 0\n");
+        assert_int_equal(e->handled, 1);
 }
 
 static const struct kdev_rpc_server_options conncap_opts = { .max_connections = 2 };
@@ -955,6 +1244,13 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_max_concurrent_streams, setup, teardown),
                 cmocka_unit_test_prestate_setup_teardown(test_request_budgets, setup, teardown,
                                                          (void *)&budget_opts),
+                cmocka_unit_test_setup_teardown(test_declared_length_costs_nothing, setup,
+                                                teardown),
+                cmocka_unit_test_prestate_setup_teardown(test_priority_share, setup, teardown,
+                                                         (void *)&share_opts),
+                cmocka_unit_test_prestate_setup_teardown(test_stalled_requests_released, setup,
+                                                         teardown, (void *)&stall_opts),
+                cmocka_unit_test_setup_teardown(test_invalid_headers_refused, setup, teardown),
                 cmocka_unit_test_prestate_setup_teardown(test_connection_cap, setup, teardown,
                                                          (void *)&conncap_opts),
                 cmocka_unit_test_setup_teardown(test_reading_paused_for_non_reader, setup,
