@@ -40,8 +40,9 @@ static void usage(FILE *f)
                 "Files:\n"
                 "  /var/lib/kubelet/device-plugins  the default DIR\n"
                 "\n"
-                "Exit status: 0 success (also when some plugin fails to answer), 1 DIR\n"
-                "cannot be read, 2 usage error.\n"
+                "Exit status: 0 success, 1 DIR cannot be read or a socket could not be\n"
+                "tested or a live plugin failed to answer (the list is still printed),\n"
+                "2 usage error.\n"
                 "\n"
                 "Examples:\n"
                 "  kdevctl plugins\n"
@@ -260,12 +261,12 @@ int kdevctl_cmd_plugins(int argc, char **argv)
         int n = list_sockets(dir, &v, &err);
         if (n < 0)
                 return kdev_cli_fail(CMD, "%s", err.msg);
+        int ret = KDEV_CLI_OK;
         for (int i = 0; i < n; i++) {
                 probe(&v[i], a.timeout_ms);
                 if (v[i].error)
-                        kdev_cli_fail(CMD, "%s: %s", v[i].name, v[i].error);
+                        ret = kdev_cli_fail(CMD, "%s: %s", v[i].name, v[i].error);
         }
-        int ret = KDEV_CLI_OK;
         if (a.output == KDEV_CLI_OUTPUT_JSON)
                 rc = print_json(v, (size_t)n);
         else if (n == 0)

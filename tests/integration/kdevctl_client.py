@@ -394,7 +394,7 @@ def test_plugins():
         os.mkdir(os.path.join(d, "sub.sock"))
         try:
             rc, out, err = kdevctl("plugins", d)
-            check((rc, out, err), 0,
+            check((rc, out, err), 1,
                   "NAME           ROLE      STATE   PRE_START_REQUIRED   "
                   "GET_PREFERRED_ALLOCATION_AVAILABLE\n"
                   "a-stale.sock   plugin    dead    -                    -\n"
@@ -404,7 +404,7 @@ def test_plugins():
             assert err.startswith("kdevctl plugins: z-other.sock: rpc error: code = "
                                   "Unimplemented desc = "), err
             rc, out, err = kdevctl("plugins", d, "-o", "json")
-            assert rc == 0, (rc, out, err)
+            assert rc == 1, (rc, out, err)
             got = json.loads(out)
             for e in got:
                 if "error" in e:

@@ -2,8 +2,7 @@
 options, allocate, watch, preferred, plugins and dra against a Unix socket
 that accepts and closes at once, and one that reads the client's HTTP/2
 preface and then closes. Each prints exactly one line on stderr naming the
-socket and exits 1 (plugins: 0, its documented status when a plugin fails to
-answer), instead of dying of SIGPIPE without a word (exit 141). kdevctl
+socket and exits 1 (plugins prints its list on stdout as well), instead of dying of SIGPIPE without a word (exit 141). kdevctl
 kubelet, which dials a plugin back on Register, answers Register with the same
 error, keeps serving and exits 0 on SIGTERM."""
 import os
@@ -103,8 +102,8 @@ def device_plugin_commands(mode):
             check(["preferred", sock, "--available", "dev-0,dev-1", "--size", "1"],
                   "kdevctl preferred: " + e, want_stdout="")
             # plugins: the socket accepts (live), the options call fails ("?"),
-            # the error goes to stderr; exit 0 as documented
-            check(["plugins", d], "kdevctl plugins: vendor.sock: " + e, want_rc=0,
+            # the error goes to stderr, the list to stdout; exit 1
+            check(["plugins", d], "kdevctl plugins: vendor.sock: " + e, want_rc=1,
                   want_stdout="NAME          ROLE     STATE   PRE_START_REQUIRED   "
                               "GET_PREFERRED_ALLOCATION_AVAILABLE\n"
                               "vendor.sock   plugin   live    ?                    ?\n")
