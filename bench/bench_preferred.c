@@ -13,8 +13,8 @@
  *     search without the call's ID handling), median as above;
  *   - subsets: an exhaustive search of every subset of `size` GPUs containing
  *     the must-include ones, on the same score matrix;
- *   - partitions: go-gpuallocator's best-effort method (reference
- *     nvidia-plugin-behaviour.md §1.12): every partition of the available GPUs
+ *   - partitions: go-gpuallocator's best-effort method
+ *     (gpuallocator/besteffort_policy.go): every partition of the available GPUs
  *     (padded to a multiple of `size`) into sets of `size`, the best-scoring
  *     partition among those with a set holding every must-include GPU, then
  *     that partition's best such set; here in C on a precomputed matrix, so

@@ -469,7 +469,7 @@ static nvmlReturn_t m_init(void)
 static nvmlReturn_t m_shutdown(void)
 {
         pthread_mutex_lock(&g_lock);
-        /* Extra shutdowns are not an error (nvml.h, reference §2.1). */
+        /* Extra shutdowns are not an error (nvml.h nvmlShutdown). */
         if (g_refs > 0)
                 g_refs--;
         pthread_mutex_unlock(&g_lock);

@@ -1,8 +1,9 @@
 /* kdev DRA claim checkpoint: which ResourceClaims this node's DRA plugin has
  * prepared, kept in one JSON file under the plugin's data dir so that a
  * restarted plugin (or one after a reboot) answers NodePrepareResources and
- * NodeUnprepareResources from it (reference/kubelet-device-apis.md §4.3: "the
- * driver cannot assume Prepare and Unprepare run in the same process").
+ * NodeUnprepareResources from it (kubelet repeats both calls, e.g. after its
+ * own restart, and they must be idempotent: kubernetes/dynamic-resource-
+ * allocation kubeletplugin/draplugin.go; kubernetes pkg/kubelet/cm/dra/manager.go).
  *
  * File format (version 1), written compactly:
  *   {"version":1,

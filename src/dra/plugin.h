@@ -1,7 +1,8 @@
 /* kdev DRA kubelet plugin core: plugin registration, the DRAPlugin gRPC
  * services (v1 and v1beta1) and crash-safe claim preparation.
  *
- * Sockets (reference/kubelet-device-apis.md §3, §4):
+ * Sockets (kubernetes/kubelet pkg/apis/pluginregistration/v1 and pkg/apis/dra;
+ * kubernetes pkg/kubelet/pluginmanager and pkg/kubelet/cm/dra/plugin):
  *   - registration socket (conventionally <plugins_registry>/<driver>-reg.sock)
  *     serving /pluginregistration.Registration/GetInfo -> {type "DRAPlugin",
  *     name <driver>, endpoint <DRA socket path>, supported_versions
@@ -11,9 +12,12 @@
  *     /k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/... NodePrepareResources and
  *     NodeUnprepareResources. Both versions are answered by one handler with
  *     the v1beta1 messages: v1 differs only by Device.share_id (field 5),
- *     which kdev never sets, so the bytes are identical (§4.2, §4.4).
+ *     which kdev never sets, so the bytes are identical (kubernetes/kubelet
+ *     pkg/apis/dra/v1/api.proto; proto/dra/v1/api.proto says why the field is
+ *     not optional there).
  *
- * Prepare of one claim (DRA-LIB getResourceClaims, §4.3):
+ * Prepare of one claim (kubernetes/dynamic-resource-allocation kubeletplugin
+ * getResourceClaims; kubernetes pkg/kubelet/cm/dra/manager.go):
  *   1. claim already in the checkpoint -> answer its recorded devices, after
  *      making sure its CDI spec file exists with exactly the expected content
  *      (rewritten when missing or different, e.g. after /var/run/cdi was

@@ -1,7 +1,7 @@
 /* kdev DRA plugin gRPC services: registration and DRAPlugin v1/v1beta1 (see
  * plugin.h). v1 requests and answers are handled with the v1beta1 messages:
  * the wire format is the same as long as Device.share_id (v1 field 5) is
- * never set (reference/kubelet-device-apis.md §4.2). */
+ * never set (kubernetes/kubelet pkg/apis/dra/v1/api.proto, v1beta1/api.proto). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,8 @@
  * as one resource pool per node, published to the API server.
  *
  * Device names and attributes follow NVIDIA's DRA driver for GPUs (driver
- * gpu.nvidia.com; reference/sharing-and-dra-peers.md §1.3, §2.3), so that
+ * gpu.nvidia.com; NVIDIA/k8s-dra-driver-gpu, now kubernetes-sigs/
+ * dra-driver-nvidia-gpu, cmd/gpu-kubelet-plugin/device_state.go), so that
  * DeviceClasses and CEL selectors written for it match kdev's devices:
  *   full GPU  "gpu-<minor>"  type "gpu"
  *   MIG       "gpu-<parent minor>-mig-<profile>-<GI profile id>-<GI placement start>"
@@ -10,8 +11,9 @@
  *             name, e.g. "gpu-0-mig-3g20gb-9-4", "gpu-1-mig-1g5gb-me-20-0")
  * A GPU in MIG mode publishes its MIG devices only, not itself.
  *
- * Publishing follows DRA-LIB's resourceslice controller
- * (reference/kubelet-device-apis.md §5.3, §5.4): pool.name = node name,
+ * Publishing follows the resourceslice controller of kubernetes/dynamic-
+ * resource-allocation (resourceslice/resourceslicecontroller.go) and the
+ * ResourceSlice type of k8s.io/api resource/v1/types.go: pool.name = node name,
  * spec.nodeName set, owner reference to the Node (controller=true), at most
  * KDEV_DRA_SLICE_MAX_DEVICES devices per slice, every slice of the pool with
  * the same pool.generation and resourceSliceCount, the generation bumped on

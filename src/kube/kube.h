@@ -7,8 +7,8 @@
  * update-with-retry helper for 409 Conflicts, and typed helpers for what a
  * DRA kubelet plugin needs from resource.k8s.io (ResourceSlices, ResourceClaims)
  * and core/v1 (Nodes). Paths and semantics follow the Kubernetes REST API
- * conventions (kubernetes.io "API Concepts"; reference/kubelet-device-apis.md
- * §5); configuration follows client-go (rest.InClusterConfig,
+ * conventions (kubernetes.io "API Concepts"; k8s.io/api resource/v1/types.go
+ * and core/v1/types.go); configuration follows client-go (rest.InClusterConfig,
  * clientcmd's kubeconfig rules).
  *
  * Blocking: every request runs on the calling thread with libcurl's easy

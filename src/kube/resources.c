@@ -1,5 +1,6 @@
 /* Paths, v1/v1beta1 shapes and typed helpers for Nodes, ResourceSlices and
- * ResourceClaims (see kube.h; reference/kubelet-device-apis.md §5). */
+ * ResourceClaims (see kube.h; k8s.io/api resource/v1 and resource/v1beta1
+ * types.go). */
 #include "kube/kube.h"
 
 #include <errno.h>

@@ -3,7 +3,7 @@
  *
  * Follows Kubernetes pkg/kubelet/cm/devicemanager/checkpoint (checkpoint.go,
  * checkpointv1.go), pkg/kubelet/checkpointmanager/checksum and
- * k8s.io/utils/dump (see shared/reference/kubelet-device-apis.md §2.11):
+ * k8s.io/utils/dump (dump.ForHash, hashed by pkg/util/hash):
  *
  *   {"Data":{"PodDeviceEntries":[{"PodUID":..,"ContainerName":..,
  *     "ResourceName":..,"DeviceIDs":{"<numa>":[..]},"AllocResp":"<base64>"}]|null,

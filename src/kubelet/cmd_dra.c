@@ -1,9 +1,10 @@
 /* kdevctl dra --registry DIR [--scenario FILE] [-o table|json]: acts as
  * kubelet's plugin watcher and DRA manager for DRA kubelet plugins.
  *
- * Follows reference/kubelet-device-apis.md §3 (plugin registration: GetInfo
+ * Follows kubernetes pkg/kubelet/pluginmanager (plugin registration: GetInfo
  * with a 1 s deadline, type check, NotifyRegistrationStatus and kubelet's
- * error texts) and §4.1/§4.3 (supported services picked in the plugin's
+ * error texts) and pkg/kubelet/cm/dra (plugin/dra_plugin.go, manager.go:
+ * supported services picked in the plugin's
  * order from ["v1.DRAPlugin", "v1beta1.DRAPlugin"]; batched
  * NodePrepareResources / NodeUnprepareResources with a 45 s deadline and
  * kubelet's response checks). The v1 and v1beta1 messages are identical on

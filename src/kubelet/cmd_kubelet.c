@@ -6,8 +6,7 @@
  *
  * Follows Kubernetes pkg/kubelet/cm/devicemanager (manager.go,
  * plugin/v1beta1/server.go, handler.go, client.go, endpoint.go,
- * pod_devices.go) as summarised in shared/reference/kubelet-device-apis.md
- * §2; the decisions live in devmgr.c, this file does the I/O.
+ * pod_devices.go); the decisions live in devmgr.c, this file does the I/O.
  */
 #include <dirent.h>
 #include <errno.h>

@@ -544,7 +544,8 @@ int kdev_dm_pick_begin(struct kdev_devmgr *dm, const char *uid, const char *cont
                 goto out;
         }
         /* No topology manager: nothing is NUMA-aligned, so the plugin is
-         * asked about all available devices (case B of §2.6). */
+         * asked about all available devices (kubelet manager.go
+         * callGetPreferredAllocationIfAvailable). */
         pick->want_preferred = r->has_options && r->get_preferred_available;
 out:
         free(have);

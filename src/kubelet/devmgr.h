@@ -1,6 +1,6 @@
 /* kdevctl's model of kubelet's device manager (Kubernetes
  * pkg/kubelet/cm/devicemanager: manager.go, endpoint.go, pod_devices.go,
- * plugin/v1beta1/server.go; shared/reference/kubelet-device-apis.md §2).
+ * plugin/v1beta1/server.go, topology_hints.go).
  *
  * This part is pure state and decisions: registration checks, device lists
  * from ListAndWatch, capacity, the device choice of an allocation, pod device
@@ -158,7 +158,8 @@ int kdev_dm_pick_begin(struct kdev_devmgr *dm, const char *uid, const char *cont
                        const char *resource, size_t required, char *const *reuse, size_t n_reuse,
                        struct kdev_dm_pick *pick, struct kdev_err *err);
 
-/* Fills a GetPreferredAllocation request for |pick| (§2.6): one container
+/* Fills a GetPreferredAllocation request for |pick| (endpoint.go and manager.go
+ * callGetPreferredAllocationIfAvailable): one container
  * request, available = available ∪ picked, must_include = picked,
  * allocation_size = required. The string arrays point into |pick| (valid
  * while it lives); free the request's arrays with

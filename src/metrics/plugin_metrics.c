@@ -10,8 +10,8 @@
 #include "common/version.h"
 #include "metrics/http.h"
 
-/* Allocate and GetPreferredAllocation latency buckets, seconds: DESIGN's
- * targets are p50 <= 50 us and p99 <= 250 us for Allocate, <= 1 ms for
+/* Allocate and GetPreferredAllocation latency buckets, seconds: the
+ * targets (README "Benchmarks") are p50 <= 50 us and p99 <= 250 us for Allocate, <= 1 ms for
  * GetPreferredAllocation; the upper buckets catch a slow backend. */
 static const double latency_buckets[] = {
         0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,

@@ -1,7 +1,7 @@
 /* The Allocate answer of NVIDIA resources: envs, mounts, CDI annotations and
  * devices, device specs, exactly in the order of NVIDIA's
- * internal/plugin/server.go getAllocateResponse (v0.20.0; reference
- * nvidia-plugin-behaviour.md §1.5, §1.6):
+ * internal/plugin/server.go getAllocateResponse and apiDeviceSpecs
+ * (NVIDIA/k8s-device-plugin v0.20.0):
  *
  *   IDs    the requested devices' UUIDs (deviceIDStrategy uuid) or NVML
  *          indices "i" / "i:j" (index), each once, in request order (NVIDIA:
@@ -303,7 +303,7 @@ out:
 
 /* failRequestsGreaterThanOne (time-slicing): a request of more than one ID
  * where any ID is a replica fails, with NVIDIA's v0.15+ text (internal/rm/rm.go
- * ValidateRequest; reference §1.9). */
+ * ValidateRequest). */
 static int check_shared_request(const struct kdev_nvidia_rdata *d, const struct kdev_resource *r,
                                 const struct kdev_device *const *devs, size_t n,
                                 struct kdev_err *err)

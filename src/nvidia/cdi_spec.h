@@ -1,7 +1,7 @@
 /* The CDI spec of the NVIDIA GPUs (kind k8s.device-plugin.nvidia.com/gpu),
  * as NVIDIA's plugin writes it at start when a CDI device list strategy is
- * selected (internal/cdi/cdi.go with nvidia-container-toolkit's nvcdi;
- * reference nvidia-plugin-behaviour.md §1.5).
+ * selected (NVIDIA/k8s-device-plugin v0.20.0 internal/cdi/cdi.go with
+ * nvidia-container-toolkit's nvcdi).
  *
  * Content:
  *   - one device per GPU, named by deviceIDStrategy as nvcdi's device namer

@@ -3,8 +3,8 @@
  * section, environment variables and command-line flags.
  *
  * Keys, defaults, environment variables and flag names are those of NVIDIA's
- * k8s-device-plugin v0.20.0 (reference nvidia-plugin-behaviour.md §1.10;
- * api/config/v1/{config,flags,strategy,imex,replicas}.go and
+ * k8s-device-plugin v0.20.0
+ * (api/config/v1/{config,flags,strategy,imex,replicas}.go and
  * cmd/nvidia-device-plugin/main.go). Differences, on purpose:
  *   - the file is read strictly (generic/yamlcfg.h): unknown keys, repeated
  *     keys, wrong types and bad values are errors with file:line:column and

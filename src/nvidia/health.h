@@ -4,7 +4,7 @@
  * Health monitor (kdev_nvidia_health_*)
  * -------------------------------------
  * Follows NVIDIA's device plugin (internal/rm/health.go, v0.20.0 with the fix
- * of PR #1930; shared/reference/nvidia-plugin-behaviour.md §1.11), on the
+ * of NVIDIA/k8s-device-plugin PR #1930, issue #1929), on the
  * physical GPUs behind the devices of a borrowed kdev_resource_set whose
  * kdev_device.data are struct kdev_nvidia_devinfo (src/nvidia/devinfo.h):
  *

@@ -3,8 +3,8 @@
  * and value rules of NVIDIA's GPU Feature Discovery (GFD), built from kdev's
  * own discovery (nvml/discover.h) and NVIDIA config (nvidia/config.h).
  *
- * Follows GFD as shipped in NVIDIA's k8s-device-plugin (v0.15+; reference
- * nvidia-plugin-behaviour.md §1.13; internal/lm/{nvml,resource,
+ * Follows GFD as shipped in NVIDIA's k8s-device-plugin (v0.15+;
+ * docs/gpu-feature-discovery/README.md; internal/lm/{nvml,resource,
  * mig-strategy,machine-type}.go, internal/resource/nvml-mig-device.go):
  *
  * Node-wide (only when at least one GPU was discovered; GFD writes no device

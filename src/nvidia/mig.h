@@ -2,8 +2,8 @@
  * mixed-strategy resource names, and the MIG capability device nodes of
  * /proc/driver/nvidia-caps/mig-minors.
  *
- * Follows NVIDIA's k8s-device-plugin v0.20.0 with go-nvlib (reference
- * nvidia-plugin-behaviour.md §1.3, §1.6, §3): go-nvlib
+ * Follows NVIDIA's k8s-device-plugin v0.20.0 (internal/rm/device_map.go,
+ * internal/plugin/server.go) with go-nvlib v0.12.0: go-nvlib
  * pkg/nvlib/device/mig_profile.go (NewMigProfile, String,
  * getMigMemorySizeGB), the plugin's internal/rm (mixed resource names) and
  * internal/mig (GetMigCapabilityDevicePaths). Names are never looked up in a
@@ -60,7 +60,8 @@ unsigned long long kdev_nvidia_mig_memory_gb(unsigned long long mig_mib,
  * *_SLICE_GFX, "-me" for *_SLICE_NO_ME, none otherwise (REV2, the double-
  * memory 1g, has none). G from |gi_index|, C from |ci_index|, GB from
  * kdev_nvidia_mig_memory_gb(|memory_mib|, |parent_total_bytes|).
- * Examples (reference §3): A100-40GB (40960 MiB) index 0x7 / CI 0 / 4864 MiB
+ * Examples (NVIDIA MIG User Guide, "Supported MIG Profiles"; H200 from
+ * `nvidia-smi mig -lgip` in NVIDIA/mig-parted issue #120): A100-40GB (40960 MiB) index 0x7 / CI 0 / 4864 MiB
  * -> "1g.5gb+me"; H200 (143771 MiB) index 0x2 / CI 2 / 71168 MiB ->
  * "3g.71gb"; index 0x2 / CI 0 -> "1c.3g.71gb".
  * Returns the length, or -EINVAL with |err| ("unknown GPU instance profile

@@ -1,7 +1,8 @@
 /* GetPreferredAllocation for NVIDIA resources (kdev_resource_ops.preferred).
  *
  * Follows NVIDIA's k8s-device-plugin v0.20.0 and go-gpuallocator v0.6.0
- * (reference nvidia-plugin-behaviour.md §1.12), with two differences:
+ * (internal/rm/allocate.go, internal/rm/nvml_manager.go; go-gpuallocator
+ * gpuallocator/besteffort_policy.go), with two differences:
  *   - whole GPUs: NVIDIA's best-effort policy searches every partition of the
  *     available GPUs (seconds at 8 GPUs, issue #774) and rebuilds its link
  *     table through NVML on every call. kdev computes the link table once, when
@@ -21,8 +22,8 @@
 #include "model/model.h"
 #include "nvml/discover.h"
 
-/* flags.plugin.sharedDevicesAllocationPolicy (NVIDIA v0.20+, reference §1.9,
- * §1.12): how replicas and MIG devices are spread. */
+/* flags.plugin.sharedDevicesAllocationPolicy (NVIDIA v0.20+,
+ * api/config/v1/flags.go, internal/rm/allocate.go): how replicas and MIG devices are spread. */
 enum kdev_nvidia_share_policy {
         KDEV_NVIDIA_SHARE_DISTRIBUTED = 0, /* default: least-used physical device first */
         KDEV_NVIDIA_SHARE_PACKED,          /* most-used physical device first */
@@ -38,7 +39,8 @@ enum kdev_nvidia_share_policy {
  * reach it. */
 #define KDEV_NVIDIA_PREF_NODE_BUDGET (1u << 17)
 
-/* go-gpuallocator's pair score (reference §1.12): the P2P score of the
+/* go-gpuallocator's pair score (gpuallocator/besteffort_policy.go,
+ * internal/links/device.go): the P2P score of the
  * topology level (INTERNAL 60, SINGLE 50, MULTIPLE 40, HOSTBRIDGE 30, NODE 20,
  * SYSTEM 10) plus 100 per direct NVLink. Any other level scores 0 (NVIDIA
  * fails the RPC instead; kdev's discovery already refuses unknown levels). */

@@ -1,8 +1,8 @@
 /* NVIDIA resources: from the discovered GPUs (nvml/discover.h) to kdev
  * resources (model/model.h) with NVIDIA's names, IDs and Allocate payload.
  *
- * Follows NVIDIA's k8s-device-plugin v0.20.0 (reference
- * nvidia-plugin-behaviour.md §1.2–1.6; internal/rm, internal/plugin/server.go).
+ * Follows NVIDIA's k8s-device-plugin v0.20.0 (api/config/v1/resources.go,
+ * internal/rm, internal/plugin/server.go).
  */
 #ifndef KDEV_NVIDIA_RESOURCES_H
 #define KDEV_NVIDIA_RESOURCES_H
@@ -41,9 +41,9 @@ struct kdev_nvidia_build_options {
  * appends them to |out| (whose resource names must differ from them).
  *
  * migStrategy none: one resource "nvidia.com/gpu" holding every GPU whole,
- * MIG-enabled ones included, as NVIDIA does (§1.3).
+ * MIG-enabled ones included, as NVIDIA does (internal/rm/device_map.go).
  *
- * migStrategy single / mixed (NVIDIA internal/rm/device_map.go, §1.3; names
+ * migStrategy single / mixed (NVIDIA internal/rm/device_map.go; names
  * from nvidia/mig.h, computed from NVML numbers): GPUs with MIG disabled stay
  * whole in "nvidia.com/gpu"; each MIG device of a MIG-enabled GPU becomes a
  * device with ID = its MIG UUID and devinfo uuid = MIG UUID, parent_uuid =
@@ -87,7 +87,7 @@ struct kdev_nvidia_build_options {
  *     file is absent), as NVIDIA's device construction fails.
  *
  * Whole GPUs: device ID = the GPU UUID (also with deviceIDStrategy index,
- * §1.4), in NVML order; healthy unless the GPU answered GPU_IS_LOST or RESET_REQUIRED during
+ * internal/rm/nvml_devices.go), in NVML order; healthy unless the GPU answered GPU_IS_LOST or RESET_REQUIRED during
  * discovery (kdev_gpu.fault); numa_node from discovery (-1: none, so no
  * TopologyInfo). A GPU lost before its UUID could be read cannot be named: it
  * is left out with the warning "GPU <i>: lost before its UUID was read; not

@@ -1,8 +1,8 @@
 /* NVIDIA time-slicing: replicas of the built NVIDIA resources
  * (`sharing.timeSlicing` of the config file).
  *
- * Follows NVIDIA's k8s-device-plugin v0.20.0 (reference
- * nvidia-plugin-behaviour.md §1.7, §1.9; api/config/v1/replicas.go,
+ * Follows NVIDIA's k8s-device-plugin v0.20.0 (api/config/v1/replicas.go,
+ * internal/rm/rm.go ValidateRequest,
  * internal/rm/device_map.go updateDeviceMapWithReplicas) with two differences
  * on purpose, both where NVIDIA ignores what the file says:
  *   - `rename` is honoured. NVIDIA drops it (warning "...is not yet supported
@@ -69,7 +69,7 @@
  *     (which serves only names served from the start) finds every name.
  *   - failRequestsGreaterThanOne: true makes the Allocate hook of the
  *     resource holding the replicas refuse a request of more than one ID when
- *     any ID is a replica, with NVIDIA's v0.15+ text (§1.9).
+ *     any ID is a replica, with NVIDIA's v0.15+ text (internal/rm/rm.go).
  *
  * |warn| (may be NULL) receives each warning. Errors (|set| is then
  * unchanged): -EOPNOTSUPP "sharing.mps is not supported yet" when cfg->mps is

@@ -1,8 +1,8 @@
 /* XID policy of the NVIDIA health monitor: which XID critical-error events
  * mark a GPU unhealthy.
  *
- * Follows NVIDIA's device plugin (internal/rm/health.go, v0.18–v0.20;
- * shared/reference/nvidia-plugin-behaviour.md §1.11):
+ * Follows NVIDIA's device plugin (NVIDIA/k8s-device-plugin
+ * internal/rm/health.go and its unit tests, v0.18–v0.20):
  *   - XIDs 13, 31, 43, 45, 68 and 109 are application errors and ignored by
  *     default;
  *   - DP_DISABLE_HEALTHCHECKS is lower-cased and split at commas; each element
@@ -37,7 +37,7 @@
 #define KDEV_XID_ENV_DISABLE "DP_DISABLE_HEALTHCHECKS"
 #define KDEV_XID_ENV_ENABLE "DP_ENABLE_HEALTHCHECKS"
 
-/* The XIDs ignored by default, ascending (reference §1.11). */
+/* The XIDs ignored by default, ascending (internal/rm/health.go). */
 #define KDEV_XID_DEFAULT_IGNORED { 13, 31, 43, 45, 68, 109 }
 #define KDEV_XID_N_DEFAULT_IGNORED 6
 

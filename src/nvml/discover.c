@@ -25,7 +25,7 @@ static bool is_fault(nvmlReturn_t r)
         return r == NVML_ERROR_GPU_IS_LOST || r == NVML_ERROR_RESET_REQUIRED;
 }
 
-/* GPUs that go-nvlib leaves out (pkg/nvlib/device/api.go, reference §1.1). */
+/* GPUs that go-nvlib leaves out (go-nvlib pkg/nvlib/device/api.go). */
 static bool is_display_gpu(const char *name)
 {
         return strcmp(name, "DGX Display") == 0 || strcmp(name, "NVIDIA DGX Display") == 0;

@@ -2,8 +2,9 @@
  * C structs. No Kubernetes knowledge here (naming, resources and health
  * policy live in the model and plugin layers).
  *
- * What is read and how follows NVIDIA's device plugin v0.20.0 (reference
- * shared/reference/nvidia-plugin-behaviour.md §1.1, §1.3, §1.12, §2.2):
+ * What is read and how follows NVIDIA's device plugin v0.20.0
+ * (internal/rm/nvml_manager.go, internal/rm/device_map.go, internal/rm/
+ * allocate.go) and the go-nvlib v0.12.0 it vendors (pkg/nvlib/device):
  *   - GPUs named "DGX Display" or "NVIDIA DGX Display" are skipped (go-nvlib);
  *     kept GPUs keep their NVML enumeration index;
  *   - the NUMA node comes from <sysfs>/bus/pci/devices/<bus id>/numa_node,
@@ -11,12 +12,13 @@
  *     characters ("00000000:3B:00.0" -> "0000:3b:00.0"); a missing file or a
  *     negative value means no NUMA node (-1);
  *   - nvmlDeviceGetMemoryInfo errors are recorded, not fatal (v0.18+: the
- *     parent of MIG devices may answer NO_PERMISSION, reference §2.7);
+ *     parent of MIG devices may answer NO_PERMISSION, NVIDIA/k8s-device-plugin
+ *     issue #399);
  *   - MIG devices are walked with nvmlDeviceGetMigDeviceHandleByIndex for
  *     j < nvmlDeviceGetMaxMigDeviceCount, skipping NOT_FOUND and
  *     INVALID_ARGUMENT; each one's GPU-instance and compute-instance profile
  *     is identified by looping over profile indices until the driver profile
- *     id matches (go-nvlib GetProfile, reference §1.3);
+ *     id matches (go-nvlib GetProfile);
  *   - the possible GPU-instance profiles of a MIG-capable GPU are those
  *     indices 0..NVML_GPU_INSTANCE_PROFILE_COUNT-1 that answer SUCCESS
  *     (NOT_SUPPORTED and INVALID_ARGUMENT are skipped; go-nvlib
@@ -91,8 +93,8 @@ struct kdev_gpu {
         nvmlReturn_t memory_ret;               /* nvmlDeviceGetMemoryInfo's answer */
         int cc_major, cc_minor;                /* CUDA compute capability */
         nvmlDeviceArchitecture_t arch;         /* NVML_DEVICE_ARCH_*, UNKNOWN without cap */
-        const char *family;                    /* from cc (GFD gpu.family, reference
-                                                * §1.13): "volta", "turing", "ampere",
+        const char *family;                    /* from cc (GFD gpu.family,
+                                                * internal/lm): "volta", "turing", "ampere",
                                                 * "ada-lovelace", "hopper", "blackwell",
                                                 * "rubin" or "undefined"; static */
         int numa_node;                         /* -1: none */
@@ -208,7 +210,7 @@ int kdev_nvml_numa_node(const char *sysfs_root, const char *sysfs_bus_id, int *n
 const char *kdev_nvml_brand_name(nvmlBrandType_t brand);
 
 /* The family name GPU Feature Discovery gives a compute capability
- * (reference §1.13: tesla, fermi, kepler, ..., rubin; "undefined" for an
+ * (GFD internal/lm: tesla, fermi, kepler, ..., rubin; "undefined" for an
  * unknown major), used for the nvidia.com/gpu.family label and the DRA
  * architecture attribute. Static storage. */
 const char *kdev_nvml_family(int cc_major, int cc_minor);

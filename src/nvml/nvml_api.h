@@ -1,9 +1,8 @@
 /* The subset of the NVML C API that kdev uses: return codes, enums, constants,
  * structs and function types.
  *
- * Written by kdev from the facts collected in
- * shared/reference/nvidia-plugin-behaviour.md §2.3–2.5 (NVML API version 13,
- * as vendored by go-nvml v0.13.3-1) plus the public NVML documentation for
+ * Written by kdev from the nvml.h that go-nvml v0.13.3-1 vendors
+ * (pkg/nvml/nvml.h, NVML API version 13) plus the public NVML documentation for
  * nvmlDeviceGetArchitecture and nvmlDeviceGetRemappedRows. It is not NVIDIA's
  * nvml.h: only the names kdev needs, with the same values and struct layouts,
  * so that binaries built against it talk to the real libnvidia-ml.so.1.
@@ -19,7 +18,7 @@
 #ifndef KDEV_NVML_NVML_API_H
 #define KDEV_NVML_NVML_API_H
 
-/* --- return codes (nvmlReturn_t), reference §2.5 ---------------------------- */
+/* --- return codes (nvmlReturn_t), nvml.h ------------------------------------ */
 typedef enum nvmlReturn_enum {
         NVML_SUCCESS = 0,
         NVML_ERROR_UNINITIALIZED = 1,
@@ -61,7 +60,7 @@ typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
 typedef struct nvmlComputeInstance_st *nvmlComputeInstance_t;
 typedef struct nvmlEventSet_st *nvmlEventSet_t;
 
-/* --- buffer sizes, reference §2.5 ----------------------------------------- */
+/* --- buffer sizes, nvml.h ------------------------------------------------ */
 #define NVML_DEVICE_UUID_BUFFER_SIZE 80
 #define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
 #define NVML_DEVICE_NAME_BUFFER_SIZE 64
@@ -139,7 +138,7 @@ typedef unsigned int nvmlBrandType_t;
 #define NVML_BRAND_GEFORCE_RTX 15
 #define NVML_BRAND_TITAN_RTX 16
 
-/* GPU-instance profile *indices* (not the driver profile ids), §2.5. */
+/* GPU-instance profile *indices* (not the driver profile ids), nvml.h. */
 #define NVML_GPU_INSTANCE_PROFILE_1_SLICE 0x0
 #define NVML_GPU_INSTANCE_PROFILE_2_SLICE 0x1
 #define NVML_GPU_INSTANCE_PROFILE_3_SLICE 0x2
@@ -160,7 +159,7 @@ typedef unsigned int nvmlBrandType_t;
 #define NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX 0x11
 #define NVML_GPU_INSTANCE_PROFILE_COUNT 0x12
 
-/* Compute-instance profile indices and the engine profile, §2.5. */
+/* Compute-instance profile indices and the engine profile, nvml.h. */
 #define NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE 0x0
 #define NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE 0x1
 #define NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE 0x2
@@ -174,7 +173,7 @@ typedef unsigned int nvmlBrandType_t;
 #define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0x0
 #define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT 0x1
 
-/* --- structs, reference §2.4 (all plain members are 32-bit unsigned) ------- */
+/* --- structs, nvml.h (all plain members are 32-bit unsigned) ---------------- */
 typedef struct nvmlPciInfo_st {
         char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
         unsigned int domain;
@@ -265,7 +264,7 @@ typedef struct nvmlEventData_st {
 /* --- function types --------------------------------------------------------
  * One function type per NVML entry point kdev resolves, named
  * kdev_<unversioned NVML name>_fn. Versioned and unversioned symbols of one
- * entry point share the type (reference §2.1 lists the pairs). */
+ * entry point share the type (go-nvml pkg/nvml/lib.go lists the pairs). */
 typedef nvmlReturn_t kdev_nvmlInit_fn(void);
 typedef nvmlReturn_t kdev_nvmlShutdown_fn(void);
 typedef const char *kdev_nvmlErrorString_fn(nvmlReturn_t result);

@@ -1,8 +1,8 @@
 /* Checkpoint (kubelet_internal_checkpoint) decode / checksum / encode tests.
- * Expected checksums: the reference's worked examples (shared/reference/
- * kubelet-device-apis.md §2.11) and values computed with Go 1.19 +
- * go-spew 1.1.1 over kubelet's checkpoint types (checkpoint.go,
- * checkpointv1.go). */
+ * Expected checksums: values computed with Go 1.19 + go-spew 1.1.1 over
+ * kubelet's checkpoint types (kubernetes pkg/kubelet/cm/devicemanager/
+ * checkpoint: checkpoint.go, checkpointv1.go; checksum of k8s.io/utils
+ * dump.ForHash). */
 #include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>

@@ -1,7 +1,8 @@
 /* NVIDIA config files on disk (tests/nvidia-configs/): NVIDIA's documented
  * example configs load unchanged with the expected values (good/), and every
  * kind of mistake (bad/) gives its exact file:line:column message without
- * crashing. Reference nvidia-plugin-behaviour.md §1.7, §1.10. */
+ * crashing. Keys and rules: NVIDIA
+ * k8s-device-plugin v0.20.0 api/config/v1 (config.go, flags.go, replicas.go). */
 #include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>

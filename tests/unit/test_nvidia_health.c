@@ -555,8 +555,8 @@ static void test_no_recovery_while_remap_pending(void **state)
         no_recovery_while(f, f->m.set_remap, "row remapping pending (reset required)");
 }
 
-/* A lost GPU: the event wait fails (every device Unhealthy, reference
- * §1.11), the other GPUs recover after the quiet period, the lost one only
+/* A lost GPU: the event wait fails (every device Unhealthy, NVIDIA
+ * internal/rm/health.go), the other GPUs recover after the quiet period, the lost one only
  * once it is back; then its events are registered again. */
 static void test_lost_gpu_wait_error(void **state)
 {

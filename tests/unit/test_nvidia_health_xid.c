@@ -1,5 +1,5 @@
 /* XID policy (src/nvidia/xid.h): DP_DISABLE_HEALTHCHECKS and
- * DP_ENABLE_HEALTHCHECKS with NVIDIA's semantics (reference §1.11), table
+ * DP_ENABLE_HEALTHCHECKS with NVIDIA's semantics (internal/rm/health.go), table
  * driven, with exact ignored lists, critical answers and warnings. */
 #include <errno.h>
 #include <setjmp.h>

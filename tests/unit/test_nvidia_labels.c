@@ -1,7 +1,7 @@
 /* GPU node labels (nvidia/labels.h): the exact label file of every shipped
  * mock topology under every applicable strategy (expected files in
  * tests/data/labels/<topology>-<strategy>.txt, reviewed against GFD's rules,
- * reference nvidia-plugin-behaviour.md §1.13), the value rules one by one on
+ * NVIDIA k8s-device-plugin internal/lm), the value rules one by one on
  * hand-made GPU sets, and the atomic writer.
  *
  * KDEV_LABELS_UPDATE=1 rewrites the expected files from the current output

@@ -1,6 +1,6 @@
-/* MIG strategies (reference nvidia-plugin-behaviour.md §1.3, §1.6, §3):
+/* MIG strategies (NVIDIA internal/rm/device_map.go, go-nvlib mig_profile.go):
  * profile names computed from NVML numbers for A100-40GB, A100-80GB,
- * H100-80GB and H200-141GB (directly from the reference's numbers and from
+ * H100-80GB and H200-141GB (from NVIDIA's MIG User Guide / `nvidia-smi mig -lgip` numbers and from
  * the mock topologies), the mixed and single resources with their exact IDs
  * and devinfo, every validation error with its exact text, the mig-minors
  * capability nodes, the Allocate payload of MIG devices and their CDI
@@ -29,7 +29,7 @@
 
 #define MIB (1024ULL * 1024ULL)
 
-/* --- profile names from the reference's numbers (§3) ------------------------------ */
+/* --- profile names from NVIDIA's published numbers ------------------------------ */
 
 struct name_case {
         unsigned long long parent_mib; /* nvmlMemory_t.total / 2^20 */
@@ -138,7 +138,7 @@ static void test_name_rules(void **state)
         assert_int_equal(kdev_nvidia_mig_memory_gb(5120, 40960 * MIB), 5);      /* = 1/8 */
         assert_int_equal(kdev_nvidia_mig_memory_gb(0, 40960 * MIB), 0);
         assert_int_equal(kdev_nvidia_mig_memory_gb(4864, 0), 0);
-        /* go-nvml's idealised H200 mock numbers give the wrong names (§1.3) */
+        /* go-nvml's idealised H200 mock numbers give the wrong names */
         char name[KDEV_NVIDIA_MIG_PROFILE_MAX];
         struct kdev_err e;
         assert_int_equal(kdev_nvidia_mig_profile_name(0, 0, 18432, 144384 * MIB, name,
@@ -421,7 +421,7 @@ static void test_mixed(void **state)
 /* The names of the possible profiles of every MIG-capable GPU of the mock
  * topologies (discovery's mig_profiles: index, memorySizeMB) and of the
  * existing MIG devices (attributes.memorySizeMB), through the name function:
- * all of §3 for the four GPUs. */
+ * every published profile of the four GPUs. */
 static void test_topology_names(void **state)
 {
         struct fx *f = *state;
@@ -645,7 +645,7 @@ static void test_fixture_layouts(void **state)
         assert_int_equal(rs.resources[0].n_devices, 0);
         kdev_resource_set_clear(&rs);
 
-        /* the parent's memory unreadable (NO_PERMISSION, reference §2.7): the
+        /* the parent's memory unreadable (NO_PERMISSION, NVIDIA issue #399): the
          * profiles cannot be named */
         load(f, TOPO("mig-a100-40gb.yaml"));
         assert_int_equal(f->m.set_error(A40_0, "nvmlDeviceGetMemoryInfo", NVML_ERROR_NO_PERMISSION),

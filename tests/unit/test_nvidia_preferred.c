@@ -2,7 +2,8 @@
  * the best set against brute force on random score matrices and on every
  * shipped mock topology (through discovery, the resource builder and
  * kdev_resource_preferred), invariants, and the greedy path's policies for
- * replicas and MIG devices (reference nvidia-plugin-behaviour.md §1.12). */
+ * replicas and MIG devices (NVIDIA internal/rm/allocate.go).
+ */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <setjmp.h>

@@ -1,6 +1,6 @@
 /* NVIDIA resources over every shipped mock topology (through the real NVML
- * loader), the Allocate payload for every strategy combination (reference
- * nvidia-plugin-behaviour.md §1.4–1.6), and the CDI spec. */
+ * loader), the Allocate payload for every strategy combination (NVIDIA
+ * internal/plugin/server.go getAllocateResponse), and the CDI spec. */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <regex.h>
@@ -155,7 +155,7 @@ static const struct exp_topo topologies[] = {
           {"GPU-f5988fcd-d3b2-3d75-1b3f-3f5b877ff5f6", "1", 1, 0},
           {"GPU-67a8549b-9460-deed-06c1-7199374ca24a", "3", 3, 0},
           {"GPU-64a4b484-abbd-f4b5-8fdd-f870f0b60df3", "4", 4, 0}}},
-        /* migStrategy none: MIG-enabled GPUs are advertised whole (§1.3) */
+        /* migStrategy none: MIG-enabled GPUs are advertised whole (internal/rm/device_map.go) */
         {TOPO("mig-a100-40gb.yaml"), 4,
          {{"GPU-c1ae70ed-64b5-7842-b2ed-e9039613ae69", "0", 0, 0},
           {"GPU-4603f764-b00c-271e-0980-eda368e40931", "1", 1, 0},
@@ -351,7 +351,7 @@ static void check(const V1beta1__ContainerAllocateResponse *out, const struct ex
 
 /* The expected answer for a request of GPU 3 then GPU 1 (and GPU 3 again
  * when |twice|... kubelet never repeats an ID, so the model refuses it),
- * written from the reference's steps (§1.5, §1.6). */
+ * written from NVIDIA's getAllocateResponse steps. */
 static void expected(struct expect *x, const char *root, unsigned s, bool index, bool specs,
                      bool extras)
 {

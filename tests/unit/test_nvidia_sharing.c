@@ -1,8 +1,8 @@
 /* NVIDIA time-slicing (sharing.h): replica IDs, capacity, copied health,
  * NUMA and devinfo, rename / renameByDefault / devices, resources absent from
  * the node, errors; the Allocate payload of replicas (each physical device
- * once) and failRequestsGreaterThanOne with NVIDIA's text (reference
- * nvidia-plugin-behaviour.md §1.7, §1.9); the 4 MiB ListAndWatch limit of the
+ * once) and failRequestsGreaterThanOne with NVIDIA's text (NVIDIA
+ * api/config/v1/replicas.go, internal/rm/rm.go); the 4 MiB ListAndWatch limit of the
  * runtime with huge replica counts. */
 #include <errno.h>
 #include <setjmp.h>

@@ -191,7 +191,7 @@ static void test_h100_8x_nvswitch(void **state)
                         assert_int_equal(kdev_gpu_set_nvlinks(set, i, j), 0);
                 }
         }
-        /* H100 profile memory (reference §3) */
+        /* H100 profile memory (nvidia-smi mig -lgip) */
         assert_int_equal(set->gpus[0].mig_profiles[0].info.memorySizeMB, 9984);
         assert_int_equal(set->gpus[0].mig_profiles[0].info.multiprocessorCount, 16);
         assert_int_equal(set->gpus[0].mig_profiles[4].info.memorySizeMB, 81152);
@@ -385,7 +385,7 @@ static void test_mig_a100_40gb(void **state)
         assert_int_equal(set->gpus[3].n_migs, 0);
         assert_int_equal(kdev_gpu_set_level(set, 0, 1), NVML_TOPOLOGY_MULTIPLE);
         assert_int_equal(kdev_gpu_set_level(set, 1, 2), NVML_TOPOLOGY_SYSTEM);
-        /* possible profiles, index -> driver id (reference §3) */
+        /* possible profiles, index -> driver id (nvidia-smi mig -lgip) */
         static const unsigned idx[] = { 0, 1, 2, 3, 4, 7, 9 };
         static const unsigned ids[] = { 19, 14, 9, 5, 0, 20, 15 };
         static const unsigned long long mem[] = { 4864, 9856, 19968, 19968, 40192, 4864, 9856 };
@@ -482,7 +482,7 @@ static void test_faults(void **state)
         assert_string_equal(e.msg, "GPU 3: nvmlDeviceGetCudaComputeCapability: Unknown Error");
         assert_int_equal(kdev_nvml_refs(f->m.lib), 0);
 
-        /* MIG mode NO_PERMISSION fails too (reference §2.7) */
+        /* MIG mode NO_PERMISSION fails too (NVIDIA issue #399) */
         f->m.reset();
         f->m.set_error("GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e", "nvmlDeviceGetMigMode",
                      NVML_ERROR_NO_PERMISSION);
