@@ -5,6 +5,12 @@ tests read.
   some checkouts (`..` + `/shared`, also spelled as separate path parts); a
   user's clone has no such folder. (.ci/run runs the same check with git grep
   before the build.)
+- No tracked file outside .ci/ cites a document that the repository does not
+  hold: a `reference/<name>.md`, a design note (DESIGN plus .md) or a path
+  starting at a folder named shared, unless that path is a tracked file or
+  folder (from the root or from the citing file's folder); nor a bare
+  section of an unnamed reference (the word reference, then a section sign).
+  Comments cite the upstream source instead (repository and path, KEP, doc).
 - No path in tests/, scripts/, bench/ or a CMake file climbs out of the
   source tree: nothing is built from the source root followed by `..`
   (CMAKE_SOURCE_DIR, KDEV_SOURCE_DIR, SOURCE_DIR, SRC, $src), and a path
@@ -33,6 +39,7 @@ import sys
 SRC = os.environ.get("KDEV_SOURCE_DIR") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SKIP = 77
+TRACKED = set()  # the tracked paths, filled in by main()
 
 # Built at run time so that this file does not name it itself.
 SHARED = "../" + "shared"
@@ -49,6 +56,14 @@ OWN_DIR_SHELL = re.compile(
 OWN_DIR_PY = re.compile(
     r"""(?:os\.path\.dirname\((?:os\.path\.(?:abspath|realpath)\()?__file__\)?\)|\bHERE\b)"""
     r"""((?:\s*,\s*["']\.\.["'])+)""")
+# citations of documents: reference/<name>.md, the design note, a path that
+# starts at a folder named shared (not one inside a longer path such as
+# go-nvml's pkg/nvml/mock/.../gpus), <name>.md followed by a section sign, and
+# "reference" followed by a section sign.
+CITED_DOC = re.compile(
+    r"""(?<![\w.-])((?:[\w.-]+/)*(?:reference/[\w.-]+\.md|DESIG[N]\.md|[\w.-]+\.md(?=\s*\u00a7)))"""
+    r"""|(?<![\w./-])(s[h]ared/[\w./-]*)""")
+BARE_SECTION = re.compile(r"""\breference\s+\u00a7|\breference\s+\(\u00a7""", re.IGNORECASE)
 DIR_DEF = re.compile(r"""\b(KDEV_\w+_DIR)=["']?([^"';\s)]*)""")
 
 
@@ -74,6 +89,32 @@ def names_shared(rel, text):
     return ["%s:%d: %s" % (rel, n, line.strip())
             for n, line in enumerate(text.splitlines(), 1)
             if SHARED in line or SHARED_PARTS.search(line)]
+
+
+def in_repo(rel, path, files):
+    """Is |path|, as written in file |rel|, a tracked file or folder?"""
+    path = path.rstrip("/.")
+    for cand in (path, os.path.normpath(os.path.join(os.path.dirname(rel), path))):
+        if cand in files or any(f.startswith(cand + "/") for f in files):
+            return True
+    return False
+
+
+def cites_outside(rel, text, files=None):
+    """file:line for each citation in |text| (file |rel|) of a document that
+    is not in the repository (|files|: the tracked paths)."""
+    if files is None:
+        files = TRACKED
+    bad = []
+    for n, line in enumerate(text.splitlines(), 1):
+        paths = [m.group(1) or m.group(2) for m in CITED_DOC.finditer(line)]
+        missing = [p for p in paths if not in_repo(rel, p, files)]
+        if BARE_SECTION.search(line):
+            missing.append("an unnamed reference's section")
+        if missing:
+            bad.append("%s:%d: cites %s, not in the repository (cite the upstream source): %s"
+                       % (rel, n, ", ".join(missing), line.strip()))
+    return bad
 
 
 def climbs_out(rel, text):
@@ -105,9 +146,12 @@ def dir_defs_outside(rel, text):
 
 
 def up(text):
-    """The samples below write ".." as @UP@, so that this file does not hold
-    the very lines it scans the tree for."""
-    return text.replace("@UP@", "..")
+    """The samples below write ".." as @UP@, "reference/" as @REF@, the
+    design note as @DESIGN@, a section sign as @S@ and the shared folder with its slash as @SH@, so
+    that this file does not hold the very lines it scans the tree for."""
+    return (text.replace("@UP@", "..").replace("@REF@", "reference/")
+            .replace("@DESIGN@", "DESIGN" + ".md").replace("@S@", "\u00a7")
+            .replace("@SH@", "shared" + "/"))
 
 
 def expect(fn, rel, text, flagged):
@@ -122,11 +166,23 @@ def test_checks_can_fail():
     """Each check flags the lines it exists for and passes the usual ones."""
     old_py = up('VEC = os.path.join(kt.SOURCE_DIR, "@UP@", "shared", "vectors", "deviceplugin-v1beta1")')
     old_cmake = up('KDEV_SOURCE_DIR="${CMAKE_SOURCE_DIR}" KDEV_SHARED_DIR="${CMAKE_SOURCE_DIR}/@UP@/shared")')
-    expect(names_shared, "README.md", "see `" + SHARED + "/DESIGN.md`", True)
+    expect(names_shared, "README.md", "see `" + SHARED + "/@DESIGN@`", True)
     expect(names_shared, "tests/integration/x.py", old_py, True)
     expect(names_shared, "tests/CMakeLists.txt", old_cmake, True)
     expect(names_shared, "README.md", "see `docs/architecture.md` and tests/data/vectors", False)
     expect(names_shared, "src/x.c", "/* shared by both servers */", False)
+
+    expect(cites_outside, "src/dra/x.h", " * Sockets (@REF@kubelet-device-apis.md @S@3, @S@4):", True)
+    expect(cites_outside, "src/x.h", " * of PR #1930; @SH@@REF@nvidia-plugin-behaviour.md @S@1.11), on the", True)
+    expect(cites_outside, "mock/x.yaml", "# capability and MIG profile numbers are the real ones (@SH@", True)
+    expect(cites_outside, "src/x.c", "/* targets: @DESIGN@ section 6 */", True)
+    expect(cites_outside, "src/x.c", " * (reference nvidia-plugin-behaviour.md @S@1.12), with two", True)
+    expect(cites_outside, "src/x.c", "/* Extra shutdowns are not an error (nvml.h, reference @S@2.1). */", True)
+    expect(cites_outside, "src/x.c", " * never set (kubernetes/kubelet pkg/apis/dra/v1/api.proto). */", False)
+    expect(cites_outside, "mock/nvml/README.md", "go-nvml `pkg/nvml/mock/@SH@gpus`", False)
+    expect(cites_outside, "README.md", "see `docs/architecture.md` and mock/nvml/README.md", False)
+    expect(cites_outside, "src/x.c", "/* shared by both servers; RFC 4648 @S@4 */", False)
+    expect(cites_outside, "docs/x.md", "([Files](architecture.md) @S@2)", False)
 
     expect(climbs_out, "tests/integration/x.py", old_py, True)
     expect(climbs_out, "tests/CMakeLists.txt", old_cmake, True)
@@ -165,6 +221,11 @@ def scan(fn, files):
 def test_no_file_names_shared():
     """No tracked file outside .ci/ names the reference folder."""
     scan(names_shared, [p for p in tracked() if not p.startswith(".ci/")])
+
+
+def test_no_citation_outside_the_repository():
+    """No tracked file outside .ci/ cites a document the repository lacks."""
+    scan(cites_outside, [p for p in TRACKED if not p.startswith(".ci/")])
 
 
 def test_no_path_leaves_the_tree():
@@ -215,8 +276,11 @@ def main():
     if not os.path.exists(os.path.join(SRC, ".git")):
         print("SKIP: %s is not a git checkout" % SRC)
         sys.exit(SKIP)
+    global TRACKED
+    TRACKED = set(tracked())
     passed = failed = 0
-    for t in (test_checks_can_fail, test_no_file_names_shared, test_no_path_leaves_the_tree,
+    for t in (test_checks_can_fail, test_no_file_names_shared,
+              test_no_citation_outside_the_repository, test_no_path_leaves_the_tree,
               test_tests_get_only_source_and_build_dirs, test_vectors_are_tracked):
         try:
             t()
