@@ -12,25 +12,29 @@
 #include <unistd.h>
 
 /* What a file of mode |m| is, for "is not a regular file (...)". */
-static const char *file_type(mode_t m)
+const char *kdev_file_type_name(mode_t mode)
 {
-        if (S_ISDIR(m))
+        if (S_ISREG(mode))
+                return "a regular file";
+        if (S_ISDIR(mode))
                 return "a directory";
-        if (S_ISFIFO(m))
+        if (S_ISFIFO(mode))
                 return "a FIFO";
-        if (S_ISCHR(m))
+        if (S_ISCHR(mode))
                 return "a character device";
-        if (S_ISBLK(m))
+        if (S_ISBLK(mode))
                 return "a block device";
-        if (S_ISSOCK(m))
+        if (S_ISSOCK(mode))
                 return "a socket";
-        return "not a file";
+        if (S_ISLNK(mode))
+                return "a symbolic link";
+        return "an unknown kind of file";
 }
 
 static int not_regular(const char *path, mode_t m, struct kdev_err *err)
 {
         return kdev_err_set(err, S_ISDIR(m) ? EISDIR : EINVAL, "%s: is not a regular file (%s)",
-                            path, file_type(m));
+                            path, kdev_file_type_name(m));
 }
 
 static int cannot_read(const char *path, int e, struct kdev_err *err)

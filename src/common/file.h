@@ -14,6 +14,13 @@
  * show() writes at most one page, and st_size says 4096 whatever it holds. */
 #define KDEV_FILE_SYSFS_ATTR_MAX 4096
 
+/* Names the file type of |mode| (an st_mode; only its S_IFMT bits count),
+ * with its article, for error messages: "a regular file", "a directory",
+ * "a FIFO", "a character device", "a block device", "a socket", "a symbolic
+ * link", or "an unknown kind of file" for any other value. Returns a static
+ * string (never NULL, never to be freed); no errors. */
+const char *kdev_file_type_name(mode_t mode);
+
 /* kdev_file_read flags. */
 #define KDEV_FILE_TEXT 1u /* the file is text: a NUL byte in it is an error */
 

@@ -1,6 +1,8 @@
 /* Shared helpers of the kdevctl subcommands. See cli.h. */
 #include "kubelet/cli.h"
 
+#include "common/file.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -306,25 +308,6 @@ char *kdev_cli_socket_path(const char *arg)
         return p;
 }
 
-const char *kdev_cli_file_kind(mode_t mode)
-{
-        if (S_ISSOCK(mode))
-                return "a socket";
-        if (S_ISDIR(mode))
-                return "a directory";
-        if (S_ISREG(mode))
-                return "a regular file";
-        if (S_ISFIFO(mode))
-                return "a FIFO";
-        if (S_ISCHR(mode))
-                return "a character device";
-        if (S_ISBLK(mode))
-                return "a block device";
-        if (S_ISLNK(mode))
-                return "a symbolic link";
-        return "an unknown kind of file";
-}
-
 int kdev_cli_check_socket(const char *path, struct kdev_err *err)
 {
         struct stat st;
@@ -336,7 +319,7 @@ int kdev_cli_check_socket(const char *path, struct kdev_err *err)
         }
         if (!S_ISSOCK(st.st_mode))
                 return kdev_err_set(err, ENOTSOCK, "%s is not a socket (it is %s)", path,
-                                    kdev_cli_file_kind(st.st_mode));
+                                    kdev_file_type_name(st.st_mode));
         return 0;
 }
 

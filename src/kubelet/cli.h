@@ -150,17 +150,13 @@ int kdev_cli_rpc_error(const char *cmd, int status, const char *message);
  * NULL on allocation failure. */
 char *kdev_cli_socket_path(const char *arg);
 
-/* Describes the file type of |mode| (st_mode) with its article: "a socket",
- * "a directory", "a regular file", "a FIFO", "a character device", "a block
- * device", "a symbolic link", "an unknown kind of file". Static string. */
-const char *kdev_cli_file_kind(mode_t mode);
-
 /* Checks, before dialling, that |path| (symbolic links followed) is a Unix
  * socket. Returns 0 when it is; otherwise a negative errno with |err| set:
  * -ENOENT "no such socket PATH" (missing, or a dangling link), -ENOTSOCK
  * "PATH is not a socket (it is a directory)" (or "a regular file", ... as
- * kdev_cli_file_kind()), or stat's errno as "PATH: strerror". Does not tell
- * whether anyone listens (kdev_cli_probe_socket()). */
+ * kdev_file_type_name() in common/file.h names it), or stat's errno as
+ * "PATH: strerror". Does not tell whether anyone listens
+ * (kdev_cli_probe_socket()). */
 int kdev_cli_check_socket(const char *path, struct kdev_err *err);
 
 enum kdev_cli_sock_state {

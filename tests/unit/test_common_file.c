@@ -125,6 +125,20 @@ static void test_not_regular(void **state)
 }
 
 /* The limit holds by st_size and while reading (procfs says st_size 0). */
+/* The names both the reader's errors and kdevctl's socket check use. */
+static void test_type_name(void **state)
+{
+        (void)state;
+        assert_string_equal(kdev_file_type_name(S_IFSOCK | 0600), "a socket");
+        assert_string_equal(kdev_file_type_name(S_IFDIR | 0755), "a directory");
+        assert_string_equal(kdev_file_type_name(S_IFREG | 0644), "a regular file");
+        assert_string_equal(kdev_file_type_name(S_IFIFO | 0600), "a FIFO");
+        assert_string_equal(kdev_file_type_name(S_IFCHR | 0600), "a character device");
+        assert_string_equal(kdev_file_type_name(S_IFBLK | 0600), "a block device");
+        assert_string_equal(kdev_file_type_name(S_IFLNK | 0777), "a symbolic link");
+        assert_string_equal(kdev_file_type_name(0), "an unknown kind of file");
+}
+
 static void test_size_limit(void **state)
 {
         (void)state;
@@ -223,6 +237,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_read),
                 cmocka_unit_test(test_not_regular),
+                cmocka_unit_test(test_type_name),
                 cmocka_unit_test(test_size_limit),
                 cmocka_unit_test(test_nul_byte),
                 cmocka_unit_test(test_write_errors),

@@ -309,15 +309,6 @@ static void test_socket_path_and_probe(void **state)
         assert_string_equal(err.msg, "/dev/null/x/y.sock: Not a directory");
         rmdir(dir);
 
-        assert_string_equal(kdev_cli_file_kind(S_IFSOCK | 0600), "a socket");
-        assert_string_equal(kdev_cli_file_kind(S_IFDIR | 0755), "a directory");
-        assert_string_equal(kdev_cli_file_kind(S_IFREG | 0644), "a regular file");
-        assert_string_equal(kdev_cli_file_kind(S_IFIFO | 0600), "a FIFO");
-        assert_string_equal(kdev_cli_file_kind(S_IFCHR | 0600), "a character device");
-        assert_string_equal(kdev_cli_file_kind(S_IFBLK | 0600), "a block device");
-        assert_string_equal(kdev_cli_file_kind(S_IFLNK | 0777), "a symbolic link");
-        assert_string_equal(kdev_cli_file_kind(0), "an unknown kind of file");
-
         char longp[200];
         memset(longp, 'a', sizeof(longp) - 1);
         longp[0] = '/';
