@@ -135,6 +135,26 @@ class Env:
     def dra_sock(self):
         return os.path.join(self.plugin_dir, "dra.sock")
 
+    def register(self):
+        """Plays kubelet's plugin watcher: waits for the registration socket
+        (the plugin must still run), GetInfo, NotifyRegistrationStatus
+        (registered). Returns the PluginInfo."""
+        wait_for(lambda: kt.sock_accepts(self.reg_sock()) or self.proc.poll() is not None,
+                 what="registration socket")
+        assert self.proc.poll() is None, self.logtext()
+        info = self.call(self.reg_sock(), "/pluginregistration.Registration/GetInfo",
+                         reg_pb.InfoRequest(), reg_pb.PluginInfo)
+        self.call(self.reg_sock(), "/pluginregistration.Registration/NotifyRegistrationStatus",
+                  reg_pb.RegistrationStatus(plugin_registered=True),
+                  reg_pb.RegistrationStatusResponse)
+        return info
+
+    def stop(self, timeout=30):
+        """SIGTERM; kdev-dra-plugin must exit 0 within timeout * TIMEOUT_SCALE s."""
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=timeout * kt.TIMEOUT_SCALE)
+        assert rc == 0, (rc, self.logtext())
+
     def call(self, sock, method, req, resp_cls):
         ch = grpc.insecure_channel("unix:" + sock)
         try:
@@ -278,9 +298,7 @@ def test_dra_plugin_end_to_end():
             assert len(back[0]["spec"]["devices"]) == 8, back
 
             # SIGTERM: exit 0, sockets removed, slices left
-            e.proc.send_signal(signal.SIGTERM)
-            rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
-            assert rc == 0, (rc, e.logtext())
+            e.stop()
             assert not os.path.exists(e.reg_sock())
             assert not os.path.exists(e.dra_sock())
             assert len(pool_slices(e.api)) == 1
@@ -319,9 +337,7 @@ def test_api_server_down_at_start_v1beta1():
             paths.discard(SLICES)  # this test's own LISTs
             assert all(p.startswith("/apis/resource.k8s.io/v1beta1/") for p in paths), paths
             assert "/apis/resource.k8s.io/v1beta1/resourceslices" in paths, paths
-            e.proc.send_signal(signal.SIGTERM)
-            rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
-            assert rc == 0, (rc, e.logtext())
+            e.stop()
         except Exception:
             print(e.logtext()[-20000:])
             raise
@@ -361,9 +377,7 @@ def test_health_withdraws_and_restores():
             back = wait_for(lambda: [x for x in pool_slices(e.api) if uuid in devs([x])],
                             timeout=40, what="recovered GPU published again")
             assert devs(back) == before, devs(back)
-            e.proc.send_signal(signal.SIGTERM)
-            rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
-            assert rc == 0, (rc, e.logtext())
+            e.stop()
         except Exception:
             print(e.logtext()[-20000:])
             raise

@@ -138,9 +138,7 @@ def test_loop_responsive_while_reconcile_stuck():
                             timeout=60, what="unhealthy GPU withdrawn after the hold")
             assert len(gone[0]["spec"]["devices"]) == 7, gone
             assert gone[0]["spec"]["pool"]["generation"] > gen0, gone
-            e.proc.send_signal(signal.SIGTERM)
-            rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
-            assert rc == 0, (rc, e.logtext())
+            e.stop()
         except Exception:
             print(e.logtext()[-20000:])
             raise
@@ -248,9 +246,7 @@ def test_prepare_refuses_unhealthy_gpu():
                 ["k8s.gpu.nvidia.com/claim=%s-gpu-3" % uid], r
             assert os.path.exists(spec_path(e, uid))
             assert uid in checkpoint_text(e)
-            e.proc.send_signal(signal.SIGTERM)
-            rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
-            assert rc == 0, (rc, e.logtext())
+            e.stop()
         except Exception:
             print(e.logtext()[-20000:])
             raise
@@ -331,9 +327,7 @@ def test_mig_with_proc_root():
             u = unprepare(e, "claim-m", uid)
             assert u.claims[uid].error == "", u
             assert not os.path.exists(spec_path(e, uid))
-            e.proc.send_signal(signal.SIGTERM)
-            rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
-            assert rc == 0, (rc, e.logtext())
+            e.stop()
         except Exception:
             print(e.logtext()[-20000:])
             raise
@@ -529,8 +523,7 @@ def test_claim_log_lines_and_unknown_device():
             ]
             got = log_events(e, CLAIM_MSGS)
             assert got == want, "\n".join(got)
-            e.proc.send_signal(signal.SIGTERM)
-            assert e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE) == 0, e.logtext()
+            e.stop()
         except Exception:
             print(e.logtext()[-20000:])
             raise
@@ -575,8 +568,7 @@ def test_stale_temp_files_removed_at_start():
             r = e.call(e.dra_sock(), dp.PREPARE, dp.prepare_req(),
                        dra_pb.NodePrepareResourcesResponse)
             assert r.claims[uid].error == "", r
-            e.proc.send_signal(signal.SIGTERM)
-            assert e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE) == 0, e.logtext()
+            e.stop()
         except Exception:
             print(e.logtext()[-20000:])
             raise

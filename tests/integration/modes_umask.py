@@ -180,14 +180,7 @@ def kdev_dra_plugin(mask):
         with Umask(mask):
             e = dra.Env(root)
             try:
-                wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
-                         what="registration socket")
-                assert e.proc.poll() is None, e.logtext()
-                info = e.call(e.reg_sock(), "/pluginregistration.Registration/GetInfo",
-                              dra.reg_pb.InfoRequest(), dra.reg_pb.PluginInfo)
-                e.call(e.reg_sock(), "/pluginregistration.Registration/NotifyRegistrationStatus",
-                       dra.reg_pb.RegistrationStatus(plugin_registered=True),
-                       dra.reg_pb.RegistrationStatusResponse)
+                info = e.register()
                 r = e.call(info.endpoint, dra.PREPARE, dra.prepare_req(),
                            dra.dra_pb.NodePrepareResourcesResponse)
                 assert r.claims[dra.CLAIM_UID].error == "", r
@@ -203,9 +196,7 @@ def kdev_dra_plugin(mask):
                 files = sorted(os.listdir(e.plugin_dir))
                 assert files == ["dra-claims.json", "dra.sock"], files
                 assert_mode(os.path.join(e.plugin_dir, "dra-claims.json"), 0o600, "file")
-                e.proc.send_signal(signal.SIGTERM)
-                rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
-                assert rc == 0, (rc, e.logtext())
+                e.stop()
             except Exception:
                 print(e.logtext()[-20000:])
                 raise

@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
-from kdevtest import FakeKubelet, Plugin, TempDir, NULL_CONFIG, wait_for  # noqa: E402
+from kdevtest import Plugin, TempDir, NULL_CONFIG, wait_for  # noqa: E402
 
 grpc = kt.grpc
 api = kt.api
@@ -152,13 +152,9 @@ def allocate_once(d, timeout):
 
 
 def test_budget_attack_device_plugin():
-    with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
-        p = Plugin(d, NULL_CONFIG)
+    with kt.registered_plugin(NULL_CONFIG, RES) as (d, _, p):
         socks = []
         try:
-            wait_for(lambda: k.count(RES) == 1, what="registration")
             allocate_once(d, 10)  # warm: the Python gRPC runtime is loaded
             socks = attack(os.path.join(d, SOCK), ALLOCATE.encode())
             time.sleep(0.3)  # the plugin has read every prefix
@@ -170,45 +166,35 @@ def test_budget_attack_device_plugin():
         finally:
             for s in socks:
                 s.close()
-            assert p.stop() == 0
-            k.stop()
 
 
 def test_nul_in_path_refused():
-    with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
-        p = Plugin(d, NULL_CONFIG)
-        try:
-            wait_for(lambda: k.count(RES) == 1, what="registration")
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(os.path.join(d, SOCK))
-            path = b"/v1beta1.DevicePlugin/GetDevicePluginOptions\x00/evil"
-            s.sendall(PREFACE + frame(HEADERS, END_HEADERS, 1, request_headers(path)) +
-                      frame(DATA, END_STREAM, 1, b"\x00\x00\x00\x00\x00"))
-            frames = read_frames(s, lambda f: any(t == HEADERS and fl & END_STREAM
-                                                  for t, fl, _, _ in f))
-            s.close()
-            on1 = [(t, fl, pl) for t, fl, sid, pl in frames if sid == 1]
-            # one trailers-only HEADERS; nghttp2 encodes ":status: 400" as
-            # static table entry 12 (0x8c); no DATA: no method ran
-            assert on1 and on1[0][0] == HEADERS and on1[0][1] & END_STREAM, frames
-            assert on1[0][2][:1] == b"\x8c", on1
-            assert not any(t == DATA for t, _, _ in on1), on1
-            # the same bytes with a clean :path are served (0x88: :status 200)
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(os.path.join(d, SOCK))
-            s.sendall(PREFACE + frame(HEADERS, END_HEADERS, 1, request_headers(
-                path.split(b"\x00")[0])) + frame(DATA, END_STREAM, 1, b"\x00" * 5))
-            frames = read_frames(s, lambda f: any(t == DATA and sid == 1
-                                                  for t, _, sid, _ in f))
-            s.close()
-            on1 = [(t, fl, pl) for t, fl, sid, pl in frames if sid == 1]
-            assert on1[0][0] == HEADERS and on1[0][2][:1] == b"\x88", on1
-            assert any(t == DATA for t, _, _ in on1), on1
-        finally:
-            assert p.stop() == 0
-            k.stop()
+    with kt.registered_plugin(NULL_CONFIG, RES) as (d, _, _):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(os.path.join(d, SOCK))
+        path = b"/v1beta1.DevicePlugin/GetDevicePluginOptions\x00/evil"
+        s.sendall(PREFACE + frame(HEADERS, END_HEADERS, 1, request_headers(path)) +
+                  frame(DATA, END_STREAM, 1, b"\x00\x00\x00\x00\x00"))
+        frames = read_frames(s, lambda f: any(t == HEADERS and fl & END_STREAM
+                                              for t, fl, _, _ in f))
+        s.close()
+        on1 = [(t, fl, pl) for t, fl, sid, pl in frames if sid == 1]
+        # one trailers-only HEADERS; nghttp2 encodes ":status: 400" as
+        # static table entry 12 (0x8c); no DATA: no method ran
+        assert on1 and on1[0][0] == HEADERS and on1[0][1] & END_STREAM, frames
+        assert on1[0][2][:1] == b"\x8c", on1
+        assert not any(t == DATA for t, _, _ in on1), on1
+        # the same bytes with a clean :path are served (0x88: :status 200)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(os.path.join(d, SOCK))
+        s.sendall(PREFACE + frame(HEADERS, END_HEADERS, 1, request_headers(
+            path.split(b"\x00")[0])) + frame(DATA, END_STREAM, 1, b"\x00" * 5))
+        frames = read_frames(s, lambda f: any(t == DATA and sid == 1
+                                              for t, _, sid, _ in f))
+        s.close()
+        on1 = [(t, fl, pl) for t, fl, sid, pl in frames if sid == 1]
+        assert on1[0][0] == HEADERS and on1[0][2][:1] == b"\x88", on1
+        assert any(t == DATA for t, _, _ in on1), on1
 
 
 class EmptyOkKubelet:
@@ -261,14 +247,7 @@ def test_budget_attack_dra_plugin():
         e = dp.Env(os.path.dirname(d))
         socks = []
         try:
-            wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
-                     what="registration socket")
-            assert e.proc.poll() is None, e.logtext()
-            info = e.call(e.reg_sock(), "/pluginregistration.Registration/GetInfo",
-                          dp.reg_pb.InfoRequest(), dp.reg_pb.PluginInfo)
-            e.call(e.reg_sock(), "/pluginregistration.Registration/NotifyRegistrationStatus",
-                   dp.reg_pb.RegistrationStatus(plugin_registered=True),
-                   dp.reg_pb.RegistrationStatusResponse)
+            info = e.register()
             wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
 
             def prepare(timeout):

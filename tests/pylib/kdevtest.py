@@ -4,6 +4,7 @@ Run with /usr/bin/python3 (Debian's python3-grpcio). Messages are generated at
 test time from proto/ with protoc --python_out; services use grpcio's generic
 handlers, so no grpc_tools are needed.
 """
+import contextlib
 import glob
 import importlib
 import os
@@ -282,6 +283,24 @@ class TempDir:
 
     def __exit__(self, *exc):
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def registered_plugin(config_text=NULL_CONFIG, resource="example.com/null"):
+    """A device-plugin directory with a FakeKubelet and a kdev-plugin serving
+    |config_text|, once the plugin registered |resource|. Yields
+    (directory, kubelet, plugin); on leaving, the plugin must exit 0 on
+    SIGTERM and the kubelet is stopped."""
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = Plugin(d, config_text)
+        try:
+            wait_for(lambda: k.count(resource) == 1, what="registration")
+            yield d, k, p
+        finally:
+            assert p.stop() == 0
+            k.stop()
 
 
 def run_tests(tests):
