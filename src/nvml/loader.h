@@ -5,11 +5,11 @@
  * resolved at open time. For each entry point the names are tried in order,
  * newest first (nvmlInit_v2 then nvmlInit, nvmlDeviceGetPciInfo_v3 then _v2
  * then the v1 name), the way go-nvml switches to the newest symbol that
- * exists (go-nvml pkg/nvml/lib.go). A required entry point that is missing under every
+ * exists (go-nvml v0.13.3-1 pkg/nvml). A required entry point that is missing under every
  * name fails the open with the symbol and the library path; an optional one
  * that is missing clears its capability flag, and every entry point of that
  * capability is then NULL (so a half-present group is never called; go-nvlib
- * guards nvmlDeviceGetMigMode the same way, go-nvml pkg/nvml/lib.go).
+ * guards nvmlDeviceGetMigMode the same way).
  *
  * Calling through the table after kdev_nvml_open() is thread-safe (the table
  * is read-only); kdev_nvml_init()/kdev_nvml_shutdown() are serialised by a

@@ -264,7 +264,7 @@ typedef struct nvmlEventData_st {
 /* --- function types --------------------------------------------------------
  * One function type per NVML entry point kdev resolves, named
  * kdev_<unversioned NVML name>_fn. Versioned and unversioned symbols of one
- * entry point share the type (go-nvml pkg/nvml/lib.go lists the pairs). */
+ * entry point share the type (go-nvml v0.13.3-1 pkg/nvml resolves the same pairs). */
 typedef nvmlReturn_t kdev_nvmlInit_fn(void);
 typedef nvmlReturn_t kdev_nvmlShutdown_fn(void);
 typedef const char *kdev_nvmlErrorString_fn(nvmlReturn_t result);
