@@ -68,7 +68,8 @@ int kdev_json_member(const json_t *obj, const char *key, json_type type, json_t 
         json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
         if (out)
                 *out = NULL;
-        int rc = kdev_json_expect(v, type, err, "%s: %s.%s", ctx, path, key);
+        int rc = ctx && *ctx ? kdev_json_expect(v, type, err, "%s: %s.%s", ctx, path, key)
+                             : kdev_json_expect(v, type, err, "%s.%s", path, key);
         if (rc < 0)
                 return rc;
         if (out)

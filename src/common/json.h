@@ -42,8 +42,9 @@ int kdev_json_expect(const json_t *j, json_type type, struct kdev_err *err,
                      const char *where_fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* As kdev_json_expect() for |key| of |obj| (which may be NULL or not an
- * object: then there is no member). |ctx| is "<context>" and |path| the
- * object's path ("" for the top level); the message names "<ctx>: <path>.<key>".
+ * object: then there is no member). |ctx| is "<context>" (NULL or "" for
+ * none) and |path| the object's path ("" for the top level); the message
+ * names "<ctx>: <path>.<key>" (or "<path>.<key>" without a context).
  * On success |*out| (may be NULL) is the member (borrowed) or NULL when absent. */
 int kdev_json_member(const json_t *obj, const char *key, json_type type, json_t **out,
                      const char *ctx, const char *path, struct kdev_err *err);
