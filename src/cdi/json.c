@@ -2,6 +2,7 @@
  * json.Marshal of specs-go/config.go; parsing is strict like its loader. */
 #include "cdi/cdi.h"
 #include "cdi/cdi_internal.h"
+#include "common/json.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -301,7 +302,8 @@ static int want_string(const json_t *obj, const char *key, bool required, const 
                 return 0;
         }
         if (!json_is_string(v))
-                return kdev_err_set(err, EINVAL, "%s.%s: expected a string", where, key);
+                return kdev_err_set(err, EINVAL, "%s.%s: expected a string, got %s", where, key,
+                                    kdev_json_kind(v));
         if (strlen(json_string_value(v)) != json_string_length(v))
                 return kdev_err_set(err, EINVAL, "%s.%s: string holds a NUL byte", where, key);
         *out = json_string_value(v);
@@ -317,7 +319,8 @@ static int want_int(const json_t *obj, const char *key, json_int_t lo, json_int_
         if (!v)
                 return 0;
         if (!json_is_integer(v))
-                return kdev_err_set(err, EINVAL, "%s.%s: expected an integer", where, key);
+                return kdev_err_set(err, EINVAL, "%s.%s: expected an integer, got %s", where, key,
+                                    kdev_json_kind(v));
         json_int_t x = json_integer_value(v);
         if (x < lo || x > hi)
                 return kdev_err_set(err, EINVAL, "%s.%s: %lld out of range [%lld, %lld]", where, key,
@@ -337,7 +340,8 @@ static int want_strv(const json_t *obj, const char *key, char ***out, size_t *n,
         if (!v)
                 return 0;
         if (!json_is_array(v))
-                return kdev_err_set(err, EINVAL, "%s.%s: expected an array", where, key);
+                return kdev_err_set(err, EINVAL, "%s.%s: expected an array, got %s", where, key,
+                                    kdev_json_kind(v));
         size_t len = json_array_size(v);
         if (len == 0)
                 return 0;
@@ -346,10 +350,15 @@ static int want_strv(const json_t *obj, const char *key, char ***out, size_t *n,
                 return kdev_err_set(err, ENOMEM, "out of memory");
         for (size_t i = 0; i < len; i++) {
                 json_t *s = json_array_get(v, i);
-                if (!json_is_string(s) || strlen(json_string_value(s)) != json_string_length(s)) {
+                if (!json_is_string(s)) {
                         free(vec);
-                        return kdev_err_set(err, EINVAL, "%s.%s[%zu]: expected a string", where,
-                                            key, i);
+                        return kdev_err_set(err, EINVAL, "%s.%s[%zu]: expected a string, got %s",
+                                            where, key, i, kdev_json_kind(s));
+                }
+                if (strlen(json_string_value(s)) != json_string_length(s)) {
+                        free(vec);
+                        return kdev_err_set(err, EINVAL, "%s.%s[%zu]: string holds a NUL byte",
+                                            where, key, i);
                 }
                 vec[i] = (char *)json_string_value(s);
         }
@@ -363,14 +372,16 @@ static int want_array(const json_t *obj, const char *key, json_t **out, const ch
 {
         *out = field(obj, key);
         if (*out && !json_is_array(*out))
-                return kdev_err_set(err, EINVAL, "%s.%s: expected an array", where, key);
+                return kdev_err_set(err, EINVAL, "%s.%s: expected an array, got %s", where, key,
+                                    kdev_json_kind(*out));
         return 0;
 }
 
 static int want_object(const json_t *v, const char *where, struct kdev_err *err)
 {
         if (!json_is_object(v))
-                return kdev_err_set(err, EINVAL, "%s: expected an object", where);
+                return kdev_err_set(err, EINVAL, "%s: expected an object, got %s", where,
+                                    kdev_json_kind(v));
         return 0;
 }
 
@@ -521,9 +532,18 @@ static int parse_edits(const json_t *o, struct kdev_cdi_edits *e, const char *wh
                 json_t *g = json_array_get(arr, i);
                 if (!json_is_integer(g) || json_integer_value(g) < 0 ||
                     json_integer_value(g) > (json_int_t)UINT32_MAX)
+                {
+                        char got[32];
+                        if (json_is_integer(g))
+                                snprintf(got, sizeof(got), "%lld",
+                                         (long long)json_integer_value(g));
+                        else
+                                snprintf(got, sizeof(got), "%s", kdev_json_kind(g));
                         return kdev_err_set(err, EINVAL,
-                                            "%s.additionalGids[%zu]: expected an integer in [0, 4294967295]",
-                                            where, i);
+                                            "%s.additionalGids[%zu]: expected an integer in [0, "
+                                            "4294967295], got %s",
+                                            where, i, got);
+                }
                 if ((r = kdev_cdi_edits_add_additional_gid(e, (uint32_t)json_integer_value(g),
                                                            err)) < 0)
                         return r;
@@ -539,14 +559,19 @@ static int parse_annotations(const json_t *obj, const char *where, struct kdev_e
         if (!a)
                 return 0;
         if (!json_is_object(a))
-                return kdev_err_set(err, EINVAL, "%s.annotations: expected an object", where);
+                return kdev_err_set(err, EINVAL, "%s.annotations: expected an object, got %s",
+                                    where, kdev_json_kind(a));
         const char *key;
         json_t *val;
         json_object_foreach(a, key, val) {
-                if (!json_is_string(val) ||
-                    strlen(json_string_value(val)) != json_string_length(val))
-                        return kdev_err_set(err, EINVAL, "%s.annotations.%s: expected a string",
-                                            where, key);
+                if (!json_is_string(val))
+                        return kdev_err_set(err, EINVAL,
+                                            "%s.annotations.%s: expected a string, got %s", where,
+                                            key, kdev_json_kind(val));
+                if (strlen(json_string_value(val)) != json_string_length(val))
+                        return kdev_err_set(err, EINVAL,
+                                            "%s.annotations.%s: string holds a NUL byte", where,
+                                            key);
                 int r = setter(target, key, json_string_value(val), err);
                 if (r < 0)
                         return kdev_err_wrap(err, "%s.annotations", where);

@@ -1,5 +1,6 @@
 /* kdev DRA claim checkpoint (see checkpoint.h). */
 #include "dra/checkpoint.h"
+#include "common/json.h"
 
 #include "common/dir.h"
 #include "common/file.h"
@@ -54,37 +55,52 @@ static int checksum_of(const json_t *data, char *buf, size_t size)
         return 0;
 }
 
-static int check_str_array(const json_t *a, const char *what, struct kdev_err *err)
+/* Each check below names a value of another JSON type by its path |at|
+ * (common/json.h): "<at>: expected an array, got an object". */
+static int check_str_array(const json_t *a, const char *at, struct kdev_err *err)
 {
         size_t i;
         json_t *v;
 
-        if (!json_is_array(a))
-                return kdev_err_set(err, EINVAL, "%s: not an array", what);
+        if (!a)
+                return kdev_err_set(err, EINVAL, "%s: missing", at);
+        if (kdev_json_expect(a, JSON_ARRAY, err, "%s", at) < 0)
+                return -EINVAL;
         json_array_foreach(a, i, v) {
-                if (!json_is_string(v))
-                        return kdev_err_set(err, EINVAL, "%s[%zu]: not a string", what, i);
+                if (kdev_json_expect(v, JSON_STRING, err, "%s[%zu]", at, i) < 0)
+                        return -EINVAL;
         }
+        return 0;
+}
+
+static int check_device_at(const json_t *dev, const char *at, struct kdev_err *err)
+{
+        const char *keys[] = {"pool", "device"};
+        char path[192];
+
+        if (kdev_json_expect(dev, JSON_OBJECT, err, "%s", at) < 0)
+                return -EINVAL;
+        for (size_t i = 0; i < 2; i++) {
+                const json_t *s = json_object_get(dev, keys[i]);
+
+                if (kdev_json_expect(s, JSON_STRING, err, "%s.%s", at, keys[i]) < 0)
+                        return -EINVAL;
+                if (!s || json_string_length(s) == 0)
+                        return kdev_err_set(err, EINVAL, "%s: \"%s\" missing or empty", at,
+                                            keys[i]);
+        }
+        snprintf(path, sizeof(path), "%s.requestNames", at);
+        if (check_str_array(json_object_get(dev, "requestNames"), path, err))
+                return -EINVAL;
+        snprintf(path, sizeof(path), "%s.cdiDeviceIDs", at);
+        if (check_str_array(json_object_get(dev, "cdiDeviceIDs"), path, err))
+                return -EINVAL;
         return 0;
 }
 
 int kdev_dra_cp_check_device(const json_t *dev, struct kdev_err *err)
 {
-        const char *keys[] = {"pool", "device"};
-
-        if (!json_is_object(dev))
-                return kdev_err_set(err, EINVAL, "device record: not an object");
-        for (size_t i = 0; i < 2; i++) {
-                const json_t *s = json_object_get(dev, keys[i]);
-
-                if (!json_is_string(s) || json_string_length(s) == 0)
-                        return kdev_err_set(err, EINVAL, "device record: \"%s\" missing or empty",
-                                            keys[i]);
-        }
-        if (check_str_array(json_object_get(dev, "requestNames"), "requestNames", err) ||
-            check_str_array(json_object_get(dev, "cdiDeviceIDs"), "cdiDeviceIDs", err))
-                return -EINVAL;
-        return 0;
+        return check_device_at(dev, "device record", err);
 }
 
 static int check_record(const char *uid, const json_t *rec, struct kdev_err *err)
@@ -92,18 +108,27 @@ static int check_record(const char *uid, const json_t *rec, struct kdev_err *err
         const json_t *devs;
         size_t i;
         json_t *d;
+        char at[160];
 
         if (!*uid)
                 return kdev_err_set(err, EINVAL, "empty claim uid");
-        if (!json_is_object(rec) || !json_is_string(json_object_get(rec, "namespace")) ||
-            !json_is_string(json_object_get(rec, "name")))
+        snprintf(at, sizeof(at), ".data.claims[\"%s\"]", uid);
+        if (kdev_json_expect(rec, JSON_OBJECT, err, "%s", at) < 0 ||
+            kdev_json_member(rec, "namespace", JSON_STRING, NULL, NULL, at, err) < 0 ||
+            kdev_json_member(rec, "name", JSON_STRING, NULL, NULL, at, err) < 0 ||
+            kdev_json_member(rec, "devices", JSON_ARRAY, NULL, NULL, at, err) < 0)
+                return -EINVAL;
+        if (!json_object_get(rec, "namespace") || !json_object_get(rec, "name"))
                 return kdev_err_set(err, EINVAL, "claim %s: namespace or name missing", uid);
         devs = json_object_get(rec, "devices");
-        if (!json_is_array(devs))
-                return kdev_err_set(err, EINVAL, "claim %s: devices not an array", uid);
+        if (!devs)
+                return kdev_err_set(err, EINVAL, "claim %s: devices missing", uid);
         json_array_foreach(devs, i, d) {
-                if (kdev_dra_cp_check_device(d, err) < 0)
-                        return kdev_err_wrap(err, "claim %s: devices[%zu]", uid, i);
+                char dat[192];
+
+                snprintf(dat, sizeof(dat), "%s.devices[%zu]", at, i);
+                if (check_device_at(d, dat, err) < 0)
+                        return -EINVAL;
         }
         return 0;
 }
@@ -124,15 +149,19 @@ static int parse(const char *text, json_t **claims, struct kdev_err *err)
                              je.column, je.text);
                 return -EBADMSG;
         }
-        ver = json_object_get(root, "version");
-        sum = json_object_get(root, "checksum");
-        data = json_object_get(root, "data");
-        cl = data ? json_object_get(data, "claims") : NULL;
+        /* a value of another JSON type is named by its path */
+        if (kdev_json_expect(root, JSON_OBJECT, err, "top level") < 0 ||
+            kdev_json_member(root, "version", JSON_INTEGER, &ver, NULL, "", err) < 0)
+                goto out;
         if (json_is_integer(ver) && json_integer_value(ver) > KDEV_DRA_CP_VERSION) {
                 /* a newer kdev's format: not ours to judge, nor to move aside */
                 rc = kdev_err_set(err, ENOTSUP, "%" JSON_INTEGER_FORMAT, json_integer_value(ver));
                 goto out;
         }
+        if (kdev_json_member(root, "checksum", JSON_STRING, &sum, NULL, "", err) < 0 ||
+            kdev_json_member(root, "data", JSON_OBJECT, &data, NULL, "", err) < 0 ||
+            kdev_json_member(data, "claims", JSON_OBJECT, &cl, NULL, ".data", err) < 0)
+                goto out;
         if (!json_is_integer(ver) || json_integer_value(ver) != KDEV_DRA_CP_VERSION) {
                 kdev_err_set(err, EBADMSG, "unsupported version (want %d)", KDEV_DRA_CP_VERSION);
                 goto out;

@@ -126,7 +126,8 @@ size_t kdev_dra_cp_count(const struct kdev_dra_cp *cp);
 
 /* Checks one device record: object with "pool" and "device" non-empty
  * strings, "requestNames" and "cdiDeviceIDs" arrays of strings. Returns 0 or
- * -EINVAL naming the field. */
+ * -EINVAL naming the field ("device record.pool: expected a string, got an
+ * array", common/json.h). */
 int kdev_dra_cp_check_device(const json_t *dev, struct kdev_err *err);
 
 #endif /* KDEV_DRA_CHECKPOINT_H */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cdi/cdi.h"
+#include "common/json.h"
 #include "dra/checkpoint.h"
 #include "dra/plugin_internal.h"
 #include "dra/slices.h"
@@ -484,30 +485,12 @@ static int add_request(json_t *names, const char *request)
         return json_array_append_new(names, json_stringn(request, len));
 }
 
-static const char *json_kind(const json_t *j)
-{
-        switch (json_typeof(j)) {
-        case JSON_OBJECT: return "an object";
-        case JSON_ARRAY: return "an array";
-        case JSON_STRING: return "a string";
-        case JSON_INTEGER: return "an integer";
-        case JSON_REAL: return "a number";
-        case JSON_TRUE:
-        case JSON_FALSE: return "a boolean";
-        case JSON_NULL: return "null";
-        }
-        return "a value";
-}
-
 /* -EPROTO "claim <ns>/<name>: <path>: expected <want>, got <what>" unless
- * |j| is absent or of type |type|. */
-static int check_type(const json_t *j, json_type type, const char *want, const char *ns,
-                      const char *name, const char *path, struct kdev_err *err)
+ * |j| is absent or of type |type| (common/json.h). */
+static int check_type(const json_t *j, json_type type, const char *ns, const char *name,
+                      const char *path, struct kdev_err *err)
 {
-        if (!j || json_typeof(j) == type)
-                return 0;
-        return kdev_err_set(err, EPROTO, "claim %s/%s: %s: expected %s, got %s", ns, name, path,
-                            want, json_kind(j));
+        return kdev_json_expect(j, type, err, "claim %s/%s: %s", ns, name, path);
 }
 
 /* From the v1 claim object, the device records for this driver and pool. */
@@ -524,17 +507,17 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
         int trc;
 
         /* a value of another JSON type than the API's is named by its path */
-        if ((trc = check_type(json_object_get(claim, "metadata"), JSON_OBJECT, "an object", ns,
+        if ((trc = check_type(json_object_get(claim, "metadata"), JSON_OBJECT, ns,
                               name, ".metadata", err)) < 0 ||
             (trc = check_type(json_object_get(json_object_get(claim, "metadata"), "uid"),
-                              JSON_STRING, "a string", ns, name, ".metadata.uid", err)) < 0 ||
-            (trc = check_type(json_object_get(claim, "status"), JSON_OBJECT, "an object", ns,
+                              JSON_STRING, ns, name, ".metadata.uid", err)) < 0 ||
+            (trc = check_type(json_object_get(claim, "status"), JSON_OBJECT, ns,
                               name, ".status", err)) < 0 ||
-            (trc = check_type(alloc, JSON_OBJECT, "an object", ns, name, ".status.allocation",
+            (trc = check_type(alloc, JSON_OBJECT, ns, name, ".status.allocation",
                               err)) < 0 ||
-            (trc = check_type(json_object_get(alloc, "devices"), JSON_OBJECT, "an object", ns,
+            (trc = check_type(json_object_get(alloc, "devices"), JSON_OBJECT, ns,
                               name, ".status.allocation.devices", err)) < 0 ||
-            (trc = check_type(results, JSON_ARRAY, "an array", ns, name,
+            (trc = check_type(results, JSON_ARRAY, ns, name,
                               ".status.allocation.devices.results", err)) < 0)
                 return trc;
         json_array_foreach(results, i, r) {
@@ -542,12 +525,12 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
                 static const char *const keys[] = {"driver", "pool", "device", "request"};
 
                 snprintf(path, sizeof(path), ".status.allocation.devices.results[%zu]", i);
-                if ((trc = check_type(r, JSON_OBJECT, "an object", ns, name, path, err)) < 0)
+                if ((trc = check_type(r, JSON_OBJECT, ns, name, path, err)) < 0)
                         return trc;
                 for (size_t k = 0; k < 4; k++) {
                         snprintf(path, sizeof(path), ".status.allocation.devices.results[%zu].%s",
                                  i, keys[k]);
-                        trc = check_type(json_object_get(r, keys[k]), JSON_STRING, "a string",
+                        trc = check_type(json_object_get(r, keys[k]), JSON_STRING,
                                          ns, name, path, err);
                         if (trc < 0)
                                 return trc;

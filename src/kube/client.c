@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "common/file.h"
+#include "common/json.h"
 #include "common/version.h"
 #include "kube/kube_internal.h"
 
@@ -702,12 +703,17 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
                                 break;
                         json_error_t je;
                         json_t *j = resp.len ? json_loadb(resp.data, resp.len, 0, &je) : NULL;
-                        if (!j || !json_is_object(j)) {
-                                json_decref(j);
+                        if (!j) {
                                 rc = kdev_err_set(err, EPROTO,
                                                   "%s %s: %ld: the response is not a JSON "
                                                   "object",
                                                   method, path, status);
+                                break;
+                        }
+                        rc = kdev_json_expect(j, JSON_OBJECT, err, "%s %s: %ld: response body",
+                                              method, path, status);
+                        if (rc < 0) {
+                                json_decref(j);
                                 break;
                         }
                         *out = j;

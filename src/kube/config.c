@@ -244,6 +244,18 @@ static yaml_node_t *kc_get(struct kc *c, yaml_node_t *map, const char *key)
         return NULL;
 }
 
+/* The YAML kind of |n| with its article, for "expected a mapping, got a
+ * sequence" (the YAML counterpart of common/json.h's JSON type names). */
+static const char *yaml_kind(const yaml_node_t *n)
+{
+        switch (n->type) {
+        case YAML_MAPPING_NODE: return "a mapping";
+        case YAML_SEQUENCE_NODE: return "a sequence";
+        case YAML_SCALAR_NODE: return "a scalar";
+        default: return "nothing";
+        }
+}
+
 /* Reads string field |key| of |map|: 0 and *out = NULL when absent or null,
  * -EINVAL when it is not a scalar. */
 static int kc_field(struct kc *c, yaml_node_t *map, const char *key, const char *what,
@@ -254,7 +266,8 @@ static int kc_field(struct kc *c, yaml_node_t *map, const char *key, const char 
         if (!n)
                 return 0;
         if (n->type != YAML_SCALAR_NODE)
-                return kc_fail(c, n, "%s.%s: expected a string", what, key);
+                return kc_fail(c, n, "%s.%s: expected a string, got %s", what, key,
+                               yaml_kind(n));
         *out = kc_str(n);
         return 0;
 }
@@ -267,16 +280,22 @@ static int kc_find(struct kc *c, yaml_node_t *root, const char *key, const char 
         *out = NULL;
         yaml_node_t *list = kc_get(c, root, key);
         if (list && list->type != YAML_SEQUENCE_NODE)
-                return kc_fail(c, list, "%s: expected a list", key);
+                return kc_fail(c, list, "%s: expected a sequence, got %s", key,
+                               yaml_kind(list));
         if (list) {
                 for (yaml_node_item_t *i = list->data.sequence.items.start;
                      i < list->data.sequence.items.top; i++) {
                         yaml_node_t *e = kc_node(c, *i);
+                        if (e && e->type != YAML_MAPPING_NODE)
+                                return kc_fail(c, e, "%s[%td]: expected a mapping, got %s", key,
+                                               i - list->data.sequence.items.start,
+                                               yaml_kind(e));
                         const char *n = kc_str(kc_get(c, e, "name"));
                         if (n && strcmp(n, name) == 0) {
                                 yaml_node_t *m = kc_get(c, e, inner);
                                 if (m && m->type != YAML_MAPPING_NODE)
-                                        return kc_fail(c, m, "%s: expected a mapping", inner);
+                                        return kc_fail(c, m, "%s: expected a mapping, got %s", inner,
+                                                       yaml_kind(m));
                                 *out = m;
                                 return 0;
                         }
@@ -368,7 +387,7 @@ static int kc_resolve(struct kc *c, struct kdev_kube_config *cfg, const char *co
         if (!root)
                 return kc_fail(c, NULL, "empty document");
         if (root->type != YAML_MAPPING_NODE)
-                return kc_fail(c, root, "expected a mapping at the top");
+                return kc_fail(c, root, "top level: expected a mapping, got %s", yaml_kind(root));
         const char *ctx_name = context;
         int rc;
         if (!ctx_name) {

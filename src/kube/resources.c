@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "kube/kube_internal.h"
 
 #define PATH_MAX_LEN 1024
@@ -246,6 +247,64 @@ int kdev_kube_update_retry(struct kdev_kube *k, const char *path, kdev_kube_muta
         }
 }
 
+/* --- JSON types of what the API server sends ------------------------------------ */
+
+/* The fields kdev reads of a ResourceSlice |slice| (wire shape) at |at| in
+ * the answer to |ctx|: -EPROTO "<ctx>: <at><path>: expected <type>, got
+ * <type>" when one has another JSON type than the API's. */
+static int check_slice(const struct kdev_kube *k, const json_t *slice, const char *ctx,
+                       const char *at, struct kdev_err *err)
+{
+        char path[160];
+        json_t *md, *spec, *devs, *d;
+        size_t i;
+        int rc;
+
+        if ((rc = kdev_json_expect(slice, JSON_OBJECT, err, "%s: %s", ctx, *at ? at : "response body")) < 0 ||
+            (rc = kdev_json_member(slice, "metadata", JSON_OBJECT, &md, ctx, at, err)) < 0 ||
+            (rc = kdev_json_member(slice, "spec", JSON_OBJECT, &spec, ctx, at, err)) < 0)
+                return rc;
+        snprintf(path, sizeof(path), "%s.metadata", at);
+        if ((rc = kdev_json_member(md, "name", JSON_STRING, NULL, ctx, path, err)) < 0 ||
+            (rc = kdev_json_member(md, "resourceVersion", JSON_STRING, NULL, ctx, path, err)) < 0)
+                return rc;
+        snprintf(path, sizeof(path), "%s.spec", at);
+        if ((rc = kdev_json_member(spec, "devices", JSON_ARRAY, &devs, ctx, path, err)) < 0)
+                return rc;
+        json_array_foreach(devs, i, d) {
+                snprintf(path, sizeof(path), "%s.spec.devices[%zu]", at, i);
+                if ((rc = kdev_json_expect(d, JSON_OBJECT, err, "%s: %s", ctx, path)) < 0 ||
+                    (rc = kdev_json_member(d, "name", JSON_STRING, NULL, ctx, path, err)) < 0 ||
+                    (is_v1beta1(k) &&
+                     (rc = kdev_json_member(d, "basic", JSON_OBJECT, NULL, ctx, path, err)) < 0))
+                        return rc;
+        }
+        return 0;
+}
+
+/* The same for the fields kdev reads of a ResourceClaim (the request list the
+ * v1beta1 shape is converted in; .status is checked where it is used). */
+static int check_claim(const json_t *claim, const char *ctx, struct kdev_err *err)
+{
+        char path[64];
+        json_t *spec, *devs, *reqs, *r;
+        size_t i;
+        int rc;
+
+        if ((rc = kdev_json_member(claim, "metadata", JSON_OBJECT, NULL, ctx, "", err)) < 0 ||
+            (rc = kdev_json_member(claim, "spec", JSON_OBJECT, &spec, ctx, "", err)) < 0 ||
+            (rc = kdev_json_member(spec, "devices", JSON_OBJECT, &devs, ctx, ".spec", err)) < 0 ||
+            (rc = kdev_json_member(devs, "requests", JSON_ARRAY, &reqs, ctx, ".spec.devices",
+                                   err)) < 0)
+                return rc;
+        json_array_foreach(reqs, i, r) {
+                snprintf(path, sizeof(path), ".spec.devices.requests[%zu]", i);
+                if ((rc = kdev_json_expect(r, JSON_OBJECT, err, "%s: %s", ctx, path)) < 0)
+                        return rc;
+        }
+        return 0;
+}
+
 /* --- typed helpers ------------------------------------------------------------- */
 
 int kdev_kube_get_node(struct kdev_kube *k, const char *name, json_t **node,
@@ -258,7 +317,20 @@ int kdev_kube_get_node(struct kdev_kube *k, const char *name, json_t **node,
         int rc = kdev_kube_path(k, path, sizeof(path), NULL, "nodes", name, NULL, err);
         if (rc < 0)
                 return rc;
-        return kdev_kube_request(k, "GET", path, NULL, node, err);
+        rc = kdev_kube_request(k, "GET", path, NULL, node, err);
+        if (rc < 0)
+                return rc;
+        char ctx[PATH_MAX_LEN + 8];
+        json_t *md;
+        snprintf(ctx, sizeof(ctx), "GET %s", path);
+        if ((rc = kdev_json_member(*node, "metadata", JSON_OBJECT, &md, ctx, "", err)) < 0 ||
+            (rc = kdev_json_member(md, "name", JSON_STRING, NULL, ctx, ".metadata", err)) < 0 ||
+            (rc = kdev_json_member(md, "uid", JSON_STRING, NULL, ctx, ".metadata", err)) < 0) {
+                json_decref(*node);
+                *node = NULL;
+                return rc;
+        }
+        return 0;
 }
 
 json_t *kdev_kube_node_owner_ref(const json_t *node)
@@ -285,6 +357,13 @@ int kdev_kube_get_claim(struct kdev_kube *k, const char *ns, const char *name, j
         rc = kdev_kube_request(k, "GET", path, NULL, claim, err);
         if (rc < 0)
                 return rc;
+        char ctx[PATH_MAX_LEN + 8];
+        snprintf(ctx, sizeof(ctx), "GET %s", path);
+        if ((rc = check_claim(*claim, ctx, err)) < 0) {
+                json_decref(*claim);
+                *claim = NULL;
+                return rc;
+        }
         if (kdev_kube_claim_from_wire(k, *claim) < 0) {
                 json_decref(*claim);
                 *claim = NULL;
@@ -326,24 +405,29 @@ int kdev_kube_list_slices(struct kdev_kube *k, const char *node, const char *dri
                 }
                 if (rc < 0)
                         break;
-                json_t *page = json_object_get(list, "items");
-                if (page && !json_is_array(page)) {
+                char ctx[sizeof(path) + 8], at[32];
+                json_t *page, *md, *cj;
+                snprintf(ctx, sizeof(ctx), "GET %s", path);
+                if ((rc = kdev_json_member(list, "items", JSON_ARRAY, &page, ctx, "", err)) < 0 ||
+                    (rc = kdev_json_member(list, "metadata", JSON_OBJECT, &md, ctx, "", err)) < 0 ||
+                    (rc = kdev_json_member(md, "continue", JSON_STRING, &cj, ctx, ".metadata",
+                                           err)) < 0) {
                         json_decref(list);
-                        rc = kdev_err_set(err, EPROTO, "GET %s: items is not a list", path);
                         break;
                 }
                 size_t i;
                 json_t *it;
                 json_array_foreach(page, i, it) {
-                        if (!json_is_object(it) || kdev_kube_slice_from_wire(k, it) < 0 ||
+                        snprintf(at, sizeof(at), ".items[%zu]", i);
+                        if ((rc = check_slice(k, it, ctx, at, err)) < 0)
+                                break;
+                        if (kdev_kube_slice_from_wire(k, it) < 0 ||
                             json_array_append(all, it) < 0) {
-                                rc = kdev_err_set(err, json_is_object(it) ? ENOMEM : EPROTO,
-                                                  "GET %s: bad item %zu", path, i);
+                                rc = kdev_err_set(err, ENOMEM, "out of memory");
                                 break;
                         }
                 }
-                const char *c = json_string_value(
-                        json_object_get(json_object_get(list, "metadata"), "continue"));
+                const char *c = json_string_value(cj);
                 if (rc >= 0 && c && *c) {
                         /* escape the opaque token for the query */
                         size_t n = strlen(c);
@@ -405,6 +489,12 @@ int kdev_kube_create_slice(struct kdev_kube *k, const json_t *slice, json_t **ou
         if (rc < 0)
                 return rc;
         if (out) {
+                char ctx[PATH_MAX_LEN + 8];
+                snprintf(ctx, sizeof(ctx), "POST %s", path);
+                if ((rc = check_slice(k, res, ctx, "", err)) < 0) {
+                        json_decref(res);
+                        return rc;
+                }
                 kdev_kube_slice_from_wire(k, res);
                 *out = res;
         }
@@ -438,6 +528,12 @@ int kdev_kube_update_slice(struct kdev_kube *k, const json_t *slice, json_t **ou
         if (rc < 0)
                 return rc;
         if (out) {
+                char ctx[PATH_MAX_LEN + 8];
+                snprintf(ctx, sizeof(ctx), "PUT %s", path);
+                if ((rc = check_slice(k, res, ctx, "", err)) < 0) {
+                        json_decref(res);
+                        return rc;
+                }
                 kdev_kube_slice_from_wire(k, res);
                 *out = res;
         }
@@ -486,8 +582,11 @@ int kdev_kube_delete_slices(struct kdev_kube *k, const char *node, const char *d
         rc = kdev_kube_request(k, "DELETE", path, NULL, &res, err);
         if (rc < 0)
                 return rc;
-        json_t *items = json_object_get(res, "items");
-        int n = json_is_array(items) ? (int)json_array_size(items) : 0;
+        char ctx[PATH_MAX_LEN + 8];
+        json_t *items;
+        snprintf(ctx, sizeof(ctx), "DELETE %s", path);
+        rc = kdev_json_member(res, "items", JSON_ARRAY, &items, ctx, "", err);
+        int n = rc < 0 ? rc : (int)json_array_size(items);
         json_decref(res);
         return n;
 }

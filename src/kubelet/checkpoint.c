@@ -2,6 +2,7 @@
 #include "kubelet/checkpoint.h"
 
 #include "common/file.h"
+#include "common/json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -552,30 +553,11 @@ bad:
 /* Decoding                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static const char *jtype(const json_t *v)
-{
-        switch (json_typeof(v)) {
-        case JSON_OBJECT:
-                return "object";
-        case JSON_ARRAY:
-                return "array";
-        case JSON_STRING:
-                return "string";
-        case JSON_INTEGER:
-        case JSON_REAL:
-                return "number";
-        case JSON_TRUE:
-        case JSON_FALSE:
-                return "boolean";
-        case JSON_NULL:
-                return "null";
-        }
-        return "value";
-}
-
+/* "<path>: expected <want>, got <JSON type of v>" with the type names of
+ * common/json.h ("an array", "a string", ...). */
 static int type_err(struct kdev_err *err, const char *path, const char *want, const json_t *v)
 {
-        return kdev_err_set(err, EINVAL, "%s: expected %s, got %s", path, want, jtype(v));
+        return kdev_err_set(err, EINVAL, "%s: expected %s, got %s", path, want, kdev_json_kind(v));
 }
 
 static int add_note(struct kdev_checkpoint *cp, const char *fmt, ...)
@@ -616,14 +598,14 @@ static int decode_strv(const json_t *v, const char *path, char ***ids, size_t *n
                 return 0;
         }
         if (!json_is_array(v))
-                return type_err(err, path, "array of strings or null", v);
+                return type_err(err, path, "an array of strings or null", v);
         *is_null = false;
         size_t i;
         json_t *item;
         json_array_foreach(v, i, item) {
                 if (!json_is_string(item))
-                        return kdev_err_set(err, EINVAL, "%s[%zu]: expected string, got %s", path,
-                                            i, jtype(item));
+                        return kdev_err_set(err, EINVAL, "%s[%zu]: expected a string, got %s", path,
+                                            i, kdev_json_kind(item));
                 if (strv_push(ids, n, json_string_value(item)) < 0)
                         return kdev_err_set(err, ENOMEM, "out of memory");
         }
@@ -671,7 +653,7 @@ static int decode_string_member(struct kdev_checkpoint *cp, const json_t *obj, c
                         return kdev_err_set(err, ENOMEM, "out of memory");
                 *out = strdup("");
         } else if (!json_is_string(v)) {
-                return type_err(err, p, "string", v);
+                return type_err(err, p, "a string", v);
         } else {
                 *out = strdup(json_string_value(v));
         }
@@ -687,7 +669,7 @@ static int decode_entry(struct kdev_checkpoint *cp, const json_t *obj, const cha
                                             "DeviceIDs", "AllocResp", NULL};
         int rc;
         if (!json_is_object(obj))
-                return type_err(err, path, "object", obj);
+                return type_err(err, path, "an object", obj);
         if ((rc = note_unknown(cp, obj, path, known)) < 0)
                 return kdev_err_set(err, ENOMEM, "out of memory");
         if ((rc = decode_string_member(cp, obj, path, "PodUID", &e->pod_uid, err)) < 0 ||
@@ -738,7 +720,7 @@ static int decode_entry(struct kdev_checkpoint *cp, const json_t *obj, const cha
                                 return rc;
                 }
         } else {
-                return type_err(err, p, "object (NUMA node -> device IDs), array or null", d);
+                return type_err(err, p, "an object (NUMA node -> device IDs), an array or null", d);
         }
 
         snprintf(p, sizeof(p), "%s.AllocResp", path);
@@ -750,7 +732,7 @@ static int decode_entry(struct kdev_checkpoint *cp, const json_t *obj, const cha
                 return 0;
         }
         if (!json_is_string(a))
-                return type_err(err, p, "base64 string", a);
+                return type_err(err, p, "a base64 string", a);
         rc = kdev_base64_decode(json_string_value(a), json_string_length(a), &e->alloc_resp,
                                 &e->alloc_resp_len, err);
         if (rc < 0)
@@ -770,7 +752,7 @@ static int decode_data(struct kdev_checkpoint *cp, const json_t *data, struct kd
         static const char *const known[] = {"PodDeviceEntries", "RegisteredDevices", NULL};
         int rc;
         if (!json_is_object(data))
-                return type_err(err, "Data", "object", data);
+                return type_err(err, "Data", "an object", data);
         if (note_unknown(cp, data, "Data", known) < 0)
                 return kdev_err_set(err, ENOMEM, "out of memory");
 
@@ -781,7 +763,7 @@ static int decode_data(struct kdev_checkpoint *cp, const json_t *data, struct kd
                     add_note(cp, "Data.PodDeviceEntries: absent, read as null like kubelet") < 0)
                         return kdev_err_set(err, ENOMEM, "out of memory");
         } else if (!json_is_array(entries)) {
-                return type_err(err, "Data.PodDeviceEntries", "array or null", entries);
+                return type_err(err, "Data.PodDeviceEntries", "an array or null", entries);
         } else {
                 size_t n = json_array_size(entries);
                 cp->entries = calloc(n ? n : 1, sizeof(*cp->entries));
@@ -839,7 +821,7 @@ static int decode_data(struct kdev_checkpoint *cp, const json_t *data, struct kd
                 return 0;
         }
         if (!json_is_object(reg))
-                return type_err(err, "Data.RegisteredDevices", "object or null", reg);
+                return type_err(err, "Data.RegisteredDevices", "an object or null", reg);
         const char *key;
         json_t *val;
         json_object_foreach((json_t *)reg, key, val) {
@@ -866,7 +848,7 @@ int kdev_ckpt_decode(const char *text, size_t len, struct kdev_checkpoint *cp,
         int rc;
         static const char *const known[] = {"Data", "Checksum", NULL};
         if (!json_is_object(root)) {
-                rc = type_err(err, "top level", "object", root);
+                rc = type_err(err, "top level", "an object", root);
                 goto out;
         }
         const json_t *data = json_object_get(root, "Data");
@@ -886,10 +868,10 @@ int kdev_ckpt_decode(const char *text, size_t len, struct kdev_checkpoint *cp,
         if (!json_is_integer(sum) || json_integer_value(sum) < 0) {
                 if (json_is_number(sum))
                         rc = kdev_err_set(err, EINVAL,
-                                          "Checksum: expected unsigned integer, got %s",
-                                          json_is_integer(sum) ? "negative number" : "fraction");
+                                          "Checksum: expected an unsigned integer, got %s",
+                                          json_is_integer(sum) ? "a negative number" : "a fraction");
                 else
-                        rc = type_err(err, "Checksum", "unsigned integer", sum);
+                        rc = type_err(err, "Checksum", "an unsigned integer", sum);
                 goto out;
         }
         cp->checksum = (uint64_t)json_integer_value(sum);

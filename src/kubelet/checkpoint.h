@@ -104,7 +104,7 @@ int64_t kdev_ckpt_checksum(const struct kdev_checkpoint *cp, enum kdev_ckpt_layo
  *   -EBADMSG  not JSON: "not JSON: line L column C: <parser message>";
  *   -EINVAL   "missing key \"Data\"", "missing key \"Checksum\"", or a wrong
  *             type with its key path, e.g.
- *             "Data.PodDeviceEntries[0].DeviceIDs[\"0\"][1]: expected string, got number",
+ *             "Data.PodDeviceEntries[0].DeviceIDs[\"0\"][1]: expected a string, got a number",
  *             a NUMA key that is not an int64, AllocResp that is not base64
  *             ("...AllocResp: not valid base64: ...") or not a
  *             v1beta1.ContainerAllocateResponse;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "dra/v1/api.pb-c.h"
 #include "dra/v1beta1/api.pb-c.h"
@@ -726,8 +727,22 @@ static int json_get_double(const json_t *j, double *out)
 static int json_to_msg(const ProtobufCMessageDescriptor *desc, const json_t *json,
                        ProtobufCMessage **out, struct path *path, struct kdev_err *err);
 
-static int value_error(int rc, const ProtobufCFieldDescriptor *f, struct path *path,
-                       struct kdev_err *err)
+/* Whether |j| is of the JSON type |f|'s values are written in (numbers,
+ * 64-bit ones and enums may also be strings, per the proto3 JSON mapping): a
+ * value of another type is named in the error ("got an array"). */
+static bool json_type_fits(const ProtobufCFieldDescriptor *f, const json_t *j)
+{
+        switch (f->type) {
+        case PROTOBUF_C_TYPE_STRING:
+        case PROTOBUF_C_TYPE_BYTES: return json_is_string(j);
+        case PROTOBUF_C_TYPE_BOOL: return json_is_boolean(j);
+        case PROTOBUF_C_TYPE_MESSAGE: return json_is_object(j);
+        default: return json_is_number(j) || json_is_string(j);
+        }
+}
+
+static int value_error(int rc, const ProtobufCFieldDescriptor *f, const json_t *j,
+                       struct path *path, struct kdev_err *err)
 {
         static const char *const what[] = {
                 [PROTOBUF_C_TYPE_INT32] = "a 32-bit integer",
@@ -753,6 +768,9 @@ static int value_error(int rc, const ProtobufCFieldDescriptor *f, struct path *p
         if (rc == -ERANGE)
                 return kdev_err_set(err, ERANGE, "%s: value out of range for %s", path_str(path),
                                     what[f->type]);
+        if (!json_type_fits(f, j))
+                return kdev_err_set(err, EINVAL, "%s: expected %s, got %s", path_str(path),
+                                    what[f->type], kdev_json_kind(j));
         return kdev_err_set(err, EINVAL, "%s: expected %s", path_str(path), what[f->type]);
 }
 
@@ -853,7 +871,7 @@ static int value_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, v
                 return json_to_msg(f->descriptor, j, (ProtobufCMessage **)p, path, err);
         }
         if (rc < 0)
-                return value_error(rc, f, path, err);
+                return value_error(rc, f, j, path, err);
         return 0;
 }
 
@@ -914,7 +932,8 @@ static int map_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, Pro
         size_t *count = member(msg, f->quantifier_offset);
         ProtobufCMessage ***arr = member(msg, f->offset);
         if (!json_is_object(j))
-                return kdev_err_set(err, EINVAL, "%s: expected an object", path_str(path));
+                return kdev_err_set(err, EINVAL, "%s: expected an object, got %s", path_str(path),
+                                    kdev_json_kind(j));
         size_t n = json_object_size(j);
         if (n == 0)
                 return 0;
@@ -982,7 +1001,8 @@ static int repeated_from_json(const ProtobufCFieldDescriptor *f, const json_t *j
         char **arr = member(msg, f->offset);
         size_t es = elt_size(f->type);
         if (!json_is_array(j))
-                return kdev_err_set(err, EINVAL, "%s: expected an array", path_str(path));
+                return kdev_err_set(err, EINVAL, "%s: expected an array, got %s", path_str(path),
+                                    kdev_json_kind(j));
         size_t n = json_array_size(j);
         if (n == 0)
                 return 0;
@@ -1024,7 +1044,8 @@ static int json_to_msg(const ProtobufCMessageDescriptor *desc, const json_t *jso
                        ProtobufCMessage **out, struct path *path, struct kdev_err *err)
 {
         if (!json_is_object(json))
-                return kdev_err_set(err, EINVAL, "%s: expected an object", path_str(path));
+                return kdev_err_set(err, EINVAL, "%s: expected an object, got %s", path_str(path),
+                                    kdev_json_kind(json));
         ProtobufCMessage *msg = calloc(1, desc->sizeof_message);
         uint8_t *seen = calloc(desc->n_fields ? desc->n_fields : 1, 1);
         if (!msg || !seen) {

@@ -51,14 +51,16 @@ Admin API (plain HTTP on its own port, no auth), for tests:
   POST   /_admin/faults         {"status": 500|429|..., "count": N,
                                  "method": "PUT", "path": "/apis/...prefix",
                                  "retry_after": seconds, "mode": "status"|"reset"
-                                 |"big_header"|"redirect", "size": bytes,
-                                 "location": URL}
+                                 |"big_header"|"redirect"|"body", "size": bytes,
+                                 "location": URL, "body": JSON}
                                 the next N matching API requests fail with that
                                 status (or, mode reset, with a dropped
                                 connection; mode big_header: 200 with a header
                                 line "X-Big: aaa..." of |size| bytes in all;
                                 mode redirect: |status| with "Location:
-                                |location|" when given); method/path are
+                                |location|" when given; mode body: |status|
+                                (default 200) with |body| as the JSON
+                                answer, e.g. an array); method/path are
                                 optional filters
   DELETE /_admin/faults         clears the faults
   POST   /_admin/delay          {"seconds": S, "method": "PUT", "path": "/apis/...prefix"}
@@ -606,6 +608,10 @@ class ApiHandler(BaseHTTPRequestHandler):
                 self.end_headers()
                 self.wfile.write(b"{}")
                 return
+            if fault.get("mode") == "body":
+                entry["status"] = fault.get("status") or 200
+                self.send_json(entry["status"], fault.get("body"))
+                return
             if fault.get("mode") == "redirect":
                 self.send_response(fault.get("status") or 302)
                 if fault.get("location") is not None:
@@ -841,10 +847,11 @@ class AdminHandler(BaseHTTPRequestHandler):
                     (obj.get("metadata") or {}).get("namespace", "default")
                 self.send_json(201, st.store.seed(resource, ns, obj))
             elif self.path == "/_admin/faults":
-                f = {"status": int(b.get("status", 500)), "count": int(b.get("count", 1)),
+                f = {"status": int(b.get("status", 200 if b.get("mode") == "body" else 500)), "count": int(b.get("count", 1)),
                      "method": b.get("method"), "path": b.get("path"),
                      "retry_after": b.get("retry_after"), "mode": b.get("mode", "status"),
-                     "size": b.get("size"), "location": b.get("location")}
+                     "size": b.get("size"), "location": b.get("location"),
+                     "body": b.get("body")}
                 with st.lock:
                     st.faults.append(f)
                 self.send_json(200, f)

@@ -455,7 +455,7 @@ static void test_parse_errors(void **state)
 {
         (void)state;
         static const struct parse_case cases[] = {
-                { "[]", -EINVAL, "spec: expected an object" },
+                { "[]", -EINVAL, "spec: expected an object, got an array" },
                 { "{\"kind\":\"v.com/c\"," DEV "}", -EINVAL,
                   "spec: missing required field \"cdiVersion\"" },
                 { "{\"cdiVersion\":\"0.3.0\"," DEV "}", -EINVAL,
@@ -469,7 +469,7 @@ static void test_parse_errors(void **state)
                 { "{\"cdiVersion\":\"0.9.0\",\"kind\":\"v.com/c\"," DEV "}", -EINVAL,
                   "spec.cdiVersion: unknown CDI version \"0.9.0\" (known: 0.1.0 to 1.1.0)" },
                 { "{\"cdiVersion\":3,\"kind\":\"v.com/c\"," DEV "}", -EINVAL,
-                  "spec.cdiVersion: expected a string" },
+                  "spec.cdiVersion: expected a string, got a number" },
                 { "{\"cdiVersion\":\"0.3.0\",\"kind\":\"vcom\"," DEV "}", -EINVAL,
                   "spec.kind: invalid CDI kind \"vcom\": expected \"vendor/class\"" },
                 { "{\"cdiVersion\":\"0.3.0\",\"kind\":\"v.com/c\",\"devices\":[{\"name\":\"d\","
@@ -494,7 +494,8 @@ static void test_parse_errors(void **state)
                   -EOPNOTSUPP, "devices[0].containerEdits.intelRdt: not supported" },
                 { "{\"cdiVersion\":\"0.6.0\",\"kind\":\"v.com/c\",\"devices\":[{\"name\":\"d\","
                   "\"containerEdits\":{\"deviceNodes\":[{\"path\":\"/a\",\"major\":\"1\"}]}}]}",
-                  -EINVAL, "devices[0].containerEdits.deviceNodes[0].major: expected an integer" },
+                  -EINVAL, "devices[0].containerEdits.deviceNodes[0].major: expected an integer, "
+                  "got a string" },
                 { "{\"cdiVersion\":\"0.6.0\",\"kind\":\"v.com/c\",\"devices\":[{\"name\":\"d\","
                   "\"containerEdits\":{\"deviceNodes\":[{\"path\":\"/a\",\"uid\":-1}]}}]}",
                   -EINVAL,
@@ -511,12 +512,12 @@ static void test_parse_errors(void **state)
                   "expected \"NAME=value\"" },
                 { "{\"cdiVersion\":\"0.6.0\",\"kind\":\"v.com/c\",\"devices\":[{\"name\":\"d\","
                   "\"containerEdits\":{\"env\":[1]}}]}",
-                  -EINVAL, "devices[0].containerEdits.env[0]: expected a string" },
+                  -EINVAL, "devices[0].containerEdits.env[0]: expected a string, got a number" },
                 { "{\"cdiVersion\":\"0.6.0\",\"kind\":\"v.com/c\",\"devices\":[{\"name\":\"d\","
                   "\"containerEdits\":{\"additionalGids\":[-3]}}]}",
                   -EINVAL,
                   "devices[0].containerEdits.additionalGids[0]: expected an integer in "
-                  "[0, 4294967295]" },
+                  "[0, 4294967295], got -3" },
                 { "{\"cdiVersion\":\"0.6.0\",\"kind\":\"v.com/c\",\"devices\":[{\"name\":\"d\"}]}",
                   -EINVAL, "CDI spec \"v.com/c\": devices[0] \"d\": no container edits" },
                 { "{\"cdiVersion\":\"0.6.0\",\"kind\":\"v.com/c\",\"devices\":[{\"name\":\"d\","
@@ -531,7 +532,14 @@ static void test_parse_errors(void **state)
                   "digit" },
                 { "{\"cdiVersion\":\"0.6.0\",\"kind\":\"v.com/c\",\"annotations\":{\"k\":1}," DEV
                   "}",
-                  -EINVAL, "spec.annotations.k: expected a string" },
+                  -EINVAL, "spec.annotations.k: expected a string, got a number" },
+                { "{\"cdiVersion\":\"0.6.0\",\"kind\":\"v.com/c\",\"devices\":[[]]}",
+                  -EINVAL, "devices[0]: expected an object, got an array" },
+                { "{\"cdiVersion\":\"0.6.0\",\"kind\":\"v.com/c\",\"devices\":{}}",
+                  -EINVAL, "spec.devices: expected an array, got an object" },
+                { "{\"cdiVersion\":\"0.6.0\",\"kind\":\"v.com/c\",\"devices\":[{\"name\":\"d\","
+                  "\"containerEdits\":[]}]}",
+                  -EINVAL, "devices[0].containerEdits: expected an object, got an array" },
                 { "{\"cdiVersion\":\"0.6.0\",\"kind\":\"v.com/c\",\"devices\":[{\"name\":\"d\","
                   "\"annotations\":{\"-k\":\"v\"},\"containerEdits\":{\"env\":[\"A=1\"]}}]}",
                   -EINVAL,

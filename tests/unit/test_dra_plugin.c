@@ -392,7 +392,7 @@ static void test_claim_json_types(void **state)
                 {"{\"metadata\":[],\"status\":{}}",
                  "claim ns/t: .metadata: expected an object, got an array"},
                 {"{\"metadata\":{\"uid\":7}}",
-                 "claim ns/t: .metadata.uid: expected a string, got an integer"},
+                 "claim ns/t: .metadata.uid: expected a string, got a number"},
                 {"{\"metadata\":{\"uid\":\"" UID2 "\"},\"status\":\"x\"}",
                  "claim ns/t: .status: expected an object, got a string"},
                 {"{\"metadata\":{\"uid\":\"" UID2 "\"},\"status\":{\"allocation\":"

@@ -1138,6 +1138,95 @@ static void test_unusual_answers(void **state)
         kdev_kube_free(k);
 }
 
+/* An answer of another JSON type than the API's, at any depth, names the
+ * field by its path and both types; nothing is returned. */
+static void test_json_types(void **state)
+{
+        (void)state;
+        NEED_TOOLS();
+        struct kdev_kube *k = client_for(&plain, NULL, TOKEN, 3);
+        struct kdev_err err = {0};
+        json_t *n = NULL, *items = NULL, *c = NULL;
+        char want[1024], sp[512];
+        static const struct {
+                const char *body, *msg;
+        } nodes[] = {
+                {"[]", "GET /api/v1/nodes/jt-n: 200: response body: expected an object, got an "
+                       "array"},
+                {"{\"metadata\":[]}", "GET /api/v1/nodes/jt-n: .metadata: expected an object, "
+                                      "got an array"},
+                {"{\"metadata\":{\"name\":\"jt-n\",\"uid\":[\"u\"]}}",
+                 "GET /api/v1/nodes/jt-n: .metadata.uid: expected a string, got an array"},
+        };
+
+        for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+                char f[512];
+                snprintf(f, sizeof(f), "{\"mode\":\"body\",\"count\":1,\"body\":%s}",
+                         nodes[i].body);
+                admin(&plain, "POST", "/_admin/faults", f, NULL);
+                assert_int_equal(kdev_kube_get_node(k, "jt-n", &n, &err), -EPROTO);
+                assert_null(n);
+                assert_string_equal(err.msg, nodes[i].msg);
+        }
+
+        /* list: the page, an item, a device of an item */
+        assert_true(kdev_kube_slices_path(k, sp, sizeof(sp), "jt-n", NULL, &err) > 0);
+        static const struct {
+                const char *body, *at;
+        } lists[] = {
+                {"{\"items\":{}}", ".items: expected an array, got an object"},
+                {"{\"items\":[[]]}", ".items[0]: expected an object, got an array"},
+                {"{\"items\":[],\"metadata\":{\"continue\":[]}}",
+                 ".metadata.continue: expected a string, got an array"},
+                {"{\"items\":[{\"metadata\":{\"name\":\"a\"},\"spec\":{\"devices\":[{\"name\":"
+                 "\"gpu-0\"},[]]}}]}",
+                 ".items[0].spec.devices[1]: expected an object, got an array"},
+                {"{\"items\":[{\"metadata\":{\"name\":\"a\"},\"spec\":[]}]}",
+                 ".items[0].spec: expected an object, got an array"},
+        };
+        for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+                char f[512];
+                snprintf(f, sizeof(f), "{\"mode\":\"body\",\"count\":1,\"body\":%s}",
+                         lists[i].body);
+                admin(&plain, "POST", "/_admin/faults", f, NULL);
+                assert_int_equal(kdev_kube_list_slices(k, "jt-n", NULL, &items, &err), -EPROTO);
+                assert_null(items);
+                snprintf(want, sizeof(want), "GET %s%climit=%d: %s", sp,
+                         strchr(sp, '?') ? '&' : '?', KDEV_KUBE_LIST_LIMIT, lists[i].at);
+                assert_string_equal(err.msg, want);
+        }
+
+        /* a claim's request list */
+        admin(&plain, "POST", "/_admin/faults",
+              "{\"mode\":\"body\",\"count\":1,\"body\":{\"metadata\":{},\"spec\":{\"devices\":"
+              "{\"requests\":[{},[]]}}}}",
+              NULL);
+        assert_int_equal(kdev_kube_get_claim(k, "ns", "jt-c", &c, &err), -EPROTO);
+        assert_null(c);
+        assert_string_equal(err.msg,
+                            "GET /apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/jt-c: "
+                            ".spec.devices.requests[1]: expected an object, got an array");
+
+        /* the answer to a create and to a delete collection */
+        json_t *s1 = slice("jt-s", "jt-n", "gpu.example.com", "gpu-0");
+        admin(&plain, "POST", "/_admin/faults",
+              "{\"mode\":\"body\",\"count\":1,\"status\":201,\"body\":{\"metadata\":"
+              "{\"name\":\"jt-s\"},\"spec\":{\"devices\":{}}}}",
+              NULL);
+        assert_int_equal(kdev_kube_create_slice(k, s1, &c, &err), -EPROTO);
+        assert_null(c);
+        assert_string_equal(err.msg, "POST /apis/resource.k8s.io/v1/resourceslices: "
+                                     ".spec.devices: expected an array, got an object");
+        json_decref(s1);
+        admin(&plain, "POST", "/_admin/faults",
+              "{\"mode\":\"body\",\"count\":1,\"body\":{\"items\":{}}}", NULL);
+        assert_int_equal(kdev_kube_delete_slices(k, "jt-n", NULL, &err), -EPROTO);
+        snprintf(want, sizeof(want), "DELETE %s: .items: expected an array, got an object", sp);
+        assert_string_equal(err.msg, want);
+        admin(&plain, "DELETE", "/_admin/faults", NULL, NULL);
+        kdev_kube_free(k);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1155,6 +1244,7 @@ int main(void)
                 cmocka_unit_test(test_cancel_deadline),
                 cmocka_unit_test(test_version_not_served),
                 cmocka_unit_test(test_unusual_answers),
+                cmocka_unit_test(test_json_types),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

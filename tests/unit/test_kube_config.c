@@ -235,7 +235,7 @@ static void test_kubeconfig_errors(void **state)
                  "kc.yaml: user \"u\": a client certificate needs its key and a key its "
                  "certificate"},
                 {buf[4], NULL, -EINVAL, "kc.yaml:4:43: user.client-key-data: invalid base64"},
-                {buf[5], NULL, -EINVAL, "kc.yaml:4:33: user.token: expected a string"},
+                {buf[5], NULL, -EINVAL, "kc.yaml:4:33: user.token: expected a string, got a sequence"},
                 {"current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n", NULL,
                  -ENOENT, "kc.yaml: cluster \"c\" not found in clusters"},
                 {"current-context: x\nclusters: [{name: c, cluster: {server: 'ftp://h'}}]\n"
@@ -247,7 +247,13 @@ static void test_kubeconfig_errors(void **state)
                  NULL, -EINVAL, "kc.yaml: cluster \"c\" has no server"},
                 {"a: [1,\n", NULL, -EINVAL,
                  "kc.yaml:2:1: did not find expected node content"},
-                {"- 1\n", NULL, -EINVAL, "kc.yaml:1:1: expected a mapping at the top"},
+                {"- 1\n", NULL, -EINVAL, "kc.yaml:1:1: top level: expected a mapping, got a sequence"},
+                {"current-context: x\ncontexts: {name: x}\n", NULL, -EINVAL,
+                 "kc.yaml:2:11: contexts: expected a sequence, got a mapping"},
+                {"current-context: x\ncontexts: [[x]]\n", NULL, -EINVAL,
+                 "kc.yaml:2:12: contexts[0]: expected a mapping, got a sequence"},
+                {"current-context: x\ncontexts: [{name: x, context: [c]}]\n", NULL, -EINVAL,
+                 "kc.yaml:2:31: context: expected a mapping, got a sequence"},
                 {"", NULL, -EINVAL, "kc.yaml: empty document"},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -230,30 +230,32 @@ static void test_broken(void **state)
         expect_error("", -EBADMSG, "not JSON: line 1 column 0: '[' or '{' expected near end of file");
         expect_error("{\"Data\":{\n\"PodDeviceEntries\":nul}", -EBADMSG,
                      "not JSON: line 2 column 22: invalid token near 'nul'");
-        expect_error("[1]", -EINVAL, "top level: expected object, got array");
+        expect_error("[1]", -EINVAL, "top level: expected an object, got an array");
         expect_error("{\"Checksum\":1}", -EINVAL, "missing key \"Data\"");
         expect_error("{\"Data\":{}}", -EINVAL, "missing key \"Checksum\"");
         expect_error("{\"Data\":{},\"Checksum\":\"1\"}", -EINVAL,
-                     "Checksum: expected unsigned integer, got string");
+                     "Checksum: expected an unsigned integer, got a string");
         expect_error("{\"Data\":{},\"Checksum\":-1}", -EINVAL,
-                     "Checksum: expected unsigned integer, got negative number");
+                     "Checksum: expected an unsigned integer, got a negative number");
         expect_error("{\"Data\":{},\"Checksum\":1.5}", -EINVAL,
-                     "Checksum: expected unsigned integer, got fraction");
-        expect_error("{\"Data\":[],\"Checksum\":1}", -EINVAL, "Data: expected object, got array");
+                     "Checksum: expected an unsigned integer, got a fraction");
+        expect_error("{\"Data\":[],\"Checksum\":1}", -EINVAL, "Data: expected an object, got an array");
         expect_error("{\"Data\":{\"PodDeviceEntries\":{}},\"Checksum\":1}", -EINVAL,
-                     "Data.PodDeviceEntries: expected array or null, got object");
+                     "Data.PodDeviceEntries: expected an array or null, got an object");
         expect_error("{\"Data\":{\"PodDeviceEntries\":[7]},\"Checksum\":1}", -EINVAL,
-                     "Data.PodDeviceEntries[0]: expected object, got number");
+                     "Data.PodDeviceEntries[0]: expected an object, got a number");
+        expect_error("{\"Data\":{\"PodDeviceEntries\":[[]]},\"Checksum\":1}", -EINVAL,
+                     "Data.PodDeviceEntries[0]: expected an object, got an array");
         expect_error("{\"Data\":{\"PodDeviceEntries\":[{\"PodUID\":1}]},\"Checksum\":1}", -EINVAL,
-                     "Data.PodDeviceEntries[0].PodUID: expected string, got number");
+                     "Data.PodDeviceEntries[0].PodUID: expected a string, got a number");
         expect_error("{\"Data\":{\"PodDeviceEntries\":[{\"DeviceIDs\":{\"0\":[\"a\",2]}}]},\"Checksum\":1}",
-                     -EINVAL, "Data.PodDeviceEntries[0].DeviceIDs[\"0\"][1]: expected string, got number");
+                     -EINVAL, "Data.PodDeviceEntries[0].DeviceIDs[\"0\"][1]: expected a string, got a number");
         expect_error("{\"Data\":{\"PodDeviceEntries\":[{\"DeviceIDs\":{\"x\":[]}}]},\"Checksum\":1}",
                      -EINVAL,
                      "Data.PodDeviceEntries[0].DeviceIDs: key \"x\" is not a NUMA node number (int64)");
         expect_error("{\"Data\":{\"PodDeviceEntries\":[{\"DeviceIDs\":\"a\"}]},\"Checksum\":1}", -EINVAL,
-                     "Data.PodDeviceEntries[0].DeviceIDs: expected object (NUMA node -> device IDs), "
-                     "array or null, got string");
+                     "Data.PodDeviceEntries[0].DeviceIDs: expected an object (NUMA node -> device IDs), "
+                     "an array or null, got a string");
         expect_error("{\"Data\":{\"PodDeviceEntries\":[{\"DeviceIDs\":{\"0\":[]}},{\"DeviceIDs\":[]}]},"
                      "\"Checksum\":1}",
                      -EINVAL,
@@ -268,18 +270,18 @@ static void test_broken(void **state)
                      "Data.PodDeviceEntries[0].AllocResp: not valid base64: illegal base64 data at "
                      "input byte 2");
         expect_error("{\"Data\":{\"PodDeviceEntries\":[{\"AllocResp\":7}]},\"Checksum\":1}", -EINVAL,
-                     "Data.PodDeviceEntries[0].AllocResp: expected base64 string, got number");
+                     "Data.PodDeviceEntries[0].AllocResp: expected a base64 string, got a number");
         /* 0x00: field number 0 is not valid protobuf. */
         expect_error("{\"Data\":{\"PodDeviceEntries\":[{\"AllocResp\":\"AA==\"}]},\"Checksum\":1}",
                      -EINVAL,
                      "Data.PodDeviceEntries[0].AllocResp: not a valid "
                      "v1beta1.ContainerAllocateResponse (1 bytes)");
         expect_error("{\"Data\":{\"RegisteredDevices\":[]},\"Checksum\":1}", -EINVAL,
-                     "Data.RegisteredDevices: expected object or null, got array");
+                     "Data.RegisteredDevices: expected an object or null, got an array");
         expect_error("{\"Data\":{\"RegisteredDevices\":{\"a/b\":\"x\"}},\"Checksum\":1}", -EINVAL,
-                     "Data.RegisteredDevices[\"a/b\"]: expected array of strings or null, got string");
+                     "Data.RegisteredDevices[\"a/b\"]: expected an array of strings or null, got a string");
         expect_error("{\"Data\":{\"RegisteredDevices\":{\"a/b\":[null]}},\"Checksum\":1}", -EINVAL,
-                     "Data.RegisteredDevices[\"a/b\"][0]: expected string, got null");
+                     "Data.RegisteredDevices[\"a/b\"][0]: expected a string, got null");
 }
 
 static void test_mismatch_and_notes(void **state)

@@ -477,7 +477,7 @@ static void test_parse_errors(void **state)
         (void)state;
         assert_json_fails(&v1beta1__allocate_request__descriptor,
                           "{\"containerRequests\":[{\"devicesIds\":[\"a\",5]}]}", EINVAL,
-                          "containerRequests[0].devicesIds[1]: expected a string");
+                          "containerRequests[0].devicesIds[1]: expected a string, got a number");
         assert_json_fails(&v1beta1__allocate_request__descriptor,
                           "{\"containerRequests\":[{\"devicesIDs\":[]}]}", EINVAL,
                           "containerRequests[0].devicesIDs: unknown field of "
@@ -489,12 +489,13 @@ static void test_parse_errors(void **state)
                           "{\"devicesIds\":[null]}", EINVAL,
                           "devicesIds[0]: null is not allowed in a list");
         assert_json_fails(&v1beta1__pre_start_container_request__descriptor, "[]", EINVAL,
-                          "(message): expected an object");
+                          "(message): expected an object, got an array");
         assert_json_fails(&v1beta1__pre_start_container_request__descriptor,
-                          "{\"devicesIds\":\"a\"}", EINVAL, "devicesIds: expected an array");
+                          "{\"devicesIds\":\"a\"}", EINVAL,
+                          "devicesIds: expected an array, got a string");
         assert_json_fails(&v1beta1__device_plugin_options__descriptor,
                           "{\"preStartRequired\":1}", EINVAL,
-                          "preStartRequired: expected true or false");
+                          "preStartRequired: expected true or false, got a number");
         assert_json_fails(&v1beta1__numanode__descriptor, "{\"ID\":\"9223372036854775808\"}",
                           ERANGE, "ID: value out of range for a 64-bit integer");
         assert_json_fails(&v1beta1__numanode__descriptor, "{\"ID\":\"1x\"}", EINVAL,
@@ -505,23 +506,26 @@ static void test_parse_errors(void **state)
                           "{\"allocationSize\":2147483648}", ERANGE,
                           "allocationSize: value out of range for a 32-bit integer");
         assert_json_fails(&v1beta1__container_allocate_response__descriptor,
-                          "{\"envs\":{\"A\":1}}", EINVAL, "envs[\"A\"]: expected a string");
+                          "{\"envs\":{\"A\":1}}", EINVAL,
+                          "envs[\"A\"]: expected a string, got a number");
         assert_json_fails(&v1beta1__container_allocate_response__descriptor,
-                          "{\"envs\":[\"A\"]}", EINVAL, "envs: expected an object");
+                          "{\"envs\":[\"A\"]}", EINVAL,
+                          "envs: expected an object, got an array");
         assert_json_fails(&v1beta1__container_allocate_response__descriptor,
                           "{\"envs\":{\"A\":null}}", EINVAL,
                           "envs[\"A\"]: map value must not be null");
         assert_json_fails(&v1beta1__cdidevice__descriptor, "{\"name\":\"a\\u0000b\"}", EINVAL,
                           "name: string contains a NUL character");
         assert_json_fails(&v1beta1__device__descriptor, "{\"ID\":\"a\",\"topology\":[]}",
-                          EINVAL, "topology: expected an object");
+                          EINVAL, "topology: expected an object, got an array");
         /* an error deep inside after partial success frees what was built (valgrind) */
         assert_json_fails(&v1beta1__allocate_response__descriptor,
                           "{\"containerResponses\":[{\"envs\":{\"A\":\"1\"},\"mounts\":"
                           "[{\"hostPath\":\"/h\"}]},{\"devices\":[{\"permissions\":\"rw\"},"
                           "{\"permissions\":true}]}]}",
                           EINVAL,
-                          "containerResponses[1].devices[1].permissions: expected a string");
+                          "containerResponses[1].devices[1].permissions: expected a string, "
+                          "got a boolean");
 }
 
 static void test_invalid_utf8(void **state)
@@ -694,7 +698,8 @@ static void test_dra_v1_share_id(void **state)
                           "{\"shareId\":\"a\",\"share_id\":\"b\"}", EINVAL,
                           "share_id: field share_id given twice");
         assert_json_fails(&k8s__io__kubelet__pkg__apis__dra__v1__device__descriptor,
-                          "{\"shareId\":1}", EINVAL, "shareId: expected a string");
+                          "{\"shareId\":1}", EINVAL,
+                          "shareId: expected a string, got a number");
 }
 
 /* A v1beta1 decoder skips v1's share_id (field 5) and keeps the rest. */
