@@ -28,7 +28,8 @@
  * progress for recv_stall_ms (5 s by default) is ended CANCELLED and its
  * buffer released; progress is the header block completing or another
  * STALL_MIN_PROGRESS (1 KiB) of request bytes, so a trickle does not count.
- * A sweep timer checks every quarter of the timeout. The first
+ * A sweep timer checks every quarter of the timeout; time the loop itself
+ * was blocked (the sweep ran late) is not counted as anybody's stall. The first
  * stall on a connection is logged with the connection id.
  *
  * Priority share: while a priority connection is set
@@ -96,7 +97,9 @@ struct kdev_rpc_server {
         nghttp2_session_callbacks *cbs;
         uv_pipe_t listener;
         uv_idle_t closer;  /* only closed: makes freeing always asynchronous */
-        uv_timer_t sweep;  /* stall check, every stall_ms / 4 */
+        uv_timer_t sweep;  /* stall check, every sweep_every ms */
+        uint64_t sweep_every; /* stall_ms / 4, at least 1 */
+        uint64_t last_sweep;  /* loop time of the last stall check */
         unsigned handles;  /* listener + closer + sweep while open */
         struct sconn *conns;
         uint64_t last_conn_id;
@@ -733,6 +736,22 @@ static void srv_sweep_cb(uv_timer_t *t)
 {
         struct kdev_rpc_server *srv = t->data;
         uint64_t now = uv_now(srv->loop);
+        /* A late check means the loop itself did not run (a handler held it:
+         * a slow disk, ...): request bytes sent meanwhile are still unread,
+         * or were read late in that loop iteration and stamped with its
+         * stale time. That time is the server's, not the clients': their
+         * stall clocks stop for it. */
+        uint64_t gap = now - srv->last_sweep;
+        if (gap > srv->sweep_every) {
+                uint64_t lag = gap - srv->sweep_every;
+                for (struct sconn *sc = srv->conns; sc; sc = sc->next)
+                        for (struct kdev_rpc_call *call = sc->calls; call; call = call->next)
+                                if (call->state == CALL_RECV)
+                                        call->progress = call->progress + lag < now
+                                                                 ? call->progress + lag
+                                                                 : now;
+        }
+        srv->last_sweep = now;
         /* conns are freed only from close callbacks, so |next| stays valid */
         for (struct sconn *sc = srv->conns; sc; sc = sc->next)
                 if (!sc->gone)
@@ -1351,8 +1370,9 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
         srv->closer.data = srv;
         srv->sweep.data = srv;
         srv->handles = 3;
-        uint64_t every = srv->stall_ms / 4 ? srv->stall_ms / 4 : 1;
-        uv_timer_start(&srv->sweep, srv_sweep_cb, every, every);
+        srv->sweep_every = srv->stall_ms / 4 ? srv->stall_ms / 4 : 1;
+        srv->last_sweep = uv_now(loop);
+        uv_timer_start(&srv->sweep, srv_sweep_cb, srv->sweep_every, srv->sweep_every);
         uv_unref((uv_handle_t *)&srv->sweep); /* never keeps the loop alive */
         return srv;
 }
