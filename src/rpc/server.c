@@ -49,7 +49,11 @@
  * characters; pseudo-headers :method, :scheme, :path, :authority once each,
  * before the regular ones) and values must not contain NUL, CR, LF or other
  * control characters except HTAB (nghttp2_check_header_name/_value, RFC 9113
- * section 8.2.1). A request that breaks this is answered trailers-only,
+ * section 8.2.1); connection-specific fields (connection, keep-alive,
+ * proxy-connection, transfer-encoding, upgrade) and a TE other than
+ * "trailers" are refused (section 8.2.2). Not checked: :authority (see
+ * kdev_rpc_server_new()) and content-length (gRPC frames its own messages;
+ * the body is read by their prefixes). A request that breaks this is answered trailers-only,
  * HTTP 400, grpc-status INTERNAL "invalid header ..." naming the header and
  * the offending byte, and is never handed to a method.
  */
@@ -812,8 +816,9 @@ static void show_bytes(char *dst, size_t size, const uint8_t *p, size_t len)
         dst[o] = '\0';
 }
 
-/* RFC 9113 section 8.2.1 / 8.3 checks that nghttp2's HTTP messaging would
- * make (it is off: see kdev_rpc_server_new()) for one request header of
+/* RFC 9113 section 8.2.1, 8.2.2 and 8.3 checks that nghttp2's HTTP
+ * messaging would make (it is off: see kdev_rpc_server_new()) for one
+ * request header of
  * |call|. Returns 0 when the header is fine, 1 when it is not (the reason
  * in call->hdr_bad: the request is refused once its header block is
  * complete), -ENOMEM. */
@@ -854,6 +859,23 @@ static int header_check(struct kdev_rpc_call *call, const uint8_t *name, size_t 
                         *seen = true;
         } else {
                 call->seen_regular = true;
+                /* RFC 9113 section 8.2.2: connection-specific fields make
+                 * the request malformed; TE may only say "trailers" */
+                if (HDR_IS("connection") || HDR_IS("keep-alive") || HDR_IS("proxy-connection") ||
+                    HDR_IS("transfer-encoding") || HDR_IS("upgrade")) {
+                        snprintf(why, sizeof(why),
+                                 "invalid header \"%s\": connection-specific header fields are "
+                                 "not allowed in HTTP/2",
+                                 shown);
+                } else if (HDR_IS("te") &&
+                           !(valuelen == 8 && memcmp(value, "trailers", 8) == 0)) {
+                        char v[300];
+                        show_bytes(v, sizeof(v), value, valuelen);
+                        snprintf(why, sizeof(why),
+                                 "invalid header \"te\": value \"%s\" (only \"trailers\" is "
+                                 "allowed)",
+                                 v);
+                }
         }
         if (!why[0])
                 return 0;
@@ -1344,9 +1366,11 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
          * it, and nghttp2 has no switch for that check alone. What they would
          * check is checked here instead (header_check(): field names and
          * values per RFC 9113 section 8.2.1 -- no NUL, CR, LF or other
-         * controls -- and the request pseudo-headers, once each, before the
+         * controls --, no connection-specific fields and TE only "trailers"
+         * (8.2.2), and the request pseudo-headers, once each, before the
          * regular ones), as is what gRPC needs (:method POST, :path,
-         * content-type). */
+         * content-type); content-length is not (gRPC messages carry their
+         * own lengths). */
         nghttp2_option_set_no_http_messaging(srv->h2opt, 1);
         if (nghttp2_session_callbacks_new(&srv->cbs) != 0) {
                 nghttp2_option_del(srv->h2opt);

@@ -1074,6 +1074,24 @@ static void test_invalid_headers_refused(void **state)
                 { ":path", 5, "/t.S/Fail", 9, "invalid header \":path\": repeated" },
                 { ":protocol", 9, "x", 1,
                   "invalid header \":protocol\": not a request pseudo-header" },
+                /* connection-specific fields (RFC 9113 section 8.2.2) */
+                { "connection", 10, "keep-alive", 10,
+                  "invalid header \"connection\": connection-specific header fields are not "
+                  "allowed in HTTP/2" },
+                { "keep-alive", 10, "timeout=5", 9,
+                  "invalid header \"keep-alive\": connection-specific header fields are not "
+                  "allowed in HTTP/2" },
+                { "proxy-connection", 16, "x", 1,
+                  "invalid header \"proxy-connection\": connection-specific header fields are "
+                  "not allowed in HTTP/2" },
+                { "transfer-encoding", 17, "chunked", 7,
+                  "invalid header \"transfer-encoding\": connection-specific header fields are "
+                  "not allowed in HTTP/2" },
+                { "upgrade", 7, "h2c", 3,
+                  "invalid header \"upgrade\": connection-specific header fields are not "
+                  "allowed in HTTP/2" },
+                { "te", 2, "gzip", 4,
+                  "invalid header \"te\": value \"gzip\" (only \"trailers\" is allowed)" },
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 struct rstream st;
