@@ -138,7 +138,9 @@ struct kdev_rpc_server_options {
          * then sent GOAWAY and closed). The first stall on a connection is
          * logged (warn, with the connection id), later ones on it are not.
          * Checked every quarter of the timeout, so a stall is acted on
-         * between 1 and 1.25 timeouts after the last progress. */
+         * between 1 and 1.25 timeouts after the last progress; time the
+         * server's loop was blocked (the check ran late, e.g. a handler
+         * waiting on a slow disk) does not count towards a stall. */
         uint64_t recv_stall_ms;
 };
 

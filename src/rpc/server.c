@@ -28,7 +28,8 @@
  * progress for recv_stall_ms (5 s by default) is ended CANCELLED and its
  * buffer released; progress is the header block completing or another
  * STALL_MIN_PROGRESS (1 KiB) of request bytes, so a trickle does not count.
- * A sweep timer checks every quarter of the timeout. The first
+ * A sweep timer checks every quarter of the timeout; time the loop itself
+ * was blocked (the sweep ran late) is not counted as anybody's stall. The first
  * stall on a connection is logged with the connection id.
  *
  * Priority share: while a priority connection is set
@@ -48,7 +49,11 @@
  * characters; pseudo-headers :method, :scheme, :path, :authority once each,
  * before the regular ones) and values must not contain NUL, CR, LF or other
  * control characters except HTAB (nghttp2_check_header_name/_value, RFC 9113
- * section 8.2.1). A request that breaks this is answered trailers-only,
+ * section 8.2.1); connection-specific fields (connection, keep-alive,
+ * proxy-connection, transfer-encoding, upgrade) and a TE other than
+ * "trailers" are refused (section 8.2.2). Not checked: :authority (see
+ * kdev_rpc_server_new()) and content-length (gRPC frames its own messages;
+ * the body is read by their prefixes). A request that breaks this is answered trailers-only,
  * HTTP 400, grpc-status INTERNAL "invalid header ..." naming the header and
  * the offending byte, and is never handed to a method.
  */
@@ -96,7 +101,9 @@ struct kdev_rpc_server {
         nghttp2_session_callbacks *cbs;
         uv_pipe_t listener;
         uv_idle_t closer;  /* only closed: makes freeing always asynchronous */
-        uv_timer_t sweep;  /* stall check, every stall_ms / 4 */
+        uv_timer_t sweep;  /* stall check, every sweep_every ms */
+        uint64_t sweep_every; /* stall_ms / 4, at least 1 */
+        uint64_t last_sweep;  /* loop time of the last stall check */
         unsigned handles;  /* listener + closer + sweep while open */
         struct sconn *conns;
         uint64_t last_conn_id;
@@ -733,6 +740,22 @@ static void srv_sweep_cb(uv_timer_t *t)
 {
         struct kdev_rpc_server *srv = t->data;
         uint64_t now = uv_now(srv->loop);
+        /* A late check means the loop itself did not run (a handler held it:
+         * a slow disk, ...): request bytes sent meanwhile are still unread,
+         * or were read late in that loop iteration and stamped with its
+         * stale time. That time is the server's, not the clients': their
+         * stall clocks stop for it. */
+        uint64_t gap = now - srv->last_sweep;
+        if (gap > srv->sweep_every) {
+                uint64_t lag = gap - srv->sweep_every;
+                for (struct sconn *sc = srv->conns; sc; sc = sc->next)
+                        for (struct kdev_rpc_call *call = sc->calls; call; call = call->next)
+                                if (call->state == CALL_RECV)
+                                        call->progress = call->progress + lag < now
+                                                                 ? call->progress + lag
+                                                                 : now;
+        }
+        srv->last_sweep = now;
         /* conns are freed only from close callbacks, so |next| stays valid */
         for (struct sconn *sc = srv->conns; sc; sc = sc->next)
                 if (!sc->gone)
@@ -793,8 +816,9 @@ static void show_bytes(char *dst, size_t size, const uint8_t *p, size_t len)
         dst[o] = '\0';
 }
 
-/* RFC 9113 section 8.2.1 / 8.3 checks that nghttp2's HTTP messaging would
- * make (it is off: see kdev_rpc_server_new()) for one request header of
+/* RFC 9113 section 8.2.1, 8.2.2 and 8.3 checks that nghttp2's HTTP
+ * messaging would make (it is off: see kdev_rpc_server_new()) for one
+ * request header of
  * |call|. Returns 0 when the header is fine, 1 when it is not (the reason
  * in call->hdr_bad: the request is refused once its header block is
  * complete), -ENOMEM. */
@@ -835,6 +859,23 @@ static int header_check(struct kdev_rpc_call *call, const uint8_t *name, size_t 
                         *seen = true;
         } else {
                 call->seen_regular = true;
+                /* RFC 9113 section 8.2.2: connection-specific fields make
+                 * the request malformed; TE may only say "trailers" */
+                if (HDR_IS("connection") || HDR_IS("keep-alive") || HDR_IS("proxy-connection") ||
+                    HDR_IS("transfer-encoding") || HDR_IS("upgrade")) {
+                        snprintf(why, sizeof(why),
+                                 "invalid header \"%s\": connection-specific header fields are "
+                                 "not allowed in HTTP/2",
+                                 shown);
+                } else if (HDR_IS("te") &&
+                           !(valuelen == 8 && memcmp(value, "trailers", 8) == 0)) {
+                        char v[300];
+                        show_bytes(v, sizeof(v), value, valuelen);
+                        snprintf(why, sizeof(why),
+                                 "invalid header \"te\": value \"%s\" (only \"trailers\" is "
+                                 "allowed)",
+                                 v);
+                }
         }
         if (!why[0])
                 return 0;
@@ -1325,9 +1366,11 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
          * it, and nghttp2 has no switch for that check alone. What they would
          * check is checked here instead (header_check(): field names and
          * values per RFC 9113 section 8.2.1 -- no NUL, CR, LF or other
-         * controls -- and the request pseudo-headers, once each, before the
+         * controls --, no connection-specific fields and TE only "trailers"
+         * (8.2.2), and the request pseudo-headers, once each, before the
          * regular ones), as is what gRPC needs (:method POST, :path,
-         * content-type). */
+         * content-type); content-length is not (gRPC messages carry their
+         * own lengths). */
         nghttp2_option_set_no_http_messaging(srv->h2opt, 1);
         if (nghttp2_session_callbacks_new(&srv->cbs) != 0) {
                 nghttp2_option_del(srv->h2opt);
@@ -1351,8 +1394,9 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
         srv->closer.data = srv;
         srv->sweep.data = srv;
         srv->handles = 3;
-        uint64_t every = srv->stall_ms / 4 ? srv->stall_ms / 4 : 1;
-        uv_timer_start(&srv->sweep, srv_sweep_cb, every, every);
+        srv->sweep_every = srv->stall_ms / 4 ? srv->stall_ms / 4 : 1;
+        srv->last_sweep = uv_now(loop);
+        uv_timer_start(&srv->sweep, srv_sweep_cb, srv->sweep_every, srv->sweep_every);
         uv_unref((uv_handle_t *)&srv->sweep); /* never keeps the loop alive */
         return srv;
 }

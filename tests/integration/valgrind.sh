@@ -2,15 +2,19 @@
 # No leaks and no memory errors under valgrind: every unit test; the demo with
 # kdev-plugin and kdevctl kubelet both running under valgrind; and the Python
 # integration suites lifecycle.py, nvidia_plugin.py, faults_restarts.py,
-# faults_nvml.py, prometheus_scrape.py, nvidia_labels.py, dra_plugin.py and
-# dra_plugin_more.py with every kdev-plugin and kdev-dra-plugin they start
+# faults_nvml.py, prometheus_scrape.py, nvidia_labels.py, dra_plugin.py,
+# dra_plugin_more.py, rpc_hostile.py (the request-budget attack, stalled
+# streams reset, bad headers) and modes_umask.py (both daemons under umask 0
+# and 077) with every kdev-plugin and kdev-dra-plugin they start
 # under valgrind (KDEV_WRAP,
 # tests/pylib/kdevtest.py), each of which must exit with its expected status,
 # i.e. 0 errors and 0 definite/indirect/possible leaks (valgrind's exit code
 # 99 otherwise). Left out under valgrind: lifecycle's
 # test_kubelet_starting_with_the_plugin_gives_one_registration (a start-up race
 # at 0-50 ms delays, meaningless at valgrind's ~0.6 s start; 6 starts, ~14 s),
-# soak_*.py (500 restarts: covered by its fd and RSS checks) and the interop
+# soak_*.py (500 restarts: covered by its fd and RSS checks),
+# kdevctl_peer_hangup.py (it runs only kdevctl, which KDEV_WRAP does not
+# wrap; the unit tests cover its client code) and the interop
 # suites (their kdev processes are started by scripts, not by Plugin).
 # The Python suites run in the background while the unit tests run (they
 # mostly wait on timers). Skipped (77) in sanitizer builds, where ASan already
@@ -30,7 +34,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # Python suites, one after the other, in the background.
 suites=(lifecycle nvidia_plugin faults_restarts faults_nvml prometheus_scrape nvidia_labels
-        dra_plugin dra_plugin_more)
+        dra_plugin dra_plugin_more rpc_hostile modes_umask)
 skip=test_kubelet_starting_with_the_plugin_gives_one_registration
 (
   for s in "${suites[@]}"; do

@@ -378,6 +378,46 @@ static void test_checkpoint_before_spec(void **state)
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
 }
 
+/* A crash between the checkpoint save and the spec write leaves a recorded
+ * claim without a spec. After a restart Unprepare succeeds and forgets the
+ * claim; a Prepare instead writes the spec from the record, without asking
+ * the API server again. */
+static void test_crash_before_spec(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        char path[1024];
+
+        add_claim(f, "ns", "c2", UID2,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-5")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), 0);
+        assert_int_equal(f->calls, 2);
+        spec_path(f, UID1, path, sizeof(path));
+        assert_int_equal(unlink(path), 0);
+        spec_path(f, UID2, path, sizeof(path));
+        assert_int_equal(unlink(path), 0);
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+        assert_null(kdev_dra_plugin_checkpoint_error(f->p));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 2);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        spec_path(f, UID1, path, sizeof(path));
+        assert_false(exists(path));
+        json_object_clear(f->claims); /* the API server is not needed */
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), 0);
+        assert_int_equal(f->calls, 2);
+        spec_path(f, UID2, path, sizeof(path));
+        assert_true(exists(path));
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID2, &err), 0);
+        assert_false(exists(path));
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
 /* A claim whose fields have another JSON type than the API's: the error
  * names the field by its path and both types; nothing is prepared. */
 static void test_claim_json_types(void **state)
@@ -901,6 +941,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_unprepare_only_recorded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_claim_uid_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_checkpoint_before_spec, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_crash_before_spec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_claim_json_types, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_after_unprepare, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart, setup, teardown),

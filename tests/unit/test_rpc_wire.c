@@ -982,6 +982,69 @@ static void test_stalled_requests_released(void **state)
         free(part);
 }
 
+/* Sends what the raw client has queued without running the server's loop. */
+static void client_flush(struct env *e)
+{
+        for (;;) {
+                const uint8_t *d;
+                ssize_t n = nghttp2_session_mem_send(e->s, &d);
+                assert_true(n >= 0);
+                if (n == 0)
+                        break;
+                assert_int_equal(send(e->fd, d, (size_t)n, MSG_NOSIGNAL), n);
+        }
+}
+
+/* Blocks the server's loop for 400 ms (a slow disk under a handler), then
+ * answers as /t.S/Size. */
+static void h_block(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        usleep(400 * 1000);
+        h_size(call, req, len, ud);
+}
+
+/* Time the server's own loop was blocked is not a client's stall: a request
+ * whose bytes arrived (unread, or read late in the same loop iteration)
+ * while a handler held the loop for twice the stall timeout goes on and is
+ * served. */
+static void test_server_blocked_is_no_stall(void **state)
+{
+        struct env *e = *state;
+        struct rstream a, b;
+        assert_int_equal(kdev_rpc_server_add_method(e->srv, "/t.S/Block", false, h_block, e), 0);
+        uint8_t *msg = prefix_msg(3000, 3000);
+        raw_connect(e, 0); /* connection 1: the slow request goes here */
+        swap_conn(e);
+        raw_connect(e, 0); /* connection 2: a request arriving in pieces */
+        raw_open(e, &b, "/t.S/Size");
+        raw_send(e, &b, msg, 5 + 10, false);
+        assert_true(run_until_size(e, kdev_rpc__server_request_bytes, 1024, 5000));
+        /* connection 1 asks for /t.S/Block and, in the same moment,
+         * connection 2 sends 2000 more bytes */
+        swap_conn(e);
+        raw_request(e, &a, "/t.S/Block", NULL, NULL, HI, sizeof(HI));
+        client_flush(e);
+        swap_conn(e);
+        raw_send(e, &b, msg + 5 + 10, 2000, false);
+        client_flush(e);
+        uv_run(&e->loop, UV_RUN_NOWAIT); /* the handler blocks 400 ms here */
+        for (int i = 0; i < 20; i++)
+                pump(e);
+        assert_int_equal(e->handled, 1);
+        assert_int_equal(kdev_rpc__server_stalls(e->srv), 0);
+        assert_false(b.closed);
+        raw_send(e, &b, msg + 5 + 2010, 990, true);
+        assert_true(pump_until(e, &b.closed, 5000));
+        assert_string_equal(b.trailers, "grpc-status: 0\n");
+        assert_int_equal(b.data_len, 9);
+        assert_memory_equal(b.data + 5, "3000", 4);
+        swap_conn(e);
+        assert_true(pump_until(e, &a.closed, 5000));
+        assert_string_equal(a.trailers, "grpc-status: 0\n");
+        assert_int_equal(kdev_rpc__server_stalls(e->srv), 0);
+        free(msg);
+}
+
 /* Request headers with bytes RFC 9113 forbids are refused before any
  * method runs: trailers-only, HTTP 400, INTERNAL naming the header. */
 static void test_invalid_headers_refused(void **state)
@@ -1011,6 +1074,24 @@ static void test_invalid_headers_refused(void **state)
                 { ":path", 5, "/t.S/Fail", 9, "invalid header \":path\": repeated" },
                 { ":protocol", 9, "x", 1,
                   "invalid header \":protocol\": not a request pseudo-header" },
+                /* connection-specific fields (RFC 9113 section 8.2.2) */
+                { "connection", 10, "keep-alive", 10,
+                  "invalid header \"connection\": connection-specific header fields are not "
+                  "allowed in HTTP/2" },
+                { "keep-alive", 10, "timeout=5", 9,
+                  "invalid header \"keep-alive\": connection-specific header fields are not "
+                  "allowed in HTTP/2" },
+                { "proxy-connection", 16, "x", 1,
+                  "invalid header \"proxy-connection\": connection-specific header fields are "
+                  "not allowed in HTTP/2" },
+                { "transfer-encoding", 17, "chunked", 7,
+                  "invalid header \"transfer-encoding\": connection-specific header fields are "
+                  "not allowed in HTTP/2" },
+                { "upgrade", 7, "h2c", 3,
+                  "invalid header \"upgrade\": connection-specific header fields are not "
+                  "allowed in HTTP/2" },
+                { "te", 2, "gzip", 4,
+                  "invalid header \"te\": value \"gzip\" (only \"trailers\" is allowed)" },
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 struct rstream st;
@@ -1249,6 +1330,8 @@ int main(void)
                 cmocka_unit_test_prestate_setup_teardown(test_priority_share, setup, teardown,
                                                          (void *)&share_opts),
                 cmocka_unit_test_prestate_setup_teardown(test_stalled_requests_released, setup,
+                                                         teardown, (void *)&stall_opts),
+                cmocka_unit_test_prestate_setup_teardown(test_server_blocked_is_no_stall, setup,
                                                          teardown, (void *)&stall_opts),
                 cmocka_unit_test_setup_teardown(test_invalid_headers_refused, setup, teardown),
                 cmocka_unit_test_prestate_setup_teardown(test_connection_cap, setup, teardown,
