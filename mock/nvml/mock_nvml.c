@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,20 @@ static char g_last_error[1024];
 static struct nvmlEventSet_st *g_sets;
 static char g_ctl_path[PATH_MAX];
 static off_t g_ctl_off;
+
+/* XID storms from the control file's `xid-storm` lines: event i (from 0) is
+ * due |i / rate| seconds after the line was applied; due events are queued on
+ * every NVML call and every 20 ms of nvmlEventSetWait, only while every set
+ * registered for them has room (a storm is delayed, never dropped). */
+#define MOCK_MAX_STORMS 8
+struct mock_storm {
+        char uuid[96];
+        unsigned long long xid, count, rate, sent;
+        unsigned gi, ci;
+        struct timespec start;  /* CLOCK_MONOTONIC */
+};
+static struct mock_storm g_storms[MOCK_MAX_STORMS];
+static unsigned g_n_storms;
 
 __attribute__((constructor)) static void mock_ctor(void)
 {
@@ -269,6 +284,81 @@ static nvmlReturn_t inject_event_locked(const char *uuid, unsigned long long typ
         return NVML_SUCCESS;
 }
 
+/* Free queue slots for an event of |type| on |uuid|: the least among the sets
+ * registered for it (UINT_MAX when none is: the event would go nowhere). */
+static unsigned room_locked(const char *uuid, unsigned long long type)
+{
+        struct mock_gpu *g = gpu_by_uuid(uuid, NULL);
+        unsigned room = UINT_MAX;
+        if (!g)
+                return room;
+        for (struct nvmlEventSet_st *s = g_sets; s; s = s->next)
+                if ((s->masks[g->index] & type) && MOCK_QUEUE - s->len < room)
+                        room = MOCK_QUEUE - s->len;
+        return room;
+}
+
+/* Queues the events of the storms that are due by now (as many as fit) and
+ * forgets the storms that are done or whose GPU is gone. */
+static void storms_advance_locked(void)
+{
+        if (g_n_storms == 0 || !g_refs)
+                return;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        for (unsigned i = 0; i < g_n_storms;) {
+                struct mock_storm *st = &g_storms[i];
+                long double el = (long double)(now.tv_sec - st->start.tv_sec) +
+                                 (long double)(now.tv_nsec - st->start.tv_nsec) / 1e9L;
+                long double d = el * (long double)st->rate + 1.0L;
+                unsigned long long due = d >= (long double)st->count ? st->count
+                                                                      : (unsigned long long)d;
+                nvmlReturn_t r = NVML_SUCCESS;
+                while (st->sent < due && r == NVML_SUCCESS) {
+                        if (room_locked(st->uuid, nvmlEventTypeXidCriticalError) == 0)
+                                break;
+                        r = inject_event_locked(st->uuid, nvmlEventTypeXidCriticalError,
+                                                st->xid, st->gi, st->ci);
+                        if (r == NVML_SUCCESS)
+                                st->sent++;
+                }
+                if (r != NVML_SUCCESS)
+                        fprintf(stderr, "kdev mock nvml: xid-storm on %s stopped after %llu "
+                                "events: %s\n", st->uuid, st->sent,
+                                kdev_nvml_builtin_strerror(r));
+                if (r != NVML_SUCCESS || st->sent == st->count) {
+                        *st = g_storms[--g_n_storms];
+                        continue;
+                }
+                i++;
+        }
+}
+
+static nvmlReturn_t start_storm_locked(const char *uuid, unsigned long long xid,
+                                       unsigned long long count, unsigned long long rate,
+                                       unsigned gi, unsigned ci)
+{
+        nvmlReturn_t r = ensure_loaded_locked();
+        if (r != NVML_SUCCESS)
+                return r;
+        if (count == 0 || rate == 0 || strlen(uuid) >= sizeof(g_storms[0].uuid))
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (!gpu_by_uuid(uuid, NULL))
+                return NVML_ERROR_NOT_FOUND;
+        if (g_n_storms == MOCK_MAX_STORMS)
+                return NVML_ERROR_INSUFFICIENT_SIZE;
+        struct mock_storm *st = &g_storms[g_n_storms++];
+        memset(st, 0, sizeof(*st));
+        snprintf(st->uuid, sizeof(st->uuid), "%s", uuid);
+        st->xid = xid;
+        st->count = count;
+        st->rate = rate;
+        st->gi = gi;
+        st->ci = ci;
+        clock_gettime(CLOCK_MONOTONIC, &st->start);
+        return NVML_SUCCESS;
+}
+
 static nvmlReturn_t set_flag_locked(const char *uuid, int which, int on)
 {
         nvmlReturn_t r = ensure_loaded_locked();
@@ -362,6 +452,14 @@ static void control_line(char *line)
                 if (ok)
                         r = inject_event_locked(argv[1], (unsigned long long)nvmlEventTypeXidCriticalError,
                                                 xid, gi, ci);
+        } else if (strcmp(cmd, "xid-storm") == 0 && (argc == 5 || argc == 7)) {
+                unsigned long long xid = parse_ull(argv[2], &ok);
+                unsigned long long count = parse_ull(argv[3], &ok);
+                unsigned long long rate = parse_ull(argv[4], &ok);
+                unsigned gi = argc == 7 ? (unsigned)parse_ull(argv[5], &ok) : KDEV_NVML_NO_INSTANCE;
+                unsigned ci = argc == 7 ? (unsigned)parse_ull(argv[6], &ok) : KDEV_NVML_NO_INSTANCE;
+                if (ok)
+                        r = start_storm_locked(argv[1], xid, count, rate, gi, ci);
         } else if (strcmp(cmd, "event") == 0 && (argc == 4 || argc == 6)) {
                 unsigned long long type = parse_ull(argv[2], &ok);
                 unsigned long long data = parse_ull(argv[3], &ok);
@@ -394,7 +492,7 @@ static void control_line(char *line)
 
 /* Applies the complete lines appended to $KDEV_MOCK_NVML_CONTROL since the
  * last poll. A file that shrank is read again from its start. */
-static void poll_control_locked(void)
+static void read_control_locked(void)
 {
         const char *path = getenv("KDEV_MOCK_NVML_CONTROL");
         if (!path || !path[0])
@@ -428,6 +526,13 @@ static void poll_control_locked(void)
                 control_line(start);
                 start = nl + 1;
         }
+}
+
+/* The control file's new lines, then the storms' due events. */
+static void poll_control_locked(void)
+{
+        read_control_locked();
+        storms_advance_locked();
 }
 
 /* --- locking frame -------------------------------------------------------- */
@@ -1015,7 +1120,7 @@ static nvmlReturn_t m_wait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned t
                 if (!before(&now, &deadline))
                         return NVML_ERROR_TIMEOUT;
                 const char *ctl = getenv("KDEV_MOCK_NVML_CONTROL");
-                if (ctl && ctl[0]) {
+                if ((ctl && ctl[0]) || g_n_storms > 0) {
                         struct timespec slice;
                         deadline_after(&slice, 20);
                         if (before(&slice, &until))
@@ -1425,6 +1530,7 @@ void kdevMockReset(void)
         g_last_error[0] = '\0';
         g_ctl_path[0] = '\0';
         g_ctl_off = 0;
+        g_n_storms = 0;
         pthread_mutex_unlock(&g_lock);
 }
 

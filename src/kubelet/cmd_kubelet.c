@@ -222,6 +222,12 @@ struct kubelet {
         uv_timer_t hold_timer;
         uv_timer_t restart_timer;
         uv_timer_t reaper;       /* closes dead endpoints outside callbacks */
+        /* lines a device plugin can repeat without bound (Register, its
+         * outcome, ListAndWatch updates, stream ends): identical ones within
+         * 5 s get one line per window (common/log.h); flushed by log_timer,
+         * the rest printed at exit */
+        struct kdev_log_limiter *peer_log;
+        uv_timer_t log_timer;
         uv_idle_t kick;          /* runs the scenario outside callbacks */
         bool kick_active;
         uint64_t dial_timeout_ms;
@@ -249,6 +255,24 @@ static void exec_abort(struct kubelet *k);
 static void step_timeout(uv_timer_t *t);
 static void endpoint_retire(struct endpoint *ep);
 static void admission_step(struct kubelet *k);
+
+static void on_log_timer(uv_timer_t *t)
+{
+        struct kubelet *k = t->data;
+        uint64_t ms = kdev_log_limiter_flush(k->peer_log, false);
+        if (ms > 0 && !k->stopping)
+                uv_timer_start(&k->log_timer, on_log_timer, ms, 0);
+}
+
+/* A line a peer can repeat: through the limiter, whose windows the timer
+ * ends (armed when idle). */
+#define PEER_LOG(k, level, ...)                                                          \
+        do {                                                                             \
+                kdev_log_limited((k)->peer_log, 1, (level), __VA_ARGS__, NULL);          \
+                if (!(k)->stopping && !uv_is_active((uv_handle_t *)&(k)->log_timer))     \
+                        uv_timer_start(&(k)->log_timer, on_log_timer,                    \
+                                       KDEV_LOG_REPEAT_WINDOW_MS, 0);                    \
+        } while (0)
 
 static char *xstrdup(const char *s)
 {
@@ -424,15 +448,16 @@ static void lw_message(struct kdev_rpc_client_call *call, const uint8_t *msg, si
                 return;
         V1beta1__ListAndWatchResponse *r = v1beta1__list_and_watch_response__unpack(NULL, len, msg);
         if (!r) {
-                kdev_log_error("cannot decode ListAndWatch response; ending the stream", "resource",
-                               ep->resource);
+                PEER_LOG(k, KDEV_LOG_ERROR, "cannot decode ListAndWatch response; ending the stream",
+                         "resource", ep->resource);
                 kdev_rpc_client_call_cancel(call);
                 return;
         }
         struct kdev_err err = {0};
         int rc = kdev_dm_update(k->dm, ep->resource, r, &err);
         if (rc < 0)
-                kdev_log_error("device update", "resource", ep->resource, "error", err.msg);
+                PEER_LOG(k, KDEV_LOG_ERROR, "device update", "resource", ep->resource, "error",
+                         err.msg);
         else
                 ep->listed = true;
         size_t healthy = 0;
@@ -441,7 +466,8 @@ static void lw_message(struct kdev_rpc_client_call *call, const uint8_t *msg, si
         char n[24], h[24];
         snprintf(n, sizeof(n), "%zu", r->n_devices);
         snprintf(h, sizeof(h), "%zu", healthy);
-        kdev_log_info("ListAndWatch update", "resource", ep->resource, "devices", n, "healthy", h);
+        PEER_LOG(k, KDEV_LOG_INFO, "ListAndWatch update", "resource", ep->resource, "devices", n,
+                 "healthy", h);
         v1beta1__list_and_watch_response__free_unpacked(r, NULL);
         wait_poll(k);
         scenario_kick(k);
@@ -455,9 +481,9 @@ static void lw_done(struct kdev_rpc_client_call *call, int status, const char *m
         ep->lw = NULL;
         if (ep->current) {
                 char name[32];
-                kdev_log_warn("ListAndWatch ended unexpectedly for device plugin", "resource",
-                               ep->resource, "code", kdev_cli_code_name(status, name, sizeof(name)),
-                               "message", message);
+                PEER_LOG(k, KDEV_LOG_WARN, "ListAndWatch ended unexpectedly for device plugin",
+                         "resource", ep->resource, "code",
+                         kdev_cli_code_name(status, name, sizeof(name)), "message", message);
                 kdev_dm_disconnect(k->dm, ep->resource);
                 endpoint_retire(ep);
                 scenario_kick(k);
@@ -495,8 +521,8 @@ static void reg_finish(struct reg *r)
 
 static void reg_fail(struct reg *r, const char *msg)
 {
-        kdev_log_error("registration failed", "resource", r->resource, "endpoint", r->socket, "error",
-                       msg);
+        PEER_LOG(r->k, KDEV_LOG_ERROR, "registration failed", "resource", r->resource, "endpoint",
+                 r->socket, "error", msg);
         if (r->call)
                 kdev_rpc_call_finish(r->call, KDEV_RPC_UNKNOWN, msg);
         r->call = NULL;
@@ -532,8 +558,8 @@ static void reg_dial(uv_timer_t *t)
         if (st != KDEV_CLI_SOCK_LIVE) {
                 r->last_errno = e;
                 if (uv_now(k->loop) >= r->deadline) {
-                        kdev_log_warn("cannot dial device plugin", "path", r->path, "error",
-                                      strerror(r->last_errno));
+                        PEER_LOG(k, KDEV_LOG_WARN, "cannot dial device plugin", "path", r->path,
+                                 "error", strerror(r->last_errno));
                         /* grpc-go's blocking dial reports only the deadline. */
                         reg_fail(r, "failed to dial device plugin: context deadline exceeded");
                         return;
@@ -633,9 +659,9 @@ static void options_done(struct kdev_rpc_client_call *call, int status, const ch
                 return;
         }
         ep->current = true;
-        kdev_log_info("registered device plugin", "resource", r->resource, "endpoint", r->socket,
-                      "pre_start_required", os->pre_start ? "true" : "false",
-                      "get_preferred_allocation_available", os->preferred ? "true" : "false");
+        PEER_LOG(k, KDEV_LOG_INFO, "registered device plugin", "resource", r->resource, "endpoint",
+                 r->socket, "pre_start_required", os->pre_start ? "true" : "false",
+                 "get_preferred_allocation_available", os->preferred ? "true" : "false");
         free(os);
         if (r->call) {
                 V1beta1__Empty empty = V1BETA1__EMPTY__INIT;
@@ -651,8 +677,8 @@ static void options_done(struct kdev_rpc_client_call *call, int status, const ch
         ep->lw = kdev_rpc_client_call(ep->cl, KDEV_DP_LIST_AND_WATCH, buf, len, 0, lw_message,
                                       lw_done, ep, &err);
         if (!ep->lw) {
-                kdev_log_warn("ListAndWatch ended unexpectedly for device plugin", "resource",
-                               ep->resource, "error", err.msg);
+                PEER_LOG(k, KDEV_LOG_WARN, "ListAndWatch ended unexpectedly for device plugin",
+                         "resource", ep->resource, "error", err.msg);
                 kdev_dm_disconnect(k->dm, ep->resource);
                 endpoint_retire(ep);
         }
@@ -668,12 +694,12 @@ static void on_register(struct kdev_rpc_call *call, const uint8_t *req, size_t l
                                      "grpc: error unmarshalling request: invalid RegisterRequest");
                 return;
         }
-        kdev_log_info("Register", "resource", rq->resource_name, "endpoint", rq->endpoint, "version",
-                      rq->version);
+        PEER_LOG(k, KDEV_LOG_INFO, "Register", "resource", rq->resource_name, "endpoint",
+                 rq->endpoint, "version", rq->version);
         struct kdev_err err = {0};
         if (kdev_dm_check_register(rq->version, rq->resource_name, &err) < 0) {
-                kdev_log_error("registration rejected", "resource", rq->resource_name, "error",
-                               err.msg);
+                PEER_LOG(k, KDEV_LOG_ERROR, "registration rejected", "resource", rq->resource_name,
+                         "error", err.msg);
                 kdev_rpc_call_finish(call, KDEV_RPC_UNKNOWN, err.msg);
                 v1beta1__register_request__free_unpacked(rq, NULL);
                 return;
@@ -986,6 +1012,7 @@ static void shutdown_kubelet(struct kubelet *k)
         close_if_open((uv_handle_t *)&k->hold_timer);
         close_if_open((uv_handle_t *)&k->restart_timer);
         close_if_open((uv_handle_t *)&k->reaper);
+        close_if_open((uv_handle_t *)&k->log_timer);
         close_if_open((uv_handle_t *)&k->kick);
 }
 
@@ -2248,8 +2275,11 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
         uv_timer_init(&loop, &k.hold_timer);
         uv_timer_init(&loop, &k.restart_timer);
         uv_timer_init(&loop, &k.reaper);
+        uv_timer_init(&loop, &k.log_timer);
         uv_idle_init(&loop, &k.kick);
         k.step_timer.data = k.hold_timer.data = k.restart_timer.data = k.reaper.data = &k;
+        k.log_timer.data = &k;
+        k.peer_log = kdev_log_limiter_new(KDEV_LOG_REPEAT_WINDOW_MS); /* NULL: unlimited */
         k.kick.data = &k;
 
         /* kubelet start: read the checkpoint (allocations and registered
@@ -2278,6 +2308,7 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
         uv_loop_close(&loop);
 
         int code = k.exit_code;
+        kdev_log_limiter_free(k.peer_log); /* the counts still pending */
         while (k.eps) {
                 struct endpoint *ep = k.eps;
                 k.eps = ep->next;

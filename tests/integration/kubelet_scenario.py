@@ -1116,6 +1116,71 @@ def test_scenario_unknown_key():
                        "(expected one of: name, limits)\n" % bad, "stderr")
 
 
+def test_plugin_flood_log_bounded():
+    """Plugins repeating themselves: one re-registering 30 times, another
+    streaming 200 identical ListAndWatch updates. kdevctl kubelet writes each
+    repeated line once, then one line with the count (common/log.h); all
+    within one 5 s window, so with the counts printed at exit exactly two
+    lines each."""
+    regs, pushes = 30, 200
+    other = "example.com/other"
+    with TempDir() as d:
+        k = Kubelet(d)
+        p = Plugin(d)
+        p.first_list.clear()   # its streams send nothing: only Register repeats
+        q = Plugin(d, name="other.sock", resource=other)
+        try:
+            k.wait_serving()
+            p.start()
+            q.start()
+            t0 = time.monotonic()
+            for _ in range(regs):
+                assert p.register() is None
+            assert q.register() is None
+            wait_for(lambda: "resource=%s devices=3 healthy=3" % other in k.log(),
+                     what="the first update")
+            same = [("d%d" % i, "Healthy") for i in range(3)]
+            q.push(*([same] * pushes), [("d0", "Unhealthy"), ("d1", "Healthy"),
+                                        ("d2", "Healthy")])
+            # the distinct last update comes after the identical ones
+            wait_for(lambda: "devices=3 healthy=2" in k.log(), what="the last update")
+            elapsed = time.monotonic() - t0
+            # one window: else the number of repeat lines would be a race
+            assert elapsed < 4.5, elapsed
+            rc, _ = k.stop()
+        finally:
+            p.first_list.set()
+            p.stop()
+            q.stop()
+            k.kill()
+        assert rc == 0, rc
+        log = k.log()
+
+        def lines(msg, pairs):
+            return [line.split(" level=", 1)[1] for line in log.splitlines()
+                    if (' msg="%s"' % msg in line or ' msg="%s, repeated ' % msg in line)
+                    and pairs in line]
+
+        def expect_repeated(msg, pairs, count):
+            got = lines(msg, pairs)
+            assert len(got) == 2, got
+            assert got[0].endswith('msg="%s" %s' % (msg, pairs)), got
+            head = 'msg="%s, repeated %d times in the last ' % (msg, count - 1)
+            assert head in got[1] and got[1].endswith(" %s repeated=%d" % (pairs, count - 1)), got
+
+        expect_repeated("Register", "resource=%s endpoint=fake.sock version=v1beta1" % RES, regs)
+        expect_repeated("registered device plugin", "resource=%s endpoint=fake.sock "
+                        "pre_start_required=true get_preferred_allocation_available=true" % RES,
+                        regs)
+        assert lines("ListAndWatch update", "resource=%s " % RES) == []
+        # its first list, then the 200 identical ones
+        expect_repeated("ListAndWatch update", "resource=%s devices=3 healthy=3" % other,
+                        1 + pushes)
+        assert lines("ListAndWatch update", "devices=3 healthy=2") == [
+            'info msg="ListAndWatch update" resource=%s devices=3 healthy=2' % other]
+        assert lines("Register", "resource=%s " % other) == [
+            'info msg="Register" resource=%s endpoint=other.sock version=v1beta1' % other]
+
 if __name__ == "__main__":
     if not os.access(KDEVCTL, os.X_OK):
         print("FAIL: kdevctl not built at", KDEVCTL)
@@ -1127,4 +1192,5 @@ if __name__ == "__main__":
                   test_restart_after_option, test_wait_allocatable_exact,
                   test_wait_allocatable_after_restart, test_exec_steps,
                   test_exec_sigterm, test_usage, test_checkpoint_none_and_paths,
-                  test_fractional_seconds, test_scenario_unknown_key])
+                  test_fractional_seconds, test_scenario_unknown_key,
+                  test_plugin_flood_log_bounded])

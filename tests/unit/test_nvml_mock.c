@@ -706,6 +706,71 @@ static void test_control_file(void **state)
         unlink(path);
 }
 
+/* `xid-storm`: exactly |count| events, paced by |rate|, none dropped when
+ * the sets' queues (256) are full; bad lines start nothing. */
+static void test_control_xid_storm(void **state)
+{
+        struct fx *f = *state;
+        const struct kdev_nvml_api *n = f->n;
+        char path[] = "/tmp/kdev-nvml-control-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        setenv("KDEV_MOCK_NVML_CONTROL", path, 1);
+        f->m.reset();
+        assert_int_equal(n->nvmlInit(), NVML_SUCCESS);
+        nvmlDevice_t g0 = gpu(f, 0);
+        nvmlEventSet_t set = NULL;
+        assert_int_equal(n->nvmlEventSetCreate(&set), NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceRegisterEvents(g0, 0x8, set), NVML_SUCCESS);
+        nvmlEventData_t data;
+        /* bad lines: missing rate, count 0, rate 0, unknown GPU, a sign, junk */
+        append(path, "xid-storm " G0 " 79 10\n"
+                     "xid-storm " G0 " 79 0 100\n"
+                     "xid-storm " G0 " 79 10 0\n"
+                     "xid-storm GPU-nope 79 10 100\n"
+                     "xid-storm " G0 " 79 -1 100\n"
+                     "xid-storm " G0 " 79 10 100 2\n"
+                     "xid-storm " G0 " 79 10x 100\n");
+        assert_int_equal(n->nvmlEventSetWait(set, &data, 100), NVML_ERROR_TIMEOUT);
+        /* 1000 at once (rate far above): four times the queue, every one
+         * delivered, in order of injection, then nothing more */
+        append(path, "xid-storm " G0 " 43 1000 1000000000\n");
+        unsigned got = 0;
+        while (n->nvmlEventSetWait(set, &data, 1000) == NVML_SUCCESS) {
+                assert_ptr_equal(data.device, g0);
+                assert_int_equal(data.eventType, nvmlEventTypeXidCriticalError);
+                assert_int_equal(data.eventData, 43);
+                assert_int_equal(data.gpuInstanceId, KDEV_NVML_NO_INSTANCE);
+                got++;
+        }
+        assert_int_equal(got, 1000);
+        /* paced: at 2 per second the first is due at once, the second 0.5 s
+         * later, the third 1 s later; GI/CI given */
+        append(path, "xid-storm " G0 " 94 3 2 2 0\n");
+        assert_int_equal(n->nvmlEventSetWait(set, &data, 100), NVML_SUCCESS);
+        assert_int_equal(data.eventData, 94);
+        assert_int_equal(data.gpuInstanceId, 2);
+        assert_int_equal(data.computeInstanceId, 0);
+        assert_int_equal(n->nvmlEventSetWait(set, &data, 0), NVML_ERROR_TIMEOUT);
+        assert_int_equal(n->nvmlEventSetWait(set, &data, 5000), NVML_SUCCESS);
+        assert_int_equal(n->nvmlEventSetWait(set, &data, 0), NVML_ERROR_TIMEOUT);
+        assert_int_equal(n->nvmlEventSetWait(set, &data, 5000), NVML_SUCCESS);
+        assert_int_equal(data.eventData, 94);
+        assert_int_equal(n->nvmlEventSetWait(set, &data, 700), NVML_ERROR_TIMEOUT);
+        /* two storms at once: each delivers its own count */
+        append(path, "xid-storm " G0 " 48 300 1000000000\nxid-storm " G0 " 63 200 1000000000\n");
+        unsigned n48 = 0, n63 = 0;
+        while (n->nvmlEventSetWait(set, &data, 1000) == NVML_SUCCESS) {
+                n48 += data.eventData == 48;
+                n63 += data.eventData == 63;
+        }
+        assert_int_equal(n48, 300);
+        assert_int_equal(n63, 200);
+        assert_int_equal(n->nvmlEventSetFree(set), NVML_SUCCESS);
+        unlink(path);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -716,6 +781,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_injected_conditions, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_events, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_control_file, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_control_xid_storm, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
