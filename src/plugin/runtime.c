@@ -67,6 +67,11 @@ struct kdev_dp_runtime {
         struct kdev_rpc_client *kubelet;
         uv_fs_event_t watch;
         uv_timer_t debounce;
+        /* Lines whose rate kubelet controls (a kubelet that accepts Register
+         * and ends the stream at once makes the plugin re-register at its
+         * pace): through this limiter, whose windows log_timer ends. */
+        struct kdev_log_limiter *peer_log;
+        uv_timer_t log_timer;
         struct dp_server **servers;
         size_t n_servers;
         dev_t kubelet_dev; /* identity of the kubelet.sock last seen, 0/0 = none */
@@ -80,6 +85,25 @@ struct kdev_dp_runtime {
 
 static void server_try_lock(struct dp_server *s);
 static void server_register(struct dp_server *s);
+
+static void on_log_timer(uv_timer_t *t)
+{
+        struct kdev_dp_runtime *rt = t->data;
+        uint64_t ms = kdev_log_limiter_flush(rt->peer_log, false);
+        if (ms > 0 && !rt->stopping)
+                uv_timer_start(&rt->log_timer, on_log_timer, ms, 0);
+}
+
+/* An info line kubelet can make the runtime repeat: through the limiter
+ * (identical lines within KDEV_LOG_REPEAT_WINDOW_MS are counted and
+ * reported once per window). */
+#define PEER_LOG_INFO(rt, ...)                                                           \
+        do {                                                                             \
+                kdev_log_limited((rt)->peer_log, 1, KDEV_LOG_INFO, __VA_ARGS__, NULL);   \
+                if (!(rt)->stopping && !uv_is_active((uv_handle_t *)&(rt)->log_timer))   \
+                        uv_timer_start(&(rt)->log_timer, on_log_timer,                   \
+                                       KDEV_LOG_REPEAT_WINDOW_MS, 0);                    \
+        } while (0)
 
 int kdev_dp_socket_name(const char *prefix, const char *name, char *buf, size_t size)
 {
@@ -132,6 +156,9 @@ struct kdev_dp_runtime *kdev_dp_runtime_new(uv_loop_t *loop, const struct kdev_d
         /* Handles exist from here on, so that stop can always close them. */
         uv_timer_init(loop, &rt->debounce);
         rt->debounce.data = rt;
+        uv_timer_init(loop, &rt->log_timer);
+        rt->log_timer.data = rt;
+        rt->peer_log = kdev_log_limiter_new(KDEV_LOG_REPEAT_WINDOW_MS); /* NULL: unlimited */
         uv_fs_event_init(loop, &rt->watch);
         rt->watch.data = rt;
         return rt;
@@ -429,13 +456,13 @@ static void on_register_done(struct kdev_rpc_client_call *call, int status, cons
         s->registrations++;
         if (s->lost_while_pending) {
                 s->lost_while_pending = false;
-                kdev_log_info("ListAndWatch stream ended during Register, registering again",
+                PEER_LOG_INFO(s->rt, "ListAndWatch stream ended during Register, registering again",
                               "resource", s->res->name);
                 s->register_wanted = true;
                 schedule_flush(s->rt);
         }
         s->backoff_ms = s->rt->opts.backoff_initial_ms;
-        kdev_log_info("registered with kubelet", "resource", s->res->name, "endpoint",
+        PEER_LOG_INFO(s->rt, "registered with kubelet", "resource", s->res->name, "endpoint",
                       s->socket_name);
 }
 
@@ -638,7 +665,7 @@ static void on_stream_ended(void *arg, bool current)
                 return;
         }
         if (kubelet_socket_exists(rt)) {
-                kdev_log_info("ListAndWatch stream ended, registering again", "resource",
+                PEER_LOG_INFO(rt, "ListAndWatch stream ended, registering again", "resource",
                               s->res->name);
                 s->register_wanted = true;
                 schedule_flush(rt);
@@ -723,9 +750,12 @@ void kdev_dp_runtime_stop(struct kdev_dp_runtime *rt, void (*done)(void *arg), v
                 s->retry_timer.data = rt;
                 uv_close((uv_handle_t *)&s->retry_timer, on_handle_closed);
         }
-        rt->pending_closes += 2;
+        rt->pending_closes += 3;
         rt->debounce.data = rt;
         rt->watch.data = rt;
+        kdev_log_limiter_free(rt->peer_log); /* the counts still pending */
+        rt->peer_log = NULL;
+        uv_close((uv_handle_t *)&rt->log_timer, on_handle_closed);
         uv_close((uv_handle_t *)&rt->debounce, on_handle_closed);
         uv_close((uv_handle_t *)&rt->watch, on_handle_closed);
         kdev_rpc_client_close(rt->kubelet);

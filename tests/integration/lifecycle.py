@@ -120,6 +120,55 @@ def test_stream_closed_by_kubelet_reregisters():
             k.stop()
 
 
+def logged_events(text, msg):
+    """Events of |msg| that a log text accounts for: a plain line is one, a
+    limiter line ("MSG, repeated N times in the last T s") is N."""
+    n = 0
+    for line in text.splitlines():
+        if 'msg="%s"' % msg in line:
+            n += 1
+        elif 'msg="%s, repeated ' % msg in line:
+            n += int(line.split(" repeated=")[1].split()[0])
+    return n
+
+
+def test_kubelet_ending_streams_at_once_gives_bounded_log():
+    # A kubelet that ends every ListAndWatch stream at once makes the plugin
+    # re-register at that kubelet's pace: every registration still happens,
+    # but identical lines within 5 s are counted, not printed.
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        p = Plugin(d, NULL_CONFIG)
+        t0 = time.monotonic()
+        try:
+            wait_for(lambda: k.count(RES) == 1, what="first registration")
+            for i in range(2, 32):
+                wait_for(lambda: RES in k.streams, what="ListAndWatch %d" % i)
+                time.sleep(0.02)  # the Register reply reaches the plugin
+                k.close_stream(RES)
+                wait_for(lambda: k.count(RES) == i, what="registration %d" % i)
+            wait_for(lambda: RES in k.streams, what="last ListAndWatch")
+            settle()
+        finally:
+            assert p.stop() == 0
+            k.stop()
+        took = time.monotonic() - t0
+        text = p.logtext()
+        regs = k.count(RES)
+        assert regs == 31, regs
+        # each Register that succeeded is accounted for, exactly
+        assert logged_events(text, "registered with kubelet") == regs, text[-3000:]
+        ended = (logged_events(text, "ListAndWatch stream ended, registering again") +
+                 logged_events(text, "ListAndWatch stream ended during Register, "
+                                     "registering again"))
+        assert ended == regs - 1, (ended, text[-3000:])
+        # ... in a few lines: the first and one per 5 s window (the loop takes
+        # well under 5 s here, far longer under valgrind)
+        lines = text.count('msg="registered with kubelet')
+        assert 2 <= lines <= 2 + int(took / 5), (lines, took, text[-3000:])
+
+
 def test_stream_lost_during_register_registers_again():
     with TempDir() as d:
         k = FakeKubelet(d, drop_stream_in_register=1)
@@ -401,6 +450,7 @@ if __name__ == "__main__":
         test_burst_of_events_gives_one_registration,
         test_stream_closed_by_kubelet_reregisters,
         test_stream_lost_during_register_registers_again,
+        test_kubelet_ending_streams_at_once_gives_bounded_log,
         test_other_clients_streams_do_not_reregister,
         test_touching_kubelet_socket_is_not_a_restart,
         test_socket_path_blocked_then_freed_recovers,
