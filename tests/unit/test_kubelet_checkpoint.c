@@ -402,6 +402,16 @@ static void test_read_write(void **state)
         assert_int_equal(kdev_ckpt_verify(&cp, NULL, &err), 0);
         kdev_ckpt_clear(&cp);
 
+        /* A file that does not decode is an error of the read itself. */
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fputs("{\"Data\":[],\"Checksum\":1}", f);
+        fclose(f);
+        assert_int_equal(kdev_ckpt_read(path, &cp, &err), -EINVAL);
+        assert_string_equal(err.msg, "Data: expected an object, got an array");
+        assert_int_equal(cp.n_entries, 0);
+        kdev_ckpt_clear(&cp);
+
         /* Only the checkpoint is left: the temporary file was renamed. */
         DIR *d = opendir(dir);
         struct dirent *de;
