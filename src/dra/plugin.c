@@ -331,19 +331,6 @@ static int check_healthy(const struct kdev_dra_plugin *p, const json_t *devices,
         return 0;
 }
 
-/* Appends the device edits of |d| (nvidia/container_edits.h) to |e|. */
-static int add_device_edits(struct kdev_cdi_edits *e, const char *dev_root,
-                            const struct kdev_nvidia_logical *d, struct kdev_err *err)
-{
-        struct kdev_nvidia_edits ed = {0};
-        int rc = kdev_nvidia_device_edits(dev_root, d, &ed, err);
-
-        if (rc == 0)
-                rc = kdev_nvidia_edits_to_cdi(&ed, e, err);
-        kdev_nvidia_edits_clear(&ed);
-        return rc;
-}
-
 /* Builds the CDI spec of claim |uid| for the device records |devices|: the
  * device and common edits of nvidia/container_edits.h, the same as the
  * device plugin's CDI spec gives the same GPU. */
@@ -392,7 +379,7 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const js
                         rc = -(err && err->code ? err->code : ENOMEM);
                         goto fail;
                 }
-                rc = add_device_edits(kdev_cdi_device_edits(cd), p->dev_root, &ld, err);
+                rc = kdev_nvidia_device_edits_cdi(p->dev_root, &ld, kdev_cdi_device_edits(cd), err);
                 if (rc < 0)
                         goto fail;
         }

@@ -24,18 +24,6 @@ static const char *dev_root_of(const struct kdev_nvidia_config *cfg)
         return cfg->driver_root && cfg->driver_root[0] ? cfg->driver_root : "/";
 }
 
-/* Appends the device edits of |d| (container_edits.h) to |e|. */
-static int add_device_edits(struct kdev_cdi_edits *e, const char *dev_root,
-                            const struct kdev_nvidia_logical *d, struct kdev_err *err)
-{
-        struct kdev_nvidia_edits ed = {0};
-        int rc = kdev_nvidia_device_edits(dev_root, d, &ed, err);
-        if (rc >= 0)
-                rc = kdev_nvidia_edits_to_cdi(&ed, e, err);
-        kdev_nvidia_edits_clear(&ed);
-        return rc;
-}
-
 /* The CDI device of MIG device |m| of |g|: named by its UUID or "i:j", with
  * the parent's /dev/nvidia<minor> and the GI and CI access capability nodes
  * (nvcdi's MIG device edits). A missing mig-minors line fails as the build
@@ -60,7 +48,7 @@ static int add_mig(struct kdev_cdi_spec *spec, const struct kdev_nvidia_config *
                 return -(err && err->code ? err->code : ENOMEM);
         struct kdev_nvidia_logical d = {
                 .minor = g->minor, .mig = true, .gi_cap = gi_cap, .ci_cap = ci_cap};
-        return add_device_edits(kdev_cdi_device_edits(dev), dev_root, &d, err);
+        return kdev_nvidia_device_edits_cdi(dev_root, &d, kdev_cdi_device_edits(dev), err);
 }
 
 int kdev_nvidia_cdi_driver_files(const struct kdev_gpu_set *gpus,
@@ -141,7 +129,7 @@ static int build_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
                         break;
                 }
                 struct kdev_nvidia_logical d = {.minor = g->minor};
-                rc = add_device_edits(kdev_cdi_device_edits(dev), dev_root, &d, err);
+                rc = kdev_nvidia_device_edits_cdi(dev_root, &d, kdev_cdi_device_edits(dev), err);
         }
         kdev_nvidia_mig_minors_clear(&minors);
         if (rc >= 0) {

@@ -101,6 +101,17 @@ int kdev_nvidia_edits_to_cdi(const struct kdev_nvidia_edits *e, struct kdev_cdi_
         return rc < 0 ? rc : 0;
 }
 
+int kdev_nvidia_device_edits_cdi(const char *dev_root, const struct kdev_nvidia_logical *d,
+                                 struct kdev_cdi_edits *cdi, struct kdev_err *err)
+{
+        struct kdev_nvidia_edits ed = {0};
+        int rc = kdev_nvidia_device_edits(dev_root, d, &ed, err);
+        if (rc >= 0)
+                rc = kdev_nvidia_edits_to_cdi(&ed, cdi, err);
+        kdev_nvidia_edits_clear(&ed);
+        return rc;
+}
+
 void kdev_nvidia_edits_clear(struct kdev_nvidia_edits *e)
 {
         if (!e)

@@ -87,6 +87,12 @@ int kdev_nvidia_common_edits(const char *dev_root,
 int kdev_nvidia_device_edits(const char *dev_root, const struct kdev_nvidia_logical *d,
                              struct kdev_nvidia_edits *out, struct kdev_err *err);
 
+/* kdev_nvidia_device_edits of |d| alone, appended to CDI edits |cdi| as
+ * kdev_nvidia_edits_to_cdi does: a CDI device's containerEdits. Returns 0,
+ * -EINVAL or -ENOMEM with |err|. */
+int kdev_nvidia_device_edits_cdi(const char *dev_root, const struct kdev_nvidia_logical *d,
+                                 struct kdev_cdi_edits *cdi, struct kdev_err *err);
+
 /* Appends |e| to CDI edits |cdi|: env, device nodes (hostPath only when it
  * differs from path; no permissions field: the runtime's default, as
  * before), then the
