@@ -13,6 +13,7 @@
 #include "dra/plugin_internal.h"
 #include "dra/slices.h"
 #include "kube/kube.h"
+#include "nvidia/container_edits.h"
 #include "nvidia/mig.h"
 
 int kdev_dra_kube_claim_source(void *arg, const char *ns, const char *name, json_t **claim,
@@ -330,21 +331,15 @@ static int check_healthy(const struct kdev_dra_plugin *p, const json_t *devices,
         return 0;
 }
 
-static int add_node(struct kdev_cdi_edits *e, const char *path, struct kdev_err *err)
-{
-        struct kdev_cdi_device_node n = {.path = (char *)path};
-
-        return kdev_cdi_edits_add_device_node(e, &n, err);
-}
-
-/* Builds the CDI spec of claim |uid| for the device records |devices|. */
+/* Builds the CDI spec of claim |uid| for the device records |devices|: the
+ * device and common edits of nvidia/container_edits.h, the same as the
+ * device plugin's CDI spec gives the same GPU. */
 static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const json_t *devices,
                       struct kdev_cdi_spec **out, struct kdev_err *err)
 {
-        static const char *const ctl[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
-                                          "/dev/nvidia-uvm-tools"};
         struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_DRA_CDI_KIND, err);
         struct kdev_nvidia_mig_minors minors = {0};
+        struct kdev_nvidia_edits common = {0};
         bool minors_read = false;
         char buf[512];
         size_t i;
@@ -358,10 +353,11 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const js
                 const struct kdev_mig_device *m;
                 const struct kdev_gpu *g = find_gpu(p, dev ? dev : "", &m, &rc, err);
                 struct kdev_cdi_device *cd;
-                unsigned gi_cap = 0, ci_cap = 0;
+                struct kdev_nvidia_logical ld = {0};
 
                 if (!g)
                         goto fail;
+                ld.minor = g->minor;
                 if (m) {
                         if (!minors_read) {
                                 rc = kdev_nvidia_mig_minors_read(p->proc_root, &minors, err);
@@ -369,12 +365,13 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const js
                                         goto fail;
                                 minors_read = true;
                         }
-                        rc = kdev_nvidia_mig_caps(&minors, g->minor, m->gi_id, m->ci_id, &gi_cap,
-                                                  &ci_cap, err);
+                        rc = kdev_nvidia_mig_caps(&minors, g->minor, m->gi_id, m->ci_id,
+                                                  &ld.gi_cap, &ld.ci_cap, err);
                         if (rc < 0) {
                                 kdev_err_wrap(err, "device %s", dev);
                                 goto fail;
                         }
+                        ld.mig = true;
                 }
                 snprintf(buf, sizeof(buf), "%s-%s", uid, dev);
                 cd = kdev_cdi_spec_add_device(spec, buf, err);
@@ -382,34 +379,15 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const js
                         rc = -(err && err->code ? err->code : ENOMEM);
                         goto fail;
                 }
-                snprintf(buf, sizeof(buf), "/dev/nvidia%u", g->minor);
-                rc = add_node(kdev_cdi_device_edits(cd), buf, err);
-                if (rc == 0 && m) {
-                        snprintf(buf, sizeof(buf), KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap%u",
-                                 gi_cap);
-                        rc = add_node(kdev_cdi_device_edits(cd), buf, err);
-                }
-                if (rc == 0 && m) {
-                        snprintf(buf, sizeof(buf), KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap%u",
-                                 ci_cap);
-                        rc = add_node(kdev_cdi_device_edits(cd), buf, err);
-                }
+                rc = kdev_nvidia_device_edits_cdi(p->dev_root, &ld, kdev_cdi_device_edits(cd), err);
                 if (rc < 0)
                         goto fail;
         }
         kdev_nvidia_mig_minors_clear(&minors);
-        rc = kdev_cdi_edits_add_env(kdev_cdi_spec_edits(spec), "NVIDIA_VISIBLE_DEVICES=void", err);
-        for (i = 0; rc == 0 && i < sizeof(ctl) / sizeof(ctl[0]); i++) {
-                snprintf(buf, sizeof(buf), "%s%s", strcmp(p->dev_root, "/") ? p->dev_root : "",
-                         ctl[i]);
-                if (access(buf, F_OK) == 0)
-                        rc = add_node(kdev_cdi_spec_edits(spec), ctl[i], err);
-        }
-        if (rc == 0 && p->driver_files) {
-                rc = kdev_nvidia_driver_files_edits(p->driver_files, kdev_cdi_spec_edits(spec),
-                                                    err);
-                rc = rc < 0 ? rc : 0;
-        }
+        rc = kdev_nvidia_common_edits(p->dev_root, p->driver_files, &common, err);
+        if (rc == 0)
+                rc = kdev_nvidia_edits_to_cdi(&common, kdev_cdi_spec_edits(spec), err);
+        kdev_nvidia_edits_clear(&common);
         if (rc < 0)
                 goto fail;
         *out = spec;

@@ -40,17 +40,22 @@
  *   4. one CDI spec per claim is written atomically into the CDI dir:
  *      kind KDEV_DRA_CDI_KIND ("k8s.gpu.nvidia.com/claim", NVIDIA's DRA driver
  *      kind), file "k8s.gpu.nvidia.com-claim_<uid>.json" (CDI transient
- *      name), one CDI device "<uid>-<device name>" per device with device
- *      node /dev/nvidia<minor> (for a MIG device: the parent's, then
+ *      name), one CDI device "<uid>-<device name>" per device with the
+ *      device edits of nvidia/container_edits.h: device node
+ *      /dev/nvidia<minor> (for a MIG device: the parent's, then
  *      /dev/nvidia-caps/nvidia-cap<GI cap> and /dev/nvidia-caps/nvidia-cap<CI
  *      cap> from <proc_root>/driver/nvidia-caps/mig-minors, read at each
  *      spec build, as NVIDIA's device plugin adds them; a missing line
- *      fails the claim with -ENOENT); spec-level env NVIDIA_VISIBLE_DEVICES=void
- *      and the control nodes /dev/nvidiactl, /dev/nvidia-uvm,
- *      /dev/nvidia-uvm-tools that exist under dev_root, then the driver
- *      files' mounts and hooks (options.driver_files, see
- *      nvidia/driver_files.h). Device names carry the claim UID so runtimes
- *      never see a reused name;
+ *      fails the claim with -ENOENT); spec-level: the common edits of
+ *      nvidia/container_edits.h, env NVIDIA_VISIBLE_DEVICES=void and the
+ *      control nodes kdev_nvidia_control_nodes (/dev/nvidiactl,
+ *      /dev/nvidia-uvm, /dev/nvidia-uvm-tools, /dev/nvidia-modeset, the
+ *      list nvcdi gives NVIDIA's DRA driver) that exist under dev_root,
+ *      then the driver files' mounts and hooks (options.driver_files, see
+ *      nvidia/driver_files.h). Every device node has hostPath
+ *      <dev_root>/<path> when dev_root is not "/". These are the edits the
+ *      device plugin's CDI spec gives the same GPU. Device names carry the
+ *      claim UID so runtimes never see a reused name;
  *   5. the claim is recorded in the checkpoint and saved before its spec
  *      is written (a failed save fails the claim and writes nothing; a failed
  *      spec write removes the record again), so every spec kdev writes
@@ -147,7 +152,9 @@ struct kdev_dra_plugin_options {
         const char *pool;     /* pool name = node name; required */
         const char *data_dir; /* checkpoint directory; required */
         const char *cdi_dir;  /* NULL: KDEV_DRA_DEFAULT_CDI_DIR */
-        const char *dev_root; /* where the control device nodes are looked up; NULL: "/" */
+        /* the host's root of the NVIDIA device nodes: control nodes are
+         * looked up there and every node's hostPath is under it; NULL: "/" */
+        const char *dev_root;
         const char *proc_root; /* where driver/nvidia-caps/mig-minors is read; NULL: "/proc" */
         const struct kdev_gpu_set *gpus; /* borrowed; must outlive the plugin */
         /* the driver's files as CDI common edits, added to each claim spec's

@@ -20,8 +20,10 @@
  *   5. volume-mounts: NVIDIA_VISIBLE_DEVICES = /var/run/nvidia-container-devices
  *      (replacing the envvar value), one mount /dev/null ->
  *      /var/run/nvidia-container-devices/<id> per ID, then .../imex/<n>.
- *   6. passDeviceSpecs: DeviceSpecs {p, <devRoot>/p, "rw"} for /dev/nvidiactl,
- *      /dev/nvidia-uvm, /dev/nvidia-uvm-tools, /dev/nvidia-modeset when
+ *   6. passDeviceSpecs: DeviceSpecs {p, <devRoot>/p, "rw"} for the device
+ *      nodes of nvidia/container_edits.h (the list the CDI specs use):
+ *      kdev_nvidia_control_nodes (/dev/nvidiactl, /dev/nvidia-uvm,
+ *      /dev/nvidia-uvm-tools, /dev/nvidia-modeset) when
  *      <devRoot>/p exists now (NVIDIA stats p inside its container), then
  *      /dev/nvidia<minor> of each requested device (each path once; a MIG
  *      device names its parent's, followed by its GPU-instance and
@@ -40,8 +42,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "nvidia/container_edits.h"
 #include "nvidia/nvidia_internal.h"
 #include "nvidia/preferred.h"
 #include "nvidia/resources.h"
@@ -144,32 +146,22 @@ static int add_cdi_device(V1beta1__ContainerAllocateResponse *out, const char *n
         return 0;
 }
 
-/* Adds DeviceSpec {path, <dev_root>/path, "rw"} unless |path| is present. */
-static int add_spec(V1beta1__ContainerAllocateResponse *out, const char *dev_root,
-                    const char *path, bool only_if_exists)
+/* Adds DeviceSpec {n->path, n->host_path, n->permissions} unless its
+ * container path is present. */
+static int add_spec(V1beta1__ContainerAllocateResponse *out, const struct kdev_nvidia_dev_node *n)
 {
         for (size_t i = 0; i < out->n_devices; i++) {
-                if (strcmp(out->devices[i]->container_path, path) == 0)
+                if (strcmp(out->devices[i]->container_path, n->path) == 0)
                         return 0;
         }
-        char *host = kdev_nvidia_join(dev_root, path);
-        if (!host)
-                return -ENOMEM;
-        struct stat st;
-        if (only_if_exists && stat(host, &st) < 0) {
-                free(host);
-                return 0;
-        }
         V1beta1__DeviceSpec *d = malloc(sizeof(*d));
-        if (!d) {
-                free(host);
+        if (!d)
                 return -ENOMEM;
-        }
         v1beta1__device_spec__init(d);
-        d->container_path = xstrdup(path);
-        d->host_path = host;
-        d->permissions = xstrdup("rw");
-        if (!d->container_path || !d->permissions ||
+        d->container_path = xstrdup(n->path);
+        d->host_path = xstrdup(n->host_path);
+        d->permissions = xstrdup(n->permissions);
+        if (!d->container_path || !d->host_path || !d->permissions ||
             push((void ***)&out->devices, &out->n_devices, d) < 0) {
                 free(d->container_path);
                 free(d->host_path);
@@ -388,33 +380,33 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                 }
         }
         if (d->pass_device_specs) {
-                static const char *const optional[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
-                                                       "/dev/nvidia-uvm-tools",
-                                                       "/dev/nvidia-modeset"};
-                for (size_t i = 0; i < 4; i++) {
-                        if (add_spec(out, d->dev_root, optional[i], true) < 0)
-                                goto nomem;
-                }
-                for (size_t i = 0; i < n; i++) {
+                /* the device nodes of the common and device edits
+                 * (container_edits.h: the same list as the CDI specs) */
+                struct kdev_nvidia_edits ed = {0};
+                rc = kdev_nvidia_common_edits(d->dev_root, NULL, &ed, err);
+                for (size_t i = 0; rc >= 0 && i < n; i++) {
                         const struct kdev_nvidia_devinfo *info = devs[i]->data;
-                        snprintf(path, sizeof(path), "/dev/nvidia%u", info->minor);
-                        if (add_spec(out, d->dev_root, path, false) < 0)
-                                goto nomem;
-                        if (info->gi == KDEV_NVIDIA_NO_INSTANCE)
-                                continue;
-                        snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%u",
-                                 info->gi_cap);
-                        if (add_spec(out, d->dev_root, path, false) < 0)
-                                goto nomem;
-                        snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%u",
-                                 info->ci_cap);
-                        if (add_spec(out, d->dev_root, path, false) < 0)
-                                goto nomem;
+                        struct kdev_nvidia_logical ld = {
+                                .minor = info->minor,
+                                .mig = info->gi != KDEV_NVIDIA_NO_INSTANCE,
+                                .gi_cap = info->gi_cap,
+                                .ci_cap = info->ci_cap,
+                        };
+                        rc = kdev_nvidia_device_edits(d->dev_root, &ld, &ed, err);
                 }
+                for (size_t i = 0; rc >= 0 && i < ed.n_nodes; i++)
+                        rc = add_spec(out, &ed.nodes[i]);
+                kdev_nvidia_edits_clear(&ed);
+                if (rc < 0)
+                        goto nomem;
                 for (size_t i = 0; i < d->n_imex_channels; i++) {
                         snprintf(path, sizeof(path), KDEV_NVIDIA_IMEX_CHANNEL_DIR "/channel%u",
                                  d->imex_channels[i]);
-                        if (add_spec(out, d->dev_root, path, false) < 0)
+                        struct kdev_nvidia_dev_node ch = {.path = path, .permissions = "rw"};
+                        ch.host_path = kdev_nvidia_join(d->dev_root, path);
+                        rc = ch.host_path ? add_spec(out, &ch) : -ENOMEM;
+                        free(ch.host_path);
+                        if (rc < 0)
                                 goto nomem;
                 }
         }

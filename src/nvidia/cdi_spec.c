@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "nvidia/container_edits.h"
 #include "nvidia/driver_files.h"
 #include "nvidia/mig.h"
 #include "nvidia/nvidia_internal.h"
@@ -24,27 +24,6 @@ static const char *dev_root_of(const struct kdev_nvidia_config *cfg)
         return cfg->driver_root && cfg->driver_root[0] ? cfg->driver_root : "/";
 }
 
-/* Adds device node |path| to |e|, with hostPath under |dev_root| when that
- * differs from |path|. With |only_if_exists| it is skipped when the host path
- * does not exist. */
-static int add_node(struct kdev_cdi_edits *e, const char *dev_root, const char *path,
-                    bool only_if_exists, struct kdev_err *err)
-{
-        char *host = kdev_nvidia_join(dev_root, path);
-        if (!host)
-                return kdev_err_set(err, ENOMEM, "out of memory");
-        struct stat st;
-        int rc = 0;
-        if (!only_if_exists || stat(host, &st) == 0) {
-                struct kdev_cdi_device_node n = {0};
-                n.path = (char *)path;
-                n.host_path = strcmp(host, path) != 0 ? host : NULL;
-                rc = kdev_cdi_edits_add_device_node(e, &n, err);
-        }
-        free(host);
-        return rc;
-}
-
 /* The CDI device of MIG device |m| of |g|: named by its UUID or "i:j", with
  * the parent's /dev/nvidia<minor> and the GI and CI access capability nodes
  * (nvcdi's MIG device edits). A missing mig-minors line fails as the build
@@ -59,7 +38,7 @@ static int add_mig(struct kdev_cdi_spec *spec, const struct kdev_nvidia_config *
                                       err);
         if (rc < 0)
                 return rc;
-        char name[KDEV_GPU_UUID_MAX], node[64];
+        char name[KDEV_GPU_UUID_MAX];
         if (cfg->id_strategy == KDEV_NVIDIA_ID_INDEX)
                 snprintf(name, sizeof(name), "%u:%u", g->index, m->index);
         else
@@ -67,15 +46,9 @@ static int add_mig(struct kdev_cdi_spec *spec, const struct kdev_nvidia_config *
         struct kdev_cdi_device *dev = kdev_cdi_spec_add_device(spec, name, err);
         if (!dev)
                 return -(err && err->code ? err->code : ENOMEM);
-        snprintf(node, sizeof(node), "/dev/nvidia%u", g->minor);
-        rc = add_node(kdev_cdi_device_edits(dev), dev_root, node, false, err);
-        snprintf(node, sizeof(node), KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap%u", gi_cap);
-        if (rc >= 0)
-                rc = add_node(kdev_cdi_device_edits(dev), dev_root, node, false, err);
-        snprintf(node, sizeof(node), KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap%u", ci_cap);
-        if (rc >= 0)
-                rc = add_node(kdev_cdi_device_edits(dev), dev_root, node, false, err);
-        return rc;
+        struct kdev_nvidia_logical d = {
+                .minor = g->minor, .mig = true, .gi_cap = gi_cap, .ci_cap = ci_cap};
+        return kdev_nvidia_device_edits_cdi(dev_root, &d, kdev_cdi_device_edits(dev), err);
 }
 
 int kdev_nvidia_cdi_driver_files(const struct kdev_gpu_set *gpus,
@@ -111,18 +84,16 @@ static int build_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
         struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_NVIDIA_CDI_KIND, err);
         if (!spec)
                 return -(err && err->code ? err->code : ENOMEM);
-        int rc = kdev_cdi_edits_add_env(kdev_cdi_spec_edits(spec), "NVIDIA_VISIBLE_DEVICES=void",
-                                        err);
-        static const char *const control[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
-                                              "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"};
-        for (size_t i = 0; rc >= 0 && i < 4; i++)
-                rc = add_node(kdev_cdi_spec_edits(spec), dev_root, control[i], true, err);
-        /* the driver's libraries, binaries, firmware, sockets and hooks */
+        /* env, control nodes, then the driver's libraries, binaries,
+         * firmware, sockets and hooks (container_edits.h) */
         struct kdev_nvidia_driver_files files = {0};
+        struct kdev_nvidia_edits common = {0};
+        int rc = kdev_nvidia_cdi_driver_files(gpus, cfg, &files, err);
         if (rc >= 0)
-                rc = kdev_nvidia_cdi_driver_files(gpus, cfg, &files, err);
+                rc = kdev_nvidia_common_edits(dev_root, &files, &common, err);
         if (rc >= 0)
-                rc = kdev_nvidia_driver_files_edits(&files, kdev_cdi_spec_edits(spec), err);
+                rc = kdev_nvidia_edits_to_cdi(&common, kdev_cdi_spec_edits(spec), err);
+        kdev_nvidia_edits_clear(&common);
         if (found && rc >= 0)
                 *found = files;
         else
@@ -142,7 +113,7 @@ static int build_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
                 const struct kdev_gpu *g = &gpus->gpus[i];
                 if (g->uuid[0] == '\0' || g->fault != NVML_SUCCESS)
                         continue; /* minor unknown: no device node to name */
-                char name[KDEV_GPU_UUID_MAX], node[64];
+                char name[KDEV_GPU_UUID_MAX];
                 if (mig && g->mig_current == NVML_DEVICE_MIG_ENABLE) {
                         for (size_t k = 0; rc >= 0 && k < g->n_migs; k++)
                                 rc = add_mig(spec, cfg, dev_root, &minors, g, &g->migs[k], err);
@@ -157,8 +128,8 @@ static int build_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
                         rc = -(err && err->code ? err->code : ENOMEM);
                         break;
                 }
-                snprintf(node, sizeof(node), "/dev/nvidia%u", g->minor);
-                rc = add_node(kdev_cdi_device_edits(dev), dev_root, node, false, err);
+                struct kdev_nvidia_logical d = {.minor = g->minor};
+                rc = kdev_nvidia_device_edits_cdi(dev_root, &d, kdev_cdi_device_edits(dev), err);
         }
         kdev_nvidia_mig_minors_clear(&minors);
         if (rc >= 0) {

@@ -9,9 +9,11 @@
  *     device edits: the device node /dev/nvidia<minor> (hostPath
  *     <devRoot>/dev/nvidia<minor> when the dev root is not "/");
  *   - "all": the union of the GPUs' edits (nvcdi's merged device);
- *   - spec-level edits: env NVIDIA_VISIBLE_DEVICES=void (nvcdi's wrapper),
- *     the control nodes /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools,
- *     /dev/nvidia-modeset that exist under the dev root when the spec is
+ *   - spec-level edits (the common edits of nvidia/container_edits.h, which
+ *     the DRA claim specs and Allocate share): env NVIDIA_VISIBLE_DEVICES=void
+ *     (nvcdi's wrapper), the control nodes (kdev_nvidia_control_nodes:
+ *     /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools,
+ *     /dev/nvidia-modeset) that exist under the dev root when the spec is
  *     built, then nvcdi's common edits (nvidia/driver_files.h): the driver's
  *     libraries of the NVML driver version, firmware, binaries and IPC
  *     sockets as read-only bind mounts (looked up under

@@ -3,8 +3,8 @@
  * mock's control entry points, scratch directories, loading a topology and
  * discovering it.
  *
- * Only for tests/unit/test_nvml_*.c and test_nvidia_*.c, which the build
- * gives KDEV_MOCK_NVML_LIB, KDEV_MOCK_NVML_TOPOLOGIES and the mock's include
+ * Only for tests/unit/test_nvml_*.c, test_nvidia_*.c and test_dra_cdi_*.c,
+ * which the build gives KDEV_MOCK_NVML_LIB, KDEV_MOCK_NVML_TOPOLOGIES and the mock's include
  * directory. Include after <cmocka.h>. Everything here is static inline so
  * that a test may use any subset of it. */
 #ifndef KDEV_TESTS_UNIT_MOCK_FIXTURE_H
