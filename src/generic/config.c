@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "generic/yamlcfg.h"
+#include "config/yamlcfg.h"
 
 #define PATH_TEXT_MAX 4095
 

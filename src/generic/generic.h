@@ -110,7 +110,7 @@ int kdev_generic_config_parse(const char *display_name, const char *text, size_t
 
 /* Top-level sections of kdev's config file that another module reads (the
  * NVIDIA backend's `flags`, `sharing`, ...: nvidia/config.h). |fields| are
- * yamlcfg field readers (generic/yamlcfg.h), called with obj = |obj|; their
+ * yamlcfg field readers (config/yamlcfg.h), called with obj = |obj|; their
  * keys must differ from "version" and "generic" and from each other. */
 struct kdev_ycfg_field;
 struct kdev_config_sections {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "generic/yamlcfg.h"
+#include "config/yamlcfg.h"
 #include "model/model.h"
 
 #define MSG_MAX 384

@@ -6,7 +6,7 @@
  * k8s-device-plugin v0.20.0
  * (api/config/v1/{config,flags,strategy,imex,replicas}.go and
  * cmd/nvidia-device-plugin/main.go). Differences, on purpose:
- *   - the file is read strictly (generic/yamlcfg.h): unknown keys, repeated
+ *   - the file is read strictly (config/yamlcfg.h): unknown keys, repeated
  *     keys, wrong types and bad values are errors with file:line:column and
  *     the key path; NVIDIA ignores unknown keys silently;
  *   - values are checked when read (NVIDIA checks some at start only);
