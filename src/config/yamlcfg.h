@@ -2,7 +2,7 @@
  *
  * Internal to kdev: the engine of kdev's config file (config/config.h), whose
  * sections the backends read with their own tables (generic/config.c,
- * nvidia/config.c). A schema is a set of mapping tables
+ * nvidia/config_schema.c). A schema is a set of mapping tables
  * (key, required, handler); handlers read one value node into a C struct.
  * Every error is reported as `file:line:column: key.path[i]: message` with the
  * 1-based position of the offending node, and processing stops at the first
