@@ -14,6 +14,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "config/config.h"
 #include "generic/generic.h"
 #include "model/model.h"
 #include "nvidia/backend.h"
@@ -598,10 +599,15 @@ int main(int argc, char **argv)
         struct daemon d = {0};
         int status = 1;
         bool loop_ready = false;
+        /* kdev's config file: `version`, then each backend's sections */
+        struct kdev_config_root root;
         struct kdev_config_sections ext;
+        kdev_config_root_init(&root);
         kdev_nvidia_config_sections(&nv, &ext);
         if (kdev_nvidia_config_apply_env(&nv, environ, &err) < 0 ||
-            (config && kdev_generic_config_load_ext(config, &ext, &cfg, &err) < 0) ||
+            (config && (kdev_generic_config_register(&root, config, &cfg, &err) < 0 ||
+                        kdev_config_register(&root, &ext, &err) < 0 ||
+                        kdev_config_load(&root, config, &err) < 0)) ||
             kdev_nvidia_config_finish(&nv, config != NULL, &err) < 0 ||
             (cfg && kdev_generic_discover(cfg, &gopts, &set, &err) < 0)) {
                 goto out; /* logged below as "cannot start" */

@@ -1,11 +1,13 @@
-/* The generic backend's config file: schema tables and checks. */
+/* The generic backend's section of kdev's config file (`generic`): schema
+ * tables and checks. */
 #include "generic/generic.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "generic/yamlcfg.h"
+#include "config/config.h"
+#include "config/yamlcfg.h"
 
 #define PATH_TEXT_MAX 4095
 
@@ -251,82 +253,22 @@ static const struct kdev_ycfg_field generic_fields[] = {
         {"devices", true, read_generic_devices},
 };
 
-/* The object of the top-level mapping: the generic config and the sections
- * other modules add (kdev_generic_config_parse_ext). */
-struct top_obj {
-        struct kdev_generic_config *cfg;
-        const struct kdev_config_sections *ext;
-};
-
 static int read_generic(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
-        struct top_obj *top = obj;
         return kdev_ycfg_mapping(c, node, generic_fields,
-                                 sizeof(generic_fields) / sizeof(generic_fields[0]), top->cfg);
+                                 sizeof(generic_fields) / sizeof(generic_fields[0]), obj);
 }
 
-/* --- schema: top level ------------------------------------------------------------ */
+/* --- the section on kdev's config root ---------------------------------------------- */
 
-static int read_version(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
-{
-        (void)obj;
-        char *v = NULL;
-        int rc = kdev_ycfg_string(c, node, &v);
-        if (rc < 0)
-                return rc;
-        if (strcmp(v, "v1") != 0)
-                rc = kdev_ycfg_fail(c, node, "unsupported version \"%s\" (supported: v1)", v);
-        free(v);
-        return rc;
-}
-
-/* Top-level keys of kdev's own; other modules add theirs through
- * kdev_generic_config_parse_ext. */
-static const struct kdev_ycfg_field top_fields[] = {
-        {"version", false, read_version}, /* optional: v1 when absent, as NVIDIA */
+static const struct kdev_ycfg_field section_fields[] = {
         {"generic", false, read_generic},
 };
-#define N_TOP (sizeof(top_fields) / sizeof(top_fields[0]))
 
-/* Reads a section of another module: at the top level the key path is the
- * key itself, which selects the module's field. */
-static int read_ext(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
+int kdev_generic_config_register(struct kdev_config_root *root, const char *display_name,
+                                 struct kdev_generic_config **out, struct kdev_err *err)
 {
-        struct top_obj *top = obj;
-        for (size_t i = 0; i < top->ext->n_fields; i++) {
-                if (strcmp(top->ext->fields[i].key, c->path) == 0)
-                        return top->ext->fields[i].fn(c, node, top->ext->obj);
-        }
-        return kdev_ycfg_fail(c, node, "internal error: no reader for this section");
-}
-
-int kdev_generic_config_parse(const char *display_name, const char *text, size_t len,
-                              struct kdev_generic_config **out, struct kdev_err *err)
-{
-        return kdev_generic_config_parse_ext(display_name, text, len, NULL, out, err);
-}
-
-int kdev_generic_config_parse_ext(const char *display_name, const char *text, size_t len,
-                                  const struct kdev_config_sections *ext,
-                                  struct kdev_generic_config **out, struct kdev_err *err)
-{
-        struct kdev_ycfg c;
-        struct kdev_ycfg_field fields[64];
-        size_t n_fields = N_TOP;
         *out = NULL;
-        memcpy(fields, top_fields, sizeof(top_fields));
-        if (ext && ext->n_fields > sizeof(fields) / sizeof(fields[0]) - N_TOP)
-                return kdev_err_set(err, EINVAL, "too many config sections");
-        for (size_t i = 0; ext && i < ext->n_fields; i++) {
-                for (size_t j = 0; j < n_fields; j++) {
-                        if (strcmp(fields[j].key, ext->fields[i].key) == 0)
-                                return kdev_err_set(err, EINVAL,
-                                                    "config section \"%s\" defined twice",
-                                                    ext->fields[i].key);
-                }
-                fields[n_fields] = ext->fields[i];
-                fields[n_fields++].fn = read_ext;
-        }
         if (!display_name)
                 display_name = "<config>";
         struct kdev_generic_config *cfg = calloc(1, sizeof(*cfg));
@@ -334,11 +276,28 @@ int kdev_generic_config_parse_ext(const char *display_name, const char *text, si
                 free(cfg);
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
-        int rc = kdev_ycfg_parse(&c, display_name, text ? text : "", text ? len : 0, err);
-        struct top_obj top = {cfg, ext};
-        if (rc == 0)
-                rc = kdev_ycfg_mapping(&c, kdev_ycfg_root(&c), fields, n_fields, &top);
-        kdev_ycfg_done(&c);
+        struct kdev_config_sections s = {section_fields,
+                                         sizeof(section_fields) / sizeof(section_fields[0]), cfg};
+        int rc = kdev_config_register(root, &s, err);
+        if (rc < 0) {
+                kdev_generic_config_free(cfg);
+                return rc;
+        }
+        *out = cfg;
+        return 0;
+}
+
+int kdev_generic_config_parse(const char *display_name, const char *text, size_t len,
+                              struct kdev_generic_config **out, struct kdev_err *err)
+{
+        struct kdev_config_root root;
+        struct kdev_generic_config *cfg;
+        kdev_config_root_init(&root);
+        *out = NULL;
+        int rc = kdev_generic_config_register(&root, display_name, &cfg, err);
+        if (rc < 0)
+                return rc;
+        rc = kdev_config_parse(&root, display_name, text, len, err);
         if (rc < 0) {
                 kdev_generic_config_free(cfg);
                 return rc;
@@ -350,19 +309,18 @@ int kdev_generic_config_parse_ext(const char *display_name, const char *text, si
 int kdev_generic_config_load(const char *path, struct kdev_generic_config **out,
                              struct kdev_err *err)
 {
-        return kdev_generic_config_load_ext(path, NULL, out, err);
-}
-
-int kdev_generic_config_load_ext(const char *path, const struct kdev_config_sections *ext,
-                                 struct kdev_generic_config **out, struct kdev_err *err)
-{
-        char *text;
-        size_t len;
+        struct kdev_config_root root;
+        struct kdev_generic_config *cfg;
+        kdev_config_root_init(&root);
         *out = NULL;
-        int rc = kdev_ycfg_read_file(path, &text, &len, err);
+        int rc = kdev_generic_config_register(&root, path, &cfg, err);
         if (rc < 0)
                 return rc;
-        rc = kdev_generic_config_parse_ext(path, text, len, ext, out, err);
-        free(text);
-        return rc;
+        rc = kdev_config_load(&root, path, err);
+        if (rc < 0) {
+                kdev_generic_config_free(cfg);
+                return rc;
+        }
+        *out = cfg;
+        return 0;
 }

@@ -93,13 +93,25 @@ struct kdev_generic_options {
         void *warn_arg;
 };
 
-/* Loads and checks the config file at |path|. On success *out is a new config
- * (free with kdev_generic_config_free). Errors (*out = NULL): the errno of
- * open/read (`demo.yaml: cannot read: No such file or directory`), -EFBIG for
- * files over 1 MiB, -EINVAL for YAML syntax errors and schema violations, each
- * as `file:line:column: key.path: message`, e.g.
- * `demo.yaml:7:16: generic.devices[0].groups[0].count: must be an integer
- * between 1 and 1000, got "0"`; -ENOMEM. */
+struct kdev_config_root;
+
+/* Registers the `generic` section on kdev's config root |root|
+ * (config/config.h) and allocates the config it fills: *out, empty, whose
+ * source is |display_name| (NULL: "<config>"); free it with
+ * kdev_generic_config_free, also after a failed read (it may then hold part
+ * of the file). Errors (*out = NULL): -ENOMEM; those of kdev_config_register
+ * ("config section \"generic\" defined twice", "too many config sections"). */
+int kdev_generic_config_register(struct kdev_config_root *root, const char *display_name,
+                                 struct kdev_generic_config **out, struct kdev_err *err);
+
+/* Loads and checks the config file at |path| with the generic section alone
+ * (and `version`). On success *out is a new config (free with
+ * kdev_generic_config_free). Errors (*out = NULL): the errno of open/read
+ * (`demo.yaml: cannot read: No such file or directory`), -EFBIG for files over
+ * 1 MiB, -EINVAL for YAML syntax errors and schema violations, each as
+ * `file:line:column: key.path: message`, e.g. `demo.yaml:7:16:
+ * generic.devices[0].groups[0].count: must be an integer between 1 and 1000,
+ * got "0"`; -ENOMEM. */
 int kdev_generic_config_load(const char *path, struct kdev_generic_config **out,
                              struct kdev_err *err);
 
@@ -107,28 +119,6 @@ int kdev_generic_config_load(const char *path, struct kdev_generic_config **out,
  * |display_name|. */
 int kdev_generic_config_parse(const char *display_name, const char *text, size_t len,
                               struct kdev_generic_config **out, struct kdev_err *err);
-
-/* Top-level sections of kdev's config file that another module reads (the
- * NVIDIA backend's `flags`, `sharing`, ...: nvidia/config.h). |fields| are
- * yamlcfg field readers (generic/yamlcfg.h), called with obj = |obj|; their
- * keys must differ from "version" and "generic" and from each other. */
-struct kdev_ycfg_field;
-struct kdev_config_sections {
-        const struct kdev_ycfg_field *fields;
-        size_t n_fields; /* at most 60 */
-        void *obj;
-};
-
-/* Like kdev_generic_config_load / _parse, with the extra top-level sections
- * |ext| (NULL: none). A section's reader runs when its key is in the file;
- * errors it reports come back as from the generic sections (file:line:column:
- * key.path: message). -EINVAL "config section \"x\" defined twice" for a key
- * given twice in |ext| or equal to a generic one. */
-int kdev_generic_config_load_ext(const char *path, const struct kdev_config_sections *ext,
-                                 struct kdev_generic_config **out, struct kdev_err *err);
-int kdev_generic_config_parse_ext(const char *display_name, const char *text, size_t len,
-                                  const struct kdev_config_sections *ext,
-                                  struct kdev_generic_config **out, struct kdev_err *err);
 
 /* Frees |cfg|. NULL-safe. */
 void kdev_generic_config_free(struct kdev_generic_config *cfg);

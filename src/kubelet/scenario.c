@@ -87,7 +87,7 @@ static int check_keys(struct ctx *c, const yaml_node_t *n, const char *path,
                 for (size_t i = 0; known[i] && !ok; i++)
                         ok = strcmp(scalar(k), known[i]) == 0;
                 if (!ok) {
-                        /* Worded like the plugin config (src/generic/yamlcfg.c): the key
+                        /* Worded like the plugin config (src/config/yamlcfg.c): the key
                          * path including the key, then the keys allowed there. */
                         char list[256] = "";
                         for (size_t i = 0; known[i]; i++) {

@@ -6,7 +6,7 @@
  * k8s-device-plugin v0.20.0
  * (api/config/v1/{config,flags,strategy,imex,replicas}.go and
  * cmd/nvidia-device-plugin/main.go). Differences, on purpose:
- *   - the file is read strictly (generic/yamlcfg.h): unknown keys, repeated
+ *   - the file is read strictly (config/yamlcfg.h): unknown keys, repeated
  *     keys, wrong types and bad values are errors with file:line:column and
  *     the key path; NVIDIA ignores unknown keys silently;
  *   - values are checked when read (NVIDIA checks some at start only);
@@ -42,7 +42,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
-#include "generic/generic.h"
+#include "config/config.h"
 
 /* Defaults (NVIDIA's, and kdev's own for the last five). */
 #define KDEV_NVIDIA_DEFAULT_DRIVER_ROOT "/"
@@ -198,8 +198,8 @@ int kdev_nvidia_config_init(struct kdev_nvidia_config *cfg, struct kdev_err *err
 /* Frees everything |cfg| owns (not |cfg|); NULL-safe; leaves it zeroed. */
 void kdev_nvidia_config_clear(struct kdev_nvidia_config *cfg);
 
-/* The NVIDIA sections of kdev's config file, to pass to
- * kdev_generic_config_load_ext() (generic/generic.h): `flags` (with `plugin`,
+/* The NVIDIA sections of kdev's config file, to register on kdev's config
+ * root with kdev_config_register() (config/config.h): `flags` (with `plugin`,
  * and NVIDIA's GFD-only `useNodeFeatureAPI` and `gfd`, accepted and ignored),
  * `resources` (`gpus`/`mig` lists of {pattern, name}: accepted, ignored with
  * NVIDIA's warning), `sharing` (`timeSlicing`, `mps`), `imex`, and kdev's

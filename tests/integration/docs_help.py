@@ -90,7 +90,7 @@ def parser_options(source, kind):
 
 
 def nvidia_flags_and_env():
-    text = read(os.path.join(SRC, "src/nvidia/config.c"))
+    text = read(os.path.join(SRC, "src/nvidia/config_env.c"))
     table = text[text.index("kdev_nvidia_flags[] = {"):]
     table = table[:table.index("};")]
     flags = set(re.findall(r'\{"([a-z0-9-]+)",\s*(?:true|false),', table))

@@ -75,12 +75,6 @@ ALLOWED = {
         "the main opens NVML itself (items 3 and 5)",
     ("nvml", "src/cmd/kdev-dra-plugin.c", "nvml/discover.h"):
         "the main discovers GPUs and maps health back to UUIDs (items 3 and 5)",
-    # item 4 (src/config): the config root and the YAML engine live in the
-    # /dev backend.
-    ("backend", "src/nvidia/config.h", "generic/generic.h"):
-        "the config document root is the generic backend's (item 4)",
-    ("backend", "src/nvidia/config.c", "generic/yamlcfg.h"):
-        "the YAML engine is the generic backend's (item 4)",
     # item 6: kdevctl checks a device plugin's resource name with the
     # model's rule (kdev_resource_name_check); the rule has to move to common
     # for kdevctl to need only rpc + messages + common.

@@ -14,18 +14,32 @@
 #include "generic/generic.h"
 #include "nvidia/config.h"
 
+/* Reads |text| as kdev-plugin reads its config file: `version`, `generic`,
+ * then the NVIDIA sections into |cfg|. Returns the reader's result. */
+static int parse_file(struct kdev_nvidia_config *cfg, const char *name, const char *text,
+                      struct kdev_err *e)
+{
+        struct kdev_config_root root;
+        struct kdev_config_sections ext;
+        struct kdev_generic_config *g = NULL;
+        kdev_config_root_init(&root);
+        kdev_nvidia_config_sections(cfg, &ext);
+        int rc = kdev_generic_config_register(&root, name, &g, e);
+        if (rc == 0)
+                rc = kdev_config_register(&root, &ext, e);
+        if (rc == 0)
+                rc = kdev_config_parse(&root, name, text, strlen(text), e);
+        kdev_generic_config_free(g);
+        return rc;
+}
+
 /* Parses |text| as kdev's config file with the NVIDIA sections into |cfg|
  * (initialised here). Returns the loader's result; |e| holds the message. */
 static int parse(struct kdev_nvidia_config *cfg, const char *text, struct kdev_err *e)
 {
         assert_int_equal(kdev_nvidia_config_init(cfg, e), 0);
-        struct kdev_config_sections ext;
-        kdev_nvidia_config_sections(cfg, &ext);
-        struct kdev_generic_config *g = NULL;
         kdev_err_clear(e);
-        int rc = kdev_generic_config_parse_ext("nv.yaml", text, strlen(text), &ext, &g, e);
-        kdev_generic_config_free(g);
-        return rc;
+        return parse_file(cfg, "nv.yaml", text, e);
 }
 
 static void parse_ok(struct kdev_nvidia_config *cfg, const char *text)
@@ -432,14 +446,7 @@ static void test_precedence(void **state)
                                          0);
                         if (order == 2)
                                 assert_int_equal(kdev_nvidia_config_apply_env(&cfg, env, &e), 0);
-                        struct kdev_config_sections ext;
-                        kdev_nvidia_config_sections(&cfg, &ext);
-                        struct kdev_generic_config *g = NULL;
-                        assert_int_equal(kdev_generic_config_parse_ext("nv.yaml", text,
-                                                                       strlen(text), &ext, &g,
-                                                                       &e),
-                                         0);
-                        kdev_generic_config_free(g);
+                        assert_int_equal(parse_file(&cfg, "nv.yaml", text, &e), 0);
                         if (order == 1)
                                 assert_int_equal(kdev_nvidia_config_apply_env(&cfg, env, &e), 0);
                 }

@@ -65,6 +65,25 @@ static int teardown(void **state)
         return 0;
 }
 
+/* Reads |text| as kdev-plugin reads its config file: `version`, `generic`,
+ * then the NVIDIA sections into |cfg|. Returns the reader's result. */
+static int parse_file(struct kdev_nvidia_config *cfg, const char *name, const char *text,
+                      struct kdev_err *e)
+{
+        struct kdev_config_root root;
+        struct kdev_config_sections ext;
+        struct kdev_generic_config *g = NULL;
+        kdev_config_root_init(&root);
+        kdev_nvidia_config_sections(cfg, &ext);
+        int rc = kdev_generic_config_register(&root, name, &g, e);
+        if (rc == 0)
+                rc = kdev_config_register(&root, &ext, e);
+        if (rc == 0)
+                rc = kdev_config_parse(&root, name, text, strlen(text), e);
+        kdev_generic_config_free(g);
+        return rc;
+}
+
 /* A finished config from |yaml| (NULL: defaults), MIG strategy |mig|. */
 static void config(struct kdev_nvidia_config *cfg, const char *yaml,
                    enum kdev_nvidia_mig_strategy mig)
@@ -73,13 +92,8 @@ static void config(struct kdev_nvidia_config *cfg, const char *yaml,
         kdev_err_clear(&e);
         assert_int_equal(kdev_nvidia_config_init(cfg, &e), 0);
         if (yaml) {
-                struct kdev_config_sections ext;
-                kdev_nvidia_config_sections(cfg, &ext);
-                struct kdev_generic_config *g = NULL;
-                if (kdev_generic_config_parse_ext("labels.yaml", yaml, strlen(yaml), &ext, &g,
-                                                  &e) != 0)
+                if (parse_file(cfg, "labels.yaml", yaml, &e) != 0)
                         fail_msg("%s", e.msg);
-                kdev_generic_config_free(g);
         }
         cfg->mig_strategy = mig;
         if (kdev_nvidia_config_finish(cfg, yaml != NULL, &e) != 0)

@@ -48,18 +48,33 @@ static void collect(void *arg, const char *msg)
                 snprintf(e->warns[e->n_warns++], sizeof(e->warns[0]), "%s", msg);
 }
 
+/* Reads |text| as kdev-plugin reads its config file: `version`, `generic`,
+ * then the NVIDIA sections into |cfg|. Returns the reader's result. */
+static int parse_file(struct kdev_nvidia_config *cfg, const char *name, const char *text,
+                      struct kdev_err *e)
+{
+        struct kdev_config_root root;
+        struct kdev_config_sections ext;
+        struct kdev_generic_config *g = NULL;
+        kdev_config_root_init(&root);
+        kdev_nvidia_config_sections(cfg, &ext);
+        int rc = kdev_generic_config_register(&root, name, &g, e);
+        if (rc == 0)
+                rc = kdev_config_register(&root, &ext, e);
+        if (rc == 0)
+                rc = kdev_config_parse(&root, name, text, strlen(text), e);
+        kdev_generic_config_free(g);
+        return rc;
+}
+
 /* Parses |yaml|, builds |n_gpus| GPUs (GPU 1 faulted when |fault1|; NUMA node
  * i/2) and applies the sharing. Returns the sharing's result. */
 static int make(struct env *e, const char *yaml, size_t n_gpus, bool fault1)
 {
         memset(e, 0, sizeof(*e));
         assert_int_equal(kdev_nvidia_config_init(&e->cfg, &e->err), 0);
-        struct kdev_config_sections ext;
-        kdev_nvidia_config_sections(&e->cfg, &ext);
-        struct kdev_generic_config *g = NULL;
-        if (kdev_generic_config_parse_ext("ts.yaml", yaml, strlen(yaml), &ext, &g, &e->err) != 0)
+        if (parse_file(&e->cfg, "ts.yaml", yaml, &e->err) != 0)
                 fail_msg("%s", e->err.msg);
-        kdev_generic_config_free(g);
         if (kdev_nvidia_config_finish(&e->cfg, true, &e->err) != 0)
                 fail_msg("%s", e->err.msg);
         for (size_t i = 0; i < n_gpus; i++) {
@@ -554,13 +569,8 @@ static void test_mig_refs(void **state)
                                  "mig-ts, devices: [%s]}]\n",
                          refs[i]);
                 assert_int_equal(kdev_nvidia_config_init(&e.cfg, &e.err), 0);
-                struct kdev_config_sections ext;
-                kdev_nvidia_config_sections(&e.cfg, &ext);
-                struct kdev_generic_config *g = NULL;
-                if (kdev_generic_config_parse_ext("ts.yaml", yaml, strlen(yaml), &ext, &g,
-                                                  &e.err) != 0)
+                if (parse_file(&e.cfg, "ts.yaml", yaml, &e.err) != 0)
                         fail_msg("%s", e.err.msg);
-                kdev_generic_config_free(g);
                 assert_int_equal(kdev_nvidia_apply_sharing(&e.set, &e.cfg, collect, &e, &e.err),
                                  0);
                 assert_string_equal(names(&e), "nvidia.com/gpu=1 nvidia.com/mig-1g.5gb=1 "

@@ -1,5 +1,5 @@
 /* Strict, table-driven YAML configuration reading (see yamlcfg.h). */
-#include "generic/yamlcfg.h"
+#include "config/yamlcfg.h"
 
 #include "common/file.h"
 

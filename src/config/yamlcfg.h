@@ -1,7 +1,8 @@
 /* Strict, table-driven reading of a YAML configuration document (libyaml).
  *
- * Internal to kdev (the generic backend's config now; the NVIDIA-compatible
- * section later adds its own tables). A schema is a set of mapping tables
+ * Internal to kdev: the engine of kdev's config file (config/config.h), whose
+ * sections the backends read with their own tables (generic/config.c,
+ * nvidia/config_schema.c). A schema is a set of mapping tables
  * (key, required, handler); handlers read one value node into a C struct.
  * Every error is reported as `file:line:column: key.path[i]: message` with the
  * 1-based position of the offending node, and processing stops at the first
@@ -9,8 +10,8 @@
  * explicit YAML tags ("!!int", "!foo", "!"), collections nested deeper than
  * KDEV_YCFG_DEPTH_MAX and multi-document files are errors.
  */
-#ifndef KDEV_GENERIC_YAMLCFG_H
-#define KDEV_GENERIC_YAMLCFG_H
+#ifndef KDEV_CONFIG_YAMLCFG_H
+#define KDEV_CONFIG_YAMLCFG_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -118,4 +119,4 @@ yaml_node_t *kdev_ycfg_lookup(struct kdev_ycfg *c, yaml_node_t *node, const char
 unsigned kdev_ycfg_line(const yaml_node_t *node);
 unsigned kdev_ycfg_column(const yaml_node_t *node);
 
-#endif /* KDEV_GENERIC_YAMLCFG_H */
+#endif /* KDEV_CONFIG_YAMLCFG_H */
