@@ -864,10 +864,15 @@ int kdev_rpc_unary_sync(const char *path, const char *method, const uint8_t *req
                 return kdev_err_set(err, ENOMEM, "rpc %s: out of memory", method);
         }
         struct sync_state st = { 0 };
+        /* a record of our own: the start's errno is needed even when the
+         * caller passes no |err| */
+        struct kdev_err start_err = { 0 };
         struct kdev_rpc_client_call *call =
                 kdev_rpc_client_unary(cl, method, req, len, timeout_ms, sync_msg, sync_done, &st,
-                                      err);
-        rv = call ? 0 : (err && err->code ? -err->code : -EIO);
+                                      &start_err);
+        rv = call ? 0 : (start_err.code ? -start_err.code : -EIO);
+        if (!call && err)
+                *err = start_err;
         while (call && !st.done)
                 uv_run(&loop, UV_RUN_ONCE);
         kdev_rpc_client_close(cl);
