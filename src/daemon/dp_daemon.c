@@ -23,7 +23,6 @@
 #include "nvidia/labels.h"
 #include "nvidia/resources.h"
 #include "metrics/plugin_metrics.h"
-#include "nvml/loader.h"
 #include "plugin/runtime.h"
 
 struct kdev_dp_daemon {
@@ -70,28 +69,14 @@ static void on_backend_stopped(void *arg)
         kdev_dp_runtime_stop(rt, on_runtime_stopped, d);
 }
 
-/* Builds the node labels file text of |gpus| under |nv| (*text, caller
- * frees; *n the number of labels; *invalid_mig whether the label builder
- * found the MIG layout invalid: nvidia.com/gpu.product <model>-MIG-INVALID).
- * Returns 0 or a negative errno with |err|. */
+/* The node labels file text of |gpus| (nvidia/labels.h), the machine type
+ * read from |machine_type_file|. */
 static int labels_text(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *nv,
                        const char *machine_type_file, char **text, size_t *n, bool *invalid_mig,
                        struct kdev_err *err)
 {
-        struct kdev_nvidia_labels_options lo = {
-                .machine_type_file = machine_type_file,
-        };
-        struct kdev_nvidia_labels l;
-        *text = NULL;
-        int r = kdev_nvidia_labels_build(gpus, nv, &lo, &l, err);
-        const char *p = kdev_nvidia_labels_get(&l, "nvidia.com/gpu.product");
-        size_t len = p ? strlen(p) : 0;
-        *invalid_mig = len >= 12 && strcmp(p + len - 12, "-MIG-INVALID") == 0;
-        if (r == 0 && !(*text = kdev_nvidia_labels_text(&l, true)))
-                r = kdev_err_set(err, ENOMEM, "out of memory");
-        *n = l.n;
-        kdev_nvidia_labels_clear(&l);
-        return r;
+        struct kdev_nvidia_labels_options lo = {.machine_type_file = machine_type_file};
+        return kdev_nvidia_labels_file_text(gpus, nv, &lo, text, n, invalid_mig, err);
 }
 
 static void log_labels_written(const char *path, int r, size_t n_labels)
@@ -171,31 +156,20 @@ static void on_labels_timer(uv_timer_t *t)
 static void label_invalid_mig(const char *path, const struct kdev_nvidia_config *nv,
                               const char *machine_type_file)
 {
-        if (!path || nv->mig_strategy != KDEV_NVIDIA_MIG_SINGLE)
+        if (!path)
                 return;
-        struct kdev_nvml_options nopts = {.driver_root = nv->driver_root};
-        struct kdev_nvml_discover_options dopts = {.flags = 0}; /* MIG devices, no links */
-        struct kdev_nvml *lib = NULL;
-        struct kdev_gpu_set *gpus = NULL;
+        struct kdev_nvidia_labels_options lo = {.machine_type_file = machine_type_file};
         struct kdev_err err = {0};
-        if (kdev_nvml_open(&nopts, &lib, &err) < 0 ||
-            kdev_nvml_discover(lib, &dopts, &gpus, &err) < 0) {
-                kdev_nvml_close(lib);
-                return; /* no GPUs to judge: not a MIG layout failure */
-        }
         size_t n = 0;
-        bool invalid_mig = false;
         char *text = NULL;
-        int r = labels_text(gpus, nv, machine_type_file, &text, &n, &invalid_mig, &err);
-        if (r == 0 && invalid_mig)
+        int r = kdev_nvidia_labels_invalid_mig(nv, &lo, &text, &n, &err);
+        if (r > 0)
                 r = kdev_nvidia_labels_write(path, text, &err);
         if (r < 0)
                 kdev_log_error("cannot write the node labels", "path", path, "error", err.msg);
-        else if (invalid_mig)
+        else if (text)
                 log_labels_written(path, r, n);
         free(text);
-        kdev_gpu_set_free(gpus);
-        kdev_nvml_close(lib);
 }
 
 void kdev_dp_daemon_restart(struct kdev_dp_daemon *d)
