@@ -18,7 +18,6 @@
 
 #include "common/flags.h"
 #include "common/log.h"
-#include "common/version.h"
 #include "dra/daemon.h"
 #include "dra/plugin.h"
 #include "nvidia/config.h"
@@ -125,9 +124,6 @@ enum {
         OPT_PROC_ROOT,
         OPT_PROBE,
         OPT_QUIET,
-        OPT_LEVEL,
-        OPT_FORMAT,
-        OPT_VERSION,
 };
 
 static const struct option longopts[] = {
@@ -143,17 +139,17 @@ static const struct option longopts[] = {
         {"proc-root", required_argument, NULL, OPT_PROC_ROOT},
         {"health-probe-interval", required_argument, NULL, OPT_PROBE},
         {"health-quiet-period", required_argument, NULL, OPT_QUIET},
-        {"log-level", required_argument, NULL, OPT_LEVEL},
-        {"log-format", required_argument, NULL, OPT_FORMAT},
+        {"log-level", required_argument, NULL, KDEV_FLAG_LOG_LEVEL},
+        {"log-format", required_argument, NULL, KDEV_FLAG_LOG_FORMAT},
         {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, OPT_VERSION},
+        {"version", no_argument, NULL, KDEV_FLAG_VERSION},
         {NULL, 0, NULL, 0},
 };
 
 /* Flags and environment into |o|, |level| and |json|. Returns -1 to run,
  * or the exit status: 0 (--help, --version) or 2 (a usage error, printed). */
 static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
-                 enum kdev_log_level *level, bool *json)
+                 struct kdev_flag_common *common)
 {
         int c, usage_status = -1;
         *o = (struct kdev_dra_daemon_options){
@@ -213,28 +209,16 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                         if (!flag_seconds("health-quiet-period", optarg))
                                 usage_status = 2;
                         break;
-                case OPT_LEVEL:
-                        if (!kdev_flag_log_level(PROG, optarg, level))
+                default: {
+                        int r = kdev_flag_common(PROG, c, optarg, common, usage);
+                        if (r == 0)
+                                return 0;
+                        if (r != 1) /* -1: not a flag, getopt_long printed the error */
                                 usage_status = 2;
-                        break;
-                case OPT_FORMAT:
-                        if (!kdev_flag_log_format(PROG, optarg, json))
-                                usage_status = 2;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                case OPT_VERSION:
-                        printf(PROG " %s\n", KDEV_VERSION);
-                        return 0;
-                default: /* getopt_long printed the error */
-                        usage_status = 2;
+                }
                 }
         }
-        if (usage_status < 0 && optind < argc) {
-                fprintf(stderr, PROG ": unexpected argument \"%s\"\n", argv[optind]);
-                usage_status = 2;
-        }
+        usage_status = kdev_flag_no_operands(PROG, usage_status, argc, argv, optind);
         if (usage_status < 0 && (!o->node || !*o->node)) {
                 fprintf(stderr, PROG ": no node name: set --node-name or NODE_NAME\n");
                 usage_status = 2;
@@ -269,9 +253,7 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
         o->resync_ms = (uint64_t)(s * 1000.0);
         if (o->resync_ms == 0)
                 o->resync_ms = 1;
-        if (usage_status == 2)
-                fprintf(stderr, "Run '" PROG " --help' for the options.\n");
-        return usage_status;
+        return kdev_flag_finish(PROG, usage_status);
 }
 
 int main(int argc, char **argv)
@@ -281,11 +263,10 @@ int main(int argc, char **argv)
          * killing the daemon with SIGPIPE (src/rpc/rpc.h). */
         signal(SIGPIPE, SIG_IGN);
         struct kdev_dra_daemon_options o;
-        enum kdev_log_level level = KDEV_LOG_INFO;
-        bool json = false;
-        int usage_status = parse(argc, argv, &o, &level, &json);
+        struct kdev_flag_common common = {.level = KDEV_LOG_INFO};
+        int usage_status = parse(argc, argv, &o, &common);
         if (usage_status >= 0)
                 return usage_status;
-        kdev_log_setup(level, json);
+        kdev_log_setup(common.level, common.json);
         return kdev_dra_daemon_run(&o, NULL) < 0 ? 1 : 0;
 }

@@ -11,7 +11,6 @@
 
 #include "common/flags.h"
 #include "common/log.h"
-#include "common/version.h"
 #include "daemon/dp_daemon.h"
 #include "metrics/http.h"
 #include "nvidia/config.h"
@@ -131,10 +130,7 @@ static void usage(FILE *f)
 enum {
         OPT_PREFIX = 256,
         OPT_ROOT,
-        OPT_LEVEL,
-        OPT_FORMAT,
         OPT_CHECK,
-        OPT_VERSION,
         OPT_KUBELET_SOCKET,
         OPT_CHECK_CONFIG,
         OPT_METRICS_ADDRESS,
@@ -154,12 +150,12 @@ static struct option *long_options(void)
                 {"root", required_argument, NULL, OPT_ROOT},
                 {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
                 {"nfd-features-file", required_argument, NULL, OPT_NFD_FEATURES_FILE},
-                {"log-level", required_argument, NULL, OPT_LEVEL},
-                {"log-format", required_argument, NULL, OPT_FORMAT},
+                {"log-level", required_argument, NULL, KDEV_FLAG_LOG_LEVEL},
+                {"log-format", required_argument, NULL, KDEV_FLAG_LOG_FORMAT},
                 {"check", no_argument, NULL, OPT_CHECK},
                 {"check-config", required_argument, NULL, OPT_CHECK_CONFIG},
                 {"help", no_argument, NULL, 'h'},
-                {"version", no_argument, NULL, OPT_VERSION},
+                {"version", no_argument, NULL, KDEV_FLAG_VERSION},
         };
         size_t n_own = sizeof(own) / sizeof(own[0]), n_nv = 0;
         while (kdev_nvidia_flags[n_nv].name)
@@ -203,7 +199,7 @@ static bool kubelet_socket_dir(const char *kubelet_socket, const char **plugin_d
  * |json|. Returns -1 to run, or the exit status: 0 (--help, --version), 1
  * (out of memory) or 2 (a usage error, printed). */
 static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
-                 enum kdev_log_level *level, bool *json)
+                 struct kdev_flag_common *common)
 {
         struct kdev_err err = {0};
         /* KDEV_CONFIG, or NVIDIA's CONFIG_FILE (its helm chart sets it). */
@@ -250,14 +246,6 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                 case OPT_NFD_FEATURES_FILE:
                         o->nfd_file = optarg;
                         break;
-                case OPT_LEVEL:
-                        if (!kdev_flag_log_level(PROG, optarg, level))
-                                usage_status = 2;
-                        break;
-                case OPT_FORMAT:
-                        if (!kdev_flag_log_format(PROG, optarg, json))
-                                usage_status = 2;
-                        break;
                 case OPT_CHECK:
                         o->check = true;
                         break;
@@ -265,15 +253,13 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                         o->config = optarg;
                         o->check = true;
                         break;
-                case 'h':
-                        usage(stdout);
-                        usage_status = 0;
-                        break;
-                case OPT_VERSION:
-                        printf(PROG " %s\n", KDEV_VERSION);
-                        usage_status = 0;
-                        break;
-                default:
+                default: {
+                        int r = kdev_flag_common(PROG, c, optarg, common, usage);
+                        if (r >= 0) {
+                                if (r != 1)
+                                        usage_status = r; /* 0: help or version */
+                                break;
+                        }
                         if (c >= OPT_NVIDIA) {
                                 const char *name = kdev_nvidia_flags[c - OPT_NVIDIA].name;
                                 if (kdev_nvidia_config_apply_flag(o->nv, name, optarg, &err) < 0) {
@@ -283,6 +269,7 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                                 break;
                         }
                         usage_status = 2; /* getopt_long printed the error */
+                }
                 }
         }
         if (usage_status < 0 && kubelet_socket && *kubelet_socket &&
@@ -297,14 +284,9 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                         o->metrics_address);
                 usage_status = 2;
         }
-        if (usage_status < 0 && optind < argc) {
-                fprintf(stderr, PROG ": unexpected argument \"%s\"\n", argv[optind]);
-                usage_status = 2;
-        }
+        usage_status = kdev_flag_no_operands(PROG, usage_status, argc, argv, optind);
         free(longopts);
-        if (usage_status == 2)
-                fprintf(stderr, "Run '" PROG " --help' for the options.\n");
-        return usage_status;
+        return kdev_flag_finish(PROG, usage_status);
 }
 
 int main(int argc, char **argv)
@@ -320,11 +302,10 @@ int main(int argc, char **argv)
                 return 1;
         }
         struct kdev_dp_daemon_options o = {.nv = &nv};
-        enum kdev_log_level level = KDEV_LOG_INFO;
-        bool json = false;
-        int status = parse(argc, argv, &o, &level, &json);
+        struct kdev_flag_common common = {.level = KDEV_LOG_INFO};
+        int status = parse(argc, argv, &o, &common);
         if (status < 0) {
-                kdev_log_setup(level, json);
+                kdev_log_setup(common.level, common.json);
                 status = kdev_dp_daemon_run(&o, NULL) < 0 ? 1 : 0;
         }
         kdev_nvidia_config_clear(&nv);

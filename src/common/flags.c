@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/version.h"
+
 bool kdev_flag_log_level(const char *prog, const char *v, enum kdev_log_level *level)
 {
         if (kdev_log_level_parse(v, level) == 0)
@@ -73,4 +75,39 @@ bool kdev_flag_paths_nonempty(const char *prog, const struct kdev_flag_path *pat
                 }
         }
         return true;
+}
+
+int kdev_flag_common(const char *prog, int c, const char *arg, struct kdev_flag_common *out,
+                     void (*usage)(FILE *f))
+{
+        switch (c) {
+        case KDEV_FLAG_LOG_LEVEL:
+                return kdev_flag_log_level(prog, arg, &out->level) ? 1 : 2;
+        case KDEV_FLAG_LOG_FORMAT:
+                return kdev_flag_log_format(prog, arg, &out->json) ? 1 : 2;
+        case 'h':
+                usage(stdout);
+                return 0;
+        case KDEV_FLAG_VERSION:
+                printf("%s %s\n", prog, KDEV_VERSION);
+                return 0;
+        default:
+                return -1;
+        }
+}
+
+int kdev_flag_no_operands(const char *prog, int status, int argc, char **argv, int optind)
+{
+        if (status < 0 && optind < argc) {
+                fprintf(stderr, "%s: unexpected argument \"%s\"\n", prog, argv[optind]);
+                status = 2;
+        }
+        return status;
+}
+
+int kdev_flag_finish(const char *prog, int status)
+{
+        if (status == 2)
+                fprintf(stderr, "Run '%s --help' for the options.\n", prog);
+        return status;
 }
