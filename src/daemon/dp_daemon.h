@@ -74,7 +74,8 @@ void kdev_dp_daemon_restart(struct kdev_dp_daemon *d);
 /* The daemon's event loop, for the caller's own handles. */
 uv_loop_t *kdev_dp_daemon_loop(struct kdev_dp_daemon *d);
 
-/* The device plugin runtime serving the resources (NULL once stopping). */
+/* The device plugin runtime serving the resources; NULL once a stop has
+ * reached it (after the NVIDIA backend stopped). */
 struct kdev_dp_runtime *kdev_dp_daemon_runtime(struct kdev_dp_daemon *d);
 
 #endif /* KDEV_DAEMON_DP_DAEMON_H */

@@ -56,7 +56,6 @@ struct kdev_dra_daemon {
         /* per-claim lines: a client repeating the same call within 5 s gets
          * one line per window (common/log.h); flushed by sockets_timer */
         struct kdev_log_limiter *claim_log;
-        const struct kdev_dra_daemon_options *opts;
 };
 
 static void xid_warn(void *arg, const char *msg)
@@ -429,7 +428,6 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
         const char *cdi_hook = o->cdi_hook, *api_version = o->api_version;
         const char *probe_s = o->probe_s, *quiet_s = o->quiet_s;
         struct kdev_dra_daemon d = {0};
-        d.opts = o;
         struct kdev_err err = {0};
         struct kdev_nvml *lib = NULL;
         struct kdev_gpu_set *set = NULL;
