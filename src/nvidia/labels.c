@@ -2,6 +2,7 @@
 #include "nvidia/labels.h"
 
 #include "common/file.h"
+#include "nvml/loader.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -568,4 +569,54 @@ int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err
                 return kdev_err_set(err, ENAMETOOLONG, "%s: path too long", path);
         int r = kdev_file_write_atomic(path, tmp, text, strlen(text), 0644, false, err);
         return r < 0 ? r : 1;
+}
+
+int kdev_nvidia_labels_file_text(const struct kdev_gpu_set *gpus,
+                                 const struct kdev_nvidia_config *cfg,
+                                 const struct kdev_nvidia_labels_options *opts, char **text,
+                                 size_t *n, bool *invalid_mig, struct kdev_err *err)
+{
+        struct kdev_nvidia_labels l;
+        *text = NULL;
+        int r = kdev_nvidia_labels_build(gpus, cfg, opts, &l, err);
+        const char *p = kdev_nvidia_labels_get(&l, "nvidia.com/gpu.product");
+        size_t len = p ? strlen(p) : 0;
+        *invalid_mig = len >= 12 && strcmp(p + len - 12, "-MIG-INVALID") == 0;
+        if (r == 0 && !(*text = kdev_nvidia_labels_text(&l, true)))
+                r = kdev_err_set(err, ENOMEM, "out of memory");
+        *n = l.n;
+        kdev_nvidia_labels_clear(&l);
+        return r;
+}
+
+int kdev_nvidia_labels_invalid_mig(const struct kdev_nvidia_config *cfg,
+                                   const struct kdev_nvidia_labels_options *opts, char **text,
+                                   size_t *n, struct kdev_err *err)
+{
+        *text = NULL;
+        *n = 0;
+        if (cfg->mig_strategy != KDEV_NVIDIA_MIG_SINGLE)
+                return 0;
+        struct kdev_nvml_options nopts = {.driver_root = cfg->driver_root};
+        struct kdev_nvml_discover_options dopts = {.flags = 0}; /* MIG devices, no links */
+        struct kdev_nvml *lib = NULL;
+        struct kdev_gpu_set *gpus = NULL;
+        struct kdev_err ignored = {0};
+        if (kdev_nvml_open(&nopts, &lib, &ignored) < 0 ||
+            kdev_nvml_discover(lib, &dopts, &gpus, &ignored) < 0) {
+                kdev_nvml_close(lib);
+                return 0; /* no GPUs to judge: not a MIG layout failure */
+        }
+        bool invalid_mig = false;
+        int r = kdev_nvidia_labels_file_text(gpus, cfg, opts, text, n, &invalid_mig, err);
+        kdev_gpu_set_free(gpus);
+        kdev_nvml_close(lib);
+        if (r < 0)
+                return r;
+        if (!invalid_mig) {
+                free(*text);
+                *text = NULL;
+                return 0;
+        }
+        return 1;
 }

@@ -139,4 +139,28 @@ char *kdev_nvidia_labels_text(const struct kdev_nvidia_labels *l, bool header);
  * the temporary file is removed on error. */
 int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err *err);
 
+/* The node labels file text of |gpus| under |cfg|: kdev_nvidia_labels_build
+ * with |opts| (may be NULL), then kdev_nvidia_labels_text with the header,
+ * into *text (caller frees; NULL on error). *n is the number of labels built
+ * and *invalid_mig whether nvidia.com/gpu.product ends in "-MIG-INVALID"
+ * (GFD's mark of an invalid MIG layout), both set also after an error of
+ * the text. Returns 0, the errors of kdev_nvidia_labels_build, or -ENOMEM. */
+int kdev_nvidia_labels_file_text(const struct kdev_gpu_set *gpus,
+                                 const struct kdev_nvidia_config *cfg,
+                                 const struct kdev_nvidia_labels_options *opts, char **text,
+                                 size_t *n, bool *invalid_mig, struct kdev_err *err);
+
+/* For kdev-plugin after the NVIDIA backend failed to open under
+ * migStrategy single: discovers the GPUs again (NVML under
+ * cfg->driver_root; MIG devices, no links) and, when their MIG layout is
+ * invalid, builds their labels file text, so that the caller can replace a
+ * file written for an earlier valid layout, as GPU Feature Discovery does.
+ * Returns 1 with *text (caller frees) and *n labels when the layout is
+ * invalid; 0 with *text NULL when it is not, when the strategy is not
+ * single, or when NVML or the discovery fails (no GPUs to judge); or a
+ * negative errno with |err| from kdev_nvidia_labels_file_text. */
+int kdev_nvidia_labels_invalid_mig(const struct kdev_nvidia_config *cfg,
+                                   const struct kdev_nvidia_labels_options *opts, char **text,
+                                   size_t *n, struct kdev_err *err);
+
 #endif /* KDEV_NVIDIA_LABELS_H */

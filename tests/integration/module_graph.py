@@ -67,14 +67,12 @@ ALLOWED = {
         "DRA works on struct kdev_gpu, not the model's physical devices (items 1-3)",
     ("nvml", "src/dra/slices.h", "nvml/discover.h"):
         "ResourceSlices are built from struct kdev_gpu (items 1-3)",
-    # item 5 (thin mains) with item 3 (health split): the mains open NVML
-    # and discover GPUs themselves.
-    ("nvml", "src/cmd/kdev-plugin.c", "nvml/loader.h"):
-        "the main opens NVML itself (items 3 and 5)",
-    ("nvml", "src/cmd/kdev-dra-plugin.c", "nvml/loader.h"):
-        "the main opens NVML itself (items 3 and 5)",
-    ("nvml", "src/cmd/kdev-dra-plugin.c", "nvml/discover.h"):
-        "the main discovers GPUs and maps health back to UUIDs (items 3 and 5)",
+    # item 3 (health split): the DRA daemon opens NVML, discovers the GPUs
+    # and maps the health monitor's logical devices back to GPU UUIDs itself.
+    ("nvml", "src/dra/daemon.c", "nvml/loader.h"):
+        "the DRA daemon opens NVML itself (item 3)",
+    ("nvml", "src/dra/daemon.c", "nvml/discover.h"):
+        "the DRA daemon discovers GPUs and maps health back to UUIDs (item 3)",
     # item 6: kdevctl checks a device plugin's resource name with the
     # model's rule (kdev_resource_name_check); the rule has to move to common
     # for kdevctl to need only rpc + messages + common.

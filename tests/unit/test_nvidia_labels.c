@@ -295,6 +295,54 @@ static void build_topo(struct fx *f, const char *topo, enum kdev_nvidia_mig_stra
         kdev_gpu_set_free(set);
 }
 
+/* kdev_nvidia_labels_file_text: the text kdev-plugin writes, with the
+ * labels' count and the invalid-MIG mark, for an invalid single layout and
+ * a plain one; kdev_nvidia_labels_invalid_mig does nothing unless single. */
+static void file_text_of(struct fx *f, const char *topo, enum kdev_nvidia_mig_strategy mig,
+                         bool want_invalid)
+{
+        char file[256];
+        snprintf(file, sizeof(file), "%s/%s.yaml", KDEV_MOCK_NVML_TOPOLOGIES, topo);
+        struct kdev_gpu_set *set = mock_nvml_discover(
+                &f->m, file, f->sysfs, mig == KDEV_NVIDIA_MIG_NONE ? KDEV_NVML_DISCOVER_NO_MIG : 0);
+        struct kdev_nvidia_config cfg;
+        config(&cfg, NULL, mig);
+        struct kdev_nvidia_labels_options o = {.machine_type_file = f->machine,
+                                               .sysfs_root = f->sysfs};
+        struct kdev_nvidia_labels l;
+        struct kdev_err e = {0};
+        assert_int_equal(kdev_nvidia_labels_build(set, &cfg, &o, &l, &e), 0);
+        char *want = kdev_nvidia_labels_text(&l, true);
+        char *text = NULL;
+        size_t n = 0;
+        bool invalid = !want_invalid;
+        assert_int_equal(kdev_nvidia_labels_file_text(set, &cfg, &o, &text, &n, &invalid, &e), 0);
+        assert_string_equal(text, want);
+        assert_int_equal(n, l.n);
+        assert_true(invalid == want_invalid);
+        free(text);
+        free(want);
+        kdev_nvidia_labels_clear(&l);
+        kdev_nvidia_config_clear(&cfg);
+        kdev_gpu_set_free(set);
+}
+
+static void test_file_text(void **state)
+{
+        struct fx *f = *state;
+        file_text_of(f, "mig-a100-40gb", KDEV_NVIDIA_MIG_SINGLE, true);
+        file_text_of(f, "h100-80gb-8x-nvswitch", KDEV_NVIDIA_MIG_NONE, false);
+        struct kdev_nvidia_config cfg;
+        config(&cfg, NULL, KDEV_NVIDIA_MIG_NONE);
+        char *text = (char *)"unset";
+        size_t n = 7;
+        struct kdev_err e = {0};
+        assert_int_equal(kdev_nvidia_labels_invalid_mig(&cfg, NULL, &text, &n, &e), 0);
+        assert_null(text);
+        assert_int_equal(n, 0);
+        kdev_nvidia_config_clear(&cfg);
+}
+
 static void test_h100_none_by_hand(void **state)
 {
         struct fx *f = *state;
@@ -676,6 +724,7 @@ int main(void)
                 cmocka_unit_test(test_rename_by_default_and_no_gpus),
                 cmocka_unit_test_setup_teardown(test_gpu_mode_and_machine, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_writer, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_file_text, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

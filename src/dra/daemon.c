@@ -1,0 +1,616 @@
+/* kdev DRA daemon (dra/daemon.h): the wiring of kdev-dra-plugin — timers,
+ * thread-pool reconciles, health, signals — moved out of its main. */
+#include "dra/daemon.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "common/dir.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "dra/plugin.h"
+#include "dra/slices.h"
+#include "kube/kube.h"
+#include "nvidia/config.h"
+#include "nvidia/driver_files.h"
+#include "nvidia/health.h"
+#include "nvidia/resources.h"
+#include "nvidia/xid.h"
+#include "nvml/discover.h"
+#include "nvml/loader.h"
+
+#define BACKOFF_FIRST_MS KDEV_DRA_BACKOFF_FIRST_MS
+#define BACKOFF_MAX_MS KDEV_DRA_BACKOFF_MAX_MS
+
+struct kdev_dra_daemon {
+        uv_loop_t loop;
+        uv_signal_t sigterm;
+        uv_signal_t sigint;
+        uv_timer_t sockets_timer;
+        uv_timer_t slices_timer;
+        struct kdev_dra_plugin *plugin;
+        struct kdev_kube *kube_slices; /* the reconcile worker only */
+        struct kdev_kube *kube_claims; /* the plugin's claim source (thread pool) */
+        json_t *devices;
+        const struct kdev_gpu_set *gpus;
+        struct kdev_resource_set health_set;  /* the GPUs as NVIDIA resources */
+        struct kdev_nvidia_health *health;
+        struct kdev_dra_pool pool;
+        uint64_t resync_ms;
+        uint64_t backoff_ms;
+        long long generation;          /* last reconciled, -1 before the first */
+        bool slices_ok;                /* last reconcile succeeded */
+        unsigned reconciles;           /* finished, succeeded or failed */
+        struct reconcile_job *job;     /* reconcile in flight, or NULL */
+        bool again;                    /* reconcile requested while one was in flight */
+        bool stopping;
+        /* per-claim lines: a client repeating the same call within 5 s gets
+         * one line per window (common/log.h); flushed by sockets_timer */
+        struct kdev_log_limiter *claim_log;
+};
+
+static void xid_warn(void *arg, const char *msg)
+{
+        (void)arg;
+        kdev_log_warn(msg);
+}
+
+/* "a,b,c" of the strings at |key| of each record of |devices| (a string
+ * key) or of each string of the array at |key| (an array key). Caller frees;
+ * NULL when out of memory. */
+static char *join_records(const json_t *devices, const char *key)
+{
+        char *out = NULL;
+        size_t len = 0, i, k;
+        const json_t *d, *v;
+        FILE *f = open_memstream(&out, &len);
+        bool first = true;
+
+        if (!f)
+                return NULL;
+        json_array_foreach(devices, i, d) {
+                const json_t *x = json_object_get(d, key);
+
+                if (json_is_string(x)) {
+                        fprintf(f, "%s%s", first ? "" : ",", json_string_value(x));
+                        first = false;
+                }
+                json_array_foreach(x, k, v) {
+                        fprintf(f, "%s%s", first ? "" : ",", json_string_value(v));
+                        first = false;
+                }
+        }
+        if (fclose(f) != 0) {
+                free(out);
+                return NULL;
+        }
+        return out;
+}
+
+/* One log line per claim prepared or unprepared (plugin.h on_claim):
+ *   info "claim prepared" / "claim already prepared" (answered from the
+ *        checkpoint) / "claim unprepared" / "claim unprepared (was not
+ *        prepared)" with claim=<ns>/<name> uid= devices=<names,...>
+ *        cdi_devices=<CDI device IDs,...> (the last two not for an unknown
+ *        claim unprepared);
+ *   warn "claim prepare failed" / "claim unprepare failed" with claim= uid=
+ *        error=.
+ * Identical lines within 5 s are counted and summed up (common/log.h). */
+static void on_claim(void *arg, const struct kdev_dra_claim_event *ev)
+{
+        struct kdev_dra_daemon *d = arg;
+        char claim[512];
+
+        snprintf(claim, sizeof(claim), "%s/%s", ev->ns, ev->name);
+        if (ev->error) {
+                kdev_log_limited(d->claim_log, 1, KDEV_LOG_WARN,
+                                 ev->prepare ? "claim prepare failed" : "claim unprepare failed",
+                                 "claim", claim, "uid", ev->uid, "error", ev->error, NULL);
+                return;
+        }
+        if (!ev->prepare && !ev->recorded) {
+                kdev_log_limited(d->claim_log, 1, KDEV_LOG_INFO,
+                                 "claim unprepared (was not prepared)", "claim", claim, "uid",
+                                 ev->uid, NULL);
+                return;
+        }
+        char *devs = join_records(ev->devices, "device");
+        char *cdis = join_records(ev->devices, "cdiDeviceIDs");
+        const char *msg = !ev->prepare   ? "claim unprepared"
+                          : ev->recorded ? "claim already prepared"
+                                         : "claim prepared";
+
+        kdev_log_limited(d->claim_log, 1, KDEV_LOG_INFO, msg, "claim", claim, "uid", ev->uid,
+                         "devices", devs ? devs : "?", "cdi_devices", cdis ? cdis : "?", NULL);
+        free(devs);
+        free(cdis);
+}
+
+static void on_stale_temp(void *arg, const char *path, int error)
+{
+        (void)arg;
+        if (error)
+                kdev_log_warn("cannot remove a stale temporary file", "path", path, "error",
+                              strerror(error));
+        else
+                kdev_log_info("removed a stale temporary file (an earlier run was killed while "
+                              "writing it)",
+                              "path", path);
+}
+
+static void on_status(void *arg, bool registered, const char *error)
+{
+        (void)arg;
+        if (registered)
+                kdev_log_info("registered with kubelet");
+        else
+                kdev_log_error("kubelet refused the registration", "error", error);
+}
+
+/* One slice reconcile on libuv's thread pool. The worker uses only
+ * d->kube_slices (no other thread touches that client), the pool description
+ * (immutable while running) and |devices|, its own deep copy of the desired
+ * devices; everything else happens on the loop thread in reconcile_done. */
+struct reconcile_job {
+        uv_work_t work;
+        struct kdev_dra_daemon *d;
+        json_t *devices;
+        struct kdev_dra_reconcile_result res;
+        struct kdev_err err;
+        int rc;
+};
+
+static void start_reconcile(uv_timer_t *t);
+
+static void reconcile_work(uv_work_t *w)
+{
+        struct reconcile_job *job = w->data;
+        job->rc = kdev_dra_slices_reconcile(job->d->kube_slices, &job->d->pool, job->devices,
+                                            &job->res, &job->err);
+}
+
+static void reconcile_done(uv_work_t *w, int status)
+{
+        struct reconcile_job *job = w->data;
+        struct kdev_dra_daemon *d = job->d;
+        uint64_t next;
+
+        d->job = NULL;
+        if (status == UV_ECANCELED || d->stopping)
+                goto out;
+        d->reconciles++;
+        if (job->rc < 0) {
+                char delay[32];
+                snprintf(delay, sizeof(delay), "%llus",
+                         (unsigned long long)(d->backoff_ms / 1000));
+                kdev_log_error("cannot publish the ResourceSlices", "error", job->err.msg,
+                               "retry_in", delay);
+                next = d->backoff_ms;
+                d->backoff_ms = d->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+                                                                   : d->backoff_ms * 2;
+                d->slices_ok = false;
+        } else {
+                const struct kdev_dra_reconcile_result *res = &job->res;
+                if (res->changed || !d->slices_ok || res->generation != d->generation) {
+                        char gen[32], n[32], c[64];
+                        snprintf(gen, sizeof(gen), "%lld", res->generation);
+                        snprintf(n, sizeof(n), "%u", res->slices);
+                        snprintf(c, sizeof(c), "%u/%u/%u", res->created, res->updated,
+                                 res->deleted);
+                        kdev_log_info("ResourceSlices published", "pool", d->pool.node,
+                                      "generation", gen, "slices", n,
+                                      "created/updated/deleted", c);
+                }
+                d->generation = res->generation;
+                d->slices_ok = true;
+                d->backoff_ms = BACKOFF_FIRST_MS;
+                next = d->resync_ms;
+        }
+        /* devices changed while this one ran: one follow-up, now */
+        if (d->again) {
+                d->again = false;
+                next = 0;
+        }
+        uv_timer_start(&d->slices_timer, start_reconcile, next, 0);
+out:
+        json_decref(job->devices);
+        free(job);
+}
+
+/* Timer: reconcile the slices off the loop, one at a time; a request while
+ * one is in flight is coalesced into a single follow-up. */
+static void start_reconcile(uv_timer_t *t)
+{
+        struct kdev_dra_daemon *d = t->data;
+        struct reconcile_job *job;
+        int r = UV_ENOMEM;
+
+        if (d->stopping)
+                return;
+        if (d->job) {
+                d->again = true;
+                return;
+        }
+        job = calloc(1, sizeof(*job));
+        if (job) {
+                job->d = d;
+                job->work.data = job;
+                job->devices = json_deep_copy(d->devices);
+                if (job->devices)
+                        r = uv_queue_work(&d->loop, &job->work, reconcile_work, reconcile_done);
+        }
+        if (r < 0) {
+                if (job)
+                        json_decref(job->devices);
+                free(job);
+                kdev_log_error("cannot start a ResourceSlice reconcile", "error", uv_strerror(r));
+                uv_timer_start(&d->slices_timer, start_reconcile, d->backoff_ms, 0);
+                return;
+        }
+        d->job = job;
+        d->again = false;
+}
+
+/* Health changed: rebuild the devices without the unhealthy GPUs and, when
+ * they differ, reconcile the slices now. */
+static void on_health(void *arg, const char *resource)
+{
+        struct kdev_dra_daemon *d = arg;
+        const char **bad = NULL;
+        size_t n = 0, cap = 0;
+        json_t *devs = NULL;
+        struct kdev_err err = {0};
+
+        (void)resource;
+        if (d->stopping)
+                return;
+        for (size_t i = 0; i < d->health_set.n_resources; i++) {
+                const struct kdev_resource *r = &d->health_set.resources[i];
+                for (size_t j = 0; j < r->n_devices; j++) {
+                        const struct kdev_nvidia_devinfo *info =
+                                kdev_nvidia_device_info(r, &r->devices[j]);
+                        if (r->devices[j].healthy || !info)
+                                continue;
+                        if (n == cap) {
+                                size_t ncap = cap ? cap * 2 : 8;
+                                const char **nb = realloc(bad, ncap * sizeof(*bad));
+                                if (!nb) {
+                                        free(bad);
+                                        kdev_log_error("health update dropped: out of memory");
+                                        return;
+                                }
+                                bad = nb;
+                                cap = ncap;
+                        }
+                        bad[n++] = info->uuid;
+                }
+        }
+        /* NodePrepareResources refuses what is withdrawn */
+        if (kdev_dra_plugin_set_unhealthy(d->plugin, bad, n, &err) < 0) {
+                free(bad);
+                kdev_log_error("health update dropped", "error", err.msg);
+                return;
+        }
+        struct kdev_dra_health h = {.unhealthy = bad, .n_unhealthy = n};
+        int rc = kdev_dra_build_devices(d->gpus, &h, &devs, &err);
+        free(bad);
+        if (rc < 0) {
+                kdev_log_error("health update dropped", "error", err.msg);
+                return;
+        }
+        if (json_equal(devs, d->devices)) {
+                json_decref(devs);
+                return;
+        }
+        char nb[32], nd[32];
+        snprintf(nb, sizeof(nb), "%zu", n);
+        snprintf(nd, sizeof(nd), "%d", rc);
+        kdev_log_info("device health changed", "unhealthy_gpus", nb, "devices", nd);
+        json_decref(d->devices);
+        d->devices = devs;
+        d->backoff_ms = BACKOFF_FIRST_MS;
+        uv_timer_start(&d->slices_timer, start_reconcile, 0, 0);
+}
+
+static void check_sockets(uv_timer_t *t)
+{
+        struct kdev_dra_daemon *d = t->data;
+        struct kdev_err err = {0};
+        kdev_log_limiter_flush(d->claim_log, false);
+        int r = kdev_dra_plugin_check_sockets(d->plugin, &err);
+        if (r < 0)
+                kdev_log_error("cannot re-create the plugin sockets", "error", err.msg);
+        else if (r > 0)
+                kdev_log_warn("plugin socket vanished: re-created");
+}
+
+static void on_plugin_stopped(void *arg)
+{
+        struct kdev_dra_daemon *d = arg;
+        kdev_nvidia_health_stop(d->health, NULL, NULL);
+        d->health = NULL;
+        uv_close((uv_handle_t *)&d->sigterm, NULL);
+        uv_close((uv_handle_t *)&d->sigint, NULL);
+}
+
+void kdev_dra_daemon_stop(struct kdev_dra_daemon *d, const char *why)
+{
+        if (d->stopping)
+                return;
+        d->stopping = true;
+        kdev_log_info("stopping", "signal", why);
+        uv_close((uv_handle_t *)&d->sockets_timer, NULL);
+        uv_close((uv_handle_t *)&d->slices_timer, NULL);
+        /* a reconcile in flight: cancelled when still queued, otherwise its
+         * requests abort (within about a second); the loop runs until its
+         * done callback has freed it */
+        if (d->job) {
+                kdev_kube_abort(d->kube_slices);
+                uv_cancel((uv_req_t *)&d->job->work);
+        }
+        /* claim reads of NodePrepareResources in flight: the plugin stops
+         * once they are done, so make them fail now rather than after their
+         * retries (a pod's grace period is 30 s by default) */
+        if (d->kube_claims)
+                kdev_kube_abort(d->kube_claims);
+        kdev_dra_plugin_stop(d->plugin, on_plugin_stopped, d);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+        kdev_dra_daemon_stop(h->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+uv_loop_t *kdev_dra_daemon_loop(struct kdev_dra_daemon *d)
+{
+        return &d->loop;
+}
+
+void kdev_dra_daemon_state(const struct kdev_dra_daemon *d, struct kdev_dra_daemon_state *st)
+{
+        *st = (struct kdev_dra_daemon_state){
+                .reconciles = d->reconciles,
+                .slices_ok = d->slices_ok,
+                .generation = d->generation,
+                .backoff_ms = d->backoff_ms,
+                .reconciling = d->job != NULL,
+                .stopping = d->stopping,
+        };
+}
+
+/* mkdir -p |path|: new components get exactly |mode|, whatever the umask. */
+static int mkdirs(const char *path, mode_t mode, const char *what, struct kdev_err *err)
+{
+        int r = kdev_dir_create_all(path, mode, what, err);
+        return r < 0 ? r : 0;
+}
+
+/* Looks up the driver files for the claim CDI specs under |root| and logs
+ * what was found (nvidia/driver_files.h). Returns as
+ * kdev_nvidia_driver_files_find. */
+static int driver_files_find(const char *root, const char *version, const char *hook,
+                             struct kdev_nvidia_driver_files *out, struct kdev_err *err)
+{
+        struct kdev_nvidia_driver_files_options o = {
+                .driver_root = root, .driver_version = version, .hook_path = hook};
+        char msg[PATH_MAX + 256], n[32];
+        int rc = kdev_nvidia_driver_files_find(&o, out, err);
+        if (rc < 0)
+                return rc;
+        if (rc == 0) {
+                snprintf(msg, sizeof(msg),
+                         "no driver libraries found under %s for driver %s; containers will "
+                         "need the NVIDIA container runtime to inject them",
+                         root, version);
+                kdev_log_warn(msg);
+        } else {
+                snprintf(n, sizeof(n), "%d", rc);
+                kdev_log_info("claim CDI specs: driver files", "libraries", n, "hooks",
+                              out->hook_path ? out->hook_path : "none");
+        }
+        return rc;
+}
+
+int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err *errp)
+{
+        const char *driver = o->driver, *node = o->node, *registry = o->registry;
+        const char *plugin_dir = o->plugin_dir, *cdi_dir = o->cdi_dir;
+        const char *driver_root = o->driver_root, *proc_root = o->proc_root;
+        const char *cdi_hook = o->cdi_hook, *api_version = o->api_version;
+        const char *probe_s = o->probe_s, *quiet_s = o->quiet_s;
+        struct kdev_dra_daemon d = {0};
+        struct kdev_err err = {0};
+        struct kdev_nvml *lib = NULL;
+        struct kdev_gpu_set *set = NULL;
+        struct kdev_nvidia_driver_files drv = {0};
+        struct kdev_kube_config kcfg = {0};
+        struct kdev_nvidia_config nv = {0};
+        struct kdev_xid_policy pol = {0};
+        bool nv_ready = false;
+        char default_plugin_dir[PATH_MAX], abs_dir[PATH_MAX], dra_sock[PATH_MAX + 16],
+                reg_sock[PATH_MAX + 300];
+        int status = -EIO;
+        bool loop_ready = false, started = false;
+
+        d.claim_log = kdev_log_limiter_new(KDEV_LOG_REPEAT_WINDOW_MS); /* NULL: unlimited */
+
+        if (!plugin_dir) {
+                snprintf(default_plugin_dir, sizeof(default_plugin_dir), "%s/%s",
+                         KDEV_DRA_DEFAULT_PLUGINS, driver);
+                plugin_dir = default_plugin_dir;
+        }
+        d.generation = -1;
+        d.backoff_ms = BACKOFF_FIRST_MS;
+        d.resync_ms = o->resync_ms;
+        if (mkdirs(plugin_dir, KDEV_DIR_MODE_PLUGIN, "plugin directory", &err) < 0 ||
+            mkdirs(registry, KDEV_DIR_MODE_PLUGIN, "plugin registration directory", &err) < 0 ||
+            mkdirs(cdi_dir, KDEV_DIR_MODE_CDI, "CDI spec directory", &err) < 0)
+                goto out;
+        if (!realpath(plugin_dir, abs_dir)) {
+                kdev_err_set(&err, errno, "%s: %s", plugin_dir, strerror(errno));
+                goto out;
+        }
+        snprintf(dra_sock, sizeof(dra_sock), "%s/dra.sock", abs_dir);
+        snprintf(reg_sock, sizeof(reg_sock), "%s/%s-reg.sock", registry, driver);
+
+        /* GPUs */
+        struct kdev_nvml_options nopts = {.driver_root = driver_root,
+                                          .library_path = o->nvml_library};
+        if (kdev_nvml_open(&nopts, &lib, &err) < 0 || kdev_nvml_discover(lib, NULL, &set, &err) < 0)
+                goto out;
+        int n = kdev_dra_build_devices(set, NULL, &d.devices, &err);
+        if (n < 0)
+                goto out;
+        char ngpu[32], ndev[32];
+        snprintf(ngpu, sizeof(ngpu), "%zu", set->n_gpus);
+        snprintf(ndev, sizeof(ndev), "%d", n);
+        kdev_log_info("GPUs discovered", "gpus", ngpu, "devices", ndev, "driver_version",
+                      set->driver_version);
+        d.gpus = set;
+        if (driver_files_find(driver_root, set->driver_version,
+                              cdi_hook && *cdi_hook ? cdi_hook : KDEV_DRA_DEFAULT_CDI_HOOK, &drv, &err) < 0)
+                goto out;
+
+        /* Health: the GPUs as whole NVIDIA devices for the XID monitor. */
+        if (kdev_nvidia_config_init(&nv, &err) < 0)
+                goto out;
+        nv_ready = true;
+        if ((probe_s && kdev_nvidia_config_apply_flag(&nv, "health-probe-interval", probe_s,
+                                                      &err) < 0) ||
+            (quiet_s && kdev_nvidia_config_apply_flag(&nv, "health-quiet-period", quiet_s,
+                                                      &err) < 0))
+                goto out;
+        nv.mig_strategy = KDEV_NVIDIA_MIG_NONE;
+        if (kdev_nvidia_config_finish(&nv, false, &err) < 0 ||
+            kdev_nvidia_build(set, &nv, NULL, &d.health_set, &err) < 0 ||
+            kdev_xid_policy_from_env(&pol, xid_warn, NULL, &err) < 0)
+                goto out;
+
+        /* API server: one client per thread (kdev_kube is not thread-safe). */
+        if (kdev_kube_config_load(&kcfg, o->kubeconfig, &err) < 0)
+                goto out;
+        struct kdev_kube_opts slice_opts = {
+                .version = api_version,
+                .attempts = 3,
+                .timeout_ms = 10000,
+                .connect_timeout_ms = 5000,
+        };
+        struct kdev_kube_opts claim_opts = {.version = api_version};
+        d.kube_slices = kdev_kube_new(&kcfg, &slice_opts, &err);
+        if (!d.kube_slices)
+                goto out;
+        if (!o->get_claim) {
+                d.kube_claims = kdev_kube_new(&kcfg, &claim_opts, &err);
+                if (!d.kube_claims)
+                        goto out;
+        }
+        d.pool.driver = driver;
+        d.pool.node = node;
+
+        struct kdev_dra_plugin_options popts = {
+                .driver = driver,
+                .pool = node,
+                .data_dir = abs_dir,
+                .cdi_dir = cdi_dir,
+                .dev_root = driver_root,
+                .proc_root = proc_root,
+                .gpus = set,
+                .driver_files = &drv,
+                .get_claim = o->get_claim ? o->get_claim : kdev_dra_kube_claim_source,
+                .get_claim_arg = o->get_claim ? o->get_claim_arg : d.kube_claims,
+                .on_status = on_status,
+                .on_status_arg = &d,
+                .on_claim = on_claim,
+                .on_claim_arg = &d,
+        };
+        if (kdev_dra_plugin_new(&popts, &d.plugin, &err) < 0)
+                goto out;
+        const char *cperr = kdev_dra_plugin_checkpoint_error(d.plugin);
+        if (cperr)
+                kdev_log_error("claim checkpoint unusable, moved aside", "error", cperr);
+        if (kdev_dra_plugin_remove_stale_temps(d.plugin, on_stale_temp, NULL, &err) < 0) {
+                kdev_log_warn("cannot clean up stale temporary files", "error", err.msg);
+                err = (struct kdev_err){0};
+        }
+
+        int r = uv_loop_init(&d.loop);
+        if (r < 0) {
+                kdev_err_set(&err, -r, "cannot start the event loop: %s", uv_strerror(r));
+                goto out;
+        }
+        loop_ready = true;
+        uv_signal_init(&d.loop, &d.sigterm);
+        uv_signal_init(&d.loop, &d.sigint);
+        uv_timer_init(&d.loop, &d.sockets_timer);
+        uv_timer_init(&d.loop, &d.slices_timer);
+        d.sigterm.data = d.sigint.data = d.sockets_timer.data = d.slices_timer.data = &d;
+        uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+        uv_signal_start(&d.sigint, on_signal, SIGINT);
+
+        if (kdev_dra_plugin_start(d.plugin, &d.loop, dra_sock, reg_sock, &err) < 0) {
+                uv_close((uv_handle_t *)&d.sigterm, NULL);
+                uv_close((uv_handle_t *)&d.sigint, NULL);
+                uv_close((uv_handle_t *)&d.sockets_timer, NULL);
+                uv_close((uv_handle_t *)&d.slices_timer, NULL);
+                uv_run(&d.loop, UV_RUN_DEFAULT);
+                goto out;
+        }
+        started = true;
+        struct kdev_nvidia_health_options hopts = {
+                .probe_interval_ms = (uint64_t)nv.probe_interval * 1000,
+                .quiet_period_ms = (uint64_t)nv.quiet_period * 1000,
+                .notify = on_health,
+                .notify_arg = &d,
+        };
+        d.health = kdev_nvidia_health_new(&d.loop, lib, &d.health_set, &pol, &hopts, &err);
+        if (!d.health || kdev_nvidia_health_start(d.health, &err) < 0) {
+                kdev_log_error("continuing with health checks disabled", "error", err.msg);
+                kdev_nvidia_health_stop(d.health, NULL, NULL);
+                d.health = NULL;
+                err = (struct kdev_err){0};
+        }
+        kdev_log_info("serving", "driver", driver, "node", node, "registration", reg_sock,
+                      "endpoint", dra_sock, "resource_api", api_version);
+        uv_timer_start(&d.sockets_timer, check_sockets, 1000, 1000);
+        uv_timer_start(&d.slices_timer, start_reconcile, 0, 0);
+        if (o->on_started)
+                o->on_started(o->on_started_arg, &d);
+        uv_run(&d.loop, UV_RUN_DEFAULT);
+        kdev_log_info("stopped");
+        status = 0;
+
+out:
+        if (!started && err.msg[0])
+                kdev_log_error("cannot start", "error", err.msg);
+        if (status < 0) {
+                status = err.code > 0 ? -err.code : -EIO;
+                if (errp)
+                        *errp = err;
+        }
+        if (loop_ready && uv_loop_close(&d.loop) != 0)
+                kdev_log_warn("event loop closed with handles still open");
+        kdev_dra_plugin_free(d.plugin);
+        kdev_log_limiter_free(d.claim_log);
+        kdev_nvidia_driver_files_clear(&drv);
+        kdev_kube_free(d.kube_claims);
+        kdev_kube_free(d.kube_slices);
+        kdev_kube_config_free(&kcfg);
+        json_decref(d.devices);
+        kdev_nvidia_health_stop(d.health, NULL, NULL);
+        kdev_resource_set_clear(&d.health_set);
+        kdev_xid_policy_clear(&pol);
+        if (nv_ready)
+                kdev_nvidia_config_clear(&nv);
+        kdev_gpu_set_free(set);
+        kdev_nvml_close(lib);
+        return status;
+}
