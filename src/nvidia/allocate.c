@@ -37,6 +37,7 @@
  * replica fails first (check_shared_request).
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,39 @@
 static char *xstrdup(const char *s)
 {
         return strdup(s ? s : "");
+}
+
+/* A set of borrowed strings for the duplicate checks of one Allocate answer
+ * (IDs once each, device nodes once each): open addressing over a table at
+ * least twice the strings it will hold, so a check costs O(1) on average and
+ * a request of m devices O(m), not O(m^2). */
+struct strset {
+        const char **slot; /* NULL: empty */
+        size_t mask;
+};
+
+static int strset_init(struct strset *set, size_t max_items)
+{
+        size_t size = 16;
+        while (size < 2 * max_items)
+                size *= 2;
+        set->slot = calloc(size, sizeof(*set->slot));
+        set->mask = size - 1;
+        return set->slot ? 0 : -ENOMEM;
+}
+
+/* The slot of |s| in |set|: where it is, or the empty one where it goes. */
+static const char **strset_slot(const struct strset *set, const char *s)
+{
+        uint32_t h = 2166136261u; /* FNV-1a */
+        for (const char *p = s; *p; p++) {
+                h ^= (unsigned char)*p;
+                h *= 16777619u;
+        }
+        size_t i = h & set->mask;
+        while (set->slot[i] && strcmp(set->slot[i], s) != 0)
+                i = (i + 1) & set->mask;
+        return &set->slot[i];
 }
 
 /* Appends |item| to the protobuf array *|arr| of *|n| pointers. */
@@ -144,14 +178,14 @@ static int add_cdi_device(V1beta1__ContainerAllocateResponse *out, const char *n
         return 0;
 }
 
-/* Adds DeviceSpec {path, <dev_root>/path, "rw"} unless |path| is present. */
-static int add_spec(V1beta1__ContainerAllocateResponse *out, const char *dev_root,
-                    const char *path, bool only_if_exists)
+/* Adds DeviceSpec {path, <dev_root>/path, "rw"} unless |path| is in |paths|
+ * (the container paths of out->devices; the new one is added to it). */
+static int add_spec(V1beta1__ContainerAllocateResponse *out, struct strset *paths,
+                    const char *dev_root, const char *path, bool only_if_exists)
 {
-        for (size_t i = 0; i < out->n_devices; i++) {
-                if (strcmp(out->devices[i]->container_path, path) == 0)
-                        return 0;
-        }
+        const char **slot = strset_slot(paths, path);
+        if (*slot)
+                return 0;
         char *host = kdev_nvidia_join(dev_root, path);
         if (!host)
                 return -ENOMEM;
@@ -177,6 +211,7 @@ static int add_spec(V1beta1__ContainerAllocateResponse *out, const char *dev_roo
                 free(d);
                 return -ENOMEM;
         }
+        *slot = d->container_path;
         return 0;
 }
 
@@ -211,18 +246,20 @@ static int payload_ids(const struct kdev_nvidia_rdata *d, const struct kdev_devi
                        size_t n, const char ***ids, size_t *n_ids)
 {
         const char **v = calloc(n ? n : 1, sizeof(*v));
-        if (!v)
+        struct strset seen = {0};
+        if (!v || strset_init(&seen, n) < 0) {
+                free(v);
                 return -ENOMEM;
+        }
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
                 const struct kdev_nvidia_devinfo *info = devs[i]->data;
                 const char *id = d->id_strategy == KDEV_NVIDIA_ID_INDEX ? info->index : info->uuid;
-                bool seen = false;
-                for (size_t j = 0; j < k && !seen; j++)
-                        seen = strcmp(v[j], id) == 0;
-                if (!seen)
-                        v[k++] = id;
+                const char **slot = strset_slot(&seen, id);
+                if (!*slot)
+                        v[k++] = *slot = id;
         }
+        free(seen.slot);
         *ids = v;
         *n_ids = k;
         return 0;
@@ -330,6 +367,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
         const char **ids = NULL;
         size_t n_ids = 0;
         struct sbuf list = {0};
+        struct strset paths = {0};
         char path[96];
         int rc = check_shared_request(d, r, devs, n, err);
         if (rc < 0)
@@ -391,30 +429,37 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                 static const char *const optional[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
                                                        "/dev/nvidia-uvm-tools",
                                                        "/dev/nvidia-modeset"};
+                if (strset_init(&paths, out->n_devices + 4 + 3 * n + d->n_imex_channels) < 0)
+                        goto nomem;
+                for (size_t i = 0; i < out->n_devices; i++) {
+                        const char **slot = strset_slot(&paths, out->devices[i]->container_path);
+                        if (!*slot)
+                                *slot = out->devices[i]->container_path;
+                }
                 for (size_t i = 0; i < 4; i++) {
-                        if (add_spec(out, d->dev_root, optional[i], true) < 0)
+                        if (add_spec(out, &paths, d->dev_root, optional[i], true) < 0)
                                 goto nomem;
                 }
                 for (size_t i = 0; i < n; i++) {
                         const struct kdev_nvidia_devinfo *info = devs[i]->data;
                         snprintf(path, sizeof(path), "/dev/nvidia%u", info->minor);
-                        if (add_spec(out, d->dev_root, path, false) < 0)
+                        if (add_spec(out, &paths, d->dev_root, path, false) < 0)
                                 goto nomem;
                         if (info->gi == KDEV_NVIDIA_NO_INSTANCE)
                                 continue;
                         snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%u",
                                  info->gi_cap);
-                        if (add_spec(out, d->dev_root, path, false) < 0)
+                        if (add_spec(out, &paths, d->dev_root, path, false) < 0)
                                 goto nomem;
                         snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%u",
                                  info->ci_cap);
-                        if (add_spec(out, d->dev_root, path, false) < 0)
+                        if (add_spec(out, &paths, d->dev_root, path, false) < 0)
                                 goto nomem;
                 }
                 for (size_t i = 0; i < d->n_imex_channels; i++) {
                         snprintf(path, sizeof(path), KDEV_NVIDIA_IMEX_CHANNEL_DIR "/channel%u",
                                  d->imex_channels[i]);
-                        if (add_spec(out, d->dev_root, path, false) < 0)
+                        if (add_spec(out, &paths, d->dev_root, path, false) < 0)
                                 goto nomem;
                 }
         }
@@ -425,6 +470,7 @@ nomem:
 done:
         free(ids);
         free(list.s);
+        free(paths.slot);
         return rc;
 }
 
