@@ -17,8 +17,7 @@ struct kdev_id_index {
         uint32_t *hash;  /* the ID's hash, valid where pos != 0 */
 };
 
-/* FNV-1a, 32 bits. */
-static uint32_t id_hash(const char *s)
+uint32_t kdev_str_hash(const char *s)
 {
         uint32_t h = 2166136261u;
         for (; *s; s++) {
@@ -51,7 +50,7 @@ struct kdev_id_index *kdev_id_index_new(const struct kdev_device *devices, size_
                 const char *id = devices[i].id;
                 if (!id)
                         continue;
-                uint32_t h = id_hash(id);
+                uint32_t h = kdev_str_hash(id);
                 size_t s = h & ix->mask;
                 for (; ix->pos[s]; s = (s + 1) & ix->mask) {
                         if (ix->hash[s] == h && strcmp(devices[ix->pos[s] - 1].id, id) == 0)
@@ -73,7 +72,7 @@ bool kdev_id_index_covers(const struct kdev_id_index *ix, const struct kdev_devi
 
 const struct kdev_device *kdev_id_index_find(const struct kdev_id_index *ix, const char *id)
 {
-        uint32_t h = id_hash(id);
+        uint32_t h = kdev_str_hash(id);
         for (size_t s = h & ix->mask; ix->pos[s]; s = (s + 1) & ix->mask) {
                 const struct kdev_device *d = &ix->devices[ix->pos[s] - 1];
                 if (ix->hash[s] == h && strcmp(d->id, id) == 0)

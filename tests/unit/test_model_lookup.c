@@ -168,6 +168,60 @@ static void test_index_allocate_preferred(void **state)
         kdev_resource_clear(&r);
 }
 
+static void set_spec(struct kdev_device *d, const char *ctr, const char *host, const char *perms)
+{
+        free(d->specs[0].container_path);
+        free(d->specs[0].host_path);
+        free(d->specs[0].permissions);
+        d->specs[0].container_path = strdup(ctr);
+        d->specs[0].host_path = strdup(host);
+        d->specs[0].permissions = perms ? strdup(perms) : NULL;
+}
+
+/* The per-request checks: the first repeat in request order is named; of two
+ * container paths with different host paths, the one that sorts first;
+ * permissions of one container path merge into its first DeviceSpec. */
+static void test_request_checks(void **state)
+{
+        (void)state;
+        struct kdev_resource r;
+        make_resource(&r, "d", 8);
+        assert_int_equal(kdev_resource_index(&r), 0);
+        struct kdev_err err = {0};
+        V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+        const char *rep1[] = {"d1", "d2", "d2", "d1"};
+        assert_int_equal(kdev_resource_allocate(&r, rep1, 4, &out, &err), -EINVAL);
+        assert_string_equal(err.msg,
+                            "device \"d2\" of resource example.com/dev is requested more than once");
+        const char *rep2[] = {"d1", "d2", "d1", "d2"};
+        assert_int_equal(kdev_resource_allocate(&r, rep2, 4, &out, &err), -EINVAL);
+        assert_string_equal(err.msg,
+                            "device \"d1\" of resource example.com/dev is requested more than once");
+
+        set_spec(&r.devices[0], "/dev/z", "/dev/z1", "rw");
+        set_spec(&r.devices[1], "/dev/z", "/dev/z2", "rw");
+        set_spec(&r.devices[2], "/dev/a", "/dev/a1", "rw");
+        set_spec(&r.devices[3], "/dev/a", "/dev/a2", "rw");
+        set_spec(&r.devices[4], "/dev/m", "/dev/m", "r");
+        set_spec(&r.devices[5], "/dev/m", "/dev/m", "m");
+        set_spec(&r.devices[6], "/dev/m", "/dev/m", NULL);
+        const char *clash[] = {"d0", "d1", "d2", "d3"};
+        assert_int_equal(kdev_resource_allocate(&r, clash, 4, &out, &err), -EINVAL);
+        assert_string_equal(err.msg, "devices \"d2\" and \"d3\" of resource example.com/dev "
+                                     "both use container path \"/dev/a\" for different host "
+                                     "paths \"/dev/a1\" and \"/dev/a2\"");
+        assert_int_equal(out.n_devices, 0);
+        const char *merge[] = {"d7", "d4", "d0", "d5", "d6"};
+        assert_int_equal(kdev_resource_allocate(&r, merge, 5, &out, &err), 0);
+        assert_int_equal(out.n_devices, 3);
+        assert_string_equal(out.devices[0]->container_path, "/dev/d7");
+        assert_string_equal(out.devices[1]->container_path, "/dev/m");
+        assert_string_equal(out.devices[1]->permissions, "rwm");
+        assert_string_equal(out.devices[2]->container_path, "/dev/z");
+        kdev_allocate_response_free_contents(&out);
+        kdev_resource_clear(&r);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -176,6 +230,7 @@ int main(void)
                 cmocka_unit_test(test_index_follows_new_devices),
                 cmocka_unit_test(test_set_index),
                 cmocka_unit_test(test_index_allocate_preferred),
+                cmocka_unit_test(test_request_checks),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
