@@ -241,14 +241,19 @@ static int sb_add(struct sbuf *b, const char *item)
         return 0;
 }
 
-/* The IDs of the payload: unique, in request order. */
+/* The IDs of the payload: unique, in request order, with the devinfo of the
+ * first device of each (|infos|: the devices of one ID, replicas of one
+ * physical device, share its device nodes). */
 static int payload_ids(const struct kdev_nvidia_rdata *d, const struct kdev_device *const *devs,
-                       size_t n, const char ***ids, size_t *n_ids)
+                       size_t n, const char ***ids, const struct kdev_nvidia_devinfo ***infos,
+                       size_t *n_ids)
 {
         const char **v = calloc(n ? n : 1, sizeof(*v));
+        const struct kdev_nvidia_devinfo **fi = calloc(n ? n : 1, sizeof(*fi));
         struct strset seen = {0};
-        if (!v || strset_init(&seen, n) < 0) {
+        if (!v || !fi || strset_init(&seen, n) < 0) {
                 free(v);
+                free(fi);
                 return -ENOMEM;
         }
         size_t k = 0;
@@ -256,11 +261,14 @@ static int payload_ids(const struct kdev_nvidia_rdata *d, const struct kdev_devi
                 const struct kdev_nvidia_devinfo *info = devs[i]->data;
                 const char *id = d->id_strategy == KDEV_NVIDIA_ID_INDEX ? info->index : info->uuid;
                 const char **slot = strset_slot(&seen, id);
-                if (!*slot)
+                if (!*slot) {
+                        fi[k] = info;
                         v[k++] = *slot = id;
+                }
         }
         free(seen.slot);
         *ids = v;
+        *infos = fi;
         *n_ids = k;
         return 0;
 }
@@ -365,6 +373,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
 {
         const struct kdev_nvidia_rdata *d = data;
         const char **ids = NULL;
+        const struct kdev_nvidia_devinfo **infos = NULL;
         size_t n_ids = 0;
         struct sbuf list = {0};
         struct strset paths = {0};
@@ -372,7 +381,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
         int rc = check_shared_request(d, r, devs, n, err);
         if (rc < 0)
                 return rc;
-        rc = payload_ids(d, devs, n, &ids, &n_ids);
+        rc = payload_ids(d, devs, n, &ids, &infos, &n_ids);
         if (rc < 0)
                 return kdev_err_set(err, ENOMEM, "out of memory");
 
@@ -429,7 +438,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                 static const char *const optional[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
                                                        "/dev/nvidia-uvm-tools",
                                                        "/dev/nvidia-modeset"};
-                if (strset_init(&paths, out->n_devices + 4 + 3 * n + d->n_imex_channels) < 0)
+                if (strset_init(&paths, out->n_devices + 4 + 3 * n_ids + d->n_imex_channels) < 0)
                         goto nomem;
                 for (size_t i = 0; i < out->n_devices; i++) {
                         const char **slot = strset_slot(&paths, out->devices[i]->container_path);
@@ -440,8 +449,10 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                         if (add_spec(out, &paths, d->dev_root, optional[i], true) < 0)
                                 goto nomem;
                 }
-                for (size_t i = 0; i < n; i++) {
-                        const struct kdev_nvidia_devinfo *info = devs[i]->data;
+                /* Each ID's device nodes once: the other devices of an ID
+                         * (replicas) would only repeat them. */
+                for (size_t i = 0; i < n_ids; i++) {
+                        const struct kdev_nvidia_devinfo *info = infos[i];
                         snprintf(path, sizeof(path), "/dev/nvidia%u", info->minor);
                         if (add_spec(out, &paths, d->dev_root, path, false) < 0)
                                 goto nomem;
@@ -469,6 +480,7 @@ nomem:
         rc = kdev_err_set(err, ENOMEM, "out of memory");
 done:
         free(ids);
+        free(infos);
         free(list.s);
         free(paths.slot);
         return rc;
