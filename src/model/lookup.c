@@ -19,12 +19,24 @@ struct kdev_id_index {
 
 uint32_t kdev_str_hash(const char *s)
 {
-        uint32_t h = 2166136261u;
-        for (; *s; s++) {
-                h ^= (unsigned char)*s;
-                h *= 16777619u;
+        /* 8 bytes a step (device IDs are often 40+ bytes with a long common
+         * prefix: "GPU-<uuid>::<n>"), then a final mix so that the low bits,
+         * which pick the slot, depend on every byte. */
+        size_t len = strlen(s);
+        uint64_t h = 0x9e3779b97f4a7c15u ^ len, k;
+        const uint64_t m = 0xff51afd7ed558ccdu;
+        for (; len >= 8; s += 8, len -= 8) {
+                memcpy(&k, s, 8);
+                h = (h ^ k) * m;
+                h ^= h >> 29;
         }
-        return h;
+        k = 0;
+        memcpy(&k, s, len);
+        h = (h ^ k) * m;
+        h ^= h >> 32;
+        h *= 0xc4ceb9fe1a85ec53u;
+        h ^= h >> 29;
+        return (uint32_t)h;
 }
 
 struct kdev_id_index *kdev_id_index_new(const struct kdev_device *devices, size_t n)

@@ -11,10 +11,6 @@
 
 #include "model/model.h"
 
-/* FNV-1a hash (32 bits) of the string |s|, the index's and the per-request
- * sets' hash. */
-uint32_t kdev_str_hash(const char *s);
-
 /* Builds an index of the device IDs of |devices| (|n| devices; devices with a
  * NULL ID are left out; of repeated IDs the first device is kept, as a linear
  * search finds it). Borrows |devices|: the index is valid while the array and

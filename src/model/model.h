@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/err.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
@@ -99,6 +100,12 @@ const struct kdev_device *kdev_resource_find(const struct kdev_resource *r, cons
  * Costs O(n) time and about 16 bytes per device. Returns 0, or -ENOMEM (|r|
  * then has no index and lookups stay linear, with the same answers). */
 int kdev_resource_index(struct kdev_resource *r);
+
+/* A 32-bit hash of the NUL-terminated string |s| (not NULL), the hash of the
+ * model's ID index, for other per-request hash sets too (all of its bits
+ * depend on every byte of |s|). Not for adversarial keys beyond a request's
+ * own size. */
+uint32_t kdev_str_hash(const char *s);
 
 /* kdev_resource_index() on every resource of |set|. Returns 0 or -ENOMEM
  * (resources indexed before the failure keep their index). */

@@ -37,7 +37,6 @@
  * replica fails first (check_shared_request).
  */
 #include <errno.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,12 +75,7 @@ static int strset_init(struct strset *set, size_t max_items)
 /* The slot of |s| in |set|: where it is, or the empty one where it goes. */
 static const char **strset_slot(const struct strset *set, const char *s)
 {
-        uint32_t h = 2166136261u; /* FNV-1a */
-        for (const char *p = s; *p; p++) {
-                h ^= (unsigned char)*p;
-                h *= 16777619u;
-        }
-        size_t i = h & set->mask;
+        size_t i = kdev_str_hash(s) & set->mask;
         while (set->slot[i] && strcmp(set->slot[i], s) != 0)
                 i = (i + 1) & set->mask;
         return &set->slot[i];
