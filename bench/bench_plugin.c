@@ -33,6 +33,17 @@
  *   --client CMD          see above
  *   --health-control FILE, --health-uuid UUID (repeatable)   see above
  *   --metrics-scrapes N, --metrics-timed M (default 200)       see above
+ *   --alloc-sizes K,K...  also time Allocate of one container request of K IDs
+ *                         for each K (ALLOCATE_CALLS calls each, p50/p99 us; kv
+ *                         alloc_k<K>_p50_us / _p99_us / _failed): the IDs of the
+ *                         plugin's first ListAndWatch list at positions
+ *                         (i+1)*n/K-1, i = 0..K-1, so spread over the list and
+ *                         ending at its last device (the worst case of a linear
+ *                         search); a K above the list's size is skipped
+ *   --allocate-only       stop after the Allocate figures (no health, no restarts)
+ *   --cpu N               run this benchmark and the plugin on CPU N-1 only (1: the first)
+ *                         (sched_setaffinity before the fork), so that a round
+ *                         trip does not wait for another, idle CPU to wake up
  * Figures only: it asserts nothing (tests assert behaviour).
  */
 #include <dirent.h>
@@ -40,6 +51,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +78,8 @@ struct bench {
         char endpoint[256];
         char resource[256];
         char first_device[128];
+        char **ids; /* the first ListAndWatch list's device IDs */
+        size_t n_ids;
         const char *want_resource; /* --resource; NULL: the first registered */
 };
 
@@ -227,6 +241,14 @@ static void on_lw_message(struct kdev_rpc_client_call *call, const uint8_t *msg,
 {
         struct bench *b = ud;
         V1beta1__ListAndWatchResponse *r = v1beta1__list_and_watch_response__unpack(NULL, len, msg);
+        if (r && r->n_devices > 0 && !b->ids) {
+                b->ids = calloc(r->n_devices, sizeof(*b->ids));
+                for (size_t i = 0; b->ids && i < r->n_devices; i++) {
+                        if (!(b->ids[b->n_ids] = strdup(r->devices[i]->id)))
+                                break;
+                        b->n_ids++;
+                }
+        }
         if (r && r->n_devices > 0)
                 snprintf(b->first_device, sizeof(b->first_device), "%s", r->devices[0]->id);
         if (r)
@@ -518,11 +540,68 @@ static void bench_metrics(pid_t pid, int scrapes, int timed)
         kv("metrics_failed", failed);
 }
 
+/* Times |calls| Allocate calls of one container request of |k| IDs spread
+ * over b->ids (positions (i+1)*n/k-1) and prints the figures. */
+static void bench_alloc_k(struct bench *b, struct kdev_rpc_client *cl, size_t k, int calls)
+{
+        char **ids = calloc(k, sizeof(*ids));
+        if (!ids)
+                return;
+        for (size_t i = 0; i < k; i++)
+                ids[i] = b->ids[(i + 1) * b->n_ids / k - 1];
+        V1beta1__ContainerAllocateRequest cr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+        cr.n_devices_ids = k;
+        cr.devices_ids = ids;
+        V1beta1__ContainerAllocateRequest *crs[1] = {&cr};
+        V1beta1__AllocateRequest ar = V1BETA1__ALLOCATE_REQUEST__INIT;
+        ar.n_container_requests = 1;
+        ar.container_requests = crs;
+        size_t len = v1beta1__allocate_request__get_packed_size(&ar);
+        uint8_t *buf = malloc(len ? len : 1);
+        double *lat = calloc((size_t)calls, sizeof(double));
+        if (!buf || !lat) {
+                free(buf);
+                free(lat);
+                free(ids);
+                return;
+        }
+        v1beta1__allocate_request__pack(&ar, buf);
+        struct kdev_err err = {0};
+        int failed = 0;
+        for (int i = 0; i < calls; i++) {
+                struct unary_wait w = {0};
+                double s = now_ms();
+                kdev_rpc_client_call(cl, "/v1beta1.DevicePlugin/Allocate", buf, len, 5000, NULL,
+                                     on_unary_done, &w, &err);
+                while (!w.done)
+                        uv_run(&b->loop, UV_RUN_ONCE);
+                lat[i] = (now_ms() - s) * 1000.0;
+                failed += w.status != 0;
+        }
+        double p50, p99, max;
+        percentiles(lat, (size_t)calls, &p50, &p99, &max);
+        printf("  Allocate round trip (%d calls, %zu of %zu devices of %s, %d failed):\n", calls,
+               k, b->n_ids, b->resource, failed);
+        printf("                               p50 %.1f us, p99 %.1f us, max %.1f us\n", p50,
+               p99, max);
+        char name[64];
+        snprintf(name, sizeof(name), "alloc_k%zu_p50_us", k);
+        kv(name, p50);
+        snprintf(name, sizeof(name), "alloc_k%zu_p99_us", k);
+        kv(name, p99);
+        snprintf(name, sizeof(name), "alloc_k%zu_failed", k);
+        kv(name, failed);
+        free(lat);
+        free(buf);
+        free(ids);
+}
+
 static void usage(const char *argv0)
 {
         fprintf(stderr, "usage: %s [--kv] [--registrations N] [--resource NAME] "
                 "[--plugin-arg ARG]... [--client CMD] [--health-control FILE "
-                "--health-uuid UUID...] [--metrics-scrapes N [--metrics-timed M]] KDEV_PLUGIN CONFIG [ALLOCATE_CALLS [RESTARTS]]\n", argv0);
+                "--health-uuid UUID...] [--metrics-scrapes N [--metrics-timed M]] "
+                "[--alloc-sizes K,K...] [--allocate-only] [--cpu N (1-based)] KDEV_PLUGIN CONFIG [ALLOCATE_CALLS [RESTARTS]]\n", argv0);
 }
 
 int main(int argc, char **argv)
@@ -539,12 +618,16 @@ int main(int argc, char **argv)
                 {"health-uuid", required_argument, NULL, 'u'},
                 {"metrics-scrapes", required_argument, NULL, 'm'},
                 {"metrics-timed", required_argument, NULL, 'M'},
+                {"alloc-sizes", required_argument, NULL, 's'},
+                {"allocate-only", no_argument, NULL, 'A'},
+                {"cpu", required_argument, NULL, 'C'},
                 {NULL, 0, NULL, 0},
         };
         enum { MAX_EXTRA = 16 };
         const char *extra[MAX_EXTRA], *uuids[64], *client = NULL, *control = NULL;
         const char *want_resource = NULL;
         int n_extra = 0, n_uuids = 0, want_regs = 1, scrapes = 0, timed = 200;
+        int alloc_sizes[16], n_sizes = 0, allocate_only = 0, cpu = -1;
         for (int o; (o = getopt_long(argc, argv, "+", longopts, NULL)) != -1;) {
                 switch (o) {
                 case 'k': g_kv = 1; break;
@@ -554,6 +637,18 @@ int main(int argc, char **argv)
                 case 'm': scrapes = parse_count(optarg, "--metrics-scrapes"); break;
                 case 'M': timed = parse_count(optarg, "--metrics-timed"); break;
                 case 'H': control = optarg; break;
+                case 'A': allocate_only = 1; break;
+                case 'C': cpu = parse_count(optarg, "--cpu") - 1; break; /* 1-based */
+                case 's':
+                        for (char *save = NULL, *tok = strtok_r(optarg, ",", &save); tok;
+                             tok = strtok_r(NULL, ",", &save)) {
+                                if (n_sizes == 16) {
+                                        fprintf(stderr, "bench_plugin: too many --alloc-sizes\n");
+                                        return 2;
+                                }
+                                alloc_sizes[n_sizes++] = parse_count(tok, "--alloc-sizes");
+                        }
+                        break;
                 case 'a':
                         if (n_extra == MAX_EXTRA) {
                                 fprintf(stderr, "bench_plugin: too many --plugin-arg\n");
@@ -586,6 +681,15 @@ int main(int argc, char **argv)
                 }
                 for (int i = 0; i < 4; i++)
                         extra[n_extra++] = marg[i];
+        }
+        if (cpu >= 0) {
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                CPU_SET(cpu, &set);
+                if (sched_setaffinity(0, sizeof(set), &set) < 0) {
+                        perror("bench_plugin: sched_setaffinity");
+                        return 1;
+                }
         }
         int calls = argc > 3 ? parse_count(argv[3], "ALLOCATE_CALLS") : 5000;
         int restarts = argc > 4 ? parse_count(argv[4], "RESTARTS") : 100;
@@ -710,11 +814,26 @@ int main(int argc, char **argv)
                                 fprintf(stderr, "bench_plugin: --client failed\n");
                 }
         }
+        for (int i = 0; i < n_sizes; i++) {
+                if ((size_t)alloc_sizes[i] <= b.n_ids)
+                        bench_alloc_k(&b, cl, (size_t)alloc_sizes[i], calls);
+                else
+                        printf("  Allocate of %d IDs:           skipped (%s has %zu devices)\n",
+                               alloc_sizes[i], b.resource, b.n_ids);
+        }
+        kv("devices", (double)b.n_ids);
+        for (size_t i = 0; i < b.n_ids; i++)
+                free(b.ids[i]);
+        free(b.ids);
         kdev_rpc_client_close(cl);
-        if (control && n_uuids > 0)
+        if (allocate_only)
+                restarts = 0;
+        if (control && n_uuids > 0 && !allocate_only)
                 bench_health(&b, sock, control, uuids, n_uuids);
 
         /* kubelet restarts. */
+        if (restarts == 0)
+                goto stop;
         long fds0 = count_fds(pid), rss0 = rss;
         double *lat = calloc((size_t)restarts, sizeof(double));
         int missed = 0;
@@ -756,6 +875,7 @@ int main(int argc, char **argv)
         kv("fds_after", (double)fds1);
         free(lat);
 
+stop:
         kill(pid, SIGTERM);
         int st = 0;
         waitpid(pid, &st, 0);

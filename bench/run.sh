@@ -1,7 +1,8 @@
 #!/bin/bash
 # kdev benchmarks, one command on a fresh clone:
 #
-#   bench/run.sh [-n RUNS] [--restarts N] [--calls N] [--no-deps] [--build-dir DIR]
+#   bench/run.sh [-n RUNS] [--restarts N] [--calls N] [--scale-calls N] [--scale-cpu N]
+#                [--scale-only] [--no-deps] [--build-dir DIR]
 #
 # Installs what is missing (scripts/deps.sh --test; needs root or sudo only when
 # something is missing), builds kdev-plugin, the benchmarks and the mock NVML
@@ -11,6 +12,10 @@
 # target of docs/architecture.md "met" or "NOT MET". Prints the table and
 # writes it to bench/results/<date>-<arch>-<N>cpu.txt (env KDEV_BENCH_HOST_KIND replaces
 # "<arch>-<N>cpu", KDEV_BENCH_OUT the whole path).
+# --scale-only runs only the table of Allocate by resource size (1 and 64 IDs at
+# 16..16384 generic devices and 8 GPUs x 1024 / x 4096 replicas, beside the Go
+# peer; --scale-calls calls per request size, default 2000; client and plugin
+# pinned to CPU N-1 by --scale-cpu N, default 1, 0 = unpinned).
 # Longer runs: bench/run.sh -n 10 --restarts 500 --calls 20000.
 set -euo pipefail
 
@@ -18,6 +23,9 @@ src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=${KDEV_BENCH_RUNS:-3}
 restarts=100
 calls=5000
+scale_calls=2000
+scale_only=
+scale_cpu=1
 deps=1
 build=$src/build-bench
 while [ $# -gt 0 ]; do
@@ -25,9 +33,12 @@ while [ $# -gt 0 ]; do
         -n|--runs) runs=$2; shift 2 ;;
         --restarts) restarts=$2; shift 2 ;;
         --calls) calls=$2; shift 2 ;;
+        --scale-calls) scale_calls=$2; shift 2 ;;
+        --scale-only) scale_only=--scale-only; shift ;;
+        --scale-cpu) scale_cpu=$2; shift 2 ;;
         --no-deps) deps=0; shift ;;
         --build-dir) build=$2; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
         esac
 done
@@ -50,4 +61,5 @@ kind=${KDEV_BENCH_HOST_KIND:-$(uname -m)-$(nproc)cpu}
 out=${KDEV_BENCH_OUT:-$src/bench/results/$(date -u +%Y-%m-%d)-$kind.txt}
 mkdir -p "$(dirname "$out")"
 KDEV_BENCH_BUILD_TYPE=$build_type exec /usr/bin/python3 "$src/bench/run.py" --build "$build" \
-        --go "$go_peer" --runs "$runs" --restarts "$restarts" --calls "$calls" --out "$out"
+        --go "$go_peer" --runs "$runs" --restarts "$restarts" --calls "$calls" \
+        --scale-calls "$scale_calls" --scale-cpu "$scale_cpu" $scale_only --out "$out"

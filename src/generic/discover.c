@@ -498,6 +498,8 @@ static int discover_resource(const struct kdev_generic_config *cfg, size_t ri,
         out->n_devices = l.n;
         l.v = NULL;
         l.n = 0;
+        if (kdev_resource_index(out) < 0)
+                rc = kdev_err_set(err, ENOMEM, "out of memory");
 out:
         dev_list_clear(&l);
         for (size_t gi = 0; all && gi < res->n_groups; gi++) {

@@ -41,7 +41,6 @@ static void perms_text(unsigned m, char out[4])
 struct spec_ent {
         const struct kdev_device_spec *spec;
         const struct kdev_device *dev;
-        size_t order;
         unsigned perms;
         int keep;
 };
@@ -51,32 +50,14 @@ static int path_cmp(const char *a, const char *b)
         return strcmp(a ? a : "", b ? b : "");
 }
 
-static int ent_cmp_path(const void *pa, const void *pb)
+/* Size of a per-request open-addressing table for |n| entries: a power of
+ * two, at least twice |n|. */
+static size_t table_size(size_t n)
 {
-        const struct spec_ent *a = pa, *b = pb;
-        int c = path_cmp(a->spec->container_path, b->spec->container_path);
-        if (c)
-                return c;
-        return a->order < b->order ? -1 : a->order > b->order;
-}
-
-static int ent_cmp_order(const void *pa, const void *pb)
-{
-        const struct spec_ent *a = pa, *b = pb;
-        return a->order < b->order ? -1 : a->order > b->order;
-}
-
-struct dev_ref {
-        const struct kdev_device *dev;
-        size_t idx;
-};
-
-static int ref_cmp(const void *pa, const void *pb)
-{
-        const struct dev_ref *a = pa, *b = pb;
-        if (a->dev != b->dev)
-                return (uintptr_t)a->dev < (uintptr_t)b->dev ? -1 : 1;
-        return a->idx < b->idx ? -1 : a->idx > b->idx;
+        size_t size = 16;
+        while (size < 2 * n)
+                size *= 2;
+        return size;
 }
 
 static char *dup_or_empty(const char *s)
@@ -174,20 +155,23 @@ static int resolve_request(const struct kdev_resource *r, const char *const *ids
         }
         kdev_lookup_free(&lk);
 
-        /* Repeated IDs: sort (device, position) pairs; report the repeat that
-         * comes first in the request. */
-        struct dev_ref *refs = malloc(n_ids * sizeof(*refs));
-        if (!refs)
+        /* Repeated IDs: a per-request set of the devices seen so far; the
+         * repeat that comes first in the request is reported. */
+        if (n_ids < 2)
+                return 0;
+        size_t size = table_size(n_ids), mask = size - 1, dup = SIZE_MAX;
+        const struct kdev_device **seen = calloc(size, sizeof(*seen));
+        if (!seen)
                 return kdev_err_set(err, ENOMEM, "out of memory");
-        for (size_t i = 0; i < n_ids; i++)
-                refs[i] = (struct dev_ref){devs[i], i};
-        qsort(refs, n_ids, sizeof(*refs), ref_cmp);
-        size_t dup = SIZE_MAX;
-        for (size_t i = 1; i < n_ids; i++) {
-                if (refs[i].dev == refs[i - 1].dev && refs[i].idx < dup)
-                        dup = refs[i].idx;
+        for (size_t i = 0; i < n_ids && dup == SIZE_MAX; i++) {
+                size_t s = (size_t)(((uintptr_t)devs[i] >> 3) * 2654435761u) & mask;
+                while (seen[s] && seen[s] != devs[i])
+                        s = (s + 1) & mask;
+                if (seen[s])
+                        dup = i;
+                seen[s] = devs[i];
         }
-        free(refs);
+        free(seen);
         if (dup != SIZE_MAX)
                 return kdev_err_set(err, EINVAL,
                                     "device \"%s\" of resource %s is requested more than once",
@@ -210,41 +194,54 @@ static int build_specs(const struct kdev_resource *r, const struct kdev_device *
         for (size_t i = 0; i < n_ids; i++) {
                 for (size_t j = 0; j < devs[i]->n_specs; j++, o++) {
                         const struct kdev_device_spec *s = &devs[i]->specs[j];
-                        ents[o] = (struct spec_ent){s, devs[i], o, perms_mask(s->permissions), 0};
+                        ents[o] = (struct spec_ent){s, devs[i], perms_mask(s->permissions), 0};
                 }
         }
 
-        /* Group by container path; the first in request order is kept and
-         * takes the union of the group's permissions. */
-        qsort(ents, k, sizeof(*ents), ent_cmp_path);
-        size_t kept = 0;
-        for (size_t i = 0; i < k;) {
-                size_t j = i + 1;
-                ents[i].keep = 1;
-                kept++;
-                for (; j < k && path_cmp(ents[j].spec->container_path,
-                                         ents[i].spec->container_path) == 0;
-                     j++) {
-                        if (path_cmp(ents[j].spec->host_path, ents[i].spec->host_path) != 0) {
-                                rc = kdev_err_set(err, EINVAL,
-                                                  "devices \"%s\" and \"%s\" of resource %s both "
-                                                  "use container path \"%s\" for different host "
-                                                  "paths \"%s\" and \"%s\"",
-                                                  ents[i].dev->id, ents[j].dev->id, r->name,
-                                                  ents[i].spec->container_path
-                                                          ? ents[i].spec->container_path : "",
-                                                  ents[i].spec->host_path
-                                                          ? ents[i].spec->host_path : "",
-                                                  ents[j].spec->host_path
-                                                          ? ents[j].spec->host_path : "");
-                                free(ents);
-                                return rc;
-                        }
-                        ents[i].perms |= ents[j].perms;
-                }
-                i = j;
+        /* Group by container path (a per-request hash table of each path's
+         * first entry, in request order); the first is kept and takes the
+         * union of the group's permissions. A group whose host paths differ
+         * fails; of several such groups the one whose container path sorts
+         * first (strcmp) is reported, with its first entry and the first
+         * differing one. */
+        size_t size = table_size(k), mask = size - 1, kept = 0;
+        size_t *first = calloc(size, sizeof(*first)); /* entry index + 1; 0: empty */
+        if (!first) {
+                free(ents);
+                return kdev_err_set(err, ENOMEM, "out of memory");
         }
-        qsort(ents, k, sizeof(*ents), ent_cmp_order);
+        const struct spec_ent *bad_a = NULL, *bad_b = NULL;
+        for (size_t j = 0; j < k; j++) {
+                const char *cp = ents[j].spec->container_path ? ents[j].spec->container_path : "";
+                size_t s = kdev_str_hash(cp) & mask;
+                while (first[s] && path_cmp(ents[first[s] - 1].spec->container_path, cp) != 0)
+                        s = (s + 1) & mask;
+                if (!first[s]) {
+                        first[s] = j + 1;
+                        ents[j].keep = 1;
+                        kept++;
+                        continue;
+                }
+                struct spec_ent *a = &ents[first[s] - 1];
+                if (path_cmp(ents[j].spec->host_path, a->spec->host_path) == 0) {
+                        a->perms |= ents[j].perms;
+                } else if (!bad_a || path_cmp(cp, bad_a->spec->container_path) < 0) {
+                        bad_a = a;
+                        bad_b = &ents[j];
+                }
+        }
+        free(first);
+        if (bad_a) {
+                rc = kdev_err_set(err, EINVAL,
+                                  "devices \"%s\" and \"%s\" of resource %s both use container "
+                                  "path \"%s\" for different host paths \"%s\" and \"%s\"",
+                                  bad_a->dev->id, bad_b->dev->id, r->name,
+                                  bad_a->spec->container_path ? bad_a->spec->container_path : "",
+                                  bad_a->spec->host_path ? bad_a->spec->host_path : "",
+                                  bad_b->spec->host_path ? bad_b->spec->host_path : "");
+                free(ents);
+                return rc;
+        }
 
         V1beta1__DeviceSpec **specs = calloc(kept ? kept : 1, sizeof(*specs));
         if (!specs) {

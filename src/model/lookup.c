@@ -1,54 +1,129 @@
+/* The hash index of a resource's device IDs: open addressing with linear
+ * probing over a power-of-two table at most half full; each slot holds a
+ * device's position + 1 (0: empty) and its ID's hash, so a probe compares
+ * strings only on equal hashes. */
 #include "model/lookup.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Below this many (queries x devices) string comparisons a linear scan wins. */
-#define LINEAR_WORK_MAX 4096
+struct kdev_id_index {
+        const struct kdev_device *devices; /* borrowed: the indexed array */
+        size_t n_devices;
+        size_t mask;     /* table size - 1 */
+        uint32_t *pos;   /* device position + 1, 0 for an empty slot */
+        uint32_t *hash;  /* the ID's hash, valid where pos != 0 */
+};
 
-static int dev_ptr_cmp(const void *pa, const void *pb)
+uint32_t kdev_str_hash(const char *s)
 {
-        const struct kdev_device *const *a = pa, *const *b = pb;
-        return strcmp((*a)->id ? (*a)->id : "", (*b)->id ? (*b)->id : "");
+        /* 8 bytes a step (device IDs are often 40+ bytes with a long common
+         * prefix: "GPU-<uuid>::<n>"), then a final mix so that the low bits,
+         * which pick the slot, depend on every byte. */
+        size_t len = strlen(s);
+        uint64_t h = 0x9e3779b97f4a7c15u ^ len, k;
+        const uint64_t m = 0xff51afd7ed558ccdu;
+        for (; len >= 8; s += 8, len -= 8) {
+                memcpy(&k, s, 8);
+                h = (h ^ k) * m;
+                h ^= h >> 29;
+        }
+        k = 0;
+        memcpy(&k, s, len);
+        h = (h ^ k) * m;
+        h ^= h >> 32;
+        h *= 0xc4ceb9fe1a85ec53u;
+        h ^= h >> 29;
+        return (uint32_t)h;
 }
 
-int kdev_lookup_init(struct kdev_lookup *lk, const struct kdev_resource *r, size_t n_queries)
+struct kdev_id_index *kdev_id_index_new(const struct kdev_device *devices, size_t n)
 {
-        lk->r = r;
-        lk->sorted = NULL;
-        if (r->n_devices == 0 || n_queries <= LINEAR_WORK_MAX / r->n_devices)
-                return 0;
-        lk->sorted = malloc(r->n_devices * sizeof(*lk->sorted));
-        if (!lk->sorted)
-                return -ENOMEM;
-        for (size_t i = 0; i < r->n_devices; i++)
-                lk->sorted[i] = &r->devices[i];
-        qsort(lk->sorted, r->n_devices, sizeof(*lk->sorted), dev_ptr_cmp);
-        return 0;
+        if (n >= UINT32_MAX / 4)
+                return NULL;
+        struct kdev_id_index *ix = calloc(1, sizeof(*ix));
+        if (!ix)
+                return NULL;
+        size_t size = 16;
+        while (size < 2 * n)
+                size *= 2;
+        ix->devices = devices;
+        ix->n_devices = n;
+        ix->mask = size - 1;
+        ix->pos = calloc(size, sizeof(*ix->pos));
+        ix->hash = malloc(size * sizeof(*ix->hash));
+        if (!ix->pos || !ix->hash) {
+                kdev_id_index_free(ix);
+                return NULL;
+        }
+        for (size_t i = 0; i < n; i++) {
+                const char *id = devices[i].id;
+                if (!id)
+                        continue;
+                uint32_t h = kdev_str_hash(id);
+                size_t s = h & ix->mask;
+                for (; ix->pos[s]; s = (s + 1) & ix->mask) {
+                        if (ix->hash[s] == h && strcmp(devices[ix->pos[s] - 1].id, id) == 0)
+                                break; /* a repeated ID: the first device keeps it */
+                }
+                if (!ix->pos[s]) {
+                        ix->pos[s] = (uint32_t)i + 1;
+                        ix->hash[s] = h;
+                }
+        }
+        return ix;
 }
 
-const struct kdev_device *kdev_lookup_find(const struct kdev_lookup *lk, const char *id)
+bool kdev_id_index_covers(const struct kdev_id_index *ix, const struct kdev_device *devices,
+                          size_t n)
 {
-        if (!lk->sorted)
-                return kdev_resource_find(lk->r, id);
-        size_t lo = 0, hi = lk->r->n_devices;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                const char *mid_id = lk->sorted[mid]->id ? lk->sorted[mid]->id : "";
-                int c = strcmp(id, mid_id);
-                if (c == 0)
-                        return lk->sorted[mid];
-                if (c < 0)
-                        hi = mid;
-                else
-                        lo = mid + 1;
+        return ix && ix->devices == devices && ix->n_devices == n;
+}
+
+const struct kdev_device *kdev_id_index_find(const struct kdev_id_index *ix, const char *id)
+{
+        uint32_t h = kdev_str_hash(id);
+        for (size_t s = h & ix->mask; ix->pos[s]; s = (s + 1) & ix->mask) {
+                const struct kdev_device *d = &ix->devices[ix->pos[s] - 1];
+                if (ix->hash[s] == h && strcmp(d->id, id) == 0)
+                        return d;
         }
         return NULL;
 }
 
+void kdev_id_index_free(struct kdev_id_index *ix)
+{
+        if (!ix)
+                return;
+        free(ix->pos);
+        free(ix->hash);
+        free(ix);
+}
+
+/* Below this many (queries x devices) string comparisons a linear search of
+ * an unindexed resource wins over building an index for the request. */
+#define LINEAR_WORK_MAX 4096
+
+int kdev_lookup_init(struct kdev_lookup *lk, const struct kdev_resource *r, size_t n_queries)
+{
+        lk->r = r;
+        lk->tmp = NULL;
+        if (r->n_devices == 0 || kdev_id_index_covers(r->index, r->devices, r->n_devices) ||
+            n_queries <= LINEAR_WORK_MAX / r->n_devices)
+                return 0;
+        lk->tmp = kdev_id_index_new(r->devices, r->n_devices);
+        return lk->tmp ? 0 : -ENOMEM;
+}
+
+const struct kdev_device *kdev_lookup_find(const struct kdev_lookup *lk, const char *id)
+{
+        return lk->tmp ? kdev_id_index_find(lk->tmp, id) : kdev_resource_find(lk->r, id);
+}
+
 void kdev_lookup_free(struct kdev_lookup *lk)
 {
-        free(lk->sorted);
-        lk->sorted = NULL;
+        kdev_id_index_free(lk->tmp);
+        lk->tmp = NULL;
 }

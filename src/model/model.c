@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/lookup.h"
+
 void kdev_device_clear(struct kdev_device *d)
 {
         if (!d)
@@ -27,6 +29,7 @@ void kdev_resource_clear(struct kdev_resource *r)
                 kdev_device_clear(&r->devices[i]);
         free(r->devices);
         free(r->name);
+        kdev_id_index_free(r->index);
         if (r->ops && r->ops->free)
                 r->ops->free(r->ops_data);
         memset(r, 0, sizeof(*r));
@@ -47,11 +50,33 @@ const struct kdev_device *kdev_resource_find(const struct kdev_resource *r, cons
 {
         if (!r || !id)
                 return NULL;
+        if (kdev_id_index_covers(r->index, r->devices, r->n_devices))
+                return kdev_id_index_find(r->index, id);
         for (size_t i = 0; i < r->n_devices; i++) {
                 if (r->devices[i].id && strcmp(r->devices[i].id, id) == 0)
                         return &r->devices[i];
         }
         return NULL;
+}
+
+int kdev_resource_index(struct kdev_resource *r)
+{
+        if (!r)
+                return 0;
+        kdev_id_index_free(r->index);
+        r->index = kdev_id_index_new(r->devices, r->n_devices);
+        return r->index ? 0 : -ENOMEM;
+}
+
+int kdev_resource_set_index(struct kdev_resource_set *set)
+{
+        if (!set)
+                return 0;
+        for (size_t i = 0; i < set->n_resources; i++) {
+                if (kdev_resource_index(&set->resources[i]) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
 }
 
 void kdev_strv_free(char **v, size_t n)

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/err.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
@@ -34,6 +35,7 @@ struct kdev_device {
 };
 
 struct kdev_resource;
+struct kdev_id_index; /* the model's hash index of device IDs (model/lookup.h) */
 
 /* Backend hooks of a resource (all optional). */
 struct kdev_resource_ops {
@@ -71,6 +73,7 @@ struct kdev_resource {
         size_t n_devices;
         const struct kdev_resource_ops *ops; /* NULL: device nodes only */
         void *ops_data;                      /* owned; released by ops->free */
+        struct kdev_id_index *index;         /* owned; kdev_resource_index(), NULL: none */
 };
 
 /* A set of resources, as a backend returns it. */
@@ -83,8 +86,30 @@ struct kdev_resource_set {
  * empty. */
 void kdev_resource_set_clear(struct kdev_resource_set *set);
 
-/* Returns the device of |r| with ID |id|, or NULL. O(n). */
+/* Returns the device of |r| with ID |id| (the first one when an ID repeats),
+ * or NULL when there is none or |r| or |id| is NULL; devices whose ID is NULL
+ * are never found. O(1) on average once kdev_resource_index() has indexed
+ * r->devices; O(n) (a linear search, same answer) while the index is missing
+ * or was built for another device array. */
 const struct kdev_device *kdev_resource_find(const struct kdev_resource *r, const char *id);
+
+/* (Re)builds the hash index of |r|'s device IDs that kdev_resource_find()
+ * (and so Allocate, GetPreferredAllocation and PreStartContainer) uses. Call
+ * it whenever r->devices or r->n_devices is set or changed, or a device's ID
+ * is; the index borrows r->devices and is freed by kdev_resource_clear().
+ * Costs O(n) time and about 16 bytes per device. Returns 0, or -ENOMEM (|r|
+ * then has no index and lookups stay linear, with the same answers). */
+int kdev_resource_index(struct kdev_resource *r);
+
+/* A 32-bit hash of the NUL-terminated string |s| (not NULL), the hash of the
+ * model's ID index, for other per-request hash sets too (all of its bits
+ * depend on every byte of |s|). Not for adversarial keys beyond a request's
+ * own size. */
+uint32_t kdev_str_hash(const char *s);
+
+/* kdev_resource_index() on every resource of |set|. Returns 0 or -ENOMEM
+ * (resources indexed before the failure keep their index). */
+int kdev_resource_set_index(struct kdev_resource_set *set);
 
 /* Checks |name| with kubelet's extended resource name rules
  * (IsExtendedResourceName, k8s pkg/apis/core/v1/helper): it must contain '/',

@@ -55,6 +55,34 @@ static char *xstrdup(const char *s)
         return strdup(s ? s : "");
 }
 
+/* A set of borrowed strings for the duplicate checks of one Allocate answer
+ * (IDs once each, device nodes once each): open addressing over a table at
+ * least twice the strings it will hold, so a check costs O(1) on average and
+ * a request of m devices O(m), not O(m^2). */
+struct strset {
+        const char **slot; /* NULL: empty */
+        size_t mask;
+};
+
+static int strset_init(struct strset *set, size_t max_items)
+{
+        size_t size = 16;
+        while (size < 2 * max_items)
+                size *= 2;
+        set->slot = calloc(size, sizeof(*set->slot));
+        set->mask = size - 1;
+        return set->slot ? 0 : -ENOMEM;
+}
+
+/* The slot of |s| in |set|: where it is, or the empty one where it goes. */
+static const char **strset_slot(const struct strset *set, const char *s)
+{
+        size_t i = kdev_str_hash(s) & set->mask;
+        while (set->slot[i] && strcmp(set->slot[i], s) != 0)
+                i = (i + 1) & set->mask;
+        return &set->slot[i];
+}
+
 /* Appends |item| to the protobuf array *|arr| of *|n| pointers. */
 static int push(void ***arr, size_t *n, void *item)
 {
@@ -147,13 +175,14 @@ static int add_cdi_device(V1beta1__ContainerAllocateResponse *out, const char *n
 }
 
 /* Adds DeviceSpec {n->path, n->host_path, n->permissions} unless its
- * container path is present. */
-static int add_spec(V1beta1__ContainerAllocateResponse *out, const struct kdev_nvidia_dev_node *n)
+ * container path is in |paths| (the container paths of out->devices; the new
+ * one is added to it). */
+static int add_spec(V1beta1__ContainerAllocateResponse *out, struct strset *paths,
+                    const struct kdev_nvidia_dev_node *n)
 {
-        for (size_t i = 0; i < out->n_devices; i++) {
-                if (strcmp(out->devices[i]->container_path, n->path) == 0)
-                        return 0;
-        }
+        const char **slot = strset_slot(paths, n->path);
+        if (*slot)
+                return 0;
         V1beta1__DeviceSpec *d = malloc(sizeof(*d));
         if (!d)
                 return -ENOMEM;
@@ -169,6 +198,7 @@ static int add_spec(V1beta1__ContainerAllocateResponse *out, const struct kdev_n
                 free(d);
                 return -ENOMEM;
         }
+        *slot = d->container_path;
         return 0;
 }
 
@@ -198,24 +228,34 @@ static int sb_add(struct sbuf *b, const char *item)
         return 0;
 }
 
-/* The IDs of the payload: unique, in request order. */
+/* The IDs of the payload: unique, in request order, with the devinfo of the
+ * first device of each (|infos|: the devices of one ID, replicas of one
+ * physical device, share its device nodes). */
 static int payload_ids(const struct kdev_nvidia_rdata *d, const struct kdev_device *const *devs,
-                       size_t n, const char ***ids, size_t *n_ids)
+                       size_t n, const char ***ids, const struct kdev_nvidia_devinfo ***infos,
+                       size_t *n_ids)
 {
         const char **v = calloc(n ? n : 1, sizeof(*v));
-        if (!v)
+        const struct kdev_nvidia_devinfo **fi = calloc(n ? n : 1, sizeof(*fi));
+        struct strset seen = {0};
+        if (!v || !fi || strset_init(&seen, n) < 0) {
+                free(v);
+                free(fi);
                 return -ENOMEM;
+        }
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
                 const struct kdev_nvidia_devinfo *info = devs[i]->data;
                 const char *id = d->id_strategy == KDEV_NVIDIA_ID_INDEX ? info->index : info->uuid;
-                bool seen = false;
-                for (size_t j = 0; j < k && !seen; j++)
-                        seen = strcmp(v[j], id) == 0;
-                if (!seen)
-                        v[k++] = id;
+                const char **slot = strset_slot(&seen, id);
+                if (!*slot) {
+                        fi[k] = info;
+                        v[k++] = *slot = id;
+                }
         }
+        free(seen.slot);
         *ids = v;
+        *infos = fi;
         *n_ids = k;
         return 0;
 }
@@ -320,13 +360,15 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
 {
         const struct kdev_nvidia_rdata *d = data;
         const char **ids = NULL;
+        const struct kdev_nvidia_devinfo **infos = NULL;
         size_t n_ids = 0;
         struct sbuf list = {0};
+        struct strset paths = {0};
         char path[96];
         int rc = check_shared_request(d, r, devs, n, err);
         if (rc < 0)
                 return rc;
-        rc = payload_ids(d, devs, n, &ids, &n_ids);
+        rc = payload_ids(d, devs, n, &ids, &infos, &n_ids);
         if (rc < 0)
                 return kdev_err_set(err, ENOMEM, "out of memory");
 
@@ -381,11 +423,20 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
         }
         if (d->pass_device_specs) {
                 /* the device nodes of the common and device edits
-                 * (container_edits.h: the same list as the CDI specs) */
+                 * (container_edits.h: the same list as the CDI specs), each
+                 * ID's once: the other devices of an ID (replicas) would
+                 * only repeat them */
+                if (strset_init(&paths, out->n_devices + 4 + 3 * n_ids + d->n_imex_channels) < 0)
+                        goto nomem;
+                for (size_t i = 0; i < out->n_devices; i++) {
+                        const char **slot = strset_slot(&paths, out->devices[i]->container_path);
+                        if (!*slot)
+                                *slot = out->devices[i]->container_path;
+                }
                 struct kdev_nvidia_edits ed = {0};
                 rc = kdev_nvidia_common_edits(d->dev_root, NULL, &ed, err);
-                for (size_t i = 0; rc >= 0 && i < n; i++) {
-                        const struct kdev_nvidia_devinfo *info = devs[i]->data;
+                for (size_t i = 0; rc >= 0 && i < n_ids; i++) {
+                        const struct kdev_nvidia_devinfo *info = infos[i];
                         struct kdev_nvidia_logical ld = {
                                 .minor = info->minor,
                                 .mig = info->gi != KDEV_NVIDIA_NO_INSTANCE,
@@ -395,7 +446,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                         rc = kdev_nvidia_device_edits(d->dev_root, &ld, &ed, err);
                 }
                 for (size_t i = 0; rc >= 0 && i < ed.n_nodes; i++)
-                        rc = add_spec(out, &ed.nodes[i]);
+                        rc = add_spec(out, &paths, &ed.nodes[i]);
                 kdev_nvidia_edits_clear(&ed);
                 if (rc < 0)
                         goto nomem;
@@ -404,7 +455,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                                  d->imex_channels[i]);
                         struct kdev_nvidia_dev_node ch = {.path = path, .permissions = "rw"};
                         ch.host_path = kdev_nvidia_join(d->dev_root, path);
-                        rc = ch.host_path ? add_spec(out, &ch) : -ENOMEM;
+                        rc = ch.host_path ? add_spec(out, &paths, &ch) : -ENOMEM;
                         free(ch.host_path);
                         if (rc < 0)
                                 goto nomem;
@@ -416,7 +467,9 @@ nomem:
         rc = kdev_err_set(err, ENOMEM, "out of memory");
 done:
         free(ids);
+        free(infos);
         free(list.s);
+        free(paths.slot);
         return rc;
 }
 

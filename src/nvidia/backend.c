@@ -157,6 +157,8 @@ int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
                 r = kdev_nvidia_apply_sharing(opts->set, opts->cfg, log_warning, NULL, err);
         if (r == 0 && b->gpus)
                 r = kdev_nvidia_pref_attach(opts->set, b->gpus, share_policy(opts->cfg), err);
+        if (r == 0 && kdev_resource_set_index(opts->set) < 0)
+                r = kdev_err_set(err, ENOMEM, "out of memory");
         if (r == 0 && b->gpus)
                 r = write_cdi(b, err);
         if (r < 0) {
@@ -241,6 +243,10 @@ static void on_discovered(void *arg, struct kdev_nvml *lib, struct kdev_gpu_set 
                 fresh.resources[i].n_devices = old.n_devices;
                 fresh.resources[i].ops = old.ops;
                 fresh.resources[i].ops_data = old.ops_data;
+                if (kdev_resource_index(cur) < 0)
+                        kdev_log_warn("cannot index the rediscovered devices (out of memory); "
+                                      "lookups by device ID stay linear",
+                                      "resource", cur->name);
                 char n[32];
                 snprintf(n, sizeof(n), "%zu", cur->n_devices);
                 kdev_log_info("NVIDIA driver appeared, serving its GPUs", "resource", cur->name,

@@ -7,8 +7,10 @@
 // It serves what kdev-plugin serves for bench/configs/generic-null.yaml:
 // example.com/null with devices null::0 and null::1, Healthy, and answers Allocate
 // with one DeviceSpec /dev/null -> /dev/null "rw" per container request (unknown
-// IDs: InvalidArgument). Command line like kdev-plugin's, so bench_plugin can start
-// either: --config (ignored), --device-plugin-dir DIR, --log-level (ignored).
+// IDs: InvalidArgument). --devices N serves N devices <prefix>0 .. <prefix>N-1
+// (--id-prefix, default "null::") instead; the IDs are looked up in a Go map, as
+// the usual Go plugins do. Command line like kdev-plugin's, so bench_plugin can
+// start either: --config (ignored), --device-plugin-dir DIR, --log-level (ignored).
 // Runs until SIGTERM/SIGINT.
 package main
 
@@ -36,7 +38,10 @@ const (
 	socketName   = "go-example.com_null.sock"
 )
 
-var deviceIDs = []string{"null::0", "null::1"}
+var (
+	deviceIDs []string
+	known     map[string]bool
+)
 
 type plugin struct {
 	pb.UnimplementedDevicePluginServer
@@ -70,11 +75,7 @@ func (p *plugin) Allocate(_ context.Context, req *pb.AllocateRequest) (*pb.Alloc
 	resp := &pb.AllocateResponse{}
 	for _, cr := range req.ContainerRequests {
 		for _, id := range cr.DevicesIds {
-			known := false
-			for _, d := range deviceIDs {
-				known = known || d == id
-			}
-			if !known {
+			if !known[id] {
 				return nil, status.Errorf(codes.InvalidArgument, "unknown device %q", id)
 			}
 		}
@@ -180,7 +181,15 @@ func main() {
 	dir := flag.String("device-plugin-dir", "/var/lib/kubelet/device-plugins", "kubelet's device-plugins directory")
 	flag.String("config", "", "ignored (kdev-plugin's flag)")
 	flag.String("log-level", "", "ignored (kdev-plugin's flag)")
+	n := flag.Int("devices", 2, "number of devices")
+	prefix := flag.String("id-prefix", "null::", "device ID prefix")
 	flag.Parse()
+	known = make(map[string]bool, *n)
+	for i := 0; i < *n; i++ {
+		id := fmt.Sprintf("%s%d", *prefix, i)
+		deviceIDs = append(deviceIDs, id)
+		known[id] = true
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
