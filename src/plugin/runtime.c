@@ -53,6 +53,7 @@ struct dp_server {
         uint64_t backoff_ms;
         uv_timer_t retry_timer; /* backoff and lock polling */
         unsigned registrations;
+        unsigned failures, attempts, generations, lock_waits; /* kdev_dp_runtime_state() */
         bool lost_while_pending; /* kubelet's new stream ended before Register returned */
         bool lock_wait_logged;
         struct kdev_resource *res;
@@ -76,6 +77,7 @@ struct kdev_dp_runtime {
         size_t n_servers;
         dev_t kubelet_dev; /* identity of the kubelet.sock last seen, 0/0 = none */
         ino_t kubelet_ino;
+        unsigned dir_events; /* kdev_dp_runtime_state() */
         bool started;
         bool stopping;
         unsigned pending_closes; /* uv handles and services still closing */
@@ -255,6 +257,33 @@ unsigned kdev_dp_runtime_registrations(const struct kdev_dp_runtime *rt, const c
         return s ? s->registrations : 0;
 }
 
+int kdev_dp_runtime_state(const struct kdev_dp_runtime *rt, const char *name,
+                          struct kdev_dp_state *out)
+{
+        const struct dp_server *s = find_server(rt, name);
+        if (!s)
+                return -ENOENT;
+        static const enum kdev_dp_reg_state states[] = {
+                [REG_WAIT_LOCK] = KDEV_DP_WAIT_LOCK, [REG_IDLE] = KDEV_DP_IDLE,
+                [REG_PENDING] = KDEV_DP_PENDING,     [REG_DONE] = KDEV_DP_REGISTERED,
+                [REG_BACKOFF] = KDEV_DP_BACKOFF,
+        };
+        *out = (struct kdev_dp_state){
+                .state = states[s->state],
+                .registrations = s->registrations,
+                .failures = s->failures,
+                .attempts = s->attempts,
+                .generations = s->generations,
+                .lock_waits = s->lock_waits,
+                .backoff_ms = s->backoff_ms,
+                .lock_held = s->lock_fd >= 0,
+                .flush_pending = uv_is_active((const uv_handle_t *)&rt->debounce) != 0,
+                .streams = s->svc ? kdev_dp_service_streams(s->svc) : 0,
+                .dir_events = rt->dir_events,
+        };
+        return 0;
+}
+
 static bool kubelet_socket_exists(const struct kdev_dp_runtime *rt)
 {
         struct stat st;
@@ -390,6 +419,7 @@ static int server_start_service(struct dp_server *s)
                 s->sock_ino = st.st_ino;
                 s->sock_created = true;
         }
+        s->generations++;
         kdev_log_info("serving", "resource", s->res->name, "socket", s->socket_path);
         return 0;
 }
@@ -420,6 +450,8 @@ static void on_retry_timer(uv_timer_t *t)
 static void note_register(struct dp_server *s, bool ok)
 {
         const struct kdev_dp_hooks *hk = s->rt->opts.hooks;
+        if (!ok)
+                s->failures++;
         if (hk && hk->registered)
                 hk->registered(hk->arg, s->res->name, ok);
 }
@@ -433,6 +465,9 @@ static void register_failed(struct dp_server *s, const char *why)
         kdev_log_warn("Register failed, retrying", "resource", s->res->name, "kubelet",
                       s->rt->kubelet_path, "error", why, "retry_in", delay);
         uv_timer_start(&s->retry_timer, on_retry_timer, s->backoff_ms, 0);
+        const struct kdev_dp_hooks *hk = s->rt->opts.hooks;
+        if (hk && hk->retry)
+                hk->retry(hk->arg, s->res->name, s->backoff_ms);
         s->backoff_ms *= 2;
         if (s->backoff_ms > s->rt->opts.backoff_max_ms)
                 s->backoff_ms = s->rt->opts.backoff_max_ms;
@@ -473,6 +508,7 @@ static void server_register(struct dp_server *s)
                 return;
         cancel_register(s);
         uv_timer_stop(&s->retry_timer);
+        s->attempts++;
         if (!kubelet_socket_exists(rt)) {
                 struct stat st;
                 note_register(s, false);
@@ -535,6 +571,7 @@ static void server_try_lock(struct dp_server *s)
                 }
                 if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
                         close(fd);
+                        s->lock_waits++;
                         if (!s->lock_wait_logged) {
                                 kdev_log_warn("another instance holds the socket lock, waiting",
                                               "resource", s->res->name, "lock", s->lock_path);
@@ -605,6 +642,7 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
         (void)events;
         if (rt->stopping || status < 0)
                 return;
+        rt->dir_events++;
         if (!filename) {
                 /* Overflow or unknown: re-check everything. */
                 for (size_t i = 0; i < rt->n_servers; i++) {

@@ -52,6 +52,11 @@ struct kdev_dp_hooks {
         void (*registered)(void *arg, const char *resource, bool ok);
         /* kubelet.sock was created anew while running (a kubelet restart). */
         void (*kubelet_restart)(void *arg);
+        /* A retry was scheduled |delay_ms| milliseconds from now, after a
+         * failed registration attempt or a server that could not start: the
+         * backoff sequence (backoff_initial_ms, doubling, capped at
+         * backoff_max_ms; back to the initial delay after a success). */
+        void (*retry)(void *arg, const char *resource, uint64_t delay_ms);
 };
 
 struct kdev_dp_options {
@@ -104,6 +109,38 @@ void kdev_dp_runtime_restart(struct kdev_dp_runtime *rt);
 /* Statistics for tests and benchmarks: successful registrations so far for
  * resource |name| (0 when unknown). */
 unsigned kdev_dp_runtime_registrations(const struct kdev_dp_runtime *rt, const char *name);
+
+/* Registration state of one resource (kdev_dp_runtime_state()). */
+enum kdev_dp_reg_state {
+        KDEV_DP_WAIT_LOCK,  /* another instance holds the socket lock: polling it */
+        KDEV_DP_IDLE,       /* serving, not registered, nothing in flight */
+        KDEV_DP_PENDING,    /* Register call in flight */
+        KDEV_DP_REGISTERED, /* Register answered OK */
+        KDEV_DP_BACKOFF,    /* waiting to retry */
+};
+
+/* A snapshot of one resource's state machine, for tests. Counts run from
+ * kdev_dp_runtime_start(). */
+struct kdev_dp_state {
+        enum kdev_dp_reg_state state;
+        unsigned registrations; /* Register calls answered OK */
+        unsigned failures;      /* registration attempts that failed (error status,
+                                   no kubelet socket, call not started) */
+        unsigned attempts;      /* registration attempts started */
+        unsigned generations;   /* servers started on the resource socket */
+        unsigned lock_waits;    /* lock attempts that found it held by another */
+        uint64_t backoff_ms;    /* delay of the next retry after a failure */
+        bool lock_held;
+        bool flush_pending;     /* a coalesced restart/re-registration is scheduled
+                                   (runtime-wide debounce) */
+        size_t streams;         /* open ListAndWatch streams of the current server */
+        unsigned dir_events;    /* directory watch events seen (runtime-wide) */
+};
+
+/* Fills |out| with the state of resource |name|. Returns 0, or -ENOENT when
+ * no such resource was added (|out| untouched). */
+int kdev_dp_runtime_state(const struct kdev_dp_runtime *rt, const char *name,
+                          struct kdev_dp_state *out);
 
 /* Formats the socket file name for resource |name| with |prefix| into |buf|
  * (|size| bytes): "<prefix><name with '/' replaced by '_'>.sock". Returns the
