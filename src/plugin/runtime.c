@@ -653,8 +653,19 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
                 return;
         }
         if (strcmp(filename, KDEV_DP_KUBELET_SOCKET) == 0) {
-                if (!kubelet_socket_changed(rt))
+                if (!kubelet_socket_changed(rt)) {
+                        if (rt->kubelet_dev == 0 && rt->kubelet_ino == 0) {
+                                /* Removed: the kubelet.sock that comes back is a
+                                 * new kubelet even when the file system gives it
+                                 * the old inode number (ext4, tmpfs reuse them),
+                                 * so no registration is with it yet. */
+                                for (size_t i = 0; i < rt->n_servers; i++) {
+                                        rt->servers[i]->reg_kubelet_dev = 0;
+                                        rt->servers[i]->reg_kubelet_ino = 0;
+                                }
+                        }
                         return; /* removed (wait for it to come back) or only touched */
+                }
                 if (rt->opts.hooks && rt->opts.hooks->kubelet_restart)
                         rt->opts.hooks->kubelet_restart(rt->opts.hooks->arg);
                 bool any = false;
