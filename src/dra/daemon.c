@@ -492,6 +492,7 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
         nv.mig_strategy = KDEV_NVIDIA_MIG_NONE;
         if (kdev_nvidia_config_finish(&nv, false, &err) < 0 ||
             kdev_nvidia_build(set, &nv, NULL, &d.health_set, &err) < 0 ||
+            kdev_nvidia_attach_physical(&d.health_set, &err) < 0 ||
             kdev_xid_policy_from_env(&pol, xid_warn, NULL, &err) < 0)
                 goto out;
 

@@ -424,10 +424,41 @@ static int fix_ids(const struct kdev_generic_config *cfg, size_t ri, struct dev_
         return 0;
 }
 
+/* The physical devices of resource |out| (devices of |l|, groups of |res|):
+ * one per set, "<resource>/<device ID without the replica suffix>", that the
+ * set's |count| devices point to; appended to |set|. */
+static int add_physical(struct kdev_resource_set *set, const struct kdev_generic_resource *res,
+                        const struct dev_list *l, struct kdev_resource *out, struct kdev_err *err)
+{
+        struct kdev_physical *p = NULL;
+        for (size_t i = 0; i < out->n_devices; i++) {
+                struct kdev_device *d = &out->devices[i];
+                unsigned count = res->groups[l->group[i]].count;
+                size_t len = strlen(d->id);
+                if (count > 1) {
+                        const char *sep = strrchr(d->id, ':');
+                        len = sep && sep > d->id + 1 ? (size_t)(sep - 1 - d->id) : len;
+                }
+                /* the replicas of a set are adjacent (build_group) */
+                if (!p || count == 1 || strncmp(d->id, p->id + strlen(res->name) + 1, len) != 0 ||
+                    p->id[strlen(res->name) + 1 + len] != 0) {
+                        char *id = NULL;
+                        if (asprintf(&id, "%s/%.*s", res->name, (int)len, d->id) < 0)
+                                return kdev_err_set(err, ENOMEM, "out of memory");
+                        p = kdev_physical_add(set, id, d->numa_node, NULL, NULL);
+                        free(id);
+                        if (!p)
+                                return kdev_err_set(err, ENOMEM, "out of memory");
+                }
+                d->physical = p;
+        }
+        return 0;
+}
+
 static int discover_resource(const struct kdev_generic_config *cfg, size_t ri,
                              const char *root_pat, size_t root_len,
                              const struct kdev_generic_options *opts, struct kdev_resource *out,
-                             struct kdev_err *err)
+                             struct kdev_resource_set *set, struct kdev_err *err)
 {
         const struct kdev_generic_resource *res = &cfg->resources[ri];
         struct matches *ms = NULL;
@@ -498,6 +529,9 @@ static int discover_resource(const struct kdev_generic_config *cfg, size_t ri,
         out->n_devices = l.n;
         l.v = NULL;
         l.n = 0;
+        rc = add_physical(set, res, &l, out, err);
+        if (rc < 0)
+                goto out;
         if (kdev_resource_index(out) < 0)
                 rc = kdev_err_set(err, ENOMEM, "out of memory");
 out:
@@ -548,7 +582,7 @@ int kdev_generic_discover(const struct kdev_generic_config *cfg,
         while (root_len > 0 && root[root_len - 1] == '/')
                 root_len--;
 
-        size_t n_old = out->n_resources;
+        size_t n_old = out->n_resources, n_old_physical = out->n_physical;
         struct kdev_resource *v =
                 realloc(out->resources, (n_old + cfg->n_resources + 1) * sizeof(*v));
         if (!v) {
@@ -561,16 +595,24 @@ int kdev_generic_discover(const struct kdev_generic_config *cfg,
         for (; done < cfg->n_resources; done++) {
                 struct kdev_resource *r = &v[n_old + done];
                 memset(r, 0, sizeof(*r));
-                rc = discover_resource(cfg, done, root_pat, root_len, opts, r, err);
-                if (rc < 0)
+                rc = discover_resource(cfg, done, root_pat, root_len, opts, r, out, err);
+                if (rc < 0) {
+                        kdev_resource_clear(r);
                         break;
+                }
         }
         free(root_pat);
-        if (rc < 0) {
-                for (size_t i = 0; i < done; i++)
-                        kdev_resource_clear(&v[n_old + i]);
-                return rc;
+        if (rc == 0) {
+                out->n_resources = n_old + cfg->n_resources;
+                rc = kdev_resource_set_link(out, err);
+                if (rc == 0)
+                        return 0;
+                out->n_resources = n_old;
         }
-        out->n_resources = n_old + cfg->n_resources;
-        return 0;
+        for (size_t i = 0; i < done; i++)
+                kdev_resource_clear(&v[n_old + i]);
+        kdev_physical_truncate(out, n_old_physical);
+        if (out->n_physical)
+                kdev_resource_set_link(out, NULL);
+        return rc;
 }

@@ -44,6 +44,7 @@ void kdev_resource_set_clear(struct kdev_resource_set *set)
         free(set->resources);
         set->resources = NULL;
         set->n_resources = 0;
+        kdev_physical_truncate(set, 0);
 }
 
 const struct kdev_device *kdev_resource_find(const struct kdev_resource *r, const char *id)

@@ -24,6 +24,8 @@ struct kdev_device_spec {
         char *permissions;    /* cgroup permissions, any of "rwm" */
 };
 
+struct kdev_physical;
+
 /* One logical device as advertised in ListAndWatch. */
 struct kdev_device {
         char *id;                       /* device ID, unique within its resource */
@@ -32,6 +34,33 @@ struct kdev_device {
         struct kdev_device_spec *specs; /* device nodes given on Allocate */
         size_t n_specs;
         void *data;                     /* backend's, borrowed: owned by the resource's ops_data */
+        /* The physical device it is made of (a record of the resource set
+         * that holds this device's resource, borrowed), or NULL: none. */
+        struct kdev_physical *physical;
+};
+
+/* Where a logical device sits in its resource set: resources[resource].
+ * devices[device]. */
+struct kdev_device_ref {
+        size_t resource;
+        size_t device;
+};
+
+/* One physical device: what a backend found on the node (a whole GPU, a MIG
+ * device, one group of /dev nodes), which one or more logical devices
+ * (replicas) are made of. Health is physical: a fault of the physical device
+ * is a fault of every logical device on it (kdev_physical_set_health). */
+struct kdev_physical {
+        char *id;         /* unique within its set: GPU or MIG UUID, "<resource>/<set>" for /dev */
+        bool healthy;
+        int numa_node;    /* NUMA node, or -1 for no topology */
+        void *data;       /* backend's; freed with free_data (when set) by the set */
+        void (*free_data)(void *data);
+        size_t index;     /* its index in the set's physical array */
+        /* Set by kdev_resource_set_link(): the logical devices made of it, in
+         * resource order, then device order. Owned. */
+        struct kdev_device_ref *logical;
+        size_t n_logical;
 };
 
 struct kdev_resource;
@@ -76,15 +105,66 @@ struct kdev_resource {
         struct kdev_id_index *index;         /* owned; kdev_resource_index(), NULL: none */
 };
 
-/* A set of resources, as a backend returns it. */
+struct kdev_physical_index; /* the model's hash index of physical IDs */
+
+/* A set of resources, as a backend returns it, and the physical devices that
+ * their logical devices are made of. */
 struct kdev_resource_set {
         struct kdev_resource *resources;
         size_t n_resources;
+        struct kdev_physical **physical; /* owned, each record owned */
+        size_t n_physical;
+        struct kdev_physical_index *physical_index; /* owned; kdev_resource_set_link() */
 };
 
-/* Frees everything inside |set| (not |set| itself). NULL-safe; leaves |set|
- * empty. */
+/* Frees everything inside |set| (not |set| itself), the physical devices and
+ * their data included. NULL-safe; leaves |set| empty. */
 void kdev_resource_set_clear(struct kdev_resource_set *set);
+
+/* Appends a physical device to |set|: a copy of |id| (not NULL), healthy,
+ * |numa_node| (-1: none), |data| owned by the set when |free_data| is set
+ * (freed with it by kdev_resource_set_clear). The caller points logical
+ * devices at the returned record (kdev_device.physical), then calls
+ * kdev_resource_set_link(). IDs are checked for repeats by the link. Returns
+ * the record, or NULL on allocation failure (|data| is then freed with
+ * |free_data|). */
+struct kdev_physical *kdev_physical_add(struct kdev_resource_set *set, const char *id,
+                                        int numa_node, void *data,
+                                        void (*free_data)(void *data));
+
+/* Frees the physical devices of |set| from index |from| on (those appended
+ * since the set had |from|), for a backend undoing a failed build; no logical
+ * device may still point at them. Drops the physical index (link again). */
+void kdev_physical_truncate(struct kdev_resource_set *set, size_t from);
+
+/* Moves every physical device of |src| to the end of |dst| (the records keep
+ * their addresses, so logical devices moved from |src| to |dst| keep their
+ * pointers); |src| is left without physical devices. Drops both physical
+ * indexes (link again). Returns 0 or -ENOMEM (nothing moved). */
+int kdev_physical_move(struct kdev_resource_set *dst, struct kdev_resource_set *src);
+
+/* (Re)builds the physical -> logical mapping of |set| (kdev_physical.logical,
+ * in resource order, then device order) and the hash index of physical IDs
+ * (kdev_physical_find). Call it whenever a device's physical pointer, the
+ * devices of a resource, the resources or the physical devices change.
+ * O(devices + physical devices). Returns 0, or with |err| (may be NULL; the
+ * mapping is then empty and lookups linear): -EEXIST "physical device <id>
+ * appears twice", -EINVAL "device <id> of <resource> points to a physical
+ * device outside the set", -ENOMEM. */
+int kdev_resource_set_link(struct kdev_resource_set *set, struct kdev_err *err);
+
+/* The physical device of |set| with ID |id|, or NULL (also for NULL
+ * arguments). O(1) on average after kdev_resource_set_link(), linear before. */
+struct kdev_physical *kdev_physical_find(const struct kdev_resource_set *set, const char *id);
+
+/* Propagates the health of physical device |p| (of |set|, linked) to the
+ * logical devices made of it: sets p->healthy and the healthy flag of every
+ * device in p->logical to |healthy|. For each resource with a device whose
+ * flag changed, changed[resource index] is set to true (|changed| may be
+ * NULL; otherwise it has set->n_resources entries; other entries are left
+ * as they are). Returns the number of logical devices whose flag changed. */
+size_t kdev_physical_set_health(struct kdev_resource_set *set, struct kdev_physical *p,
+                                bool healthy, bool *changed);
 
 /* Returns the device of |r| with ID |id| (the first one when an ID repeats),
  * or NULL when there is none or |r| or |id| is NULL; devices whose ID is NULL

@@ -157,6 +157,8 @@ int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
                 r = kdev_nvidia_apply_sharing(opts->set, opts->cfg, log_warning, NULL, err);
         if (r == 0 && b->gpus)
                 r = kdev_nvidia_pref_attach(opts->set, b->gpus, share_policy(opts->cfg), err);
+        if (r == 0)
+                r = kdev_nvidia_attach_physical(opts->set, err);
         if (r == 0 && kdev_resource_set_index(opts->set) < 0)
                 r = kdev_err_set(err, ENOMEM, "out of memory");
         if (r == 0 && b->gpus)
@@ -218,7 +220,8 @@ static void on_discovered(void *arg, struct kdev_nvml *lib, struct kdev_gpu_set 
         struct kdev_err err = {0};
         if (kdev_nvidia_build(gpus, b->opts.cfg, &bopts, &fresh, &err) < 0 ||
             kdev_nvidia_apply_sharing(&fresh, b->opts.cfg, log_warning, NULL, &err) < 0 ||
-            kdev_nvidia_pref_attach(&fresh, gpus, share_policy(b->opts.cfg), &err) < 0) {
+            kdev_nvidia_pref_attach(&fresh, gpus, share_policy(b->opts.cfg), &err) < 0 ||
+            kdev_nvidia_attach_physical(&fresh, &err) < 0) {
                 kdev_resource_set_clear(&fresh);
                 kdev_log_error("cannot build the NVIDIA resources after rediscovery", "error",
                                err.msg);
@@ -251,6 +254,22 @@ static void on_discovered(void *arg, struct kdev_nvml *lib, struct kdev_gpu_set 
                 snprintf(n, sizeof(n), "%zu", cur->n_devices);
                 kdev_log_info("NVIDIA driver appeared, serving its GPUs", "resource", cur->name,
                               "devices", n);
+        }
+        /* The physical devices follow their logical devices into the
+         * served set. */
+        if (kdev_physical_move(b->opts.set, &fresh) < 0) {
+                /* they leave with |fresh|: no device may point at them */
+                for (size_t i = 0; i < fresh.n_resources; i++) {
+                        struct kdev_resource *cur =
+                                find_resource(b->opts.set, fresh.resources[i].name);
+                        for (size_t k = 0; cur && k < cur->n_devices; k++)
+                                cur->devices[k].physical = NULL;
+                }
+                kdev_log_warn("cannot map the rediscovered GPUs to their devices", "error",
+                              "out of memory");
+        } else if (kdev_resource_set_link(b->opts.set, &err) < 0) {
+                kdev_log_warn("cannot map the rediscovered GPUs to their devices", "error",
+                              err.msg);
         }
         /* The CDI spec first: once kubelet hears of the devices it may
          * allocate them, and the runtime then needs the spec. */

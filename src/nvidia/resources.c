@@ -522,3 +522,53 @@ fail:
         kdev_nvidia_rdata_free(d);
         return rc;
 }
+
+int kdev_nvidia_attach_physical(struct kdev_resource_set *set, struct kdev_err *err)
+{
+        size_t from = set->n_physical;
+        for (size_t r = 0; r < set->n_resources; r++) {
+                struct kdev_resource *res = &set->resources[r];
+                for (size_t i = 0; i < res->n_devices; i++) {
+                        struct kdev_device *d = &res->devices[i];
+                        const struct kdev_nvidia_devinfo *info = kdev_nvidia_device_info(res, d);
+                        if (!info || d->physical)
+                                continue;
+                        struct kdev_physical *p = NULL;
+                        /* this call's physical devices only: a few per GPU */
+                        for (size_t k = from; k < set->n_physical && !p; k++) {
+                                if (strcmp(set->physical[k]->id, info->uuid) == 0)
+                                        p = set->physical[k];
+                        }
+                        if (!p) {
+                                struct kdev_nvidia_devinfo *pi = malloc(sizeof(*pi));
+                                if (pi) {
+                                        *pi = *info;
+                                        pi->replica = -1;
+                                }
+                                p = pi ? kdev_physical_add(set, info->uuid, d->numa_node, pi,
+                                                           free)
+                                       : NULL;
+                                if (!p)
+                                        goto nomem;
+                        }
+                        if (!d->healthy)
+                                p->healthy = false;
+                        d->physical = p;
+                }
+        }
+        if (kdev_resource_set_link(set, err) < 0)
+                goto undo;
+        return 0;
+nomem:
+        kdev_err_set(err, ENOMEM, "out of memory");
+undo:
+        for (size_t r = 0; r < set->n_resources; r++)
+                for (size_t i = 0; i < set->resources[r].n_devices; i++) {
+                        struct kdev_device *d = &set->resources[r].devices[i];
+                        if (d->physical && d->physical->index >= from)
+                                d->physical = NULL;
+                }
+        kdev_physical_truncate(set, from);
+        kdev_resource_set_link(set, NULL);
+        return -err->code;
+}

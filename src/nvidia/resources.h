@@ -119,6 +119,17 @@ int kdev_nvidia_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
                       const struct kdev_nvidia_build_options *opts, struct kdev_resource_set *out,
                       struct kdev_err *err);
 
+/* Gives every device of the NVIDIA resources of |set| that has none its
+ * physical device (model.h): the whole GPU for a GPU and its replicas, the
+ * MIG device for a MIG device and its replicas; ID = the GPU's or MIG
+ * device's UUID (devinfo uuid), NUMA node of the device, data = a copy of the
+ * devinfo with replica -1 (owned by the set), unhealthy when a device on it
+ * is. Call it once the resources are final (after kdev_nvidia_apply_sharing);
+ * then links |set| (kdev_resource_set_link). Returns 0, or -ENOMEM or the
+ * link's error with |err| (not NULL), the physical devices it added removed
+ * again. */
+int kdev_nvidia_attach_physical(struct kdev_resource_set *set, struct kdev_err *err);
+
 /* The ops of every NVIDIA resource (Allocate hook, free). */
 extern const struct kdev_resource_ops kdev_nvidia_resource_ops;
 

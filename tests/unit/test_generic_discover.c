@@ -242,6 +242,48 @@ static const struct disc_case cases[] = {
          "g2-ttyS1[/dev/ttyS1=@/dev/ttyS1:r]"},
 };
 
+/* The physical devices: one per set, its replicas pointing to it; IDs
+ * "<resource>/<device ID without ::n>". */
+static void test_discover_physical(void **state)
+{
+        (void)state;
+        struct kdev_generic_options opts = {.root = g_root, .allow_regular_files = true};
+        struct kdev_generic_config *cfg =
+                parse(HEAD "    - name: example.com/m\n"
+                           "      groups: [{count: 2, paths: [{path: /dev/b, limit: 2}, "
+                           "{path: /dev/a*}]}]\n"
+                           "    - name: example.com/c\n"
+                           "      groups:\n"
+                           "        - paths: [{path: /dev/ttyS1}]\n"
+                           "        - paths: [{path: /dev/ttyS1, permissions: r}]\n");
+        struct kdev_resource_set set = {0};
+        struct kdev_err e;
+        kdev_err_clear(&e);
+        if (kdev_generic_discover(cfg, &opts, &set, &e) != 0)
+                fail_msg("%s", e.msg);
+        assert_int_equal(set.n_physical, 4);
+        static const char *const want[] = {"example.com/m/b-0", "example.com/m/b-1",
+                                           "example.com/c/g0-ttyS1", "example.com/c/g1-ttyS1"};
+        static const size_t n_logical[] = {2, 2, 1, 1};
+        for (size_t i = 0; i < 4; i++) {
+                assert_string_equal(set.physical[i]->id, want[i]);
+                assert_int_equal(set.physical[i]->n_logical, n_logical[i]);
+                assert_ptr_equal(kdev_physical_find(&set, want[i]), set.physical[i]);
+        }
+        const struct kdev_resource *m = &set.resources[0];
+        assert_ptr_equal(m->devices[0].physical, set.physical[0]);
+        assert_ptr_equal(m->devices[1].physical, set.physical[0]);
+        assert_ptr_equal(m->devices[2].physical, set.physical[1]);
+        assert_ptr_equal(m->devices[3].physical, set.physical[1]);
+        assert_ptr_equal(set.resources[1].devices[1].physical, set.physical[3]);
+        /* a fault of one set: its two replicas */
+        assert_int_equal(kdev_physical_set_health(&set, set.physical[1], false, NULL), 2);
+        assert_true(m->devices[0].healthy && m->devices[1].healthy);
+        assert_false(m->devices[2].healthy || m->devices[3].healthy);
+        kdev_resource_set_clear(&set);
+        kdev_generic_config_free(cfg);
+}
+
 static void test_discover_cases(void **state)
 {
         (void)state;
@@ -585,6 +627,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_discover_cases),
+                cmocka_unit_test(test_discover_physical),
                 cmocka_unit_test(test_regular_files_need_option),
                 cmocka_unit_test(test_natural_match_order),
                 cmocka_unit_test(test_root_with_glob_chars),

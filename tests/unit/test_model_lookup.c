@@ -106,7 +106,8 @@ static void test_index_follows_new_devices(void **state)
 static void test_set_index(void **state)
 {
         (void)state;
-        struct kdev_resource_set set = {calloc(2, sizeof(struct kdev_resource)), 2};
+        struct kdev_resource_set set = {.resources = calloc(2, sizeof(struct kdev_resource)),
+                                        .n_resources = 2};
         make_resource(&set.resources[0], "x", 5);
         make_resource(&set.resources[1], "y", 0);
         assert_int_equal(kdev_resource_set_index(&set), 0);

@@ -253,6 +253,64 @@ static void test_rename_subset(void **state)
         done(&e);
 }
 
+/* Physical devices (kdev_nvidia_attach_physical): one per GPU, which its
+ * replicas in either resource point to; a fault of the GPU propagates to
+ * every replica and to nothing else. */
+static void test_physical_devices_of_replicas(void **state)
+{
+        (void)state;
+        struct env e;
+        assert_int_equal(make(&e,
+                              TS_HEAD "    resources:\n"
+                                      "      - name: nvidia.com/gpu\n"
+                                      "        rename: example.com/shared-gpu\n"
+                                      "        devices: [\"2\", 0]\n"
+                                      "        replicas: 2\n",
+                              4, true),
+                         0);
+        assert_int_equal(kdev_nvidia_attach_physical(&e.set, &e.err), 0);
+        assert_int_equal(e.set.n_physical, 4);
+        /* in device order: g1 g3 (nvidia.com/gpu), then g0 g2 */
+        char u[4][64];
+        for (unsigned i = 0; i < 4; i++)
+                gpu_uuid(u[i], sizeof(u[i]), i);
+        assert_string_equal(e.set.physical[0]->id, u[1]);
+        assert_string_equal(e.set.physical[1]->id, u[3]);
+        assert_string_equal(e.set.physical[2]->id, u[0]);
+        assert_string_equal(e.set.physical[3]->id, u[2]);
+        struct kdev_physical *g0 = kdev_physical_find(&e.set, u[0]);
+        struct kdev_physical *g1 = kdev_physical_find(&e.set, u[1]);
+        struct kdev_physical *g2 = kdev_physical_find(&e.set, u[2]);
+        assert_non_null(g0);
+        assert_non_null(g2);
+        assert_false(g1->healthy); /* GPU 1 lost at discovery */
+        assert_true(g0->healthy && g2->healthy);
+        assert_int_equal(g2->numa_node, 1);
+        const struct kdev_nvidia_devinfo *pi = g2->data;
+        assert_string_equal(pi->uuid, u[2]);
+        assert_int_equal(pi->replica, -1);
+        assert_int_equal(g1->n_logical, 1);
+        assert_int_equal(g1->logical[0].resource, 0);
+        assert_int_equal(g1->logical[0].device, 0);
+        assert_int_equal(g2->n_logical, 2);
+        assert_int_equal(g2->logical[0].resource, 1);
+        assert_int_equal(g2->logical[0].device, 2);
+        assert_int_equal(g2->logical[1].resource, 1);
+        assert_int_equal(g2->logical[1].device, 3);
+        bool changed[2] = {false, false};
+        assert_int_equal(kdev_physical_set_health(&e.set, g2, false, changed), 2);
+        const struct kdev_resource *sh = &e.set.resources[1];
+        assert_true(sh->devices[0].healthy && sh->devices[1].healthy);
+        assert_false(sh->devices[2].healthy || sh->devices[3].healthy);
+        assert_true(e.set.resources[0].devices[1].healthy);
+        assert_false(changed[0]);
+        assert_true(changed[1]);
+        /* a second attach adds nothing */
+        assert_int_equal(kdev_nvidia_attach_physical(&e.set, &e.err), 0);
+        assert_int_equal(e.set.n_physical, 4);
+        done(&e);
+}
+
 static void test_in_place_subset_and_count(void **state)
 {
         (void)state;
@@ -819,6 +877,7 @@ int main(void)
                 cmocka_unit_test(test_rename_by_default),
                 cmocka_unit_test(test_rename_by_default_no_gpus),
                 cmocka_unit_test(test_rename_subset),
+                cmocka_unit_test(test_physical_devices_of_replicas),
                 cmocka_unit_test(test_in_place_subset_and_count),
                 cmocka_unit_test(test_rename_empty_or_every_device),
                 cmocka_unit_test(test_devices_by_uuid_and_unknown),
