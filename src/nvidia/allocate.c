@@ -329,7 +329,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                         if (!*slot)
                                 *slot = out->nodes[i].path;
                 }
-                struct kdev_nvidia_edits ed = {0};
+                struct kdev_container_edits ed = {0};
                 rc = kdev_nvidia_common_edits(d->dev_root, NULL, &ed, err);
                 for (size_t i = 0; rc >= 0 && i < n_ids; i++) {
                         const struct kdev_nvidia_devinfo *info = infos[i];
@@ -344,7 +344,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                 for (size_t i = 0; rc >= 0 && i < ed.n_nodes; i++)
                         rc = add_spec(out, &paths, ed.nodes[i].path, ed.nodes[i].host_path,
                                       ed.nodes[i].permissions);
-                kdev_nvidia_edits_clear(&ed);
+                kdev_container_edits_clear(&ed);
                 if (rc < 0)
                         goto nomem;
                 for (size_t i = 0; i < d->n_imex_channels; i++) {
