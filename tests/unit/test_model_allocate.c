@@ -1,4 +1,4 @@
-/* kdev_resource_allocate and kdev_resource_preferred. */
+/* kdev_plugin_allocate (kdev_resource_edits as v1beta1) and kdev_resource_preferred. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* Allocation failures in the device model: every allocation that
- * kdev_resource_allocate and kdev_resource_preferred make, failed one at a
- * time (and from there on), returns -ENOMEM with the error set, leaves the
+ * kdev_plugin_allocate (the model's container edits and their v1beta1
+ * form) and kdev_resource_preferred make, failed one at a time (and from there on), returns -ENOMEM with the error set, leaves the
  * output empty and leaks nothing. Resources are built by the backends (the
  * model has no constructor); the operations that allocate nothing are shown
  * to allocate nothing. */
