@@ -339,7 +339,7 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const js
 {
         struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_DRA_CDI_KIND, err);
         struct kdev_nvidia_mig_minors minors = {0};
-        struct kdev_nvidia_edits common = {0};
+        struct kdev_container_edits common = {0};
         bool minors_read = false;
         char buf[512];
         size_t i;
@@ -387,7 +387,7 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const js
         rc = kdev_nvidia_common_edits(p->dev_root, p->driver_files, &common, err);
         if (rc == 0)
                 rc = kdev_nvidia_edits_to_cdi(&common, kdev_cdi_spec_edits(spec), err);
-        kdev_nvidia_edits_clear(&common);
+        kdev_container_edits_clear(&common);
         if (rc < 0)
                 goto fail;
         *out = spec;

@@ -1,4 +1,4 @@
-/* Allocate payload: device IDs -> DeviceSpecs of one ContainerAllocateResponse. */
+/* Allocate payload: device IDs -> the container edits of one container request. */
 #include "model/model.h"
 
 #include <errno.h>
@@ -65,71 +65,6 @@ static char *dup_or_empty(const char *s)
         return strdup(s ? s : "");
 }
 
-static void free_pb_string(char *s)
-{
-        if (s && s != protobuf_c_empty_string)
-                free(s);
-}
-
-void kdev_allocate_response_free_contents(V1beta1__ContainerAllocateResponse *resp)
-{
-        if (!resp)
-                return;
-        for (size_t i = 0; i < resp->n_envs; i++) {
-                if (!resp->envs[i])
-                        continue;
-                free_pb_string(resp->envs[i]->key);
-                free_pb_string(resp->envs[i]->value);
-                free(resp->envs[i]);
-        }
-        free(resp->envs);
-        for (size_t i = 0; i < resp->n_mounts; i++) {
-                if (!resp->mounts[i])
-                        continue;
-                free_pb_string(resp->mounts[i]->container_path);
-                free_pb_string(resp->mounts[i]->host_path);
-                free(resp->mounts[i]);
-        }
-        free(resp->mounts);
-        for (size_t i = 0; i < resp->n_devices; i++) {
-                if (!resp->devices[i])
-                        continue;
-                free_pb_string(resp->devices[i]->container_path);
-                free_pb_string(resp->devices[i]->host_path);
-                free_pb_string(resp->devices[i]->permissions);
-                free(resp->devices[i]);
-        }
-        free(resp->devices);
-        for (size_t i = 0; i < resp->n_annotations; i++) {
-                if (!resp->annotations[i])
-                        continue;
-                free_pb_string(resp->annotations[i]->key);
-                free_pb_string(resp->annotations[i]->value);
-                free(resp->annotations[i]);
-        }
-        free(resp->annotations);
-        for (size_t i = 0; i < resp->n_cdi_devices; i++) {
-                if (!resp->cdi_devices[i])
-                        continue;
-                free_pb_string(resp->cdi_devices[i]->name);
-                free(resp->cdi_devices[i]);
-        }
-        free(resp->cdi_devices);
-        V1beta1__ContainerAllocateResponse init = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
-        *resp = init;
-}
-
-static void free_specs(V1beta1__DeviceSpec **v, size_t n)
-{
-        for (size_t i = 0; i < n; i++) {
-                free_pb_string(v[i]->container_path);
-                free_pb_string(v[i]->host_path);
-                free_pb_string(v[i]->permissions);
-                free(v[i]);
-        }
-        free(v);
-}
-
 /* Resolves and checks the requested IDs; fills devs[0..n_ids). */
 static int resolve_request(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
                            const struct kdev_device **devs, struct kdev_err *err)
@@ -179,9 +114,9 @@ static int resolve_request(const struct kdev_resource *r, const char *const *ids
         return 0;
 }
 
-/* Fills out->devices from the device nodes of |devs| (|n_ids| devices). */
-static int build_specs(const struct kdev_resource *r, const struct kdev_device **devs, size_t n_ids,
-                       V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
+/* Fills out->nodes from the device nodes of |devs| (|n_ids| devices). */
+static int build_nodes(const struct kdev_resource *r, const struct kdev_device **devs, size_t n_ids,
+                       struct kdev_container_edits *out, struct kdev_err *err)
 {
         int rc;
         size_t k = 0;
@@ -243,8 +178,8 @@ static int build_specs(const struct kdev_resource *r, const struct kdev_device *
                 return rc;
         }
 
-        V1beta1__DeviceSpec **specs = calloc(kept ? kept : 1, sizeof(*specs));
-        if (!specs) {
+        struct kdev_edit_node *nodes = calloc(kept ? kept : 1, sizeof(*nodes));
+        if (!nodes) {
                 free(ents);
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
@@ -252,57 +187,54 @@ static int build_specs(const struct kdev_resource *r, const struct kdev_device *
         for (size_t i = 0; i < k; i++) {
                 if (!ents[i].keep)
                         continue;
-                V1beta1__DeviceSpec *ds = malloc(sizeof(*ds));
-                if (!ds)
-                        goto nomem;
-                V1beta1__DeviceSpec init = V1BETA1__DEVICE_SPEC__INIT;
-                *ds = init;
-                specs[n++] = ds;
+                struct kdev_edit_node *nd = &nodes[n++];
                 char p[4];
                 perms_text(ents[i].perms, p);
-                ds->container_path = dup_or_empty(ents[i].spec->container_path);
-                ds->host_path = dup_or_empty(ents[i].spec->host_path);
-                ds->permissions = strdup(p);
-                if (!ds->container_path || !ds->host_path || !ds->permissions)
+                nd->path = dup_or_empty(ents[i].spec->container_path);
+                nd->host_path = dup_or_empty(ents[i].spec->host_path);
+                nd->permissions = strdup(p);
+                if (!nd->path || !nd->host_path || !nd->permissions)
                         goto nomem;
         }
         free(ents);
         if (n == 0) {
-                free(specs);
-                specs = NULL;
+                free(nodes);
+                nodes = NULL;
         }
-        out->devices = specs;
-        out->n_devices = n;
+        out->nodes = nodes;
+        out->n_nodes = n;
         return 0;
 
 nomem:
         free(ents);
-        free_specs(specs, n);
+        for (size_t i = 0; i < n; i++) {
+                free(nodes[i].path);
+                free(nodes[i].host_path);
+                free(nodes[i].permissions);
+        }
+        free(nodes);
         return kdev_err_set(err, ENOMEM, "out of memory");
 }
 
-int kdev_resource_allocate(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
-                           V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
+int kdev_resource_edits(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
+                        struct kdev_container_edits *out, struct kdev_err *err)
 {
         if (!r || !out || (n_ids && !ids))
-                return kdev_err_set(err, EINVAL, "kdev_resource_allocate: invalid arguments");
+                return kdev_err_set(err, EINVAL, "kdev_resource_edits: invalid arguments");
         if (n_ids == 0)
                 return kdev_err_set(err, EINVAL, "empty allocation request for resource %s",
                                     r->name);
-        if (out->n_devices != 0)
-                return kdev_err_set(err, EINVAL,
-                                    "kdev_resource_allocate: response already has devices");
 
         const struct kdev_device **devs = malloc(n_ids * sizeof(*devs));
         if (!devs)
                 return kdev_err_set(err, ENOMEM, "out of memory");
         int rc = resolve_request(r, ids, n_ids, devs, err);
         if (rc == 0)
-                rc = build_specs(r, devs, n_ids, out, err);
+                rc = build_nodes(r, devs, n_ids, out, err);
         if (rc == 0 && r->ops && r->ops->allocate) {
                 rc = r->ops->allocate(r->ops_data, r, devs, n_ids, out, err);
                 if (rc < 0)
-                        kdev_allocate_response_free_contents(out);
+                        kdev_container_edits_clear(out);
         }
         free(devs);
         return rc;

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "deviceplugin/v1beta1/api.pb-c.h"
+#include "model/edits.h"
 
 /* Device ID length limit (Device.ID in the v1beta1 proto: "Max length of this
  * field is 63 characters"). */
@@ -68,15 +68,15 @@ struct kdev_id_index; /* the model's hash index of device IDs (model/lookup.h) *
 
 /* Backend hooks of a resource (all optional). */
 struct kdev_resource_ops {
-        /* Adds the backend's part of the Allocate answer for one container
+        /* Adds the backend's part of the container edits for one container
          * request: |devs| (|n| devices, validated and in request order) and
-         * |out|, whose devices already hold the device nodes of |devs|. New
-         * strings and messages must be malloc'ed (they are freed by
-         * kdev_allocate_response_free_contents). Returns 0 or a negative
-         * errno with |err|; |out| is then cleared by the caller. */
+         * |out|, whose nodes already hold the device nodes of |devs|
+         * (kdev_resource_edits). Uses the kdev_edits_* functions of
+         * model/edits.h. Returns 0 or a negative errno with |err|; |out| is
+         * then cleared by the caller. */
         int (*allocate)(void *data, const struct kdev_resource *r,
                         const struct kdev_device *const *devs, size_t n,
-                        V1beta1__ContainerAllocateResponse *out, struct kdev_err *err);
+                        struct kdev_container_edits *out, struct kdev_err *err);
         /* Chooses the answer of one GetPreferredAllocation container request,
          * called by kdev_resource_preferred() once the request is valid:
          * |avail| holds |n_avail| distinct devices of |r| in device-array
@@ -211,40 +211,32 @@ void kdev_device_clear(struct kdev_device *d);
  * order consistent with equality. Returns <0, 0 or >0 like strcmp. */
 int kdev_id_natural_cmp(const char *a, const char *b);
 
-/* Builds the Allocate answer for one container request (v1beta1
- * ContainerAllocateRequest.devices_ids -> ContainerAllocateResponse).
+/* Builds the container edits for one container request (v1beta1
+ * ContainerAllocateRequest.devices_ids; the device plugin turns them into a
+ * ContainerAllocateResponse with kdev_plugin_allocate, plugin/allocate.h).
  *
- * |ids| holds |n_ids| device IDs of resource |r|. On success |out| (which the
- * caller initialised with V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT and which
- * must have no devices yet) gets one DeviceSpec per distinct container path of
- * the requested devices' nodes, in request order (device order, then node
+ * |ids| holds |n_ids| device IDs of resource |r|. On success |out| (which
+ * must be empty: zeroed or cleared) gets one node per distinct container path
+ * of the requested devices' nodes, in request order (device order, then node
  * order); a container path seen again is not repeated (kubelet merges by
- * container_path too, pod_devices.go). When two requested devices give the same
- * container path from the same host path their permissions are merged ("rw" +
- * "m" -> "rwm"; a NULL permissions field counts as "rw"). Other fields of |out|
- * are left untouched.
+ * container_path too, pod_devices.go). When two requested devices give the
+ * same container path from the same host path their permissions are merged
+ * ("rw" + "m" -> "rwm"; a NULL permissions field counts as "rw"). After the
+ * nodes, r->ops->allocate (when set) adds the backend's part (env, mounts,
+ * annotations, CDI devices, more nodes).
  *
- * The new strings and messages are heap-allocated and belong to |out|; release
- * them with kdev_allocate_response_free_contents().
+ * The new strings belong to |out|; release them with
+ * kdev_container_edits_clear().
  *
- * Returns 0, or -EINVAL (|out| unchanged) with |err| naming the device and the
+ * Returns 0, or -EINVAL (|out| empty) with |err| naming the device and the
  * resource when the request is empty, an ID is unknown
  * (`unknown device "x" for resource example.com/fuse`), an ID is repeated, a
  * device is unhealthy (the v1beta1 proto asks plugins to fail Allocate for
  * devices that cannot be allocated), or two devices map one container path to
- * different host paths. -ENOMEM on allocation failure. */
-int kdev_resource_allocate(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
-                           V1beta1__ContainerAllocateResponse *out, struct kdev_err *err);
-/* (continued) After the device specs, r->ops->allocate (when set) adds the
- * backend's part (envs, mounts, annotations, CDI devices); when it fails,
- * |out| is cleared and its error returned. */
-
-/* Frees the contents of |resp| (envs, mounts, devices, annotations,
- * cdi_devices, each entry and its strings; strings equal to
- * protobuf_c_empty_string are not freed), assuming all were malloc'ed, and
- * resets |resp| to V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT. Does not free
- * |resp| itself. NULL-safe. */
-void kdev_allocate_response_free_contents(V1beta1__ContainerAllocateResponse *resp);
+ * different host paths; -ENOMEM on allocation failure; the hook's error when
+ * it fails (|out| is then cleared). */
+int kdev_resource_edits(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
+                        struct kdev_container_edits *out, struct kdev_err *err);
 
 /* Answers one GetPreferredAllocation container request
  * (ContainerPreferredAllocationRequest, see kubelet endpoint.go).

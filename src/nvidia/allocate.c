@@ -1,6 +1,7 @@
-/* The Allocate answer of NVIDIA resources: envs, mounts, CDI annotations and
- * devices, device specs, exactly in the order of NVIDIA's
- * internal/plugin/server.go getAllocateResponse and apiDeviceSpecs
+/* The Allocate answer of NVIDIA resources as container edits (model/edits.h;
+ * the device plugin turns them into v1beta1, plugin/allocate.h): envs,
+ * mounts, CDI annotations and devices, device specs (the edits' nodes),
+ * exactly in the order of NVIDIA's internal/plugin/server.go getAllocateResponse and apiDeviceSpecs
  * (NVIDIA/k8s-device-plugin v0.20.0):
  *
  *   IDs    the requested devices' UUIDs (deviceIDStrategy uuid) or NVML
@@ -50,11 +51,6 @@
 
 #define CDI_ANNOTATION_PLUGIN "nvidia-device-plugin"
 
-static char *xstrdup(const char *s)
-{
-        return strdup(s ? s : "");
-}
-
 /* A set of borrowed strings for the duplicate checks of one Allocate answer
  * (IDs once each, device nodes once each): open addressing over a table at
  * least twice the strings it will hold, so a check costs O(1) on average and
@@ -83,122 +79,17 @@ static const char **strset_slot(const struct strset *set, const char *s)
         return &set->slot[i];
 }
 
-/* Appends |item| to the protobuf array *|arr| of *|n| pointers. */
-static int push(void ***arr, size_t *n, void *item)
+/* Adds node {path, host_path, permissions} unless |path| is in |paths| (the
+ * container paths of out->nodes; the new one is added to it). */
+static int add_spec(struct kdev_container_edits *out, struct strset *paths, const char *path,
+                    const char *host_path, const char *permissions)
 {
-        void **na = realloc(*arr, (*n + 1) * sizeof(*na));
-        if (!na)
-                return -ENOMEM;
-        na[*n] = item;
-        *arr = na;
-        (*n)++;
-        return 0;
-}
-
-static int set_env(V1beta1__ContainerAllocateResponse *out, const char *key, const char *value)
-{
-        for (size_t i = 0; i < out->n_envs; i++) {
-                if (strcmp(out->envs[i]->key, key) == 0) {
-                        char *v = xstrdup(value);
-                        if (!v)
-                                return -ENOMEM;
-                        if (out->envs[i]->value != protobuf_c_empty_string)
-                                free(out->envs[i]->value);
-                        out->envs[i]->value = v;
-                        return 0;
-                }
-        }
-        V1beta1__ContainerAllocateResponse__EnvsEntry *e = malloc(sizeof(*e));
-        if (!e)
-                return -ENOMEM;
-        v1beta1__container_allocate_response__envs_entry__init(e);
-        e->key = xstrdup(key);
-        e->value = xstrdup(value);
-        if (!e->key || !e->value || push((void ***)&out->envs, &out->n_envs, e) < 0) {
-                free(e->key);
-                free(e->value);
-                free(e);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static int add_mount(V1beta1__ContainerAllocateResponse *out, const char *host, const char *ctr)
-{
-        V1beta1__Mount *m = malloc(sizeof(*m));
-        if (!m)
-                return -ENOMEM;
-        v1beta1__mount__init(m);
-        m->host_path = xstrdup(host);
-        m->container_path = xstrdup(ctr);
-        if (!m->host_path || !m->container_path ||
-            push((void ***)&out->mounts, &out->n_mounts, m) < 0) {
-                free(m->host_path);
-                free(m->container_path);
-                free(m);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static int add_annotation(V1beta1__ContainerAllocateResponse *out, const char *key,
-                          const char *value)
-{
-        V1beta1__ContainerAllocateResponse__AnnotationsEntry *a = malloc(sizeof(*a));
-        if (!a)
-                return -ENOMEM;
-        v1beta1__container_allocate_response__annotations_entry__init(a);
-        a->key = xstrdup(key);
-        a->value = xstrdup(value);
-        if (!a->key || !a->value || push((void ***)&out->annotations, &out->n_annotations, a) < 0) {
-                free(a->key);
-                free(a->value);
-                free(a);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static int add_cdi_device(V1beta1__ContainerAllocateResponse *out, const char *name)
-{
-        V1beta1__CDIDevice *c = malloc(sizeof(*c));
-        if (!c)
-                return -ENOMEM;
-        v1beta1__cdidevice__init(c);
-        c->name = xstrdup(name);
-        if (!c->name || push((void ***)&out->cdi_devices, &out->n_cdi_devices, c) < 0) {
-                free(c->name);
-                free(c);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-/* Adds DeviceSpec {n->path, n->host_path, n->permissions} unless its
- * container path is in |paths| (the container paths of out->devices; the new
- * one is added to it). */
-static int add_spec(V1beta1__ContainerAllocateResponse *out, struct strset *paths,
-                    const struct kdev_nvidia_dev_node *n)
-{
-        const char **slot = strset_slot(paths, n->path);
+        const char **slot = strset_slot(paths, path);
         if (*slot)
                 return 0;
-        V1beta1__DeviceSpec *d = malloc(sizeof(*d));
-        if (!d)
+        if (kdev_edits_add_node(out, path, host_path, permissions, NULL) < 0)
                 return -ENOMEM;
-        v1beta1__device_spec__init(d);
-        d->container_path = xstrdup(n->path);
-        d->host_path = xstrdup(n->host_path);
-        d->permissions = xstrdup(n->permissions);
-        if (!d->container_path || !d->host_path || !d->permissions ||
-            push((void ***)&out->devices, &out->n_devices, d) < 0) {
-                free(d->container_path);
-                free(d->host_path);
-                free(d->permissions);
-                free(d);
-                return -ENOMEM;
-        }
-        *slot = d->container_path;
+        *slot = out->nodes[out->n_nodes - 1].path;
         return 0;
 }
 
@@ -261,7 +152,7 @@ static int payload_ids(const struct kdev_nvidia_rdata *d, const struct kdev_devi
 }
 
 static int add_cdi(const struct kdev_nvidia_rdata *d, const char *const *ids, size_t n_ids,
-                   V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
+                   struct kdev_container_edits *out, struct kdev_err *err)
 {
         char **names = NULL;
         size_t n_names = 0;
@@ -311,14 +202,14 @@ static int add_cdi(const struct kdev_nvidia_rdata *d, const char *const *ids, si
                 if (asprintf(&key, "%s" CDI_ANNOTATION_PLUGIN "_%s", d->annotation_prefix,
                              uuid) < 0)
                         goto out;
-                int r2 = add_annotation(out, key, joined.s);
+                int r2 = kdev_edits_add_annotation(out, key, joined.s, NULL);
                 free(key);
                 if (r2 < 0)
                         goto out;
         }
         if (d->strategies & KDEV_NVIDIA_LIST_CDI_CRI) {
                 for (size_t i = 0; i < n_names; i++) {
-                        if (add_cdi_device(out, names[i]) < 0)
+                        if (kdev_edits_add_cdi_device(out, names[i], NULL) < 0)
                                 goto out;
                 }
         }
@@ -356,7 +247,7 @@ static int check_shared_request(const struct kdev_nvidia_rdata *d, const struct 
 
 static int nvidia_allocate(void *data, const struct kdev_resource *r,
                            const struct kdev_device *const *devs, size_t n,
-                           V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
+                           struct kdev_container_edits *out, struct kdev_err *err)
 {
         const struct kdev_nvidia_rdata *d = data;
         const char **ids = NULL;
@@ -378,9 +269,9 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                         goto done;
         }
         rc = -ENOMEM;
-        if ((d->gdrcopy && set_env(out, "NVIDIA_GDRCOPY", "enabled") < 0) ||
-            (d->gds && set_env(out, "NVIDIA_GDS", "enabled") < 0) ||
-            (d->mofed && set_env(out, "NVIDIA_MOFED", "enabled") < 0))
+        if ((d->gdrcopy && kdev_edits_set_env(out, "NVIDIA_GDRCOPY", "enabled", NULL) < 0) ||
+            (d->gds && kdev_edits_set_env(out, "NVIDIA_GDS", "enabled", NULL) < 0) ||
+            (d->mofed && kdev_edits_set_env(out, "NVIDIA_MOFED", "enabled", NULL) < 0))
                 goto nomem;
         if (!(d->strategies & ~(unsigned)KDEV_NVIDIA_LIST_CDI)) {
                 rc = 0;
@@ -391,7 +282,8 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                         if (sb_add(&list, ids[i]) < 0)
                                 goto nomem;
                 }
-                if (set_env(out, "NVIDIA_VISIBLE_DEVICES", list.s ? list.s : "") < 0)
+                if (kdev_edits_set_env(out, "NVIDIA_VISIBLE_DEVICES", list.s ? list.s : "",
+                                       NULL) < 0)
                         goto nomem;
                 if (d->n_imex_channels) {
                         list.len = 0;
@@ -400,16 +292,19 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                                 if (sb_add(&list, path) < 0)
                                         goto nomem;
                         }
-                        if (set_env(out, "NVIDIA_IMEX_CHANNELS", list.s) < 0)
+                        if (kdev_edits_set_env(out, "NVIDIA_IMEX_CHANNELS", list.s, NULL) < 0)
                                 goto nomem;
                 }
         }
         if (d->strategies & KDEV_NVIDIA_LIST_VOLUME_MOUNTS) {
-                if (set_env(out, "NVIDIA_VISIBLE_DEVICES", KDEV_NVIDIA_VOLUME_MOUNTS_ROOT) < 0)
+                if (kdev_edits_set_env(out, "NVIDIA_VISIBLE_DEVICES",
+                                       KDEV_NVIDIA_VOLUME_MOUNTS_ROOT, NULL) < 0)
                         goto nomem;
                 for (size_t i = 0; i < n_ids; i++) {
                         char *ctr = kdev_nvidia_join(KDEV_NVIDIA_VOLUME_MOUNTS_ROOT, ids[i]);
-                        int r2 = ctr ? add_mount(out, KDEV_NVIDIA_VOLUME_MOUNTS_HOST, ctr) : -ENOMEM;
+                        int r2 = ctr ? kdev_edits_add_mount(out, KDEV_NVIDIA_VOLUME_MOUNTS_HOST,
+                                                            ctr, NULL, 0, NULL)
+                                     : -ENOMEM;
                         free(ctr);
                         if (r2 < 0)
                                 goto nomem;
@@ -417,7 +312,8 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                 for (size_t i = 0; i < d->n_imex_channels; i++) {
                         snprintf(path, sizeof(path), KDEV_NVIDIA_VOLUME_MOUNTS_ROOT "/imex/%u",
                                  d->imex_channels[i]);
-                        if (add_mount(out, KDEV_NVIDIA_VOLUME_MOUNTS_HOST, path) < 0)
+                        if (kdev_edits_add_mount(out, KDEV_NVIDIA_VOLUME_MOUNTS_HOST, path,
+                                                 NULL, 0, NULL) < 0)
                                 goto nomem;
                 }
         }
@@ -426,14 +322,14 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                  * (container_edits.h: the same list as the CDI specs), each
                  * ID's once: the other devices of an ID (replicas) would
                  * only repeat them */
-                if (strset_init(&paths, out->n_devices + 4 + 3 * n_ids + d->n_imex_channels) < 0)
+                if (strset_init(&paths, out->n_nodes + 4 + 3 * n_ids + d->n_imex_channels) < 0)
                         goto nomem;
-                for (size_t i = 0; i < out->n_devices; i++) {
-                        const char **slot = strset_slot(&paths, out->devices[i]->container_path);
+                for (size_t i = 0; i < out->n_nodes; i++) {
+                        const char **slot = strset_slot(&paths, out->nodes[i].path);
                         if (!*slot)
-                                *slot = out->devices[i]->container_path;
+                                *slot = out->nodes[i].path;
                 }
-                struct kdev_nvidia_edits ed = {0};
+                struct kdev_container_edits ed = {0};
                 rc = kdev_nvidia_common_edits(d->dev_root, NULL, &ed, err);
                 for (size_t i = 0; rc >= 0 && i < n_ids; i++) {
                         const struct kdev_nvidia_devinfo *info = infos[i];
@@ -446,17 +342,17 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                         rc = kdev_nvidia_device_edits(d->dev_root, &ld, &ed, err);
                 }
                 for (size_t i = 0; rc >= 0 && i < ed.n_nodes; i++)
-                        rc = add_spec(out, &paths, &ed.nodes[i]);
-                kdev_nvidia_edits_clear(&ed);
+                        rc = add_spec(out, &paths, ed.nodes[i].path, ed.nodes[i].host_path,
+                                      ed.nodes[i].permissions);
+                kdev_container_edits_clear(&ed);
                 if (rc < 0)
                         goto nomem;
                 for (size_t i = 0; i < d->n_imex_channels; i++) {
                         snprintf(path, sizeof(path), KDEV_NVIDIA_IMEX_CHANNEL_DIR "/channel%u",
                                  d->imex_channels[i]);
-                        struct kdev_nvidia_dev_node ch = {.path = path, .permissions = "rw"};
-                        ch.host_path = kdev_nvidia_join(d->dev_root, path);
-                        rc = ch.host_path ? add_spec(out, &paths, &ch) : -ENOMEM;
-                        free(ch.host_path);
+                        char *host = kdev_nvidia_join(d->dev_root, path);
+                        rc = host ? add_spec(out, &paths, path, host, "rw") : -ENOMEM;
+                        free(host);
                         if (rc < 0)
                                 goto nomem;
                 }

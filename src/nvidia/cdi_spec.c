@@ -87,13 +87,13 @@ static int build_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
         /* env, control nodes, then the driver's libraries, binaries,
          * firmware, sockets and hooks (container_edits.h) */
         struct kdev_nvidia_driver_files files = {0};
-        struct kdev_nvidia_edits common = {0};
+        struct kdev_container_edits common = {0};
         int rc = kdev_nvidia_cdi_driver_files(gpus, cfg, &files, err);
         if (rc >= 0)
                 rc = kdev_nvidia_common_edits(dev_root, &files, &common, err);
         if (rc >= 0)
                 rc = kdev_nvidia_edits_to_cdi(&common, kdev_cdi_spec_edits(spec), err);
-        kdev_nvidia_edits_clear(&common);
+        kdev_container_edits_clear(&common);
         if (found && rc >= 0)
                 *found = files;
         else

@@ -13,7 +13,6 @@
 const char *const kdev_nvidia_control_nodes[KDEV_NVIDIA_N_CONTROL_NODES] = {
         "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"};
 
-static const char *const cdi_env[] = {"NVIDIA_VISIBLE_DEVICES=void"};
 
 static const char *root_or_slash(const char *dev_root)
 {
@@ -22,7 +21,7 @@ static const char *root_or_slash(const char *dev_root)
 
 /* Appends node |path| (host path under |dev_root|) unless |out| has it;
  * with |only_if_exists| a host path that does not exist is skipped. */
-static int add_node(struct kdev_nvidia_edits *out, const char *dev_root, const char *path,
+static int add_node(struct kdev_container_edits *out, const char *dev_root, const char *path,
                     bool only_if_exists, struct kdev_err *err)
 {
         for (size_t i = 0; i < out->n_nodes; i++)
@@ -36,38 +35,25 @@ static int add_node(struct kdev_nvidia_edits *out, const char *dev_root, const c
                 free(host);
                 return 0;
         }
-        char *p = strdup(path);
-        struct kdev_nvidia_dev_node *n =
-                p ? realloc(out->nodes, (out->n_nodes + 1) * sizeof(*n)) : NULL;
-        if (!n) {
-                free(p);
-                free(host);
-                return kdev_err_set(err, ENOMEM, "out of memory");
-        }
-        out->nodes = n;
-        out->nodes[out->n_nodes++] =
-                (struct kdev_nvidia_dev_node){.path = p, .host_path = host, .permissions = "rw"};
-        return 0;
+        int rc = kdev_edits_add_node(out, path, host, "rw", err);
+        free(host);
+        return rc;
 }
 
 int kdev_nvidia_common_edits(const char *dev_root,
                              const struct kdev_nvidia_driver_files *driver_files,
-                             struct kdev_nvidia_edits *out, struct kdev_err *err)
+                             struct kdev_container_edits *out, struct kdev_err *err)
 {
-        memset(out, 0, sizeof(*out));
-        out->env = cdi_env;
-        out->n_env = sizeof(cdi_env) / sizeof(cdi_env[0]);
-        out->driver_files = driver_files;
-        for (size_t i = 0; i < KDEV_NVIDIA_N_CONTROL_NODES; i++) {
-                int rc = add_node(out, dev_root, kdev_nvidia_control_nodes[i], true, err);
-                if (rc < 0)
-                        return rc;
-        }
-        return 0;
+        int rc = kdev_edits_set_env(out, "NVIDIA_VISIBLE_DEVICES", "void", err);
+        for (size_t i = 0; rc >= 0 && i < KDEV_NVIDIA_N_CONTROL_NODES; i++)
+                rc = add_node(out, dev_root, kdev_nvidia_control_nodes[i], true, err);
+        if (rc >= 0 && driver_files)
+                rc = kdev_nvidia_driver_files_edits(driver_files, out, err);
+        return rc < 0 ? rc : 0;
 }
 
 int kdev_nvidia_device_edits(const char *dev_root, const struct kdev_nvidia_logical *d,
-                             struct kdev_nvidia_edits *out, struct kdev_err *err)
+                             struct kdev_container_edits *out, struct kdev_err *err)
 {
         char path[64];
         snprintf(path, sizeof(path), "/dev/nvidia%u", d->minor);
@@ -82,44 +68,53 @@ int kdev_nvidia_device_edits(const char *dev_root, const struct kdev_nvidia_logi
         return add_node(out, dev_root, path, false, err);
 }
 
-int kdev_nvidia_edits_to_cdi(const struct kdev_nvidia_edits *e, struct kdev_cdi_edits *cdi,
+int kdev_nvidia_edits_to_cdi(const struct kdev_container_edits *e, struct kdev_cdi_edits *cdi,
                              struct kdev_err *err)
 {
         int rc = 0;
-        for (size_t i = 0; rc >= 0 && i < e->n_env; i++)
-                rc = kdev_cdi_edits_add_env(cdi, e->env[i], err);
+        for (size_t i = 0; rc >= 0 && i < e->n_env; i++) {
+                char *kv = NULL;
+                if (asprintf(&kv, "%s=%s", e->env[i].key, e->env[i].value) < 0)
+                        return kdev_err_set(err, ENOMEM, "out of memory");
+                rc = kdev_cdi_edits_add_env(cdi, kv, err);
+                free(kv);
+        }
         for (size_t i = 0; rc >= 0 && i < e->n_nodes; i++) {
-                const struct kdev_nvidia_dev_node *n = &e->nodes[i];
+                const struct kdev_edit_node *n = &e->nodes[i];
                 struct kdev_cdi_device_node c = {
                         .path = n->path,
                         .host_path = strcmp(n->host_path, n->path) != 0 ? n->host_path : NULL,
                 };
                 rc = kdev_cdi_edits_add_device_node(cdi, &c, err);
         }
-        if (rc >= 0 && e->driver_files)
-                rc = kdev_nvidia_driver_files_edits(e->driver_files, cdi, err);
+        for (size_t i = 0; rc >= 0 && i < e->n_mounts; i++) {
+                const struct kdev_edit_mount *m = &e->mounts[i];
+                struct kdev_cdi_mount c = {.host_path = m->host_path,
+                                           .container_path = m->container_path,
+                                           .options = m->options,
+                                           .n_options = m->n_options};
+                rc = kdev_cdi_edits_add_mount(cdi, &c, err);
+        }
+        for (size_t i = 0; rc >= 0 && i < e->n_hooks; i++) {
+                const struct kdev_edit_hook *h = &e->hooks[i];
+                struct kdev_cdi_hook c = {.hook_name = h->hook_name,
+                                          .path = h->path,
+                                          .args = h->args,
+                                          .n_args = h->n_args,
+                                          .env = h->env,
+                                          .n_env = h->n_env};
+                rc = kdev_cdi_edits_add_hook(cdi, &c, err);
+        }
         return rc < 0 ? rc : 0;
 }
 
 int kdev_nvidia_device_edits_cdi(const char *dev_root, const struct kdev_nvidia_logical *d,
                                  struct kdev_cdi_edits *cdi, struct kdev_err *err)
 {
-        struct kdev_nvidia_edits ed = {0};
+        struct kdev_container_edits ed = {0};
         int rc = kdev_nvidia_device_edits(dev_root, d, &ed, err);
         if (rc >= 0)
                 rc = kdev_nvidia_edits_to_cdi(&ed, cdi, err);
-        kdev_nvidia_edits_clear(&ed);
+        kdev_container_edits_clear(&ed);
         return rc;
-}
-
-void kdev_nvidia_edits_clear(struct kdev_nvidia_edits *e)
-{
-        if (!e)
-                return;
-        for (size_t i = 0; i < e->n_nodes; i++) {
-                free(e->nodes[i].path);
-                free(e->nodes[i].host_path);
-        }
-        free(e->nodes);
-        memset(e, 0, sizeof(*e));
 }

@@ -17,10 +17,12 @@
  *     a MIG device its GPU-instance and compute-instance access nodes
  *     /dev/nvidia-caps/nvidia-cap<gi_cap>, /dev/nvidia-caps/nvidia-cap<ci_cap>
  *     (NVIDIA k8s-device-plugin nvmlMigDevice GetPaths, nvcdi's MIG edits).
- * Every device node has path = the container path, host_path =
- * <dev root>/<path> and permissions "rw" (NVIDIA apiDeviceSpecs). Allocate
- * uses the device nodes only (NVIDIA's Allocate passes no driver mounts);
- * the CDI specs use everything, through kdev_nvidia_edits_to_cdi.
+ * Both parts are the model's wire-neutral container edits (model/edits.h),
+ * the struct every backend fills for every front end. Every device node has
+ * path = the container path, host_path = <dev root>/<path> and permissions
+ * "rw" (NVIDIA apiDeviceSpecs). Allocate uses the device nodes only (NVIDIA's
+ * Allocate passes no driver mounts); the CDI specs use everything, through
+ * kdev_nvidia_edits_to_cdi.
  */
 #ifndef KDEV_NVIDIA_CONTAINER_EDITS_H
 #define KDEV_NVIDIA_CONTAINER_EDITS_H
@@ -30,6 +32,7 @@
 
 #include "cdi/cdi.h"
 #include "common/err.h"
+#include "model/edits.h"
 #include "nvidia/driver_files.h"
 
 /* The NVIDIA control device nodes, in this order; each is given to a
@@ -48,23 +51,6 @@
 #define KDEV_NVIDIA_N_CONTROL_NODES 4
 extern const char *const kdev_nvidia_control_nodes[KDEV_NVIDIA_N_CONTROL_NODES];
 
-/* One device node a container gets. */
-struct kdev_nvidia_dev_node {
-        char *path;      /* container path, e.g. "/dev/nvidia0" */
-        char *host_path; /* <dev root>/<path>; equal to path when the dev root is "/" */
-        const char *permissions; /* static "rw" */
-};
-
-/* Container edits (owned strings; free with kdev_nvidia_edits_clear). */
-struct kdev_nvidia_edits {
-        struct kdev_nvidia_dev_node *nodes;
-        size_t n_nodes;
-        const char *const *env; /* static "KEY=value" strings */
-        size_t n_env;
-        /* mounts and hooks: the driver files (borrowed, NULL: none) */
-        const struct kdev_nvidia_driver_files *driver_files;
-};
-
 /* One logical NVIDIA device: a whole GPU (mig false) or a MIG device. */
 struct kdev_nvidia_logical {
         unsigned minor;          /* the GPU's (a MIG device: its parent's) NVML minor */
@@ -73,19 +59,21 @@ struct kdev_nvidia_logical {
 };
 
 /* The common edits under |dev_root| (NULL or "": "/"): env, the control
- * nodes that exist (stat of <dev_root>/<node> now) and |driver_files|
- * (borrowed, may be NULL; must outlive |out|). |out| is filled (clear it,
- * also after an error). Returns 0 or -ENOMEM with |err|. */
+ * nodes that exist (stat of <dev_root>/<node> now), then the mounts and hooks
+ * of |driver_files| (may be NULL: none; kdev_nvidia_driver_files_edits).
+ * |out| must be empty (zeroed) and is filled (clear it with
+ * kdev_container_edits_clear, also after an error). Returns 0, or
+ * -ENAMETOOLONG / -ENOMEM with |err|. */
 int kdev_nvidia_common_edits(const char *dev_root,
                              const struct kdev_nvidia_driver_files *driver_files,
-                             struct kdev_nvidia_edits *out, struct kdev_err *err);
+                             struct kdev_container_edits *out, struct kdev_err *err);
 
 /* Appends the device edits of logical device |d| under |dev_root| (NULL or
  * "": "/") to |out|; a node already in |out| is not added again (a replica
  * or a second MIG device of the same parent). Returns 0 or -ENOMEM with
  * |err|. */
 int kdev_nvidia_device_edits(const char *dev_root, const struct kdev_nvidia_logical *d,
-                             struct kdev_nvidia_edits *out, struct kdev_err *err);
+                             struct kdev_container_edits *out, struct kdev_err *err);
 
 /* kdev_nvidia_device_edits of |d| alone, appended to CDI edits |cdi| as
  * kdev_nvidia_edits_to_cdi does: a CDI device's containerEdits. Returns 0,
@@ -93,14 +81,14 @@ int kdev_nvidia_device_edits(const char *dev_root, const struct kdev_nvidia_logi
 int kdev_nvidia_device_edits_cdi(const char *dev_root, const struct kdev_nvidia_logical *d,
                                  struct kdev_cdi_edits *cdi, struct kdev_err *err);
 
-/* Appends |e| to CDI edits |cdi|: env, device nodes (hostPath only when it
- * differs from path; no permissions field: the runtime's default, as
- * before), then the
- * driver files' mounts and hooks. Returns 0, -EINVAL or -ENOMEM with |err|. */
-int kdev_nvidia_edits_to_cdi(const struct kdev_nvidia_edits *e, struct kdev_cdi_edits *cdi,
+/* Appends container edits |e| to CDI edits |cdi| as NVIDIA's CDI specs (the
+ * device plugin's and the DRA claims') write them: env as "K=V", device
+ * nodes (hostPath only when it differs from path; no permissions field: the
+ * runtime's default, as nvcdi writes them), mounts with their options, then
+ * hooks. Annotations and CDI device names are not containerEdits and are
+ * left out. Returns 0, -EINVAL (an edit CDI refuses, e.g. an empty path) or
+ * -ENOMEM with |err|. */
+int kdev_nvidia_edits_to_cdi(const struct kdev_container_edits *e, struct kdev_cdi_edits *cdi,
                              struct kdev_err *err);
-
-/* Frees what |e| owns and zeroes it. NULL-safe. */
-void kdev_nvidia_edits_clear(struct kdev_nvidia_edits *e);
 
 #endif /* KDEV_NVIDIA_CONTAINER_EDITS_H */

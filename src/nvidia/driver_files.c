@@ -301,18 +301,15 @@ void kdev_nvidia_driver_files_clear(struct kdev_nvidia_driver_files *f)
 }
 
 static int add_mounts(const char *driver_root, char *const *paths, size_t n,
-                      struct kdev_cdi_edits *e, struct kdev_err *err)
+                      struct kdev_container_edits *e, struct kdev_err *err)
 {
         char host[PATH_MAX];
         for (size_t i = 0; i < n; i++) {
                 int rc = under(host, sizeof(host), driver_root, paths[i], err);
                 if (rc < 0)
                         return rc;
-                struct kdev_cdi_mount m = {.host_path = host,
-                                           .container_path = paths[i],
-                                           .options = (char **)mount_options,
-                                           .n_options = N(mount_options)};
-                rc = kdev_cdi_edits_add_mount(e, &m, err);
+                rc = kdev_edits_add_mount(e, host, paths[i], mount_options, N(mount_options),
+                                          err);
                 if (rc < 0)
                         return rc;
         }
@@ -329,7 +326,7 @@ static void dir_of(const char *p, char *buf, size_t size)
 
 /* Adds a hook running "<base> [hook] <name> <args...>". */
 static int add_hook(const char *hook_path, const char *name, const struct strs *args,
-                    struct kdev_cdi_edits *e, struct kdev_err *err)
+                    struct kdev_container_edits *e, struct kdev_err *err)
 {
         const char *slash = strrchr(hook_path, '/');
         const char *base = slash ? slash + 1 : hook_path;
@@ -346,13 +343,13 @@ static int add_hook(const char *hook_path, const char *name, const struct strs *
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
         static const char *const env[] = {"NVIDIA_CTK_DEBUG=false"};
-        struct kdev_cdi_hook h = {.hook_name = "createContainer",
-                                  .path = (char *)hook_path,
-                                  .args = argv.v,
-                                  .n_args = argv.n,
-                                  .env = (char **)env,
-                                  .n_env = 1};
-        rc = kdev_cdi_edits_add_hook(e, &h, err);
+        struct kdev_edit_hook h = {.hook_name = "createContainer",
+                                   .path = (char *)hook_path,
+                                   .args = argv.v,
+                                   .n_args = argv.n,
+                                   .env = (char **)env,
+                                   .n_env = 1};
+        rc = kdev_edits_add_hook(e, &h, err);
         strs_free(argv.v, argv.n);
         return rc;
 }
@@ -394,7 +391,7 @@ static int symlink_args(const struct kdev_nvidia_driver_files *f, struct strs *a
 }
 
 int kdev_nvidia_driver_files_edits(const struct kdev_nvidia_driver_files *f,
-                                   struct kdev_cdi_edits *e, struct kdev_err *err)
+                                   struct kdev_container_edits *e, struct kdev_err *err)
 {
         const char *root = f->driver_root ? f->driver_root : "";
         int total = 0;

@@ -56,8 +56,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "cdi/cdi.h"
 #include "common/err.h"
+#include "model/edits.h"
 
 struct kdev_nvidia_driver_files_options {
         const char *driver_root;    /* host path of the driver root; NULL or "": "/" */
@@ -99,9 +99,10 @@ int kdev_nvidia_driver_files_find(const struct kdev_nvidia_driver_files_options 
 /* Frees what |f| owns and zeroes it. NULL-safe. */
 void kdev_nvidia_driver_files_clear(struct kdev_nvidia_driver_files *f);
 
-/* Appends the mounts and hooks of |f| (described above) to |e|. Returns the
- * number of mounts added, -EINVAL or -ENOMEM with |err|. */
+/* Appends the mounts and hooks of |f| (described above) to container edits
+ * |e| (model/edits.h; kdev_nvidia_edits_to_cdi writes them into a CDI spec).
+ * Returns the number of mounts added, -EINVAL or -ENOMEM with |err|. */
 int kdev_nvidia_driver_files_edits(const struct kdev_nvidia_driver_files *f,
-                                   struct kdev_cdi_edits *e, struct kdev_err *err);
+                                   struct kdev_container_edits *e, struct kdev_err *err);
 
 #endif /* KDEV_NVIDIA_DRIVER_FILES_H */

@@ -13,7 +13,8 @@
  *
  * The runtime knows nothing of backends: it serves struct kdev_resource
  * (src/model/model.h) and builds Allocate and GetPreferredAllocation answers
- * with kdev_resource_allocate() and kdev_resource_preferred().
+ * with kdev_plugin_allocate() (plugin/allocate.h: the model's container
+ * edits as a v1beta1 answer) and kdev_resource_preferred().
  *
  * Threading: one libuv loop; every function runs on the loop thread.
  */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "plugin/allocate.h"
 #include "plugin/pbcheck.h"
 #include "plugin/runtime.h"
 #include "rpc/rpc.h"
@@ -282,8 +283,8 @@ static void handle_allocate(struct kdev_rpc_call *call, const uint8_t *req, size
                 V1beta1__ContainerAllocateRequest *cr = ar->container_requests[done];
                 v1beta1__container_allocate_response__init(&crs[done]);
                 ptrs[done] = &crs[done];
-                if (kdev_resource_allocate(svc->res, (const char *const *)cr->devices_ids,
-                                           cr->n_devices_ids, &crs[done], &err) < 0) {
+                if (kdev_plugin_allocate(svc->res, (const char *const *)cr->devices_ids,
+                                         cr->n_devices_ids, &crs[done], &err) < 0) {
                         status = status_for(&err);
                         done++; /* its contents were initialised: free them too */
                         break;

@@ -57,10 +57,6 @@ MOCK_NVML_HEADERS = {"nvml/nvml_api.h"}  # the ABI table the mock implements
 # Known crossings, (rule, file, included header): removed by the parts of
 # issue 12 named in each reason. Remove an entry when its include goes.
 ALLOWED = {
-    # item 2 (wire-neutral container edits): the model's Allocate specs are
-    # v1beta1 ContainerAllocateResponse messages today.
-    ("wire", "src/model/model.h", "deviceplugin/v1beta1/api.pb-c.h"):
-        "the model's Allocate specs are v1beta1 messages (item 2)",
     # items 1-3: the DRA plugin works on NVML's struct kdev_gpu instead of
     # the model's physical devices.
     ("nvml", "src/dra/plugin.h", "nvml/discover.h"):

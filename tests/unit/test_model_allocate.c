@@ -1,4 +1,4 @@
-/* kdev_resource_allocate and kdev_resource_preferred. */
+/* kdev_plugin_allocate (kdev_resource_edits as v1beta1) and kdev_resource_preferred. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "model/model.h"
+#include "plugin/allocate.h"
 
 /* Test resource builder: devices "id:numa:healthy" with specs
  * "container=host:perms" separated by ','. */
@@ -88,7 +89,7 @@ static void test_allocate_specs(void **state)
         /* replicas of one node: one DeviceSpec */
         V1beta1__ContainerAllocateResponse resp = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
         const char *ids1[] = {"fuse::1", "fuse::0"};
-        assert_int_equal(kdev_resource_allocate(&r, ids1, 2, &resp, &e), 0);
+        assert_int_equal(kdev_plugin_allocate(&r, ids1, 2, &resp, &e), 0);
         render(&resp, buf, sizeof(buf));
         assert_string_equal(buf, "/dev/fuse=/dev/fuse:rw");
         kdev_allocate_response_free_contents(&resp);
@@ -97,20 +98,20 @@ static void test_allocate_specs(void **state)
 
         /* request order, node order; shared node merged with permission union */
         const char *ids2[] = {"pair2", "pair"};
-        assert_int_equal(kdev_resource_allocate(&r, ids2, 2, &resp, &e), 0);
+        assert_int_equal(kdev_plugin_allocate(&r, ids2, 2, &resp, &e), 0);
         render(&resp, buf, sizeof(buf));
         assert_string_equal(buf, "/dev/b=/real/b:rwm /dev/c=/real/c:rw /dev/a=/real/a:r");
         kdev_allocate_response_free_contents(&resp);
 
         const char *ids3[] = {"pair", "pair2"};
-        assert_int_equal(kdev_resource_allocate(&r, ids3, 2, &resp, &e), 0);
+        assert_int_equal(kdev_plugin_allocate(&r, ids3, 2, &resp, &e), 0);
         render(&resp, buf, sizeof(buf));
         assert_string_equal(buf, "/dev/a=/real/a:r /dev/b=/real/b:rwm /dev/c=/real/c:rw");
         kdev_allocate_response_free_contents(&resp);
 
         /* a device without nodes gives no DeviceSpec */
         const char *ids4[] = {"nodes0"};
-        assert_int_equal(kdev_resource_allocate(&r, ids4, 1, &resp, &e), 0);
+        assert_int_equal(kdev_plugin_allocate(&r, ids4, 1, &resp, &e), 0);
         assert_int_equal(resp.n_devices, 0);
         assert_null(resp.devices);
         kdev_allocate_response_free_contents(&resp);
@@ -145,7 +146,7 @@ static void test_allocate_errors(void **state)
                         V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
                 struct kdev_err e;
                 kdev_err_clear(&e);
-                int rc = kdev_resource_allocate(&r, cases[i].ids, cases[i].n, &resp, &e);
+                int rc = kdev_plugin_allocate(&r, cases[i].ids, cases[i].n, &resp, &e);
                 assert_int_equal(rc, -EINVAL);
                 assert_string_equal(e.msg, cases[i].msg);
                 assert_int_equal(resp.n_devices, 0);
@@ -174,17 +175,17 @@ static void test_allocate_large(void **state)
                 req[i] = ids[N - 1 - i];
         V1beta1__ContainerAllocateResponse resp = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
         struct kdev_err e;
-        assert_int_equal(kdev_resource_allocate(&r, req, N, &resp, &e), 0);
+        assert_int_equal(kdev_plugin_allocate(&r, req, N, &resp, &e), 0);
         assert_int_equal(resp.n_devices, 100);
         /* first requested is dev2999 -> /dev/d99 */
         assert_string_equal(resp.devices[0]->container_path, "/dev/d99");
         assert_string_equal(resp.devices[99]->container_path, "/dev/d0");
         kdev_allocate_response_free_contents(&resp);
         req[N / 2] = "nope";
-        assert_int_equal(kdev_resource_allocate(&r, req, N, &resp, &e), -EINVAL);
+        assert_int_equal(kdev_plugin_allocate(&r, req, N, &resp, &e), -EINVAL);
         assert_string_equal(e.msg, "unknown device \"nope\" for resource example.com/many");
         req[N / 2] = ids[7];
-        assert_int_equal(kdev_resource_allocate(&r, req, N, &resp, &e), -EINVAL);
+        assert_int_equal(kdev_plugin_allocate(&r, req, N, &resp, &e), -EINVAL);
         assert_string_equal(e.msg,
                             "device \"dev7\" of resource example.com/many is requested more "
                             "than once");
@@ -259,7 +260,7 @@ struct pref_case {
 /* Backend hook: adds TEST_IDS=<ids joined by ','>, or fails on "bad". */
 static int hook_allocate(void *data, const struct kdev_resource *r,
                          const struct kdev_device *const *devs, size_t n,
-                         V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
+                         struct kdev_container_edits *out, struct kdev_err *err)
 {
         int *calls = data;
         (*calls)++;
@@ -271,14 +272,7 @@ static int hook_allocate(void *data, const struct kdev_resource *r,
                         strcat(buf, ",");
                 strcat(buf, devs[i]->id);
         }
-        V1beta1__ContainerAllocateResponse__EnvsEntry *e = malloc(sizeof(*e));
-        v1beta1__container_allocate_response__envs_entry__init(e);
-        e->key = strdup("TEST_IDS");
-        e->value = strdup(buf);
-        out->envs = malloc(sizeof(*out->envs));
-        out->envs[0] = e;
-        out->n_envs = 1;
-        return 0;
+        return kdev_edits_set_env(out, "TEST_IDS", buf, err);
 }
 
 static void test_allocate_ops_hook(void **state)
@@ -298,7 +292,7 @@ static void test_allocate_ops_hook(void **state)
 
         V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
         const char *ok[] = {"a"};
-        assert_int_equal(kdev_resource_allocate(&r, ok, 1, &out, &err), 0);
+        assert_int_equal(kdev_plugin_allocate(&r, ok, 1, &out, &err), 0);
         assert_int_equal(calls, 1);
         assert_int_equal(out.n_devices, 1);
         assert_string_equal(out.devices[0]->container_path, "/dev/a");
@@ -308,14 +302,14 @@ static void test_allocate_ops_hook(void **state)
         kdev_allocate_response_free_contents(&out);
 
         const char *bad[] = {"a", "bad"};
-        assert_int_equal(kdev_resource_allocate(&r, bad, 2, &out, &err), -EIO);
+        assert_int_equal(kdev_plugin_allocate(&r, bad, 2, &out, &err), -EIO);
         assert_string_equal(err.msg, "hook failed for example.com/x");
         assert_int_equal(out.n_devices, 0);
         assert_null(out.devices);
         assert_int_equal(out.n_envs, 0);
 
         const char *unknown[] = {"zz"};
-        assert_int_equal(kdev_resource_allocate(&r, unknown, 1, &out, &err), -EINVAL);
+        assert_int_equal(kdev_plugin_allocate(&r, unknown, 1, &out, &err), -EINVAL);
         assert_int_equal(calls, 2); /* not called for a request that fails validation */
         r.ops = NULL;
         kdev_resource_clear(&r);

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "model/model.h"
+#include "plugin/allocate.h"
 
 /* A resource of |n| healthy devices "<prefix><i>", each with node /dev/d<i>. */
 static void make_resource(struct kdev_resource *r, const char *prefix, size_t n)
@@ -132,7 +133,7 @@ static void test_index_allocate_preferred(void **state)
                 struct kdev_err err = {0};
                 const char *ids[] = {"null::16383", "null::0", "null::8191"};
                 V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
-                assert_int_equal(kdev_resource_allocate(&r, ids, 3, &out, &err), 0);
+                assert_int_equal(kdev_plugin_allocate(&r, ids, 3, &out, &err), 0);
                 assert_int_equal(out.n_devices, 3);
                 assert_string_equal(out.devices[0]->host_path, "/dev/d16383");
                 assert_string_equal(out.devices[1]->host_path, "/dev/d0");
@@ -140,11 +141,11 @@ static void test_index_allocate_preferred(void **state)
                 kdev_allocate_response_free_contents(&out);
 
                 const char *bad[] = {"null::1", "null::16384"};
-                assert_int_equal(kdev_resource_allocate(&r, bad, 2, &out, &err), -EINVAL);
+                assert_int_equal(kdev_plugin_allocate(&r, bad, 2, &out, &err), -EINVAL);
                 assert_string_equal(err.msg,
                                     "unknown device \"null::16384\" for resource example.com/dev");
                 const char *dup[] = {"null::5", "null::9", "null::5"};
-                assert_int_equal(kdev_resource_allocate(&r, dup, 3, &out, &err), -EINVAL);
+                assert_int_equal(kdev_plugin_allocate(&r, dup, 3, &out, &err), -EINVAL);
                 assert_string_equal(err.msg, "device \"null::5\" of resource example.com/dev is "
                                              "requested more than once");
 
@@ -191,11 +192,11 @@ static void test_request_checks(void **state)
         struct kdev_err err = {0};
         V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
         const char *rep1[] = {"d1", "d2", "d2", "d1"};
-        assert_int_equal(kdev_resource_allocate(&r, rep1, 4, &out, &err), -EINVAL);
+        assert_int_equal(kdev_plugin_allocate(&r, rep1, 4, &out, &err), -EINVAL);
         assert_string_equal(err.msg,
                             "device \"d2\" of resource example.com/dev is requested more than once");
         const char *rep2[] = {"d1", "d2", "d1", "d2"};
-        assert_int_equal(kdev_resource_allocate(&r, rep2, 4, &out, &err), -EINVAL);
+        assert_int_equal(kdev_plugin_allocate(&r, rep2, 4, &out, &err), -EINVAL);
         assert_string_equal(err.msg,
                             "device \"d1\" of resource example.com/dev is requested more than once");
 
@@ -207,13 +208,13 @@ static void test_request_checks(void **state)
         set_spec(&r.devices[5], "/dev/m", "/dev/m", "m");
         set_spec(&r.devices[6], "/dev/m", "/dev/m", NULL);
         const char *clash[] = {"d0", "d1", "d2", "d3"};
-        assert_int_equal(kdev_resource_allocate(&r, clash, 4, &out, &err), -EINVAL);
+        assert_int_equal(kdev_plugin_allocate(&r, clash, 4, &out, &err), -EINVAL);
         assert_string_equal(err.msg, "devices \"d2\" and \"d3\" of resource example.com/dev "
                                      "both use container path \"/dev/a\" for different host "
                                      "paths \"/dev/a1\" and \"/dev/a2\"");
         assert_int_equal(out.n_devices, 0);
         const char *merge[] = {"d7", "d4", "d0", "d5", "d6"};
-        assert_int_equal(kdev_resource_allocate(&r, merge, 5, &out, &err), 0);
+        assert_int_equal(kdev_plugin_allocate(&r, merge, 5, &out, &err), 0);
         assert_int_equal(out.n_devices, 3);
         assert_string_equal(out.devices[0]->container_path, "/dev/d7");
         assert_string_equal(out.devices[1]->container_path, "/dev/m");

@@ -1,6 +1,6 @@
 /* Allocation failures in the device model: every allocation that
- * kdev_resource_allocate and kdev_resource_preferred make, failed one at a
- * time (and from there on), returns -ENOMEM with the error set, leaves the
+ * kdev_plugin_allocate (the model's container edits and their v1beta1
+ * form) and kdev_resource_preferred make, failed one at a time (and from there on), returns -ENOMEM with the error set, leaves the
  * output empty and leaks nothing. Resources are built by the backends (the
  * model has no constructor); the operations that allocate nothing are shown
  * to allocate nothing. */
@@ -17,6 +17,7 @@
 
 #include "model/model.h"
 #include "oom_driver.h"
+#include "plugin/allocate.h"
 
 /* A resource of |n| devices "dev::<i>" on NUMA node i % 2, each with the
  * device nodes /dev/d<i> and, shared by all, /dev/ctl (built with failures
@@ -86,7 +87,7 @@ static int alloc_call(void *p, struct kdev_err *err)
         struct alloc_ctx *c = p;
         V1beta1__ContainerAllocateResponse init = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
         c->resp = init;
-        return kdev_resource_allocate(&c->r, (const char *const *)c->ids, c->n_ids, &c->resp,
+        return kdev_plugin_allocate(&c->r, (const char *const *)c->ids, c->n_ids, &c->resp,
                                       err);
 }
 
@@ -156,31 +157,17 @@ static void test_allocate_large(void **state)
         alloc_ctx_free(&c);
 }
 
-/* A backend hook that adds two envs the way backends do (realloc'ed array,
- * malloc'ed entries, strdup'ed strings) and fails with -ENOMEM: the model
- * must clear what the hook left in the answer. */
-static int hook_add_env(V1beta1__ContainerAllocateResponse *out, const char *k, const char *v)
+/* A backend hook that adds two envs the way backends do (kdev_edits_set_env)
+ * and fails with -ENOMEM: the model must clear what the hook left in the
+ * edits. */
+static int hook_add_env(struct kdev_container_edits *out, const char *k, const char *v)
 {
-        V1beta1__ContainerAllocateResponse__EnvsEntry **nv =
-                realloc(out->envs, (out->n_envs + 1) * sizeof(*nv));
-        if (!nv)
-                return -ENOMEM;
-        out->envs = nv;
-        V1beta1__ContainerAllocateResponse__EnvsEntry *e = malloc(sizeof(*e));
-        if (!e)
-                return -ENOMEM;
-        V1beta1__ContainerAllocateResponse__EnvsEntry init =
-                V1BETA1__CONTAINER_ALLOCATE_RESPONSE__ENVS_ENTRY__INIT;
-        *e = init;
-        out->envs[out->n_envs++] = e;
-        e->key = strdup(k);
-        e->value = strdup(v);
-        return e->key && e->value ? 0 : -ENOMEM;
+        return kdev_edits_set_env(out, k, v, NULL);
 }
 
 static int hook_allocate(void *data, const struct kdev_resource *r,
                          const struct kdev_device *const *devs, size_t n,
-                         V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
+                         struct kdev_container_edits *out, struct kdev_err *err)
 {
         (void)data;
         (void)r;

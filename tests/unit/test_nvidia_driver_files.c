@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "nvidia/container_edits.h"
 #include "nvidia/driver_files.h"
 
 #define VERSION "550.90.07"
@@ -143,9 +144,13 @@ static void check_spec(const struct kdev_nvidia_driver_files *files, const char 
         struct kdev_cdi_device *dev = kdev_cdi_spec_add_device(spec, "d", &e);
         struct kdev_cdi_device_node n = {.path = "/dev/nvidia0"};
         assert_int_equal(kdev_cdi_edits_add_device_node(kdev_cdi_device_edits(dev), &n, &e), 0);
-        int rc = kdev_nvidia_driver_files_edits(files, kdev_cdi_spec_edits(spec), &e);
+        struct kdev_container_edits ed = {0};
+        int rc = kdev_nvidia_driver_files_edits(files, &ed, &e);
         if (rc < 0)
                 fail_msg("%s", e.msg);
+        if (kdev_nvidia_edits_to_cdi(&ed, kdev_cdi_spec_edits(spec), &e) < 0)
+                fail_msg("%s", e.msg);
+        kdev_container_edits_clear(&ed);
         assert_int_equal(rc, want_mounts);
         json_t *got = NULL;
         if (kdev_cdi_spec_to_json(spec, &got, &e) != 0)

@@ -26,6 +26,7 @@
 #include "nvidia/resources.h"
 #include "nvml/discover.h"
 #include "nvml/loader.h"
+#include "plugin/allocate.h"
 
 #define MIB (1024ULL * 1024ULL)
 
@@ -859,7 +860,7 @@ static void test_allocate(void **state)
                              "MIG-f77e8b45-cbe6-cf64-aa48-e4cad680f3d8",
                              "MIG-d49257bf-597e-857d-3bb4-e6384c9909cc"};
         V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
-        assert_int_equal(kdev_resource_allocate(r, req, 3, &out, &e), 0);
+        assert_int_equal(kdev_plugin_allocate(r, req, 3, &out, &e), 0);
         assert_int_equal(out.n_envs, 1);
         assert_string_equal(out.envs[0]->key, "NVIDIA_VISIBLE_DEVICES");
         assert_string_equal(out.envs[0]->value, "MIG-cc362666-f6d1-a63a-ddd2-38044c0c64a2,"
@@ -889,7 +890,7 @@ static void test_allocate(void **state)
                KDEV_NVIDIA_LIST_ENVVAR | KDEV_NVIDIA_LIST_CDI_CRI, KDEV_NVIDIA_ID_INDEX, false);
         assert_int_equal(try_build(set, &cfg, &rs, &w, &e), 0);
         r = &rs.resources[3];
-        assert_int_equal(kdev_resource_allocate(r, req, 3, &out, &e), 0);
+        assert_int_equal(kdev_plugin_allocate(r, req, 3, &out, &e), 0);
         assert_int_equal(out.n_envs, 1);
         assert_string_equal(out.envs[0]->value, "0:3,1:3,0:2");
         assert_int_equal(out.n_cdi_devices, 3);

@@ -22,6 +22,7 @@
 #include "nvidia/resources.h"
 #include "nvml/discover.h"
 #include "nvml/loader.h"
+#include "plugin/allocate.h"
 
 struct fx {
         struct mock_nvml m;
@@ -281,7 +282,7 @@ static void test_faulty_gpus(void **state)
         /* Allocate refuses the unhealthy GPU (model rule) */
         const char *ids[] = {"GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9"};
         V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
-        assert_int_equal(kdev_resource_allocate(r, ids, 1, &out, &e), -EINVAL);
+        assert_int_equal(kdev_plugin_allocate(r, ids, 1, &out, &e), -EINVAL);
         assert_string_equal(e.msg, "device \"GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9\" of "
                                    "resource nvidia.com/gpu is unhealthy");
         kdev_resource_set_clear(&rs);
@@ -427,7 +428,7 @@ static void test_allocate_matrix(void **state)
                                         V1beta1__ContainerAllocateResponse out =
                                                 V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
                                         struct kdev_err e;
-                                        if (kdev_resource_allocate(&rs.resources[0], req, 2,
+                                        if (kdev_plugin_allocate(&rs.resources[0], req, 2,
                                                                    &out, &e) != 0)
                                                 fail_msg("%s", e.msg);
                                         struct expect x;
@@ -460,7 +461,7 @@ static void test_allocate_exact(void **state)
         config(&cfg, NULL, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID, false, false);
         build(set, &cfg, &rs, &w);
         V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
-        assert_int_equal(kdev_resource_allocate(&rs.resources[0], req, 2, &out, &e), 0);
+        assert_int_equal(kdev_plugin_allocate(&rs.resources[0], req, 2, &out, &e), 0);
         assert_int_equal(out.n_envs, 1);
         assert_string_equal(out.envs[0]->key, "NVIDIA_VISIBLE_DEVICES");
         assert_string_equal(out.envs[0]->value,
@@ -470,7 +471,7 @@ static void test_allocate_exact(void **state)
         kdev_allocate_response_free_contents(&out);
         /* unknown ID: the model's error */
         const char *bad[] = {"GPU-nope"};
-        assert_int_equal(kdev_resource_allocate(&rs.resources[0], bad, 1, &out, &e), -EINVAL);
+        assert_int_equal(kdev_plugin_allocate(&rs.resources[0], bad, 1, &out, &e), -EINVAL);
         assert_string_equal(e.msg, "unknown device \"GPU-nope\" for resource nvidia.com/gpu");
         kdev_resource_set_clear(&rs);
         kdev_nvidia_config_clear(&cfg);
@@ -483,7 +484,7 @@ static void test_allocate_exact(void **state)
         build(set, &cfg, &rs, &w);
         assert_int_equal(w.n, 0);
         const char *one[] = {H100_1};
-        assert_int_equal(kdev_resource_allocate(&rs.resources[0], one, 1, &out, &e), 0);
+        assert_int_equal(kdev_plugin_allocate(&rs.resources[0], one, 1, &out, &e), 0);
         assert_int_equal(out.n_envs, 3);
         assert_string_equal(out.envs[0]->key, "NVIDIA_GDS");
         assert_string_equal(out.envs[0]->value, "enabled");
@@ -520,7 +521,7 @@ static void test_allocate_exact(void **state)
         char first[128];
         snprintf(first, sizeof(first), "%s", out.annotations[0]->key);
         kdev_allocate_response_free_contents(&out);
-        assert_int_equal(kdev_resource_allocate(&rs.resources[0], one, 1, &out, &e), 0);
+        assert_int_equal(kdev_plugin_allocate(&rs.resources[0], one, 1, &out, &e), 0);
         assert_string_not_equal(out.annotations[0]->key, first);
         kdev_allocate_response_free_contents(&out);
         kdev_resource_set_clear(&rs);
@@ -531,7 +532,7 @@ static void test_allocate_exact(void **state)
         free(cfg.cdi_annotation_prefix);
         cfg.cdi_annotation_prefix = strdup("cdi.example.com/");
         build(set, &cfg, &rs, &w);
-        assert_int_equal(kdev_resource_allocate(&rs.resources[0], one, 1, &out, &e), 0);
+        assert_int_equal(kdev_plugin_allocate(&rs.resources[0], one, 1, &out, &e), 0);
         assert_int_equal(out.n_envs + out.n_devices + out.n_mounts + out.n_cdi_devices, 0);
         assert_int_equal(out.n_annotations, 1);
         assert_true(strncmp(out.annotations[0]->key, "cdi.example.com/nvidia-device-plugin_",

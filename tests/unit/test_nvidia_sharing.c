@@ -22,6 +22,7 @@
 #include "nvidia/nvidia_internal.h"
 #include "nvidia/resources.h"
 #include "nvidia/sharing.h"
+#include "plugin/allocate.h"
 #include "plugin/runtime.h"
 #include "plugin/service.h"
 
@@ -662,7 +663,7 @@ static int alloc(const struct kdev_resource *r, const char *const *req, size_t n
                  V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
 {
         v1beta1__container_allocate_response__init(out);
-        return kdev_resource_allocate(r, req, n, out, err);
+        return kdev_plugin_allocate(r, req, n, out, err);
 }
 
 static void test_allocate_each_physical_once(void **state)
