@@ -50,8 +50,7 @@ struct kdev_rpc_client_call {
         bool unary;  /* exactly one response message expected */
         size_t nmsg; /* response messages received */
         char *method;
-        uint8_t *req; /* framed request */
-        size_t req_len, req_off;
+        struct kdev_rpc_outq req; /* framed request, not yet sent */
         uint64_t timeout_ms;
         uv_timer_t *timer;
         kdev_rpc_message_fn on_message;
@@ -86,7 +85,7 @@ static void call_free(struct kdev_rpc_client_call *call)
 {
         kdev_rpc__timer_close(&call->timer);
         free(call->method);
-        free(call->req);
+        kdev_rpc__outq_free(&call->req);
         free(call->grpc_message);
         free(call->msg);
         free(call->def_msg);
@@ -98,13 +97,7 @@ static void call_unlink(struct kdev_rpc_client_call *call)
         struct cconn *cc = call->cc;
         if (!cc)
                 return;
-        if (call->prev)
-                call->prev->next = call->next;
-        else if (cc->calls == call)
-                cc->calls = call->next;
-        if (call->next)
-                call->next->prev = call->prev;
-        call->prev = call->next = NULL;
+        KDEV_RPC_LIST_UNLINK(cc->calls, call);
 }
 
 /* Ends |call| exactly once: detaches it from its stream (RST_STREAM CANCEL
@@ -159,16 +152,9 @@ static ssize_t cli_data_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf
         struct kdev_rpc_client_call *call = nghttp2_session_get_stream_user_data(s, stream_id);
         if (!call)
                 return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-        size_t n = call->req_len - call->req_off;
-        if (n > length)
-                n = length;
-        memcpy(buf, call->req + call->req_off, n);
-        call->req_off += n;
-        if (call->req_off == call->req_len) {
+        size_t n = kdev_rpc__outq_read(&call->req, buf, length);
+        if (kdev_rpc__outq_unsent(&call->req) == 0)
                 *flags |= NGHTTP2_DATA_FLAG_EOF;
-                free(call->req);
-                call->req = NULL;
-        }
         return (ssize_t)n;
 }
 
@@ -211,19 +197,6 @@ static void call_timeout_cb(uv_timer_t *t)
 
 #define HDR_IS(lit) (namelen == sizeof(lit) - 1 && memcmp(name, lit, namelen) == 0)
 
-static int parse_uint(const uint8_t *v, size_t len, int max)
-{
-        if (len == 0 || len > 9)
-                return -1;
-        int n = 0;
-        for (size_t i = 0; i < len; i++) {
-                if (v[i] < '0' || v[i] > '9')
-                        return -1;
-                n = n * 10 + (v[i] - '0');
-        }
-        return n > max ? -1 : n;
-}
-
 static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *ud)
@@ -240,7 +213,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
                 return 0;
         bool first = frame->headers.cat == NGHTTP2_HCAT_RESPONSE;
         if (first && HDR_IS(":status")) {
-                call->http_status = parse_uint(value, valuelen, 999);
+                call->http_status = kdev_rpc__parse_uint(value, valuelen, 999);
         } else if (first && HDR_IS("content-type")) {
                 call->ct_seen = true;
                 bool ok = kdev_rpc__content_type_ok((const char *)value, valuelen, &call->ct_grpc);
@@ -248,35 +221,12 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
         } else if (first && HDR_IS("grpc-encoding")) {
                 call->enc_bad = !(valuelen == 8 && memcmp(value, "identity", 8) == 0);
         } else if (HDR_IS("grpc-status")) {
-                int st = parse_uint(value, valuelen, 1000000);
-                call->grpc_status = st < 0 ? KDEV_RPC_UNKNOWN : st;
+                call->grpc_status = kdev_rpc__status_parse(value, valuelen);
         } else if (HDR_IS("grpc-message")) {
                 free(call->grpc_message);
                 call->grpc_message = kdev_rpc_percent_decode((const char *)value, valuelen);
         }
         return 0;
-}
-
-/* HTTP status to gRPC status (doc/http-grpc-status-mapping.md). */
-static int http_to_grpc(int http)
-{
-        switch (http) {
-        case 400:
-                return KDEV_RPC_INTERNAL;
-        case 401:
-                return KDEV_RPC_UNAUTHENTICATED;
-        case 403:
-                return KDEV_RPC_PERMISSION_DENIED;
-        case 404:
-                return KDEV_RPC_UNIMPLEMENTED;
-        case 429:
-        case 502:
-        case 503:
-        case 504:
-                return KDEV_RPC_UNAVAILABLE;
-        default:
-                return KDEV_RPC_UNKNOWN;
-        }
 }
 
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *ud)
@@ -341,21 +291,10 @@ static void call_feed(struct kdev_rpc_client_call *call, const uint8_t *d, size_
                         if (!kdev_rpc__prefix_take(call->prefix, &call->prefix_got, &d, &n, &flags,
                                                    &len))
                                 return;
-                        if (flags == 1) {
-                                call_complete(call, KDEV_RPC_UNIMPLEMENTED,
-                                              "compressed messages are not supported", true);
-                                return;
-                        }
-                        if (flags != 0) {
-                                call_complete(call, KDEV_RPC_INTERNAL,
-                                              "invalid message flags in response", true);
-                                return;
-                        }
-                        if (len > call->cl->max_recv) {
-                                snprintf(buf, sizeof(buf),
-                                         "received message larger than max (%u vs. %zu)", len,
-                                         call->cl->max_recv);
-                                call_complete(call, KDEV_RPC_RESOURCE_EXHAUSTED, buf, true);
+                        int st = kdev_rpc__prefix_check(flags, len, call->cl->max_recv, true, buf,
+                                                        sizeof(buf));
+                        if (st != KDEV_RPC_OK) {
+                                call_complete(call, st, buf, true);
                                 return;
                         }
                         if (n >= len) { /* whole message in this chunk: no copy */
@@ -377,14 +316,7 @@ static void call_feed(struct kdev_rpc_client_call *call, const uint8_t *d, size_
                         call->in_msg = true;
                         continue;
                 }
-                size_t take = call->msg_len - call->msg_got;
-                if (take > n)
-                        take = n;
-                memcpy(call->msg + call->msg_got, d, take);
-                call->msg_got += take;
-                d += take;
-                n -= take;
-                if (call->msg_got == call->msg_len) {
+                if (kdev_rpc__body_take(call->msg, &call->msg_got, call->msg_len, &d, &n)) {
                         uint8_t *m = call->msg;
                         call->msg = NULL;
                         call->in_msg = false;
@@ -431,28 +363,12 @@ static int on_stream_close(nghttp2_session *s, int32_t stream_id, uint32_t error
                         msg = "unary call returned no message";
                 }
         } else if (error_code != NGHTTP2_NO_ERROR) {
-                switch (error_code) {
-                case NGHTTP2_REFUSED_STREAM:
-                        status = KDEV_RPC_UNAVAILABLE;
-                        break;
-                case NGHTTP2_CANCEL:
-                        status = KDEV_RPC_CANCELLED;
-                        break;
-                case NGHTTP2_ENHANCE_YOUR_CALM:
-                        status = KDEV_RPC_RESOURCE_EXHAUSTED;
-                        break;
-                case NGHTTP2_INADEQUATE_SECURITY:
-                        status = KDEV_RPC_PERMISSION_DENIED;
-                        break;
-                default:
-                        status = KDEV_RPC_INTERNAL;
-                        break;
-                }
+                status = kdev_rpc__status_from_h2(error_code);
                 snprintf(buf, sizeof(buf), "stream reset: %s",
                          nghttp2_http2_strerror(error_code));
                 msg = buf;
         } else if (call->http_status != 200) {
-                status = http_to_grpc(call->http_status);
+                status = kdev_rpc__status_from_http(call->http_status);
                 snprintf(buf, sizeof(buf), "unexpected HTTP status %d", call->http_status);
                 msg = buf;
         } else {
@@ -492,12 +408,7 @@ static void cconn_closed(struct kdev_rpc_conn *c)
 {
         struct cconn *cc = c->owner;
         struct kdev_rpc_client *cl = cc->cl;
-        if (cc->prev)
-                cc->prev->next = cc->next;
-        else
-                cl->conns = cc->next;
-        if (cc->next)
-                cc->next->prev = cc->prev;
+        KDEV_RPC_LIST_UNLINK(cl->conns, cc);
         nghttp2_session_del(c->session);
         free(cc);
         client_maybe_free(cl);
@@ -584,10 +495,7 @@ static struct cconn *cconn_new(struct kdev_rpc_client *cl)
                 free(cc);
                 return NULL;
         }
-        cc->next = cl->conns;
-        if (cl->conns)
-                cl->conns->prev = cc;
-        cl->conns = cc;
+        KDEV_RPC_LIST_PUSH(cl->conns, cc);
         cc->creq.data = cc;
         /* libuv reports connect errors through the callback, never here */
         uv_pipe_connect(&cc->creq, &cc->c.pipe, cl->path, cconn_connected);
@@ -683,18 +591,14 @@ static struct kdev_rpc_client_call *call_start(struct kdev_rpc_client *cl, bool 
 
         char msg[600];
         if (len > cl->max_send) {
-                snprintf(msg, sizeof(msg), "trying to send message larger than max (%zu vs. %zu)",
-                         len, cl->max_send);
+                kdev_rpc__send_too_large(msg, sizeof(msg), len, cl->max_send);
                 call_defer(call, KDEV_RPC_RESOURCE_EXHAUSTED, msg);
                 return call;
         }
-        call->req = malloc(KDEV_RPC_PREFIX_LEN + len);
-        if (!call->req)
+        call->req.buf = kdev_rpc__frame(req, len);
+        if (!call->req.buf)
                 goto nomem;
-        kdev_rpc__put_prefix(call->req, (uint32_t)len);
-        if (len)
-                memcpy(call->req + KDEV_RPC_PREFIX_LEN, req, len);
-        call->req_len = KDEV_RPC_PREFIX_LEN + len;
+        call->req.len = KDEV_RPC_PREFIX_LEN + len;
 
         if (strlen(cl->path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
                 snprintf(msg, sizeof(msg), "connect unix:%s: %s", cl->path,
@@ -703,11 +607,9 @@ static struct kdev_rpc_client_call *call_start(struct kdev_rpc_client *cl, bool 
                 return call;
         }
         if (timeout_ms > 0) {
-                call->timer = malloc(sizeof(*call->timer));
+                call->timer = kdev_rpc__timer_new(cl->loop, call);
                 if (!call->timer)
                         goto nomem;
-                uv_timer_init(cl->loop, call->timer);
-                call->timer->data = call;
         }
         struct cconn *cc = cl->cur;
         if (!cc) {

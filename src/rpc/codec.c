@@ -1,6 +1,9 @@
-/* gRPC wire helpers: status names, grpc-message percent-encoding,
- * grpc-timeout values, message prefixes (grpc/grpc doc/PROTOCOL-HTTP2.md,
- * doc/statuscodes.md). */
+/* gRPC wire helpers shared by the server and the client: status names,
+ * grpc-message percent-encoding, grpc-timeout values, message framing and
+ * prefixes with the checks both sides make on them, status trailers and
+ * their parsing, the HTTP and HTTP/2 error to gRPC status mappings
+ * (grpc/grpc doc/PROTOCOL-HTTP2.md, doc/statuscodes.md,
+ * doc/http-grpc-status-mapping.md). */
 #include "rpc/rpc_internal.h"
 
 #include <errno.h>
@@ -156,17 +159,40 @@ void kdev_rpc__put_prefix(uint8_t *p, uint32_t len)
         p[4] = (uint8_t)len;
 }
 
+uint8_t *kdev_rpc__frame(const uint8_t *msg, size_t len)
+{
+        uint8_t *f = malloc(KDEV_RPC_PREFIX_LEN + len);
+        if (!f)
+                return NULL;
+        kdev_rpc__put_prefix(f, (uint32_t)len);
+        if (msg && len)
+                memcpy(f + KDEV_RPC_PREFIX_LEN, msg, len);
+        return f;
+}
+
+void kdev_rpc__send_too_large(char *buf, size_t size, size_t len, size_t max)
+{
+        snprintf(buf, size, "trying to send message larger than max (%zu vs. %zu)", len, max);
+}
+
+bool kdev_rpc__body_take(uint8_t *dst, size_t *got, size_t want, const uint8_t **d, size_t *n)
+{
+        size_t take = want - *got;
+        if (take > *n)
+                take = *n;
+        if (take) {
+                memcpy(dst + *got, *d, take);
+                *got += take;
+                *d += take;
+                *n -= take;
+        }
+        return *got == want;
+}
+
 bool kdev_rpc__prefix_take(uint8_t prefix[KDEV_RPC_PREFIX_LEN], size_t *got, const uint8_t **d,
                            size_t *n, uint8_t *flags, uint32_t *len)
 {
-        size_t take = KDEV_RPC_PREFIX_LEN - *got;
-        if (take > *n)
-                take = *n;
-        memcpy(prefix + *got, *d, take);
-        *got += take;
-        *d += take;
-        *n -= take;
-        if (*got < KDEV_RPC_PREFIX_LEN)
+        if (!kdev_rpc__body_take(prefix, got, KDEV_RPC_PREFIX_LEN, d, n))
                 return false;
         *flags = prefix[0];
         *len = (uint32_t)prefix[1] << 24 | (uint32_t)prefix[2] << 16 | (uint32_t)prefix[3] << 8 |
@@ -196,4 +222,89 @@ bool kdev_rpc__content_type_ok(const char *v, size_t len, bool *is_grpc)
         while (sub < rest && r[sub] != ';')
                 sub++;
         return sub == 6 && strncasecmp(r, "+proto", 6) == 0;
+}
+
+int kdev_rpc__prefix_check(uint8_t flags, uint32_t len, size_t max_recv, bool response, char *msg,
+                           size_t size)
+{
+        if (flags == 1) {
+                snprintf(msg, size, "compressed messages are not supported");
+                return KDEV_RPC_UNIMPLEMENTED;
+        }
+        if (flags != 0) {
+                snprintf(msg, size, "invalid message flags%s", response ? " in response" : "");
+                return KDEV_RPC_INTERNAL;
+        }
+        if (len > max_recv) {
+                snprintf(msg, size, "received message larger than max (%u vs. %zu)", len,
+                         max_recv);
+                return KDEV_RPC_RESOURCE_EXHAUSTED;
+        }
+        return KDEV_RPC_OK;
+}
+
+size_t kdev_rpc__status_nv(nghttp2_nv *nv, char code[16], int status, const char *enc_msg)
+{
+        snprintf(code, 16, "%d", status);
+        nv[0] = (nghttp2_nv)KDEV_RPC_NV("grpc-status", code);
+        if (!enc_msg || !enc_msg[0])
+                return 1;
+        nv[1] = (nghttp2_nv)KDEV_RPC_NV("grpc-message", enc_msg);
+        return 2;
+}
+
+int kdev_rpc__parse_uint(const uint8_t *v, size_t len, int max)
+{
+        if (len == 0 || len > 9)
+                return -1;
+        int n = 0;
+        for (size_t i = 0; i < len; i++) {
+                if (v[i] < '0' || v[i] > '9')
+                        return -1;
+                n = n * 10 + (v[i] - '0');
+        }
+        return n > max ? -1 : n;
+}
+
+int kdev_rpc__status_parse(const uint8_t *v, size_t len)
+{
+        int st = kdev_rpc__parse_uint(v, len, 1000000);
+        return st < 0 ? KDEV_RPC_UNKNOWN : st;
+}
+
+int kdev_rpc__status_from_http(int http)
+{
+        switch (http) {
+        case 400:
+                return KDEV_RPC_INTERNAL;
+        case 401:
+                return KDEV_RPC_UNAUTHENTICATED;
+        case 403:
+                return KDEV_RPC_PERMISSION_DENIED;
+        case 404:
+                return KDEV_RPC_UNIMPLEMENTED;
+        case 429:
+        case 502:
+        case 503:
+        case 504:
+                return KDEV_RPC_UNAVAILABLE;
+        default:
+                return KDEV_RPC_UNKNOWN;
+        }
+}
+
+int kdev_rpc__status_from_h2(uint32_t error_code)
+{
+        switch (error_code) {
+        case NGHTTP2_REFUSED_STREAM:
+                return KDEV_RPC_UNAVAILABLE;
+        case NGHTTP2_CANCEL:
+                return KDEV_RPC_CANCELLED;
+        case NGHTTP2_ENHANCE_YOUR_CALM:
+                return KDEV_RPC_RESOURCE_EXHAUSTED;
+        case NGHTTP2_INADEQUATE_SECURITY:
+                return KDEV_RPC_PERMISSION_DENIED;
+        default:
+                return KDEV_RPC_INTERNAL;
+        }
 }

@@ -259,16 +259,3 @@ void kdev_rpc__conn_close(struct kdev_rpc_conn *c, bool flush_first)
         }
         conn_close_handles(c);
 }
-
-static void timer_free_cb(uv_handle_t *h)
-{
-        free(h);
-}
-
-void kdev_rpc__timer_close(uv_timer_t **t)
-{
-        if (*t) {
-                uv_close((uv_handle_t *)*t, timer_free_cb);
-                *t = NULL;
-        }
-}

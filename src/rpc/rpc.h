@@ -27,6 +27,7 @@
 #include <uv.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 struct ProtobufCMessage;
 
@@ -57,7 +58,7 @@ enum kdev_rpc_status {
 
 /* Returns the canonical upper-case name of |status| ("DEADLINE_EXCEEDED"),
  * or "UNKNOWN" for values outside 0..16. Static storage. */
-const char *kdev_rpc_status_name(int status);
+KDEV_API const char *kdev_rpc_status_name(int status);
 
 /* ------------------------------------------------------------------------ */
 /* Server                                                                   */
@@ -152,14 +153,15 @@ struct kdev_rpc_server_options {
  * reserved) and are returned to the system when the request completes,
  * fails or stalls. The stall check runs on a timer that does not keep
  * |loop| alive (uv_unref). */
-struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
-                                            const struct kdev_rpc_server_options *opts);
+KDEV_API struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
+                                                     const struct kdev_rpc_server_options *opts);
 
 /* Registers |handler| for the full method |path| ("/v1beta1.DevicePlugin/
  * Allocate"); |path| is copied. |server_streaming| marks a server-streaming
  * method. Unknown paths are answered UNIMPLEMENTED. Returns 0 or -ENOMEM. */
-int kdev_rpc_server_add_method(struct kdev_rpc_server *srv, const char *path, bool server_streaming,
-                               kdev_rpc_handler_fn handler, void *user_data);
+KDEV_API int kdev_rpc_server_add_method(struct kdev_rpc_server *srv, const char *path,
+                                        bool server_streaming, kdev_rpc_handler_fn handler,
+                                        void *user_data);
 
 /* Mode of every socket file kdev_rpc_server_listen_unix() creates: owner read
  * and write only (kubelet, which connects, runs as root). */
@@ -172,8 +174,8 @@ int kdev_rpc_server_add_method(struct kdev_rpc_server *srv, const char *path, bo
  * filled: -ENAMETOOLONG when |path| does not fit sun_path, -EADDRINUSE,
  * -EACCES, ...; a failed chmod removes the file again ("listen unix:PATH:
  * chmod 0600: ..."). */
-int kdev_rpc_server_listen_unix(struct kdev_rpc_server *srv, const char *path,
-                                struct kdev_err *err);
+KDEV_API int kdev_rpc_server_listen_unix(struct kdev_rpc_server *srv, const char *path,
+                                         struct kdev_err *err);
 
 /* Stops accepting, sends GOAWAY to every connection, cancels every open call
  * (their on_cancel callbacks run), closes all handles, and frees the server
@@ -181,7 +183,8 @@ int kdev_rpc_server_listen_unix(struct kdev_rpc_server *srv, const char *path,
  * already queued for a connection (GOAWAY last) are written before it
  * closes, waiting up to 1 s for a peer that does not read. The socket file
  * is not unlinked. Safe with NULL |srv|. */
-void kdev_rpc_server_close(struct kdev_rpc_server *srv, void (*done)(void *arg), void *arg);
+KDEV_API void kdev_rpc_server_close(struct kdev_rpc_server *srv, void (*done)(void *arg),
+                                    void *arg);
 
 /* Makes connection |conn_id| (kdev_rpc_call_connection(); 0 = none) the
  * priority connection: it may use the whole server budget, the others
@@ -190,25 +193,27 @@ void kdev_rpc_server_close(struct kdev_rpc_server *srv, void (*done)(void *arg),
  * connection that opened kubelet's ListAndWatch after Register). Requests
  * already buffered are kept; the limit applies to new growth. A connection
  * that closes stops being the priority one. */
-void kdev_rpc_server_set_priority_connection(struct kdev_rpc_server *srv, uint64_t conn_id);
+KDEV_API void kdev_rpc_server_set_priority_connection(struct kdev_rpc_server *srv,
+                                                      uint64_t conn_id);
 
 /* Number of calls currently open (for tests and metrics): every HTTP/2
  * stream the server still tracks, including finished calls whose response is
  * still being written. */
-size_t kdev_rpc_server_open_calls(const struct kdev_rpc_server *srv);
+KDEV_API size_t kdev_rpc_server_open_calls(const struct kdev_rpc_server *srv);
 
 /* Sets the cancel callback of |call| (see kdev_rpc_cancel_fn). */
-void kdev_rpc_call_on_cancel(struct kdev_rpc_call *call, kdev_rpc_cancel_fn fn, void *user_data);
+KDEV_API void kdev_rpc_call_on_cancel(struct kdev_rpc_call *call, kdev_rpc_cancel_fn fn,
+                                      void *user_data);
 
 /* Unary answer: sends |msg| (|len| bytes, copied) then status OK, and ends the
  * call (it is freed). Returns 0 or a negative errno (the call is then ended
  * with INTERNAL). A message over max_send_message ends the call with
  * RESOURCE_EXHAUSTED and returns -EMSGSIZE. -ECANCELED when the call has
  * already ended (e.g. called from its on_cancel): nothing happens. */
-int kdev_rpc_call_reply(struct kdev_rpc_call *call, const uint8_t *msg, size_t len);
+KDEV_API int kdev_rpc_call_reply(struct kdev_rpc_call *call, const uint8_t *msg, size_t len);
 
 /* Same as kdev_rpc_call_reply() for a protobuf-c message (packed here). */
-int kdev_rpc_call_reply_pb(struct kdev_rpc_call *call, const struct ProtobufCMessage *msg);
+KDEV_API int kdev_rpc_call_reply_pb(struct kdev_rpc_call *call, const struct ProtobufCMessage *msg);
 
 /* Streaming: queues |msg| (|len| bytes, copied) on the call. Backpressure
  * coalesces: while the peer is not reading, at most one message waits, and a
@@ -217,28 +222,28 @@ int kdev_rpc_call_reply_pb(struct kdev_rpc_call *call, const struct ProtobufCMes
  * -ENOMEM, or -ECANCELED (the call already ended). While the peer keeps up
  * (flow-control windows open, little queued for the socket) every message is
  * sent. */
-int kdev_rpc_call_send(struct kdev_rpc_call *call, const uint8_t *msg, size_t len);
+KDEV_API int kdev_rpc_call_send(struct kdev_rpc_call *call, const uint8_t *msg, size_t len);
 
 /* Same as kdev_rpc_call_send() for a protobuf-c message. */
-int kdev_rpc_call_send_pb(struct kdev_rpc_call *call, const struct ProtobufCMessage *msg);
+KDEV_API int kdev_rpc_call_send_pb(struct kdev_rpc_call *call, const struct ProtobufCMessage *msg);
 
 /* Ends the call with |status| and |message| (may be NULL; sent
  * percent-encoded in grpc-message). If nothing was sent yet this is a
  * trailers-only response. The call is freed; on_cancel does not run. */
-void kdev_rpc_call_finish(struct kdev_rpc_call *call, int status, const char *message);
+KDEV_API void kdev_rpc_call_finish(struct kdev_rpc_call *call, int status, const char *message);
 
 /* Request deadline in loop milliseconds (uv_now() base) from grpc-timeout,
  * or 0 when the client set none. When the deadline passes the server ends the
  * call with DEADLINE_EXCEEDED and runs on_cancel. */
-uint64_t kdev_rpc_call_deadline(const struct kdev_rpc_call *call);
+KDEV_API uint64_t kdev_rpc_call_deadline(const struct kdev_rpc_call *call);
 
 /* Identifies the connection |call| arrived on: a serial number unique within
  * its server, starting at 1 (0 for NULL). Calls on one HTTP/2 connection share
  * it, so a peer's calls can be told apart from another client's. */
-uint64_t kdev_rpc_call_connection(const struct kdev_rpc_call *call);
+KDEV_API uint64_t kdev_rpc_call_connection(const struct kdev_rpc_call *call);
 
 /* The method path of |call| (static for the call's lifetime). */
-const char *kdev_rpc_call_method(const struct kdev_rpc_call *call);
+KDEV_API const char *kdev_rpc_call_method(const struct kdev_rpc_call *call);
 
 /* ------------------------------------------------------------------------ */
 /* Client                                                                   */
@@ -269,8 +274,8 @@ struct kdev_rpc_client_options {
 /* Creates a client for the Unix socket |path| (copied). Connects lazily on
  * the first call; a lost connection is re-dialled by the next call. Returns
  * NULL on allocation failure. */
-struct kdev_rpc_client *kdev_rpc_client_new(uv_loop_t *loop, const char *path,
-                                            const struct kdev_rpc_client_options *opts);
+KDEV_API struct kdev_rpc_client *kdev_rpc_client_new(uv_loop_t *loop, const char *path,
+                                                     const struct kdev_rpc_client_options *opts);
 
 /* Starts a call of |method| with request |req| (|len| bytes, copied).
  * |timeout_ms| > 0 sends grpc-timeout and enforces it locally; 0 = none.
@@ -280,12 +285,10 @@ struct kdev_rpc_client *kdev_rpc_client_new(uv_loop_t *loop, const char *path,
  * -ESHUTDOWN (client closing). on_done never runs inside this function: a
  * request over max_send_message (RESOURCE_EXHAUSTED) or a path too long for
  * sun_path (UNAVAILABLE) are reported from the loop. */
-struct kdev_rpc_client_call *kdev_rpc_client_call(struct kdev_rpc_client *cl, const char *method,
-                                                  const uint8_t *req, size_t len,
-                                                  uint64_t timeout_ms,
-                                                  kdev_rpc_message_fn on_message,
-                                                  kdev_rpc_done_fn on_done, void *user_data,
-                                                  struct kdev_err *err);
+KDEV_API struct kdev_rpc_client_call *
+kdev_rpc_client_call(struct kdev_rpc_client *cl, const char *method, const uint8_t *req, size_t len,
+                     uint64_t timeout_ms, kdev_rpc_message_fn on_message, kdev_rpc_done_fn on_done,
+                     void *user_data, struct kdev_err *err);
 
 /* Same as kdev_rpc_client_call() for a unary method: the call must end with
  * exactly one response message. Status OK with no message ends it INTERNAL
@@ -293,21 +296,19 @@ struct kdev_rpc_client_call *kdev_rpc_client_call(struct kdev_rpc_client *cl, co
  * INTERNAL "unary call received more than one response message" (the
  * stream is reset). Both as grpc-go's unary client (a cardinality
  * violation, grpc/grpc doc/statuscodes.md). */
-struct kdev_rpc_client_call *kdev_rpc_client_unary(struct kdev_rpc_client *cl, const char *method,
-                                                   const uint8_t *req, size_t len,
-                                                   uint64_t timeout_ms,
-                                                   kdev_rpc_message_fn on_message,
-                                                   kdev_rpc_done_fn on_done, void *user_data,
-                                                   struct kdev_err *err);
+KDEV_API struct kdev_rpc_client_call *
+kdev_rpc_client_unary(struct kdev_rpc_client *cl, const char *method, const uint8_t *req,
+                      size_t len, uint64_t timeout_ms, kdev_rpc_message_fn on_message,
+                      kdev_rpc_done_fn on_done, void *user_data, struct kdev_err *err);
 
 /* Cancels |call| (RST_STREAM CANCEL); on_done runs with CANCELLED, possibly
  * from within this function. */
-void kdev_rpc_client_call_cancel(struct kdev_rpc_client_call *call);
+KDEV_API void kdev_rpc_client_call_cancel(struct kdev_rpc_client_call *call);
 
 /* Cancels every call (their on_done run with CANCELLED), closes the
  * connection and frees the client once libuv released its handles. Safe with
  * NULL. */
-void kdev_rpc_client_close(struct kdev_rpc_client *cl);
+KDEV_API void kdev_rpc_client_close(struct kdev_rpc_client *cl);
 
 /* Blocking convenience for command-line tools: runs a private loop, calls
  * |method| on socket |path| with |req|, and stores the single response message
@@ -317,16 +318,16 @@ void kdev_rpc_client_close(struct kdev_rpc_client *cl);
  * the message is empty), or a negative errno on local failure. A connection
  * failure is UNAVAILABLE. The call is a kdev_rpc_client_unary() one: no
  * response message, or more than one, is INTERNAL. */
-int kdev_rpc_unary_sync(const char *path, const char *method, const uint8_t *req, size_t len,
-                        uint64_t timeout_ms, uint8_t **resp, size_t *resp_len,
-                        struct kdev_err *err);
+KDEV_API int kdev_rpc_unary_sync(const char *path, const char *method, const uint8_t *req,
+                                 size_t len, uint64_t timeout_ms, uint8_t **resp, size_t *resp_len,
+                                 struct kdev_err *err);
 
 /* Percent-encodes |in| for grpc-message (PROTOCOL-HTTP2: bytes outside
  * 0x20..0x7E and '%' become %XX). Returns a malloc'ed string or NULL. */
-char *kdev_rpc_percent_encode(const char *in);
+KDEV_API char *kdev_rpc_percent_encode(const char *in);
 
 /* Decodes a grpc-message value; invalid escapes are kept verbatim. Returns a
  * malloc'ed string or NULL. */
-char *kdev_rpc_percent_decode(const char *in, size_t len);
+KDEV_API char *kdev_rpc_percent_decode(const char *in, size_t len);
 
 #endif /* KDEV_RPC_RPC_H */

@@ -92,9 +92,119 @@ int kdev_rpc__server_adopt_fd(struct kdev_rpc_server *srv, int fd);
 #define KDEV_RPC_NV(n, v) \
         { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE }
 
+/* ------------------------------------------------------------------------ */
+/* Call/stream plumbing shared by the server's and the client's calls        */
+/* (stream.c, codec.c)                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Unlinks |node| from the doubly linked list at |head| (both sides keep
+ * calls and connections in lists linked through prev/next). */
+#define KDEV_RPC_LIST_UNLINK(head, node)                        \
+        do {                                                    \
+                if ((node)->prev)                               \
+                        (node)->prev->next = (node)->next;      \
+                else if ((head) == (node))                      \
+                        (head) = (node)->next;                  \
+                if ((node)->next)                               \
+                        (node)->next->prev = (node)->prev;      \
+                (node)->prev = (node)->next = NULL;             \
+        } while (0)
+
+/* Pushes |node| at the front of the doubly linked list at |head|. */
+#define KDEV_RPC_LIST_PUSH(head, node)                          \
+        do {                                                    \
+                (node)->prev = NULL;                            \
+                (node)->next = (head);                          \
+                if (head)                                       \
+                        (head)->prev = (node);                  \
+                (head) = (node);                                \
+        } while (0)
+
+/* Allocates and initialises a timer on |loop| with |data| as its handle
+ * data (not started). Returns it (close with kdev_rpc__timer_close) or NULL
+ * when out of memory. */
+uv_timer_t *kdev_rpc__timer_new(uv_loop_t *loop, void *data);
+
 /* Closes the heap-allocated timer |*t| (if any) and frees it from its close
  * callback; sets |*t| to NULL. */
 void kdev_rpc__timer_close(uv_timer_t **t);
+
+/* Bytes of a stream waiting for nghttp2's data provider: framed messages
+ * (request on the client, response on the server), buf[off..len) not yet
+ * handed over. buf is malloc'd and owned; NULL when empty. */
+struct kdev_rpc_outq {
+        uint8_t *buf;
+        size_t len, off;
+};
+
+/* Bytes of |q| not yet handed over. */
+static inline size_t kdev_rpc__outq_unsent(const struct kdev_rpc_outq *q)
+{
+        return q->len - q->off;
+}
+
+/* Appends the |flen| bytes at |framed| (malloc'd; ownership taken, freed
+ * even on failure) behind the unsent bytes of |q|; when nothing is unsent
+ * |framed| becomes the buffer without a copy. Returns 0 or -ENOMEM (|q| is
+ * then unchanged). */
+int kdev_rpc__outq_append(struct kdev_rpc_outq *q, uint8_t *framed, size_t flen);
+
+/* The body of an nghttp2 data provider: copies up to |max| unsent bytes of
+ * |q| into |dst| and returns how many; once all is handed over the buffer
+ * is freed (idle streams hold no buffers). */
+size_t kdev_rpc__outq_read(struct kdev_rpc_outq *q, uint8_t *dst, size_t max);
+
+/* Frees the buffer of |q| and empties it. */
+void kdev_rpc__outq_free(struct kdev_rpc_outq *q);
+
+/* Allocates a framed message: the 5-byte prefix for |len| bytes, then room
+ * for them (copied from |msg| when not NULL). Returns the buffer
+ * (KDEV_RPC_PREFIX_LEN + |len| bytes, malloc'd, caller frees) or NULL. */
+uint8_t *kdev_rpc__frame(const uint8_t *msg, size_t len);
+
+/* Writes the gRPC error for sending a |len|-byte message over the limit
+ * |max| into |buf| ("trying to send message larger than max (...)", grpc-go's
+ * text). */
+void kdev_rpc__send_too_large(char *buf, size_t size, size_t len, size_t max);
+
+/* Checks a received message prefix (compressed-flag byte |flags|, length
+ * |len|) against what both sides accept: uncompressed only and at most
+ * |max_recv| bytes (PROTOCOL-HTTP2 "Length-Prefixed-Message"; grpc-go's
+ * texts). Returns KDEV_RPC_OK, or the gRPC status to end the call with and
+ * its message in |msg|: UNIMPLEMENTED for the compressed flag, INTERNAL for
+ * another flag (|response|: the text says it came in a response),
+ * RESOURCE_EXHAUSTED over the limit. */
+int kdev_rpc__prefix_check(uint8_t flags, uint32_t len, size_t max_recv, bool response, char *msg,
+                           size_t size);
+
+/* Moves up to the bytes still missing of a |want|-byte message from |*d|
+ * (|*n| bytes; both advanced past what is taken) into |dst| + |*got|
+ * (|*got| updated). Returns true once all |want| bytes are in. */
+bool kdev_rpc__body_take(uint8_t *dst, size_t *got, size_t want, const uint8_t **d, size_t *n);
+
+/* Fills |nv| (room for 2) with the status trailers grpc-status |status|
+ * (formatted into |code|, 16 bytes, which must outlive the submit call)
+ * and, when |enc_msg| (already percent-encoded, see
+ * kdev_rpc_percent_encode()) is non-empty, grpc-message. Returns the number
+ * of pairs (1 or 2). */
+size_t kdev_rpc__status_nv(nghttp2_nv *nv, char code[16], int status, const char *enc_msg);
+
+/* Parses an unsigned decimal header value (|len| bytes, 1-9 digits) of at
+ * most |max|. Returns it, or -1 when malformed or over |max|. */
+int kdev_rpc__parse_uint(const uint8_t *v, size_t len, int max);
+
+/* Parses a grpc-status value: the code, or UNKNOWN when it is malformed. */
+int kdev_rpc__status_parse(const uint8_t *v, size_t len);
+
+/* The gRPC status of a response with HTTP status |http| other than 200
+ * (grpc/grpc doc/http-grpc-status-mapping.md). */
+int kdev_rpc__status_from_http(int http);
+
+/* The gRPC status of a stream reset with HTTP/2 error |error_code| (not
+ * NO_ERROR; grpc-go's mapping: REFUSED_STREAM UNAVAILABLE, CANCEL
+ * CANCELLED, ENHANCE_YOUR_CALM RESOURCE_EXHAUSTED, INADEQUATE_SECURITY
+ * PERMISSION_DENIED, others INTERNAL). */
+int kdev_rpc__status_from_h2(uint32_t error_code);
 
 /* ------------------------------------------------------------------------ */
 /* HTTP/2 transport over a uv_pipe_t                                          */

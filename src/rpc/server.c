@@ -171,10 +171,8 @@ struct kdev_rpc_call {
         bool finishing; /* send trailers once the data has drained */
         int fin_status;
         char *fin_msg;  /* percent-encoded, may be NULL */
-        uint8_t *out;   /* framed messages, out_off..out_len not yet sent */
-        size_t out_len, out_off;
-        uint8_t *pend;  /* the one message waiting while the peer is slow */
-        size_t pend_len;
+        struct kdev_rpc_outq out;  /* framed messages not yet sent */
+        struct kdev_rpc_outq pend; /* the one message waiting while the peer is slow */
 };
 
 static void srv_maybe_free(struct kdev_rpc_server *srv);
@@ -191,14 +189,7 @@ static void call_stop_timer(struct kdev_rpc_call *call)
 
 static void call_unlink(struct kdev_rpc_call *call)
 {
-        struct sconn *sc = call->sc;
-        if (call->prev)
-                call->prev->next = call->next;
-        else if (sc->calls == call)
-                sc->calls = call->next;
-        if (call->next)
-                call->next->prev = call->prev;
-        call->prev = call->next = NULL;
+        KDEV_RPC_LIST_UNLINK(call->sc->calls, call);
 }
 
 /* Request buffers below this size come from malloc; from it on they are
@@ -342,8 +333,8 @@ static void call_free(struct kdev_rpc_call *call)
         free(call->hdr_bad);
         call_drop_req(call);
         free(call->fin_msg);
-        free(call->out);
-        free(call->pend);
+        kdev_rpc__outq_free(&call->out);
+        kdev_rpc__outq_free(&call->pend);
         free(call);
 }
 
@@ -352,16 +343,13 @@ static void call_respond_error(struct kdev_rpc_call *call, const char *http_stat
                                const char *message)
 {
         char st[16];
-        snprintf(st, sizeof(st), "%d", status);
         char *enc = kdev_rpc_percent_encode(message ? message : "");
         nghttp2_nv nva[5] = {
                 KDEV_RPC_NV(":status", http_status),
                 KDEV_RPC_NV("content-type", "application/grpc"),
                 KDEV_RPC_NV("grpc-accept-encoding", "identity"),
-                KDEV_RPC_NV("grpc-status", st),
-                KDEV_RPC_NV("grpc-message", enc ? enc : ""),
         };
-        size_t n = (enc && enc[0]) ? 5 : 4;
+        size_t n = 3 + kdev_rpc__status_nv(nva + 3, st, status, enc);
         call->state = CALL_DONE;
         call->on_cancel = NULL;
         call_stop_timer(call);
@@ -382,36 +370,17 @@ static ssize_t srv_data_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf
         struct kdev_rpc_call *call = nghttp2_session_get_stream_user_data(s, stream_id);
         if (!call)
                 return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-        if (call->out_off == call->out_len && call->pend) {
-                free(call->out);
+        if (kdev_rpc__outq_unsent(&call->out) == 0 && call->pend.buf) {
+                kdev_rpc__outq_free(&call->out);
                 call->out = call->pend;
-                call->out_len = call->pend_len;
-                call->out_off = 0;
-                call->pend = NULL;
-                call->pend_len = 0;
+                call->pend = (struct kdev_rpc_outq){ 0 };
         }
-        if (call->out_off < call->out_len) {
-                size_t n = call->out_len - call->out_off;
-                if (n > length)
-                        n = length;
-                memcpy(buf, call->out + call->out_off, n);
-                call->out_off += n;
-                if (call->out_off == call->out_len) {
-                        /* drained: idle streams hold no buffers */
-                        free(call->out);
-                        call->out = NULL;
-                        call->out_len = call->out_off = 0;
-                }
-                return (ssize_t)n;
-        }
+        if (kdev_rpc__outq_unsent(&call->out) > 0)
+                return (ssize_t)kdev_rpc__outq_read(&call->out, buf, length);
         if (call->finishing) {
                 char st[16];
-                snprintf(st, sizeof(st), "%d", call->fin_status);
-                nghttp2_nv nva[2] = {
-                        KDEV_RPC_NV("grpc-status", st),
-                        KDEV_RPC_NV("grpc-message", call->fin_msg ? call->fin_msg : ""),
-                };
-                size_t n = (call->fin_msg && call->fin_msg[0]) ? 2 : 1;
+                nghttp2_nv nva[2];
+                size_t n = kdev_rpc__status_nv(nva, st, call->fin_status, call->fin_msg);
                 if (nghttp2_submit_trailer(s, stream_id, nva, n) != 0)
                         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
                 call->finishing = false;
@@ -482,31 +451,6 @@ static bool call_fits(const struct kdev_rpc_call *call, size_t need)
         return need <= win && call->sc->c.wq_bytes < KDEV_RPC_WQ_HIGH;
 }
 
-static int out_append(struct kdev_rpc_call *call, uint8_t *framed, size_t flen)
-{
-        size_t unsent = call->out_len - call->out_off;
-        if (unsent == 0) {
-                free(call->out);
-                call->out = framed;
-                call->out_len = flen;
-                call->out_off = 0;
-                return 0;
-        }
-        uint8_t *nb = malloc(unsent + flen);
-        if (!nb) {
-                free(framed);
-                return -ENOMEM;
-        }
-        memcpy(nb, call->out + call->out_off, unsent);
-        memcpy(nb + unsent, framed, flen);
-        free(framed);
-        free(call->out);
-        call->out = nb;
-        call->out_len = unsent + flen;
-        call->out_off = 0;
-        return 0;
-}
-
 /* Queues a framed message (ownership taken). |force| appends behind
  * everything (unary replies); otherwise the coalescing rule applies. */
 static int call_queue(struct kdev_rpc_call *call, uint8_t *framed, size_t flen, bool force)
@@ -515,24 +459,22 @@ static int call_queue(struct kdev_rpc_call *call, uint8_t *framed, size_t flen, 
                 free(framed);
                 return -EIO;
         }
-        size_t unsent = call->out_len - call->out_off;
+        size_t unsent = kdev_rpc__outq_unsent(&call->out);
         int rv = 0;
         if (force) {
-                if (call->pend) {
-                        rv = out_append(call, call->pend, call->pend_len);
-                        call->pend = NULL;
-                        call->pend_len = 0;
+                if (call->pend.buf) {
+                        rv = kdev_rpc__outq_append(&call->out, call->pend.buf, call->pend.len);
+                        call->pend = (struct kdev_rpc_outq){ 0 };
                 }
                 if (rv == 0)
-                        rv = out_append(call, framed, flen);
+                        rv = kdev_rpc__outq_append(&call->out, framed, flen);
                 else
                         free(framed);
-        } else if (!call->pend && (unsent == 0 || call_fits(call, unsent + flen))) {
-                rv = out_append(call, framed, flen);
+        } else if (!call->pend.buf && (unsent == 0 || call_fits(call, unsent + flen))) {
+                rv = kdev_rpc__outq_append(&call->out, framed, flen);
         } else {
-                free(call->pend); /* a newer state replaces the waiting one */
-                call->pend = framed;
-                call->pend_len = flen;
+                kdev_rpc__outq_free(&call->pend); /* a newer state replaces the waiting one */
+                call->pend = (struct kdev_rpc_outq){ framed, flen, 0 };
         }
         call_resume(call);
         return rv;
@@ -565,14 +507,6 @@ const char *kdev_rpc_call_method(const struct kdev_rpc_call *call)
         return call && call->path ? call->path : "";
 }
 
-static uint8_t *frame_alloc(size_t len)
-{
-        uint8_t *f = malloc(KDEV_RPC_PREFIX_LEN + len);
-        if (f)
-                kdev_rpc__put_prefix(f, (uint32_t)len);
-        return f;
-}
-
 /* Reply with an already framed message (ownership taken). */
 static int call_reply_framed(struct kdev_rpc_call *call, uint8_t *framed, size_t len)
 {
@@ -580,8 +514,7 @@ static int call_reply_framed(struct kdev_rpc_call *call, uint8_t *framed, size_t
         if (len > call->sc->srv->max_send) {
                 free(framed);
                 char msg[128];
-                snprintf(msg, sizeof(msg), "trying to send message larger than max (%zu vs. %zu)",
-                         len, call->sc->srv->max_send);
+                kdev_rpc__send_too_large(msg, sizeof(msg), len, call->sc->srv->max_send);
                 call_end(call, KDEV_RPC_RESOURCE_EXHAUSTED, msg);
                 kdev_rpc__conn_flush(c);
                 return -EMSGSIZE;
@@ -605,11 +538,8 @@ int kdev_rpc_call_reply(struct kdev_rpc_call *call, const uint8_t *msg, size_t l
         if (!call || call->state != CALL_LIVE)
                 return -ECANCELED;
         uint8_t *f = NULL;
-        if (len <= call->sc->srv->max_send) {
-                f = frame_alloc(len);
-                if (f && len)
-                        memcpy(f + KDEV_RPC_PREFIX_LEN, msg, len);
-        }
+        if (len <= call->sc->srv->max_send)
+                f = kdev_rpc__frame(msg, len);
         return call_reply_framed(call, f, len);
 }
 
@@ -620,7 +550,7 @@ int kdev_rpc_call_reply_pb(struct kdev_rpc_call *call, const struct ProtobufCMes
         size_t len = protobuf_c_message_get_packed_size(msg);
         uint8_t *f = NULL;
         if (len <= call->sc->srv->max_send) {
-                f = frame_alloc(len);
+                f = kdev_rpc__frame(NULL, len);
                 if (f)
                         protobuf_c_message_pack(msg, f + KDEV_RPC_PREFIX_LEN);
         }
@@ -642,9 +572,7 @@ int kdev_rpc_call_send(struct kdev_rpc_call *call, const uint8_t *msg, size_t le
                 return -ECANCELED;
         if (len > call->sc->srv->max_send)
                 return -EMSGSIZE;
-        uint8_t *f = frame_alloc(len);
-        if (f && len)
-                memcpy(f + KDEV_RPC_PREFIX_LEN, msg, len);
+        uint8_t *f = kdev_rpc__frame(msg, len);
         return call_send_framed(call, f, len);
 }
 
@@ -655,7 +583,7 @@ int kdev_rpc_call_send_pb(struct kdev_rpc_call *call, const struct ProtobufCMess
         size_t len = protobuf_c_message_get_packed_size(msg);
         if (len > call->sc->srv->max_send)
                 return -EMSGSIZE;
-        uint8_t *f = frame_alloc(len);
+        uint8_t *f = kdev_rpc__frame(NULL, len);
         if (f)
                 protobuf_c_message_pack(msg, f + KDEV_RPC_PREFIX_LEN);
         return call_send_framed(call, f, len);
@@ -779,10 +707,7 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, void
         call->sc = sc;
         call->stream_id = frame->hd.stream_id;
         call->progress = uv_now(sc->srv->loop);
-        call->next = sc->calls;
-        if (sc->calls)
-                sc->calls->prev = call;
-        sc->calls = call;
+        KDEV_RPC_LIST_PUSH(sc->calls, call);
         sc->srv->ncalls++;
         nghttp2_session_set_stream_user_data(s, frame->hd.stream_id, call);
         return 0;
@@ -993,14 +918,12 @@ static void call_headers_done(struct kdev_rpc_call *call)
         }
         if (call->has_timeout) {
                 call->deadline = uv_now(srv->loop) + call->timeout_ms;
-                call->timer = malloc(sizeof(*call->timer));
+                call->timer = kdev_rpc__timer_new(srv->loop, call);
                 if (!call->timer) {
                         call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED,
                                            "out of memory");
                         return;
                 }
-                uv_timer_init(srv->loop, call->timer);
-                call->timer->data = call;
                 uv_timer_start(call->timer, call_deadline_cb, call->timeout_ms, 0);
         }
 }
@@ -1071,21 +994,10 @@ static void call_feed(struct kdev_rpc_call *call, const uint8_t *d, size_t n)
                         if (!kdev_rpc__prefix_take(call->prefix, &call->prefix_got, &d, &n, &flags,
                                                    &len))
                                 return;
-                        if (flags == 1) {
-                                call_respond_error(call, "200", KDEV_RPC_UNIMPLEMENTED,
-                                                   "compressed messages are not supported");
-                                return;
-                        }
-                        if (flags != 0) {
-                                call_respond_error(call, "200", KDEV_RPC_INTERNAL,
-                                                   "invalid message flags");
-                                return;
-                        }
-                        if (len > srv->max_recv) {
-                                snprintf(msg, sizeof(msg),
-                                         "received message larger than max (%u vs. %zu)", len,
-                                         srv->max_recv);
-                                call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED, msg);
+                        int st = kdev_rpc__prefix_check(flags, len, srv->max_recv, false, msg,
+                                                        sizeof(msg));
+                        if (st != KDEV_RPC_OK) {
+                                call_respond_error(call, "200", st, msg);
                                 return;
                         }
                         call->req_len = len;
@@ -1102,12 +1014,8 @@ static void call_feed(struct kdev_rpc_call *call, const uint8_t *d, size_t n)
                                            rv == -ENOBUFS ? msg : "out of memory");
                         return;
                 }
-                memcpy(call->req + call->req_got, d, take);
-                call->req_got += take;
-                d += take;
-                n -= take;
-                if (call->req_got == call->req_len)
-                        call->have_msg = true;
+                call->have_msg =
+                        kdev_rpc__body_take(call->req, &call->req_got, call->req_len, &d, &n);
         }
 }
 
@@ -1168,12 +1076,7 @@ static void sconn_closed(struct kdev_rpc_conn *c)
 {
         struct sconn *sc = c->owner;
         struct kdev_rpc_server *srv = sc->srv;
-        if (sc->prev)
-                sc->prev->next = sc->next;
-        else
-                srv->conns = sc->next;
-        if (sc->next)
-                sc->next->prev = sc->prev;
+        KDEV_RPC_LIST_UNLINK(srv->conns, sc);
         srv->nconns--;
         if (srv->prio_conn == sc->id)
                 srv->prio_conn = 0;
@@ -1276,10 +1179,7 @@ static int sconn_add(struct kdev_rpc_server *srv, uv_stream_t *listener, int fd)
                         close(fd);
                 return rv;
         }
-        sc->next = srv->conns;
-        if (srv->conns)
-                srv->conns->prev = sc;
-        srv->conns = sc;
+        KDEV_RPC_LIST_PUSH(srv->conns, sc);
         srv->nconns++;
         rv = listener ? uv_accept(listener, (uv_stream_t *)&sc->c.pipe)
                       : uv_pipe_open(&sc->c.pipe, fd);

@@ -186,6 +186,114 @@ static void test_prefix_take(void **state)
         assert_int_equal(*d, 'x');
 }
 
+static void test_prefix_check(void **state)
+{
+        (void)state;
+        char msg[160] = "";
+        assert_int_equal(kdev_rpc__prefix_check(0, 100, 100, false, msg, sizeof(msg)),
+                         KDEV_RPC_OK);
+        assert_int_equal(kdev_rpc__prefix_check(1, 1, 100, false, msg, sizeof(msg)),
+                         KDEV_RPC_UNIMPLEMENTED);
+        assert_string_equal(msg, "compressed messages are not supported");
+        assert_int_equal(kdev_rpc__prefix_check(2, 1, 100, false, msg, sizeof(msg)),
+                         KDEV_RPC_INTERNAL);
+        assert_string_equal(msg, "invalid message flags");
+        assert_int_equal(kdev_rpc__prefix_check(0x80, 1, 100, true, msg, sizeof(msg)),
+                         KDEV_RPC_INTERNAL);
+        assert_string_equal(msg, "invalid message flags in response");
+        assert_int_equal(kdev_rpc__prefix_check(0, 101, 100, true, msg, sizeof(msg)),
+                         KDEV_RPC_RESOURCE_EXHAUSTED);
+        assert_string_equal(msg, "received message larger than max (101 vs. 100)");
+        kdev_rpc__send_too_large(msg, sizeof(msg), 11, 10);
+        assert_string_equal(msg, "trying to send message larger than max (11 vs. 10)");
+}
+
+static void test_frame_and_body_take(void **state)
+{
+        (void)state;
+        uint8_t *f = kdev_rpc__frame((const uint8_t *)"abc", 3);
+        assert_non_null(f);
+        assert_memory_equal(f, "\0\0\0\0\3abc", 8);
+        /* the body arrives in pieces of 2 and 5 bytes, the second one
+         * carrying 3 bytes of the next message */
+        uint8_t body[4];
+        size_t got = 0, n = 2;
+        const uint8_t *d = (const uint8_t *)"wxyz123";
+        assert_false(kdev_rpc__body_take(body, &got, 4, &d, &n));
+        assert_int_equal(got, 2);
+        assert_int_equal(n, 0);
+        n = 5;
+        assert_true(kdev_rpc__body_take(body, &got, 4, &d, &n));
+        assert_memory_equal(body, "wxyz", 4);
+        assert_int_equal(n, 3);
+        assert_memory_equal(d, "123", 3);
+        free(f);
+        f = kdev_rpc__frame(NULL, 0);
+        assert_non_null(f);
+        assert_memory_equal(f, "\0\0\0\0\0", 5);
+        free(f);
+}
+
+static void test_outq(void **state)
+{
+        (void)state;
+        struct kdev_rpc_outq q = { 0 };
+        uint8_t buf[8];
+        assert_int_equal(kdev_rpc__outq_read(&q, buf, sizeof(buf)), 0);
+        uint8_t *a = malloc(4);
+        memcpy(a, "abcd", 4);
+        assert_int_equal(kdev_rpc__outq_append(&q, a, 4), 0);
+        assert_ptr_equal(q.buf, a); /* empty queue: no copy */
+        assert_int_equal(kdev_rpc__outq_read(&q, buf, 3), 3);
+        assert_memory_equal(buf, "abc", 3);
+        uint8_t *b = malloc(2);
+        memcpy(b, "ef", 2);
+        assert_int_equal(kdev_rpc__outq_append(&q, b, 2), 0);
+        assert_int_equal(kdev_rpc__outq_unsent(&q), 3);
+        assert_int_equal(kdev_rpc__outq_read(&q, buf, sizeof(buf)), 3);
+        assert_memory_equal(buf, "def", 3);
+        assert_null(q.buf); /* drained: nothing held */
+        assert_int_equal(q.len, 0);
+        kdev_rpc__outq_free(&q);
+}
+
+static void test_status_trailers(void **state)
+{
+        (void)state;
+        nghttp2_nv nv[2];
+        char code[16];
+        assert_int_equal(kdev_rpc__status_nv(nv, code, 14, "busy%20now"), 2);
+        assert_memory_equal(nv[0].name, "grpc-status", nv[0].namelen);
+        assert_int_equal(nv[0].valuelen, 2);
+        assert_memory_equal(nv[0].value, "14", 2);
+        assert_memory_equal(nv[1].name, "grpc-message", nv[1].namelen);
+        assert_memory_equal(nv[1].value, "busy%20now", nv[1].valuelen);
+        assert_int_equal(kdev_rpc__status_nv(nv, code, 0, ""), 1);
+        assert_int_equal(kdev_rpc__status_nv(nv, code, 0, NULL), 1);
+        assert_memory_equal(nv[0].value, "0", 1);
+
+        assert_int_equal(kdev_rpc__status_parse((const uint8_t *)"5", 1), KDEV_RPC_NOT_FOUND);
+        assert_int_equal(kdev_rpc__status_parse((const uint8_t *)"x", 1), KDEV_RPC_UNKNOWN);
+        assert_int_equal(kdev_rpc__status_parse((const uint8_t *)"", 0), KDEV_RPC_UNKNOWN);
+        assert_int_equal(kdev_rpc__status_parse((const uint8_t *)"1000001", 7), KDEV_RPC_UNKNOWN);
+        assert_int_equal(kdev_rpc__parse_uint((const uint8_t *)"200", 3, 999), 200);
+        assert_int_equal(kdev_rpc__parse_uint((const uint8_t *)"1000", 4, 999), -1);
+
+        assert_int_equal(kdev_rpc__status_from_http(400), KDEV_RPC_INTERNAL);
+        assert_int_equal(kdev_rpc__status_from_http(401), KDEV_RPC_UNAUTHENTICATED);
+        assert_int_equal(kdev_rpc__status_from_http(403), KDEV_RPC_PERMISSION_DENIED);
+        assert_int_equal(kdev_rpc__status_from_http(404), KDEV_RPC_UNIMPLEMENTED);
+        assert_int_equal(kdev_rpc__status_from_http(503), KDEV_RPC_UNAVAILABLE);
+        assert_int_equal(kdev_rpc__status_from_http(500), KDEV_RPC_UNKNOWN);
+        assert_int_equal(kdev_rpc__status_from_h2(NGHTTP2_REFUSED_STREAM), KDEV_RPC_UNAVAILABLE);
+        assert_int_equal(kdev_rpc__status_from_h2(NGHTTP2_CANCEL), KDEV_RPC_CANCELLED);
+        assert_int_equal(kdev_rpc__status_from_h2(NGHTTP2_ENHANCE_YOUR_CALM),
+                         KDEV_RPC_RESOURCE_EXHAUSTED);
+        assert_int_equal(kdev_rpc__status_from_h2(NGHTTP2_INADEQUATE_SECURITY),
+                         KDEV_RPC_PERMISSION_DENIED);
+        assert_int_equal(kdev_rpc__status_from_h2(NGHTTP2_PROTOCOL_ERROR), KDEV_RPC_INTERNAL);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -193,6 +301,8 @@ int main(void)
                 cmocka_unit_test(test_percent_decode), cmocka_unit_test(test_timeout_parse),
                 cmocka_unit_test(test_timeout_format), cmocka_unit_test(test_content_type),
                 cmocka_unit_test(test_prefix),         cmocka_unit_test(test_prefix_take),
+                cmocka_unit_test(test_prefix_check),   cmocka_unit_test(test_frame_and_body_take),
+                cmocka_unit_test(test_outq),           cmocka_unit_test(test_status_trailers),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
