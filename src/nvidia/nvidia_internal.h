@@ -7,6 +7,7 @@
 
 #include "nvidia/config.h"
 #include "nvidia/devinfo.h"
+#include "nvidia/resources.h"
 
 struct kdev_nvidia_rdata {
         struct kdev_nvidia_devinfo *infos; /* one per device, same order */
@@ -40,5 +41,11 @@ struct kdev_nvidia_rdata *kdev_nvidia_rdata_dup(const struct kdev_nvidia_rdata *
 /* filepath.Join(a, b) for absolute |a|: one '/' between, repeated and
  * trailing slashes dropped ("/" + "/dev/x" -> "/dev/x"). Malloc'ed or NULL. */
 char *kdev_nvidia_join(const char *a, const char *b);
+
+/* Formats one warning (printf |fmt|; cut at 511 bytes) and hands it to
+ * |warn| with |arg|, valid during the call; nothing when |warn| is NULL.
+ * The building and time-slicing warnings (resources.c, sharing.c). */
+void kdev_nvidia_warnf(kdev_nvidia_warn_fn warn, void *arg, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
 #endif /* KDEV_NVIDIA_INTERNAL_H */

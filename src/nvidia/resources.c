@@ -84,19 +84,22 @@ const struct kdev_nvidia_devinfo *kdev_nvidia_device_info(const struct kdev_reso
         return d->data;
 }
 
-static void warnf(const struct kdev_nvidia_build_options *opts, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-static void warnf(const struct kdev_nvidia_build_options *opts, const char *fmt, ...)
+void kdev_nvidia_warnf(kdev_nvidia_warn_fn warn, void *arg, const char *fmt, ...)
 {
-        if (!opts || !opts->warn)
+        if (!warn)
                 return;
         char msg[512];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        opts->warn(opts->warn_arg, msg);
+        warn(arg, msg);
 }
+
+/* A warning of the build (kdev_nvidia_build_options.warn; |opts| may be NULL). */
+#define warnf(opts, ...)                                                                   \
+        kdev_nvidia_warnf((opts) ? (opts)->warn : NULL, (opts) ? (opts)->warn_arg : NULL,   \
+                          __VA_ARGS__)
 
 /* Is |path| an IMEX channel node: a character device (or, for tests, a
  * regular file)? Returns 1, 0 when absent, or a negative errno. */

@@ -3,7 +3,6 @@
 #include "nvidia/sharing.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,20 +11,6 @@
 #include "nvidia/nvidia_internal.h"
 
 #define TS "sharing.timeSlicing.resources"
-
-static void warnf(kdev_nvidia_warn_fn warn, void *arg, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-static void warnf(kdev_nvidia_warn_fn warn, void *arg, const char *fmt, ...)
-{
-        if (!warn)
-                return;
-        char msg[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        warn(arg, msg);
-}
 
 struct kdev_nvidia_rdata *kdev_nvidia_rdata_dup(const struct kdev_nvidia_rdata *src)
 {
@@ -106,10 +91,10 @@ static void select_devices(const struct kdev_resource *r,
                 for (size_t i = 0; i < r->n_devices && i < e->devices_count; i++)
                         sel[i] = true;
                 if (r->n_devices > 0 && e->devices_count > r->n_devices)
-                        warnf(warn, arg,
-                              TS "[%zu].devices: %u requested but %s has %zu; sharing all of "
-                                 "them",
-                              ei, e->devices_count, r->name, r->n_devices);
+                        kdev_nvidia_warnf(warn, arg,
+                                          TS "[%zu].devices: %u requested but %s has %zu; "
+                                             "sharing all of them",
+                                          ei, e->devices_count, r->name, r->n_devices);
                 return;
         case KDEV_NVIDIA_DEVICES_LIST:
                 for (size_t k = 0; k < e->n_devices; k++) {
@@ -122,10 +107,10 @@ static void select_devices(const struct kdev_resource *r,
                                 }
                         }
                         if (!any && r->n_devices > 0)
-                                warnf(warn, arg,
-                                      TS "[%zu].devices[%zu]: \"%s\" is not a device of %s on "
-                                         "this node; ignored",
-                                      ei, k, e->devices[k], r->name);
+                                kdev_nvidia_warnf(warn, arg,
+                                                  TS "[%zu].devices[%zu]: \"%s\" is not a "
+                                                     "device of %s on this node; ignored",
+                                                  ei, k, e->devices[k], r->name);
                 }
                 return;
         }
@@ -241,10 +226,11 @@ static int share_one(struct kdev_resource_set *set, size_t ri, const char *targe
                 /* no new name: NVIDIA's behaviour, every device shared
                  * (replicas and whole devices never mix in one resource) */
                 if (e->devices_kind != KDEV_NVIDIA_DEVICES_ALL)
-                        warnf(warn, arg,
-                              TS "[%zu].devices: honoured only together with rename (or "
-                                 "renameByDefault); sharing every device of %s, as NVIDIA does",
-                              ei, r->name);
+                        kdev_nvidia_warnf(warn, arg,
+                                          TS "[%zu].devices: honoured only together with rename "
+                                             "(or renameByDefault); sharing every device of %s, "
+                                             "as NVIDIA does",
+                                          ei, r->name);
                 for (size_t i = 0; i < n; i++)
                         sel[i] = true;
         }
@@ -267,9 +253,9 @@ static int share_one(struct kdev_resource_set *set, size_t ri, const char *targe
          * both names are kept, so that a rebuild after rediscovery finds every
          * name already served. */
         if (rename && n > 0 && n_sel == 0) {
-                warnf(warn, arg,
-                      TS "[%zu].devices: selects no device of %s; %s not advertised", ei,
-                      r->name, target);
+                kdev_nvidia_warnf(warn, arg,
+                                  TS "[%zu].devices: selects no device of %s; %s not advertised",
+                                  ei, r->name, target);
                 free(sel);
                 return 0;
         }
@@ -357,8 +343,9 @@ int kdev_nvidia_apply_sharing(struct kdev_resource_set *set, const struct kdev_n
                 if (!r)
                         continue; /* not on this node: skipped silently, as NVIDIA */
                 if (!is_nvidia(r)) {
-                        warnf(warn, warn_arg, TS "[%zu]: %s is not an NVIDIA resource; not shared",
-                              ei, e->name);
+                        kdev_nvidia_warnf(warn, warn_arg,
+                                          TS "[%zu]: %s is not an NVIDIA resource; not shared",
+                                          ei, e->name);
                         continue;
                 }
                 char *dflt = NULL;
