@@ -241,7 +241,7 @@ int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, c
 }
 
 /* The GPU named |dev| ("gpu-<minor>", *mig NULL) or the MIG device named
- * kdev_dra_mig_device_name (slices.h; *mig set, its parent returned), or
+ * kdev_nvidia_dra_mig_name (nvidia/mig.h; *mig set, its parent returned), or
  * NULL with |err|: -EIO "device <dev> (<uuid>) is unhealthy: ..." when a GPU
  * with that minor has a recorded fault (withdrawn from the ResourceSlice),
  * -ENODEV "device <dev> is not published by this node (pool <pool>)" when
@@ -251,13 +251,11 @@ static const struct kdev_gpu *find_gpu(const struct kdev_dra_plugin *p, const ch
                                        struct kdev_err *err)
 {
         unsigned minor;
-        int used = 0;
-        char name[KDEV_DRA_DEVICE_NAME_MAX + 1];
+        bool want_mig;
+        char name[KDEV_NVIDIA_DRA_NAME_MAX + 1];
 
         *mig = NULL;
-        if (sscanf(dev, "gpu-%u%n", &minor, &used) == 1 && dev[4] >= '0' && dev[4] <= '9') {
-                bool want_mig = dev[used] != '\0';
-
+        if (kdev_nvidia_dra_name_minor(dev, &minor, &want_mig)) {
                 for (size_t i = 0; i < p->gpus->n_gpus; i++) {
                         const struct kdev_gpu *g = &p->gpus->gpus[i];
 
@@ -283,7 +281,7 @@ static const struct kdev_gpu *find_gpu(const struct kdev_dra_plugin *p, const ch
                                 const struct kdev_mig_device *m = &g->migs[j];
 
                                 if (m->uuid[0] &&
-                                    kdev_dra_mig_device_name(g, m, name, sizeof(name)) > 0 &&
+                                    kdev_nvidia_dra_mig_name(g, m, name, sizeof(name)) > 0 &&
                                     strcmp(name, dev) == 0) {
                                         *mig = m;
                                         return g;

@@ -28,10 +28,10 @@
  *      status.allocation must be set, and the results with driver == this
  *      driver and pool == this node's pool are taken (none -> error);
  *   3. each device name is mapped to a device of the GPU set by the names
- *      src/dra/slices.h publishes: "gpu-<minor>" to the GPU with that minor
- *      (not in MIG mode), a MIG device name
+ *      src/dra/slices.h publishes (nvidia/mig.h kdev_nvidia_dra_*): "gpu-<minor>"
+ *      to the GPU with that minor (not in MIG mode), a MIG device name
  *      "gpu-<minor>-mig-<profile>-<GI profile id>-<GI placement start>"
- *      (kdev_dra_mig_device_name) to that MIG device of the MIG-enabled GPU
+ *      (kdev_nvidia_dra_mig_name) to that MIG device of the MIG-enabled GPU
  *      with that minor. A name no device of this node has fails the claim
  *      with -ENODEV "device <name> is not published by this node (pool
  *      <pool>)"; a GPU with a recorded fault with -EIO "device <name>

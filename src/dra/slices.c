@@ -150,9 +150,9 @@ static json_t *new_device(const char *name, json_t **attrs, json_t **caps)
 
 static int gpu_device(const struct kdev_gpu_set *set, const struct kdev_gpu *g, json_t *out)
 {
-        char name[64];
+        char name[KDEV_NVIDIA_DRA_NAME_MAX + 1];
         json_t *a, *c;
-        snprintf(name, sizeof(name), "gpu-%u", g->minor);
+        kdev_nvidia_dra_gpu_name(g, name, sizeof(name));
         json_t *d = new_device(name, &a, &c);
         if (!d)
                 return -ENOMEM;
@@ -171,115 +171,12 @@ static int gpu_device(const struct kdev_gpu_set *set, const struct kdev_gpu *g, 
         return rc;
 }
 
-/* The MIG profile text of |m| as go-nvlib spells it when NVML's device name
- * does not carry it: "<g>g.<gb>gb" (or "<c>c.<g>g.<gb>gb" when the compute
- * instance does not span its GPU instance), "+me" for the media-extension
- * GI profiles; <gb> rounded as go-nvlib's getMigMemorySizeGB (the GI's share
- * of the parent's memory in eighths, times the parent's GiB) when the
- * parent's memory is known, else MiB / 1024 rounded up. */
-static void computed_profile(const struct kdev_gpu *g, const struct kdev_mig_device *m,
-                             char *buf, size_t size)
-{
-        unsigned long long mb = m->gi_profile.memorySizeMB, gb;
-        unsigned gs = m->gi_profile.sliceCount, cs = m->ci_profile.sliceCount;
-        const char *me = m->gi_profile_index == NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 ||
-                                         m->gi_profile_index ==
-                                                 NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1
-                                 ? "+me"
-                                 : "";
-
-        if (g->memory_ret == NVML_SUCCESS && g->memory_total > 0) {
-                unsigned long long total = g->memory_total;
-                unsigned long long eighths = (mb * 1024ULL * 1024ULL * 8ULL + total - 1) / total;
-                unsigned long long total_gb = (total + (1ULL << 30) - 1) >> 30;
-
-                gb = (eighths * total_gb + 4) / 8;
-        } else {
-                gb = (mb + 1023) / 1024;
-        }
-        if (cs && cs != gs)
-                snprintf(buf, size, "%uc.%ug.%llugb%s", cs, gs, gb, me);
-        else
-                snprintf(buf, size, "%ug.%llugb%s", gs, gb, me);
-}
-
-/* |text| made a DNS-label part as NVIDIA's driver does (mig.go
- * toRFC1123Compliant after dropping the dots) into |seg| (|size| bytes).
- * Returns its length. */
-static size_t label_part(const char *text, char *seg, size_t size)
-{
-        size_t n = 0;
-
-        for (const char *t = text; *t && n + 1 < size; t++) {
-                char ch = *t;
-
-                if (ch == '.')
-                        continue;
-                if (ch >= 'A' && ch <= 'Z')
-                        ch = (char)(ch - 'A' + 'a');
-                if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9')))
-                        ch = '-';
-                if (ch == '-' && n == 0)
-                        continue;
-                seg[n++] = ch;
-        }
-        while (n > 0 && seg[n - 1] == '-')
-                n--;
-        seg[n] = '\0';
-        return n;
-}
-
-int kdev_dra_mig_device_name(const struct kdev_gpu *g, const struct kdev_mig_device *m,
-                             char *buf, size_t size)
-{
-        const char *prof = strstr(m->name, " MIG ");
-        char text[KDEV_GPU_NAME_MAX + 16], seg[64];
-        size_t n = 0;
-        int len;
-
-        if (prof)
-                n = label_part(prof + 5, seg, sizeof(seg));
-        if (n == 0) {
-                computed_profile(g, m, text, sizeof(text));
-                n = label_part(text, seg, sizeof(seg));
-        }
-        /* a compute instance that does not span its GPU instance (NVIDIA's
-         * driver publishes none): its CI placement keeps the name unique
-         * among the CIs of one GI */
-        if (m->ci_profile.sliceCount && m->ci_profile.sliceCount != m->gi_profile.sliceCount) {
-                char ci[16];
-
-                snprintf(ci, sizeof(ci), "-ci%u", m->ci_placement.start);
-                if (n + strlen(ci) < sizeof(seg)) {
-                        memcpy(seg + n, ci, strlen(ci) + 1);
-                        n += strlen(ci);
-                }
-        }
-        /* a DNS label holds at most 63 characters: shorten the profile part */
-        len = snprintf(NULL, 0, "gpu-%u-mig--%u-%u", g->minor, m->gi_profile.id,
-                       m->gi_placement.start);
-        if (len < 0 || len >= KDEV_DRA_DEVICE_NAME_MAX)
-                return -ENAMETOOLONG;
-        if (n > (size_t)(KDEV_DRA_DEVICE_NAME_MAX - len))
-                n = (size_t)(KDEV_DRA_DEVICE_NAME_MAX - len);
-        seg[n] = '\0';
-        while (n > 0 && seg[n - 1] == '-')
-                seg[--n] = '\0';
-        if (n == 0)
-                return -EINVAL;
-        len = snprintf(buf, size, "gpu-%u-mig-%s-%u-%u", g->minor, seg, m->gi_profile.id,
-                       m->gi_placement.start);
-        if (len < 0 || (size_t)len >= size)
-                return -ENAMETOOLONG;
-        return len;
-}
-
 static int mig_device(const struct kdev_gpu_set *set, const struct kdev_gpu *g,
                       const struct kdev_mig_device *m, json_t *out)
 {
-        char name[KDEV_DRA_DEVICE_NAME_MAX + 1];
+        char name[KDEV_NVIDIA_DRA_NAME_MAX + 1];
         json_t *a, *c;
-        int rc = kdev_dra_mig_device_name(g, m, name, sizeof(name));
+        int rc = kdev_nvidia_dra_mig_name(g, m, name, sizeof(name));
 
         if (rc < 0)
                 return rc;

@@ -7,8 +7,10 @@
  * DeviceClasses and CEL selectors written for it match kdev's devices:
  *   full GPU  "gpu-<minor>"  type "gpu"
  *   MIG       "gpu-<parent minor>-mig-<profile>-<GI profile id>-<GI placement start>"
- *             type "mig" (kdev_dra_mig_device_name: NVIDIA's canonical MIG
- *             name, e.g. "gpu-0-mig-3g20gb-9-4", "gpu-1-mig-1g5gb-me-20-0")
+ *             type "mig" (NVIDIA's canonical MIG name, e.g. "gpu-0-mig-3g20gb-9-4",
+ *             "gpu-1-mig-1g5gb-me-20-0")
+ * The names come from the NVIDIA module, beside the MIG naming
+ * (kdev_nvidia_dra_gpu_name, kdev_nvidia_dra_mig_name in nvidia/mig.h).
  * A GPU in MIG mode publishes its MIG devices only, not itself.
  *
  * Publishing follows the resourceslice controller of kubernetes/dynamic-
@@ -30,6 +32,7 @@
 
 #include "common/err.h"
 #include "kube/kube.h"
+#include "nvidia/mig.h"
 #include "nvml/discover.h"
 
 #define KDEV_DRA_DEFAULT_DRIVER "gpu.nvidia.com"
@@ -38,30 +41,7 @@
 #define KDEV_DRA_SLICE_MAX_DEVICES 128
 
 /* Longest device name: a DNS label (resource.k8s.io DeviceNameMaxLength). */
-#define KDEV_DRA_DEVICE_NAME_MAX 63
-
-/* The device name of MIG device |m| of GPU |g|, NVIDIA's DRA driver's
- * canonical MIG device name (k8s-dra-driver-gpu v25.12,
- * cmd/gpu-kubelet-plugin/mig.go, MigSpecTuple.ToCanonicalName):
- *   "gpu-<parent minor>-mig-<profile>-<GI profile id>-<GI placement start>"
- * <GI profile id> is nvmlGpuInstanceProfileInfo_t.id (the id `nvidia-smi mig
- * -lgip` shows and nvmlDeviceCreateGpuInstance takes: 9 for 3g.20gb on an
- * A100-40GB), <GI placement start> the GPU instance's first memory slice.
- * <profile> is the MIG profile (the text after " MIG " in NVML's device name,
- * else -- no such text, or nothing of it left below -- go-nvlib's spelling
- * computed from the profiles: "1g.5gb", "1g.10gb+me", "1c.3g.20gb") made a
- * DNS-label part as NVIDIA does: dots dropped, upper case lowered, any other
- * character but [a-z0-9-] turned into '-', '-' trimmed at both ends
- * ("3g.20gb" -> "3g20gb", "1g.10gb+me" -> "1g10gb-me").
- * kdev also publishes compute instances that do not span their GPU instance
- * (NVIDIA's driver publishes none); their profile part gets "-ci<CI placement
- * start>" ("gpu-0-mig-1c3g20gb-ci1-9-4") so that names stay unique per node.
- * The profile part is shortened so that the name has at most
- * KDEV_DRA_DEVICE_NAME_MAX characters. Writes the NUL-terminated name into
- * |buf| (|size| bytes; KDEV_DRA_DEVICE_NAME_MAX + 1 always suffice) and
- * returns its length, or -ENAMETOOLONG (|buf| too small). */
-int kdev_dra_mig_device_name(const struct kdev_gpu *g, const struct kdev_mig_device *m,
-                             char *buf, size_t size);
+#define KDEV_DRA_DEVICE_NAME_MAX KDEV_NVIDIA_DRA_NAME_MAX
 
 /* Health input of kdev_dra_build_devices. */
 struct kdev_dra_health {

@@ -9,6 +9,10 @@
  * internal/mig (GetMigCapabilityDevicePaths). Names are never looked up in a
  * table: they are computed from the GPU-instance and compute-instance
  * profile indices, the MIG memory and the parent GPU's total memory.
+ *
+ * Beside them, the DRA device names of the GPUs and MIG devices (NVIDIA's
+ * DRA driver for GPUs; kdev_nvidia_dra_*_name, at the end), so that one
+ * NVIDIA module holds every NVIDIA name both front ends use.
  */
 #ifndef KDEV_NVIDIA_MIG_H
 #define KDEV_NVIDIA_MIG_H
@@ -133,5 +137,56 @@ void kdev_nvidia_mig_minors_clear(struct kdev_nvidia_mig_minors *m);
  * path there by mistake). */
 int kdev_nvidia_mig_caps(const struct kdev_nvidia_mig_minors *m, unsigned gpu_minor, unsigned gi,
                          unsigned ci, unsigned *gi_cap, unsigned *ci_cap, struct kdev_err *err);
+
+/* --- DRA device names ------------------------------------------------------
+ * The names kdev-dra-plugin publishes in its ResourceSlices and reads back
+ * from a claim's allocation, as NVIDIA's DRA driver for GPUs names them
+ * (NVIDIA/k8s-dra-driver-gpu, now kubernetes-sigs/dra-driver-nvidia-gpu,
+ * cmd/gpu-kubelet-plugin/device_state.go), so that DeviceClasses and CEL
+ * selectors written for it match kdev's devices:
+ *   full GPU  "gpu-<minor>"
+ *   MIG       "gpu-<parent minor>-mig-<profile>-<GI profile id>-<GI placement start>"
+ */
+
+/* Longest DRA device name: a DNS label (resource.k8s.io DeviceNameMaxLength). */
+#define KDEV_NVIDIA_DRA_NAME_MAX 63
+
+/* The device name of whole GPU |g|: "gpu-<minor>" (|g|->minor, the
+ * /dev/nvidia<minor> number). Writes the NUL-terminated name into |buf|
+ * (|size| bytes; KDEV_NVIDIA_DRA_NAME_MAX + 1 always suffice) and returns its
+ * length, or -ENAMETOOLONG (|buf| too small). */
+int kdev_nvidia_dra_gpu_name(const struct kdev_gpu *g, char *buf, size_t size);
+
+/* Reads the minor number out of a DRA device name: true with *|minor| set
+ * when |name| starts with "gpu-" and a decimal digit (sscanf "%u", so the
+ * number wraps as strtoul does), *|mig| true when more follows the number (a
+ * MIG device name of that parent, to be matched with kdev_nvidia_dra_mig_name
+ * against the parent's MIG devices; "gpu-<minor>" alone: false); false for
+ * any other name. */
+bool kdev_nvidia_dra_name_minor(const char *name, unsigned *minor, bool *mig);
+
+/* The device name of MIG device |m| of GPU |g|, NVIDIA's DRA driver's
+ * canonical MIG device name (k8s-dra-driver-gpu v25.12,
+ * cmd/gpu-kubelet-plugin/mig.go, MigSpecTuple.ToCanonicalName):
+ *   "gpu-<parent minor>-mig-<profile>-<GI profile id>-<GI placement start>"
+ * <GI profile id> is nvmlGpuInstanceProfileInfo_t.id (the id `nvidia-smi mig
+ * -lgip` shows and nvmlDeviceCreateGpuInstance takes: 9 for 3g.20gb on an
+ * A100-40GB), <GI placement start> the GPU instance's first memory slice.
+ * <profile> is the MIG profile (the text after " MIG " in NVML's device name,
+ * else -- no such text, or nothing of it left below -- go-nvlib's spelling
+ * computed from the profiles: "1g.5gb", "1g.10gb+me", "1c.3g.20gb") made a
+ * DNS-label part as NVIDIA does: dots dropped, upper case lowered, any other
+ * character but [a-z0-9-] turned into '-', '-' trimmed at both ends
+ * ("3g.20gb" -> "3g20gb", "1g.10gb+me" -> "1g10gb-me").
+ * kdev also publishes compute instances that do not span their GPU instance
+ * (NVIDIA's driver publishes none); their profile part gets "-ci<CI placement
+ * start>" ("gpu-0-mig-1c3g20gb-ci1-9-4") so that names stay unique per node.
+ * The profile part is shortened so that the name has at most
+ * KDEV_NVIDIA_DRA_NAME_MAX characters. Writes the NUL-terminated name into
+ * |buf| (|size| bytes; KDEV_NVIDIA_DRA_NAME_MAX + 1 always suffice) and
+ * returns its length, -ENAMETOOLONG (|buf| too small, or a minor number
+ * that leaves no room for the profile) or -EINVAL (no profile text left). */
+int kdev_nvidia_dra_mig_name(const struct kdev_gpu *g, const struct kdev_mig_device *m,
+                             char *buf, size_t size);
 
 #endif /* KDEV_NVIDIA_MIG_H */

@@ -263,7 +263,7 @@ static void list_devices(void)
                 if (g->mig_current != NVML_DEVICE_MIG_ENABLE)
                         printf("gpu-%u %s\n", g->minor, g->uuid);
                 for (size_t j = 0; g->mig_current == NVML_DEVICE_MIG_ENABLE && j < g->n_migs; j++)
-                        if (kdev_dra_mig_device_name(g, &g->migs[j], name, sizeof(name)) > 0)
+                        if (kdev_nvidia_dra_mig_name(g, &g->migs[j], name, sizeof(name)) > 0)
                                 printf("%s %s\n", name, g->migs[j].uuid);
         }
 }

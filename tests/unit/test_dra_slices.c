@@ -409,7 +409,7 @@ static void assert_dns_label(const char *s)
 static const char *mig_name(const struct kdev_gpu *g, const struct kdev_mig_device *m)
 {
         static char buf[KDEV_DRA_DEVICE_NAME_MAX + 1];
-        int n = kdev_dra_mig_device_name(g, m, buf, sizeof(buf));
+        int n = kdev_nvidia_dra_mig_name(g, m, buf, sizeof(buf));
 
         assert_int_equal(n, (int)strlen(buf));
         assert_dns_label(buf);
@@ -517,7 +517,7 @@ static void test_mig_device_name(void **state)
         assert_string_equal(mig_name(&g, &m),
                             "gpu-4294967295-mig-abcdefghijklmnopqrstu-4294967295-4294967295");
         /* |buf| too small */
-        assert_int_equal(kdev_dra_mig_device_name(&g, &m, buf, 20), -ENAMETOOLONG);
+        assert_int_equal(kdev_nvidia_dra_mig_name(&g, &m, buf, 20), -ENAMETOOLONG);
 }
 
 static void test_split(void **state)
