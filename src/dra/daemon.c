@@ -44,6 +44,10 @@ struct kdev_dra_daemon {
         const struct kdev_gpu_set *gpus;
         struct kdev_resource_set health_set;  /* the GPUs as NVIDIA resources */
         struct kdev_nvidia_health *health;
+        /* GPU UUIDs withdrawn as unhealthy, from the monitor's physical
+         * events (borrowed: the kdev_physical.id of health_set) */
+        const char **unhealthy;
+        size_t n_unhealthy, unhealthy_cap;
         struct kdev_dra_pool pool;
         uint64_t resync_ms;
         uint64_t backoff_ms;
@@ -260,49 +264,60 @@ static void start_reconcile(uv_timer_t *t)
         d->again = false;
 }
 
-/* Health changed: rebuild the devices without the unhealthy GPUs and, when
- * they differ, reconcile the slices now. */
-static void on_health(void *arg, const char *resource)
+/* Applies one physical event to the list of unhealthy GPUs. Returns 0 or
+ * -ENOMEM (the list is unchanged). */
+static int track_physical(struct kdev_dra_daemon *d, const struct kdev_physical_event *ev)
+{
+        size_t i = 0;
+        while (i < d->n_unhealthy && strcmp(d->unhealthy[i], ev->id) != 0)
+                i++;
+        if (ev->healthy) {
+                if (i < d->n_unhealthy)
+                        d->unhealthy[i] = d->unhealthy[--d->n_unhealthy];
+                return 0;
+        }
+        /* borrowed: the physical records of health_set outlive the monitor */
+        struct kdev_physical *p = kdev_physical_find(&d->health_set, ev->id);
+        if (i < d->n_unhealthy || !p)
+                return 0;
+        if (d->n_unhealthy == d->unhealthy_cap) {
+                size_t cap = d->unhealthy_cap ? d->unhealthy_cap * 2 : 8;
+                const char **v = realloc(d->unhealthy, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                d->unhealthy = v;
+                d->unhealthy_cap = cap;
+        }
+        d->unhealthy[d->n_unhealthy++] = p->id;
+        return 0;
+}
+
+/* Physical events of the health monitor (GPU UUIDs: the GPUs are whole
+ * devices here): withdraw or return those GPUs, rebuild the devices and,
+ * when they differ, reconcile the slices now. */
+static void on_physical(void *arg, const struct kdev_physical_event *ev, size_t n)
 {
         struct kdev_dra_daemon *d = arg;
-        const char **bad = NULL;
-        size_t n = 0, cap = 0;
         json_t *devs = NULL;
         struct kdev_err err = {0};
 
-        (void)resource;
         if (d->stopping)
                 return;
-        for (size_t i = 0; i < d->health_set.n_resources; i++) {
-                const struct kdev_resource *r = &d->health_set.resources[i];
-                for (size_t j = 0; j < r->n_devices; j++) {
-                        const struct kdev_nvidia_devinfo *info =
-                                kdev_nvidia_device_info(r, &r->devices[j]);
-                        if (r->devices[j].healthy || !info)
-                                continue;
-                        if (n == cap) {
-                                size_t ncap = cap ? cap * 2 : 8;
-                                const char **nb = realloc(bad, ncap * sizeof(*bad));
-                                if (!nb) {
-                                        free(bad);
-                                        kdev_log_error("health update dropped: out of memory");
-                                        return;
-                                }
-                                bad = nb;
-                                cap = ncap;
-                        }
-                        bad[n++] = info->uuid;
+        for (size_t i = 0; i < n; i++) {
+                if (track_physical(d, &ev[i]) < 0) {
+                        kdev_log_error("health update dropped: out of memory");
+                        return;
                 }
         }
+        const char *const *bad = d->unhealthy;
+        size_t nbad = d->n_unhealthy;
         /* NodePrepareResources refuses what is withdrawn */
-        if (kdev_dra_plugin_set_unhealthy(d->plugin, bad, n, &err) < 0) {
-                free(bad);
+        if (kdev_dra_plugin_set_unhealthy(d->plugin, bad, nbad, &err) < 0) {
                 kdev_log_error("health update dropped", "error", err.msg);
                 return;
         }
-        struct kdev_dra_health h = {.unhealthy = bad, .n_unhealthy = n};
+        struct kdev_dra_health h = {.unhealthy = bad, .n_unhealthy = nbad};
         int rc = kdev_dra_build_devices(d->gpus, &h, &devs, &err);
-        free(bad);
         if (rc < 0) {
                 kdev_log_error("health update dropped", "error", err.msg);
                 return;
@@ -312,7 +327,7 @@ static void on_health(void *arg, const char *resource)
                 return;
         }
         char nb[32], nd[32];
-        snprintf(nb, sizeof(nb), "%zu", n);
+        snprintf(nb, sizeof(nb), "%zu", nbad);
         snprintf(nd, sizeof(nd), "%d", rc);
         kdev_log_info("device health changed", "unhealthy_gpus", nb, "devices", nd);
         json_decref(d->devices);
@@ -569,8 +584,8 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
         struct kdev_nvidia_health_options hopts = {
                 .probe_interval_ms = (uint64_t)nv.probe_interval * 1000,
                 .quiet_period_ms = (uint64_t)nv.quiet_period * 1000,
-                .notify = on_health,
-                .notify_arg = &d,
+                .physical = on_physical,
+                .physical_arg = &d,
         };
         d.health = kdev_nvidia_health_new(&d.loop, lib, &d.health_set, &pol, &hopts, &err);
         if (!d.health || kdev_nvidia_health_start(d.health, &err) < 0) {
@@ -607,6 +622,7 @@ out:
         kdev_kube_config_free(&kcfg);
         json_decref(d.devices);
         kdev_nvidia_health_stop(d.health, NULL, NULL);
+        free(d.unhealthy);
         kdev_resource_set_clear(&d.health_set);
         kdev_xid_policy_clear(&pol);
         if (nv_ready)

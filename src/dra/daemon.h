@@ -16,8 +16,9 @@
  * 1 s, doubled after each further failure up to 60 s; a success resets the
  * delay to 1 s. Health: NVIDIA's XID monitor (src/nvidia/health.h) over the
  * GPUs as whole devices (migStrategy none), so a critical XID withdraws the
- * GPU with all its MIG devices; the slices are rebuilt and reconciled at
- * once on every health change. DP_DISABLE_HEALTHCHECKS /
+ * GPU with all its MIG devices; the daemon subscribes to the monitor's
+ * physical events (model/model.h: GPU UUID, fault or recovery) and, on every
+ * batch that changes them, rebuilds and reconciles the slices at once. DP_DISABLE_HEALTHCHECKS /
  * DP_ENABLE_HEALTHCHECKS select the XIDs as for kdev-plugin.
  *
  * On a stop the sockets are removed; the ResourceSlices and the prepared

@@ -166,6 +166,34 @@ struct kdev_physical *kdev_physical_find(const struct kdev_resource_set *set, co
 size_t kdev_physical_set_health(struct kdev_resource_set *set, struct kdev_physical *p,
                                 bool healthy, bool *changed);
 
+/* A physical event: the health of one physical device changed, as a health
+ * source (NVIDIA's XID monitor, src/nvidia/health.h) reports it on the loop
+ * thread. The model applies it (kdev_physical_apply); a front end that
+ * subscribes to the source receives the events of each batch as they were
+ * applied. Strings are borrowed for the call that carries the event. */
+struct kdev_physical_event {
+        const char *id;          /* kdev_physical.id: GPU or MIG UUID, "<resource>/<set>" */
+        bool healthy;            /* false: a fault, true: a recovery */
+        unsigned long long xid;  /* NVIDIA XID of the fault (of a recovery: the last
+                                  * critical one); 0: none (a registration or wait
+                                  * failure, a non-NVIDIA source) */
+        const char *reason;      /* why, as logged; never NULL */
+};
+
+/* Receives one batch of physical events (|n| >= 1, in the order applied), on
+ * the loop thread, after the model applied them (kdev_physical.healthy and
+ * the logical devices' flags are current) and before the ListAndWatch
+ * notifies of the batch. */
+typedef void (*kdev_physical_events_fn)(void *arg, const struct kdev_physical_event *ev,
+                                        size_t n);
+
+/* Applies |ev| to |set| (linked): kdev_physical_set_health() of the physical
+ * device with ID ev->id to ev->healthy, |changed| as there. Returns the
+ * number of logical devices whose flag changed; 0 also for an ID that is not
+ * in |set| (nothing changes) and for NULL |set| or |ev|. */
+size_t kdev_physical_apply(struct kdev_resource_set *set, const struct kdev_physical_event *ev,
+                           bool *changed);
+
 /* Returns the device of |r| with ID |id| (the first one when an ID repeats),
  * or NULL when there is none or |r| or |id| is NULL; devices whose ID is NULL
  * are never found. O(1) on average once kdev_resource_index() has indexed

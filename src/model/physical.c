@@ -259,3 +259,12 @@ size_t kdev_physical_set_health(struct kdev_resource_set *set, struct kdev_physi
         }
         return n;
 }
+
+size_t kdev_physical_apply(struct kdev_resource_set *set, const struct kdev_physical_event *ev,
+                           bool *changed)
+{
+        if (!set || !ev)
+                return 0;
+        return kdev_physical_set_health(set, kdev_physical_find(set, ev->id), ev->healthy,
+                                        changed);
+}

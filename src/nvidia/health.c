@@ -2,7 +2,9 @@
  *
  * Ownership and threads. The monitor has two sides:
  *   - the loop side (every public function, the uv_async callback) owns the
- *     resource set's health flags and the per-GPU recovery state;
+ *     per-GPU recovery state and the marks of the physical devices, and
+ *     changes the resource set's health only through the model's physical
+ *     events (kdev_physical_apply);
  *   - the health thread owns the NVML event set, the GPU handles and the
  *     registration flags (written by kdev_nvidia_health_start before the thread
  *     exists, then only by the thread).
@@ -61,12 +63,21 @@ struct msg {
 
 /* --- state ---------------------------------------------------------------- */
 
-struct hdev {
-        struct kdev_device *dev;
-        size_t res;                 /* index in set->resources */
+/* One monitored physical device of the set: a whole GPU or a MIG device. */
+struct hphys {
+        struct kdev_physical *p;
         size_t gpu;                 /* index in h->gpus */
         unsigned gi, ci;            /* KDEV_NVIDIA_NO_INSTANCE for a whole GPU */
+        unsigned n_logical;         /* monitored logical devices on it */
         bool marked;                /* Unhealthy because of the monitor (or adopted) */
+};
+
+/* A physical event of the current batch, for the subscriber. */
+struct pevent {
+        const char *id;             /* kdev_physical.id */
+        bool healthy;
+        unsigned long long xid;
+        char reason[160];
 };
 
 struct hgpu {
@@ -97,14 +108,18 @@ struct kdev_nvidia_health {
         unsigned wait_timeout;
         kdev_nvidia_health_notify_fn notify;
         void *notify_arg;
+        kdev_physical_events_fn physical;
+        void *physical_arg;
         void (*event)(void *arg, const char *kind, unsigned long long xid, unsigned count);
         void *event_arg;
 
         struct hgpu *gpus;
         size_t n_gpus;
-        struct hdev *devs;
-        size_t n_devs;
+        struct hphys *phys;
+        size_t n_phys;
         bool *changed;              /* per resource, loop side */
+        struct pevent *pend;        /* physical events of the batch, loop side */
+        size_t n_pend, pend_cap;
         struct kdev_nvidia_health_stats stats;
 
         uv_async_t async;
@@ -490,7 +505,7 @@ static void want_probe(struct kdev_nvidia_health *h, struct hgpu *g, bool on)
         pthread_mutex_unlock(&h->mu);
 }
 
-static bool dev_matches(const struct hdev *d, unsigned gi, unsigned ci)
+static bool dev_matches(const struct hphys *d, unsigned gi, unsigned ci)
 {
         if (d->gi == KDEV_NVIDIA_NO_INSTANCE)
                 return true;    /* a whole GPU (or replica): every event on it counts */
@@ -509,31 +524,60 @@ static void fmt_xid(char *buf, size_t size, unsigned long long xid)
                 snprintf(buf, size, "none");
 }
 
-/* Marks the devices of GPU |gi_| matching (gi, ci) Unhealthy, restarts its
- * quiet period and records |reason|, for |count| identical events. The
- * transition is logged; the events that change nothing ("still unhealthy")
- * go through the limiter, so a storm of one XID on one GPU writes a line per
- * window. Returns the number of devices that matched. */
+/* Emits the physical event (p, healthy, xid, reason): the model applies it
+ * to the set (h->changed says which resources changed) and, when it changes
+ * the physical device's health, it is kept for the batch's subscriber call.
+ * Returns the number of logical devices whose flag changed. */
+static size_t emit(struct kdev_nvidia_health *h, struct kdev_physical *p, bool healthy,
+                   unsigned long long xid, const char *reason)
+{
+        struct kdev_physical_event ev = {
+                .id = p->id, .healthy = healthy, .xid = xid, .reason = reason};
+        bool transition = p->healthy != healthy;
+        size_t n = kdev_physical_apply(h->set, &ev, h->changed);
+        if (!h->physical || !transition)
+                return n;
+        if (h->n_pend == h->pend_cap) {
+                size_t cap = h->pend_cap ? h->pend_cap * 2 : 8;
+                struct pevent *v = realloc(h->pend, cap * sizeof(*v));
+                if (!v) {
+                        kdev_log_error("health: physical event dropped: out of memory",
+                                       "uuid", p->id);
+                        return n;
+                }
+                h->pend = v;
+                h->pend_cap = cap;
+        }
+        struct pevent *e = &h->pend[h->n_pend++];
+        e->id = p->id;
+        e->healthy = healthy;
+        e->xid = xid;
+        snprintf(e->reason, sizeof(e->reason), "%s", reason);
+        return n;
+}
+
+/* Marks the physical devices of GPU |gidx| matching (gi, ci) Unhealthy (one
+ * fault event each, for those not yet Unhealthy), restarts its quiet period
+ * and records |reason|, for |count| identical events. The transition is
+ * logged; the events that change nothing ("still unhealthy") go through the
+ * limiter, so a storm of one XID on one GPU writes a line per window.
+ * Returns the number of logical devices that matched. */
 static unsigned mark_gpu(struct kdev_nvidia_health *h, size_t gidx, unsigned gi, unsigned ci,
                          unsigned long long xid, const char *reason, unsigned count)
 {
         struct hgpu *g = &h->gpus[gidx];
         unsigned matched = 0, fresh = 0;
         bool was_healthy = g->marked == 0;
-        for (size_t i = 0; i < h->n_devs; i++) {
-                struct hdev *d = &h->devs[i];
+        for (size_t i = 0; i < h->n_phys; i++) {
+                struct hphys *d = &h->phys[i];
                 if (d->gpu != gidx || !dev_matches(d, gi, ci))
                         continue;
-                matched++;
+                matched += d->n_logical;
                 if (!d->marked) {
                         d->marked = true;
-                        g->marked++;
+                        g->marked += d->n_logical;
                 }
-                if (d->dev->healthy) {
-                        d->dev->healthy = false;
-                        h->changed[d->res] = true;
-                        fresh++;
-                }
+                fresh += (unsigned)emit(h, d->p, false, xid, reason);
         }
         if (matched == 0)
                 return 0;
@@ -563,26 +607,25 @@ static unsigned mark_gpu(struct kdev_nvidia_health *h, size_t gidx, unsigned gi,
         return matched;
 }
 
+/* Returns every physical device the monitor marked on GPU |gidx| to Healthy
+ * (one recovery event each). */
 static void recover_gpu(struct kdev_nvidia_health *h, size_t gidx)
 {
         struct hgpu *g = &h->gpus[gidx];
-        for (size_t i = 0; i < h->n_devs; i++) {
-                struct hdev *d = &h->devs[i];
+        char xs[24], quiet[64];
+        snprintf(quiet, sizeof(quiet), "no critical event for %llu ms and probe passed",
+                 (unsigned long long)h->quiet_period);
+        for (size_t i = 0; i < h->n_phys; i++) {
+                struct hphys *d = &h->phys[i];
                 if (d->gpu != gidx || !d->marked)
                         continue;
                 d->marked = false;
-                if (!d->dev->healthy) {
-                        d->dev->healthy = true;
-                        h->changed[d->res] = true;
-                }
+                emit(h, d->p, true, g->last_xid, quiet);
         }
         g->marked = 0;
         want_probe(h, g, false);
         h->stats.recoveries++;
-        char xs[24], quiet[64];
         fmt_xid(xs, sizeof(xs), g->last_xid);
-        snprintf(quiet, sizeof(quiet), "no critical event for %llu ms and probe passed",
-                 (unsigned long long)h->quiet_period);
         kdev_log_info("GPU healthy again", "uuid", g->uuid, "xid", xs, "reason", quiet,
                       "was", g->reason);
 }
@@ -763,6 +806,23 @@ static void apply(struct kdev_nvidia_health *h, const struct msg *m)
 
 static void flush_notify(struct kdev_nvidia_health *h)
 {
+        if (h->n_pend > 0 && !h->stopping && h->physical) {
+                struct kdev_physical_event *ev = malloc(h->n_pend * sizeof(*ev));
+                if (ev) {
+                        for (size_t i = 0; i < h->n_pend; i++)
+                                ev[i] = (struct kdev_physical_event){
+                                        .id = h->pend[i].id,
+                                        .healthy = h->pend[i].healthy,
+                                        .xid = h->pend[i].xid,
+                                        .reason = h->pend[i].reason,
+                                };
+                        h->physical(h->physical_arg, ev, h->n_pend);
+                        free(ev);
+                } else {
+                        kdev_log_error("health: physical events dropped: out of memory");
+                }
+        }
+        h->n_pend = 0;
         for (size_t i = 0; i < h->set->n_resources; i++) {
                 if (!h->changed[i])
                         continue;
@@ -780,8 +840,9 @@ static void free_monitor(struct kdev_nvidia_health *h)
         kdev_log_limiter_free(h->lim); /* prints the counts still pending */
         kdev_xid_policy_clear(&h->policy);
         free(h->gpus);
-        free(h->devs);
+        free(h->phys);
         free(h->changed);
+        free(h->pend);
         free(h->todo);
         free(h->q);
         free(h->work);
@@ -889,6 +950,8 @@ struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_n
                                                 : KDEV_NVIDIA_HEALTH_WAIT_MS;
         h->notify = opts->notify;
         h->notify_arg = opts->notify_arg;
+        h->physical = opts->physical;
+        h->physical_arg = opts->physical_arg;
         h->event = opts->event;
         h->event_arg = opts->event_arg;
         pthread_mutex_init(&h->mu, NULL);
@@ -907,10 +970,10 @@ struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_n
                 for (size_t i = 0; i < set->resources[r].n_devices; i++)
                         if (set->resources[r].devices[i].data)
                                 n_devs++;
-        h->devs = calloc(n_devs ? n_devs : 1, sizeof(*h->devs));
+        h->phys = calloc(n_devs ? n_devs : 1, sizeof(*h->phys));
         h->gpus = calloc(n_devs ? n_devs : 1, sizeof(*h->gpus));
         h->changed = calloc(set->n_resources ? set->n_resources : 1, sizeof(*h->changed));
-        if (!h->devs || !h->gpus || !h->changed) {
+        if (!h->phys || !h->gpus || !h->changed) {
                 free_monitor(h);
                 kdev_err_set(err, ENOMEM, "health: out of memory");
                 return NULL;
@@ -930,29 +993,52 @@ struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_n
                                 free_monitor(h);
                                 return NULL;
                         }
+                        struct kdev_physical *p = dev->physical;
+                        if (!p || !p->logical) {
+                                kdev_err_set(err, EINVAL,
+                                             "health: device %s of %s has no linked physical "
+                                             "device",
+                                             dev->id, res->name);
+                                free_monitor(h);
+                                return NULL;
+                        }
                         int g = gpu_by_uuid(h, info->parent_uuid);
                         if (g < 0) {
                                 g = (int)h->n_gpus++;
                                 snprintf(h->gpus[g].uuid, sizeof(h->gpus[g].uuid), "%s",
                                          info->parent_uuid);
                         }
-                        struct hdev *d = &h->devs[h->n_devs++];
-                        d->dev = dev;
-                        d->res = r;
-                        d->gpu = (size_t)g;
-                        d->gi = info->gi;
-                        d->ci = info->ci;
-                        if (!dev->healthy) {
-                                /* adopted: probed and recovered like the others */
-                                d->marked = true;
-                                struct hgpu *hg = &h->gpus[g];
-                                hg->marked++;
-                                hg->quiet_since = now;
-                                hg->want_probe = true;
-                                snprintf(hg->reason, sizeof(hg->reason), "%s",
-                                         "unhealthy when health monitoring started");
+                        /* the replicas of one physical device are adjacent */
+                        struct hphys *d = h->n_phys && h->phys[h->n_phys - 1].p == p
+                                                  ? &h->phys[h->n_phys - 1]
+                                                  : NULL;
+                        for (size_t k = 0; k < h->n_phys && !d; k++)
+                                if (h->phys[k].p == p)
+                                        d = &h->phys[k];
+                        if (!d) {
+                                d = &h->phys[h->n_phys++];
+                                d->p = p;
+                                d->gpu = (size_t)g;
+                                d->gi = info->gi;
+                                d->ci = info->ci;
                         }
+                        d->n_logical++;
+                        if (!dev->healthy || !p->healthy)
+                                d->marked = true;
                 }
+        }
+        for (size_t k = 0; k < h->n_phys; k++) {
+                struct hphys *d = &h->phys[k];
+                if (!d->marked)
+                        continue;
+                /* adopted: probed and recovered like the others */
+                d->p->healthy = false;
+                struct hgpu *hg = &h->gpus[d->gpu];
+                hg->marked += d->n_logical;
+                hg->quiet_since = now;
+                hg->want_probe = true;
+                snprintf(hg->reason, sizeof(hg->reason), "%s",
+                         "unhealthy when health monitoring started");
         }
         h->todo = calloc(h->n_gpus ? h->n_gpus : 1, sizeof(*h->todo));
         if (!h->todo) {

@@ -42,17 +42,30 @@
  *     critical event on the GPU and at every failed probe; a passing probe at
  *     least quiet_period_ms after the last of them returns every device the
  *     monitor marked on that GPU to Healthy.
- *   - devices that are already Unhealthy when the monitor is created are
- *     adopted: their GPU is probed and recovers the same way.
- *   - each batch of changes calls |notify| once per resource whose devices
- *     changed (so one transition = one ListAndWatch update per affected
- *     resource), after all devices of the batch are updated.
+ *   - physical devices that are already Unhealthy when the monitor is created
+ *     (kdev_physical.healthy false, or a logical device on it Unhealthy) are
+ *     adopted without an event (kdev_physical.healthy is set false): their GPU
+ *     is probed and recovers the same way.
+ *   - health is physical (model/model.h): the monitor decides, with the XID
+ *     policy and the GI/CI filter above, which physical devices of the set
+ *     (kdev_physical: the whole GPU, or each MIG device) fault or recover, and
+ *     emits one physical event (physical ID = GPU or MIG UUID, fault or
+ *     recovery, XID, reason) per transition of a physical device; the model
+ *     applies it (kdev_physical_apply: the physical device and every logical
+ *     device on it, replicas included) and says which resources changed. A
+ *     physical device the monitor already marked emits nothing more until it
+ *     recovers. kdev_physical.healthy is current after every batch.
+ *   - each batch of changes calls |physical| once with the batch's physical
+ *     events (a front end that works on physical devices, kdev-dra-plugin),
+ *     then |notify| once per resource whose devices changed (so one
+ *     transition = one ListAndWatch update per affected resource), after all
+ *     devices of the batch are updated.
  *   - every transition is logged (src/common/log.h) with the GPU UUID, the XID
  *     and the reason.
  *
  * Threads: every function runs on the loop thread; the monitor adds exactly one
  * thread (none when the policy is disabled). Only the loop thread touches the
- * resource set.
+ * resource set (through kdev_physical_apply only).
  *
  * A monitor serves one resource set for its whole life. When the set is
  * rebuilt (rediscovery, reload), stop the monitor first (from the return of
@@ -112,6 +125,11 @@ struct kdev_nvidia_health_options {
         unsigned wait_timeout_ms;     /* nvmlEventSetWait timeout; 0: KDEV_NVIDIA_HEALTH_WAIT_MS */
         kdev_nvidia_health_notify_fn notify; /* may be NULL */
         void *notify_arg;
+        /* Subscriber of the physical events (may be NULL): one call per batch
+         * with the batch's events (model/model.h), before |notify|; the IDs
+         * are the set's kdev_physical.id. */
+        kdev_physical_events_fn physical;
+        void *physical_arg;
         /* Observer of the events the monitor applies, e.g. for metrics (may be
          * NULL); runs on the loop thread. |kind|: "xid" (critical by policy),
          * "xid_ignored" (not critical by policy), "xid_unknown_gpu" (critical,
@@ -129,11 +147,15 @@ struct kdev_nvidia_health;
 
 /* Creates a monitor for the devices of |set| (borrowed: it must stay valid and
  * unchanged in shape until kdev_nvidia_health_stop(); the monitor writes only
- * kdev_device.healthy). Devices whose data is NULL are not monitored. |lib|
- * (borrowed) must stay open until the stop's |done| has been called. |policy|
- * and |opts| are copied. Makes no NVML call.
+ * health: kdev_physical.healthy and kdev_device.healthy, through the model).
+ * Devices whose data is NULL are not monitored; every other device must point
+ * to its physical device in the linked set (kdev_nvidia_attach_physical),
+ * whose ID is the device's UUID (kdev_nvidia_devinfo.uuid). |lib| (borrowed)
+ * must stay open until the stop's |done| has been called. |policy| and |opts|
+ * are copied. Makes no NVML call.
  * Returns NULL with |err|: -EINVAL "health: probe interval must be > 0",
- * "health: device <id> of <resource> has an empty parent UUID"; -ENOMEM; the
+ * "health: device <id> of <resource> has an empty parent UUID", "health:
+ * device <id> of <resource> has no linked physical device"; -ENOMEM; the
  * error of uv_async_init. */
 struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_nvml *lib,
                                                   struct kdev_resource_set *set,
@@ -169,7 +191,8 @@ enum kdev_nvidia_health_checks {
 struct kdev_nvidia_gpu_health {
         bool healthy;                       /* no device of the GPU marked by the monitor */
         enum kdev_nvidia_health_checks checks;
-        unsigned marked;                    /* devices of the GPU marked Unhealthy */
+        unsigned marked;                    /* logical devices of the GPU marked Unhealthy
+                                             * (those on its marked physical devices) */
         unsigned long long last_xid;        /* last critical XID, 0 when none */
         char reason[160];                   /* why it is (or was last) unhealthy, "" never */
 };

@@ -63,12 +63,12 @@ ALLOWED = {
         "DRA works on struct kdev_gpu, not the model's physical devices (items 1-3)",
     ("nvml", "src/dra/slices.h", "nvml/discover.h"):
         "ResourceSlices are built from struct kdev_gpu (items 1-3)",
-    # item 3 (health split): the DRA daemon opens NVML, discovers the GPUs
-    # and maps the health monitor's logical devices back to GPU UUIDs itself.
+    # item 3 (health split): the DRA daemon opens NVML and discovers the GPUs
+    # itself (its health comes as physical events, GPU UUIDs, already).
     ("nvml", "src/dra/daemon.c", "nvml/loader.h"):
         "the DRA daemon opens NVML itself (item 3)",
     ("nvml", "src/dra/daemon.c", "nvml/discover.h"):
-        "the DRA daemon discovers GPUs and maps health back to UUIDs (item 3)",
+        "the DRA daemon discovers the GPUs itself (item 3)",
     # item 6: kdevctl checks a device plugin's resource name with the
     # model's rule (kdev_resource_name_check); the rule has to move to common
     # for kdevctl to need only rpc + messages + common.

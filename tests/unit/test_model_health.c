@@ -194,6 +194,44 @@ static void test_fault_and_recovery_propagate(void **state)
         kdev_resource_set_clear(&set);
 }
 
+/* A physical event (kdev_physical_apply) finds its physical device by ID and
+ * propagates like kdev_physical_set_health; an unknown ID changes nothing. */
+static void test_physical_event_applies_by_id(void **state)
+{
+        (void)state;
+        struct kdev_resource_set set;
+        struct kdev_physical *g0, *g1, *m0;
+        make_set(&set, &g0, &g1, &m0);
+        assert_int_equal(kdev_resource_set_link(&set, NULL), 0);
+        bool changed[3] = {false, false, false};
+        struct kdev_physical_event ev = {.id = "g1", .healthy = false, .xid = 79,
+                                         .reason = "critical XID 79"};
+        assert_int_equal(kdev_physical_apply(&set, &ev, changed), 3);
+        assert_string_equal(health_of(&set), "1100|11|0");
+        assert_false(g1->healthy);
+        assert_true(changed[0]);
+        assert_false(changed[1]);
+        assert_true(changed[2]);
+        /* unknown IDs (a logical ID is not a physical one) and NULLs: nothing */
+        bool none[3] = {false, false, false};
+        ev.id = "g0::0";
+        assert_int_equal(kdev_physical_apply(&set, &ev, none), 0);
+        ev.id = NULL;
+        assert_int_equal(kdev_physical_apply(&set, &ev, none), 0);
+        assert_int_equal(kdev_physical_apply(NULL, &ev, none), 0);
+        assert_int_equal(kdev_physical_apply(&set, NULL, none), 0);
+        assert_false(none[0] || none[1] || none[2]);
+        assert_string_equal(health_of(&set), "1100|11|0");
+        assert_true(g0->healthy);
+        /* the recovery */
+        ev.id = "g1";
+        ev.healthy = true;
+        assert_int_equal(kdev_physical_apply(&set, &ev, NULL), 3);
+        assert_string_equal(health_of(&set), "1111|11|1");
+        assert_true(g1->healthy);
+        kdev_resource_set_clear(&set);
+}
+
 static void test_logical_device_unhealthy_by_itself(void **state)
 {
         (void)state;
@@ -321,6 +359,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_link_maps_physical_to_logical),
                 cmocka_unit_test(test_fault_and_recovery_propagate),
+                cmocka_unit_test(test_physical_event_applies_by_id),
                 cmocka_unit_test(test_logical_device_unhealthy_by_itself),
                 cmocka_unit_test(test_link_errors),
                 cmocka_unit_test(test_move_keeps_records),

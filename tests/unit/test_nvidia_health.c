@@ -68,7 +68,33 @@ struct fx {
         bool stopped;
         char tmp[64];
         unsigned long ev_xid79, ev_ignored13; /* event observer: counts (metrics' input) */
+        /* physical events received (options.physical), in order */
+        struct {
+                char id[64];
+                bool healthy;
+                unsigned long long xid;
+                char reason[160];
+                unsigned batch;
+        } pev[16];
+        unsigned n_pev, n_batches;
+        bool subscribe;             /* start_monitor sets options.physical */
 };
+
+static void on_physical(void *arg, const struct kdev_physical_event *ev, size_t n)
+{
+        struct fx *f = arg;
+        f->n_batches++;
+        assert_true(n >= 1);
+        for (size_t i = 0; i < n && f->n_pev < 16; i++) {
+                snprintf(f->pev[f->n_pev].id, sizeof(f->pev[f->n_pev].id), "%s", ev[i].id);
+                f->pev[f->n_pev].healthy = ev[i].healthy;
+                f->pev[f->n_pev].xid = ev[i].xid;
+                snprintf(f->pev[f->n_pev].reason, sizeof(f->pev[f->n_pev].reason), "%s",
+                         ev[i].reason);
+                f->pev[f->n_pev].batch = f->n_batches;
+                f->n_pev++;
+        }
+}
 
 static void on_notify(void *arg, const char *resource)
 {
@@ -119,6 +145,17 @@ static void build_set(struct fx *f)
         assert_int_equal(k, N_DEVS);
         f->set.resources = f->res;
         f->set.n_resources = N_RES;
+        /* the physical devices, as kdev_nvidia_attach_physical makes them:
+         * one per UUID (the replicas of GPU 2 share one) */
+        for (size_t i = 0; i < N_DEVS; i++) {
+                struct kdev_physical *p = kdev_physical_find(&f->set, f->info[i].uuid);
+                if (!p)
+                        p = kdev_physical_add(&f->set, f->info[i].uuid, -1, NULL, NULL);
+                assert_non_null(p);
+                f->devs[i].physical = p;
+        }
+        assert_int_equal(f->set.n_physical, 7);
+        assert_int_equal(kdev_resource_set_link(&f->set, NULL), 0);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -159,6 +196,7 @@ static int teardown(void **state)
         uv_close((uv_handle_t *)&f->tick, NULL);
         uv_run(&f->loop, UV_RUN_DEFAULT);
         assert_int_equal(uv_loop_close(&f->loop), 0);
+        kdev_physical_truncate(&f->set, 0);
         while (f->m.count() > 0)
                 kdev_nvml_api(f->m.lib)->nvmlShutdown();
         assert_int_equal(kdev_nvml_refs(f->m.lib), 0);
@@ -259,6 +297,8 @@ static void start_monitor(struct fx *f, const char *disable, const char *enable,
                 .wait_timeout_ms = WAIT_MS,
                 .notify = on_notify,
                 .notify_arg = f,
+                .physical = f->subscribe ? on_physical : NULL,
+                .physical_arg = f,
         };
         f->mon = kdev_nvidia_health_new(&f->loop, f->m.lib, &f->set, &p, &o, &e);
         kdev_xid_policy_clear(&p);
@@ -676,6 +716,80 @@ static void test_adopted_unhealthy(void **state)
         stop_monitor(f);
 }
 
+static void assert_pev(struct fx *f, unsigned i, const char *id, bool healthy,
+                       unsigned long long xid, const char *reason, unsigned batch)
+{
+        assert_true(i < f->n_pev);
+        assert_string_equal(f->pev[i].id, id);
+        assert_int_equal(f->pev[i].healthy, healthy);
+        assert_true(f->pev[i].xid == xid);
+        assert_string_equal(f->pev[i].reason, reason);
+        assert_int_equal(f->pev[i].batch, batch);
+}
+
+/* Physical events: one per physical device whose health changes (the GPU for
+ * its replicas, each MIG device by GI/CI), none for a repeat; the model's
+ * physical records are current. */
+static void test_physical_events(void **state)
+{
+        struct fx *f = *state;
+        f->subscribe = true;
+        start_monitor(f, NULL, NULL, LONG);
+        assert_int_equal(f->n_batches, 0);
+        assert_int_equal(f->m.xid(G2, 79, NO, NO), NVML_SUCCESS);
+        wait_critical(f, 1);
+        assert_int_equal(f->n_pev, 1);
+        assert_pev(f, 0, G2, false, 79, "critical XID 79", 1);
+        assert_false(kdev_physical_find(&f->set, G2)->healthy);
+        assert_true(kdev_physical_find(&f->set, G3)->healthy);
+        /* a repeat changes no physical device: no event */
+        assert_int_equal(f->m.xid(G2, 48, NO, NO), NVML_SUCCESS);
+        wait_critical(f, 2);
+        assert_int_equal(f->n_pev, 1);
+        /* GI 2 of GPU 0: the 3g.20gb MIG device only */
+        assert_int_equal(f->m.xid(G0, 79, 2, NO), NVML_SUCCESS);
+        wait_critical(f, 3);
+        assert_int_equal(f->n_pev, 2);
+        assert_pev(f, 1, M00, false, 79, "critical XID 79 (GPU instance 2, compute instance -1)",
+                   2);
+        assert_false(kdev_physical_find(&f->set, M00)->healthy);
+        assert_true(kdev_physical_find(&f->set, M01)->healthy);
+        assert_health(f, "100011101");
+        assert_notified(f, 0, 1, 0, 1, 0);
+        stop_monitor(f);
+}
+
+/* A recovery is one event per physical device the monitor marked. */
+static void test_physical_event_recovery(void **state)
+{
+        struct fx *f = *state;
+        f->subscribe = true;
+        start_monitor(f, NULL, NULL, QUIET_MS);
+        assert_int_equal(f->m.xid(G2, 79, NO, NO), NVML_SUCCESS);
+        wait_critical(f, 1);
+        wait_recoveries(f, 1);
+        assert_int_equal(f->n_pev, 2);
+        assert_pev(f, 0, G2, false, 79, "critical XID 79", 1);
+        assert_pev(f, 1, G2, true, 79, "no critical event for 300 ms and probe passed", 2);
+        assert_true(kdev_physical_find(&f->set, G2)->healthy);
+        assert_health(f, "111111111");
+        stop_monitor(f);
+}
+
+/* A device without a linked physical device is refused. */
+static void test_needs_physical_devices(void **state)
+{
+        struct fx *f = *state;
+        struct kdev_xid_policy p = { 0 };
+        struct kdev_nvidia_health_options o = { .probe_interval_ms = 100 };
+        struct kdev_err e;
+        f->devs[5].physical = NULL;
+        assert_null(kdev_nvidia_health_new(&f->loop, f->m.lib, &f->set, &p, &o, &e));
+        assert_int_equal(e.code, EINVAL);
+        assert_string_equal(e.msg, "health: device " M03 " of nvidia.com/mig-1g.5gb has no "
+                                   "linked physical device");
+}
+
 /* Stop is prompt with the default wait timeout, in every state. */
 static void test_stop(void **state)
 {
@@ -1046,6 +1160,9 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_register_not_supported, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_register_failure, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopted_unhealthy, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_physical_events, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_physical_event_recovery, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_needs_physical_devices, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rediscover_after_init_error, setup,
                                                 teardown),
