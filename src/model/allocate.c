@@ -146,8 +146,18 @@ static int build_nodes(const struct kdev_resource *r, const struct kdev_device *
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
         const struct spec_ent *bad_a = NULL, *bad_b = NULL;
+        size_t prev = SIZE_MAX; /* the group of entry j - 1 */
         for (size_t j = 0; j < k; j++) {
                 const char *cp = ents[j].spec->container_path ? ents[j].spec->container_path : "";
+                /* fast path: the same container and host path as the entry
+                 * before (devices of one kind, one node each) joins its group
+                 * without a hash probe; the result is the same */
+                if (prev != SIZE_MAX &&
+                    path_cmp(ents[j - 1].spec->container_path, ents[j].spec->container_path) == 0 &&
+                    path_cmp(ents[j - 1].spec->host_path, ents[j].spec->host_path) == 0) {
+                        ents[prev].perms |= ents[j].perms;
+                        continue;
+                }
                 size_t s = kdev_str_hash(cp) & mask;
                 while (first[s] && path_cmp(ents[first[s] - 1].spec->container_path, cp) != 0)
                         s = (s + 1) & mask;
@@ -155,14 +165,19 @@ static int build_nodes(const struct kdev_resource *r, const struct kdev_device *
                         first[s] = j + 1;
                         ents[j].keep = 1;
                         kept++;
+                        prev = j;
                         continue;
                 }
                 struct spec_ent *a = &ents[first[s] - 1];
                 if (path_cmp(ents[j].spec->host_path, a->spec->host_path) == 0) {
                         a->perms |= ents[j].perms;
-                } else if (!bad_a || path_cmp(cp, bad_a->spec->container_path) < 0) {
-                        bad_a = a;
-                        bad_b = &ents[j];
+                        prev = first[s] - 1;
+                } else {
+                        prev = SIZE_MAX; /* not in the group: no fast path after it */
+                        if (!bad_a || path_cmp(cp, bad_a->spec->container_path) < 0) {
+                                bad_a = a;
+                                bad_b = &ents[j];
+                        }
                 }
         }
         free(first);
