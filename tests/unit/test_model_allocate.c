@@ -166,6 +166,9 @@ static const struct tdev run_devs[] = {
         {"other", -1, true, "/dev/x=/real/y:rw"},
         {"other2", -1, true, "/dev/x=/real/y:rw"},
         {"z", -1, true, "/dev/z=/real/z:rw"},
+        {"g0", -1, true, "/dev/a=/real/a:r,/dev/b=/real/b:rw"},
+        {"g1", -1, true, "/dev/a=/real/a:w,/dev/b=/real/b:rw"},
+        {"g2", -1, true, "/dev/a=/real/other:rw,/dev/b=/real/b:rw"},
 };
 
 static void test_allocate_runs_of_equal_nodes(void **state)
@@ -191,6 +194,16 @@ static void test_allocate_runs_of_equal_nodes(void **state)
                 {{"other", "other2", "rd", "wr"}, 4,
                  "devices \"other\" and \"rd\" of resource example.com/run both use container "
                  "path \"/dev/x\" for different host paths \"/real/y\" and \"/real/x\""},
+                /* devices of several nodes: each node against the same node of
+                 * the device before */
+                {{"g0", "g1"}, 2, "/dev/a=/real/a:rw /dev/b=/real/b:rw"},
+                {{"g0", "z", "g1"}, 3, "/dev/a=/real/a:rw /dev/b=/real/b:rw /dev/z=/real/z:rw"},
+                {{"g0", "g2", "g1"}, 3,
+                 "devices \"g0\" and \"g2\" of resource example.com/run both use container "
+                 "path \"/dev/a\" for different host paths \"/real/a\" and \"/real/other\""},
+                {{"g2", "g0", "g1"}, 3,
+                 "devices \"g2\" and \"g0\" of resource example.com/run both use container "
+                 "path \"/dev/a\" for different host paths \"/real/other\" and \"/real/a\""},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 V1beta1__ContainerAllocateResponse resp =
