@@ -43,6 +43,8 @@ struct spec_ent {
         const struct kdev_device *dev;
         unsigned perms;
         int keep;
+        size_t group; /* the entry that heads its group; SIZE_MAX: none (a clash) */
+        size_t twin;  /* the same node of the device before; SIZE_MAX: none */
 };
 
 static int path_cmp(const char *a, const char *b)
@@ -127,9 +129,15 @@ static int build_nodes(const struct kdev_resource *r, const struct kdev_device *
                 return kdev_err_set(err, ENOMEM, "out of memory");
         size_t o = 0;
         for (size_t i = 0; i < n_ids; i++) {
+                /* devices of one kind list the same nodes in the same order:
+                 * entry j's twin is the entry at the same place in the device
+                 * before, when that device has as many nodes */
+                bool twins = i > 0 && devs[i - 1]->n_specs == devs[i]->n_specs;
                 for (size_t j = 0; j < devs[i]->n_specs; j++, o++) {
                         const struct kdev_device_spec *s = &devs[i]->specs[j];
-                        ents[o] = (struct spec_ent){s, devs[i], perms_mask(s->permissions), 0};
+                        ents[o] = (struct spec_ent){s, devs[i], perms_mask(s->permissions), 0,
+                                                    SIZE_MAX,
+                                                    twins ? o - devs[i]->n_specs : SIZE_MAX};
                 }
         }
 
@@ -148,18 +156,31 @@ static int build_nodes(const struct kdev_resource *r, const struct kdev_device *
         const struct spec_ent *bad_a = NULL, *bad_b = NULL;
         for (size_t j = 0; j < k; j++) {
                 const char *cp = ents[j].spec->container_path ? ents[j].spec->container_path : "";
+                /* fast path: an entry with the same container and host path
+                 * as its twin, which is in a group, joins that group without
+                 * a hash probe; the result is the same */
+                size_t t = ents[j].twin;
+                if (t != SIZE_MAX && ents[t].group != SIZE_MAX &&
+                    path_cmp(ents[t].spec->container_path, ents[j].spec->container_path) == 0 &&
+                    path_cmp(ents[t].spec->host_path, ents[j].spec->host_path) == 0) {
+                        ents[j].group = ents[t].group;
+                        ents[ents[j].group].perms |= ents[j].perms;
+                        continue;
+                }
                 size_t s = kdev_str_hash(cp) & mask;
                 while (first[s] && path_cmp(ents[first[s] - 1].spec->container_path, cp) != 0)
                         s = (s + 1) & mask;
                 if (!first[s]) {
                         first[s] = j + 1;
                         ents[j].keep = 1;
+                        ents[j].group = j;
                         kept++;
                         continue;
                 }
                 struct spec_ent *a = &ents[first[s] - 1];
                 if (path_cmp(ents[j].spec->host_path, a->spec->host_path) == 0) {
                         a->perms |= ents[j].perms;
+                        ents[j].group = first[s] - 1;
                 } else if (!bad_a || path_cmp(cp, bad_a->spec->container_path) < 0) {
                         bad_a = a;
                         bad_b = &ents[j];

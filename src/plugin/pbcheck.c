@@ -25,6 +25,10 @@ static int walk(const ProtobufCMessageDescriptor *desc, const uint8_t *p, const 
 {
         if (depth > MAX_DEPTH)
                 return 0; /* protobuf-c bounds recursion itself */
+        /* the field of the last length-delimited tag: a repeated field's
+         * elements come one after another under the same tag */
+        uint64_t last_tag = 0;
+        const ProtobufCFieldDescriptor *last_f = NULL;
         while (p < end) {
                 uint64_t tag, n;
                 if (read_varint(&p, end, &tag) < 0)
@@ -47,11 +51,14 @@ static int walk(const ProtobufCMessageDescriptor *desc, const uint8_t *p, const 
                 case 2: {
                         if (read_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p))
                                 return 0;
-                        const ProtobufCFieldDescriptor *f =
-                                tag >> 3 <= UINT32_MAX
-                                        ? protobuf_c_message_descriptor_get_field(desc,
-                                                                                  (unsigned)(tag >> 3))
-                                        : NULL;
+                        if (tag != last_tag) {
+                                last_tag = tag;
+                                last_f = tag >> 3 <= UINT32_MAX
+                                                 ? protobuf_c_message_descriptor_get_field(
+                                                           desc, (unsigned)(tag >> 3))
+                                                 : NULL;
+                        }
+                        const ProtobufCFieldDescriptor *f = last_f;
                         if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, n))
                                 return kdev_err_set(err, EINVAL,
                                                     "%s.%s: string contains a NUL byte",

@@ -752,11 +752,12 @@ static int header_check(struct kdev_rpc_call *call, const uint8_t *name, size_t 
 {
         char why[512], shown[300];
         why[0] = '\0';
-        show_bytes(shown, sizeof(shown), name, namelen);
+        /* the name as shown in an error, made only for an error */
+#define SHOWN (show_bytes(shown, sizeof(shown), name, namelen), shown)
         if (!nghttp2_check_header_name(name, namelen)) {
                 snprintf(why, sizeof(why),
                          "invalid header name \"%s\" (header names are lower-case tokens)",
-                         shown);
+                         SHOWN);
         } else if (!nghttp2_check_header_value(value, valuelen)) {
                 size_t i = 0;
                 while (i < valuelen && nghttp2_check_header_value(value + i, 1))
@@ -764,7 +765,7 @@ static int header_check(struct kdev_rpc_call *call, const uint8_t *name, size_t 
                 snprintf(why, sizeof(why),
                          "invalid header \"%s\": byte %zu of its value is 0x%02x (values must "
                          "not contain NUL, CR, LF or other control characters)",
-                         shown, i, i < valuelen ? value[i] : 0);
+                         SHOWN, i, i < valuelen ? value[i] : 0);
         } else if (name[0] == ':') {
                 bool *seen = HDR_IS(":method")      ? &call->seen_method
                              : HDR_IS(":scheme")    ? &call->seen_scheme
@@ -773,13 +774,13 @@ static int header_check(struct kdev_rpc_call *call, const uint8_t *name, size_t 
                                                     : NULL;
                 if (!seen)
                         snprintf(why, sizeof(why),
-                                 "invalid header \"%s\": not a request pseudo-header", shown);
+                                 "invalid header \"%s\": not a request pseudo-header", SHOWN);
                 else if (*seen)
-                        snprintf(why, sizeof(why), "invalid header \"%s\": repeated", shown);
+                        snprintf(why, sizeof(why), "invalid header \"%s\": repeated", SHOWN);
                 else if (call->seen_regular)
                         snprintf(why, sizeof(why),
                                  "invalid header \"%s\": pseudo-header after a regular header",
-                                 shown);
+                                 SHOWN);
                 else
                         *seen = true;
         } else {
@@ -791,7 +792,7 @@ static int header_check(struct kdev_rpc_call *call, const uint8_t *name, size_t 
                         snprintf(why, sizeof(why),
                                  "invalid header \"%s\": connection-specific header fields are "
                                  "not allowed in HTTP/2",
-                                 shown);
+                                 SHOWN);
                 } else if (HDR_IS("te") &&
                            !(valuelen == 8 && memcmp(value, "trailers", 8) == 0)) {
                         char v[300];
@@ -802,6 +803,7 @@ static int header_check(struct kdev_rpc_call *call, const uint8_t *name, size_t 
                                  v);
                 }
         }
+#undef SHOWN
         if (!why[0])
                 return 0;
         call->hdr_bad = strdup(why);

@@ -155,6 +155,74 @@ static void test_allocate_errors(void **state)
         kdev_resource_clear(&r);
 }
 
+/* Runs of devices with the same node one after another (the grouping's fast
+ * path for an entry equal to the one before): the same answer and the same
+ * errors as for the same devices apart. */
+static const struct tdev run_devs[] = {
+        {"rd", -1, true, "/dev/x=/real/x:r"},
+        {"rd2", -1, true, "/dev/x=/real/x:r"},
+        {"wr", -1, true, "/dev/x=/real/x:w"},
+        {"mk", -1, true, "/dev/x=/real/x:m"},
+        {"other", -1, true, "/dev/x=/real/y:rw"},
+        {"other2", -1, true, "/dev/x=/real/y:rw"},
+        {"z", -1, true, "/dev/z=/real/z:rw"},
+        {"g0", -1, true, "/dev/a=/real/a:r,/dev/b=/real/b:rw"},
+        {"g1", -1, true, "/dev/a=/real/a:w,/dev/b=/real/b:rw"},
+        {"g2", -1, true, "/dev/a=/real/other:rw,/dev/b=/real/b:rw"},
+};
+
+static void test_allocate_runs_of_equal_nodes(void **state)
+{
+        (void)state;
+        struct kdev_resource r;
+        make_resource(&r, "example.com/run", run_devs, sizeof(run_devs) / sizeof(run_devs[0]));
+        char buf[256];
+        struct kdev_err e;
+        kdev_err_clear(&e);
+        const struct {
+                const char *ids[4];
+                size_t n;
+                const char *want; /* the nodes, or the error */
+        } cases[] = {
+                {{"rd", "rd2", "wr"}, 3, "/dev/x=/real/x:rw"},
+                {{"rd", "wr", "mk"}, 3, "/dev/x=/real/x:rwm"},
+                {{"z", "rd", "rd2", "mk"}, 4, "/dev/z=/real/z:rw /dev/x=/real/x:rm"},
+                {{"rd", "z", "wr"}, 3, "/dev/x=/real/x:rw /dev/z=/real/z:rw"},
+                {{"rd", "other", "other2"}, 3,
+                 "devices \"rd\" and \"other\" of resource example.com/run both use container "
+                 "path \"/dev/x\" for different host paths \"/real/x\" and \"/real/y\""},
+                {{"other", "other2", "rd", "wr"}, 4,
+                 "devices \"other\" and \"rd\" of resource example.com/run both use container "
+                 "path \"/dev/x\" for different host paths \"/real/y\" and \"/real/x\""},
+                /* devices of several nodes: each node against the same node of
+                 * the device before */
+                {{"g0", "g1"}, 2, "/dev/a=/real/a:rw /dev/b=/real/b:rw"},
+                {{"g0", "z", "g1"}, 3, "/dev/a=/real/a:rw /dev/b=/real/b:rw /dev/z=/real/z:rw"},
+                {{"g0", "g2", "g1"}, 3,
+                 "devices \"g0\" and \"g2\" of resource example.com/run both use container "
+                 "path \"/dev/a\" for different host paths \"/real/a\" and \"/real/other\""},
+                {{"g2", "g0", "g1"}, 3,
+                 "devices \"g2\" and \"g0\" of resource example.com/run both use container "
+                 "path \"/dev/a\" for different host paths \"/real/other\" and \"/real/a\""},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                V1beta1__ContainerAllocateResponse resp =
+                        V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+                int rc = kdev_plugin_allocate(&r, cases[i].ids, cases[i].n, &resp, &e);
+                if (strncmp(cases[i].want, "devices", 7) == 0) {
+                        assert_int_equal(rc, -EINVAL);
+                        assert_string_equal(e.msg, cases[i].want);
+                        assert_int_equal(resp.n_devices, 0);
+                } else {
+                        assert_int_equal(rc, 0);
+                        render(&resp, buf, sizeof(buf));
+                        assert_string_equal(buf, cases[i].want);
+                }
+                kdev_allocate_response_free_contents(&resp);
+        }
+        kdev_resource_clear(&r);
+}
+
 /* Large resource and request: the sorted lookup path. */
 static void test_allocate_large(void **state)
 {
@@ -469,6 +537,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_allocate_specs),
                 cmocka_unit_test(test_allocate_errors),
+                cmocka_unit_test(test_allocate_runs_of_equal_nodes),
                 cmocka_unit_test(test_allocate_large),
                 cmocka_unit_test(test_allocate_ops_hook),
                 cmocka_unit_test(test_free_contents_all_fields),
