@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 /* Default CDI spec directories (CDI pkg/cdi/spec-dirs.go): static, and
  * dynamic/generated. A spec in the later directory wins on conflicts. */
@@ -130,126 +131,128 @@ struct kdev_cdi_spec {
  * then letters, digits, '_', '-', '.', a letter or digit last, at most
  * KDEV_CDI_VENDOR_MAX characters (CDI parser.go ValidateVendorName, SPEC.md).
  * Returns 0 or -EINVAL. */
-int kdev_cdi_validate_vendor(const char *vendor, struct kdev_err *err);
+KDEV_API int kdev_cdi_validate_vendor(const char *vendor, struct kdev_err *err);
 
 /* Checks a CDI class (the part of the kind after '/'): the vendor rules, at
  * most KDEV_CDI_CLASS_MAX characters. Dots are allowed (they raise the
  * cdiVersion to 0.6.0). Returns 0 or -EINVAL. */
-int kdev_cdi_validate_class(const char *class_name, struct kdev_err *err);
+KDEV_API int kdev_cdi_validate_class(const char *class_name, struct kdev_err *err);
 
 /* Checks a kind "vendor/class" (exactly one '/'). Returns 0 or -EINVAL. */
-int kdev_cdi_validate_kind(const char *kind, struct kdev_err *err);
+KDEV_API int kdev_cdi_validate_kind(const char *kind, struct kdev_err *err);
 
 /* Checks a CDI device name: a letter or digit first and last, letters, digits
  * and '_', '-', '.', ':' between (CDI parser.go ValidateDeviceName). A digit
  * first raises the cdiVersion to 0.5.0. Returns 0 or -EINVAL. */
-int kdev_cdi_validate_device_name(const char *name, struct kdev_err *err);
+KDEV_API int kdev_cdi_validate_device_name(const char *name, struct kdev_err *err);
 
 /* Writes the fully-qualified device name "vendor/class=name" for |kind| and
  * |name| into |buf| (|size| bytes, NUL-terminated). Returns its length, or
  * -EINVAL (invalid kind or name), or -ENAMETOOLONG when |buf| is too small. */
-int kdev_cdi_qualified_name(const char *kind, const char *name, char *buf, size_t size,
-                            struct kdev_err *err);
+KDEV_API int kdev_cdi_qualified_name(const char *kind, const char *name, char *buf, size_t size,
+                                     struct kdev_err *err);
 
 /* Splits a fully-qualified name "vendor/class=name". On success copies the
  * kind ("vendor/class") into |kind| (|kind_size| bytes) and the device name
  * into |name| (|name_size| bytes); either buffer may be NULL. A string
  * starting with '/' is a device path, not a CDI name (-EINVAL).
  * Returns 0, -EINVAL or -ENAMETOOLONG. */
-int kdev_cdi_parse_qualified_name(const char *qualified, char *kind, size_t kind_size,
-                                  char *name, size_t name_size, struct kdev_err *err);
+KDEV_API int kdev_cdi_parse_qualified_name(const char *qualified, char *kind, size_t kind_size,
+                                           char *name, size_t name_size, struct kdev_err *err);
 
 /* The spec file name for |kind|, "<vendor>-<class>.json" (the '/' of the kind
  * mapped to '-': CDI pkg/cdi/spec.go GenerateSpecName, which NVIDIA's plugin
  * uses: /var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json). Returns the
  * length, -EINVAL or -ENAMETOOLONG. */
-int kdev_cdi_spec_file_name(const char *kind, char *buf, size_t size, struct kdev_err *err);
+KDEV_API int kdev_cdi_spec_file_name(const char *kind, char *buf, size_t size,
+                                     struct kdev_err *err);
 
 /* The transient spec file name "<vendor>-<class>_<id>.json", every '/' of
  * |transient_id| mapped to '_' (CDI GenerateTransientSpecName); for specs whose
  * life is tied to something else (a DRA claim). |transient_id| must be
  * non-empty printable ASCII without spaces. Returns the length, -EINVAL or
  * -ENAMETOOLONG. */
-int kdev_cdi_transient_file_name(const char *kind, const char *transient_id, char *buf,
-                                 size_t size, struct kdev_err *err);
+KDEV_API int kdev_cdi_transient_file_name(const char *kind, const char *transient_id, char *buf,
+                                          size_t size, struct kdev_err *err);
 
 /* The device-plugin annotation key "cdi.k8s.io/<plugin>_<device_id>" with
  * every '/' in |device_id| mapped to '_'; the part after the prefix must be at
  * most 63 characters, alphanumeric at both ends, letters, digits, '_', '-', '.'
  * between (CDI pkg/cdi/annotations.go AnnotationKey). Returns the length,
  * -EINVAL or -ENAMETOOLONG. */
-int kdev_cdi_annotation_key(const char *plugin, const char *device_id, char *buf, size_t size,
-                            struct kdev_err *err);
+KDEV_API int kdev_cdi_annotation_key(const char *plugin, const char *device_id, char *buf,
+                                     size_t size, struct kdev_err *err);
 
 /* ---- building a spec ------------------------------------------------------ */
 
 /* A new empty spec of |kind| ("vendor/class"). Returns NULL with -EINVAL
  * (invalid kind) or -ENOMEM in |err|. Free with kdev_cdi_spec_free(). */
-struct kdev_cdi_spec *kdev_cdi_spec_new(const char *kind, struct kdev_err *err);
+KDEV_API struct kdev_cdi_spec *kdev_cdi_spec_new(const char *kind, struct kdev_err *err);
 
 /* Frees |spec| and everything it owns. NULL-safe. */
-void kdev_cdi_spec_free(struct kdev_cdi_spec *spec);
+KDEV_API void kdev_cdi_spec_free(struct kdev_cdi_spec *spec);
 
 /* Sets the lowest cdiVersion to emit (NULL: none). |version| must be a known
  * CDI version ("0.1.0" ... "1.1.0", an optional leading 'v' is dropped).
  * Returns 0, -EINVAL or -ENOMEM. */
-int kdev_cdi_spec_set_min_version(struct kdev_cdi_spec *spec, const char *version,
-                                  struct kdev_err *err);
+KDEV_API int kdev_cdi_spec_set_min_version(struct kdev_cdi_spec *spec, const char *version,
+                                           struct kdev_err *err);
 
 /* Sets the spec-level annotation |key| to |value| (replacing an existing one).
  * |key| must be a Kubernetes qualified name ("[prefix/]name", the name at most
  * 63 characters, alphanumeric at both ends, '-', '_', '.' between; the prefix a
  * lower-case DNS subdomain of at most 253 characters), as CDI checks annotations
  * with Kubernetes' rules. Returns 0, -EINVAL or -ENOMEM. */
-int kdev_cdi_spec_set_annotation(struct kdev_cdi_spec *spec, const char *key, const char *value,
-                                 struct kdev_err *err);
+KDEV_API int kdev_cdi_spec_set_annotation(struct kdev_cdi_spec *spec, const char *key,
+                                          const char *value, struct kdev_err *err);
 
 /* The spec-level container edits (owned by |spec|). */
-struct kdev_cdi_edits *kdev_cdi_spec_edits(struct kdev_cdi_spec *spec);
+KDEV_API struct kdev_cdi_edits *kdev_cdi_spec_edits(struct kdev_cdi_spec *spec);
 
 /* Appends a device named |name| with no edits; returns it (owned by |spec|),
  * or NULL with EINVAL (invalid name), EEXIST (a device of that name exists)
  * or ENOMEM in |err|. */
-struct kdev_cdi_device *kdev_cdi_spec_add_device(struct kdev_cdi_spec *spec, const char *name,
-                                                 struct kdev_err *err);
+KDEV_API struct kdev_cdi_device *kdev_cdi_spec_add_device(struct kdev_cdi_spec *spec,
+                                                          const char *name, struct kdev_err *err);
 
 /* The device named |name|, or NULL. */
-const struct kdev_cdi_device *kdev_cdi_spec_find_device(const struct kdev_cdi_spec *spec,
-                                                        const char *name);
+KDEV_API const struct kdev_cdi_device *kdev_cdi_spec_find_device(const struct kdev_cdi_spec *spec,
+                                                                 const char *name);
 
 /* Sets a device-level annotation (rules as kdev_cdi_spec_set_annotation). */
-int kdev_cdi_device_set_annotation(struct kdev_cdi_device *dev, const char *key,
-                                   const char *value, struct kdev_err *err);
+KDEV_API int kdev_cdi_device_set_annotation(struct kdev_cdi_device *dev, const char *key,
+                                            const char *value, struct kdev_err *err);
 
 /* The device-level container edits (owned by the device's spec). */
-struct kdev_cdi_edits *kdev_cdi_device_edits(struct kdev_cdi_device *dev);
+KDEV_API struct kdev_cdi_edits *kdev_cdi_device_edits(struct kdev_cdi_device *dev);
 
 /* Appends "K=V" |kv| (a '=' after a non-empty name). Returns 0, -EINVAL, -ENOMEM. */
-int kdev_cdi_edits_add_env(struct kdev_cdi_edits *e, const char *kv, struct kdev_err *err);
+KDEV_API int kdev_cdi_edits_add_env(struct kdev_cdi_edits *e, const char *kv, struct kdev_err *err);
 
 /* Appends a deep copy of |node| (path non-empty; type and permissions as in
  * struct kdev_cdi_device_node). Returns 0, -EINVAL, -ENOMEM. */
-int kdev_cdi_edits_add_device_node(struct kdev_cdi_edits *e,
-                                   const struct kdev_cdi_device_node *node,
-                                   struct kdev_err *err);
+KDEV_API int kdev_cdi_edits_add_device_node(struct kdev_cdi_edits *e,
+                                            const struct kdev_cdi_device_node *node,
+                                            struct kdev_err *err);
 
 /* Appends a deep copy of |m| (both paths non-empty). Returns 0, -EINVAL, -ENOMEM. */
-int kdev_cdi_edits_add_mount(struct kdev_cdi_edits *e, const struct kdev_cdi_mount *m,
-                             struct kdev_err *err);
+KDEV_API int kdev_cdi_edits_add_mount(struct kdev_cdi_edits *e, const struct kdev_cdi_mount *m,
+                                      struct kdev_err *err);
 
 /* Appends a deep copy of |h| (known hook name, absolute path, "K=V" env,
  * timeout > 0 when set). Returns 0, -EINVAL, -ENOMEM. */
-int kdev_cdi_edits_add_hook(struct kdev_cdi_edits *e, const struct kdev_cdi_hook *h,
-                            struct kdev_err *err);
+KDEV_API int kdev_cdi_edits_add_hook(struct kdev_cdi_edits *e, const struct kdev_cdi_hook *h,
+                                     struct kdev_err *err);
 
 /* Appends an additional group ID. Returns 0 or -ENOMEM. */
-int kdev_cdi_edits_add_additional_gid(struct kdev_cdi_edits *e, uint32_t gid,
-                                      struct kdev_err *err);
+KDEV_API int kdev_cdi_edits_add_additional_gid(struct kdev_cdi_edits *e, uint32_t gid,
+                                               struct kdev_err *err);
 
 /* Appends a network device (both names non-empty, each unique within |e|,
  * CDI ValidateNetDevices). Returns 0, -EINVAL, -ENOMEM. */
-int kdev_cdi_edits_add_net_device(struct kdev_cdi_edits *e, const char *host_interface_name,
-                                  const char *name, struct kdev_err *err);
+KDEV_API int kdev_cdi_edits_add_net_device(struct kdev_cdi_edits *e,
+                                           const char *host_interface_name, const char *name,
+                                           struct kdev_err *err);
 
 /* Appends to |dst| the edits of |src| that |dst| lacks: env strings not
  * already present, device nodes whose path is not present, mounts whose
@@ -258,8 +261,8 @@ int kdev_cdi_edits_add_net_device(struct kdev_cdi_edits *e, const char *host_int
  * present. Order: |dst|'s first, then |src|'s in its order. Used to build an
  * "all" device holding the union of the others. Returns the number of items
  * added, or -ENOMEM (|dst| then holds a prefix of the additions). */
-int kdev_cdi_edits_merge(struct kdev_cdi_edits *dst, const struct kdev_cdi_edits *src,
-                         struct kdev_err *err);
+KDEV_API int kdev_cdi_edits_merge(struct kdev_cdi_edits *dst, const struct kdev_cdi_edits *src,
+                                  struct kdev_err *err);
 
 /* ---- versions ------------------------------------------------------------- */
 
@@ -274,15 +277,15 @@ int kdev_cdi_edits_merge(struct kdev_cdi_edits *dst, const struct kdev_cdi_edits
  * (1.0.0 and 0.8.0 add no fields; intelRdt, 0.7.0/1.1.0, is not supported.)
  * Returns a static string; |why| (may be NULL) gets a static phrase naming the
  * field ("annotations", ...; "baseline" for 0.3.0). */
-const char *kdev_cdi_required_version(const struct kdev_cdi_spec *spec, const char **why);
+KDEV_API const char *kdev_cdi_required_version(const struct kdev_cdi_spec *spec, const char **why);
 
 /* The cdiVersion emitted for |spec|: the higher of the required version and
  * spec->min_version. Static string. */
-const char *kdev_cdi_spec_version(const struct kdev_cdi_spec *spec);
+KDEV_API const char *kdev_cdi_spec_version(const struct kdev_cdi_spec *spec);
 
 /* Compares two dotted versions "a.b.c" (optional leading 'v'). Returns <0, 0,
  * >0; a malformed version sorts lowest. */
-int kdev_cdi_version_compare(const char *a, const char *b);
+KDEV_API int kdev_cdi_version_compare(const char *a, const char *b);
 
 /* ---- validation, JSON, files ---------------------------------------------- */
 
@@ -290,7 +293,7 @@ int kdev_cdi_version_compare(const char *a, const char *b);
  * device, unique valid device names, every device with at least one edit,
  * every edit valid. Returns 0 or -EINVAL naming the part
  * ("devices[2] \"all\": no container edits"). */
-int kdev_cdi_spec_validate(const struct kdev_cdi_spec *spec, struct kdev_err *err);
+KDEV_API int kdev_cdi_spec_validate(const struct kdev_cdi_spec *spec, struct kdev_err *err);
 
 /* Validates |spec| and renders it as a new JSON object (caller json_decref).
  * Key order is fixed and equals the Go CDI library's json.Marshal order:
@@ -302,12 +305,14 @@ int kdev_cdi_spec_validate(const struct kdev_cdi_spec *spec, struct kdev_err *er
  * Empty lists and unset fields are omitted; a device's containerEdits is
  * always present, the spec-level one only when not empty.
  * Returns 0, -EINVAL or -ENOMEM. */
-int kdev_cdi_spec_to_json(const struct kdev_cdi_spec *spec, json_t **out, struct kdev_err *err);
+KDEV_API int kdev_cdi_spec_to_json(const struct kdev_cdi_spec *spec, json_t **out,
+                                   struct kdev_err *err);
 
 /* The text written by kdev_cdi_spec_write(): kdev_cdi_spec_to_json() printed
  * with a 2-space indent and a final newline. |*out| is malloc'ed (caller
  * frees). Returns its length, -EINVAL or -ENOMEM. */
-int kdev_cdi_spec_format(const struct kdev_cdi_spec *spec, char **out, struct kdev_err *err);
+KDEV_API int kdev_cdi_spec_format(const struct kdev_cdi_spec *spec, char **out,
+                                  struct kdev_err *err);
 
 /* Parses a CDI spec from a JSON value strictly, as the Go loader does:
  * unknown fields, wrong types, an unknown cdiVersion, a cdiVersion lower than
@@ -316,8 +321,8 @@ int kdev_cdi_spec_format(const struct kdev_cdi_spec *spec, char **out, struct kd
  * cdiVersion becomes spec->min_version, so re-rendering keeps it. intelRdt is
  * not supported (-EOPNOTSUPP). |*out| is a new spec (caller frees).
  * Returns 0, -EINVAL, -EOPNOTSUPP or -ENOMEM. */
-int kdev_cdi_spec_from_json(const json_t *root, struct kdev_cdi_spec **out,
-                            struct kdev_err *err);
+KDEV_API int kdev_cdi_spec_from_json(const json_t *root, struct kdev_cdi_spec **out,
+                                     struct kdev_err *err);
 
 /* Largest CDI spec file read (bytes): kind "CDI spec". */
 #define KDEV_CDI_SPEC_FILE_MAX (4 * 1024 * 1024)
@@ -329,7 +334,7 @@ int kdev_cdi_spec_from_json(const json_t *root, struct kdev_cdi_spec **out,
  * <reason>", "<path>: is not a regular file (a FIFO)", "<path>: the CDI spec
  * is larger than 4194304 bytes", ...), -EINVAL (bad JSON, with line:column)
  * or as above. */
-int kdev_cdi_spec_read(const char *path, struct kdev_cdi_spec **out, struct kdev_err *err);
+KDEV_API int kdev_cdi_spec_read(const char *path, struct kdev_cdi_spec **out, struct kdev_err *err);
 
 /* Writes |spec| (kdev_cdi_spec_format) to |dir|/|file_name| atomically: the
  * text goes to a temporary file ".<file_name>.XXXXXX" in |dir| (a name CDI
@@ -340,15 +345,15 @@ int kdev_cdi_spec_read(const char *path, struct kdev_cdi_spec **out, struct kdev
  * (see kdev_cdi_spec_file_name). A failure leaves no temporary file and the
  * previous target untouched.
  * Returns 0, -EINVAL, or a negative errno from the file system. */
-int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *dir, const char *file_name,
-                        struct kdev_err *err);
+KDEV_API int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *dir,
+                                 const char *file_name, struct kdev_err *err);
 
 /* Removes |dir|/|file_name|. Returns 1 when removed, 0 when it did not exist,
  * -EINVAL for a bad file name, or a negative errno. */
-int kdev_cdi_spec_remove(const char *dir, const char *file_name, struct kdev_err *err);
+KDEV_API int kdev_cdi_spec_remove(const char *dir, const char *file_name, struct kdev_err *err);
 
 /* Deep equality of two specs (same JSON rendering, version included,
  * without validation). NULL equals only NULL. */
-bool kdev_cdi_spec_equal(const struct kdev_cdi_spec *a, const struct kdev_cdi_spec *b);
+KDEV_API bool kdev_cdi_spec_equal(const struct kdev_cdi_spec *a, const struct kdev_cdi_spec *b);
 
 #endif /* KDEV_CDI_CDI_H */

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 /* Modes of the directories kdev creates (README "Files and modes"). An
  * existing directory keeps its mode: it is not kdev's. */
@@ -26,7 +27,7 @@
  * directory), or a negative errno with |err| set to "cannot create WHAT PATH:
  * STRERROR" (a failed chmod: "cannot set mode 0750 of WHAT PATH: ..."; the
  * directory just created is removed again). */
-int kdev_dir_create(const char *path, mode_t mode, const char *what, struct kdev_err *err);
+KDEV_API int kdev_dir_create(const char *path, mode_t mode, const char *what, struct kdev_err *err);
 
 /* mkdir -p: creates every missing component of |path| (absolute or relative)
  * as kdev_dir_create() does, each with exactly |mode|; existing components
@@ -35,6 +36,7 @@ int kdev_dir_create(const char *path, mode_t mode, const char *what, struct kdev
  * that failed (a component that is a file: -ENOTDIR from the next mkdir, or
  * -EEXIST never: an existing last component is success, so the caller checks
  * it is a directory). -EINVAL for an empty |path|, -ENOMEM. */
-int kdev_dir_create_all(const char *path, mode_t mode, const char *what, struct kdev_err *err);
+KDEV_API int kdev_dir_create_all(const char *path, mode_t mode, const char *what,
+                                 struct kdev_err *err);
 
 #endif /* KDEV_COMMON_DIR_H */

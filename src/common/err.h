@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include "common/export.h"
+
 #define KDEV_ERR_MSG_MAX 1024
 
 struct kdev_err {
@@ -21,15 +23,15 @@ struct kdev_err {
 
 /* Sets |err| (may be NULL) to |code| (a positive errno) and the printf-style
  * message. Returns -code, so callers can `return kdev_err_set(...)`. */
-int kdev_err_set(struct kdev_err *err, int code, const char *fmt, ...)
+KDEV_API int kdev_err_set(struct kdev_err *err, int code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
 /* Prefixes the message in |err| (may be NULL) with the formatted context and
  * ": ". Returns -err->code (or -EIO when |err| is NULL or unset). */
-int kdev_err_wrap(struct kdev_err *err, const char *fmt, ...)
+KDEV_API int kdev_err_wrap(struct kdev_err *err, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
 /* Clears |err| (may be NULL). */
-void kdev_err_clear(struct kdev_err *err);
+KDEV_API void kdev_err_clear(struct kdev_err *err);
 
 #endif /* KDEV_COMMON_ERR_H */

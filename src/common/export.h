@@ -17,7 +17,17 @@
 #define KDEV_COMMON_EXPORT_H
 
 /* Marks a public function of a module: default visibility in a build with
- * -fvisibility=hidden (GCC and Clang). */
+ * -fvisibility=hidden (GCC and Clang).
+ *
+ * A target that compiles a module's sources into something that is not that
+ * module defines KDEV_NO_EXPORT: there the marker means nothing and those
+ * functions stay hidden. The mock libnvidia-ml.so.1 (mock/nvml) does, for the
+ * common/file.c and common/err.c it builds in, so that it exports NVML's
+ * entry points and its kdevMock* controls, never a kdev_* function. */
+#ifdef KDEV_NO_EXPORT
+#define KDEV_API
+#else
 #define KDEV_API __attribute__((visibility("default")))
+#endif
 
 #endif /* KDEV_COMMON_EXPORT_H */

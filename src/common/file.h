@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 /* Largest sysfs attribute read (bytes): kind "sysfs attribute". A sysfs
  * show() writes at most one page, and st_size says 4096 whatever it holds. */
@@ -19,7 +20,7 @@
  * "a FIFO", "a character device", "a block device", "a socket", "a symbolic
  * link", or "an unknown kind of file" for any other value. Returns a static
  * string (never NULL, never to be freed); no errors. */
-const char *kdev_file_type_name(mode_t mode);
+KDEV_API const char *kdev_file_type_name(mode_t mode);
 
 /* kdev_file_read flags. */
 #define KDEV_FILE_TEXT 1u /* the file is text: a NUL byte in it is an error */
@@ -44,8 +45,8 @@ const char *kdev_file_type_name(mode_t mode);
  *   -EILSEQ  KDEV_FILE_TEXT and a NUL byte in the file
  *            "PATH: contains a NUL byte at offset N" (N from 0, the first);
  *   -ENOMEM. */
-int kdev_file_read(const char *path, const char *kind, size_t max, unsigned flags, char **out,
-                   size_t *len, struct kdev_err *err);
+KDEV_API int kdev_file_read(const char *path, const char *kind, size_t max, unsigned flags,
+                            char **out, size_t *len, struct kdev_err *err);
 
 /* Replaces |path| atomically with |len| bytes of |data|: a temporary file
  * made from |tmp_template| (a path in |path|'s directory ending in
@@ -57,7 +58,7 @@ int kdev_file_read(const char *path, const char *kind, size_t max, unsigned flag
  * "PATH: cannot create a file in directory DIR: ..." when the temporary
  * file cannot be made, "PATH: ..." for the later steps, -ENAMETOOLONG,
  * -ENOMEM. */
-int kdev_file_write_atomic(const char *path, const char *tmp_template, const void *data,
-                           size_t len, mode_t mode, bool sync_dir, struct kdev_err *err);
+KDEV_API int kdev_file_write_atomic(const char *path, const char *tmp_template, const void *data,
+                                    size_t len, mode_t mode, bool sync_dir, struct kdev_err *err);
 
 #endif /* KDEV_COMMON_FILE_H */

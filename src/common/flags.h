@@ -11,33 +11,34 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/export.h"
 #include "common/log.h"
 
 /* --log-level |v| of program |prog|: on success sets *level and returns
  * true; otherwise prints "<prog>: invalid --log-level \"<v>\": want debug,
  * info, warn or error" to stderr and returns false. */
-bool kdev_flag_log_level(const char *prog, const char *v, enum kdev_log_level *level);
+KDEV_API bool kdev_flag_log_level(const char *prog, const char *v, enum kdev_log_level *level);
 
 /* --log-format |v| of program |prog|: on success sets *json and returns
  * true; otherwise prints "<prog>: invalid --log-format \"<v>\": want text or
  * json" to stderr and returns false. */
-bool kdev_flag_log_format(const char *prog, const char *v, bool *json);
+KDEV_API bool kdev_flag_log_format(const char *prog, const char *v, bool *json);
 
 /* Parses |text| as seconds (strtod: fractions and exponents allowed, the
  * whole string) in 0 < s <= |max|. Returns true with *seconds set, false
  * (*seconds untouched) otherwise; the caller words the error. */
-bool kdev_seconds_parse(const char *text, double max, double *seconds);
+KDEV_API bool kdev_seconds_parse(const char *text, double max, double *seconds);
 
 /* Parses |text| as whole decimal seconds (digits only, no sign, no spaces)
  * in |min|..|max|. Returns true with *seconds set, false otherwise. */
-bool kdev_whole_seconds_parse(const char *text, unsigned long long min, unsigned long long max,
-                              unsigned long long *seconds);
+KDEV_API bool kdev_whole_seconds_parse(const char *text, unsigned long long min,
+                                       unsigned long long max, unsigned long long *seconds);
 
 /* Whether |s| is a Kubernetes DNS subdomain (IsDNS1123Subdomain,
  * k8s.io/apimachinery/pkg/util/validation: lower-case alphanumeric labels,
  * '-' inside a label, '.' between labels) of 1 to |max| characters: object
  * names such as node names (253), DRA driver names (63). */
-bool kdev_dns_subdomain(const char *s, size_t max);
+KDEV_API bool kdev_dns_subdomain(const char *s, size_t max);
 
 /* A flag whose value names a path or a file: the name (without "--") and
  * the value, NULL when the flag was not given. */
@@ -49,7 +50,8 @@ struct kdev_flag_path {
 /* Checks that none of the |n| |paths| given is the empty string. Returns
  * true, or prints "<prog>: --<flag> must not be empty" for the first empty
  * one to stderr and returns false. */
-bool kdev_flag_paths_nonempty(const char *prog, const struct kdev_flag_path *paths, size_t n);
+KDEV_API bool kdev_flag_paths_nonempty(const char *prog, const struct kdev_flag_path *paths,
+                                       size_t n);
 
 /* getopt_long codes of the flags both daemons take, above any program's
  * own codes. Each daemon spells the entries in its own option table
@@ -74,17 +76,17 @@ struct kdev_flag_common {
  * printed to stdout), --version ("<prog> <version>" on stdout). Returns -1
  * when |c| is not a common flag, 1 when it was taken, 0 when the program
  * is to exit 0 (help, version), 2 for a usage error. */
-int kdev_flag_common(const char *prog, int c, const char *arg, struct kdev_flag_common *out,
-                     void (*usage)(FILE *f));
+KDEV_API int kdev_flag_common(const char *prog, int c, const char *arg,
+                              struct kdev_flag_common *out, void (*usage)(FILE *f));
 
 /* With |status| -1 (no usage error yet): an argument left at argv[optind]
  * is a usage error, printed as "<prog>: unexpected argument \"<arg>\"" on
  * stderr. Returns the status (2 then, else |status|). */
-int kdev_flag_no_operands(const char *prog, int status, int argc, char **argv, int optind);
+KDEV_API int kdev_flag_no_operands(const char *prog, int status, int argc, char **argv, int optind);
 
 /* Ends the flag parsing of program |prog|: with |status| 2 (a usage error)
  * prints "Run '<prog> --help' for the options." on stderr. Returns
  * |status|. */
-int kdev_flag_finish(const char *prog, int status);
+KDEV_API int kdev_flag_finish(const char *prog, int status);
 
 #endif /* KDEV_COMMON_FLAGS_H */

@@ -12,19 +12,21 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/export.h"
+
 enum kdev_log_level { KDEV_LOG_DEBUG = 0, KDEV_LOG_INFO, KDEV_LOG_WARN, KDEV_LOG_ERROR };
 
 /* Sets the minimum level printed and the format (JSON lines when |json|).
  * Defaults before any call: info, text. */
-void kdev_log_setup(enum kdev_log_level min, bool json);
+KDEV_API void kdev_log_setup(enum kdev_log_level min, bool json);
 
 /* Parses "debug", "info", "warn" or "error" into |out|. Returns 0, or -EINVAL
  * for any other text. */
-int kdev_log_level_parse(const char *text, enum kdev_log_level *out);
+KDEV_API int kdev_log_level_parse(const char *text, enum kdev_log_level *out);
 
 /* Parses a --log-format value: "text" (|*json| = false) or "json" (true).
  * Returns 0, or -EINVAL for any other text (|*json| unchanged). */
-int kdev_log_format_parse(const char *text, bool *json);
+KDEV_API int kdev_log_format_parse(const char *text, bool *json);
 
 /* The command-line options every long-running kdev program takes, spelled
  * the same everywhere (kdev-plugin, kdev-dra-plugin, kdevctl kubelet):
@@ -37,10 +39,10 @@ int kdev_log_format_parse(const char *text, bool *json);
 /* Sets the clock that stamps log lines: |now| fills a CLOCK_REALTIME-like
  * time and returns 0. NULL restores clock_gettime(CLOCK_REALTIME). For tests
  * that compare whole lines. */
-void kdev_log_set_clock(int (*now)(struct timespec *ts));
+KDEV_API void kdev_log_set_clock(int (*now)(struct timespec *ts));
 
 /* True when |level| would be printed. */
-bool kdev_log_enabled(enum kdev_log_level level);
+KDEV_API bool kdev_log_enabled(enum kdev_log_level level);
 
 /* Logs |msg| with key/value pairs given as a NULL-terminated list of
  * alternating const char* keys and values, e.g.
@@ -55,7 +57,7 @@ bool kdev_log_enabled(enum kdev_log_level level);
  * string escapes (\" \\ \n \t \r, \u00XX for other control characters). A
  * NULL value prints as "". Levels below the kdev_log_setup() minimum print
  * nothing. */
-void kdev_log(enum kdev_log_level level, const char *msg, ...) __attribute__((sentinel));
+KDEV_API void kdev_log(enum kdev_log_level level, const char *msg, ...) __attribute__((sentinel));
 
 /* --- repeated lines --------------------------------------------------------
  *
@@ -91,26 +93,27 @@ struct kdev_log_limiter;
 
 /* A limiter with windows of |window_ms| (> 0). Returns NULL when out of
  * memory. */
-struct kdev_log_limiter *kdev_log_limiter_new(uint64_t window_ms);
+KDEV_API struct kdev_log_limiter *kdev_log_limiter_new(uint64_t window_ms);
 
 /* Prints the repeat lines still pending (the counted events of open windows,
  * so no count is lost at shutdown) and frees |l|. NULL-safe. */
-void kdev_log_limiter_free(struct kdev_log_limiter *l);
+KDEV_API void kdev_log_limiter_free(struct kdev_log_limiter *l);
 
 /* Logs |count| (>= 1) identical events at once through |l| (NULL: prints one
  * line, like kdev_log()), pairs as for kdev_log(). Returns true when a line
  * for the event itself was printed, false when it was counted. */
-bool kdev_log_limited(struct kdev_log_limiter *l, unsigned count, enum kdev_log_level level,
-                      const char *msg, ...) __attribute__((sentinel));
+KDEV_API bool kdev_log_limited(struct kdev_log_limiter *l, unsigned count,
+                               enum kdev_log_level level, const char *msg,
+                               ...) __attribute__((sentinel));
 
 /* Ends the windows that are over (all of them when |all|), printing their
  * repeat lines. Returns the milliseconds until the next open window ends, or
  * 0 when no window is open. */
-uint64_t kdev_log_limiter_flush(struct kdev_log_limiter *l, bool all);
+KDEV_API uint64_t kdev_log_limiter_flush(struct kdev_log_limiter *l, bool all);
 
 /* Milliseconds of the clock the limiters measure windows with: the
  * kdev_log_set_clock() clock when one is set (tests), else CLOCK_MONOTONIC. */
-uint64_t kdev_log_now_ms(void);
+KDEV_API uint64_t kdev_log_now_ms(void);
 
 #define kdev_log_debug(...) do { if (kdev_log_enabled(KDEV_LOG_DEBUG)) kdev_log(KDEV_LOG_DEBUG, __VA_ARGS__, NULL); } while (0)
 #define kdev_log_info(...)  do { if (kdev_log_enabled(KDEV_LOG_INFO)) kdev_log(KDEV_LOG_INFO, __VA_ARGS__, NULL); } while (0)

@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/export.h"
 #include "config/yamlcfg.h"
 
 /* Top-level keys of one root, `version` included. */
@@ -47,15 +48,15 @@ struct kdev_config_root {
 
 /* Sets |root| to hold `version` alone (optional; "v1" is the only value
  * accepted: `unsupported version "v2" (supported: v1)`). */
-void kdev_config_root_init(struct kdev_config_root *root);
+KDEV_API void kdev_config_root_init(struct kdev_config_root *root);
 
 /* Adds the keys of |s| after those already registered (the order shown in
  * "unknown key" messages). Errors, |root| unchanged: -EINVAL "too many config
  * sections" when the root would hold more than KDEV_CONFIG_KEYS_MAX keys;
  * -EINVAL "config section \"x\" defined twice" for a key already registered
  * (`version` included) or given twice in |s|. */
-int kdev_config_register(struct kdev_config_root *root, const struct kdev_config_sections *s,
-                         struct kdev_err *err);
+KDEV_API int kdev_config_register(struct kdev_config_root *root,
+                                  const struct kdev_config_sections *s, struct kdev_err *err);
 
 /* Reads |len| bytes of |text| (NULL: empty) as kdev's config file with the
  * sections of |root|; messages name |display_name| (NULL: "<config>").
@@ -63,12 +64,13 @@ int kdev_config_register(struct kdev_config_root *root, const struct kdev_config
  * kdev_ycfg_parse (-EINVAL), an unknown, repeated or missing top-level key
  * (-EINVAL), the error of a section's reader (-EINVAL, -ENOMEM, ...). On an
  * error the registered objects may hold part of the file's values. */
-int kdev_config_parse(const struct kdev_config_root *root, const char *display_name,
-                      const char *text, size_t len, struct kdev_err *err);
+KDEV_API int kdev_config_parse(const struct kdev_config_root *root, const char *display_name,
+                               const char *text, size_t len, struct kdev_err *err);
 
 /* Like kdev_config_parse, from the file at |path| (also the display name),
  * read by kdev_ycfg_read_file: at most 1 MiB, a regular file, no NUL byte
  * (its errors: -ENOENT..., -EISDIR, -EINVAL, -EFBIG, -EILSEQ). */
-int kdev_config_load(const struct kdev_config_root *root, const char *path, struct kdev_err *err);
+KDEV_API int kdev_config_load(const struct kdev_config_root *root, const char *path,
+                              struct kdev_err *err);
 
 #endif /* KDEV_CONFIG_CONFIG_H */

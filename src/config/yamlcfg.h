@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 /* Largest configuration file read (bytes): kind "config file". */
 #define KDEV_YCFG_FILE_MAX (1024 * 1024)
@@ -56,7 +57,7 @@ struct kdev_ycfg_field {
  * `<path>: is not a regular file (a FIFO)` (-EINVAL; -EISDIR for a
  * directory), `<path>: the config file is larger than 1048576 bytes`
  * (-EFBIG), `<path>: contains a NUL byte at offset <n>` (-EILSEQ). */
-int kdev_ycfg_read_file(const char *path, char **text, size_t *len, struct kdev_err *err);
+KDEV_API int kdev_ycfg_read_file(const char *path, char **text, size_t *len, struct kdev_err *err);
 
 /* Parses |text| (|len| bytes) as exactly one YAML document into |c|, whose
  * messages name |file|. Errors (-EINVAL): YAML syntax errors with libyaml's
@@ -67,17 +68,17 @@ int kdev_ycfg_read_file(const char *path, char **text, size_t *len, struct kdev_
  * kdev_ycfg_root() is the root node. Explicit tags are recorded per node and
  * reported when the node is read (see kdev_ycfg_mapping). Call
  * kdev_ycfg_done() always. */
-int kdev_ycfg_parse(struct kdev_ycfg *c, const char *file, const char *text, size_t len,
-                    struct kdev_err *err);
+KDEV_API int kdev_ycfg_parse(struct kdev_ycfg *c, const char *file, const char *text, size_t len,
+                             struct kdev_err *err);
 
-yaml_node_t *kdev_ycfg_root(struct kdev_ycfg *c);
+KDEV_API yaml_node_t *kdev_ycfg_root(struct kdev_ycfg *c);
 
 /* Releases the document of |c|. */
-void kdev_ycfg_done(struct kdev_ycfg *c);
+KDEV_API void kdev_ycfg_done(struct kdev_ycfg *c);
 
 /* Sets c->err to `file:line:column: path: message` at |node| and returns
  * -EINVAL. */
-int kdev_ycfg_fail(struct kdev_ycfg *c, const yaml_node_t *node, const char *fmt, ...)
+KDEV_API int kdev_ycfg_fail(struct kdev_ycfg *c, const yaml_node_t *node, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
 /* Reads mapping |node| with the |n| fields of |fields| into |obj|: unknown,
@@ -89,34 +90,34 @@ int kdev_ycfg_fail(struct kdev_ycfg *c, const yaml_node_t *node, const char *fmt
  * tag: `file:line:column: key.path: YAML tags are not supported ("!!int")`,
  * positioned at the tag (tags of the YAML 1.1 core schema are shown with the
  * "!!" handle, others as the parser resolved them). */
-int kdev_ycfg_mapping(struct kdev_ycfg *c, yaml_node_t *node, const struct kdev_ycfg_field *fields,
-                      size_t n, void *obj);
+KDEV_API int kdev_ycfg_mapping(struct kdev_ycfg *c, yaml_node_t *node,
+                               const struct kdev_ycfg_field *fields, size_t n, void *obj);
 
 /* Reads list |node|: allocates a zeroed array of its items (|elem_size| bytes
  * each) into *items / *n_items first (so a caller's free function can release
  * a partly read array), then calls |fn| for each item. |min| and |max| bound
  * the number of items. */
-int kdev_ycfg_list(struct kdev_ycfg *c, yaml_node_t *node, size_t min, size_t max,
-                   size_t elem_size, void **items, size_t *n_items, kdev_ycfg_fn fn);
+KDEV_API int kdev_ycfg_list(struct kdev_ycfg *c, yaml_node_t *node, size_t min, size_t max,
+                            size_t elem_size, void **items, size_t *n_items, kdev_ycfg_fn fn);
 
 /* Reads a string scalar (not null) into a malloc'ed copy. */
-int kdev_ycfg_string(struct kdev_ycfg *c, yaml_node_t *node, char **out);
+KDEV_API int kdev_ycfg_string(struct kdev_ycfg *c, yaml_node_t *node, char **out);
 
 /* Reads a plain (unquoted) decimal integer scalar in [min, max]. */
-int kdev_ycfg_uint(struct kdev_ycfg *c, yaml_node_t *node, unsigned min, unsigned max,
-                   unsigned *out);
+KDEV_API int kdev_ycfg_uint(struct kdev_ycfg *c, yaml_node_t *node, unsigned min, unsigned max,
+                            unsigned *out);
 
 /* Appends printf-formatted text to the key path (".key" or "[i]"); returns
  * the mark to give kdev_ycfg_path_pop() to remove it again. */
-size_t kdev_ycfg_path_push(struct kdev_ycfg *c, const char *fmt, ...)
+KDEV_API size_t kdev_ycfg_path_push(struct kdev_ycfg *c, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
-void kdev_ycfg_path_pop(struct kdev_ycfg *c, size_t mark);
+KDEV_API void kdev_ycfg_path_pop(struct kdev_ycfg *c, size_t mark);
 
 /* Value node of |key| in mapping |node|, or NULL. */
-yaml_node_t *kdev_ycfg_lookup(struct kdev_ycfg *c, yaml_node_t *node, const char *key);
+KDEV_API yaml_node_t *kdev_ycfg_lookup(struct kdev_ycfg *c, yaml_node_t *node, const char *key);
 
 /* 1-based position of |node|. */
-unsigned kdev_ycfg_line(const yaml_node_t *node);
-unsigned kdev_ycfg_column(const yaml_node_t *node);
+KDEV_API unsigned kdev_ycfg_line(const yaml_node_t *node);
+KDEV_API unsigned kdev_ycfg_column(const yaml_node_t *node);
 
 #endif /* KDEV_CONFIG_YAMLCFG_H */

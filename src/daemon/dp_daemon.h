@@ -23,6 +23,7 @@
 #include <uv.h>
 
 #include "common/err.h"
+#include "common/export.h"
 #include "nvidia/config.h"
 #include "plugin/runtime.h"
 
@@ -59,23 +60,23 @@ struct kdev_dp_daemon_options {
  * serving failed; that error is logged as "cannot start" too. Everything it
  * opened is closed when it returns (the sockets removed, the labels file
  * kept). */
-int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *err);
+KDEV_API int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *err);
 
 /* Stops a running daemon as SIGTERM does, logging "stopping" with signal
  * |why|: NVIDIA health first, then the runtime (sockets removed), then the
  * timers and metrics; kdev_dp_daemon_run() returns once all have closed. A
  * second call does nothing. Loop thread only. */
-void kdev_dp_daemon_stop(struct kdev_dp_daemon *d, const char *why);
+KDEV_API void kdev_dp_daemon_stop(struct kdev_dp_daemon *d, const char *why);
 
 /* As SIGHUP: serves and registers every resource again, rewrites the node
  * labels. Loop thread only. */
-void kdev_dp_daemon_restart(struct kdev_dp_daemon *d);
+KDEV_API void kdev_dp_daemon_restart(struct kdev_dp_daemon *d);
 
 /* The daemon's event loop, for the caller's own handles. */
-uv_loop_t *kdev_dp_daemon_loop(struct kdev_dp_daemon *d);
+KDEV_API uv_loop_t *kdev_dp_daemon_loop(struct kdev_dp_daemon *d);
 
 /* The device plugin runtime serving the resources; NULL once a stop has
  * reached it (after the NVIDIA backend stopped). */
-struct kdev_dp_runtime *kdev_dp_daemon_runtime(struct kdev_dp_daemon *d);
+KDEV_API struct kdev_dp_runtime *kdev_dp_daemon_runtime(struct kdev_dp_daemon *d);
 
 #endif /* KDEV_DAEMON_DP_DAEMON_H */

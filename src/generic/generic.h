@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/export.h"
 #include "model/model.h"
 
 #define KDEV_GENERIC_COUNT_MAX 1000      /* count: replicas per set */
@@ -101,8 +102,8 @@ struct kdev_config_root;
  * kdev_generic_config_free, also after a failed read (it may then hold part
  * of the file). Errors (*out = NULL): -ENOMEM; those of kdev_config_register
  * ("config section \"generic\" defined twice", "too many config sections"). */
-int kdev_generic_config_register(struct kdev_config_root *root, const char *display_name,
-                                 struct kdev_generic_config **out, struct kdev_err *err);
+KDEV_API int kdev_generic_config_register(struct kdev_config_root *root, const char *display_name,
+                                          struct kdev_generic_config **out, struct kdev_err *err);
 
 /* Loads and checks the config file at |path| with the generic section alone
  * (and `version`). On success *out is a new config (free with
@@ -112,16 +113,16 @@ int kdev_generic_config_register(struct kdev_config_root *root, const char *disp
  * `file:line:column: key.path: message`, e.g. `demo.yaml:7:16:
  * generic.devices[0].groups[0].count: must be an integer between 1 and 1000,
  * got "0"`; -ENOMEM. */
-int kdev_generic_config_load(const char *path, struct kdev_generic_config **out,
-                             struct kdev_err *err);
+KDEV_API int kdev_generic_config_load(const char *path, struct kdev_generic_config **out,
+                                      struct kdev_err *err);
 
 /* Like kdev_generic_config_load, from |len| bytes of |text|; messages name
  * |display_name|. */
-int kdev_generic_config_parse(const char *display_name, const char *text, size_t len,
-                              struct kdev_generic_config **out, struct kdev_err *err);
+KDEV_API int kdev_generic_config_parse(const char *display_name, const char *text, size_t len,
+                                       struct kdev_generic_config **out, struct kdev_err *err);
 
 /* Frees |cfg|. NULL-safe. */
-void kdev_generic_config_free(struct kdev_generic_config *cfg);
+KDEV_API void kdev_generic_config_free(struct kdev_generic_config *cfg);
 
 /* Finds the devices of every resource of |cfg| (|opts| may be NULL: defaults)
  * and appends one kdev_resource per config resource, in config order, to
@@ -168,8 +169,8 @@ void kdev_generic_config_free(struct kdev_generic_config *cfg);
  * characters outside printable ASCII, or still not unique. -ENOENT/-ENOTDIR
  * (`root "/x": ...`) when |root| is not a directory; -EEXIST when |out|
  * already has a resource of the same name; -ENOMEM. */
-int kdev_generic_discover(const struct kdev_generic_config *cfg,
-                          const struct kdev_generic_options *opts, struct kdev_resource_set *out,
-                          struct kdev_err *err);
+KDEV_API int kdev_generic_discover(const struct kdev_generic_config *cfg,
+                                   const struct kdev_generic_options *opts,
+                                   struct kdev_resource_set *out, struct kdev_err *err);
 
 #endif /* KDEV_GENERIC_GENERIC_H */

@@ -55,6 +55,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 /* Service account directory of a pod (client-go rest.InClusterConfig). */
 #define KDEV_KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -102,8 +103,8 @@ struct kdev_kube_config {
  * token or CA file cannot be read (unlike client-go, a missing ca.crt is an
  * error, not a fall-back to the system CAs); -EINVAL for an empty token or
  * one with control characters; -ENOMEM. */
-int kdev_kube_config_in_cluster(struct kdev_kube_config *cfg, const char *sa_dir,
-                                struct kdev_err *err);
+KDEV_API int kdev_kube_config_in_cluster(struct kdev_kube_config *cfg, const char *sa_dir,
+                                         struct kdev_err *err);
 
 /* Reads the kubeconfig file |path| (YAML, at most 1 MiB) and resolves
  * |context| (NULL: the file's current-context) to cluster and user, like
@@ -120,29 +121,29 @@ int kdev_kube_config_in_cluster(struct kdev_kube_config *cfg, const char *sa_dir
  * server that is not http(s)://, a certificate without its key;
  * -ENOTSUP users with `exec`, `auth-provider`, `username`/`password`;
  * -EFBIG; -ENOMEM. Messages start with |path|. */
-int kdev_kube_config_kubeconfig(struct kdev_kube_config *cfg, const char *path,
-                                const char *context, struct kdev_err *err);
+KDEV_API int kdev_kube_config_kubeconfig(struct kdev_kube_config *cfg, const char *path,
+                                         const char *context, struct kdev_err *err);
 
 /* The same from text in memory: |text| (|len| bytes) named |display| in
  * messages; relative file names resolve against |base_dir| (NULL: the current
  * directory). */
-int kdev_kube_config_parse(struct kdev_kube_config *cfg, const char *text, size_t len,
-                           const char *display, const char *base_dir, const char *context,
-                           struct kdev_err *err);
+KDEV_API int kdev_kube_config_parse(struct kdev_kube_config *cfg, const char *text, size_t len,
+                                    const char *display, const char *base_dir, const char *context,
+                                    struct kdev_err *err);
 
 /* kdev-plugin's rule: |kubeconfig| non-NULL -> that file (current context),
  * NULL -> in-cluster from KDEV_KUBE_SA_DIR. */
-int kdev_kube_config_load(struct kdev_kube_config *cfg, const char *kubeconfig,
-                          struct kdev_err *err);
+KDEV_API int kdev_kube_config_load(struct kdev_kube_config *cfg, const char *kubeconfig,
+                                   struct kdev_err *err);
 
 /* Releases everything *cfg owns and zeroes it. NULL is fine. */
-void kdev_kube_config_free(struct kdev_kube_config *cfg);
+KDEV_API void kdev_kube_config_free(struct kdev_kube_config *cfg);
 
 /* Decodes standard base64 (RFC 4648 §4, '=' padding optional, ASCII
  * whitespace ignored) into a malloc'ed, NUL-terminated buffer (*out, caller
  * frees; *out_len excludes the NUL). Errors: -EINVAL (bad character or
  * length), -ENOMEM. */
-int kdev_kube_base64_decode(const char *in, size_t len, char **out, size_t *out_len);
+KDEV_API int kdev_kube_base64_decode(const char *in, size_t len, char **out, size_t *out_len);
 
 /* Client options; zero fields take the default given. */
 struct kdev_kube_opts {
@@ -180,53 +181,54 @@ struct kdev_kube_cancel {
 };
 
 /* Monotonic clock (CLOCK_MONOTONIC) in milliseconds. */
-uint64_t kdev_kube_now_ms(void);
+KDEV_API uint64_t kdev_kube_now_ms(void);
 
 /* Initialises *c: not cancelled, deadline |deadline_ms| (kdev_kube_now_ms()
  * base; 0: none). */
-void kdev_kube_cancel_init(struct kdev_kube_cancel *c, uint64_t deadline_ms);
+KDEV_API void kdev_kube_cancel_init(struct kdev_kube_cancel *c, uint64_t deadline_ms);
 
 /* Cancels |c| (any thread; idempotent). */
-void kdev_kube_cancel_fire(struct kdev_kube_cancel *c);
+KDEV_API void kdev_kube_cancel_fire(struct kdev_kube_cancel *c);
 
 /* Whether |c| is cancelled or its deadline has passed. NULL: false. */
-bool kdev_kube_cancel_done(const struct kdev_kube_cancel *c);
+KDEV_API bool kdev_kube_cancel_done(const struct kdev_kube_cancel *c);
 
 /* Binds |c| (NULL: none) to the calling thread for the requests it makes
  * from now on and returns the previous binding (restore it when done). |c|
  * must outlive the binding. */
-const struct kdev_kube_cancel *kdev_kube_cancel_scope(const struct kdev_kube_cancel *c);
+KDEV_API const struct kdev_kube_cancel *kdev_kube_cancel_scope(const struct kdev_kube_cancel *c);
 
 /* Aborts |k| from any thread (the one call on a client that is
  * thread-safe): the request running on another thread stops within about a
  * second (libcurl's progress callback; a backoff sleep within 50 ms) and
  * fails, as does every later request, with -ECANCELED "<METHOD> <path>:
  * cancelled". There is no undo: free the client afterwards. NULL is fine. */
-void kdev_kube_abort(struct kdev_kube *k);
+KDEV_API void kdev_kube_abort(struct kdev_kube *k);
 
 /* Creates a client for |cfg| (copied; the caller keeps ownership of cfg) and
  * |opts| (NULL: defaults). Returns NULL with |err| set on failure (-EINVAL an
  * unknown version, -ENOMEM, curl initialisation). Free with kdev_kube_free. */
-struct kdev_kube *kdev_kube_new(const struct kdev_kube_config *cfg,
-                                const struct kdev_kube_opts *opts, struct kdev_err *err);
+KDEV_API struct kdev_kube *kdev_kube_new(const struct kdev_kube_config *cfg,
+                                         const struct kdev_kube_opts *opts, struct kdev_err *err);
 
 /* Closes the connection and frees |k|. NULL is fine. */
-void kdev_kube_free(struct kdev_kube *k);
+KDEV_API void kdev_kube_free(struct kdev_kube *k);
 
 /* "v1" or "v1beta1", and "resource.k8s.io/<version>". */
-const char *kdev_kube_version(const struct kdev_kube *k);
-const char *kdev_kube_api_version(const struct kdev_kube *k);
+KDEV_API const char *kdev_kube_version(const struct kdev_kube *k);
+KDEV_API const char *kdev_kube_api_version(const struct kdev_kube *k);
 
 /* HTTP status of the last response received by the last request (0: none,
  * e.g. connection refused), and how many tries that request took. */
-long kdev_kube_last_status(const struct kdev_kube *k);
-unsigned kdev_kube_last_attempts(const struct kdev_kube *k);
+KDEV_API long kdev_kube_last_status(const struct kdev_kube *k);
+KDEV_API unsigned kdev_kube_last_attempts(const struct kdev_kube *k);
 
 /* Delay before try |attempt| + 1 after try |attempt| (1-based) failed:
  * min(backoff_ms << (attempt-1), backoff_max_ms); a Retry-After of
  * |retry_after_s| > 0 seconds raises it, still capped at backoff_max_ms.
  * Milliseconds. */
-unsigned kdev_kube_backoff_ms(const struct kdev_kube *k, unsigned attempt, long retry_after_s);
+KDEV_API unsigned kdev_kube_backoff_ms(const struct kdev_kube *k, unsigned attempt,
+                                       long retry_after_s);
 
 /* Sends |method| ("GET", "POST", "PUT", "DELETE") to |path| (starting with
  * '/', query included) with |body| (NULL: none; serialised compactly as
@@ -236,8 +238,8 @@ unsigned kdev_kube_backoff_ms(const struct kdev_kube *k, unsigned attempt, long 
  * (a retried POST with generateName may thus create twice if the first
  * answer was lost: reconcile by listing). Returns 0 or a negative errno (see
  * the table above). */
-int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
-                      const json_t *body, json_t **out, struct kdev_err *err);
+KDEV_API int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
+                               const json_t *body, json_t **out, struct kdev_err *err);
 
 /* Mutation callback of kdev_kube_update_retry: changes |obj| (the object just
  * read) in place. Returns 0 to write it, KDEV_KUBE_UNCHANGED to write
@@ -252,8 +254,8 @@ typedef int (*kdev_kube_mutate_fn)(json_t *obj, void *arg, struct kdev_err *err)
  * one read when |fn| returned KDEV_KUBE_UNCHANGED. Raw shapes (no conversion).
  * Returns 0, |fn|'s error, or the request's error (-ESTALE when conflicts
  * persist). */
-int kdev_kube_update_retry(struct kdev_kube *k, const char *path, kdev_kube_mutate_fn fn,
-                           void *arg, json_t **out, struct kdev_err *err);
+KDEV_API int kdev_kube_update_retry(struct kdev_kube *k, const char *path, kdev_kube_mutate_fn fn,
+                                    void *arg, json_t **out, struct kdev_err *err);
 
 /* Builds a request path into |buf| (|size| bytes): resource "nodes" ->
  * /api/v1/nodes[/name]; any other -> /apis/resource.k8s.io/<version>/
@@ -261,34 +263,34 @@ int kdev_kube_update_retry(struct kdev_kube *k, const char *path, kdev_kube_muta
  * NULL. Names must be DNS subdomains (lower-case letters, digits, '-', '.',
  * at most 253). Returns the length, -EINVAL (bad name, with |err|) or
  * -ENAMETOOLONG. */
-int kdev_kube_path(const struct kdev_kube *k, char *buf, size_t size, const char *ns,
-                   const char *resource, const char *name, const char *sub,
-                   struct kdev_err *err);
+KDEV_API int kdev_kube_path(const struct kdev_kube *k, char *buf, size_t size, const char *ns,
+                            const char *resource, const char *name, const char *sub,
+                            struct kdev_err *err);
 
 /* ResourceSlice collection path with fieldSelector
  * spec.nodeName=<node>,spec.driver=<driver> (either may be NULL to leave it
  * out), URL-encoded. Returns the length or a negative errno. */
-int kdev_kube_slices_path(const struct kdev_kube *k, char *buf, size_t size, const char *node,
-                          const char *driver, struct kdev_err *err);
+KDEV_API int kdev_kube_slices_path(const struct kdev_kube *k, char *buf, size_t size,
+                                   const char *node, const char *driver, struct kdev_err *err);
 
 /* v1 <-> wire shape of a ResourceSlice / ResourceClaim in place (no-ops for a
  * v1 client except apiVersion and kind, which are always set). */
-int kdev_kube_slice_to_wire(const struct kdev_kube *k, json_t *slice);
-int kdev_kube_slice_from_wire(const struct kdev_kube *k, json_t *slice);
-int kdev_kube_claim_from_wire(const struct kdev_kube *k, json_t *claim);
+KDEV_API int kdev_kube_slice_to_wire(const struct kdev_kube *k, json_t *slice);
+KDEV_API int kdev_kube_slice_from_wire(const struct kdev_kube *k, json_t *slice);
+KDEV_API int kdev_kube_claim_from_wire(const struct kdev_kube *k, json_t *claim);
 
 /* GET /api/v1/nodes/<name> into *node (new reference). */
-int kdev_kube_get_node(struct kdev_kube *k, const char *name, json_t **node,
-                       struct kdev_err *err);
+KDEV_API int kdev_kube_get_node(struct kdev_kube *k, const char *name, json_t **node,
+                                struct kdev_err *err);
 
 /* Owner reference for |node| (a Node object): {"apiVersion":"v1","kind":"Node",
  * "name":…,"uid":…,"controller":true} (new reference), or NULL when |node|
  * lacks metadata.name or metadata.uid. */
-json_t *kdev_kube_node_owner_ref(const json_t *node);
+KDEV_API json_t *kdev_kube_node_owner_ref(const json_t *node);
 
 /* GET the ResourceClaim <ns>/<name> into *claim (new reference, v1 shape). */
-int kdev_kube_get_claim(struct kdev_kube *k, const char *ns, const char *name, json_t **claim,
-                        struct kdev_err *err);
+KDEV_API int kdev_kube_get_claim(struct kdev_kube *k, const char *ns, const char *name,
+                                 json_t **claim, struct kdev_err *err);
 
 /* LISTs the ResourceSlices matching spec.nodeName=<node> and
  * spec.driver=<driver> (either NULL: not filtered), following `continue`
@@ -299,29 +301,29 @@ int kdev_kube_get_claim(struct kdev_kube *k, const char *ns, const char *name, j
  * server does not serve resource.k8s.io/v1 (GET <path>: 404 Not Found); run
  * with --resource-api-version v1beta1 (Kubernetes < 1.34)" (for v1beta1: "run
  * with --resource-api-version v1"). */
-int kdev_kube_list_slices(struct kdev_kube *k, const char *node, const char *driver,
-                          json_t **items, struct kdev_err *err);
+KDEV_API int kdev_kube_list_slices(struct kdev_kube *k, const char *node, const char *driver,
+                                   json_t **items, struct kdev_err *err);
 
 /* POSTs |slice| (v1 shape; metadata.name or metadata.generateName set;
  * apiVersion and kind are filled in on a copy). *out (optional) receives the
  * created slice, v1 shape, with its name, uid and resourceVersion. */
-int kdev_kube_create_slice(struct kdev_kube *k, const json_t *slice, json_t **out,
-                           struct kdev_err *err);
+KDEV_API int kdev_kube_create_slice(struct kdev_kube *k, const json_t *slice, json_t **out,
+                                    struct kdev_err *err);
 
 /* PUTs |slice| (v1 shape) to its metadata.name; metadata.resourceVersion must
  * be set (-EINVAL otherwise): a stale one is -ESTALE (409). *out optional. */
-int kdev_kube_update_slice(struct kdev_kube *k, const json_t *slice, json_t **out,
-                           struct kdev_err *err);
+KDEV_API int kdev_kube_update_slice(struct kdev_kube *k, const json_t *slice, json_t **out,
+                                    struct kdev_err *err);
 
 /* DELETEs the slice |name|; |uid| and |resource_version| (each may be NULL)
  * are sent as DeleteOptions preconditions (409 -> -ESTALE on mismatch). */
-int kdev_kube_delete_slice(struct kdev_kube *k, const char *name, const char *uid,
-                           const char *resource_version, struct kdev_err *err);
+KDEV_API int kdev_kube_delete_slice(struct kdev_kube *k, const char *name, const char *uid,
+                                    const char *resource_version, struct kdev_err *err);
 
 /* DELETE collection of the slices matching spec.nodeName=<node> and
  * spec.driver=<driver> (at least one non-NULL). Returns how many the server
  * reports deleted. */
-int kdev_kube_delete_slices(struct kdev_kube *k, const char *node, const char *driver,
-                            struct kdev_err *err);
+KDEV_API int kdev_kube_delete_slices(struct kdev_kube *k, const char *node, const char *driver,
+                                     struct kdev_err *err);
 
 #endif /* KDEV_KUBE_KUBE_H */

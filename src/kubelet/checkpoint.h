@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 /* File name of the checkpoint inside the device-plugin directory. */
 #define KDEV_CKPT_FILE "kubelet_internal_checkpoint"
@@ -81,21 +82,21 @@ struct kdev_checkpoint {
 };
 
 /* Frees everything inside |cp| (not |cp| itself) and zeroes it. NULL-safe. */
-void kdev_ckpt_clear(struct kdev_checkpoint *cp);
+KDEV_API void kdev_ckpt_clear(struct kdev_checkpoint *cp);
 
 /* Produces the go-spew text kubelet hashes, for |cp| in |layout| (for
  * KDEV_CKPT_LAYOUT_V1 every entry must have exactly one NUMA node, 0, as the
  * decoder converts it; the text then has the flat list and the 1.19 type
  * names, with checkpointv1.go's string replacements). Returns a malloc'ed
  * string (caller frees) or NULL on allocation failure. */
-char *kdev_ckpt_spew(const struct kdev_checkpoint *cp, enum kdev_ckpt_layout layout);
+KDEV_API char *kdev_ckpt_spew(const struct kdev_checkpoint *cp, enum kdev_ckpt_layout layout);
 
 /* FNV-1a 32-bit hash of |len| bytes at |data| (Go hash/fnv New32a). */
-uint32_t kdev_fnv1a32(const void *data, size_t len);
+KDEV_API uint32_t kdev_fnv1a32(const void *data, size_t len);
 
 /* Checksum of |cp| as kubelet computes it for |layout| (FNV-1a over
  * kdev_ckpt_spew()). Returns the value (< 2^32), or -ENOMEM. */
-int64_t kdev_ckpt_checksum(const struct kdev_checkpoint *cp, enum kdev_ckpt_layout layout);
+KDEV_API int64_t kdev_ckpt_checksum(const struct kdev_checkpoint *cp, enum kdev_ckpt_layout layout);
 
 /* Decodes checkpoint JSON |text| (|len| bytes) into |cp| (cleared first; on
  * failure it is left cleared). Does NOT verify the checksum (see
@@ -112,8 +113,8 @@ int64_t kdev_ckpt_checksum(const struct kdev_checkpoint *cp, enum kdev_ckpt_layo
  * Absent inner keys (Data.PodDeviceEntries, Data.RegisteredDevices, entry
  * members) decode as null/empty like Go's encoding/json and add a note to
  * cp->notes. Unknown keys are ignored (also noted). */
-int kdev_ckpt_decode(const char *text, size_t len, struct kdev_checkpoint *cp,
-                     struct kdev_err *err);
+KDEV_API int kdev_ckpt_decode(const char *text, size_t len, struct kdev_checkpoint *cp,
+                              struct kdev_err *err);
 
 /* Largest checkpoint file read (bytes): kind "kubelet checkpoint". */
 #define KDEV_CKPT_FILE_MAX (16 * 1024 * 1024)
@@ -126,45 +127,47 @@ int kdev_ckpt_decode(const char *text, size_t len, struct kdev_checkpoint *cp,
  * larger than 16777216 bytes" with -EFBIG, "<path>: contains a NUL byte at
  * offset <n>" with -EILSEQ); those of the decoding do not (callers add the
  * path). */
-int kdev_ckpt_read(const char *path, struct kdev_checkpoint *cp, struct kdev_err *err);
+KDEV_API int kdev_ckpt_read(const char *path, struct kdev_checkpoint *cp, struct kdev_err *err);
 
 /* Verifies the stored checksum of a decoded |cp| against the one computed for
  * its layout. Returns 0 and stores the computed value in |*computed| (may be
  * NULL); -EBADMSG with "checksum mismatch: stored X, computed Y"; -ENOMEM. */
-int kdev_ckpt_verify(const struct kdev_checkpoint *cp, uint32_t *computed, struct kdev_err *err);
+KDEV_API int kdev_ckpt_verify(const struct kdev_checkpoint *cp, uint32_t *computed,
+                              struct kdev_err *err);
 
 /* Encodes |cp| in the current layout exactly like kubelet (Go encoding/json
  * of checkpoint.Data: no spaces, keys Data{PodDeviceEntries,
  * RegisteredDevices}, Checksum; map keys sorted as Go sorts their text),
  * setting cp->checksum to the computed checksum first. No trailing newline.
  * Returns a malloc'ed string (caller frees) or NULL on allocation failure. */
-char *kdev_ckpt_encode(struct kdev_checkpoint *cp);
+KDEV_API char *kdev_ckpt_encode(struct kdev_checkpoint *cp);
 
 /* Encodes |cp| (see kdev_ckpt_encode()) and writes it to |path| atomically:
  * a temporary file in the same directory, fsync, rename over |path|. Mode
  * 0644. Returns 0 or a negative errno with |err| filled. */
-int kdev_ckpt_write(const char *path, struct kdev_checkpoint *cp, struct kdev_err *err);
+KDEV_API int kdev_ckpt_write(const char *path, struct kdev_checkpoint *cp, struct kdev_err *err);
 
 /* Standard base64 with padding (Go base64.StdEncoding). Encode returns a
  * malloc'ed NUL-terminated string or NULL. Decode ignores '\r' and '\n' like
  * Go, stores a malloc'ed buffer (non-NULL even when empty) in |*out| and its
  * size in |*out_len|, and returns 0, -EINVAL (with |err| naming the offset of
  * the first bad byte) or -ENOMEM. */
-char *kdev_base64_encode(const uint8_t *data, size_t len);
-int kdev_base64_decode(const char *text, size_t len, uint8_t **out, size_t *out_len,
-                       struct kdev_err *err);
+KDEV_API char *kdev_base64_encode(const uint8_t *data, size_t len);
+KDEV_API int kdev_base64_decode(const char *text, size_t len, uint8_t **out, size_t *out_len,
+                                struct kdev_err *err);
 
 /* Helpers to build a checkpoint in memory (device manager). Each copies its
  * strings. Return 0 or -ENOMEM. */
-int kdev_ckpt_add_resource(struct kdev_checkpoint *cp, const char *name, const char *const *ids,
-                           size_t n_ids);
+KDEV_API int kdev_ckpt_add_resource(struct kdev_checkpoint *cp, const char *name,
+                                    const char *const *ids, size_t n_ids);
 /* Adds an entry; |alloc_resp| may be NULL with |len| 0 (then AllocResp is
  * written as null). */
-struct kdev_ckpt_entry *kdev_ckpt_add_entry(struct kdev_checkpoint *cp, const char *pod_uid,
-                                            const char *container, const char *resource,
-                                            const uint8_t *alloc_resp, size_t len);
+KDEV_API struct kdev_ckpt_entry *kdev_ckpt_add_entry(struct kdev_checkpoint *cp,
+                                                     const char *pod_uid, const char *container,
+                                                     const char *resource,
+                                                     const uint8_t *alloc_resp, size_t len);
 /* Appends |id| under NUMA node |node| of |e| (creating the node, kept
  * sorted). */
-int kdev_ckpt_entry_add_id(struct kdev_ckpt_entry *e, int64_t node, const char *id);
+KDEV_API int kdev_ckpt_entry_add_id(struct kdev_ckpt_entry *e, int64_t node, const char *id);
 
 #endif /* KDEV_KUBELET_CHECKPOINT_H */

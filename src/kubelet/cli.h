@@ -22,6 +22,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 #define KDEV_CLI_OK 0
 #define KDEV_CLI_FAIL 1
@@ -67,8 +68,8 @@ typedef int (*kdev_cli_arg_fn)(int id, const char *value, void *user_data, struc
  * |fn|, 1 when help was asked for (nothing passed to |fn|), or -EINVAL with
  * |err| set: unknown option, missing value, value given to a flag, or the
  * callback's error. */
-int kdev_cli_parse(int argc, char **argv, const struct kdev_cli_opt *opts, size_t n_opts,
-                   kdev_cli_arg_fn fn, void *user_data, struct kdev_err *err);
+KDEV_API int kdev_cli_parse(int argc, char **argv, const struct kdev_cli_opt *opts, size_t n_opts,
+                            kdev_cli_arg_fn fn, void *user_data, struct kdev_err *err);
 
 enum kdev_cli_output {
         KDEV_CLI_OUTPUT_TABLE = 0,
@@ -76,7 +77,8 @@ enum kdev_cli_output {
 };
 
 /* Parses an -o value: "table" or "json". Returns 0 or -EINVAL with |err|. */
-int kdev_cli_parse_output(const char *text, enum kdev_cli_output *out, struct kdev_err *err);
+KDEV_API int kdev_cli_parse_output(const char *text, enum kdev_cli_output *out,
+                                   struct kdev_err *err);
 
 /* Largest duration option accepted, seconds (one year). */
 #define KDEV_CLI_MAX_SECONDS 31536000
@@ -88,17 +90,17 @@ int kdev_cli_parse_output(const char *text, enum kdev_cli_output *out, struct kd
  * Returns 0, or -EINVAL with |err| set to
  * 'invalid --hold "x" (want seconds such as 2 or 0.5, from 0 to 31536000; 0 = ZERO)'
  * (without "; 0 = ZERO" when |zero| is NULL). */
-int kdev_cli_parse_seconds(const char *text, const char *what, const char *zero, uint64_t *ms,
-                           struct kdev_err *err);
+KDEV_API int kdev_cli_parse_seconds(const char *text, const char *what, const char *zero,
+                                    uint64_t *ms, struct kdev_err *err);
 
 /* kdev_cli_parse_seconds() for --timeout (0 = no deadline). Returns 0 or
  * -EINVAL with |err|. */
-int kdev_cli_parse_timeout(const char *text, uint64_t *ms, struct kdev_err *err);
+KDEV_API int kdev_cli_parse_timeout(const char *text, uint64_t *ms, struct kdev_err *err);
 
 /* Parses a decimal integer in [|min|, |max|] named |what| in the message.
  * Returns 0 or -EINVAL with |err|. */
-int kdev_cli_parse_int(const char *text, const char *what, long long min, long long max,
-                       long long *out, struct kdev_err *err);
+KDEV_API int kdev_cli_parse_int(const char *text, const char *what, long long min, long long max,
+                                long long *out, struct kdev_err *err);
 
 /* A growable list of strings (owned copies). */
 struct kdev_cli_strv {
@@ -109,37 +111,38 @@ struct kdev_cli_strv {
 /* Appends the comma-separated items of |text| ("a,b,c") to |sv|. An empty
  * item ("a,,b", "", "a,") is an error naming |what|. Returns 0, -EINVAL or
  * -ENOMEM with |err|. */
-int kdev_cli_strv_add_list(struct kdev_cli_strv *sv, const char *text, const char *what,
-                           struct kdev_err *err);
+KDEV_API int kdev_cli_strv_add_list(struct kdev_cli_strv *sv, const char *text, const char *what,
+                                    struct kdev_err *err);
 
 /* Appends a copy of |s|. Returns 0 or -ENOMEM. */
-int kdev_cli_strv_add(struct kdev_cli_strv *sv, const char *s);
+KDEV_API int kdev_cli_strv_add(struct kdev_cli_strv *sv, const char *s);
 
 /* Frees the strings and the array; leaves |sv| empty. NULL-safe. */
-void kdev_cli_strv_clear(struct kdev_cli_strv *sv);
+KDEV_API void kdev_cli_strv_clear(struct kdev_cli_strv *sv);
 
 /* Joins |sv| with |sep| into a malloc'ed string ("" when empty); NULL on
  * allocation failure. */
-char *kdev_cli_strv_join(char *const *v, size_t n, const char *sep);
+KDEV_API char *kdev_cli_strv_join(char *const *v, size_t n, const char *sep);
 
 /* ---- messages and exit statuses ---------------------------------------- */
 
 /* Prints "kdevctl CMD: MESSAGE" and "Run 'kdevctl CMD --help' for usage." to
  * stderr; returns KDEV_CLI_USAGE. */
-int kdev_cli_usage_error(const char *cmd, const char *fmt, ...)
+KDEV_API int kdev_cli_usage_error(const char *cmd, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
 /* Prints "kdevctl CMD: MESSAGE" to stderr; returns KDEV_CLI_FAIL. */
-int kdev_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+KDEV_API int kdev_cli_fail(const char *cmd, const char *fmt,
+                           ...) __attribute__((format(printf, 2, 3)));
 
 /* Writes grpc-go's name of |status| (codes.Code.String(): "OK", "Canceled",
  * "NotFound", "DeadlineExceeded", ...; "Code(N)" outside 0..16) into |buf|
  * (|size| bytes). Derived from kdev_rpc_status_name(). Returns |buf|. */
-const char *kdev_cli_code_name(int status, char *buf, size_t size);
+KDEV_API const char *kdev_cli_code_name(int status, char *buf, size_t size);
 
 /* Prints "kdevctl CMD: rpc error: code = NAME desc = MESSAGE" to stderr;
  * returns KDEV_CLI_FAIL. */
-int kdev_cli_rpc_error(const char *cmd, int status, const char *message);
+KDEV_API int kdev_cli_rpc_error(const char *cmd, int status, const char *message);
 
 /* ---- sockets ------------------------------------------------------------ */
 
@@ -148,7 +151,7 @@ int kdev_cli_rpc_error(const char *cmd, int status, const char *message);
  * directory is taken from KDEV_CLI_DEVICE_PLUGIN_DIR ("vendor.sock" ->
  * "/var/lib/kubelet/device-plugins/vendor.sock"). Returns a malloc'ed path or
  * NULL on allocation failure. */
-char *kdev_cli_socket_path(const char *arg);
+KDEV_API char *kdev_cli_socket_path(const char *arg);
 
 /* Checks, before dialling, that |path| (symbolic links followed) is a Unix
  * socket. Returns 0 when it is; otherwise a negative errno with |err| set:
@@ -157,7 +160,7 @@ char *kdev_cli_socket_path(const char *arg);
  * kdev_file_type_name() in common/file.h names it), or stat's errno as
  * "PATH: strerror". Does not tell whether anyone listens
  * (kdev_cli_probe_socket()). */
-int kdev_cli_check_socket(const char *path, struct kdev_err *err);
+KDEV_API int kdev_cli_check_socket(const char *path, struct kdev_err *err);
 
 enum kdev_cli_sock_state {
         KDEV_CLI_SOCK_LIVE = 0,  /* something accepted (or queued) the connection */
@@ -168,7 +171,7 @@ enum kdev_cli_sock_state {
 /* Tests whether a server listens on the Unix socket |path| with a
  * non-blocking connect() that is closed at once. Stores the errno of a failed
  * test in |*errnum| (0 when live) when |errnum| is not NULL. */
-enum kdev_cli_sock_state kdev_cli_probe_socket(const char *path, int *errnum);
+KDEV_API enum kdev_cli_sock_state kdev_cli_probe_socket(const char *path, int *errnum);
 
 /* ---- RPC ----------------------------------------------------------------- */
 
@@ -182,13 +185,14 @@ enum kdev_cli_sock_state kdev_cli_probe_socket(const char *path, int *errnum);
  * failure, not a socket) and returns KDEV_CLI_FAIL; returns KDEV_CLI_OK on success. When
  * |quiet| is true nothing is printed and the message (with the rpc error
  * prefix where it applies) goes to |err| instead. */
-int kdev_cli_unary(const char *cmd, const char *path, const char *method,
-                   const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
-                   uint64_t timeout_ms, ProtobufCMessage **resp, bool quiet, struct kdev_err *err);
+KDEV_API int kdev_cli_unary(const char *cmd, const char *path, const char *method,
+                            const ProtobufCMessage *req,
+                            const ProtobufCMessageDescriptor *resp_desc, uint64_t timeout_ms,
+                            ProtobufCMessage **resp, bool quiet, struct kdev_err *err);
 
 /* Prints |msg| as indented proto3 JSON (pbjson) and a newline to stdout.
  * Returns KDEV_CLI_OK, or KDEV_CLI_FAIL after printing the error for |cmd|. */
-int kdev_cli_print_json(const char *cmd, const ProtobufCMessage *msg);
+KDEV_API int kdev_cli_print_json(const char *cmd, const ProtobufCMessage *msg);
 
 /* ---- tables -------------------------------------------------------------- */
 
@@ -199,22 +203,22 @@ struct kdev_cli_table;
 
 /* Creates a table with |ncols| columns (1..16) and the given header cells
  * (exactly |ncols| const char * arguments). NULL on allocation failure. */
-struct kdev_cli_table *kdev_cli_table_new(size_t ncols, ...);
+KDEV_API struct kdev_cli_table *kdev_cli_table_new(size_t ncols, ...);
 
 /* Appends a row of exactly ncols const char * cells (copied; NULL prints as
  * "-"). Returns 0 or -ENOMEM. */
-int kdev_cli_table_add(struct kdev_cli_table *t, ...);
+KDEV_API int kdev_cli_table_add(struct kdev_cli_table *t, ...);
 
 /* Appends a row from an array of ncols cells. Returns 0 or -ENOMEM. */
-int kdev_cli_table_add_v(struct kdev_cli_table *t, const char *const *cells);
+KDEV_API int kdev_cli_table_add_v(struct kdev_cli_table *t, const char *const *cells);
 
 /* Number of data rows (without the header). */
-size_t kdev_cli_table_rows(const struct kdev_cli_table *t);
+KDEV_API size_t kdev_cli_table_rows(const struct kdev_cli_table *t);
 
 /* Prints every row to |f|, each line prefixed with |indent| (may be NULL). */
-void kdev_cli_table_print(const struct kdev_cli_table *t, FILE *f, const char *indent);
+KDEV_API void kdev_cli_table_print(const struct kdev_cli_table *t, FILE *f, const char *indent);
 
 /* Frees |t|. NULL-safe. */
-void kdev_cli_table_free(struct kdev_cli_table *t);
+KDEV_API void kdev_cli_table_free(struct kdev_cli_table *t);
 
 #endif /* KDEV_KUBELET_CLI_H */

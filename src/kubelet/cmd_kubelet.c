@@ -8,7 +8,7 @@
  * plugin/v1beta1/server.go, handler.go, client.go, endpoint.go,
  * pod_devices.go); the decisions live in devmgr.c, this file does the I/O.
  */
-#include "kubelet/cmd_kubelet.h"
+#include "kubelet/cmd_kubelet_internal.h"
 
 static void usage(FILE *f)
 {

@@ -1,7 +1,7 @@
 /* kdevctl kubelet: pod admission (resource fit, GetPreferredAllocation,
- * Allocate, PreStartContainer; kubelet's devicemanager rules) (cmd_kubelet.h).
+ * Allocate, PreStartContainer; kubelet's devicemanager rules) (cmd_kubelet_internal.h).
  * Moved from cmd_kubelet.c. */
-#include "kubelet/cmd_kubelet.h"
+#include "kubelet/cmd_kubelet_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* Admission                                                                */

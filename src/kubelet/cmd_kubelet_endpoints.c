@@ -1,6 +1,6 @@
 /* kdevctl kubelet: plugin endpoints (dial, ListAndWatch) and the Register
- * service (cmd_kubelet.h). Moved from cmd_kubelet.c. */
-#include "kubelet/cmd_kubelet.h"
+ * service (cmd_kubelet_internal.h). Moved from cmd_kubelet.c. */
+#include "kubelet/cmd_kubelet_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* Endpoints                                                                */

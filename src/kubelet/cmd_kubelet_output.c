@@ -1,6 +1,6 @@
 /* kdevctl kubelet: the results of a scenario, as a table or JSON
- * (cmd_kubelet.h). Moved from cmd_kubelet.c. */
-#include "kubelet/cmd_kubelet.h"
+ * (cmd_kubelet_internal.h). Moved from cmd_kubelet.c. */
+#include "kubelet/cmd_kubelet_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* Results                                                                  */

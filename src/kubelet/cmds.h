@@ -6,13 +6,15 @@
 #ifndef KDEV_KUBELET_CMDS_H
 #define KDEV_KUBELET_CMDS_H
 
-int kdevctl_cmd_kubelet(int argc, char **argv);    /* kubelet --dir DIR [--scenario FILE] */
-int kdevctl_cmd_plugins(int argc, char **argv);    /* plugins DIR */
-int kdevctl_cmd_watch(int argc, char **argv);      /* watch SOCKET */
-int kdevctl_cmd_options(int argc, char **argv);    /* options SOCKET */
-int kdevctl_cmd_allocate(int argc, char **argv);   /* allocate SOCKET ID... */
-int kdevctl_cmd_preferred(int argc, char **argv);  /* preferred SOCKET --available ... */
-int kdevctl_cmd_checkpoint(int argc, char **argv); /* checkpoint FILE */
-int kdevctl_cmd_dra(int argc, char **argv);        /* dra --registry DIR [--scenario FILE] */
+#include "common/export.h"
+
+KDEV_API int kdevctl_cmd_kubelet(int argc, char **argv);    /* kubelet --dir DIR [--scenario FILE] */
+KDEV_API int kdevctl_cmd_plugins(int argc, char **argv);    /* plugins DIR */
+KDEV_API int kdevctl_cmd_watch(int argc, char **argv);      /* watch SOCKET */
+KDEV_API int kdevctl_cmd_options(int argc, char **argv);    /* options SOCKET */
+KDEV_API int kdevctl_cmd_allocate(int argc, char **argv);   /* allocate SOCKET ID... */
+KDEV_API int kdevctl_cmd_preferred(int argc, char **argv);  /* preferred SOCKET --available ... */
+KDEV_API int kdevctl_cmd_checkpoint(int argc, char **argv); /* checkpoint FILE */
+KDEV_API int kdevctl_cmd_dra(int argc, char **argv);        /* dra --registry DIR [--scenario FILE] */
 
 #endif /* KDEV_KUBELET_CMDS_H */

@@ -26,6 +26,7 @@
 #include <jansson.h>
 
 #include "common/err.h"
+#include "common/export.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "kubelet/checkpoint.h"
 
@@ -67,48 +68,48 @@ struct kdev_devmgr {
 /* Creates an empty device manager writing its checkpoint to |ckpt_path|
  * (copied; NULL = never write). NULL on allocation failure. Free with
  * kdev_dm_free() (NULL-safe). */
-struct kdev_devmgr *kdev_dm_new(const char *ckpt_path);
-void kdev_dm_free(struct kdev_devmgr *dm);
+KDEV_API struct kdev_devmgr *kdev_dm_new(const char *ckpt_path);
+KDEV_API void kdev_dm_free(struct kdev_devmgr *dm);
 
 /* kubelet's Register checks, in its order (server.go): |version| must be
  * "v1beta1", else -EINVAL with `requested API version "<v>" is not supported
  * by kubelet. Supported version is ["v1beta1"]`; |name| must be an extended
  * resource name (kdev_resource_name_check), else -EINVAL with
  * `the ResourceName "<name>" is invalid`. Returns 0 when both pass. */
-int kdev_dm_check_register(const char *version, const char *name, struct kdev_err *err);
+KDEV_API int kdev_dm_check_register(const char *version, const char *name, struct kdev_err *err);
 
 /* Returns the resource |name| or NULL. */
-struct kdev_dm_resource *kdev_dm_find(struct kdev_devmgr *dm, const char *name);
+KDEV_API struct kdev_dm_resource *kdev_dm_find(struct kdev_devmgr *dm, const char *name);
 
 /* Records the endpoint of |name| after a successful Register (PluginConnected):
  * socket file name |endpoint| (copied) and its options. The device list is
  * kept until the first ListAndWatch message replaces it. Returns the resource
  * or NULL on allocation failure. */
-struct kdev_dm_resource *kdev_dm_connect(struct kdev_devmgr *dm, const char *name,
-                                         const char *endpoint, bool pre_start_required,
-                                         bool get_preferred_available);
+KDEV_API struct kdev_dm_resource *kdev_dm_connect(struct kdev_devmgr *dm, const char *name,
+                                                  const char *endpoint, bool pre_start_required,
+                                                  bool get_preferred_available);
 
 /* Replaces the device list of |name| with the devices of |msg| (one
  * ListAndWatch message; genericDeviceUpdateCallback) and rewrites the
  * checkpoint. Returns 0, -ENOMEM, or the checkpoint write error (the update
  * itself is kept) with |err| filled. */
-int kdev_dm_update(struct kdev_devmgr *dm, const char *name, const V1beta1__ListAndWatchResponse *msg,
-                   struct kdev_err *err);
+KDEV_API int kdev_dm_update(struct kdev_devmgr *dm, const char *name,
+                            const V1beta1__ListAndWatchResponse *msg, struct kdev_err *err);
 
 /* The ListAndWatch stream of |name| ended (PluginDisconnected): every device
  * is marked unhealthy and the endpoint stopped. No checkpoint write. */
-void kdev_dm_disconnect(struct kdev_devmgr *dm, const char *name);
+KDEV_API void kdev_dm_disconnect(struct kdev_devmgr *dm, const char *name);
 
 /* Counts of |r|: capacity = all devices, allocatable = healthy ones (kubelet
  * GetCapacity), allocated = distinct devices held by pod device entries. Any
  * pointer may be NULL. */
-void kdev_dm_counts(const struct kdev_devmgr *dm, const struct kdev_dm_resource *r, size_t *capacity,
-                    size_t *allocatable, size_t *allocated);
+KDEV_API void kdev_dm_counts(const struct kdev_devmgr *dm, const struct kdev_dm_resource *r,
+                             size_t *capacity, size_t *allocatable, size_t *allocated);
 
 /* Writes the checkpoint (RegisteredDevices = healthy IDs of every known
  * resource, PodDeviceEntries = pod device entries, null when none). No-op
  * when the manager has no checkpoint path. Returns 0 or a negative errno. */
-int kdev_dm_write_checkpoint(struct kdev_devmgr *dm, struct kdev_err *err);
+KDEV_API int kdev_dm_write_checkpoint(struct kdev_devmgr *dm, struct kdev_err *err);
 
 /* Simulated kubelet restart: forgets every resource and pod record, then
  * reads the checkpoint like kubelet's readCheckpoint(): pod device entries
@@ -116,17 +117,17 @@ int kdev_dm_write_checkpoint(struct kdev_devmgr *dm, struct kdev_err *err);
  * a stopped endpoint without options (capacity 0 until it registers again).
  * Active pods are kept. Returns 0, or the read/verify error (then the state
  * stays empty: kubelet "Continue after failing to read checkpoint file"). */
-int kdev_dm_restart(struct kdev_devmgr *dm, struct kdev_err *err);
+KDEV_API int kdev_dm_restart(struct kdev_devmgr *dm, struct kdev_err *err);
 
 /* Marks the pod |uid| active or not (kubelet's activePods). */
-int kdev_dm_set_active(struct kdev_devmgr *dm, const char *uid, bool active);
+KDEV_API int kdev_dm_set_active(struct kdev_devmgr *dm, const char *uid, bool active);
 
 /* UpdateAllocatedDevices: drops the pod device entries of pods that are not
  * active. Returns the number of entries dropped. */
-size_t kdev_dm_drop_inactive(struct kdev_devmgr *dm);
+KDEV_API size_t kdev_dm_drop_inactive(struct kdev_devmgr *dm);
 
 /* isDevicePluginResource: |name| has a device list or allocated devices. */
-bool kdev_dm_is_plugin_resource(const struct kdev_devmgr *dm, const char *name);
+KDEV_API bool kdev_dm_is_plugin_resource(const struct kdev_devmgr *dm, const char *name);
 
 /* The device choice for one container and resource (devicesToAllocate). */
 struct kdev_dm_pick {
@@ -154,9 +155,9 @@ struct kdev_dm_pick {
  * (cached), whether the choice is complete (needed == 0), or whether a
  * GetPreferredAllocation call should be made before kdev_dm_pick_finish().
  * Free with kdev_dm_pick_clear(). */
-int kdev_dm_pick_begin(struct kdev_devmgr *dm, const char *uid, const char *container,
-                       const char *resource, size_t required, char *const *reuse, size_t n_reuse,
-                       struct kdev_dm_pick *pick, struct kdev_err *err);
+KDEV_API int kdev_dm_pick_begin(struct kdev_devmgr *dm, const char *uid, const char *container,
+                                const char *resource, size_t required, char *const *reuse,
+                                size_t n_reuse, struct kdev_dm_pick *pick, struct kdev_err *err);
 
 /* Fills a GetPreferredAllocation request for |pick| (endpoint.go and manager.go
  * callGetPreferredAllocationIfAvailable): one container
@@ -164,37 +165,37 @@ int kdev_dm_pick_begin(struct kdev_devmgr *dm, const char *uid, const char *cont
  * allocation_size = required. The string arrays point into |pick| (valid
  * while it lives); free the request's arrays with
  * kdev_dm_preferred_req_clear(). Returns 0 or -ENOMEM. */
-int kdev_dm_pick_preferred_req(const struct kdev_dm_pick *pick,
-                               V1beta1__PreferredAllocationRequest *req,
-                               V1beta1__ContainerPreferredAllocationRequest *creq);
-void kdev_dm_preferred_req_clear(V1beta1__PreferredAllocationRequest *req,
-                                 V1beta1__ContainerPreferredAllocationRequest *creq);
+KDEV_API int kdev_dm_pick_preferred_req(const struct kdev_dm_pick *pick,
+                                        V1beta1__PreferredAllocationRequest *req,
+                                        V1beta1__ContainerPreferredAllocationRequest *creq);
+KDEV_API void kdev_dm_preferred_req_clear(V1beta1__PreferredAllocationRequest *req,
+                                          V1beta1__ContainerPreferredAllocationRequest *creq);
 
 /* Completes |pick|: takes devices of |preferred| (may be NULL; the plugin's
  * answer) that are available, in their order, then fills from the available
  * devices in list order. Returns 0, or -EINVAL with `unexpectedly allocated
  * less resources than required. Requested: N, Got: M`. */
-int kdev_dm_pick_finish(struct kdev_dm_pick *pick, char *const *preferred, size_t n_preferred,
-                        struct kdev_err *err);
+KDEV_API int kdev_dm_pick_finish(struct kdev_dm_pick *pick, char *const *preferred,
+                                 size_t n_preferred, struct kdev_err *err);
 
-void kdev_dm_pick_clear(struct kdev_dm_pick *pick);
+KDEV_API void kdev_dm_pick_clear(struct kdev_dm_pick *pick);
 
 /* Records that |container| of pod |uid| got devices |ids| of |resource| with
  * the plugin's answer |resp| (|len| bytes, a packed ContainerAllocateResponse).
  * Devices are filed under their NUMA nodes (-1 without topology), like
  * kubelet. Does not write the checkpoint. Returns 0 or -ENOMEM. */
-int kdev_dm_record(struct kdev_devmgr *dm, const char *uid, const char *container,
-                   const char *resource, char *const *ids, size_t n_ids, const uint8_t *resp,
-                   size_t len);
+KDEV_API int kdev_dm_record(struct kdev_devmgr *dm, const char *uid, const char *container,
+                            const char *resource, char *const *ids, size_t n_ids,
+                            const uint8_t *resp, size_t len);
 
 /* The entry of (|uid|, |container|, |resource|), or NULL. */
-const struct kdev_ckpt_entry *kdev_dm_entry(const struct kdev_devmgr *dm, const char *uid,
-                                            const char *container, const char *resource);
+KDEV_API const struct kdev_ckpt_entry *kdev_dm_entry(const struct kdev_devmgr *dm, const char *uid,
+                                                     const char *container, const char *resource);
 
 /* Distinct device IDs of |e| in NUMA order (kubelet's containerDevices).
  * Returns a malloc'ed array of pointers into |e| (free only the array), its
  * length in |*n|; NULL with *n == 0 when empty or on allocation failure. */
-const char **kdev_dm_entry_ids(const struct kdev_ckpt_entry *e, size_t *n);
+KDEV_API const char **kdev_dm_entry_ids(const struct kdev_ckpt_entry *e, size_t *n);
 
 /* ------------------------------------------------------------------------ */
 /* Container run options (pod_devices.go deviceRunContainerOptions)         */
@@ -236,10 +237,11 @@ struct kdev_dm_opts {
 /* Merges |resp| into |opts| with kubelet's rules (first wins for envs,
  * devices and mounts by container path, annotations; CDI devices de-duplicated
  * by name). Returns 0 or -ENOMEM. */
-int kdev_dm_opts_add(struct kdev_dm_opts *opts, const V1beta1__ContainerAllocateResponse *resp);
+KDEV_API int kdev_dm_opts_add(struct kdev_dm_opts *opts,
+                              const V1beta1__ContainerAllocateResponse *resp);
 
 /* Frees the contents of |opts| and zeroes it. NULL-safe. */
-void kdev_dm_opts_clear(struct kdev_dm_opts *opts);
+KDEV_API void kdev_dm_opts_clear(struct kdev_dm_opts *opts);
 
 /* Prints |opts| one item a line, each prefixed with |indent|:
  *   env KEY=VALUE                       (sorted by key)
@@ -249,12 +251,12 @@ void kdev_dm_opts_clear(struct kdev_dm_opts *opts);
  *   cdi NAME
  *   conflict TEXT
  * Prints nothing when |opts| is empty. */
-void kdev_dm_opts_print(FILE *f, const char *indent, const struct kdev_dm_opts *opts);
+KDEV_API void kdev_dm_opts_print(FILE *f, const char *indent, const struct kdev_dm_opts *opts);
 
 /* |opts| as a JSON object with proto3 JSON names: envs {}, mounts
  * [{containerPath,hostPath,readOnly}], devices [{containerPath,hostPath,
  * permissions}], annotations {}, cdiDevices [{name}], and conflicts [] when
  * there are any. New reference or NULL on allocation failure. */
-json_t *kdev_dm_opts_json(const struct kdev_dm_opts *opts);
+KDEV_API json_t *kdev_dm_opts_json(const struct kdev_dm_opts *opts);
 
 #endif /* KDEV_KUBELET_DEVMGR_H */

@@ -29,11 +29,12 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 /* Converts |msg| to a new JSON object (the caller owns the reference and
  * releases it with json_decref()). Returns NULL with |err| filled on failure:
  * EILSEQ for a string field that is not valid UTF-8, ENOMEM. */
-json_t *kdev_pbjson_from_msg(const ProtobufCMessage *msg, struct kdev_err *err);
+KDEV_API json_t *kdev_pbjson_from_msg(const ProtobufCMessage *msg, struct kdev_err *err);
 
 /* Parses |json| (an object) into a new message of type |desc|. Members may be
  * named by JSON name or by the original .proto field name; JSON null leaves a
@@ -45,18 +46,18 @@ json_t *kdev_pbjson_from_msg(const ProtobufCMessage *msg, struct kdev_err *err);
  * ("containerRequests[1].devicesIds[0]: expected a string"): -EINVAL for a
  * type or value mismatch, an unknown member or a member given twice (under
  * both names), -ERANGE for a number out of the field's range, -ENOMEM. */
-int kdev_pbjson_to_msg(const ProtobufCMessageDescriptor *desc, const json_t *json,
-                       ProtobufCMessage **out, struct kdev_err *err);
+KDEV_API int kdev_pbjson_to_msg(const ProtobufCMessageDescriptor *desc, const json_t *json,
+                                ProtobufCMessage **out, struct kdev_err *err);
 
 /* Converts |msg| to JSON text, indented by 2 spaces, UTF-8 kept as is, with
  * a final newline. Returns a malloc'ed string (caller frees) or NULL with
  * |err| filled (see kdev_pbjson_from_msg). */
-char *kdev_pbjson_dumps(const ProtobufCMessage *msg, struct kdev_err *err);
+KDEV_API char *kdev_pbjson_dumps(const ProtobufCMessage *msg, struct kdev_err *err);
 
 /* Writes the proto3 JSON name of the .proto field name |proto_name| into
  * |buf| (|size| bytes, NUL-terminated, truncated if short). Returns the length
  * of the full JSON name (like snprintf). */
-size_t kdev_pbjson_json_name(const char *proto_name, char *buf, size_t size);
+KDEV_API size_t kdev_pbjson_json_name(const char *proto_name, char *buf, size_t size);
 
 /* Returns the descriptor of the kubelet API message whose fully-qualified
  * .proto name is |full_name|, or NULL when there is none (or |full_name| is
@@ -68,10 +69,10 @@ size_t kdev_pbjson_json_name(const char *proto_name, char *buf, size_t size);
  * - DRA health v1alpha1: "v1alpha1.NodeWatchResourcesResponse", ...
  * The names are those of Kubernetes k8s.io/kubelet pkg/apis, which the test
  * vectors' manifests use as "type". */
-const ProtobufCMessageDescriptor *kdev_pbjson_find(const char *full_name);
+KDEV_API const ProtobufCMessageDescriptor *kdev_pbjson_find(const char *full_name);
 
 /* Like kdev_pbjson_find(), restricted to the device plugin API (package
  * "v1beta1"): NULL for any other name. */
-const ProtobufCMessageDescriptor *kdev_pbjson_v1beta1_find(const char *full_name);
+KDEV_API const ProtobufCMessageDescriptor *kdev_pbjson_v1beta1_find(const char *full_name);
 
 #endif /* KDEV_KUBELET_PBJSON_H */

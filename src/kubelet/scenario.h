@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 /* Default wait timeout, seconds. */
 #define KDEV_SCN_DEFAULT_WAIT_S 30
@@ -100,8 +101,8 @@ struct kdev_scenario {
  * "<name>:<line>:<column>: <key path>: <problem>", e.g.
  * "s.yaml:4:9: pods[0].containers[0].limits.example.com/gpu: expected a
  * non-negative integer, got \"x\"". */
-int kdev_scenario_parse(const char *text, size_t len, const char *name, struct kdev_scenario *scn,
-                        struct kdev_err *err);
+KDEV_API int kdev_scenario_parse(const char *text, size_t len, const char *name,
+                                 struct kdev_scenario *scn, struct kdev_err *err);
 
 /* Largest scenario file read (bytes): kind "scenario file" (kdevctl kubelet
  * and kdevctl dra scenarios). */
@@ -111,13 +112,13 @@ int kdev_scenario_parse(const char *text, size_t len, const char *name, struct k
  * KDEV_SCENARIO_FILE_MAX bytes, no NUL bytes; its errors: "<path>: cannot
  * read: <reason>", "<path>: is not a regular file (a FIFO)", ...) and parses
  * it (see kdev_scenario_parse()). */
-int kdev_scenario_load(const char *path, struct kdev_scenario *scn, struct kdev_err *err);
+KDEV_API int kdev_scenario_load(const char *path, struct kdev_scenario *scn, struct kdev_err *err);
 
 /* Frees the contents of |scn| and zeroes it. NULL-safe. */
-void kdev_scenario_clear(struct kdev_scenario *scn);
+KDEV_API void kdev_scenario_clear(struct kdev_scenario *scn);
 
 /* Writes the default UID of pod |name| into |buf| (at least 37 bytes): a
  * UUID-shaped text derived from FNV-1a 64 of the name, so runs repeat. */
-void kdev_scenario_default_uid(const char *name, char *buf, size_t size);
+KDEV_API void kdev_scenario_default_uid(const char *name, char *buf, size_t size);
 
 #endif /* KDEV_KUBELET_SCENARIO_H */

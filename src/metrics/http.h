@@ -37,6 +37,7 @@
 #include <uv.h>
 
 #include "common/err.h"
+#include "common/export.h"
 #include "metrics/metrics.h"
 
 struct kdev_metrics_http;
@@ -55,7 +56,7 @@ struct kdev_metrics_http;
  * (HOST:PORT, see there), without resolving a host name (a host name is then
  * made of [A-Za-z0-9._-]), so that a bad value can be refused at option
  * parsing. NULL: false. */
-bool kdev_metrics_address_valid(const char *text);
+KDEV_API bool kdev_metrics_address_valid(const char *text);
 
 /* Parses "HOST:PORT" into a socket address: HOST is an IPv4 address, an IPv6
  * address in brackets ("[::1]:9400"), or a host name resolved with
@@ -64,8 +65,8 @@ bool kdev_metrics_address_valid(const char *text);
  * room for a struct sockaddr_storage; *addrlen gets its length.
  * Returns 0, or -EINVAL with |err|: "metrics address \"<text>\": want "
  * KDEV_METRICS_ADDRESS_FORM, or "...: cannot resolve \"<host>\": <why>". */
-int kdev_metrics_parse_address(const char *text, void *addr, unsigned *addrlen,
-                               struct kdev_err *err);
+KDEV_API int kdev_metrics_parse_address(const char *text, void *addr, unsigned *addrlen,
+                                        struct kdev_err *err);
 
 /* Listens on |address| ("HOST:PORT", see kdev_metrics_parse_address) and
  * serves |reg| (borrowed: must outlive the server) on |loop|. Only that
@@ -73,18 +74,20 @@ int kdev_metrics_parse_address(const char *text, void *addr, unsigned *addrlen,
  * |err|: -EINVAL (bad address), the bind/listen errno ("cannot listen on
  * 127.0.0.1:9400: Address already in use"), -ENOENT when libmicrohttpd cannot
  * be loaded, -EIO when it fails to start, -ENOMEM. Stop with kdev_metrics_http_close(). */
-struct kdev_metrics_http *kdev_metrics_http_start(uv_loop_t *loop, const char *address,
-                                                  struct kdev_metrics *reg, struct kdev_err *err);
+KDEV_API struct kdev_metrics_http *kdev_metrics_http_start(uv_loop_t *loop, const char *address,
+                                                           struct kdev_metrics *reg,
+                                                           struct kdev_err *err);
 
 /* The port actually bound (useful with port 0). */
-unsigned kdev_metrics_http_port(const struct kdev_metrics_http *h);
+KDEV_API unsigned kdev_metrics_http_port(const struct kdev_metrics_http *h);
 
 /* Requests answered so far (any status). */
-unsigned long kdev_metrics_http_requests(const struct kdev_metrics_http *h);
+KDEV_API unsigned long kdev_metrics_http_requests(const struct kdev_metrics_http *h);
 
 /* Stops listening, closes every connection, and frees |h| once libuv has
  * released its handles; then |done| (may be NULL) runs with |arg|. NULL-safe
  * (|done| is then called at once). */
-void kdev_metrics_http_close(struct kdev_metrics_http *h, void (*done)(void *arg), void *arg);
+KDEV_API void kdev_metrics_http_close(struct kdev_metrics_http *h, void (*done)(void *arg),
+                                      void *arg);
 
 #endif /* KDEV_METRICS_HTTP_H */

@@ -29,6 +29,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 /* Most labels a family may have (le not counted). */
 #define KDEV_METRICS_MAX_LABELS 4
@@ -54,13 +55,14 @@ typedef void (*kdev_metrics_collect_fn)(void *arg, struct kdev_metrics *m);
 
 /* Creates an empty registry. Returns NULL when out of memory. Free with
  * kdev_metrics_free(). */
-struct kdev_metrics *kdev_metrics_new(void);
+KDEV_API struct kdev_metrics *kdev_metrics_new(void);
 
 /* Frees |m|, its families and series. NULL-safe. */
-void kdev_metrics_free(struct kdev_metrics *m);
+KDEV_API void kdev_metrics_free(struct kdev_metrics *m);
 
 /* Sets the collect callback (NULL: none). */
-void kdev_metrics_set_collect(struct kdev_metrics *m, kdev_metrics_collect_fn fn, void *arg);
+KDEV_API void kdev_metrics_set_collect(struct kdev_metrics *m, kdev_metrics_collect_fn fn,
+                                       void *arg);
 
 /* Registers a family. |name| must match [a-zA-Z_:][a-zA-Z0-9_:]*, each of the
  * |n_labels| (<= KDEV_METRICS_MAX_LABELS) |labels| [a-zA-Z_][a-zA-Z0-9_]* and
@@ -71,46 +73,48 @@ void kdev_metrics_set_collect(struct kdev_metrics *m, kdev_metrics_collect_fn fn
  * series (value 0) at once, so it always renders.
  * Returns the family (owned by |m|), or NULL with |err|: -EINVAL (bad name,
  * label or buckets; a name registered already), -ENOMEM. */
-struct kdev_metric_family *kdev_metrics_add(struct kdev_metrics *m, enum kdev_metric_type type,
-                                            const char *name, const char *help,
-                                            const char *const *labels, size_t n_labels,
-                                            const double *buckets, size_t n_buckets,
-                                            struct kdev_err *err);
+KDEV_API struct kdev_metric_family *kdev_metrics_add(struct kdev_metrics *m,
+                                                     enum kdev_metric_type type, const char *name,
+                                                     const char *help, const char *const *labels,
+                                                     size_t n_labels, const double *buckets,
+                                                     size_t n_buckets, struct kdev_err *err);
 
 /* The series of |fam| with label values |values| (as many as the family has
  * labels; NULL means ""), created with value 0 when new. Values are any
  * UTF-8 text and copied. Returns the series (owned by the family, valid until
  * kdev_metrics_family_clear() or kdev_metrics_free()), or NULL when out of
  * memory (the update is then lost; callers may ignore it). */
-struct kdev_metric *kdev_metric_get(struct kdev_metric_family *fam, const char *const *values);
+KDEV_API struct kdev_metric *kdev_metric_get(struct kdev_metric_family *fam,
+                                             const char *const *values);
 
 /* Adds |v| to a counter (|v| >= 0; negative values are ignored) or a gauge.
  * NULL-safe. */
-void kdev_metric_add(struct kdev_metric *s, double v);
+KDEV_API void kdev_metric_add(struct kdev_metric *s, double v);
 
 /* Sets a gauge to |v| (a counter or histogram: ignored). NULL-safe. */
-void kdev_metric_set(struct kdev_metric *s, double v);
+KDEV_API void kdev_metric_set(struct kdev_metric *s, double v);
 
 /* Records observation |v| in a histogram: every bucket whose bound is >= |v|
  * counts it, sum += v, count += 1 (other types: ignored). NULL-safe. */
-void kdev_metric_observe(struct kdev_metric *s, double v);
+KDEV_API void kdev_metric_observe(struct kdev_metric *s, double v);
 
 /* Value of a counter or gauge; a histogram's count. 0 for NULL. */
-double kdev_metric_value(const struct kdev_metric *s);
+KDEV_API double kdev_metric_value(const struct kdev_metric *s);
 
 /* Drops every series of |fam| (a family without labels gets its series back
  * at 0; out of memory it has none and renders its HELP and TYPE only). Series
  * pointers of |fam| become invalid. For gauges recomputed in the collect
  * callback. */
-void kdev_metrics_family_clear(struct kdev_metric_family *fam);
+KDEV_API void kdev_metrics_family_clear(struct kdev_metric_family *fam);
 
 /* Renders every family (after the collect callback) into a malloc'ed,
  * NUL-terminated text (*out, freed by the caller; *len its length without the
  * NUL). Returns 0, or -ENOMEM with |err| (*out NULL). */
-int kdev_metrics_render(struct kdev_metrics *m, char **out, size_t *len, struct kdev_err *err);
+KDEV_API int kdev_metrics_render(struct kdev_metrics *m, char **out, size_t *len,
+                                 struct kdev_err *err);
 
 /* Formats |v| as the exposition format writes a number (see the top of this
  * file) into |buf| of |size| bytes (32 is always enough). Returns |buf|. */
-const char *kdev_metrics_format_number(double v, char *buf, size_t size);
+KDEV_API const char *kdev_metrics_format_number(double v, char *buf, size_t size);
 
 #endif /* KDEV_METRICS_METRICS_H */

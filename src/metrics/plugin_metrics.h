@@ -28,6 +28,7 @@
 #include <uv.h>
 
 #include "common/err.h"
+#include "common/export.h"
 #include "metrics/metrics.h"
 #include "model/model.h"
 #include "plugin/runtime.h"
@@ -45,37 +46,37 @@ typedef const char *(*kdev_plugin_metrics_physical_fn)(void *arg, const struct k
  * set; |physical| (may be NULL: no kdev_gpu_devices) maps devices to physical
  * ones. Returns NULL with |err| (-ENOMEM). Free with
  * kdev_plugin_metrics_stop(). */
-struct kdev_plugin_metrics *kdev_plugin_metrics_new(const struct kdev_resource_set *set,
-                                                    kdev_plugin_metrics_physical_fn physical,
-                                                    void *physical_arg, struct kdev_err *err);
+KDEV_API struct kdev_plugin_metrics *kdev_plugin_metrics_new(
+        const struct kdev_resource_set *set, kdev_plugin_metrics_physical_fn physical,
+        void *physical_arg, struct kdev_err *err);
 
 /* Starts serving GET /metrics on |address| ("HOST:PORT", metrics/http.h) on
  * |loop|, after creating the zero series of every resource of the set.
  * Returns 0, or a negative errno with |err| (bad address, address in use:
  * "cannot listen on 127.0.0.1:9400: Address already in use"). */
-int kdev_plugin_metrics_listen(struct kdev_plugin_metrics *pm, uv_loop_t *loop,
-                               const char *address, struct kdev_err *err);
+KDEV_API int kdev_plugin_metrics_listen(struct kdev_plugin_metrics *pm, uv_loop_t *loop,
+                                        const char *address, struct kdev_err *err);
 
 /* The port the server listens on (0 before kdev_plugin_metrics_listen()). */
-unsigned kdev_plugin_metrics_port(const struct kdev_plugin_metrics *pm);
+KDEV_API unsigned kdev_plugin_metrics_port(const struct kdev_plugin_metrics *pm);
 
 /* The registry (owned by |pm|). */
-struct kdev_metrics *kdev_plugin_metrics_registry(struct kdev_plugin_metrics *pm);
+KDEV_API struct kdev_metrics *kdev_plugin_metrics_registry(struct kdev_plugin_metrics *pm);
 
 /* Hooks to pass in kdev_dp_options.hooks (owned by |pm|); NULL for a NULL
  * |pm|. */
-const struct kdev_dp_hooks *kdev_plugin_metrics_hooks(struct kdev_plugin_metrics *pm);
+KDEV_API const struct kdev_dp_hooks *kdev_plugin_metrics_hooks(struct kdev_plugin_metrics *pm);
 
 /* Health event observer: |arg| is the kdev_plugin_metrics; matches
  * kdev_nvidia_backend_options.health_event. Adds |count| to
  * kdev_gpu_health_events_total{event=|kind|,xid=<xid, or "" when 0 and not an
  * XID kind>}. NULL |arg|: nothing. */
-void kdev_plugin_metrics_health_event(void *arg, const char *kind, unsigned long long xid,
-                                      unsigned count);
+KDEV_API void kdev_plugin_metrics_health_event(void *arg, const char *kind, unsigned long long xid,
+                                               unsigned count);
 
 /* Stops the server (if listening) and frees everything once libuv released
  * its handles; then |done| (may be NULL) runs with |done_arg|. NULL-safe. */
-void kdev_plugin_metrics_stop(struct kdev_plugin_metrics *pm, void (*done)(void *arg),
-                              void *done_arg);
+KDEV_API void kdev_plugin_metrics_stop(struct kdev_plugin_metrics *pm, void (*done)(void *arg),
+                                       void *done_arg);
 
 #endif /* KDEV_METRICS_PLUGIN_METRICS_H */

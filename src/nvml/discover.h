@@ -37,6 +37,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/export.h"
 #include "nvml/loader.h"
 #include "nvml/nvml_api.h"
 
@@ -171,35 +172,37 @@ struct kdev_nvml_discover_options {
  *     (<a> vs <b>)" (-EPROTO), and NVML errors of the link queries other than
  *     NOT_SUPPORTED / INVALID_ARGUMENT;
  *   -ENOMEM. */
-int kdev_nvml_discover(struct kdev_nvml *lib, const struct kdev_nvml_discover_options *opts,
-                       struct kdev_gpu_set **out, struct kdev_err *err);
+KDEV_API int kdev_nvml_discover(struct kdev_nvml *lib,
+                                const struct kdev_nvml_discover_options *opts,
+                                struct kdev_gpu_set **out, struct kdev_err *err);
 
 /* Frees |set| and everything it owns (NULL-safe). */
-void kdev_gpu_set_free(struct kdev_gpu_set *set);
+KDEV_API void kdev_gpu_set_free(struct kdev_gpu_set *set);
 
 /* The GPU whose UUID is |uuid|, or NULL. */
-const struct kdev_gpu *kdev_gpu_set_find(const struct kdev_gpu_set *set, const char *uuid);
+KDEV_API const struct kdev_gpu *kdev_gpu_set_find(const struct kdev_gpu_set *set, const char *uuid);
 
 /* The topology level between positions |i| and |j| of set->gpus (both <
  * n_gpus, has_links true); NVML_TOPOLOGY_INTERNAL when i == j. */
-nvmlGpuTopologyLevel_t kdev_gpu_set_level(const struct kdev_gpu_set *set, size_t i, size_t j);
+KDEV_API nvmlGpuTopologyLevel_t kdev_gpu_set_level(const struct kdev_gpu_set *set, size_t i,
+                                                   size_t j);
 
 /* The number of direct NVLinks between positions |i| and |j| (0 without links). */
-unsigned kdev_gpu_set_nvlinks(const struct kdev_gpu_set *set, size_t i, size_t j);
+KDEV_API unsigned kdev_gpu_set_nvlinks(const struct kdev_gpu_set *set, size_t i, size_t j);
 
 /* Converts NVML's busId ("00000000:3B:00.0") into the sysfs directory name
  * ("0000:3b:00.0"): lower-cased, first four characters dropped, as NVIDIA's
  * plugin does. |out| holds at least KDEV_GPU_BUS_ID_MAX bytes. Returns 0, or
  * -EINVAL when |bus_id| is shorter than 5 characters or does not fit. */
-int kdev_nvml_sysfs_bus_id(const char *bus_id, char *out, size_t size);
+KDEV_API int kdev_nvml_sysfs_bus_id(const char *bus_id, char *out, size_t size);
 
 /* Reads <sysfs_root or "/sys">/bus/pci/devices/<sysfs_bus_id>/numa_node into
  * *|node|: the value, or -1 when the file cannot be read (kdev_file_read:
  * missing, not a regular file, over KDEV_FILE_SYSFS_ATTR_MAX bytes) or holds
  * a negative value. Returns 0, or -EINVAL for text that is not an integer
  * ("<path>: cannot parse NUMA node \"<text>\""). */
-int kdev_nvml_numa_node(const char *sysfs_root, const char *sysfs_bus_id, int *node,
-                        struct kdev_err *err);
+KDEV_API int kdev_nvml_numa_node(const char *sysfs_root, const char *sysfs_bus_id, int *node,
+                                 struct kdev_err *err);
 
 /* The brand name of an NVML_BRAND_* value, as go-nvlib's
  * GetBrandAsString spells it (NVIDIA's DRA driver publishes it as the
@@ -207,16 +210,16 @@ int kdev_nvml_numa_node(const char *sysfs_root, const char *sysfs_bus_id, int *n
  * "GeForce", "Titan", "NvidiaVApps", "NvidiaVPC", "NvidiaVCS", "NvidiaVWS",
  * "NvidiaCloudGaming", "QuadroRTX", "NvidiaRTX", "Nvidia", "GeForceRTX",
  * "TitanRTX" for 0..16; NULL for any other value. Static storage. */
-const char *kdev_nvml_brand_name(nvmlBrandType_t brand);
+KDEV_API const char *kdev_nvml_brand_name(nvmlBrandType_t brand);
 
 /* The family name GPU Feature Discovery gives a compute capability
  * (GFD internal/lm: tesla, fermi, kepler, ..., rubin; "undefined" for an
  * unknown major), used for the nvidia.com/gpu.family label and the DRA
  * architecture attribute. Static storage. */
-const char *kdev_nvml_family(int cc_major, int cc_minor);
+KDEV_API const char *kdev_nvml_family(int cc_major, int cc_minor);
 
 /* A name for a topology level ("INTERNAL", "SINGLE", "MULTIPLE",
  * "HOSTBRIDGE", "NODE", "SYSTEM"), or NULL for any other value. */
-const char *kdev_nvml_level_name(nvmlGpuTopologyLevel_t level);
+KDEV_API const char *kdev_nvml_level_name(nvmlGpuTopologyLevel_t level);
 
 #endif /* KDEV_NVML_DISCOVER_H */

@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/export.h"
 #include "nvml/nvml_api.h"
 
 /* Capability flags: which optional groups of entry points were found. */
@@ -147,43 +148,43 @@ struct kdev_nvml;
  *                <name1>[ or <name2>])]: <dlerror of the last name tried>",
  *                where <path> is the file the dynamic loader mapped;
  *   -ENOMEM. */
-int kdev_nvml_open(const struct kdev_nvml_options *opts, struct kdev_nvml **out,
-                   struct kdev_err *err);
+KDEV_API int kdev_nvml_open(const struct kdev_nvml_options *opts, struct kdev_nvml **out,
+                            struct kdev_err *err);
 
 /* Closes |lib| (NULL-safe): if kdev-side init references remain, NVML is shut
  * down once first; then dlclose and free. */
-void kdev_nvml_close(struct kdev_nvml *lib);
+KDEV_API void kdev_nvml_close(struct kdev_nvml *lib);
 
 /* The resolved table (valid until kdev_nvml_close). */
-const struct kdev_nvml_api *kdev_nvml_api(const struct kdev_nvml *lib);
+KDEV_API const struct kdev_nvml_api *kdev_nvml_api(const struct kdev_nvml *lib);
 
 /* Bitwise OR of the KDEV_NVML_CAP_* groups whose entry points were all found. */
-unsigned kdev_nvml_caps(const struct kdev_nvml *lib);
+KDEV_API unsigned kdev_nvml_caps(const struct kdev_nvml *lib);
 
 /* The path of the mapped library file (from dlinfo), e.g.
  * "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1". */
-const char *kdev_nvml_path(const struct kdev_nvml *lib);
+KDEV_API const char *kdev_nvml_path(const struct kdev_nvml *lib);
 
 /* Refcounted NVML initialisation. The first call (count 0 → 1) calls
  * nvmlInit_v2 (or nvmlInit); later calls only count. Returns 0, or on
  * failure of nvmlInit the negative errno of kdev_nvml_errno() with
  * "nvml init failed: <nvmlErrorString>" (the count is unchanged). */
-int kdev_nvml_init(struct kdev_nvml *lib, struct kdev_err *err);
+KDEV_API int kdev_nvml_init(struct kdev_nvml *lib, struct kdev_err *err);
 
 /* Drops one reference; the last one (1 → 0) calls nvmlShutdown. Returns 0;
  * -EALREADY "nvml shutdown without a matching init" when the count is 0
  * (NVML is not called); or, when nvmlShutdown fails, the negative errno of
  * kdev_nvml_errno() with "nvml shutdown failed: <nvmlErrorString>" (the
  * count still drops to 0). */
-int kdev_nvml_shutdown(struct kdev_nvml *lib, struct kdev_err *err);
+KDEV_API int kdev_nvml_shutdown(struct kdev_nvml *lib, struct kdev_err *err);
 
 /* The current kdev-side init count. */
-unsigned kdev_nvml_refs(struct kdev_nvml *lib);
+KDEV_API unsigned kdev_nvml_refs(struct kdev_nvml *lib);
 
 /* The library's nvmlErrorString(|r|); with |lib| NULL (or a NULL result) a
  * built-in string with the same wording for the codes in nvml_api.h, and
  * "Unknown Error" for others. Never NULL; static storage. */
-const char *kdev_nvml_strerror(const struct kdev_nvml *lib, nvmlReturn_t r);
+KDEV_API const char *kdev_nvml_strerror(const struct kdev_nvml *lib, nvmlReturn_t r);
 
 /* Maps an NVML return code to a negative errno (0 for NVML_SUCCESS):
  * UNINITIALIZED -EBADF, INVALID_ARGUMENT -EINVAL, NOT_SUPPORTED -EOPNOTSUPP,
@@ -192,13 +193,13 @@ const char *kdev_nvml_strerror(const struct kdev_nvml *lib, nvmlReturn_t r);
  * LIBRARY_NOT_FOUND -ELIBACC, FUNCTION_NOT_FOUND -ENOSYS, GPU_IS_LOST -ENXIO,
  * RESET_REQUIRED -ESTALE, LIB_RM_VERSION_MISMATCH -ELIBBAD, IN_USE -EBUSY,
  * MEMORY -ENOMEM, NO_DATA -ENODATA, everything else -EIO. */
-int kdev_nvml_errno(nvmlReturn_t r);
+KDEV_API int kdev_nvml_errno(nvmlReturn_t r);
 
 /* Error helper for NVML callers: when |r| is NVML_SUCCESS returns 0;
  * otherwise sets |err| to "<context>: <nvmlErrorString(r)>" (context
  * printf-formatted) and returns kdev_nvml_errno(r). */
-int kdev_nvml_fail(const struct kdev_nvml *lib, nvmlReturn_t r, struct kdev_err *err,
-                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+KDEV_API int kdev_nvml_fail(const struct kdev_nvml *lib, nvmlReturn_t r, struct kdev_err *err,
+                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Introspection of the symbol table (tests, `kdevctl`-style diagnostics). */
 struct kdev_nvml_symbol {
@@ -209,10 +210,11 @@ struct kdev_nvml_symbol {
 };
 
 /* Number of entry points in KDEV_NVML_SYMBOLS. */
-size_t kdev_nvml_symbol_count(void);
+KDEV_API size_t kdev_nvml_symbol_count(void);
 
 /* Fills |out| for entry |i| (< kdev_nvml_symbol_count()); |lib| may be NULL.
  * Returns 0 or -ERANGE. */
-int kdev_nvml_symbol_info(const struct kdev_nvml *lib, size_t i, struct kdev_nvml_symbol *out);
+KDEV_API int kdev_nvml_symbol_info(const struct kdev_nvml *lib, size_t i,
+                                   struct kdev_nvml_symbol *out);
 
 #endif /* KDEV_NVML_LOADER_H */

@@ -3,8 +3,8 @@
  * cmd_kubelet_endpoints.c: plugin endpoints and Register;
  * cmd_kubelet_admission.c: pod admission; cmd_kubelet_output.c: results).
  * Not a public interface: only these files include it. */
-#ifndef KDEV_KUBELET_CMD_KUBELET_H
-#define KDEV_KUBELET_CMD_KUBELET_H
+#ifndef KDEV_KUBELET_CMD_KUBELET_INTERNAL_H
+#define KDEV_KUBELET_CMD_KUBELET_INTERNAL_H
 
 #include <dirent.h>
 #include <errno.h>
@@ -240,4 +240,4 @@ struct step_result *result_new(struct kubelet *k, enum kdev_scn_kind kind);
 void results_free(struct kubelet *k);
 const char *state_text(const struct kdev_dm_resource *r);
 
-#endif /* KDEV_KUBELET_CMD_KUBELET_H */
+#endif /* KDEV_KUBELET_CMD_KUBELET_INTERNAL_H */
