@@ -109,7 +109,21 @@ static void stop_server(struct srv *s)
                 return;
         close(s->in_fd);
         kill(s->pid, SIGTERM);
-        waitpid(s->pid, NULL, 0);
+        /* A stand-in that does not exit within 20 s gets its threads dumped
+         * (faulthandler on SIGUSR1, to this test's output) and is killed, so
+         * that it cannot hold the suite. */
+        int st = 0;
+        pid_t w = 0;
+        for (int i = 0; i < 200 && (w = waitpid(s->pid, &st, WNOHANG)) == 0; i++)
+                usleep(100000);
+        if (w == 0) {
+                fprintf(stderr, "stand-in API server %d did not exit on SIGTERM; its threads:\n",
+                        (int)s->pid);
+                kill(s->pid, SIGUSR1);
+                usleep(500000);
+                kill(s->pid, SIGKILL);
+                waitpid(s->pid, NULL, 0);
+        }
         json_decref(s->info);
         kdev_kube_free(s->admin);
         memset(s, 0, sizeof(*s));
