@@ -14,24 +14,8 @@
 #include "generic/generic.h"
 #include "nvidia/config.h"
 
-/* Reads |text| as kdev-plugin reads its config file: `version`, `generic`,
- * then the NVIDIA sections into |cfg|. Returns the reader's result. */
-static int parse_file(struct kdev_nvidia_config *cfg, const char *name, const char *text,
-                      struct kdev_err *e)
-{
-        struct kdev_config_root root;
-        struct kdev_config_sections ext;
-        struct kdev_generic_config *g = NULL;
-        kdev_config_root_init(&root);
-        kdev_nvidia_config_sections(cfg, &ext);
-        int rc = kdev_generic_config_register(&root, name, &g, e);
-        if (rc == 0)
-                rc = kdev_config_register(&root, &ext, e);
-        if (rc == 0)
-                rc = kdev_config_parse(&root, name, text, strlen(text), e);
-        kdev_generic_config_free(g);
-        return rc;
-}
+#include "nvidia_config_fixture.h"
+
 
 /* Parses |text| as kdev's config file with the NVIDIA sections into |cfg|
  * (initialised here). Returns the loader's result; |e| holds the message. */

@@ -18,6 +18,8 @@
 #include "generic/generic.h"
 #include "nvidia/config.h"
 
+#include "nvidia_config_fixture.h"
+
 #define DIR_GOOD KDEV_SOURCE_DIR "/tests/nvidia-configs/good/"
 #define DIR_BAD KDEV_SOURCE_DIR "/tests/nvidia-configs/bad/"
 
@@ -26,18 +28,8 @@
 static int load(const char *path, struct kdev_nvidia_config *cfg, struct kdev_err *e)
 {
         assert_int_equal(kdev_nvidia_config_init(cfg, e), 0);
-        struct kdev_config_root root;
-        struct kdev_config_sections ext;
-        struct kdev_generic_config *g = NULL;
-        kdev_config_root_init(&root);
-        kdev_nvidia_config_sections(cfg, &ext);
         kdev_err_clear(e);
-        int rc = kdev_generic_config_register(&root, path, &g, e);
-        if (rc == 0)
-                rc = kdev_config_register(&root, &ext, e);
-        if (rc == 0)
-                rc = kdev_config_load(&root, path, e);
-        kdev_generic_config_free(g);
+        int rc = parse_file(cfg, path, NULL, e);
         if (rc == 0)
                 rc = kdev_nvidia_config_finish(cfg, true, e);
         return rc;

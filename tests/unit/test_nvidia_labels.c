@@ -27,6 +27,8 @@
 #include "nvidia/labels.h"
 #include "nvml/discover.h"
 
+#include "nvidia_config_fixture.h"
+
 #define DATA_DIR KDEV_SOURCE_DIR "/tests/data/labels"
 #define MACHINE_TEXT "  NVIDIA DGX H100 (rev. 2)\n"
 #define MACHINE_LABEL "NVIDIA-DGX-H100-rev.-2"
@@ -65,24 +67,6 @@ static int teardown(void **state)
         return 0;
 }
 
-/* Reads |text| as kdev-plugin reads its config file: `version`, `generic`,
- * then the NVIDIA sections into |cfg|. Returns the reader's result. */
-static int parse_file(struct kdev_nvidia_config *cfg, const char *name, const char *text,
-                      struct kdev_err *e)
-{
-        struct kdev_config_root root;
-        struct kdev_config_sections ext;
-        struct kdev_generic_config *g = NULL;
-        kdev_config_root_init(&root);
-        kdev_nvidia_config_sections(cfg, &ext);
-        int rc = kdev_generic_config_register(&root, name, &g, e);
-        if (rc == 0)
-                rc = kdev_config_register(&root, &ext, e);
-        if (rc == 0)
-                rc = kdev_config_parse(&root, name, text, strlen(text), e);
-        kdev_generic_config_free(g);
-        return rc;
-}
 
 /* A finished config from |yaml| (NULL: defaults), MIG strategy |mig|. */
 static void config(struct kdev_nvidia_config *cfg, const char *yaml,

@@ -26,6 +26,8 @@
 #include "plugin/runtime.h"
 #include "plugin/service.h"
 
+#include "nvidia_config_fixture.h"
+
 #define MAX_GPUS 16
 
 struct env {
@@ -49,24 +51,6 @@ static void collect(void *arg, const char *msg)
                 snprintf(e->warns[e->n_warns++], sizeof(e->warns[0]), "%s", msg);
 }
 
-/* Reads |text| as kdev-plugin reads its config file: `version`, `generic`,
- * then the NVIDIA sections into |cfg|. Returns the reader's result. */
-static int parse_file(struct kdev_nvidia_config *cfg, const char *name, const char *text,
-                      struct kdev_err *e)
-{
-        struct kdev_config_root root;
-        struct kdev_config_sections ext;
-        struct kdev_generic_config *g = NULL;
-        kdev_config_root_init(&root);
-        kdev_nvidia_config_sections(cfg, &ext);
-        int rc = kdev_generic_config_register(&root, name, &g, e);
-        if (rc == 0)
-                rc = kdev_config_register(&root, &ext, e);
-        if (rc == 0)
-                rc = kdev_config_parse(&root, name, text, strlen(text), e);
-        kdev_generic_config_free(g);
-        return rc;
-}
 
 /* Parses |yaml|, builds |n_gpus| GPUs (GPU 1 faulted when |fault1|; NUMA node
  * i/2) and applies the sharing. Returns the sharing's result. */
