@@ -7,6 +7,27 @@
 /* Admission                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* Packs |req| and starts the unary call |method| on |cl| (as
+ * kdev_rpc_client_unary(), which owns nothing of |req|). Returns the call, or
+ * NULL with |err| set. */
+static struct kdev_rpc_client_call *call_packed(struct kdev_rpc_client *cl, const char *method,
+                                                const ProtobufCMessage *req, uint64_t timeout_ms,
+                                                kdev_rpc_message_fn on_message,
+                                                kdev_rpc_done_fn on_done, void *ud,
+                                                struct kdev_err *err)
+{
+        size_t len = protobuf_c_message_get_packed_size(req);
+        uint8_t *buf = malloc(len ? len : 1);
+        if (!buf)
+                abort();
+        protobuf_c_message_pack(req, buf);
+        struct kdev_rpc_client_call *call =
+                kdev_rpc_client_unary(cl, method, buf, len, timeout_ms, on_message, on_done, ud,
+                                      err);
+        free(buf);
+        return call;
+}
+
 static struct reuse *reuse_get(struct admission *a, const char *resource)
 {
         for (size_t i = 0; i < a->n_reuse; i++)
@@ -305,17 +326,10 @@ static bool prestart_next(struct kubelet *k)
                                 V1BETA1__PRE_START_CONTAINER_REQUEST__INIT;
                         req.devices_ids = (char **)ids;
                         req.n_devices_ids = n;
-                        size_t len = v1beta1__pre_start_container_request__get_packed_size(&req);
-                        uint8_t *buf = malloc(len ? len : 1);
-                        if (!buf)
-                                abort();
-                        v1beta1__pre_start_container_request__pack(&req, buf);
-                        free(ids);
                         struct kdev_err err = {0};
-                        a->call = kdev_rpc_client_unary(ep->cl, KDEV_DP_PRE_START, buf, len,
-                                                        PRESTART_TIMEOUT_MS, NULL, prestart_done, k,
-                                                        &err);
-                        free(buf);
+                        a->call = call_packed(ep->cl, KDEV_DP_PRE_START, &req.base,
+                                              PRESTART_TIMEOUT_MS, NULL, prestart_done, k, &err);
+                        free(ids);
                         if (!a->call) {
                                 for (size_t i = 0; i < cr->n_allocs; i++)
                                         if (strcmp(cr->allocs[i].resource, res) == 0) {
@@ -471,20 +485,14 @@ static void allocate_call(struct kubelet *k)
         V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
         req.container_requests = list;
         req.n_container_requests = 1;
-        size_t len = v1beta1__allocate_request__get_packed_size(&req);
-        uint8_t *buf = malloc(len ? len : 1);
-        if (!buf)
-                abort();
-        v1beta1__allocate_request__pack(&req, buf);
         struct unary_state *u = calloc(1, sizeof(*u));
         if (!u)
                 abort();
         u->k = k;
         struct kdev_err err = {0};
         /* kubelet sets no deadline on Allocate. */
-        a->call = kdev_rpc_client_unary(ep->cl, KDEV_DP_ALLOCATE, buf, len, 0, unary_message,
-                                        allocate_done, u, &err);
-        free(buf);
+        a->call = call_packed(ep->cl, KDEV_DP_ALLOCATE, &req.base, 0, unary_message,
+                              allocate_done, u, &err);
         if (!a->call) {
                 free(u);
                 admission_fail(k, err.msg);
@@ -507,20 +515,14 @@ static void preferred_call(struct kubelet *k)
         V1beta1__ContainerPreferredAllocationRequest creq;
         if (kdev_dm_pick_preferred_req(&a->pick, &req, &creq) < 0)
                 abort();
-        size_t len = v1beta1__preferred_allocation_request__get_packed_size(&req);
-        uint8_t *buf = malloc(len ? len : 1);
-        if (!buf)
-                abort();
-        v1beta1__preferred_allocation_request__pack(&req, buf);
-        kdev_dm_preferred_req_clear(&req, &creq);
         struct unary_state *u = calloc(1, sizeof(*u));
         if (!u)
                 abort();
         u->k = k;
         struct kdev_err err = {0};
-        a->call = kdev_rpc_client_unary(ep->cl, KDEV_DP_GET_PREFERRED, buf, len, 0, unary_message,
-                                        preferred_done, u, &err);
-        free(buf);
+        a->call = call_packed(ep->cl, KDEV_DP_GET_PREFERRED, &req.base, 0, unary_message,
+                              preferred_done, u, &err);
+        kdev_dm_preferred_req_clear(&req, &creq);
         if (!a->call) {
                 free(u);
                 char *m = xasprintf("device plugin GetPreferredAllocation rpc failed with err: %s",
