@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/resource_name.h"
 #include "config/config.h"
 #include "config/yamlcfg.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model.h"
+#include "common/resource_name.h"
 
 static void free_strv(char **v, size_t n)
 {

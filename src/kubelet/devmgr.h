@@ -74,8 +74,8 @@ KDEV_API void kdev_dm_free(struct kdev_devmgr *dm);
 /* kubelet's Register checks, in its order (server.go): |version| must be
  * "v1beta1", else -EINVAL with `requested API version "<v>" is not supported
  * by kubelet. Supported version is ["v1beta1"]`; |name| must be an extended
- * resource name (kdev_resource_name_check), else -EINVAL with
- * `the ResourceName "<name>" is invalid`. Returns 0 when both pass. */
+ * resource name (kdev_resource_name_check, common/resource_name.h), else
+ * -EINVAL with `the ResourceName "<name>" is invalid`. Returns 0 when both pass. */
 KDEV_API int kdev_dm_check_register(const char *version, const char *name, struct kdev_err *err);
 
 /* Returns the resource |name| or NULL. */

@@ -97,7 +97,7 @@ struct kdev_resource_ops {
 
 /* A resource: one extended resource name and its devices. */
 struct kdev_resource {
-        char *name; /* extended resource name, e.g. "example.com/fuse" */
+        char *name; /* extended resource name, e.g. "example.com/fuse" (common/resource_name.h) */
         struct kdev_device *devices;
         size_t n_devices;
         const struct kdev_resource_ops *ops; /* NULL: device nodes only */
@@ -218,14 +218,6 @@ uint32_t kdev_str_hash(const char *s);
 /* kdev_resource_index() on every resource of |set|. Returns 0 or -ENOMEM
  * (resources indexed before the failure keep their index). */
 int kdev_resource_set_index(struct kdev_resource_set *set);
-
-/* Checks |name| with kubelet's extended resource name rules
- * (IsExtendedResourceName, k8s pkg/apis/core/v1/helper): it must contain '/',
- * must not be in the kubernetes.io domain, must not start with "requests.",
- * the prefix must be a DNS-1123 subdomain (<= 253 chars) and the name part a
- * qualified name (<= 63 chars, [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?).
- * Returns 0, or -EINVAL with |err| saying which rule failed. */
-int kdev_resource_name_check(const char *name, struct kdev_err *err);
 
 /* Frees everything inside |r| (not |r| itself). NULL-safe; leaves |r| empty. */
 void kdev_resource_clear(struct kdev_resource *r);

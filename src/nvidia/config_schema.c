@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/resource_name.h"
 #include "config/yamlcfg.h"
-#include "model/model.h"
 #include "nvidia/config_internal.h"
 
 /* Upper bound of sharing.*.resources[].replicas (NVIDIA has none). One GPU

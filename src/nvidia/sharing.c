@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/resource_name.h"
 #include "nvidia/nvidia_internal.h"
 
 #define TS "sharing.timeSlicing.resources"

@@ -16,6 +16,7 @@
 
 #include "common/dir.h"
 #include "common/log.h"
+#include "common/resource_name.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "model/model.h"
 #include "plugin/service.h"

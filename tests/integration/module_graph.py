@@ -69,11 +69,6 @@ ALLOWED = {
         "the DRA daemon opens NVML itself (item 3)",
     ("nvml", "src/dra/daemon.c", "nvml/discover.h"):
         "the DRA daemon discovers the GPUs itself (item 3)",
-    # item 6: kdevctl checks a device plugin's resource name with the
-    # model's rule (kdev_resource_name_check); the rule has to move to common
-    # for kdevctl to need only rpc + messages + common.
-    ("kdevctl", "src/kubelet/devmgr.c", "model/model.h"):
-        "the resource-name rule lives in the model (item 6)",
 }
 
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "common/resource_name.h"
 #include "model/model.h"
 #include "oom_driver.h"
 #include "plugin/allocate.h"

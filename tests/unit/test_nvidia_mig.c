@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "common/resource_name.h"
 #include "mock_fixture.h"
 #include "nvidia/cdi_spec.h"
 #include "nvidia/config.h"
