@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/lookup.h"
+#include "model/lookup_internal.h"
 
 enum { PERM_R = 1, PERM_W = 2, PERM_M = 4 };
 

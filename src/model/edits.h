@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 /* One device node (v1beta1 DeviceSpec; CDI deviceNodes entry). */
 struct kdev_edit_node {
@@ -71,40 +72,41 @@ struct kdev_container_edits {
 /* Appends device node {path, host_path, permissions} (copies; NULL: ""). No
  * duplicate check: the caller decides what one container path may repeat.
  * Returns 0 or -ENOMEM with |err|; |e| is then unchanged. */
-int kdev_edits_add_node(struct kdev_container_edits *e, const char *path, const char *host_path,
-                        const char *permissions, struct kdev_err *err);
+KDEV_API int kdev_edits_add_node(struct kdev_container_edits *e, const char *path,
+                                 const char *host_path, const char *permissions,
+                                 struct kdev_err *err);
 
 /* Sets environment variable |key| to |value| (copies; NULL value: ""): a key
  * already in |e| keeps its position and takes the new value (the device plugin
  * API's envs are a map), a new key is appended. Returns 0 or -ENOMEM with
  * |err|; |e| is then unchanged. */
-int kdev_edits_set_env(struct kdev_container_edits *e, const char *key, const char *value,
-                       struct kdev_err *err);
+KDEV_API int kdev_edits_set_env(struct kdev_container_edits *e, const char *key, const char *value,
+                                struct kdev_err *err);
 
 /* Appends a mount of |host_path| at |container_path| with |n_options|
  * options |options| (copies; |options| may be NULL when |n_options| is 0).
  * Returns 0 or -ENOMEM with |err|; |e| is then unchanged. */
-int kdev_edits_add_mount(struct kdev_container_edits *e, const char *host_path,
-                         const char *container_path, const char *const *options,
-                         size_t n_options, struct kdev_err *err);
+KDEV_API int kdev_edits_add_mount(struct kdev_container_edits *e, const char *host_path,
+                                  const char *container_path, const char *const *options,
+                                  size_t n_options, struct kdev_err *err);
 
 /* Appends annotation |key| = |value| (copies; no duplicate check). Returns 0
  * or -ENOMEM with |err|; |e| is then unchanged. */
-int kdev_edits_add_annotation(struct kdev_container_edits *e, const char *key, const char *value,
-                              struct kdev_err *err);
+KDEV_API int kdev_edits_add_annotation(struct kdev_container_edits *e, const char *key,
+                                       const char *value, struct kdev_err *err);
 
 /* Appends CDI device name |name| (a copy; not checked here: the front end
  * that sends it checks it). Returns 0 or -ENOMEM with |err|. */
-int kdev_edits_add_cdi_device(struct kdev_container_edits *e, const char *name,
-                              struct kdev_err *err);
+KDEV_API int kdev_edits_add_cdi_device(struct kdev_container_edits *e, const char *name,
+                                       struct kdev_err *err);
 
 /* Appends a deep copy of |h| (NULL strings become ""). Returns 0 or -ENOMEM
  * with |err|; |e| is then unchanged. */
-int kdev_edits_add_hook(struct kdev_container_edits *e, const struct kdev_edit_hook *h,
-                        struct kdev_err *err);
+KDEV_API int kdev_edits_add_hook(struct kdev_container_edits *e, const struct kdev_edit_hook *h,
+                                 struct kdev_err *err);
 
 /* Frees what |e| owns (NULL strings, taken over by a converter, are skipped)
  * and zeroes it. NULL-safe. */
-void kdev_container_edits_clear(struct kdev_container_edits *e);
+KDEV_API void kdev_container_edits_clear(struct kdev_container_edits *e);
 
 #endif /* KDEV_MODEL_EDITS_H */

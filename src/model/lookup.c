@@ -2,7 +2,7 @@
  * probing over a power-of-two table at most half full; each slot holds a
  * device's position + 1 (0: empty) and its ID's hash, so a probe compares
  * strings only on equal hashes. */
-#include "model/lookup.h"
+#include "model/lookup_internal.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/lookup.h"
+#include "model/lookup_internal.h"
 
 void kdev_device_clear(struct kdev_device *d)
 {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/export.h"
 #include "model/edits.h"
 
 /* Device ID length limit (Device.ID in the v1beta1 proto: "Max length of this
@@ -64,7 +65,7 @@ struct kdev_physical {
 };
 
 struct kdev_resource;
-struct kdev_id_index; /* the model's hash index of device IDs (model/lookup.h) */
+struct kdev_id_index; /* the model's hash index of device IDs (model/lookup_internal.h) */
 
 /* Backend hooks of a resource (all optional). */
 struct kdev_resource_ops {
@@ -119,7 +120,7 @@ struct kdev_resource_set {
 
 /* Frees everything inside |set| (not |set| itself), the physical devices and
  * their data included. NULL-safe; leaves |set| empty. */
-void kdev_resource_set_clear(struct kdev_resource_set *set);
+KDEV_API void kdev_resource_set_clear(struct kdev_resource_set *set);
 
 /* Appends a physical device to |set|: a copy of |id| (not NULL), healthy,
  * |numa_node| (-1: none), |data| owned by the set when |free_data| is set
@@ -128,20 +129,20 @@ void kdev_resource_set_clear(struct kdev_resource_set *set);
  * kdev_resource_set_link(). IDs are checked for repeats by the link. Returns
  * the record, or NULL on allocation failure (|data| is then freed with
  * |free_data|). */
-struct kdev_physical *kdev_physical_add(struct kdev_resource_set *set, const char *id,
-                                        int numa_node, void *data,
-                                        void (*free_data)(void *data));
+KDEV_API struct kdev_physical *kdev_physical_add(struct kdev_resource_set *set, const char *id,
+                                                 int numa_node, void *data,
+                                                 void (*free_data)(void *data));
 
 /* Frees the physical devices of |set| from index |from| on (those appended
  * since the set had |from|), for a backend undoing a failed build; no logical
  * device may still point at them. Drops the physical index (link again). */
-void kdev_physical_truncate(struct kdev_resource_set *set, size_t from);
+KDEV_API void kdev_physical_truncate(struct kdev_resource_set *set, size_t from);
 
 /* Moves every physical device of |src| to the end of |dst| (the records keep
  * their addresses, so logical devices moved from |src| to |dst| keep their
  * pointers); |src| is left without physical devices. Drops both physical
  * indexes (link again). Returns 0 or -ENOMEM (nothing moved). */
-int kdev_physical_move(struct kdev_resource_set *dst, struct kdev_resource_set *src);
+KDEV_API int kdev_physical_move(struct kdev_resource_set *dst, struct kdev_resource_set *src);
 
 /* (Re)builds the physical -> logical mapping of |set| (kdev_physical.logical,
  * in resource order, then device order) and the hash index of physical IDs
@@ -151,11 +152,12 @@ int kdev_physical_move(struct kdev_resource_set *dst, struct kdev_resource_set *
  * mapping is then empty and lookups linear): -EEXIST "physical device <id>
  * appears twice", -EINVAL "device <id> of <resource> points to a physical
  * device outside the set", -ENOMEM. */
-int kdev_resource_set_link(struct kdev_resource_set *set, struct kdev_err *err);
+KDEV_API int kdev_resource_set_link(struct kdev_resource_set *set, struct kdev_err *err);
 
 /* The physical device of |set| with ID |id|, or NULL (also for NULL
  * arguments). O(1) on average after kdev_resource_set_link(), linear before. */
-struct kdev_physical *kdev_physical_find(const struct kdev_resource_set *set, const char *id);
+KDEV_API struct kdev_physical *kdev_physical_find(const struct kdev_resource_set *set,
+                                                  const char *id);
 
 /* Propagates the health of physical device |p| (of |set|, linked) to the
  * logical devices made of it: sets p->healthy and the healthy flag of every
@@ -163,8 +165,8 @@ struct kdev_physical *kdev_physical_find(const struct kdev_resource_set *set, co
  * flag changed, changed[resource index] is set to true (|changed| may be
  * NULL; otherwise it has set->n_resources entries; other entries are left
  * as they are). Returns the number of logical devices whose flag changed. */
-size_t kdev_physical_set_health(struct kdev_resource_set *set, struct kdev_physical *p,
-                                bool healthy, bool *changed);
+KDEV_API size_t kdev_physical_set_health(struct kdev_resource_set *set, struct kdev_physical *p,
+                                         bool healthy, bool *changed);
 
 /* A physical event: the health of one physical device changed, as a health
  * source (NVIDIA's XID monitor, src/nvidia/health.h) reports it on the loop
@@ -191,15 +193,16 @@ typedef void (*kdev_physical_events_fn)(void *arg, const struct kdev_physical_ev
  * device with ID ev->id to ev->healthy, |changed| as there. Returns the
  * number of logical devices whose flag changed; 0 also for an ID that is not
  * in |set| (nothing changes) and for NULL |set| or |ev|. */
-size_t kdev_physical_apply(struct kdev_resource_set *set, const struct kdev_physical_event *ev,
-                           bool *changed);
+KDEV_API size_t kdev_physical_apply(struct kdev_resource_set *set,
+                                    const struct kdev_physical_event *ev, bool *changed);
 
 /* Returns the device of |r| with ID |id| (the first one when an ID repeats),
  * or NULL when there is none or |r| or |id| is NULL; devices whose ID is NULL
  * are never found. O(1) on average once kdev_resource_index() has indexed
  * r->devices; O(n) (a linear search, same answer) while the index is missing
  * or was built for another device array. */
-const struct kdev_device *kdev_resource_find(const struct kdev_resource *r, const char *id);
+KDEV_API const struct kdev_device *kdev_resource_find(const struct kdev_resource *r,
+                                                      const char *id);
 
 /* (Re)builds the hash index of |r|'s device IDs that kdev_resource_find()
  * (and so Allocate, GetPreferredAllocation and PreStartContainer) uses. Call
@@ -207,29 +210,29 @@ const struct kdev_device *kdev_resource_find(const struct kdev_resource *r, cons
  * is; the index borrows r->devices and is freed by kdev_resource_clear().
  * Costs O(n) time and about 16 bytes per device. Returns 0, or -ENOMEM (|r|
  * then has no index and lookups stay linear, with the same answers). */
-int kdev_resource_index(struct kdev_resource *r);
+KDEV_API int kdev_resource_index(struct kdev_resource *r);
 
 /* A 32-bit hash of the NUL-terminated string |s| (not NULL), the hash of the
  * model's ID index, for other per-request hash sets too (all of its bits
  * depend on every byte of |s|). Not for adversarial keys beyond a request's
  * own size. */
-uint32_t kdev_str_hash(const char *s);
+KDEV_API uint32_t kdev_str_hash(const char *s);
 
 /* kdev_resource_index() on every resource of |set|. Returns 0 or -ENOMEM
  * (resources indexed before the failure keep their index). */
-int kdev_resource_set_index(struct kdev_resource_set *set);
+KDEV_API int kdev_resource_set_index(struct kdev_resource_set *set);
 
 /* Frees everything inside |r| (not |r| itself). NULL-safe; leaves |r| empty. */
-void kdev_resource_clear(struct kdev_resource *r);
+KDEV_API void kdev_resource_clear(struct kdev_resource *r);
 
 /* Frees everything inside |d| (not |d| itself). NULL-safe; leaves |d| empty. */
-void kdev_device_clear(struct kdev_device *d);
+KDEV_API void kdev_device_clear(struct kdev_device *d);
 
 /* Compares two device IDs in natural order: runs of decimal digits compare by
  * numeric value ("ttyS2" < "ttyS10", "null::2" < "null::10"), everything else
  * byte-wise; IDs equal in that order fall back to strcmp, so this is a total
  * order consistent with equality. Returns <0, 0 or >0 like strcmp. */
-int kdev_id_natural_cmp(const char *a, const char *b);
+KDEV_API int kdev_id_natural_cmp(const char *a, const char *b);
 
 /* Builds the container edits for one container request (v1beta1
  * ContainerAllocateRequest.devices_ids; the device plugin turns them into a
@@ -255,8 +258,9 @@ int kdev_id_natural_cmp(const char *a, const char *b);
  * devices that cannot be allocated), or two devices map one container path to
  * different host paths; -ENOMEM on allocation failure; the hook's error when
  * it fails (|out| is then cleared). */
-int kdev_resource_edits(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
-                        struct kdev_container_edits *out, struct kdev_err *err);
+KDEV_API int kdev_resource_edits(const struct kdev_resource *r, const char *const *ids,
+                                 size_t n_ids, struct kdev_container_edits *out,
+                                 struct kdev_err *err);
 
 /* Answers one GetPreferredAllocation container request
  * (ContainerPreferredAllocationRequest, see kubelet endpoint.go).
@@ -280,11 +284,11 @@ int kdev_resource_edits(const struct kdev_resource *r, const char *const *ids, s
  * -EINVAL with |err| naming the ID when an ID is not a device of |r|, an ID of
  * |must| is not in |available|, or |size| is negative or smaller than the
  * number of distinct |must| IDs; -ENOMEM. On error *out is NULL, *n_out 0. */
-int kdev_resource_preferred(const struct kdev_resource *r, const char *const *available,
-                            size_t n_avail, const char *const *must, size_t n_must, int size,
-                            char ***out, size_t *n_out, struct kdev_err *err);
+KDEV_API int kdev_resource_preferred(const struct kdev_resource *r, const char *const *available,
+                                     size_t n_avail, const char *const *must, size_t n_must,
+                                     int size, char ***out, size_t *n_out, struct kdev_err *err);
 
 /* Frees |n| strings of |v| and |v| itself. NULL-safe. */
-void kdev_strv_free(char **v, size_t n);
+KDEV_API void kdev_strv_free(char **v, size_t n);
 
 #endif /* KDEV_MODEL_MODEL_H */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/lookup.h"
+#include "model/lookup_internal.h"
 
 static int ptr_cmp(const void *pa, const void *pb)
 {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/export.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "model/edits.h"
 #include "model/model.h"
@@ -24,8 +25,9 @@
  * kdev_container_edits_clear). Returns 0, or -ENOMEM with |err|: |out| then
  * holds a part of the entries (free it with
  * kdev_allocate_response_free_contents) and |e| the rest (clear it too). */
-int kdev_plugin_allocate_response(struct kdev_container_edits *e,
-                                  V1beta1__ContainerAllocateResponse *out, struct kdev_err *err);
+KDEV_API int kdev_plugin_allocate_response(struct kdev_container_edits *e,
+                                           V1beta1__ContainerAllocateResponse *out,
+                                           struct kdev_err *err);
 
 /* Answers one container request of Allocate: kdev_resource_edits(r, ids,
  * n_ids) (model/model.h: its checks, errors and node order) turned into |out|
@@ -34,14 +36,15 @@ int kdev_plugin_allocate_response(struct kdev_container_edits *e,
  * strings and messages belong to |out|; release them with
  * kdev_allocate_response_free_contents(). Returns 0, or kdev_resource_edits'
  * error (|out| unchanged) or -ENOMEM (|out| cleared), with |err|. */
-int kdev_plugin_allocate(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
-                         V1beta1__ContainerAllocateResponse *out, struct kdev_err *err);
+KDEV_API int kdev_plugin_allocate(const struct kdev_resource *r, const char *const *ids,
+                                  size_t n_ids, V1beta1__ContainerAllocateResponse *out,
+                                  struct kdev_err *err);
 
 /* Frees the contents of |resp| (envs, mounts, devices, annotations,
  * cdi_devices, each entry and its strings; strings equal to
  * protobuf_c_empty_string are not freed), assuming all were malloc'ed, and
  * resets |resp| to V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT. Does not free
  * |resp| itself. NULL-safe. */
-void kdev_allocate_response_free_contents(V1beta1__ContainerAllocateResponse *resp);
+KDEV_API void kdev_allocate_response_free_contents(V1beta1__ContainerAllocateResponse *resp);
 
 #endif /* KDEV_PLUGIN_ALLOCATE_H */

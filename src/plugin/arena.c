@@ -1,5 +1,5 @@
-/* Per-request bump allocator (see arena.h). */
-#include "plugin/arena.h"
+/* Per-request bump allocator (see arena_internal.h). */
+#include "plugin/arena_internal.h"
 
 #include <errno.h>
 #include <stdalign.h>

@@ -28,6 +28,7 @@
 #include <uv.h>
 
 #include "common/err.h"
+#include "common/export.h"
 
 struct kdev_resource;
 struct kdev_dp_runtime;
@@ -72,8 +73,8 @@ struct kdev_dp_options {
 
 /* Creates a runtime on |loop|. |opts| (may be NULL) is copied. Returns NULL
  * with |err| filled on failure (-ENOMEM). */
-struct kdev_dp_runtime *kdev_dp_runtime_new(uv_loop_t *loop, const struct kdev_dp_options *opts,
-                                            struct kdev_err *err);
+KDEV_API struct kdev_dp_runtime *
+kdev_dp_runtime_new(uv_loop_t *loop, const struct kdev_dp_options *opts, struct kdev_err *err);
 
 /* Adds |res| to be served. |res| is borrowed: it must stay valid until the
  * runtime is freed; change it only on the loop thread and then call
@@ -82,34 +83,34 @@ struct kdev_dp_runtime *kdev_dp_runtime_new(uv_loop_t *loop, const struct kdev_d
  * Unix socket address (108 bytes with the NUL), -EMSGSIZE when its
  * ListAndWatch message would exceed 4 MiB (kubelet's receive limit). Must be
  * called before kdev_dp_runtime_start(). */
-int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resource *res,
-                                 struct kdev_err *err);
+KDEV_API int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resource *res,
+                                          struct kdev_err *err);
 
 /* Starts serving: creates the directory when missing, watches it, and for
  * each resource takes the lock (or waits for it, logging so), listens and
  * registers. Returns 0, or a negative errno with |err| (directory cannot be
  * created or watched). Per-resource failures later are logged and retried. */
-int kdev_dp_runtime_start(struct kdev_dp_runtime *rt, struct kdev_err *err);
+KDEV_API int kdev_dp_runtime_start(struct kdev_dp_runtime *rt, struct kdev_err *err);
 
 /* Tells the runtime that the devices or health of resource |name| changed:
  * the full list is sent on every open ListAndWatch stream if it differs from
  * the last one sent. Unknown names are ignored. */
-void kdev_dp_runtime_notify(struct kdev_dp_runtime *rt, const char *name);
+KDEV_API void kdev_dp_runtime_notify(struct kdev_dp_runtime *rt, const char *name);
 
 /* Stops: closes every server (GOAWAY, streams cancelled), removes only the
  * sockets this process created and still owns (same inode), releases the
  * locks, stops the watch and timers, then frees |rt| and calls |done| (may be
  * NULL) once libuv has released every handle. NULL-safe. */
-void kdev_dp_runtime_stop(struct kdev_dp_runtime *rt, void (*done)(void *arg), void *arg);
+KDEV_API void kdev_dp_runtime_stop(struct kdev_dp_runtime *rt, void (*done)(void *arg), void *arg);
 
 /* Starts a fresh server for every resource and registers each again, as
  * after a kubelet restart (kdev-plugin does this on SIGHUP, where NVIDIA's
  * plugin restarts its plugins). */
-void kdev_dp_runtime_restart(struct kdev_dp_runtime *rt);
+KDEV_API void kdev_dp_runtime_restart(struct kdev_dp_runtime *rt);
 
 /* Statistics for tests and benchmarks: successful registrations so far for
  * resource |name| (0 when unknown). */
-unsigned kdev_dp_runtime_registrations(const struct kdev_dp_runtime *rt, const char *name);
+KDEV_API unsigned kdev_dp_runtime_registrations(const struct kdev_dp_runtime *rt, const char *name);
 
 /* Registration state of one resource (kdev_dp_runtime_state()). */
 enum kdev_dp_reg_state {
@@ -140,12 +141,12 @@ struct kdev_dp_state {
 
 /* Fills |out| with the state of resource |name|. Returns 0, or -ENOENT when
  * no such resource was added (|out| untouched). */
-int kdev_dp_runtime_state(const struct kdev_dp_runtime *rt, const char *name,
-                          struct kdev_dp_state *out);
+KDEV_API int kdev_dp_runtime_state(const struct kdev_dp_runtime *rt, const char *name,
+                                   struct kdev_dp_state *out);
 
 /* Formats the socket file name for resource |name| with |prefix| into |buf|
  * (|size| bytes): "<prefix><name with '/' replaced by '_'>.sock". Returns the
  * length, or -ENAMETOOLONG when it does not fit. */
-int kdev_dp_socket_name(const char *prefix, const char *name, char *buf, size_t size);
+KDEV_API int kdev_dp_socket_name(const char *prefix, const char *name, char *buf, size_t size);
 
 #endif /* KDEV_PLUGIN_RUNTIME_H */

@@ -10,7 +10,7 @@
 
 #include "model/model.h"
 #include "plugin/allocate.h"
-#include "plugin/arena.h"
+#include "plugin/arena_internal.h"
 #include "plugin/pbcheck.h"
 #include "plugin/runtime.h"
 #include "rpc/rpc.h"

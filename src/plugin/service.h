@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "common/err.h"
+#include "common/export.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
 
 struct kdev_resource;
@@ -31,39 +32,42 @@ struct kdev_dp_service;
  * gRPC server's priority connection (kdev_rpc_server_set_priority_connection
  * in rpc.h): a share of the request budget stays free for it whatever other
  * local clients send. Returns NULL with |err| on failure. */
-struct kdev_dp_service *kdev_dp_service_new(uv_loop_t *loop, struct kdev_resource *res,
-                                            void (*on_stream_end)(void *arg, bool current),
-                                            void *arg, struct kdev_err *err);
+KDEV_API struct kdev_dp_service *kdev_dp_service_new(uv_loop_t *loop, struct kdev_resource *res,
+                                                     void (*on_stream_end)(void *arg, bool current),
+                                                     void *arg, struct kdev_err *err);
 
 struct kdev_dp_hooks;
 
 /* Sets the observers of Allocate and GetPreferredAllocation (runtime.h;
  * borrowed, NULL = none). */
-void kdev_dp_service_set_hooks(struct kdev_dp_service *svc, const struct kdev_dp_hooks *hooks);
+KDEV_API void kdev_dp_service_set_hooks(struct kdev_dp_service *svc,
+                                        const struct kdev_dp_hooks *hooks);
 
 /* Marks the start of a registration: the next GetDevicePluginOptions caller
  * and its next ListAndWatch stream are taken to be kubelet's. */
-void kdev_dp_service_expect_kubelet(struct kdev_dp_service *svc);
+KDEV_API void kdev_dp_service_expect_kubelet(struct kdev_dp_service *svc);
 
 /* Listens on Unix socket |path|. Returns 0 or a negative errno with |err|. */
-int kdev_dp_service_listen(struct kdev_dp_service *svc, const char *path, struct kdev_err *err);
+KDEV_API int kdev_dp_service_listen(struct kdev_dp_service *svc, const char *path,
+                                    struct kdev_err *err);
 
 /* Sends the resource's device list on every open ListAndWatch stream when it
  * differs from the last list sent. */
-void kdev_dp_service_notify(struct kdev_dp_service *svc);
+KDEV_API void kdev_dp_service_notify(struct kdev_dp_service *svc);
 
 /* Number of open ListAndWatch streams. */
-size_t kdev_dp_service_streams(const struct kdev_dp_service *svc);
+KDEV_API size_t kdev_dp_service_streams(const struct kdev_dp_service *svc);
 
 /* Closes the server (GOAWAY, streams cancelled) and frees |svc|; |done| runs
  * with |arg| once every handle is released. */
-void kdev_dp_service_close(struct kdev_dp_service *svc, void (*done)(void *arg), void *arg);
+KDEV_API void kdev_dp_service_close(struct kdev_dp_service *svc, void (*done)(void *arg),
+                                    void *arg);
 
 /* Size in bytes of the packed ListAndWatchResponse for |res|. */
-size_t kdev_dp_list_and_watch_size(const struct kdev_resource *res);
+KDEV_API size_t kdev_dp_list_and_watch_size(const struct kdev_resource *res);
 
 /* The DevicePluginOptions kdev-plugin advertises: GetPreferredAllocation
  * available, PreStartContainer not required. */
-void kdev_dp_fill_options(V1beta1__DevicePluginOptions *opts);
+KDEV_API void kdev_dp_fill_options(V1beta1__DevicePluginOptions *opts);
 
 #endif /* KDEV_PLUGIN_SERVICE_H */

@@ -1,5 +1,5 @@
 /* kdev_arena: the per-request bump allocator that Allocate unpacks its
- * request into (plugin/arena.h). */
+ * request into (plugin/arena_internal.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "plugin/arena.h"
+#include "plugin/arena_internal.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
 
 #define ALIGNED(p) (((uintptr_t)(p) % _Alignof(max_align_t)) == 0)

@@ -2,8 +2,8 @@
  * messages one request unpacks into live in a few blocks that are freed at
  * once when the request is done, instead of one malloc per message, array
  * and string. Internal to src/plugin. */
-#ifndef KDEV_PLUGIN_ARENA_H
-#define KDEV_PLUGIN_ARENA_H
+#ifndef KDEV_PLUGIN_ARENA_INTERNAL_H
+#define KDEV_PLUGIN_ARENA_INTERNAL_H
 
 #include <stddef.h>
 

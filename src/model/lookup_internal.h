@@ -2,8 +2,8 @@
  * (struct kdev_resource.index), built by kdev_resource_index() and used by
  * kdev_resource_find(), so that a lookup by ID costs O(1) on average whatever
  * the resource's size. */
-#ifndef KDEV_MODEL_LOOKUP_H
-#define KDEV_MODEL_LOOKUP_H
+#ifndef KDEV_MODEL_LOOKUP_INTERNAL_H
+#define KDEV_MODEL_LOOKUP_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -46,4 +46,4 @@ const struct kdev_device *kdev_lookup_find(const struct kdev_lookup *lk, const c
 
 void kdev_lookup_free(struct kdev_lookup *lk);
 
-#endif /* KDEV_MODEL_LOOKUP_H */
+#endif /* KDEV_MODEL_LOOKUP_INTERNAL_H */
