@@ -334,16 +334,11 @@ def run_dra_plugin(layout, base, hook, label, topology, uid, device, dev_nodes):
     copied to BASE/LABEL/specs before unprepare)."""
     sys.path.insert(0, os.path.join(kt.SOURCE_DIR, "tests", "integration"))
     import dra_plugin as dp
+    import dra_plugin_more as dpm
     run = os.path.join(base, label)
     os.makedirs(run)
     proc = os.path.join(run, "proc")
-    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-             "metadata": {"name": "claim-" + label, "namespace": "default", "uid": uid},
-             "spec": {"devices": {"requests": [
-                 {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
-             "status": {"allocation": {"devices": {"results": [
-                 {"request": "gpu", "driver": dp.DRIVER, "pool": dp.NODE,
-                  "device": device}]}}}}
+    claim = dpm.claim_obj("claim-" + label, uid, device)
     e = dp.Env(run, topology=topology, objects=[claim],
                env_extra={**nvidia_env(run, topology, proc), "NVIDIA_CDI_HOOK_PATH": hook},
                extra=("--driver-root", layout.driver_root, "--proc-root", proc))
@@ -353,11 +348,7 @@ def run_dra_plugin(layout, base, hook, label, topology, uid, device, dev_nodes):
         assert e.proc.poll() is None, e.logtext()
         if topology == MIG_TOPO:
             layout.add_caps(proc)
-        req = dp.dra_pb.NodePrepareResourcesRequest()
-        c = req.claims.add()
-        c.namespace, c.uid, c.name = "default", uid, "claim-" + label
-        r = e.call(e.dra_sock(), dp.PREPARE, req, dp.dra_pb.NodePrepareResourcesResponse)
-        cr = r.claims[uid]
+        cr = dpm.prepare(e, "claim-" + label, uid).claims[uid]
         assert cr.error == "", cr.error
         ids = [i for x in cr.devices for i in x.cdi_device_ids]
         assert len(ids) == 1, ids
