@@ -57,18 +57,6 @@ MOCK_NVML_HEADERS = {"nvml/nvml_api.h"}  # the ABI table the mock implements
 # Known crossings, (rule, file, included header): removed by the parts of
 # issue 12 named in each reason. Remove an entry when its include goes.
 ALLOWED = {
-    # items 1-3: the DRA plugin works on NVML's struct kdev_gpu instead of
-    # the model's physical devices.
-    ("nvml", "src/dra/plugin.h", "nvml/discover.h"):
-        "DRA works on struct kdev_gpu, not the model's physical devices (items 1-3)",
-    ("nvml", "src/dra/slices.h", "nvml/discover.h"):
-        "ResourceSlices are built from struct kdev_gpu (items 1-3)",
-    # item 3 (health split): the DRA daemon opens NVML and discovers the GPUs
-    # itself (its health comes as physical events, GPU UUIDs, already).
-    ("nvml", "src/dra/daemon.c", "nvml/loader.h"):
-        "the DRA daemon opens NVML itself (item 3)",
-    ("nvml", "src/dra/daemon.c", "nvml/discover.h"):
-        "the DRA daemon discovers the GPUs itself (item 3)",
     # item 6: kdevctl checks a device plugin's resource name with the
     # model's rule (kdev_resource_name_check); the rule has to move to common
     # for kdevctl to need only rpc + messages + common.

@@ -168,13 +168,15 @@ static struct kdev_cdi_spec *claim_spec(struct fx *f)
                 .hook_path = f->hook};
         struct kdev_err e = {0};
         assert_int_equal(kdev_nvidia_driver_files_find(&fo, &files, &e), 2);
+        struct kdev_nvidia_gpus gpus; /* the records kdev-dra-plugin's backend makes */
+        assert_int_equal(kdev_nvidia_gpus_from_set(f->set, &gpus, &e), 0);
         struct kdev_dra_plugin_options o = {
                 .pool = "node1",
                 .data_dir = f->data,
                 .cdi_dir = f->cdi,
                 .dev_root = f->root,
                 .proc_root = f->proc,
-                .gpus = f->set,
+                .gpus = &gpus,
                 .driver_files = &files,
                 .get_claim = source,
                 .get_claim_arg = f,
@@ -190,6 +192,7 @@ static struct kdev_cdi_spec *claim_spec(struct fx *f)
         if (kdev_cdi_spec_read(path, &spec, &e) != 0)
                 fail_msg("%s", e.msg);
         kdev_dra_plugin_free(p);
+        kdev_nvidia_gpus_clear(&gpus);
         kdev_nvidia_driver_files_clear(&files);
         return spec;
 }
