@@ -132,60 +132,42 @@ static json_t *new_device(const char *name, json_t **attrs, json_t **caps)
         return d;
 }
 
-static int gpu_device(const struct kdev_nvidia_gpus *gpus, const struct kdev_nvidia_gpu *g,
-                      json_t *out)
-{
-        json_t *a, *c;
-        json_t *d = new_device(g->dra_name, &a, &c);
-        if (!d)
-                return -ENOMEM;
-        int rc = attr_str(a, "type", "gpu");
-        if (!rc)
-                rc = attr_str(a, "uuid", g->uuid);
-        if (!rc)
-                rc = common_attrs(a, gpus, g);
-        if (!rc && g->memory_bytes > 0)
-                rc = cap(c, "memory", g->memory_bytes);
-        if (!rc && g->multiprocessors > 0)
-                rc = cap(c, "multiprocessors", g->multiprocessors);
-        if (!rc && json_array_append(out, d) < 0)
-                rc = -ENOMEM;
-        json_decref(d);
-        return rc;
-}
-
-static int mig_device(const struct kdev_nvidia_gpus *gpus, const struct kdev_nvidia_gpu *g,
+/* Appends the device of whole GPU |g| (|m| NULL) or of its MIG device |m|
+ * to |out|. Returns 0, -ENOMEM or the MIG device's dra_name_error. */
+static int add_device(const struct kdev_nvidia_gpus *gpus, const struct kdev_nvidia_gpu *g,
                       const struct kdev_nvidia_mig *m, json_t *out)
 {
         json_t *a, *c;
 
-        if (m->dra_name_error < 0)
+        if (m && m->dra_name_error < 0)
                 return m->dra_name_error;
-        json_t *d = new_device(m->dra_name, &a, &c);
+        json_t *d = new_device(m ? m->dra_name : g->dra_name, &a, &c);
         if (!d)
                 return -ENOMEM;
-        int rc = attr_str(a, "type", "mig");
+        int rc = attr_str(a, "type", m ? "mig" : "gpu");
         if (!rc)
-                rc = attr_str(a, "uuid", m->uuid);
-        if (!rc)
+                rc = attr_str(a, "uuid", m ? m->uuid : g->uuid);
+        if (!rc && m)
                 rc = attr_str(a, "parentUUID", g->uuid);
-        if (!rc)
+        if (!rc && m)
                 rc = attr_str(a, "profile", m->profile);
         if (!rc)
                 rc = common_attrs(a, gpus, g);
-        if (!rc && m->memory_bytes > 0)
-                rc = cap(c, "memory", m->memory_bytes);
-        if (!rc && m->multiprocessors > 0)
-                rc = cap(c, "multiprocessors", m->multiprocessors);
-        if (!rc)
+        unsigned long long mem = m ? m->memory_bytes : g->memory_bytes;
+        unsigned sms = m ? m->multiprocessors : g->multiprocessors;
+        if (!rc && mem > 0)
+                rc = cap(c, "memory", mem);
+        if (!rc && sms > 0)
+                rc = cap(c, "multiprocessors", sms);
+        if (!rc && m)
                 rc = cap(c, "copyEngines", m->copy_engines);
-        if (!rc)
+        if (!rc && m)
                 rc = cap(c, "decoders", m->decoders);
-        if (!rc)
+        if (!rc && m)
                 rc = cap(c, "encoders", m->encoders);
-        if (!rc)
+        if (!rc && m)
                 rc = cap(c, "jpegEngines", m->jpeg_engines);
-        if (!rc)
+        if (!rc && m)
                 rc = cap(c, "ofaEngines", m->ofa_engines);
         if (!rc && json_array_append(out, d) < 0)
                 rc = -ENOMEM;
@@ -213,9 +195,9 @@ int kdev_dra_build_devices(const struct kdev_nvidia_gpus *gpus,
                 if (g->mig_enabled) {
                         for (size_t j = 0; j < g->n_migs && rc == 0; j++)
                                 if (!listed(health, g->migs[j].uuid))
-                                        rc = mig_device(gpus, g, &g->migs[j], out);
+                                        rc = add_device(gpus, g, &g->migs[j], out);
                 } else {
-                        rc = gpu_device(gpus, g, out);
+                        rc = add_device(gpus, g, NULL, out);
                 }
                 if (rc == -ENOMEM)
                         kdev_err_set(err, ENOMEM, "building devices: out of memory");
