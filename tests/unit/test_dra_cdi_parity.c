@@ -191,6 +191,17 @@ static struct kdev_cdi_spec *claim_spec(struct fx *f)
         struct kdev_cdi_spec *spec = NULL;
         if (kdev_cdi_spec_read(path, &spec, &e) != 0)
                 fail_msg("%s", e.msg);
+        /* the answer's CDI device IDs and the spec's devices come from the
+         * same container edits: each ID names one device of the spec */
+        assert_int_equal(json_array_size(devs), 2);
+        assert_int_equal(spec->n_devices, 2);
+        for (size_t i = 0; i < 2; i++) {
+                const json_t *ids = json_object_get(json_array_get(devs, i), "cdiDeviceIDs");
+                char want[256];
+                snprintf(want, sizeof(want), KDEV_DRA_CDI_KIND "=%s", spec->devices[i]->name);
+                assert_int_equal(json_array_size(ids), 1);
+                assert_string_equal(json_string_value(json_array_get(ids, 0)), want);
+        }
         kdev_dra_plugin_free(p);
         kdev_nvidia_gpus_clear(&gpus);
         kdev_nvidia_driver_files_clear(&files);
