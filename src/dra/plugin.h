@@ -27,12 +27,13 @@
  *      equal the requested UID ("claim got replaced" otherwise),
  *      status.allocation must be set, and the results with driver == this
  *      driver and pool == this node's pool are taken (none -> error);
- *   3. each device name is mapped to a device of the GPU set by the names
- *      src/dra/slices.h publishes (nvidia/mig.h kdev_nvidia_dra_*): "gpu-<minor>"
+ *   3. each device name is mapped to a device of the GPU records
+ *      (nvidia/gpus.h) by the names src/dra/slices.h publishes, the records'
+ *      dra_name (computed by nvidia/mig.h kdev_nvidia_dra_*): "gpu-<minor>"
  *      to the GPU with that minor (not in MIG mode), a MIG device name
  *      "gpu-<minor>-mig-<profile>-<GI profile id>-<GI placement start>"
- *      (kdev_nvidia_dra_mig_name) to that MIG device of the MIG-enabled GPU
- *      with that minor. A name no device of this node has fails the claim
+ *      to that MIG device of the MIG-enabled GPU with that minor
+ *      (kdev_nvidia_dra_name_minor reads the minor). A name no device of this node has fails the claim
  *      with -ENODEV "device <name> is not published by this node (pool
  *      <pool>)"; a GPU with a recorded fault with -EIO "device <name>
  *      (<uuid>) is unhealthy: withdrawn from the ResourceSlice, not
@@ -92,7 +93,7 @@
 #include "common/err.h"
 #include "dra/checkpoint.h"
 #include "nvidia/driver_files.h"
-#include "nvml/discover.h"
+#include "nvidia/gpus.h"
 
 #define KDEV_DRA_PLUGIN_DEFAULT_DRIVER "gpu.nvidia.com"
 #define KDEV_DRA_CDI_KIND "k8s.gpu.nvidia.com/claim"
@@ -156,7 +157,10 @@ struct kdev_dra_plugin_options {
          * looked up there and every node's hostPath is under it; NULL: "/" */
         const char *dev_root;
         const char *proc_root; /* where driver/nvidia-caps/mig-minors is read; NULL: "/proc" */
-        const struct kdev_gpu_set *gpus; /* borrowed; must outlive the plugin */
+        /* the node's GPU records (nvidia/gpus.h: NVML-free, filled by the
+         * NVIDIA backend); borrowed, must outlive the plugin; read at each
+         * prepare, so a caller may refill them in place */
+        const struct kdev_nvidia_gpus *gpus;
         /* the driver's files as CDI common edits, added to each claim spec's
          * spec-level edits (nvidia/driver_files.h); borrowed, must outlive
          * the plugin; NULL: none */

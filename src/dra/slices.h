@@ -32,8 +32,7 @@
 
 #include "common/err.h"
 #include "kube/kube.h"
-#include "nvidia/mig.h"
-#include "nvml/discover.h"
+#include "nvidia/gpus.h"
 
 #define KDEV_DRA_DEFAULT_DRIVER "gpu.nvidia.com"
 
@@ -53,39 +52,41 @@ struct kdev_dra_health {
 };
 
 /* Builds the devices (resource.k8s.io v1 shape: {name, attributes, capacity})
- * of |set|, in set order, MIG devices after their parent's position, leaving
- * out unhealthy ones: GPUs with a recorded fault (gpu->fault != NVML_SUCCESS)
- * and those |health| names (|health| may be NULL).
+ * of the GPU records |gpus| (nvidia/gpus.h; NULL: none), in record order, a
+ * GPU in MIG mode as its MIG devices at its position, named by their
+ * dra_name, leaving out unhealthy ones: faulted GPUs and those |health|
+ * names (|health| may be NULL).
  *
- * Attributes, each omitted when unknown:
- *   GPU: type "gpu", uuid, productName (NVML name), brand (nvmlDeviceGetBrand
- *     spelled as NVIDIA's DRA driver does, kdev_nvml_brand_name: "Nvidia",
- *     "Tesla", "GeForce" …), architecture ("Kepler" …
- *     "Blackwell"), cudaComputeCapability (version "<major>.<minor>.0"),
- *     driverVersion (version: NVML's string made semver, leading zeros of
- *     each number dropped, missing numbers 0: "550.90.07" -> "550.90.7"),
- *     cudaDriverVersion (version "12.4.0" from 12040), pcieBusID (sysfs form
- *     "0000:3b:00.0"), index (int, NVML index), minor (int).
- *     Capacity: memory (bytes as a Kubernetes quantity, binary suffix when
- *     exact: "80Gi"), when NVML answered; multiprocessors (the whole GPU's
- *     SM count, gpu->multiprocessors), when known. NVIDIA's DRA driver
- *     publishes only memory for whole GPUs; multiprocessors is kdev's
- *     addition (the same name as the MIG capacity, so one CEL expression
- *     covers both).
- *   MIG: type "mig", uuid, parentUUID, profile (e.g. "1g.10gb", from the MIG
- *     device name after " MIG "), index (the parent's), minor (the
- *     parent's), and the parent's productName, brand, architecture,
- *     cudaComputeCapability, driverVersion, cudaDriverVersion, pcieBusID.
- *     Capacity: memory, multiprocessors (CI profile), copyEngines, decoders,
- *     encoders, jpegEngines, ofaEngines (GI profile).
- * brand is omitted when unknown (!gpu->has_brand: the library lacks
- * nvmlDeviceGetBrand) or a value kdev_nvml_brand_name does not know.
+ * Attributes, each omitted when unknown (an empty string, a NULL name):
+ *   GPU: type "gpu", uuid, productName (product, the NVML name), brand
+ *     (brand: "Nvidia", "Tesla", "GeForce" …), architecture (architecture:
+ *     "Kepler" … "Blackwell"), cudaComputeCapability (version
+ *     "<major>.<minor>.0", when not 0.0), driverVersion (version: the
+ *     driver_version text made semver, leading zeros of each number
+ *     dropped, missing numbers 0: "550.90.07" -> "550.90.7"),
+ *     cudaDriverVersion (version "12.4.0" from 12040, when > 0), pcieBusID
+ *     (pcie_bus_id, sysfs form "0000:3b:00.0"), index (int, NVML index),
+ *     minor (int).
+ *     Capacity: memory (memory_bytes as a Kubernetes quantity, binary suffix
+ *     when exact: "80Gi"), when > 0; multiprocessors (the whole GPU's SM
+ *     count), when > 0. NVIDIA's DRA driver publishes only memory for whole
+ *     GPUs; multiprocessors is kdev's addition (the same name as the MIG
+ *     capacity, so one CEL expression covers both).
+ *   MIG: type "mig", uuid, parentUUID, profile (e.g. "1g.10gb"), index (the
+ *     parent's), minor (the parent's), and the parent's productName, brand,
+ *     architecture, cudaComputeCapability, driverVersion, cudaDriverVersion,
+ *     pcieBusID.
+ *     Capacity: memory (when > 0), multiprocessors (CI profile, when > 0),
+ *     copyEngines, decoders, encoders, jpegEngines, ofaEngines (GI profile).
  *
  * *devices receives a new JSON array (caller json_decref's). Returns the
- * number of devices, or -ENOMEM / -EINVAL (a GPU without UUID that is not
- * faulted) with |err| set. */
-int kdev_dra_build_devices(const struct kdev_gpu_set *set, const struct kdev_dra_health *health,
-                           json_t **devices, struct kdev_err *err);
+ * number of devices, or with |err| set: -ENOMEM; -EINVAL "GPU <index>: no
+ * UUID" (a GPU without UUID that is not faulted); "GPU <index>: a MIG device
+ * has no valid device name" with the errno of its dra_name_error (a MIG
+ * device published that has no name). */
+int kdev_dra_build_devices(const struct kdev_nvidia_gpus *gpus,
+                           const struct kdev_dra_health *health, json_t **devices,
+                           struct kdev_err *err);
 
 /* What the pool should look like. */
 struct kdev_dra_pool {

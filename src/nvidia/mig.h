@@ -22,7 +22,12 @@
 
 #include "common/err.h"
 #include "nvidia/config.h"
-#include "nvml/discover.h"
+
+/* NVML discovery's records (nvml/discover.h), taken by pointer only: this
+ * header includes nothing of src/nvml, so a front end may read the DRA
+ * device names and the mig-minors functions without seeing NVML. */
+struct kdev_gpu;
+struct kdev_mig_device;
 
 /* Longest profile name kdev writes ("8c.8g.1234567gb+me.all" fits). */
 #define KDEV_NVIDIA_MIG_PROFILE_MAX 48
