@@ -8,16 +8,19 @@
  * physical GPUs behind the devices of a borrowed kdev_resource_set whose
  * kdev_device.data are struct kdev_nvidia_devinfo (src/nvidia/devinfo.h):
  *
- *   - start (on the loop thread): NVML init (refcounted), one event set, and
- *     for each physical GPU (each distinct parent_uuid) nvmlDeviceGetHandleByUUID,
- *     nvmlDeviceGetSupportedEventTypes and nvmlDeviceRegisterEvents with
- *     (XidCriticalError | DoubleBitEccError | SingleBitEccError) & supported.
- *     NOT_SUPPORTED from the registration (or no supported type in the mask):
- *     that GPU has no health checks and stays as it is (logged; NVIDIA v0.19+).
- *     Any other failure of the three calls: every device of that GPU Unhealthy.
- *   - one thread blocks in nvmlEventSetWait (wait_timeout_ms) and posts what it
- *     sees to the loop with uv_async (a mutex-protected, coalescing queue; no
- *     lock is held across an NVML call). On the loop thread:
+ *   - the NVML side is the NVML backend's event watcher (src/nvml/events.h),
+ *     created over the physical GPUs (each distinct parent_uuid) with
+ *     NVIDIA's event mask KDEV_NVIDIA_HEALTH_EVENTS: at start (on the loop
+ *     thread) NVML init (refcounted), one event set, and per GPU
+ *     nvmlDeviceGetHandleByUUID, nvmlDeviceGetSupportedEventTypes and
+ *     nvmlDeviceRegisterEvents with (XidCriticalError | DoubleBitEccError |
+ *     SingleBitEccError) & supported; then one thread in nvmlEventSetWait
+ *     (wait_timeout_ms) and the probes, posting physical events to the loop.
+ *     The monitor decides what they mean, on the loop thread:
+ *       * a registration that answers NOT_SUPPORTED (or no supported type in
+ *         the mask): that GPU has no health checks and stays as it is
+ *         (logged; NVIDIA v0.19+); any other failure of the three calls:
+ *         every device of that GPU Unhealthy;
  *       * an XidCriticalError whose XID the policy counts as critical
  *         (src/nvidia/xid.h) marks EVERY device on that physical GPU Unhealthy:
  *         all replicas, and MIG devices filtered by the event's GPU instance id
@@ -27,12 +30,13 @@
  *       * an event whose GPU cannot be identified (nvmlDeviceGetUUID fails and
  *         the handle is not one of ours), and an nvmlEventSetWait error other
  *         than TIMEOUT (e.g. GPU_IS_LOST), mark every device of the set
- *         Unhealthy. After a wait error the thread rebuilds its event set (a
+ *         Unhealthy. After a wait error the watcher rebuilds its event set (a
  *         GPU whose registration now fails, e.g. a lost one, is then retried by
  *         the probes) and waits wait_timeout_ms before waiting again;
- *       * an event for a GPU that is not in the set is logged and dropped.
+ *       * a critical XID for a GPU that is not in the set is logged and dropped.
  *   - recovery (kdev's addition; NVIDIA has none): while a GPU has devices
- *     marked Unhealthy, the health thread probes it every probe_interval_ms:
+ *     marked Unhealthy, the monitor asks the watcher to probe it every
+ *     probe_interval_ms:
  *     nvmlDeviceGetRemappedRows (when the driver has it; NOT_SUPPORTED is
  *     fine), nvmlDeviceGetMemoryInfo (NO_PERMISSION and NOT_SUPPORTED are
  *     fine), and, when its events are not registered, the registration again.
@@ -64,8 +68,8 @@
  *     and the reason.
  *
  * Threads: every function runs on the loop thread; the monitor adds exactly one
- * thread (none when the policy is disabled). Only the loop thread touches the
- * resource set (through kdev_physical_apply only).
+ * thread, the watcher's (none when the policy is disabled). Only the loop
+ * thread touches the resource set (through kdev_physical_apply only).
  *
  * A monitor serves one resource set for its whole life. When the set is
  * rebuilt (rediscovery, reload), stop the monitor first (from the return of
