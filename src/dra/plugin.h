@@ -122,7 +122,7 @@ typedef int (*kdev_dra_get_claim_fn)(void *arg, const char *ns, const char *name
 
 /* The real claim source: |arg| is a struct kdev_kube * (kube/kube.h);
  * calls kdev_kube_get_claim (blocking). */
-int kdev_dra_kube_claim_source(void *arg, const char *ns, const char *name, json_t **claim,
+KDEV_API int kdev_dra_kube_claim_source(void *arg, const char *ns, const char *name, json_t **claim,
                                struct kdev_err *err);
 
 /* NotifyRegistrationStatus from kubelet: |registered| and |error| (never
@@ -191,7 +191,7 @@ struct kdev_dra_plugin;
  * Returns 0, -EINVAL (missing option or not a regular file), -EISDIR,
  * -EFBIG, -ENOTSUP or -ENOMEM, with |err|. Free with
  * kdev_dra_plugin_free() (after kdev_dra_plugin_stop() completed). */
-int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_dra_plugin **out,
+KDEV_API int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_dra_plugin **out,
                         struct kdev_err *err);
 
 /* Removes the temporary files a kill during an atomic write left behind:
@@ -204,11 +204,11 @@ int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_
  * removed). Call it after kdev_dra_plugin_new and before
  * kdev_dra_plugin_start. Returns the number removed or a negative errno with
  * |err| (a directory that cannot be read). */
-int kdev_dra_plugin_remove_stale_temps(struct kdev_dra_plugin *p, kdev_dra_removed_fn removed,
+KDEV_API int kdev_dra_plugin_remove_stale_temps(struct kdev_dra_plugin *p, kdev_dra_removed_fn removed,
                                        void *arg, struct kdev_err *err);
 
 /* The message of the checkpoint load failure at creation, or NULL. */
-const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p);
+KDEV_API const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p);
 
 /* Sets the devices currently withdrawn from the ResourceSlices as unhealthy:
  * |uuids| ("GPU-…" or "MIG-…"; copied, replacing the previous list; n 0
@@ -218,7 +218,7 @@ const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p);
  * withdrawn from the ResourceSlice, not prepared", and nothing is written
  * or recorded for the claim. Claims already prepared (in the checkpoint)
  * keep being answered from it. Loop thread. Returns 0 or -ENOMEM. */
-int kdev_dra_plugin_set_unhealthy(struct kdev_dra_plugin *p, const char *const *uuids, size_t n,
+KDEV_API int kdev_dra_plugin_set_unhealthy(struct kdev_dra_plugin *p, const char *const *uuids, size_t n,
                                   struct kdev_err *err);
 
 /* Prepares claim |uid| (|ns|/|name|) as described above. *devices (may be
@@ -231,7 +231,7 @@ int kdev_dra_plugin_set_unhealthy(struct kdev_dra_plugin *p, const char *const *
  * (MIG capability line missing), errors of the claim source, CDI writer and
  * checkpoint, -EINVAL (a UID kdev_dra_check_claim_uid refuses). On failure nothing stays recorded for a
  * claim that was not prepared before. */
-int kdev_dra_prepare_claim(struct kdev_dra_plugin *p, const char *ns, const char *name,
+KDEV_API int kdev_dra_prepare_claim(struct kdev_dra_plugin *p, const char *ns, const char *name,
                            const char *uid, const json_t **devices, struct kdev_err *err);
 
 /* Unprepares claim |uid| as described above (0 and nothing removed for a
@@ -239,7 +239,7 @@ int kdev_dra_prepare_claim(struct kdev_dra_plugin *p, const char *ns, const char
  * with |err|: -EINVAL for a UID kdev_dra_check_claim_uid refuses, or when
  * the CDI spec cannot be removed or the checkpoint cannot be saved (the
  * entry is kept then, so a retry works). */
-int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct kdev_err *err);
+KDEV_API int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct kdev_err *err);
 
 /* Checks claim UID |uid| (from kubelet) of claim |ns|/|name| (both NULL:
  * unnamed): 1 to KDEV_DRA_CLAIM_UID_MAX characters, each an ASCII letter,
@@ -253,15 +253,15 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
  * 0x<hex>; in the shown UID as \x<hex>, cut after 40 bytes with "...") or
  * "<C> \"<uid>\" refused: <n> characters, at most 128 allowed", where <C>
  * is "claim <ns>/<name>: UID" or "claim UID". */
-int kdev_dra_check_claim_uid(const char *ns, const char *name, const char *uid,
+KDEV_API int kdev_dra_check_claim_uid(const char *ns, const char *name, const char *uid,
                              struct kdev_err *err);
 
 /* Number of prepared claims recorded. */
-size_t kdev_dra_plugin_prepared(const struct kdev_dra_plugin *p);
+KDEV_API size_t kdev_dra_plugin_prepared(const struct kdev_dra_plugin *p);
 
 /* Path of the CDI spec of claim |uid| into |buf|. Returns its length or a
  * negative errno (-EINVAL for a UID kdev_dra_check_claim_uid refuses). */
-int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, char *buf,
+KDEV_API int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, char *buf,
                              size_t size, struct kdev_err *err);
 
 /* Starts serving on |loop|: the DRA services on |dra_socket| and the
@@ -270,7 +270,7 @@ int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, c
  * path is unlinked first. Returns 0 or a negative errno with |err| (nothing
  * left listening then; the servers close asynchronously, so run |loop| until
  * it has no more handles of theirs before kdev_dra_plugin_free()). */
-int kdev_dra_plugin_start(struct kdev_dra_plugin *p, uv_loop_t *loop, const char *dra_socket,
+KDEV_API int kdev_dra_plugin_start(struct kdev_dra_plugin *p, uv_loop_t *loop, const char *dra_socket,
                           const char *reg_socket, struct kdev_err *err);
 
 /* Re-creates a socket that vanished (kubelet plugin registration is driven by
@@ -282,16 +282,16 @@ int kdev_dra_plugin_start(struct kdev_dra_plugin *p, uv_loop_t *loop, const char
  * Call it periodically (e.g. from a 1 s uv_timer; kubelet's reconciler also
  * runs every 1 s). Returns the number of sockets re-created (0..2; 0 when not
  * serving) or a negative errno with |err|. */
-int kdev_dra_plugin_check_sockets(struct kdev_dra_plugin *p, struct kdev_err *err);
+KDEV_API int kdev_dra_plugin_check_sockets(struct kdev_dra_plugin *p, struct kdev_err *err);
 
 /* Stops serving: unlinks the registration socket first (kubelet then
  * deregisters), closes both servers (open calls are cancelled); |done| (may
  * be NULL) runs on the loop once both are released and no claim read is in
  * flight any more (a blocked claim source delays it). Safe when not started
  * (|done| runs at once unless a read is in flight). */
-void kdev_dra_plugin_stop(struct kdev_dra_plugin *p, void (*done)(void *arg), void *arg);
+KDEV_API void kdev_dra_plugin_stop(struct kdev_dra_plugin *p, void (*done)(void *arg), void *arg);
 
 /* Frees |p| (NULL-safe). Call only when not serving. */
-void kdev_dra_plugin_free(struct kdev_dra_plugin *p);
+KDEV_API void kdev_dra_plugin_free(struct kdev_dra_plugin *p);
 
 #endif /* KDEV_DRA_PLUGIN_H */

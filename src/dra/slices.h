@@ -84,7 +84,7 @@ struct kdev_dra_health {
  * UUID" (a GPU without UUID that is not faulted); "GPU <index>: a MIG device
  * has no valid device name" with the errno of its dra_name_error (a MIG
  * device published that has no name). */
-int kdev_dra_build_devices(const struct kdev_nvidia_gpus *gpus,
+KDEV_API int kdev_dra_build_devices(const struct kdev_nvidia_gpus *gpus,
                            const struct kdev_dra_health *health, json_t **devices,
                            struct kdev_err *err);
 
@@ -104,7 +104,7 @@ struct kdev_dra_pool {
  * when |devices| is empty), each {driver, nodeName, pool{name, generation,
  * resourceSliceCount}, devices}, devices in order. *specs receives a new
  * JSON array. Returns the number of specs, -EINVAL (no node) or -ENOMEM. */
-int kdev_dra_split(const struct kdev_dra_pool *pool, const json_t *devices, long long generation,
+KDEV_API int kdev_dra_split(const struct kdev_dra_pool *pool, const json_t *devices, long long generation,
                    json_t **specs, struct kdev_err *err);
 
 /* What one reconcile did. */
@@ -134,18 +134,18 @@ struct kdev_dra_reconcile_result {
  * conflicts persist, …), with |err| naming the step; a failed reconcile may
  * leave the pool half-written at the new generation and is simply called
  * again later. */
-int kdev_dra_slices_reconcile(struct kdev_kube *k, const struct kdev_dra_pool *pool,
+KDEV_API int kdev_dra_slices_reconcile(struct kdev_kube *k, const struct kdev_dra_pool *pool,
                               const json_t *devices, struct kdev_dra_reconcile_result *result,
                               struct kdev_err *err);
 
 /* The Kubernetes quantity text of |bytes| (canonical binary-SI form: the
  * largest of Ki, Mi, Gi, Ti, Pi, Ei that divides it exactly, else plain
  * digits: 85899345920 -> "80Gi", 1000 -> "1000"). |buf| holds >= 24 bytes. */
-void kdev_dra_quantity(unsigned long long bytes, char *buf, size_t size);
+KDEV_API void kdev_dra_quantity(unsigned long long bytes, char *buf, size_t size);
 
 /* NVML's driver version text as a semantic version ("550.90.07" ->
  * "550.90.7", "535.104" -> "535.104.0"). Returns 0, or -EINVAL when |in| is
  * not 1-3 dot-separated decimal numbers. */
-int kdev_dra_semver(const char *in, char *buf, size_t size);
+KDEV_API int kdev_dra_semver(const char *in, char *buf, size_t size);
 
 #endif /* KDEV_DRA_SLICES_H */

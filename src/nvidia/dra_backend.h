@@ -43,12 +43,12 @@ struct kdev_nvidia_dra_backend_options {
  * errno with |err| and *out NULL: the loader's error unchanged (e.g.
  * -EOPNOTSUPP "NVML library <path> not found: ...", nvml/loader.h), the
  * discovery's (nvml/discover.h), -ENOMEM. Nothing stays open on error. */
-int kdev_nvidia_dra_backend_open(const struct kdev_nvidia_dra_backend_options *opts,
+KDEV_API int kdev_nvidia_dra_backend_open(const struct kdev_nvidia_dra_backend_options *opts,
                                  struct kdev_nvidia_dra_backend **out, struct kdev_err *err);
 
 /* The GPU records (borrowed, valid until kdev_nvidia_dra_backend_free();
  * never NULL for an open backend). */
-const struct kdev_nvidia_gpus *kdev_nvidia_dra_backend_gpus(const struct kdev_nvidia_dra_backend *b);
+KDEV_API const struct kdev_nvidia_gpus *kdev_nvidia_dra_backend_gpus(const struct kdev_nvidia_dra_backend *b);
 
 /* Builds the physical devices the health monitor watches from the
  * discovered GPUs with |cfg| (finished, kdev_nvidia_config_finish; borrowed
@@ -59,14 +59,14 @@ const struct kdev_nvidia_gpus *kdev_nvidia_dra_backend_gpus(const struct kdev_nv
  * cfg->probe_interval and cfg->quiet_period (seconds) for the monitor.
  * Returns 0 or a negative errno with |err| (those of kdev_nvidia_build and
  * kdev_nvidia_attach_physical; -EALREADY when called twice). */
-int kdev_nvidia_dra_backend_health_init(struct kdev_nvidia_dra_backend *b,
+KDEV_API int kdev_nvidia_dra_backend_health_init(struct kdev_nvidia_dra_backend *b,
                                         const struct kdev_nvidia_config *cfg,
                                         struct kdev_err *err);
 
 /* The physical device with ID |id| (a GPU UUID) the monitor watches, or NULL
  * (none, or before kdev_nvidia_dra_backend_health_init). Borrowed, valid
  * until kdev_nvidia_dra_backend_free(): a front end may keep its id. */
-const struct kdev_physical *kdev_nvidia_dra_backend_find(const struct kdev_nvidia_dra_backend *b,
+KDEV_API const struct kdev_physical *kdev_nvidia_dra_backend_find(const struct kdev_nvidia_dra_backend *b,
                                                          const char *id);
 
 /* Creates and starts the health monitor on |loop| (kdev_nvidia_health_new
@@ -77,7 +77,7 @@ const struct kdev_physical *kdev_nvidia_dra_backend_find(const struct kdev_nvidi
  * negative errno with |err| and no monitor left (-EINVAL before
  * health_init, -EALREADY when one runs, and the errors of the two health
  * calls). Loop thread. */
-int kdev_nvidia_dra_backend_health_start(struct kdev_nvidia_dra_backend *b, uv_loop_t *loop,
+KDEV_API int kdev_nvidia_dra_backend_health_start(struct kdev_nvidia_dra_backend *b, uv_loop_t *loop,
                                          const struct kdev_xid_policy *policy,
                                          kdev_physical_events_fn physical, void *arg,
                                          struct kdev_err *err);
@@ -85,10 +85,10 @@ int kdev_nvidia_dra_backend_health_start(struct kdev_nvidia_dra_backend *b, uv_l
 /* Stops the monitor (NULL-safe, and when none runs): from the return on,
  * |physical| is not called again; its thread and handles finish on the
  * loop (run it out before kdev_nvidia_dra_backend_free). Loop thread. */
-void kdev_nvidia_dra_backend_health_stop(struct kdev_nvidia_dra_backend *b);
+KDEV_API void kdev_nvidia_dra_backend_health_stop(struct kdev_nvidia_dra_backend *b);
 
 /* Stops the monitor if it still runs, frees the records and the physical
  * devices and closes NVML (NULL-safe). */
-void kdev_nvidia_dra_backend_free(struct kdev_nvidia_dra_backend *b);
+KDEV_API void kdev_nvidia_dra_backend_free(struct kdev_nvidia_dra_backend *b);
 
 #endif /* KDEV_NVIDIA_DRA_BACKEND_H */

@@ -85,7 +85,7 @@ struct kdev_nvidia_driver_files {
  * directory (kdev runs in a container with the host's driver root mounted
  * there, as NVIDIA's plugin expects), else |driver_root| (kdev sees the
  * driver root directly). Returns one of the two pointers (or "/"). */
-const char *kdev_nvidia_driver_lookup_root(const char *driver_root,
+KDEV_API const char *kdev_nvidia_driver_lookup_root(const char *driver_root,
                                            const char *container_driver_root);
 
 /* Looks the driver files up as described above. |out| is filled (free with
@@ -93,16 +93,16 @@ const char *kdev_nvidia_driver_lookup_root(const char *driver_root,
  * and files are not errors. Returns the number of libraries found (0: none,
  * |out| then holds no files and no hook), or -ENOMEM / -ENAMETOOLONG (a path
  * longer than PATH_MAX) with |err|. */
-int kdev_nvidia_driver_files_find(const struct kdev_nvidia_driver_files_options *opts,
+KDEV_API int kdev_nvidia_driver_files_find(const struct kdev_nvidia_driver_files_options *opts,
                                   struct kdev_nvidia_driver_files *out, struct kdev_err *err);
 
 /* Frees what |f| owns and zeroes it. NULL-safe. */
-void kdev_nvidia_driver_files_clear(struct kdev_nvidia_driver_files *f);
+KDEV_API void kdev_nvidia_driver_files_clear(struct kdev_nvidia_driver_files *f);
 
 /* Appends the mounts and hooks of |f| (described above) to container edits
  * |e| (model/edits.h; kdev_nvidia_edits_to_cdi writes them into a CDI spec).
  * Returns the number of mounts added, -EINVAL or -ENOMEM with |err|. */
-int kdev_nvidia_driver_files_edits(const struct kdev_nvidia_driver_files *f,
+KDEV_API int kdev_nvidia_driver_files_edits(const struct kdev_nvidia_driver_files *f,
                                    struct kdev_container_edits *e, struct kdev_err *err);
 
 #endif /* KDEV_NVIDIA_DRIVER_FILES_H */

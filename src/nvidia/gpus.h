@@ -107,14 +107,14 @@ struct kdev_gpu_set;
  * dra_name_error (the front end reports it where it would publish it).
  * Returns 0, or -ENOMEM with |err| (|out| is then empty). Clear |out| with
  * kdev_nvidia_gpus_clear(). */
-int kdev_nvidia_gpus_from_set(const struct kdev_gpu_set *set, struct kdev_nvidia_gpus *out,
+KDEV_API int kdev_nvidia_gpus_from_set(const struct kdev_gpu_set *set, struct kdev_nvidia_gpus *out,
                               struct kdev_err *err);
 
 /* Frees what |g| owns and zeroes it (NULL-safe). */
-void kdev_nvidia_gpus_clear(struct kdev_nvidia_gpus *g);
+KDEV_API void kdev_nvidia_gpus_clear(struct kdev_nvidia_gpus *g);
 
 /* The GPU whose UUID is |uuid|, or NULL (also for NULL or ""). */
-const struct kdev_nvidia_gpu *kdev_nvidia_gpus_find(const struct kdev_nvidia_gpus *g,
+KDEV_API const struct kdev_nvidia_gpu *kdev_nvidia_gpus_find(const struct kdev_nvidia_gpus *g,
                                                     const char *uuid);
 
 #endif /* KDEV_NVIDIA_GPUS_H */

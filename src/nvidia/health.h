@@ -161,7 +161,7 @@ struct kdev_nvidia_health;
  * "health: device <id> of <resource> has an empty parent UUID", "health:
  * device <id> of <resource> has no linked physical device"; -ENOMEM; the
  * error of uv_async_init. */
-struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_nvml *lib,
+KDEV_API struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_nvml *lib,
                                                   struct kdev_resource_set *set,
                                                   const struct kdev_xid_policy *policy,
                                                   const struct kdev_nvidia_health_options *opts,
@@ -175,14 +175,14 @@ struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_n
  *   "health: nvmlEventSetCreate: <nvmlErrorString>" (errno of kdev_nvml_errno);
  *   -EALREADY "health: already started"; -ENOMEM / thread creation errno.
  * Per-GPU registration failures are not errors (the GPU goes Unhealthy). */
-int kdev_nvidia_health_start(struct kdev_nvidia_health *h, struct kdev_err *err);
+KDEV_API int kdev_nvidia_health_start(struct kdev_nvidia_health *h, struct kdev_err *err);
 
 /* Stops and frees |h| (NULL-safe), in any state. From the return on, the
  * monitor no longer reads or writes the resource set nor calls |notify|; the
  * thread ends after its current nvmlEventSetWait (at most wait_timeout_ms),
  * frees the event set and drops its NVML init reference; then |done| (may be
  * NULL) is called on the loop thread, after which |lib| may be closed. */
-void kdev_nvidia_health_stop(struct kdev_nvidia_health *h, void (*done)(void *arg), void *arg);
+KDEV_API void kdev_nvidia_health_stop(struct kdev_nvidia_health *h, void (*done)(void *arg), void *arg);
 
 /* Checks state of one physical GPU, as the loop thread sees it. */
 enum kdev_nvidia_health_checks {
@@ -203,7 +203,7 @@ struct kdev_nvidia_gpu_health {
 
 /* State of the physical GPU |uuid|. Returns 0, or -ENOENT when no device of
  * the set is on it. */
-int kdev_nvidia_health_gpu(const struct kdev_nvidia_health *h, const char *uuid,
+KDEV_API int kdev_nvidia_health_gpu(const struct kdev_nvidia_health *h, const char *uuid,
                            struct kdev_nvidia_gpu_health *out);
 
 /* Counters, updated on the loop thread as messages are processed. */
@@ -219,7 +219,7 @@ struct kdev_nvidia_health_stats {
         unsigned long notifies;      /* notify calls */
 };
 
-void kdev_nvidia_health_get_stats(const struct kdev_nvidia_health *h,
+KDEV_API void kdev_nvidia_health_get_stats(const struct kdev_nvidia_health *h,
                                   struct kdev_nvidia_health_stats *out);
 
 /* --- rediscovery ------------------------------------------------------------ */
@@ -251,17 +251,17 @@ struct kdev_nvidia_rediscover_options {
  * the NVML calls): open the library if not open yet (kept open between
  * attempts), then kdev_nvml_discover(); success needs at least one GPU.
  * Returns NULL with |err|: -EINVAL (interval 0, no callback), -ENOMEM. */
-struct kdev_nvidia_rediscover *
+KDEV_API struct kdev_nvidia_rediscover *
 kdev_nvidia_rediscover_start(uv_loop_t *loop, const struct kdev_nvidia_rediscover_options *opts,
                              struct kdev_err *err);
 
 /* Number of attempts made so far. */
-unsigned kdev_nvidia_rediscover_attempts(const struct kdev_nvidia_rediscover *r);
+KDEV_API unsigned kdev_nvidia_rediscover_attempts(const struct kdev_nvidia_rediscover *r);
 
 /* Stops retrying and frees |r| once libuv released the timer (NULL-safe);
  * closes a library it still owns; no callback is called after the return
  * except |done| (may be NULL). */
-void kdev_nvidia_rediscover_stop(struct kdev_nvidia_rediscover *r, void (*done)(void *arg),
+KDEV_API void kdev_nvidia_rediscover_stop(struct kdev_nvidia_rediscover *r, void (*done)(void *arg),
                                  void *arg);
 
 #endif /* KDEV_NVIDIA_HEALTH_H */
