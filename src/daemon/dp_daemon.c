@@ -82,10 +82,8 @@ static int labels_text(const struct kdev_gpu_set *gpus, const struct kdev_nvidia
 
 static void log_labels_written(const char *path, int r, size_t n_labels)
 {
-        char n[32];
-        snprintf(n, sizeof(n), "%zu", n_labels);
         if (r > 0)
-                kdev_log_info("wrote node labels", "path", path, "labels", n);
+                kdev_log_info("wrote node labels", "path", path, KDEV_LOG_UINT("labels", n_labels));
         else
                 kdev_log_debug("node labels unchanged", "path", path);
 }
@@ -370,9 +368,8 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
         if (!d.rt)
                 goto out;
         for (size_t i = 0; i < set.n_resources; i++) {
-                char count[32];
-                snprintf(count, sizeof(count), "%zu", set.resources[i].n_devices);
-                kdev_log_info("resource", "resource", set.resources[i].name, "devices", count);
+                kdev_log_info("resource", "resource", set.resources[i].name,
+                              KDEV_LOG_UINT("devices", set.resources[i].n_devices));
                 /* also for --check: names, socket paths, 4 MiB message limit */
                 if (kdev_dp_runtime_add_resource(d.rt, &set.resources[i], &err) < 0)
                         goto out;
@@ -426,10 +423,9 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
                 goto out;
         }
         if (d.metrics) {
-                char port[16];
-                snprintf(port, sizeof(port), "%u", kdev_plugin_metrics_port(d.metrics));
-                kdev_log_info("serving metrics", "address", metrics_address, "port", port,
-                              "path", "/metrics");
+                kdev_log_info("serving metrics", "address", metrics_address,
+                              KDEV_LOG_UINT("port", kdev_plugin_metrics_port(d.metrics)), "path",
+                              "/metrics");
         }
         if (o->on_started)
                 o->on_started(o->on_started_arg, &d);

@@ -525,9 +525,7 @@ static bool exec_start(struct kubelet *k, const struct kdev_scn_step *s)
                 kdev_log_error("exec failed", "result", r->text);
                 return false;
         }
-        char pid[24];
-        snprintf(pid, sizeof(pid), "%d", e->proc.pid);
-        kdev_log_info("exec started", "command", s->command, "pid", pid);
+        kdev_log_info("exec started", "command", s->command, KDEV_LOG_INT("pid", e->proc.pid));
         k->exec = e;
         uv_timer_start(&k->step_timer, step_timeout, s->timeout_ms, 0);
         return true;
@@ -550,9 +548,8 @@ void exec_abort(struct kubelet *k)
         if (!e)
                 return;
         k->exec = NULL;
-        char pid[24];
-        snprintf(pid, sizeof(pid), "%d", e->proc.pid);
-        kdev_log_warn("stopping: killing the running exec command", "pid", pid);
+        kdev_log_warn("stopping: killing the running exec command",
+                      KDEV_LOG_INT("pid", e->proc.pid));
         exec_kill(e);
         uv_close((uv_handle_t *)&e->proc, exec_closed);
 }
@@ -618,11 +615,8 @@ static void scenario_run(struct kubelet *k)
                 }
                 const struct kdev_scn_step *s = &k->scn.steps[k->step++];
                 k->step_running = true;
-                {
-                        char line[24];
-                        snprintf(line, sizeof(line), "%d", s->line);
-                        kdev_log_debug("scenario step", "kind", kind_text(s->kind), "line", line);
-                }
+                kdev_log_debug("scenario step", "kind", kind_text(s->kind),
+                               KDEV_LOG_INT("line", s->line));
                 struct step_result *r;
                 switch (s->kind) {
                 case KDEV_SCN_WAIT:
