@@ -16,7 +16,9 @@
 #include "common/err.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "config/config.h"
+#include "daemon/config_json.h"
 #include "generic/generic.h"
 #include "model/model.h"
 #include "nvidia/backend.h"
@@ -324,6 +326,13 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
         }
         for (size_t i = 0; i < o->nv->n_warnings; i++)
                 kdev_log_warn("configuration", "warning", o->nv->warnings[i]);
+        char *config_json = kdev_dp_config_json(o->nv, cfg, o);
+        if (!config_json) {
+                kdev_err_set(&err, ENOMEM, "out of memory");
+                goto out;
+        }
+        kdev_log_running_with_config(config_json);
+        free(config_json);
 
         int r = uv_loop_init(&d.loop);
         if (r < 0) {
