@@ -104,7 +104,8 @@ static void nvidia_keys(struct jb *b, json_t *root, const struct kdev_nvidia_con
                 if (nv->device_list_strategies & (1u << i))
                         push(b, lists, json_string(list_names[i]));
         put(b, plugin, "deviceListStrategy", lists);
-        put(b, plugin, "deviceIDStrategy", json_string(kdev_nvidia_id_strategy_name(nv->id_strategy)));
+        put(b, plugin, "deviceIDStrategy",
+            json_string(kdev_nvidia_id_strategy_name(nv->id_strategy)));
         put(b, plugin, "cdiAnnotationPrefix", str_or_null(nv->cdi_annotation_prefix));
         put(b, plugin, "nvidiaCTKPath", str_or_null(nv->nvidia_ctk_path));
         put(b, plugin, "containerDriverRoot", str_or_null(nv->container_driver_root));
@@ -194,7 +195,7 @@ char *kdev_dp_config_json(const struct kdev_nvidia_config *nv,
         put(&b, health, "probeInterval", json_integer(nv->probe_interval));
         put(&b, health, "quietPeriod", json_integer(nv->quiet_period));
         put(&b, root, "health", health);
-        if (generic)
+        if (generic && generic->n_resources > 0)
                 put(&b, root, "generic", generic_json(&b, generic));
 
         const char *dir = o->dp.plugin_dir ? o->dp.plugin_dir : KDEV_DP_DEFAULT_DIR;
@@ -207,8 +208,9 @@ char *kdev_dp_config_json(const struct kdev_nvidia_config *nv,
         put(&b, k, "configFile", str_or_null(o->config));
         put(&b, k, "devicePluginDir", json_string(dir));
         put(&b, k, "kubeletSocket", kubelet ? json_string(kubelet) : NULL);
-        put(&b, k, "socketPrefix", json_string(o->dp.socket_prefix ? o->dp.socket_prefix
-                                                                   : KDEV_DP_DEFAULT_SOCKET_PREFIX));
+        const char *prefix = o->dp.socket_prefix ? o->dp.socket_prefix
+                                                 : KDEV_DP_DEFAULT_SOCKET_PREFIX;
+        put(&b, k, "socketPrefix", json_string(prefix));
         put(&b, k, "cdiDir", str_or_null(nv->cdi_dir));
         put(&b, k, "procRoot", str_or_null(nv->proc_root));
         put(&b, k, "root", str_or_null(on(o->generic_root)));

@@ -42,7 +42,7 @@
  * config file's `health` section), "generic" (the `generic` section as read:
  * {"devices":[{"name","groups":[{"paths":[{"path","mountPath" (when given),
  * "permissions","limit"}],"count"}]}]}; only with a config file that has
- * one), and "kdev" {"configFile" (null: none), "devicePluginDir",
+ * one, with at least one resource), and "kdev" {"configFile" (null: none), "devicePluginDir",
  * "kubeletSocket", "socketPrefix", "cdiDir", "procRoot", "root" (--root,
  * null: /), "metricsAddress" (null: off), "nfdFeaturesFile" (null: off)}. */
 #ifndef KDEV_DAEMON_CONFIG_JSON_H
