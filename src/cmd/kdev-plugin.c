@@ -66,6 +66,11 @@ static void usage(FILE *f)
                 "                                resources the node would advertise (after MIG\n"
                 "                                and time-slicing), exit 0, or 1 with the error\n"
                 "      --check-config FILE       the same as --config FILE --check\n"
+                "      --list-gpus               discover the NVIDIA GPUs (read-only, as --check),\n"
+                "                                print one line per GPU as nvidia-smi's CSV\n"
+                "                                query does: UUID, name, memory (MiB), PCI bus\n"
+                "                                ID, minor number, MIG mode (Enabled, Disabled,\n"
+                "                                [N/A]); exit 0, or 1 with the error\n"
                 "  -h, --help                    show this help\n"
                 "      --version                 print the version\n"
                 "\n"
@@ -139,6 +144,7 @@ enum {
         OPT_CHECK_CONFIG,
         OPT_METRICS_ADDRESS,
         OPT_NFD_FEATURES_FILE,
+        OPT_LIST_GPUS,
         OPT_NVIDIA, /* OPT_NVIDIA + i: kdev_nvidia_flags[i] */
 };
 
@@ -158,6 +164,7 @@ static struct option *long_options(void)
                 {"log-format", required_argument, NULL, KDEV_FLAG_LOG_FORMAT},
                 {"check", no_argument, NULL, OPT_CHECK},
                 {"check-config", required_argument, NULL, OPT_CHECK_CONFIG},
+                {"list-gpus", no_argument, NULL, OPT_LIST_GPUS},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, KDEV_FLAG_VERSION},
         };
@@ -272,6 +279,10 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                 case OPT_CHECK_CONFIG:
                         o->config = optarg;
                         o->check = true;
+                        break;
+                case OPT_LIST_GPUS:
+                        o->check = true;
+                        o->list_gpus = true;
                         break;
                 default: {
                         int r = kdev_flag_common(PROG, c, optarg, common, usage);

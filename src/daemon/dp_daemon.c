@@ -293,6 +293,18 @@ static void print_devices(const struct kdev_resource_set *set)
         }
 }
 
+/* --list-gpus: one line per GPU (dp_daemon.h). */
+static void print_gpus(const struct kdev_gpu_set *gpus)
+{
+        for (size_t i = 0; gpus && i < gpus->n_gpus; i++) {
+                const struct kdev_gpu *g = &gpus->gpus[i];
+                const char *mig = !g->mig_mode_known || !g->mig_capable ? "[N/A]"
+                                  : g->mig_current ? "Enabled" : "Disabled";
+                printf("%s, %s, %llu MiB, %s, %u, %s\n", g->uuid, g->name, g->memory_total >> 20,
+                       g->pci_bus_id, g->minor, mig);
+        }
+}
+
 int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *errp)
 {
         static char *no_env[] = {NULL};
@@ -384,7 +396,10 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
                         goto out;
         }
         if (check) {
-                print_devices(&set);
+                if (o->list_gpus)
+                        print_gpus(kdev_nvidia_backend_gpus(d.nvidia));
+                else
+                        print_devices(&set);
                 status = 0;
                 goto out;
         }

@@ -219,6 +219,27 @@ def test_kubelet_socket_usage_errors():
         "invalid --socket-name \"a/b\" (want a file name, without '/')" in r.stderr, r.stderr
 
 
+def test_list_gpus():
+    """--list-gpus: nvidia-smi's CSV form, minor before MIG mode, exact."""
+    topo = os.path.join(kt.SOURCE_DIR, "mock", "nvml", "topologies", "mig-h100-80gb.yaml")
+    r = subprocess.run([PLUGIN, "--list-gpus"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, LD_LIBRARY_PATH=kt.MOCK_NVML_DIR,
+                                KDEV_MOCK_NVML_TOPOLOGY=topo))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (
+        "GPU-0d4a9c1e-5b7f-4e2a-9c3d-1f2e3a4b5c6d, NVIDIA H100 80GB HBM3, 81559 MiB, "
+        "00000000:1B:00.0, 0, Enabled\n"
+        "GPU-7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d, NVIDIA H100 80GB HBM3, 81559 MiB, "
+        "00000000:43:00.0, 1, Enabled\n"
+        "GPU-b5c6d7e8-f9a0-4b1c-9d2e-3f4a5b6c7d8e, NVIDIA H100 80GB HBM3, 81559 MiB, "
+        "00000000:52:00.0, 2, Enabled\n"), r.stdout
+    # the mock without a topology: the driver is not loaded, exit 1
+    r = subprocess.run([PLUGIN, "--list-gpus"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, LD_LIBRARY_PATH=kt.MOCK_NVML_DIR,
+                                KDEV_MOCK_NVML_TOPOLOGY=""))
+    assert (r.returncode, r.stdout) == (1, ""), (r.returncode, r.stdout, r.stderr)
+
+
 def test_dra_plugin_start_line():
     version, commit, build = build_expected()
     with TempDir() as d:
@@ -252,5 +273,6 @@ if __name__ == "__main__":
         test_text_start_line,
         test_relative_kubelet_socket_and_kdevctl_socket_name,
         test_kubelet_socket_usage_errors,
+        test_list_gpus,
         test_dra_plugin_start_line,
     ])
