@@ -40,8 +40,11 @@ static void usage(FILE *f)
                 "                                also --config-file, as NVIDIA's plugin\n"
                 "  -d, --device-plugin-dir DIR   kubelet's device-plugins directory\n"
                 "                                (default " KDEV_DP_DEFAULT_DIR ")\n"
-                "      --kubelet-socket PATH     kubelet.sock's path (NVIDIA's flag): sets the\n"
-                "                                device-plugins directory to its directory\n"
+                "      --kubelet-socket PATH     kubelet's Registration socket (NVIDIA's flag;\n"
+                "                                any file name, default DIR/kubelet.sock):\n"
+                "                                registers there, registers again when it is\n"
+                "                                re-created, and sets the device-plugins\n"
+                "                                directory DIR to its directory\n"
                 "      --socket-prefix PREFIX    socket file name prefix (default \"kdev-\")\n"
                 "      --root DIR                look up generic device nodes under DIR\n"
                 "      --nfd-features-file PATH  write GPU node labels (GPU Feature Discovery's\n"
@@ -63,6 +66,11 @@ static void usage(FILE *f)
                 "                                resources the node would advertise (after MIG\n"
                 "                                and time-slicing), exit 0, or 1 with the error\n"
                 "      --check-config FILE       the same as --config FILE --check\n"
+                "      --list-gpus               discover the NVIDIA GPUs (read-only, as --check),\n"
+                "                                print one line per GPU as nvidia-smi's CSV\n"
+                "                                query does: UUID, name, memory (MiB), PCI bus\n"
+                "                                ID, minor number, MIG mode (Enabled, Disabled,\n"
+                "                                [N/A]); exit 0, or 1 with the error\n"
                 "  -h, --help                    show this help\n"
                 "      --version                 print the version\n"
                 "\n"
@@ -104,7 +112,8 @@ static void usage(FILE *f)
                 "\n"
                 "Files:\n"
                 "  DIR/kubelet.sock                  kubelet's Registration socket (DIR is\n"
-                "                                    --device-plugin-dir)\n"
+                "                                    --device-plugin-dir), or the\n"
+                "                                    --kubelet-socket PATH (DIR its directory)\n"
                 "  DIR/PREFIXRESOURCE.sock           one socket per resource, '/' in the name\n"
                 "                                    replaced by '_' (kdev-nvidia.com_gpu.sock),\n"
                 "                                    with a .lock file held while it is served\n"
@@ -135,6 +144,7 @@ enum {
         OPT_CHECK_CONFIG,
         OPT_METRICS_ADDRESS,
         OPT_NFD_FEATURES_FILE,
+        OPT_LIST_GPUS,
         OPT_NVIDIA, /* OPT_NVIDIA + i: kdev_nvidia_flags[i] */
 };
 
@@ -154,6 +164,7 @@ static struct option *long_options(void)
                 {"log-format", required_argument, NULL, KDEV_FLAG_LOG_FORMAT},
                 {"check", no_argument, NULL, OPT_CHECK},
                 {"check-config", required_argument, NULL, OPT_CHECK_CONFIG},
+                {"list-gpus", no_argument, NULL, OPT_LIST_GPUS},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, KDEV_FLAG_VERSION},
         };
@@ -173,25 +184,41 @@ static struct option *long_options(void)
         return o;
 }
 
-/* NVIDIA's --kubelet-socket / KUBELET_SOCKET: kubelet.sock in the
- * device-plugins directory (kdev serves its sockets next to it). Sets
- * *plugin_dir, or prints the usage error and returns false. */
-static bool kubelet_socket_dir(const char *kubelet_socket, const char **plugin_dir)
+/* NVIDIA's --kubelet-socket / KUBELET_SOCKET: the path of kubelet's
+ * Registration socket, any file name (NVIDIA dials it as given and watches
+ * its directory, filepath.Dir, for its re-creation). kdev serves its own
+ * sockets in that directory, which is where kubelet looks for the endpoint
+ * it is told, so it becomes the device-plugins directory (as
+ * --device-plugin-dir; --kubelet-socket wins over it). A path without '/' is
+ * in the working directory. Sets *plugin_dir and *socket (static storage),
+ * or prints the usage error and returns false (no file name: the path ends
+ * in '/', or it is too long). */
+static bool kubelet_socket_dir(const char *kubelet_socket, const char **plugin_dir,
+                               const char **socket)
 {
-        static char kubelet_dir[4096];
+        static char kubelet_dir[4096], kubelet_path[4096];
         const char *slash = strrchr(kubelet_socket, '/');
-        if (!slash || strcmp(slash + 1, KDEV_DP_KUBELET_SOCKET) != 0 ||
-            (size_t)(slash - kubelet_socket) >= sizeof(kubelet_dir)) {
-                fprintf(stderr, PROG ": --kubelet-socket \"%s\": kdev needs a path "
-                                "ending in /" KDEV_DP_KUBELET_SOCKET " (use "
-                                "--device-plugin-dir for its directory)\n",
+        const char *base = slash ? slash + 1 : kubelet_socket;
+        size_t n = !slash ? 1 : slash == kubelet_socket ? 1 : (size_t)(slash - kubelet_socket);
+        while (slash && n > 1 && kubelet_socket[n - 1] == '/')
+                n--; /* "a//kubelet.sock": directory "a" */
+        if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0 ||
+            n >= sizeof(kubelet_dir) ||
+            n + 1 + strlen(base) >= sizeof(kubelet_path)) {
+                fprintf(stderr, PROG ": --kubelet-socket \"%s\": want the path of a socket "
+                                "file, e.g. " KDEV_DP_DEFAULT_DIR "/" KDEV_DP_KUBELET_SOCKET
+                                "\n",
                         kubelet_socket);
                 return false;
         }
-        size_t n = slash == kubelet_socket ? 1 : (size_t)(slash - kubelet_socket);
-        memcpy(kubelet_dir, kubelet_socket, n);
+        memcpy(kubelet_dir, slash ? kubelet_socket : ".", n);
         kubelet_dir[n] = '\0';
+        size_t dl = strcmp(kubelet_dir, "/") == 0 ? 0 : n;
+        memcpy(kubelet_path, kubelet_dir, dl);
+        kubelet_path[dl] = '/';
+        memcpy(kubelet_path + dl + 1, base, strlen(base) + 1);
         *plugin_dir = kubelet_dir;
+        *socket = kubelet_path;
         return true;
 }
 
@@ -253,6 +280,10 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                         o->config = optarg;
                         o->check = true;
                         break;
+                case OPT_LIST_GPUS:
+                        o->check = true;
+                        o->list_gpus = true;
+                        break;
                 default: {
                         int r = kdev_flag_common(PROG, c, optarg, common, usage);
                         if (r >= 0) {
@@ -273,7 +304,7 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                 }
         }
         if (usage_status < 0 && kubelet_socket && *kubelet_socket &&
-            !kubelet_socket_dir(kubelet_socket, &o->dp.plugin_dir))
+            !kubelet_socket_dir(kubelet_socket, &o->dp.plugin_dir, &o->dp.kubelet_socket))
                 usage_status = 2;
         /* A malformed metrics address is a usage error (a port in use or a host
          * name that does not resolve is found when listening: exit 1). */

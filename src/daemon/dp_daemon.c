@@ -16,7 +16,9 @@
 #include "common/err.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "config/config.h"
+#include "daemon/config_json.h"
 #include "generic/generic.h"
 #include "model/model.h"
 #include "nvidia/backend.h"
@@ -82,10 +84,8 @@ static int labels_text(const struct kdev_gpu_set *gpus, const struct kdev_nvidia
 
 static void log_labels_written(const char *path, int r, size_t n_labels)
 {
-        char n[32];
-        snprintf(n, sizeof(n), "%zu", n_labels);
         if (r > 0)
-                kdev_log_info("wrote node labels", "path", path, "labels", n);
+                kdev_log_info("wrote node labels", "path", path, KDEV_LOG_UINT("labels", n_labels));
         else
                 kdev_log_debug("node labels unchanged", "path", path);
 }
@@ -293,6 +293,18 @@ static void print_devices(const struct kdev_resource_set *set)
         }
 }
 
+/* --list-gpus: one line per GPU (dp_daemon.h). */
+static void print_gpus(const struct kdev_gpu_set *gpus)
+{
+        for (size_t i = 0; gpus && i < gpus->n_gpus; i++) {
+                const struct kdev_gpu *g = &gpus->gpus[i];
+                const char *mig = !g->mig_mode_known || !g->mig_capable ? "[N/A]"
+                                  : g->mig_current ? "Enabled" : "Disabled";
+                printf("%s, %s, %llu MiB, %s, %u, %s\n", g->uuid, g->name, g->memory_total >> 20,
+                       g->pci_bus_id, g->minor, mig);
+        }
+}
+
 int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *errp)
 {
         static char *no_env[] = {NULL};
@@ -326,6 +338,13 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
         }
         for (size_t i = 0; i < o->nv->n_warnings; i++)
                 kdev_log_warn("configuration", "warning", o->nv->warnings[i]);
+        char *config_json = kdev_dp_config_json(o->nv, cfg, o);
+        if (!config_json) {
+                kdev_err_set(&err, ENOMEM, "out of memory");
+                goto out;
+        }
+        kdev_log_running_with_config(config_json);
+        free(config_json);
 
         int r = uv_loop_init(&d.loop);
         if (r < 0) {
@@ -370,15 +389,17 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
         if (!d.rt)
                 goto out;
         for (size_t i = 0; i < set.n_resources; i++) {
-                char count[32];
-                snprintf(count, sizeof(count), "%zu", set.resources[i].n_devices);
-                kdev_log_info("resource", "resource", set.resources[i].name, "devices", count);
+                kdev_log_info("resource", "resource", set.resources[i].name,
+                              KDEV_LOG_UINT("devices", set.resources[i].n_devices));
                 /* also for --check: names, socket paths, 4 MiB message limit */
                 if (kdev_dp_runtime_add_resource(d.rt, &set.resources[i], &err) < 0)
                         goto out;
         }
         if (check) {
-                print_devices(&set);
+                if (o->list_gpus)
+                        print_gpus(kdev_nvidia_backend_gpus(d.nvidia));
+                else
+                        print_devices(&set);
                 status = 0;
                 goto out;
         }
@@ -426,10 +447,9 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
                 goto out;
         }
         if (d.metrics) {
-                char port[16];
-                snprintf(port, sizeof(port), "%u", kdev_plugin_metrics_port(d.metrics));
-                kdev_log_info("serving metrics", "address", metrics_address, "port", port,
-                              "path", "/metrics");
+                kdev_log_info("serving metrics", "address", metrics_address,
+                              KDEV_LOG_UINT("port", kdev_plugin_metrics_port(d.metrics)), "path",
+                              "/metrics");
         }
         if (o->on_started)
                 o->on_started(o->on_started_arg, &d);

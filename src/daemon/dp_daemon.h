@@ -42,6 +42,15 @@ struct kdev_dp_daemon_options {
          * NVIDIA rediscoveries; NULL or "": the backend's default (30 s) */
         const char *rediscover_interval;
         bool check;                  /* --check: discover, print the resources, return */
+        /* --list-gpus (with check): print the GPUs found instead of the
+         * resources, one line each in nvidia-smi's CSV form:
+         *   <uuid>, <name>, <memory> MiB, <pci bus id>, <minor>, <MIG mode>
+         * MIG mode Enabled, Disabled or [N/A] (not MIG capable), as
+         * nvidia-smi --query-gpu=uuid,name,memory.total,pci.bus_id,
+         * mig.mode.current --format=csv,noheader writes them (the minor
+         * number is what nvidia-smi -q calls "Minor Number"). Read-only:
+         * NVML queries only, as for --check. */
+        bool list_gpus;
         /* NVIDIA configuration with the flags applied (kdev_nvidia_config_init
          * and _apply_flag); the daemon applies |environ| and the file to it.
          * Borrowed; the caller clears it after the run. */
@@ -54,8 +63,8 @@ struct kdev_dp_daemon_options {
 };
 
 /* Runs the daemon until a stop (SIGTERM, SIGINT, SIGQUIT or
- * kdev_dp_daemon_stop()), or once for --check (the resources printed to
- * stdout). Returns 0 after a stop or a --check that succeeded, or a negative
+ * kdev_dp_daemon_stop()), or once for --check (the resources, or with
+ * list_gpus the GPUs, printed to stdout). Returns 0 after a stop or a --check that succeeded, or a negative
  * errno with |err| (may be NULL) when the configuration, discovery or
  * serving failed; that error is logged as "cannot start" too. Everything it
  * opened is closed when it returns (the sockets removed, the labels file

@@ -66,6 +66,7 @@ struct kdev_dp_runtime {
         char *dir;
         char *prefix;
         char *kubelet_path;
+        const char *kubelet_name; /* file name of kubelet_path in dir */
         struct kdev_rpc_client *kubelet;
         uv_fs_event_t watch;
         uv_timer_t debounce;
@@ -150,10 +151,28 @@ struct kdev_dp_runtime *kdev_dp_runtime_new(uv_loop_t *loop, const struct kdev_d
         while (dlen > 1 && dir[dlen - 1] == '/')
                 dlen--;
         rt->dir = strndup(dir, dlen);
-        rt->prefix = strdup(rt->opts.socket_prefix ? rt->opts.socket_prefix : "kdev-");
-        rt->kubelet_path = rt->dir ? path_join(rt->dir, KDEV_DP_KUBELET_SOCKET) : NULL;
+        rt->prefix = strdup(rt->opts.socket_prefix ? rt->opts.socket_prefix
+                                                     : KDEV_DP_DEFAULT_SOCKET_PREFIX);
+        if (rt->opts.kubelet_socket)
+                rt->kubelet_path = strdup(rt->opts.kubelet_socket);
+        else
+                rt->kubelet_path = rt->dir ? path_join(rt->dir, KDEV_DP_KUBELET_SOCKET) : NULL;
         if (!rt->dir || !rt->prefix || !rt->kubelet_path)
                 goto oom;
+        rt->opts.kubelet_socket = rt->kubelet_path;
+        const char *slash = strrchr(rt->kubelet_path, '/');
+        size_t klen = slash ? (size_t)(slash - rt->kubelet_path) : 0;
+        if (!slash || !slash[1] || (klen ? klen : 1) != strlen(rt->dir) ||
+            memcmp(rt->kubelet_path, rt->dir, klen ? klen : 1) != 0) {
+                kdev_err_set(err, EINVAL, "kubelet socket %s is not in the device plugin "
+                             "directory %s", rt->kubelet_path, rt->dir);
+                free(rt->dir);
+                free(rt->prefix);
+                free(rt->kubelet_path);
+                free(rt);
+                return NULL;
+        }
+        rt->kubelet_name = slash + 1;
         rt->opts.plugin_dir = rt->dir;
         rt->opts.socket_prefix = rt->prefix;
         /* Handles exist from here on, so that stop can always close them. */
@@ -653,7 +672,7 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
                 schedule_flush(rt);
                 return;
         }
-        if (strcmp(filename, KDEV_DP_KUBELET_SOCKET) == 0) {
+        if (strcmp(filename, rt->kubelet_name) == 0) {
                 if (!kubelet_socket_changed(rt)) {
                         if (rt->kubelet_dev == 0 && rt->kubelet_ino == 0) {
                                 /* Removed: the kubelet.sock that comes back is a

@@ -4,7 +4,8 @@
  * For each resource it takes an exclusive lock on "<socket>.lock", serves
  * the v1beta1 DevicePlugin service on "<dir>/<prefix><resource with '/' -> '_'>.sock"
  * and only then calls /v1beta1.Registration/Register on "<dir>/kubelet.sock"
- * (kubelet dials back and calls GetDevicePluginOptions inside Register).
+ * (or the kubelet socket given, which must be in <dir>; kubelet dials back
+ * and calls GetDevicePluginOptions inside Register).
  * It watches the directory: when kubelet.sock is (re-)created, or the
  * resource's own socket disappears, it starts a fresh server and registers
  * again; when a ListAndWatch stream ends while kubelet.sock exists it
@@ -35,6 +36,7 @@ struct kdev_dp_runtime;
 
 #define KDEV_DP_DEFAULT_DIR "/var/lib/kubelet/device-plugins"
 #define KDEV_DP_KUBELET_SOCKET "kubelet.sock"
+#define KDEV_DP_DEFAULT_SOCKET_PREFIX "kdev-"
 
 /* Optional observers of the runtime, e.g. for metrics (kdev-plugin wires them
  * to src/metrics). Every callback may be NULL; each runs on the loop thread
@@ -63,7 +65,10 @@ struct kdev_dp_hooks {
 
 struct kdev_dp_options {
         const char *plugin_dir;       /* device-plugins dir; NULL = KDEV_DP_DEFAULT_DIR */
-        const char *socket_prefix;    /* socket file name prefix; NULL = "kdev-" */
+        /* kubelet's Registration socket, any file name in plugin_dir (NVIDIA's
+         * --kubelet-socket); NULL = "<plugin_dir>/kubelet.sock" */
+        const char *kubelet_socket;
+        const char *socket_prefix;    /* socket file name prefix; NULL = "kdev-" (the default) */
         uint64_t register_timeout_ms; /* deadline of each Register call; 0 = 10000 */
         uint64_t backoff_initial_ms;  /* first Register retry delay; 0 = 100 */
         uint64_t backoff_max_ms;      /* retry delay cap; 0 = 5000 */
@@ -72,7 +77,10 @@ struct kdev_dp_options {
 };
 
 /* Creates a runtime on |loop|. |opts| (may be NULL) is copied. Returns NULL
- * with |err| filled on failure (-ENOMEM). */
+ * with |err| filled on failure: -ENOMEM, or -EINVAL when opts->kubelet_socket
+ * is not a file directly in the plugin directory ("kubelet socket <path> is
+ * not in the device plugin directory <dir>": its re-creation by a restarted
+ * kubelet could not be seen). */
 KDEV_API struct kdev_dp_runtime *
 kdev_dp_runtime_new(uv_loop_t *loop, const struct kdev_dp_options *opts, struct kdev_err *err);
 
