@@ -245,6 +245,8 @@ int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resourc
         uv_timer_init(rt->loop, &s->retry_timer);
         s->retry_timer.data = s;
         rt->servers[rt->n_servers++] = s;
+        if (rt->started && !rt->stopping)
+                server_try_lock(s); /* added while serving: as at start */
         return 0;
 oom:
         server_free(s);
@@ -765,6 +767,73 @@ void kdev_dp_runtime_notify(struct kdev_dp_runtime *rt, const char *name)
                 kdev_dp_service_notify(s->svc);
 }
 
+static void on_removed_timer_closed(uv_handle_t *h)
+{
+        struct dp_server *s = h->data;
+        struct kdev_dp_runtime *rt = s->rt;
+        server_free(s);
+        on_service_closed(rt);
+}
+
+/* Unlinks the lock file and releases the lock: an instance waiting on the
+ * file notices it is no longer at the path (the identity check in
+ * server_try_lock) and locks a new one; so no lock file is left behind. */
+static void release_lock(struct dp_server *s)
+{
+        if (s->lock_fd >= 0) {
+                unlink(s->lock_path);
+                close(s->lock_fd);
+                s->lock_fd = -1;
+        }
+}
+
+int kdev_dp_runtime_remove_resource(struct kdev_dp_runtime *rt, const char *name)
+{
+        size_t i = 0;
+        while (i < rt->n_servers && strcmp(rt->servers[i]->res->name, name) != 0)
+                i++;
+        if (i == rt->n_servers)
+                return -ENOENT;
+        struct dp_server *s = rt->servers[i];
+        memmove(&rt->servers[i], &rt->servers[i + 1],
+                (rt->n_servers - i - 1) * sizeof(rt->servers[0]));
+        rt->n_servers--;
+        cancel_register(s); /* its on_done runs now and finds no call of s */
+        server_close_service(s);
+        unlink_own_socket(s);
+        release_lock(s);
+        s->res = NULL;
+        rt->pending_closes++;
+        uv_close((uv_handle_t *)&s->retry_timer, on_removed_timer_closed);
+        return 0;
+}
+
+int kdev_dp_runtime_update_resource(struct kdev_dp_runtime *rt, struct kdev_resource *res,
+                                    bool restart, struct kdev_err *err)
+{
+        struct dp_server *s = find_server(rt, res->name);
+        if (!s)
+                return kdev_err_set(err, ENOENT, "resource %s is not served", res->name);
+        size_t lw = kdev_dp_list_and_watch_size(res);
+        if (lw > KDEV_RPC_DEFAULT_MAX_MESSAGE)
+                return kdev_err_set(err, EMSGSIZE,
+                                    "resource %s: its ListAndWatch message of %zu bytes (%zu devices) "
+                                    "exceeds kubelet's 4 MiB receive limit",
+                                    res->name, lw, res->n_devices);
+        s->res = res;
+        if (s->svc)
+                kdev_dp_service_set_resource(s->svc, res);
+        if (restart) {
+                if (rt->started && !rt->stopping) {
+                        s->restart_wanted = true;
+                        schedule_flush(rt);
+                }
+        } else if (s->svc) {
+                kdev_dp_service_notify(s->svc);
+        }
+        return 0;
+}
+
 static void on_handle_closed(uv_handle_t *h)
 {
         on_service_closed(h->data);
@@ -786,15 +855,7 @@ void kdev_dp_runtime_stop(struct kdev_dp_runtime *rt, void (*done)(void *arg), v
                 cancel_register(s);
                 server_close_service(s);
                 unlink_own_socket(s);
-                if (s->lock_fd >= 0) {
-                        /* Unlink, then release: an instance waiting on this
-                         * file notices it is no longer at the path (the
-                         * identity check in server_try_lock) and locks a new
-                         * one; so no lock file is left behind. */
-                        unlink(s->lock_path);
-                        close(s->lock_fd);
-                        s->lock_fd = -1;
-                }
+                release_lock(s);
                 rt->pending_closes++;
                 s->retry_timer.data = rt;
                 uv_close((uv_handle_t *)&s->retry_timer, on_handle_closed);
