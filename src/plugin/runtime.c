@@ -194,6 +194,19 @@ static void server_free(struct dp_server *s)
         free(s);
 }
 
+/* -EMSGSIZE when the ListAndWatch message of |res| would exceed kubelet's
+ * 4 MiB receive limit. */
+static int check_list_size(const struct kdev_resource *res, struct kdev_err *err)
+{
+        size_t lw = kdev_dp_list_and_watch_size(res);
+        if (lw > KDEV_RPC_DEFAULT_MAX_MESSAGE)
+                return kdev_err_set(err, EMSGSIZE,
+                                    "resource %s: its ListAndWatch message of %zu bytes (%zu devices) "
+                                    "exceeds kubelet's 4 MiB receive limit",
+                                    res->name, lw, res->n_devices);
+        return 0;
+}
+
 int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resource *res,
                                  struct kdev_err *err)
 {
@@ -217,12 +230,9 @@ int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resourc
         if (strlen(rt->kubelet_path) >= sizeof(sun.sun_path))
                 return kdev_err_set(err, ENAMETOOLONG, "kubelet socket path %s is too long",
                                     rt->kubelet_path);
-        size_t lw = kdev_dp_list_and_watch_size(res);
-        if (lw > KDEV_RPC_DEFAULT_MAX_MESSAGE)
-                return kdev_err_set(err, EMSGSIZE,
-                                    "resource %s: its ListAndWatch message of %zu bytes (%zu devices) "
-                                    "exceeds kubelet's 4 MiB receive limit",
-                                    res->name, lw, res->n_devices);
+        r = check_list_size(res, err);
+        if (r < 0)
+                return r;
 
         struct dp_server *s = calloc(1, sizeof(*s));
         struct dp_server **grown = realloc(rt->servers, (rt->n_servers + 1) * sizeof(*grown));
@@ -814,12 +824,9 @@ int kdev_dp_runtime_update_resource(struct kdev_dp_runtime *rt, struct kdev_reso
         struct dp_server *s = find_server(rt, res->name);
         if (!s)
                 return kdev_err_set(err, ENOENT, "resource %s is not served", res->name);
-        size_t lw = kdev_dp_list_and_watch_size(res);
-        if (lw > KDEV_RPC_DEFAULT_MAX_MESSAGE)
-                return kdev_err_set(err, EMSGSIZE,
-                                    "resource %s: its ListAndWatch message of %zu bytes (%zu devices) "
-                                    "exceeds kubelet's 4 MiB receive limit",
-                                    res->name, lw, res->n_devices);
+        int r = check_list_size(res, err);
+        if (r < 0)
+                return r;
         s->res = res;
         if (s->svc)
                 kdev_dp_service_set_resource(s->svc, res);

@@ -224,12 +224,7 @@ class Api:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.info = json.loads(self.proc.stdout.readline())
         self.kubeconfig = os.path.join(root, "kubeconfig")
-        with open(self.kubeconfig, "w") as f:
-            f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-                    "clusters:\n- name: c\n  cluster:\n    server: %s\n"
-                    "users:\n- name: u\n  user:\n    token: %s\n"
-                    "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n"
-                    % (self.info["url"], TOKEN))
+        kt.write_kubeconfig(self.kubeconfig, self.info["url"], TOKEN)
 
     def label(self, value):
         """kubectl label node: a merge patch of the label (None: removed)."""
