@@ -37,7 +37,28 @@ static void usage(FILE *f)
                 "\n"
                 "Options:\n"
                 "  -c, --config FILE             configuration file (YAML; see examples/);\n"
-                "                                also --config-file, as NVIDIA's plugin\n"
+                "                                also --config-file, as NVIDIA's plugin; a\n"
+                "                                file without a YAML document (empty, or\n"
+                "                                comments only) means NVIDIA's defaults\n"
+                "      --config-dir DIR          per-node configs: DIR holds named config files\n"
+                "                                (file name = config name, e.g. a mounted\n"
+                "                                ConfigMap); the node label\n"
+                "                                nvidia.com/device-plugin.config picks one,\n"
+                "                                applied live when it changes (NVIDIA's\n"
+                "                                config-manager, built in); not with --config\n"
+                "      --default-config NAME     with --config-dir: the config when the node\n"
+                "                                has no label or the label names no config\n"
+                "      --config-fallback-strategies LIST\n"
+                "                                with --config-dir and no default config: the\n"
+                "                                fallbacks in order, of named (the config\n"
+                "                                \"default\"), single (the only config), empty\n"
+                "                                (NVIDIA's defaults); default named,single\n"
+                "      --config-node-label LABEL the node label that picks the config\n"
+                "                                (default nvidia.com/device-plugin.config)\n"
+                "      --node-name NAME          this node, for --config-dir (default\n"
+                "                                $NODE_NAME)\n"
+                "      --kubeconfig FILE         API server access for --config-dir (default\n"
+                "                                $KUBECONFIG, else in-cluster)\n"
                 "  -d, --device-plugin-dir DIR   kubelet's device-plugins directory\n"
                 "                                (default " KDEV_DP_DEFAULT_DIR ")\n"
                 "      --kubelet-socket PATH     kubelet's Registration socket (NVIDIA's flag;\n"
@@ -87,6 +108,16 @@ static void usage(FILE *f)
                 "\n"
                 "Environment:\n"
                 "  KDEV_CONFIG, CONFIG_FILE    default of --config (KDEV_CONFIG first)\n"
+                "  KDEV_CONFIG_DIR, CONFIG_FILE_SRCDIR\n"
+                "                              default of --config-dir (NVIDIA's\n"
+                "                              config-manager variable second)\n"
+                "  KDEV_DEFAULT_CONFIG, DEFAULT_CONFIG\n"
+                "                              default of --default-config\n"
+                "  FALLBACK_STRATEGIES         default of --config-fallback-strategies\n"
+                "  KDEV_CONFIG_NODE_LABEL, NODE_LABEL\n"
+                "                              default of --config-node-label\n"
+                "  NODE_NAME                   default of --node-name\n"
+                "  KUBECONFIG                  default of --kubeconfig\n"
                 "  KDEV_DEVICE_PLUGIN_DIR      default of --device-plugin-dir\n"
                 "  KUBELET_SOCKET              default of --kubelet-socket (NVIDIA's variable)\n"
                 "  KDEV_METRICS_ADDRESS        default of --metrics-address (\"\": off)\n"
@@ -123,7 +154,12 @@ static void usage(FILE *f)
                 "  PROC-ROOT/driver/nvidia-caps/mig-minors  MIG capability device minors\n"
                 "\n"
                 "Signals:\n"
-                "  SIGHUP                      serve and register every resource again\n"
+                "  SIGHUP                      read the config again and apply it live: only\n"
+                "                              the resources that changed are served and\n"
+                "                              registered again, new ones start, gone ones\n"
+                "                              stop; an invalid config is logged and the\n"
+                "                              current one stays; nothing changed: serve and\n"
+                "                              register every resource again\n"
                 "  SIGTERM, SIGINT, SIGQUIT    stop cleanly: remove the sockets, exit 0\n"
                 "\n"
                 "Exit status: 0 stopped by a signal, --check succeeded, or --help/--version;\n"
@@ -145,6 +181,12 @@ enum {
         OPT_METRICS_ADDRESS,
         OPT_NFD_FEATURES_FILE,
         OPT_LIST_GPUS,
+        OPT_CONFIG_DIR,
+        OPT_DEFAULT_CONFIG,
+        OPT_FALLBACKS,
+        OPT_NODE_LABEL,
+        OPT_NODE_NAME,
+        OPT_KUBECONFIG,
         OPT_NVIDIA, /* OPT_NVIDIA + i: kdev_nvidia_flags[i] */
 };
 
@@ -160,6 +202,12 @@ static struct option *long_options(void)
                 {"root", required_argument, NULL, OPT_ROOT},
                 {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
                 {"nfd-features-file", required_argument, NULL, OPT_NFD_FEATURES_FILE},
+                {"config-dir", required_argument, NULL, OPT_CONFIG_DIR},
+                {"default-config", required_argument, NULL, OPT_DEFAULT_CONFIG},
+                {"config-fallback-strategies", required_argument, NULL, OPT_FALLBACKS},
+                {"config-node-label", required_argument, NULL, OPT_NODE_LABEL},
+                {"node-name", required_argument, NULL, OPT_NODE_NAME},
+                {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
                 {"log-level", required_argument, NULL, KDEV_FLAG_LOG_LEVEL},
                 {"log-format", required_argument, NULL, KDEV_FLAG_LOG_FORMAT},
                 {"check", no_argument, NULL, OPT_CHECK},
@@ -222,6 +270,20 @@ static bool kubelet_socket_dir(const char *kubelet_socket, const char **plugin_d
         return true;
 }
 
+/* The first of the environment variables |a|, |b| (may be NULL) that is set
+ * and not empty, or NULL. */
+static const char *env2(const char *a, const char *b)
+{
+        const char *v = getenv(a);
+        if ((!v || !*v) && b)
+                v = getenv(b);
+        return v && *v ? v : NULL;
+}
+
+/* The NVIDIA flags given, in order, for the daemon to apply again at each
+ * reload (kdev_dp_daemon_options.nv_flags). */
+static struct kdev_dp_nv_flag nv_flags[256];
+
 /* Flags and environment into |o| (NVIDIA flags into o->nv), |level| and
  * |json|. Returns -1 to run, or the exit status: 0 (--help, --version), 1
  * (out of memory) or 2 (a usage error, printed). */
@@ -243,6 +305,14 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
         o->machine_type_file = getenv("KDEV_NFD_MACHINE_TYPE_FILE");
         o->rediscover_interval = getenv("KDEV_NVIDIA_REDISCOVER_INTERVAL");
         o->environ = environ;
+        struct kdev_node_config_options *nc = &o->node_config;
+        nc->dir = env2("KDEV_CONFIG_DIR", "CONFIG_FILE_SRCDIR");
+        nc->default_name = env2("KDEV_DEFAULT_CONFIG", "DEFAULT_CONFIG");
+        nc->fallbacks = env2("FALLBACK_STRATEGIES", NULL);
+        nc->label = env2("KDEV_CONFIG_NODE_LABEL", "NODE_LABEL");
+        nc->node_name = env2("NODE_NAME", NULL);
+        nc->kubeconfig = env2("KUBECONFIG", NULL);
+        bool config_flag = false;
         struct option *longopts = long_options();
         if (!longopts) {
                 fprintf(stderr, PROG ": out of memory\n");
@@ -253,6 +323,25 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                 switch (c) {
                 case 'c':
                         o->config = optarg;
+                        config_flag = true;
+                        break;
+                case OPT_CONFIG_DIR:
+                        nc->dir = optarg;
+                        break;
+                case OPT_DEFAULT_CONFIG:
+                        nc->default_name = optarg;
+                        break;
+                case OPT_FALLBACKS:
+                        nc->fallbacks = optarg;
+                        break;
+                case OPT_NODE_LABEL:
+                        nc->label = optarg;
+                        break;
+                case OPT_NODE_NAME:
+                        nc->node_name = optarg;
+                        break;
+                case OPT_KUBECONFIG:
+                        nc->kubeconfig = optarg;
                         break;
                 case 'd':
                         o->dp.plugin_dir = optarg;
@@ -278,6 +367,7 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                         break;
                 case OPT_CHECK_CONFIG:
                         o->config = optarg;
+                        config_flag = true;
                         o->check = true;
                         break;
                 case OPT_LIST_GPUS:
@@ -296,12 +386,31 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                                 if (kdev_nvidia_config_apply_flag(o->nv, name, optarg, &err) < 0) {
                                         fprintf(stderr, PROG ": %s\n", err.msg);
                                         usage_status = 2;
+                                } else if (o->n_nv_flags == sizeof(nv_flags) / sizeof(nv_flags[0])) {
+                                        fprintf(stderr, PROG ": too many NVIDIA flags\n");
+                                        usage_status = 2;
+                                } else {
+                                        nv_flags[o->n_nv_flags++] =
+                                                (struct kdev_dp_nv_flag){name, optarg};
+                                        o->nv_flags = nv_flags;
                                 }
                                 break;
                         }
                         usage_status = 2; /* getopt_long printed the error */
                 }
                 }
+        }
+        /* --config-dir picks the file itself: a file given by flag is a
+         * usage error, one given by environment (KDEV_CONFIG, CONFIG_FILE:
+         * NVIDIA's chart sets it beside the config-manager's) gives way */
+        if (usage_status < 0 && nc->dir && *nc->dir) {
+                if (config_flag) {
+                        fprintf(stderr, PROG ": --config and --config-dir exclude each other\n");
+                        usage_status = 2;
+                }
+                o->config = NULL;
+        } else {
+                nc->dir = NULL;
         }
         if (usage_status < 0 && kubelet_socket && *kubelet_socket &&
             !kubelet_socket_dir(kubelet_socket, &o->dp.plugin_dir, &o->dp.kubelet_socket))

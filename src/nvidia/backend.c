@@ -26,6 +26,7 @@ struct kdev_nvidia_backend {
         struct kdev_nvidia_health *health;
         struct kdev_nvidia_rediscover *rediscover;
         bool cdi_written;
+        char cdi_path[4096]; /* the spec written, when cdi_written */
         bool stopping;
         unsigned pending; /* asynchronous stops still running */
         void (*done)(void *arg);
@@ -87,6 +88,7 @@ static int write_cdi(struct kdev_nvidia_backend *b, struct kdev_err *err)
                                       files.hook_path ? files.hook_path : "none");
                 }
                 b->cdi_written = true;
+                snprintf(b->cdi_path, sizeof(b->cdi_path), "%s", path);
                 kdev_log_info("wrote CDI spec", "path", path);
         }
         kdev_nvidia_driver_files_clear(&files);
@@ -318,6 +320,17 @@ int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *er
 const struct kdev_gpu_set *kdev_nvidia_backend_gpus(const struct kdev_nvidia_backend *b)
 {
         return b ? b->gpus : NULL;
+}
+
+const char *kdev_nvidia_backend_cdi_path(const struct kdev_nvidia_backend *b)
+{
+        return b && b->cdi_written ? b->cdi_path : NULL;
+}
+
+void kdev_nvidia_backend_disown_cdi(struct kdev_nvidia_backend *b)
+{
+        if (b)
+                b->cdi_written = false;
 }
 
 static void finish_stop(struct kdev_nvidia_backend *b)

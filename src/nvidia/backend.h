@@ -69,6 +69,15 @@ KDEV_API int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kde
  * pointer means "rediscovered"). */
 KDEV_API const struct kdev_gpu_set *kdev_nvidia_backend_gpus(const struct kdev_nvidia_backend *b);
 
+/* The path of the CDI spec |b| wrote (and removes at stop), or NULL when it
+ * wrote none or gave it up. Borrowed: valid until stop. NULL-safe. */
+KDEV_API const char *kdev_nvidia_backend_cdi_path(const struct kdev_nvidia_backend *b);
+
+/* Gives up the CDI spec |b| wrote: stop leaves the file in place. For a
+ * configuration reload, when the backend that replaces |b| wrote its spec at
+ * the same path. NULL-safe. */
+KDEV_API void kdev_nvidia_backend_disown_cdi(struct kdev_nvidia_backend *b);
+
 /* Stops monitoring and rediscovery, removes the CDI spec this process wrote,
  * closes NVML and frees |b|; |done| (may be NULL) runs once every thread and
  * handle is gone. NULL-safe (|done| is then called at once). */

@@ -138,6 +138,19 @@ KDEV_API extern const struct kdev_resource_ops kdev_nvidia_resource_ops;
 KDEV_API const struct kdev_nvidia_devinfo *kdev_nvidia_device_info(const struct kdev_resource *r,
                                                           const struct kdev_device *d);
 
+/* Whether NVIDIA resources |a| and |b| (two builds of the same resource
+ * name, e.g. before and after a configuration reload) answer Allocate and
+ * GetPreferredAllocation alike for kubelet: both have NVIDIA's ops, the same
+ * Allocate settings (device list strategies, device ID strategy,
+ * passDeviceSpecs, GDRCopy / GDS / MOFED, dev root, CDI annotation prefix,
+ * IMEX channels, time-slicing failRequestsGreaterThanOne) and, device by
+ * device in order, the same devinfo (UUID, parent, MIG GI/CI and capability
+ * minors, index, minor, replica). The device IDs, specs and NUMA nodes are
+ * the model's to compare; the topology behind GetPreferredAllocation follows
+ * the UUIDs (the same GPUs). Health is not compared. False when either is not
+ * an NVIDIA resource. */
+KDEV_API bool kdev_nvidia_resource_same(const struct kdev_resource *a, const struct kdev_resource *b);
+
 /* Fills |buf| (at least 37 bytes) with a random UUID version 4 (RFC 9562),
  * lower-case "xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx", from getrandom(2).
  * Returns 0 or a negative errno. */

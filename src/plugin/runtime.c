@@ -214,6 +214,19 @@ static void server_free(struct dp_server *s)
         free(s);
 }
 
+/* -EMSGSIZE when the ListAndWatch message of |res| would exceed kubelet's
+ * 4 MiB receive limit. */
+static int check_list_size(const struct kdev_resource *res, struct kdev_err *err)
+{
+        size_t lw = kdev_dp_list_and_watch_size(res);
+        if (lw > KDEV_RPC_DEFAULT_MAX_MESSAGE)
+                return kdev_err_set(err, EMSGSIZE,
+                                    "resource %s: its ListAndWatch message of %zu bytes (%zu devices) "
+                                    "exceeds kubelet's 4 MiB receive limit",
+                                    res->name, lw, res->n_devices);
+        return 0;
+}
+
 int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resource *res,
                                  struct kdev_err *err)
 {
@@ -237,12 +250,9 @@ int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resourc
         if (strlen(rt->kubelet_path) >= sizeof(sun.sun_path))
                 return kdev_err_set(err, ENAMETOOLONG, "kubelet socket path %s is too long",
                                     rt->kubelet_path);
-        size_t lw = kdev_dp_list_and_watch_size(res);
-        if (lw > KDEV_RPC_DEFAULT_MAX_MESSAGE)
-                return kdev_err_set(err, EMSGSIZE,
-                                    "resource %s: its ListAndWatch message of %zu bytes (%zu devices) "
-                                    "exceeds kubelet's 4 MiB receive limit",
-                                    res->name, lw, res->n_devices);
+        r = check_list_size(res, err);
+        if (r < 0)
+                return r;
 
         struct dp_server *s = calloc(1, sizeof(*s));
         struct dp_server **grown = realloc(rt->servers, (rt->n_servers + 1) * sizeof(*grown));
@@ -265,6 +275,8 @@ int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resourc
         uv_timer_init(rt->loop, &s->retry_timer);
         s->retry_timer.data = s;
         rt->servers[rt->n_servers++] = s;
+        if (rt->started && !rt->stopping)
+                server_try_lock(s); /* added while serving: as at start */
         return 0;
 oom:
         server_free(s);
@@ -785,6 +797,70 @@ void kdev_dp_runtime_notify(struct kdev_dp_runtime *rt, const char *name)
                 kdev_dp_service_notify(s->svc);
 }
 
+static void on_removed_timer_closed(uv_handle_t *h)
+{
+        struct dp_server *s = h->data;
+        struct kdev_dp_runtime *rt = s->rt;
+        server_free(s);
+        on_service_closed(rt);
+}
+
+/* Unlinks the lock file and releases the lock: an instance waiting on the
+ * file notices it is no longer at the path (the identity check in
+ * server_try_lock) and locks a new one; so no lock file is left behind. */
+static void release_lock(struct dp_server *s)
+{
+        if (s->lock_fd >= 0) {
+                unlink(s->lock_path);
+                close(s->lock_fd);
+                s->lock_fd = -1;
+        }
+}
+
+int kdev_dp_runtime_remove_resource(struct kdev_dp_runtime *rt, const char *name)
+{
+        size_t i = 0;
+        while (i < rt->n_servers && strcmp(rt->servers[i]->res->name, name) != 0)
+                i++;
+        if (i == rt->n_servers)
+                return -ENOENT;
+        struct dp_server *s = rt->servers[i];
+        memmove(&rt->servers[i], &rt->servers[i + 1],
+                (rt->n_servers - i - 1) * sizeof(rt->servers[0]));
+        rt->n_servers--;
+        cancel_register(s); /* its on_done runs now and finds no call of s */
+        server_close_service(s);
+        unlink_own_socket(s);
+        release_lock(s);
+        s->res = NULL;
+        rt->pending_closes++;
+        uv_close((uv_handle_t *)&s->retry_timer, on_removed_timer_closed);
+        return 0;
+}
+
+int kdev_dp_runtime_update_resource(struct kdev_dp_runtime *rt, struct kdev_resource *res,
+                                    bool restart, struct kdev_err *err)
+{
+        struct dp_server *s = find_server(rt, res->name);
+        if (!s)
+                return kdev_err_set(err, ENOENT, "resource %s is not served", res->name);
+        int r = check_list_size(res, err);
+        if (r < 0)
+                return r;
+        s->res = res;
+        if (s->svc)
+                kdev_dp_service_set_resource(s->svc, res);
+        if (restart) {
+                if (rt->started && !rt->stopping) {
+                        s->restart_wanted = true;
+                        schedule_flush(rt);
+                }
+        } else if (s->svc) {
+                kdev_dp_service_notify(s->svc);
+        }
+        return 0;
+}
+
 static void on_handle_closed(uv_handle_t *h)
 {
         on_service_closed(h->data);
@@ -806,15 +882,7 @@ void kdev_dp_runtime_stop(struct kdev_dp_runtime *rt, void (*done)(void *arg), v
                 cancel_register(s);
                 server_close_service(s);
                 unlink_own_socket(s);
-                if (s->lock_fd >= 0) {
-                        /* Unlink, then release: an instance waiting on this
-                         * file notices it is no longer at the path (the
-                         * identity check in server_try_lock) and locks a new
-                         * one; so no lock file is left behind. */
-                        unlink(s->lock_path);
-                        close(s->lock_fd);
-                        s->lock_fd = -1;
-                }
+                release_lock(s);
                 rt->pending_closes++;
                 s->retry_timer.data = rt;
                 uv_close((uv_handle_t *)&s->retry_timer, on_handle_closed);

@@ -276,6 +276,16 @@ generic:
 """
 
 
+def write_kubeconfig(path, server, token):
+    """A kubeconfig at |path| for |server| (URL) with bearer |token|, context t."""
+    with open(path, "w") as f:
+        f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                "clusters:\n- name: c\n  cluster:\n    server: %s\n"
+                "users:\n- name: u\n  user:\n    token: %s\n"
+                "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n"
+                % (server, token))
+
+
 class TempDir:
     def __enter__(self):
         self.path = tempfile.mkdtemp(prefix="kdev-it-")
