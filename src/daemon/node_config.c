@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "common/log.h"
+#include "common/wait.h"
 #include "kube/kube.h"
 
 #define WATCH_TIMEOUT_S 300
@@ -355,13 +356,7 @@ static bool stopped(struct kdev_node_watch *w)
 static void nap(struct kdev_node_watch *w, unsigned ms)
 {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-        }
+        kdev_deadline_after_ms(ms, &ts);
         pthread_mutex_lock(&w->mu);
         while (!w->stopping && pthread_cond_timedwait(&w->cond, &w->mu, &ts) == 0)
                 ;
@@ -470,7 +465,7 @@ struct kdev_node_watch *kdev_node_watch_start(uv_loop_t *loop,
         w->fn = fn;
         w->arg = arg;
         pthread_mutex_init(&w->mu, NULL);
-        pthread_cond_init(&w->cond, NULL);
+        kdev_cond_init_monotonic(&w->cond);
         if ((initial && !(w->reported = strdup(initial))) ||
             (resource_version && !(w->rv = strdup(resource_version)))) {
                 watch_free(w);

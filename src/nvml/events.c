@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/wait.h"
+
 struct wgpu {
         char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
         bool want_probe;            /* shared, under mu */
@@ -189,13 +191,7 @@ static void handle_event(struct kdev_nvml_events *w, const nvmlEventData_t *ev)
 static void nap(struct kdev_nvml_events *w, unsigned ms)
 {
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-        }
+        kdev_deadline_after_ms(ms, &ts);
         pthread_mutex_lock(&w->mu);
         while (!w->stop) {
                 if (pthread_cond_timedwait(&w->cond, &w->mu, &ts) == ETIMEDOUT)
@@ -449,11 +445,7 @@ struct kdev_nvml_events *kdev_nvml_events_new(uv_loop_t *loop, struct kdev_nvml 
         w->api = kdev_nvml_api(lib);
         w->o = *opts;
         pthread_mutex_init(&w->mu, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&w->cond, &ca);
-        pthread_condattr_destroy(&ca);
+        kdev_cond_init_monotonic(&w->cond);
         w->gpus = calloc(n ? n : 1, sizeof(*w->gpus));
         w->todo = calloc(n ? n : 1, sizeof(*w->todo));
         if (!w->gpus || !w->todo) {
