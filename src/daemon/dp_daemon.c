@@ -412,13 +412,9 @@ static int check_resources(struct kdev_dp_daemon *d, struct kdev_resource_set *s
 static void log_counts(const char *msg, const char *config, size_t unchanged, size_t changed,
                        size_t added, size_t removed)
 {
-        char u[32], c[32], a[32], r[32];
-        snprintf(u, sizeof(u), "%zu", unchanged);
-        snprintf(c, sizeof(c), "%zu", changed);
-        snprintf(a, sizeof(a), "%zu", added);
-        snprintf(r, sizeof(r), "%zu", removed);
-        kdev_log_info(msg, "config", config, "unchanged", u, "changed", c, "added", a,
-                      "removed", r);
+        kdev_log_info(msg, "config", config, KDEV_LOG_UINT("unchanged", unchanged),
+                      KDEV_LOG_UINT("changed", changed), KDEV_LOG_UINT("added", added),
+                      KDEV_LOG_UINT("removed", removed));
 }
 
 /* Reads the configuration again (|path|: the file, NULL: none; |name|: the
@@ -463,14 +459,12 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
         for (size_t i = 0; i < g.set->n_resources; i++) {
                 struct kdev_resource *r = &g.set->resources[i];
                 struct kdev_resource *was = find_resource(old.set, r->name);
-                char n[32];
-                snprintf(n, sizeof(n), "%zu", r->n_devices);
                 if (!was) {
                         if (kdev_dp_runtime_add_resource(d->rt, r, &err) < 0)
                                 kdev_log_error("cannot serve the new resource", "resource",
                                                r->name, "error", err.msg);
                         kdev_log_info("resource added: serving and registering it", "resource",
-                                      r->name, "devices", n);
+                                      r->name, KDEV_LOG_UINT("devices", r->n_devices));
                         added++;
                         continue;
                 }
@@ -478,11 +472,11 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
                 kdev_dp_runtime_update_resource(d->rt, r, !same, NULL);
                 if (same) {
                         kdev_log_info("resource unchanged: serving on", "resource", r->name,
-                                      "devices", n);
+                                      KDEV_LOG_UINT("devices", r->n_devices));
                         unchanged++;
                 } else {
                         kdev_log_info("resource changed: serving and registering it again",
-                                      "resource", r->name, "devices", n);
+                                      "resource", r->name, KDEV_LOG_UINT("devices", r->n_devices));
                         changed++;
                 }
         }

@@ -427,10 +427,9 @@ static void *watch_main(void *arg)
                         backoff = BACKOFF_MIN_MS;
                         continue;
                 }
-                char ms[32];
-                snprintf(ms, sizeof(ms), "%u", backoff);
                 kdev_log_warn("watching the node for its config label failed, retrying", "node",
-                              w->o->node_name, "error", err.msg, "retry_in_ms", ms);
+                              w->o->node_name, "error", err.msg,
+                              KDEV_LOG_UINT("retry_in_ms", backoff));
                 free(w->rv);
                 w->rv = NULL; /* list again */
                 nap(w, backoff);

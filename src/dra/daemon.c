@@ -205,13 +205,12 @@ static void reconcile_done(uv_work_t *w, int status)
         } else {
                 const struct kdev_dra_reconcile_result *res = &job->res;
                 if (res->changed || !d->slices_ok || res->generation != d->generation) {
-                        char gen[32], n[32], c[64];
-                        snprintf(gen, sizeof(gen), "%lld", res->generation);
-                        snprintf(n, sizeof(n), "%u", res->slices);
+                        char c[64];
                         snprintf(c, sizeof(c), "%u/%u/%u", res->created, res->updated,
                                  res->deleted);
                         kdev_log_info("ResourceSlices published", "pool", d->pool.node,
-                                      "generation", gen, "slices", n,
+                                      KDEV_LOG_INT("generation", res->generation),
+                                      KDEV_LOG_UINT("slices", res->slices),
                                       "created/updated/deleted", c);
                 }
                 d->generation = res->generation;
@@ -326,10 +325,8 @@ static void on_physical(void *arg, const struct kdev_physical_event *ev, size_t 
                 json_decref(devs);
                 return;
         }
-        char nb[32], nd[32];
-        snprintf(nb, sizeof(nb), "%zu", nbad);
-        snprintf(nd, sizeof(nd), "%d", rc);
-        kdev_log_info("device health changed", "unhealthy_gpus", nb, "devices", nd);
+        kdev_log_info("device health changed", KDEV_LOG_UINT("unhealthy_gpus", nbad),
+                      KDEV_LOG_INT("devices", rc));
         json_decref(d->devices);
         d->devices = devs;
         d->backoff_ms = BACKOFF_FIRST_MS;
@@ -416,7 +413,7 @@ static int driver_files_find(const char *root, const char *version, const char *
 {
         struct kdev_nvidia_driver_files_options o = {
                 .driver_root = root, .driver_version = version, .hook_path = hook};
-        char msg[PATH_MAX + 256], n[32];
+        char msg[PATH_MAX + 256];
         int rc = kdev_nvidia_driver_files_find(&o, out, err);
         if (rc < 0)
                 return rc;
@@ -427,8 +424,7 @@ static int driver_files_find(const char *root, const char *version, const char *
                          root, version);
                 kdev_log_warn(msg);
         } else {
-                snprintf(n, sizeof(n), "%d", rc);
-                kdev_log_info("claim CDI specs: driver files", "libraries", n, "hooks",
+                kdev_log_info("claim CDI specs: driver files", KDEV_LOG_INT("libraries", rc), "hooks",
                               out->hook_path ? out->hook_path : "none");
         }
         return rc;
@@ -483,10 +479,8 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
         int n = kdev_dra_build_devices(gpus, NULL, &d.devices, &err);
         if (n < 0)
                 goto out;
-        char ngpu[32], ndev[32];
-        snprintf(ngpu, sizeof(ngpu), "%zu", gpus->n_gpus);
-        snprintf(ndev, sizeof(ndev), "%d", n);
-        kdev_log_info("GPUs discovered", "gpus", ngpu, "devices", ndev, "driver_version",
+        kdev_log_info("GPUs discovered", KDEV_LOG_UINT("gpus", gpus->n_gpus),
+                      KDEV_LOG_INT("devices", n), "driver_version",
                       gpus->driver_version);
         d.gpus = gpus;
         if (driver_files_find(driver_root, gpus->driver_version,

@@ -183,9 +183,8 @@ static unsigned mark_gpu(struct kdev_nvidia_health *h, size_t gidx, unsigned gi,
         snprintf(g->reason, sizeof(g->reason), "%s", reason);
         g->probe_seen = false;
         want_probe(h, g, true);
-        char xs[24], ns[24];
+        char xs[24];
         fmt_xid(xs, sizeof(xs), xid);
-        snprintf(ns, sizeof(ns), "%u", fresh);
         if (count == 0)
                 count = 1;
         if (was_healthy || fresh > 0) {
@@ -193,7 +192,8 @@ static unsigned mark_gpu(struct kdev_nvidia_health *h, size_t gidx, unsigned gi,
                         h->stats.unhealthy++;
                 kdev_log_warn(was_healthy ? "GPU unhealthy"
                                           : "more devices of an unhealthy GPU marked unhealthy",
-                              "uuid", g->uuid, "xid", xs, "reason", reason, "devices", ns);
+                              "uuid", g->uuid, KDEV_LOG_NUM("xid", xs), "reason", reason,
+                              KDEV_LOG_UINT("devices", fresh));
                 count--; /* the others of a coalesced burst change nothing */
         }
         if (count > 0)
