@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 
 #include <uv.h>
 
@@ -25,6 +27,7 @@
 #include "nvidia/backend.h"
 #include "nvidia/config.h"
 #include "nvidia/labels.h"
+#include "nvidia/mig.h"
 #include "nvidia/resources.h"
 #include "metrics/plugin_metrics.h"
 #include "plugin/runtime.h"
@@ -684,6 +687,43 @@ static void print_gpus(const struct kdev_gpu_set *gpus)
         }
 }
 
+/* Warns once per socket of NVIDIA's device plugin (nvidia/mig.h's naming)
+ * found in the device-plugins directory |dir| and not one of |set|'s own
+ * sockets (|prefix|): with both plugins running, both can register
+ * nvidia.com/gpu and kubelet keeps whichever registered last
+ * (docs/migrating-from-nvidia.md). A directory that cannot be read is left
+ * to the runtime, which reports it. */
+static void warn_nvidia_plugin_sockets(const char *dir, const char *prefix,
+                                       const struct kdev_resource_set *set)
+{
+        DIR *dh = opendir(dir);
+        if (!dh)
+                return;
+        struct dirent *e;
+        while ((e = readdir(dh))) {
+                if (!kdev_nvidia_is_plugin_socket_name(e->d_name))
+                        continue;
+                bool own = false;
+                for (size_t i = 0; !own && set && i < set->n_resources; i++) {
+                        char name[256];
+                        own = kdev_dp_socket_name(prefix, set->resources[i].name, name,
+                                                  sizeof(name)) == 0 &&
+                              strcmp(name, e->d_name) == 0;
+                }
+                struct stat st;
+                if (own || fstatat(dirfd(dh), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    !S_ISSOCK(st.st_mode))
+                        continue;
+                char path[4096];
+                snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+                kdev_log_warn("NVIDIA's device plugin seems to run on this node: both plugins can "
+                              "register nvidia.com/gpu; remove NVIDIA's plugin first "
+                              "(docs/migrating-from-nvidia.md)",
+                              "socket", path);
+        }
+        closedir(dh);
+}
+
 int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *errp)
 {
         const char *metrics_address = o->metrics_address;
@@ -791,6 +831,10 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
                 uv_timer_start(&d.labels_timer, on_labels_timer, every, every);
                 d.labels_timer_on = true;
         }
+        warn_nvidia_plugin_sockets(d.dpopts.plugin_dir ? d.dpopts.plugin_dir : KDEV_DP_DEFAULT_DIR,
+                                   d.dpopts.socket_prefix ? d.dpopts.socket_prefix
+                                                          : KDEV_DP_DEFAULT_SOCKET_PREFIX,
+                                   d.cur.set);
         /* Metrics first: a bad address or a port in use stops the start
          * before anything registers. */
         if ((d.metrics &&

@@ -452,3 +452,19 @@ int kdev_nvidia_dra_mig_name(const struct kdev_gpu *g, const struct kdev_mig_dev
                 return -ENAMETOOLONG;
         return len;
 }
+
+bool kdev_nvidia_is_plugin_socket_name(const char *file_name)
+{
+        static const char pre[] = "nvidia-", suf[] = ".sock";
+        size_t n = strlen(file_name), np = sizeof(pre) - 1, ns = sizeof(suf) - 1;
+        if (n <= np + ns || strncmp(file_name, pre, np) != 0 ||
+            strcmp(file_name + n - ns, suf) != 0)
+                return false;
+        for (size_t i = np; i < n - ns; i++) {
+                char c = file_name[i];
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '_' || c == '.'))
+                        return false;
+        }
+        return true;
+}

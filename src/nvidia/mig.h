@@ -194,4 +194,14 @@ KDEV_API bool kdev_nvidia_dra_name_minor(const char *name, unsigned *minor, bool
 KDEV_API int kdev_nvidia_dra_mig_name(const struct kdev_gpu *g, const struct kdev_mig_device *m,
                              char *buf, size_t size);
 
+/* Whether |file_name| (a file name, no directory) is named as NVIDIA's device
+ * plugin names its sockets in kubelet's device-plugins directory:
+ * "nvidia-<name>.sock", <name> the resource name without "nvidia.com/"
+ * (nvidia-gpu.sock, nvidia-mig-1g.5gb.sock, nvidia-gpu.shared.sock), of the
+ * characters a resource name allows (A-Z a-z 0-9 - _ .). Source: NVIDIA
+ * k8s-device-plugin internal/plugin/server.go (getPluginSocketPath).
+ * kdev-plugin warns at start when such a socket is there, since both
+ * plugins can register nvidia.com/gpu at once. */
+KDEV_API bool kdev_nvidia_is_plugin_socket_name(const char *file_name);
+
 #endif /* KDEV_NVIDIA_MIG_H */

@@ -10,6 +10,7 @@
   registers there, registers again when it is re-created, and serves its
   sockets in its directory; a relative path is in the working directory;
   kdevctl kubelet --socket-name serves such a socket.
+- NVIDIA's plugin sockets in the device-plugins directory: one warning each.
 Runs the built binaries against the mock NVML and a grpcio fake kubelet.
 """
 import json
@@ -240,6 +241,43 @@ def test_list_gpus():
     assert (r.returncode, r.stdout) == (1, ""), (r.returncode, r.stdout, r.stderr)
 
 
+def test_warns_of_nvidia_plugin_sockets():
+    """NVIDIA's plugin sockets in the device-plugins directory give one
+    warning each at start (both plugins can register nvidia.com/gpu); a
+    file of that name that is not a socket, and kdev's own sockets, give
+    none."""
+    import socket
+    with TempDir() as d:
+        held = []
+        for name in ("nvidia-gpu.sock", "nvidia-mig-1g.10gb.sock"):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(os.path.join(d, name))
+            held.append(s)
+        open(os.path.join(d, "nvidia-gpu.shared.sock"), "w").close()  # not a socket
+        k = FakeKubelet(d)
+        k.start()
+        p = Plugin(d, CONFIG, extra=("--socket-prefix", "nvidia-", "--cdi-dir",
+                                     os.path.join(os.path.dirname(d), "cdi")),
+                   env=nvidia_env(d))
+        try:
+            wait_for(lambda: k.count("nvidia.com/gpu") == 1, what="registration")
+            warned = re.findall(r'^.*NVIDIA\'s device plugin seems to run on this node.*$',
+                                p.logtext(), re.M)
+            msg = ('level=warn msg="NVIDIA\'s device plugin seems to run on this node: both '
+                   'plugins can register nvidia.com/gpu; remove NVIDIA\'s plugin first '
+                   '(docs/migrating-from-nvidia.md)" socket=%s')
+            got = sorted(re.sub(r"^ts=\S+ ", "", w) for w in warned)
+            assert got == sorted(msg % os.path.join(d, n) for n in
+                                 ("nvidia-gpu.sock", "nvidia-mig-1g.10gb.sock")), warned
+            # kdev's own socket under the prefix "nvidia-" is not NVIDIA's
+            assert os.path.exists(os.path.join(d, "nvidia-nvidia.com_gpu.sock"))
+        finally:
+            assert p.stop() == 0
+            k.stop()
+            for s in held:
+                s.close()
+
+
 def test_dra_plugin_start_line():
     version, commit, build = build_expected()
     with TempDir() as d:
@@ -275,4 +313,5 @@ if __name__ == "__main__":
         test_kubelet_socket_usage_errors,
         test_list_gpus,
         test_dra_plugin_start_line,
+        test_warns_of_nvidia_plugin_sockets,
     ])

@@ -991,6 +991,22 @@ static void test_proc_root_option(void **state)
         kdev_nvidia_config_clear(&cfg);
 }
 
+/* NVIDIA's device plugin socket names (internal/plugin/server.go):
+ * "nvidia-<resource name without nvidia.com/>.sock". */
+static void test_plugin_socket_names(void **state)
+{
+        (void)state;
+        const char *yes[] = {"nvidia-gpu.sock", "nvidia-mig-1g.5gb.sock", "nvidia-gpu.shared.sock",
+                             "nvidia-mig-3g.40gb.shared.sock", "nvidia-A_b-9.sock"};
+        const char *no[] = {"nvidia-.sock", "nvidia.sock", "nvidia-gpu.sock.lock", "nvidia-gpu",
+                            "kdev-nvidia.com_gpu.sock", "kubelet.sock", "nvidia-gpu/x.sock",
+                            "nvidia-g pu.sock", "xnvidia-gpu.sock", ""};
+        for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+                assert_true(kdev_nvidia_is_plugin_socket_name(yes[i]));
+        for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+                assert_false(kdev_nvidia_is_plugin_socket_name(no[i]));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1005,6 +1021,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_mig_minors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_allocate, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cdi, setup, teardown),
+                cmocka_unit_test(test_plugin_socket_names),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
