@@ -1,6 +1,7 @@
 /* The hash index of a resource's device IDs: open addressing with linear
- * probing over a power-of-two table at most half full; each slot holds a
- * device's position + 1 (0: empty) and its ID's hash, so a probe compares
+ * probing over a power-of-two table at most half full; each slot (8 bytes,
+ * one cache line holds 8) holds a device's position + 1 (0: empty) beside
+ * its ID's hash, so a probe reads one cache line of the table and compares
  * strings only on equal hashes. */
 #include "model/lookup.h"
 
@@ -13,8 +14,10 @@ struct kdev_id_index {
         const struct kdev_device *devices; /* borrowed: the indexed array */
         size_t n_devices;
         size_t mask;     /* table size - 1 */
-        uint32_t *pos;   /* device position + 1, 0 for an empty slot */
-        uint32_t *hash;  /* the ID's hash, valid where pos != 0 */
+        struct slot {
+                uint32_t pos;  /* device position + 1, 0 for an empty slot */
+                uint32_t hash; /* the ID's hash, valid where pos != 0 */
+        } *slot;
 };
 
 uint32_t kdev_str_hash(const char *s)
@@ -52,9 +55,8 @@ struct kdev_id_index *kdev_id_index_new(const struct kdev_device *devices, size_
         ix->devices = devices;
         ix->n_devices = n;
         ix->mask = size - 1;
-        ix->pos = calloc(size, sizeof(*ix->pos));
-        ix->hash = malloc(size * sizeof(*ix->hash));
-        if (!ix->pos || !ix->hash) {
+        ix->slot = calloc(size, sizeof(*ix->slot));
+        if (!ix->slot) {
                 kdev_id_index_free(ix);
                 return NULL;
         }
@@ -64,14 +66,13 @@ struct kdev_id_index *kdev_id_index_new(const struct kdev_device *devices, size_
                         continue;
                 uint32_t h = kdev_str_hash(id);
                 size_t s = h & ix->mask;
-                for (; ix->pos[s]; s = (s + 1) & ix->mask) {
-                        if (ix->hash[s] == h && strcmp(devices[ix->pos[s] - 1].id, id) == 0)
+                for (; ix->slot[s].pos; s = (s + 1) & ix->mask) {
+                        if (ix->slot[s].hash == h &&
+                            strcmp(devices[ix->slot[s].pos - 1].id, id) == 0)
                                 break; /* a repeated ID: the first device keeps it */
                 }
-                if (!ix->pos[s]) {
-                        ix->pos[s] = (uint32_t)i + 1;
-                        ix->hash[s] = h;
-                }
+                if (!ix->slot[s].pos)
+                        ix->slot[s] = (struct slot){(uint32_t)i + 1, h};
         }
         return ix;
 }
@@ -85,9 +86,11 @@ bool kdev_id_index_covers(const struct kdev_id_index *ix, const struct kdev_devi
 const struct kdev_device *kdev_id_index_find(const struct kdev_id_index *ix, const char *id)
 {
         uint32_t h = kdev_str_hash(id);
-        for (size_t s = h & ix->mask; ix->pos[s]; s = (s + 1) & ix->mask) {
-                const struct kdev_device *d = &ix->devices[ix->pos[s] - 1];
-                if (ix->hash[s] == h && strcmp(d->id, id) == 0)
+        for (size_t s = h & ix->mask; ix->slot[s].pos; s = (s + 1) & ix->mask) {
+                if (ix->slot[s].hash != h)
+                        continue;
+                const struct kdev_device *d = &ix->devices[ix->slot[s].pos - 1];
+                if (strcmp(d->id, id) == 0)
                         return d;
         }
         return NULL;
@@ -97,8 +100,7 @@ void kdev_id_index_free(struct kdev_id_index *ix)
 {
         if (!ix)
                 return;
-        free(ix->pos);
-        free(ix->hash);
+        free(ix->slot);
         free(ix);
 }
 
