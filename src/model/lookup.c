@@ -26,15 +26,22 @@ uint32_t kdev_str_hash(const char *s)
          * prefix: "GPU-<uuid>::<n>"), then a final mix so that the low bits,
          * which pick the slot, depend on every byte. */
         size_t len = strlen(s);
-        uint64_t h = 0x9e3779b97f4a7c15u ^ len, k;
+        uint64_t h = 0x9e3779b97f4a7c15u ^ len, k = 0;
         const uint64_t m = 0xff51afd7ed558ccdu;
-        for (; len >= 8; s += 8, len -= 8) {
+        const char *end = s + len;
+        for (; end - s > 8; s += 8) {
                 memcpy(&k, s, 8);
                 h = (h ^ k) * m;
                 h ^= h >> 29;
         }
-        k = 0;
-        memcpy(&k, s, len);
+        /* the last 1..8 bytes: the string's last 8 when it has 8 or more
+         * (overlapping the step before; fixed-size loads, no memcpy call) */
+        if (len >= 8) {
+                memcpy(&k, end - 8, 8);
+        } else {
+                for (size_t i = 0; i < len; i++)
+                        k |= (uint64_t)(unsigned char)s[i] << (8 * i);
+        }
         h = (h ^ k) * m;
         h ^= h >> 32;
         h *= 0xc4ceb9fe1a85ec53u;

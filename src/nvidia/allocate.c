@@ -61,16 +61,33 @@
 struct strset {
         const char **slot; /* NULL: empty */
         size_t mask;
+        const char **stack; /* the caller's slots, used when the table fits */
 };
 
-static int strset_init(struct strset *set, size_t max_items)
+#define STRSET_STACK 128 /* slots of a caller's table: sets of up to 64 strings */
+
+/* |stack|: STRSET_STACK slots of the caller's, or NULL. */
+static int strset_init(struct strset *set, size_t max_items, const char **stack)
 {
         size_t size = 16;
         while (size < 2 * max_items)
                 size *= 2;
-        set->slot = calloc(size, sizeof(*set->slot));
+        set->stack = stack;
+        if (stack && size <= STRSET_STACK) {
+                memset(stack, 0, size * sizeof(*stack));
+                set->slot = stack;
+        } else {
+                set->slot = calloc(size, sizeof(*set->slot));
+        }
         set->mask = size - 1;
         return set->slot ? 0 : -ENOMEM;
+}
+
+static void strset_free(struct strset *set)
+{
+        if (set->slot != set->stack)
+                free(set->slot);
+        set->slot = NULL;
 }
 
 /* The slot of |s| in |set|: where it is, or the empty one where it goes. */
@@ -213,14 +230,21 @@ static int sb_add(struct sbuf *b, const char *item)
 /* The IDs of the payload: unique, in request order, with the devinfo of the
  * first device of each (|infos|: the devices of one ID, replicas of one
  * physical device, share its device nodes). */
+static const char *payload_id(const struct kdev_nvidia_rdata *d,
+                              const struct kdev_nvidia_devinfo *info)
+{
+        return d->id_strategy == KDEV_NVIDIA_ID_INDEX ? info->index : info->uuid;
+}
+
 static int payload_ids(const struct kdev_nvidia_rdata *d, const struct kdev_device *const *devs,
                        size_t n, const char ***ids, const struct kdev_nvidia_devinfo ***infos,
                        size_t *n_ids)
 {
         const char **v = calloc(n ? n : 1, sizeof(*v));
         const struct kdev_nvidia_devinfo **fi = calloc(n ? n : 1, sizeof(*fi));
+        const char *stack[STRSET_STACK];
         struct strset seen = {0};
-        if (!v || !fi || strset_init(&seen, n) < 0) {
+        if (!v || !fi || strset_init(&seen, n, stack) < 0) {
                 free(v);
                 free(fi);
                 return -ENOMEM;
@@ -228,14 +252,18 @@ static int payload_ids(const struct kdev_nvidia_rdata *d, const struct kdev_devi
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
                 const struct kdev_nvidia_devinfo *info = devs[i]->data;
-                const char *id = d->id_strategy == KDEV_NVIDIA_ID_INDEX ? info->index : info->uuid;
+                const char *id = payload_id(d, info);
+                /* replicas of one GPU often come one after another: the ID
+                 * of the device before is in the set already */
+                if (i > 0 && strcmp(id, payload_id(d, devs[i - 1]->data)) == 0)
+                        continue;
                 const char **slot = strset_slot(&seen, id);
                 if (!*slot) {
                         fi[k] = info;
                         v[k++] = *slot = id;
                 }
         }
-        free(seen.slot);
+        strset_free(&seen);
         *ids = v;
         *infos = fi;
         *n_ids = k;
@@ -346,6 +374,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
         size_t n_ids = 0;
         struct sbuf list = {0};
         struct strset paths = {0};
+        const char *path_stack[STRSET_STACK];
         char path[96];
         int rc = check_shared_request(d, r, devs, n, err);
         if (rc < 0)
@@ -413,7 +442,8 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                  * (container_edits.h: the same list as the CDI specs), each
                  * ID's once: the other devices of an ID (replicas) would
                  * only repeat them */
-                if (strset_init(&paths, out->n_nodes + 4 + 3 * n_ids + d->n_imex_channels) < 0)
+                if (strset_init(&paths, out->n_nodes + 4 + 3 * n_ids + d->n_imex_channels,
+                                path_stack) < 0)
                         goto nomem;
                 for (size_t i = 0; i < out->n_nodes; i++) {
                         const char **slot = strset_slot(&paths, out->nodes[i].path);
@@ -468,7 +498,7 @@ done:
         free(ids);
         free(infos);
         free(list.s);
-        free(paths.slot);
+        strset_free(&paths);
         return rc;
 }
 

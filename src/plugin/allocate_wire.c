@@ -11,9 +11,16 @@
  * scan_length_prefixed_data reads it: at most 5 bytes, at most INT_MAX, and
  * the data must fit before |end|. Returns 0 and moves *p past the prefix, or
  * -1. */
-static int read_len(const uint8_t **p, const uint8_t *end, size_t *out)
+static inline int read_len(const uint8_t **p, const uint8_t *end, size_t *out)
 {
         const uint8_t *q = *p;
+        if (q < end && *q < 0x80) { /* one byte: IDs and most container requests */
+                if (*q > (size_t)(end - q - 1))
+                        return -1;
+                *p = q + 1;
+                *out = *q;
+                return 0;
+        }
         size_t v = 0;
         for (unsigned i = 0; i < 5 && q < end; i++) {
                 uint8_t b = *q++;
@@ -75,14 +82,14 @@ int kdev_alloc_request_decode(const uint8_t *buf, size_t len, struct kdev_arena 
         }
         size_t c = 0;
         while (p < end) {
-                size_t m;
+                size_t m = 0;
                 p++;
-                read_len(&p, end, &m);
+                read_len(&p, end, &m); /* checked by scan */
                 const uint8_t *cend = p + m;
                 cs[c].ids = p < cend ? ids : NULL;
                 cs[c].n_ids = 0;
                 while (p < cend) {
-                        size_t n;
+                        size_t n = 0;
                         p++;
                         read_len(&p, cend, &n);
                         memcpy(text, p, n);

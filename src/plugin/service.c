@@ -325,10 +325,11 @@ static void handle_allocate(struct kdev_rpc_call *call, const uint8_t *req, size
          * straight from them (allocate_wire.h: protobuf-c's bytes) */
         size_t n = ar.n_containers;
         struct kdev_container_edits *eds = kdev_arena_alloc(&arena, (n ? n : 1) * sizeof(*eds));
+        size_t *sizes = kdev_arena_alloc(&arena, (n ? n : 1) * sizeof(*sizes));
         struct kdev_err err = {0};
         size_t done = 0;
         int status = KDEV_RPC_OK;
-        if (!eds) {
+        if (!eds || !sizes) {
                 status = KDEV_RPC_RESOURCE_EXHAUSTED;
                 kdev_err_set(&err, ENOMEM, "out of memory");
         }
@@ -341,8 +342,8 @@ static void handle_allocate(struct kdev_rpc_call *call, const uint8_t *req, size
                         done++; /* cleared by kdev_resource_edits; cleared again below */
                         break;
                 }
-                size_t m = kdev_alloc_edits_packed_size(&eds[done]);
-                total += 1 + kdev_alloc_varint_size(m) + m;
+                sizes[done] = kdev_alloc_edits_packed_size(&eds[done]);
+                total += 1 + kdev_alloc_varint_size(sizes[done]) + sizes[done];
         }
         if (status == KDEV_RPC_OK) {
                 uint8_t *buf = kdev_arena_alloc(&arena, total);
@@ -350,7 +351,7 @@ static void handle_allocate(struct kdev_rpc_call *call, const uint8_t *req, size
                         uint8_t *p = buf;
                         for (size_t i = 0; i < n; i++) {
                                 *p++ = 0x0a; /* container_responses = 1, length-delimited */
-                                p = kdev_alloc_put_varint(p, kdev_alloc_edits_packed_size(&eds[i]));
+                                p = kdev_alloc_put_varint(p, sizes[i]);
                                 p = kdev_alloc_edits_pack(&eds[i], p);
                         }
                         kdev_rpc_call_reply(call, buf, total);
