@@ -97,11 +97,18 @@ static int resolve_request(const struct kdev_resource *r, const char *const *ids
         if (n_ids < 2)
                 return 0;
         size_t size = table_size(n_ids), mask = size - 1, dup = SIZE_MAX;
+        unsigned shift = 64;
+        for (size_t z = size; z > 1; z >>= 1)
+                shift--;
         const struct kdev_device **seen = calloc(size, sizeof(*seen));
         if (!seen)
                 return kdev_err_set(err, ENOMEM, "out of memory");
         for (size_t i = 0; i < n_ids && dup == SIZE_MAX; i++) {
-                size_t s = (size_t)(((uintptr_t)devs[i] >> 3) * 2654435761u) & mask;
+                /* the high bits of a 64-bit multiplicative hash: devices a
+                 * request spreads evenly over the array are pointers a
+                 * multiple of a large power of two apart, whose low bits
+                 * after a multiply would all be equal */
+                size_t s = (size_t)(((uint64_t)(uintptr_t)devs[i] * 0x9e3779b97f4a7c15u) >> shift);
                 while (seen[s] && seen[s] != devs[i])
                         s = (s + 1) & mask;
                 if (seen[s])

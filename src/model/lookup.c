@@ -1,6 +1,7 @@
 /* The hash index of a resource's device IDs: open addressing with linear
- * probing over a power-of-two table at most half full; each slot holds a
- * device's position + 1 (0: empty) and its ID's hash, so a probe compares
+ * probing over a power-of-two table at most half full; each slot (8 bytes,
+ * one cache line holds 8) holds a device's position + 1 (0: empty) beside
+ * its ID's hash, so a probe reads one cache line of the table and compares
  * strings only on equal hashes. */
 #include "model/lookup_internal.h"
 
@@ -13,8 +14,10 @@ struct kdev_id_index {
         const struct kdev_device *devices; /* borrowed: the indexed array */
         size_t n_devices;
         size_t mask;     /* table size - 1 */
-        uint32_t *pos;   /* device position + 1, 0 for an empty slot */
-        uint32_t *hash;  /* the ID's hash, valid where pos != 0 */
+        struct slot {
+                uint32_t pos;  /* device position + 1, 0 for an empty slot */
+                uint32_t hash; /* the ID's hash, valid where pos != 0 */
+        } *slot;
 };
 
 uint32_t kdev_str_hash(const char *s)
@@ -23,15 +26,22 @@ uint32_t kdev_str_hash(const char *s)
          * prefix: "GPU-<uuid>::<n>"), then a final mix so that the low bits,
          * which pick the slot, depend on every byte. */
         size_t len = strlen(s);
-        uint64_t h = 0x9e3779b97f4a7c15u ^ len, k;
+        uint64_t h = 0x9e3779b97f4a7c15u ^ len, k = 0;
         const uint64_t m = 0xff51afd7ed558ccdu;
-        for (; len >= 8; s += 8, len -= 8) {
+        const char *end = s + len;
+        for (; end - s > 8; s += 8) {
                 memcpy(&k, s, 8);
                 h = (h ^ k) * m;
                 h ^= h >> 29;
         }
-        k = 0;
-        memcpy(&k, s, len);
+        /* the last 1..8 bytes: the string's last 8 when it has 8 or more
+         * (overlapping the step before; fixed-size loads, no memcpy call) */
+        if (len >= 8) {
+                memcpy(&k, end - 8, 8);
+        } else {
+                for (size_t i = 0; i < len; i++)
+                        k |= (uint64_t)(unsigned char)s[i] << (8 * i);
+        }
         h = (h ^ k) * m;
         h ^= h >> 32;
         h *= 0xc4ceb9fe1a85ec53u;
@@ -52,9 +62,8 @@ struct kdev_id_index *kdev_id_index_new(const struct kdev_device *devices, size_
         ix->devices = devices;
         ix->n_devices = n;
         ix->mask = size - 1;
-        ix->pos = calloc(size, sizeof(*ix->pos));
-        ix->hash = malloc(size * sizeof(*ix->hash));
-        if (!ix->pos || !ix->hash) {
+        ix->slot = calloc(size, sizeof(*ix->slot));
+        if (!ix->slot) {
                 kdev_id_index_free(ix);
                 return NULL;
         }
@@ -64,14 +73,13 @@ struct kdev_id_index *kdev_id_index_new(const struct kdev_device *devices, size_
                         continue;
                 uint32_t h = kdev_str_hash(id);
                 size_t s = h & ix->mask;
-                for (; ix->pos[s]; s = (s + 1) & ix->mask) {
-                        if (ix->hash[s] == h && strcmp(devices[ix->pos[s] - 1].id, id) == 0)
+                for (; ix->slot[s].pos; s = (s + 1) & ix->mask) {
+                        if (ix->slot[s].hash == h &&
+                            strcmp(devices[ix->slot[s].pos - 1].id, id) == 0)
                                 break; /* a repeated ID: the first device keeps it */
                 }
-                if (!ix->pos[s]) {
-                        ix->pos[s] = (uint32_t)i + 1;
-                        ix->hash[s] = h;
-                }
+                if (!ix->slot[s].pos)
+                        ix->slot[s] = (struct slot){(uint32_t)i + 1, h};
         }
         return ix;
 }
@@ -85,9 +93,11 @@ bool kdev_id_index_covers(const struct kdev_id_index *ix, const struct kdev_devi
 const struct kdev_device *kdev_id_index_find(const struct kdev_id_index *ix, const char *id)
 {
         uint32_t h = kdev_str_hash(id);
-        for (size_t s = h & ix->mask; ix->pos[s]; s = (s + 1) & ix->mask) {
-                const struct kdev_device *d = &ix->devices[ix->pos[s] - 1];
-                if (ix->hash[s] == h && strcmp(d->id, id) == 0)
+        for (size_t s = h & ix->mask; ix->slot[s].pos; s = (s + 1) & ix->mask) {
+                if (ix->slot[s].hash != h)
+                        continue;
+                const struct kdev_device *d = &ix->devices[ix->slot[s].pos - 1];
+                if (strcmp(d->id, id) == 0)
                         return d;
         }
         return NULL;
@@ -97,8 +107,7 @@ void kdev_id_index_free(struct kdev_id_index *ix)
 {
         if (!ix)
                 return;
-        free(ix->pos);
-        free(ix->hash);
+        free(ix->slot);
         free(ix);
 }
 

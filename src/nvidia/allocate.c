@@ -43,8 +43,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "nvidia/container_edits.h"
+#include "nvidia/mig.h"
 #include "nvidia/nvidia_internal.h"
 #include "nvidia/preferred.h"
 #include "nvidia/resources.h"
@@ -58,16 +61,33 @@
 struct strset {
         const char **slot; /* NULL: empty */
         size_t mask;
+        const char **stack; /* the caller's slots, used when the table fits */
 };
 
-static int strset_init(struct strset *set, size_t max_items)
+#define STRSET_STACK 128 /* slots of a caller's table: sets of up to 64 strings */
+
+/* |stack|: STRSET_STACK slots of the caller's, or NULL. */
+static int strset_init(struct strset *set, size_t max_items, const char **stack)
 {
         size_t size = 16;
         while (size < 2 * max_items)
                 size *= 2;
-        set->slot = calloc(size, sizeof(*set->slot));
+        set->stack = stack;
+        if (stack && size <= STRSET_STACK) {
+                memset(stack, 0, size * sizeof(*stack));
+                set->slot = stack;
+        } else {
+                set->slot = calloc(size, sizeof(*set->slot));
+        }
         set->mask = size - 1;
         return set->slot ? 0 : -ENOMEM;
+}
+
+static void strset_free(struct strset *set)
+{
+        if (set->slot != set->stack)
+                free(set->slot);
+        set->slot = NULL;
 }
 
 /* The slot of |s| in |set|: where it is, or the empty one where it goes. */
@@ -88,6 +108,94 @@ static int add_spec(struct kdev_container_edits *out, struct strset *paths, cons
         if (*slot)
                 return 0;
         if (kdev_edits_add_node(out, path, host_path, permissions, NULL) < 0)
+                return -ENOMEM;
+        *slot = out->nodes[out->n_nodes - 1].path;
+        return 0;
+}
+
+/* The host side of passDeviceSpecs. kdev_nvidia_join(root, p) for a clean
+ * absolute p is the join of root with "x", less the "x", followed by p
+ * without its leading '/': *|buf| (malloc'ed, room for a path of
+ * KDEV_NVIDIA_NODE_PATH_MAX after the |*len| bytes of the root) holds that
+ * root. Returns 0 or -ENOMEM. */
+#define KDEV_NVIDIA_NODE_PATH_MAX 96
+static int host_root(const char *dev_root, char **buf, size_t *len)
+{
+        char *j = kdev_nvidia_join(dev_root && dev_root[0] ? dev_root : "/", "x");
+        if (!j)
+                return -ENOMEM;
+        size_t n = strlen(j) - 1;
+        char *b = realloc(j, n + KDEV_NVIDIA_NODE_PATH_MAX);
+        if (!b) {
+                free(j);
+                return -ENOMEM;
+        }
+        b[n] = '\0';
+        *buf = b;
+        *len = n;
+        return 0;
+}
+
+/* |path| ("/dev/...", shorter than KDEV_NVIDIA_NODE_PATH_MAX) after the
+ * root in |host| (host_root): host then holds kdev_nvidia_join(root, path). */
+static const char *host_path(char *host, size_t root_len, const char *path)
+{
+        size_t n = strlen(path + 1);
+        if (n >= KDEV_NVIDIA_NODE_PATH_MAX)
+                n = KDEV_NVIDIA_NODE_PATH_MAX - 1;
+        memcpy(host + root_len, path + 1, n);
+        host[root_len + n] = '\0';
+        return host;
+}
+
+/* |prefix| followed by |v| in decimal, into |out| (96 bytes). */
+static void fmt_u(char *out, const char *prefix, unsigned v)
+{
+        size_t n = strlen(prefix);
+        memcpy(out, prefix, n);
+        char dig[12];
+        size_t k = 0;
+        do {
+                dig[k++] = (char)('0' + v % 10);
+                v /= 10;
+        } while (v);
+        while (k)
+                out[n++] = dig[--k];
+        out[n] = '\0';
+}
+
+/* Which control nodes exist (bit i: kdev_nvidia_control_nodes[i]) under
+ * the root in |host| (host_root): the cached answer while younger than its
+ * TTL (struct kdev_nvidia_ctl_cache), otherwise stat() of each, as NVIDIA's
+ * apiDeviceSpecs does on every call, remembered for the next calls. */
+static unsigned control_nodes_present(struct kdev_nvidia_rdata *d, char *host, size_t root_len)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        uint64_t ttl = d->ctl.ttl_ns ? d->ctl.ttl_ns
+                                     : (uint64_t)KDEV_NVIDIA_CONTROL_NODE_TTL_MS * 1000000u;
+        if (d->ctl.checked_ns && now - d->ctl.checked_ns < ttl)
+                return d->ctl.present;
+        unsigned m = 0;
+        for (size_t i = 0; i < KDEV_NVIDIA_N_CONTROL_NODES; i++) {
+                struct stat st;
+                if (stat(host_path(host, root_len, kdev_nvidia_control_nodes[i]), &st) == 0)
+                        m |= 1u << i;
+        }
+        d->ctl.present = m;
+        d->ctl.checked_ns = now ? now : 1;
+        return m;
+}
+
+/* add_spec of node |path| at <root>/|path| with "rw". */
+static int add_node_at(struct kdev_container_edits *out, struct strset *paths, const char *path,
+                       char *host, size_t root_len)
+{
+        const char **slot = strset_slot(paths, path);
+        if (*slot)
+                return 0;
+        if (kdev_edits_add_node(out, path, host_path(host, root_len, path), "rw", NULL) < 0)
                 return -ENOMEM;
         *slot = out->nodes[out->n_nodes - 1].path;
         return 0;
@@ -122,14 +230,21 @@ static int sb_add(struct sbuf *b, const char *item)
 /* The IDs of the payload: unique, in request order, with the devinfo of the
  * first device of each (|infos|: the devices of one ID, replicas of one
  * physical device, share its device nodes). */
+static const char *payload_id(const struct kdev_nvidia_rdata *d,
+                              const struct kdev_nvidia_devinfo *info)
+{
+        return d->id_strategy == KDEV_NVIDIA_ID_INDEX ? info->index : info->uuid;
+}
+
 static int payload_ids(const struct kdev_nvidia_rdata *d, const struct kdev_device *const *devs,
                        size_t n, const char ***ids, const struct kdev_nvidia_devinfo ***infos,
                        size_t *n_ids)
 {
         const char **v = calloc(n ? n : 1, sizeof(*v));
         const struct kdev_nvidia_devinfo **fi = calloc(n ? n : 1, sizeof(*fi));
+        const char *stack[STRSET_STACK];
         struct strset seen = {0};
-        if (!v || !fi || strset_init(&seen, n) < 0) {
+        if (!v || !fi || strset_init(&seen, n, stack) < 0) {
                 free(v);
                 free(fi);
                 return -ENOMEM;
@@ -137,14 +252,18 @@ static int payload_ids(const struct kdev_nvidia_rdata *d, const struct kdev_devi
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
                 const struct kdev_nvidia_devinfo *info = devs[i]->data;
-                const char *id = d->id_strategy == KDEV_NVIDIA_ID_INDEX ? info->index : info->uuid;
+                const char *id = payload_id(d, info);
+                /* replicas of one GPU often come one after another: the ID
+                 * of the device before is in the set already */
+                if (i > 0 && strcmp(id, payload_id(d, devs[i - 1]->data)) == 0)
+                        continue;
                 const char **slot = strset_slot(&seen, id);
                 if (!*slot) {
                         fi[k] = info;
                         v[k++] = *slot = id;
                 }
         }
-        free(seen.slot);
+        strset_free(&seen);
         *ids = v;
         *infos = fi;
         *n_ids = k;
@@ -249,12 +368,13 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                            const struct kdev_device *const *devs, size_t n,
                            struct kdev_container_edits *out, struct kdev_err *err)
 {
-        const struct kdev_nvidia_rdata *d = data;
+        struct kdev_nvidia_rdata *d = data; /* mutable: the control-node cache */
         const char **ids = NULL;
         const struct kdev_nvidia_devinfo **infos = NULL;
         size_t n_ids = 0;
         struct sbuf list = {0};
         struct strset paths = {0};
+        const char *path_stack[STRSET_STACK];
         char path[96];
         int rc = check_shared_request(d, r, devs, n, err);
         if (rc < 0)
@@ -322,37 +442,50 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                  * (container_edits.h: the same list as the CDI specs), each
                  * ID's once: the other devices of an ID (replicas) would
                  * only repeat them */
-                if (strset_init(&paths, out->n_nodes + 4 + 3 * n_ids + d->n_imex_channels) < 0)
+                if (strset_init(&paths, out->n_nodes + 4 + 3 * n_ids + d->n_imex_channels,
+                                path_stack) < 0)
                         goto nomem;
                 for (size_t i = 0; i < out->n_nodes; i++) {
                         const char **slot = strset_slot(&paths, out->nodes[i].path);
                         if (!*slot)
                                 *slot = out->nodes[i].path;
                 }
-                struct kdev_container_edits ed = {0};
-                rc = kdev_nvidia_common_edits(d->dev_root, NULL, &ed, err);
+                /* the host paths: <dev_root>/<p> written after the
+                 * joined root (kdev_nvidia_join's result for each p, built
+                 * once per answer instead of once per node) */
+                char *host = NULL;
+                size_t root_len = 0;
+                if (host_root(d->dev_root, &host, &root_len) < 0)
+                        goto nomem;
+                unsigned present = control_nodes_present(d, host, root_len);
+                rc = 0;
+                for (size_t i = 0; rc >= 0 && i < KDEV_NVIDIA_N_CONTROL_NODES; i++) {
+                        if (present & (1u << i))
+                                rc = add_node_at(out, &paths, kdev_nvidia_control_nodes[i],
+                                                 host, root_len);
+                }
                 for (size_t i = 0; rc >= 0 && i < n_ids; i++) {
                         const struct kdev_nvidia_devinfo *info = infos[i];
-                        struct kdev_nvidia_logical ld = {
-                                .minor = info->minor,
-                                .mig = info->gi != KDEV_NVIDIA_NO_INSTANCE,
-                                .gi_cap = info->gi_cap,
-                                .ci_cap = info->ci_cap,
-                        };
-                        rc = kdev_nvidia_device_edits(d->dev_root, &ld, &ed, err);
+                        fmt_u(path, "/dev/nvidia", info->minor);
+                        rc = add_node_at(out, &paths, path, host, root_len);
+                        if (rc < 0 || info->gi == KDEV_NVIDIA_NO_INSTANCE)
+                                continue;
+                        fmt_u(path, KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap", info->gi_cap);
+                        rc = add_node_at(out, &paths, path, host, root_len);
+                        if (rc < 0)
+                                break;
+                        fmt_u(path, KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap", info->ci_cap);
+                        rc = add_node_at(out, &paths, path, host, root_len);
                 }
-                for (size_t i = 0; rc >= 0 && i < ed.n_nodes; i++)
-                        rc = add_spec(out, &paths, ed.nodes[i].path, ed.nodes[i].host_path,
-                                      ed.nodes[i].permissions);
-                kdev_container_edits_clear(&ed);
+                free(host);
                 if (rc < 0)
                         goto nomem;
                 for (size_t i = 0; i < d->n_imex_channels; i++) {
                         snprintf(path, sizeof(path), KDEV_NVIDIA_IMEX_CHANNEL_DIR "/channel%u",
                                  d->imex_channels[i]);
-                        char *host = kdev_nvidia_join(d->dev_root, path);
-                        rc = host ? add_spec(out, &paths, path, host, "rw") : -ENOMEM;
-                        free(host);
+                        char *ch = kdev_nvidia_join(d->dev_root, path);
+                        rc = ch ? add_spec(out, &paths, path, ch, "rw") : -ENOMEM;
+                        free(ch);
                         if (rc < 0)
                                 goto nomem;
                 }
@@ -365,7 +498,7 @@ done:
         free(ids);
         free(infos);
         free(list.s);
-        free(paths.slot);
+        strset_free(&paths);
         return rc;
 }
 

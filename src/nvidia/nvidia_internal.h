@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nvidia/config.h"
 #include "nvidia/devinfo.h"
@@ -23,6 +24,17 @@ struct kdev_nvidia_rdata {
         size_t n_imex_channels;
         /* time-slicing failRequestsGreaterThanOne (set by sharing.c) */
         bool fail_gt1;
+        /* Which of kdev_nvidia_control_nodes exist under dev_root, for
+         * passDeviceSpecs (allocate.c): NVIDIA stats them on every Allocate;
+         * kdev stats them again when the last check is older than ttl_ns, so
+         * a node that appears or disappears is in the answers from at most
+         * ttl_ns later. Plain values (a copy by kdev_nvidia_rdata_dup stays
+         * right: same dev_root); zero (calloc): never checked. */
+        struct kdev_nvidia_ctl_cache {
+                uint64_t checked_ns; /* CLOCK_MONOTONIC of the last stat; 0: never */
+                uint64_t ttl_ns;     /* 0: KDEV_NVIDIA_CONTROL_NODE_TTL_MS */
+                unsigned present;    /* bit i: kdev_nvidia_control_nodes[i] exists */
+        } ctl;
         /* GetPreferredAllocation data (preferred.h), owned; NULL until
          * kdev_nvidia_pref_attach, which runs once the devices are final.
          * kdev_nvidia_rdata_dup must not share it (copy NULL). */
@@ -30,6 +42,10 @@ struct kdev_nvidia_rdata {
         /* NOTE: a new owned pointer field must also be duplicated in
          * kdev_nvidia_rdata_dup (sharing.c) and freed in kdev_nvidia_rdata_free. */
 };
+
+/* How long Allocate trusts its last stat of the control nodes
+ * (struct kdev_nvidia_ctl_cache), in milliseconds. */
+#define KDEV_NVIDIA_CONTROL_NODE_TTL_MS 1000
 
 void kdev_nvidia_rdata_free(void *data);
 

@@ -10,6 +10,7 @@
 
 #include "model/model.h"
 #include "plugin/allocate.h"
+#include "plugin/allocate_wire_internal.h"
 #include "plugin/arena_internal.h"
 #include "plugin/pbcheck.h"
 #include "plugin/runtime.h"
@@ -266,66 +267,109 @@ static void handle_options(struct kdev_rpc_call *call, const uint8_t *req, size_
         kdev_rpc_call_reply_pb(call, &opts.base);
 }
 
+/* The AllocateRequest |req| (|len| bytes) as |out|, in |arena|: the plain
+ * encoding by kdev_alloc_request_decode, anything else the generic way
+ * (decode_with: the NUL check, then protobuf-c), which also gives the
+ * errors. Returns 0, or -1 when |call| was finished with the error. */
+static int decode_allocate(struct kdev_rpc_call *call, const uint8_t *req, size_t len,
+                           struct kdev_arena *arena, struct kdev_alloc_request *out)
+{
+        int rc = kdev_alloc_request_decode(req, len, arena, out);
+        if (rc == 0)
+                return 0;
+        if (rc < 0) {
+                kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
+                return -1;
+        }
+        V1beta1__AllocateRequest *ar = (V1beta1__AllocateRequest *)decode_with(
+                call, &v1beta1__allocate_request__descriptor, req, len, &arena->pb);
+        if (!ar)
+                return -1;
+        size_t n = ar->n_container_requests;
+        out->n_containers = n;
+        out->containers = kdev_arena_alloc(arena, (n ? n : 1) * sizeof(*out->containers));
+        if (!out->containers) {
+                kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
+                return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+                out->containers[i].ids =
+                        (const char *const *)ar->container_requests[i]->devices_ids;
+                out->containers[i].n_ids = ar->container_requests[i]->n_devices_ids;
+        }
+        return 0;
+}
+
 static void handle_allocate(struct kdev_rpc_call *call, const uint8_t *req, size_t len,
                             void *user_data)
 {
         struct kdev_dp_service *svc = user_data;
         uint64_t start = svc->hooks ? uv_hrtime() : 0; /* no clock read without hooks */
         /* The request and the response's arrays live in one per-request
-         * arena (on the stack up to 8 KiB: a request of ~200 IDs), freed at
-         * once at the end; the request's ID strings are borrowed for the
+         * arena (on the stack up to 8 KiB: a request of ~150 IDs), freed at
+         * once at the end; the request's ID strings are the arena's for the
          * call's duration. */
         _Alignas(max_align_t) char stack[8192];
         struct kdev_arena arena;
         kdev_arena_init(&arena, stack, sizeof(stack));
-        V1beta1__AllocateRequest *ar = (V1beta1__AllocateRequest *)decode_with(
-                call, &v1beta1__allocate_request__descriptor, req, len, &arena.pb);
-        if (!ar) {
+        struct kdev_alloc_request ar;
+        if (decode_allocate(call, req, len, &arena, &ar) < 0) {
                 kdev_arena_release(&arena);
                 if (svc->hooks && svc->hooks->allocate)
                         svc->hooks->allocate(svc->hooks->arg, svc->res->name, 0, 1,
                                              seconds_since(start));
                 return;
         }
-        size_t n = ar->n_container_requests;
-        V1beta1__ContainerAllocateResponse *crs =
-                kdev_arena_alloc(&arena, (n ? n : 1) * sizeof(*crs));
-        V1beta1__ContainerAllocateResponse **ptrs =
-                kdev_arena_alloc(&arena, (n ? n : 1) * sizeof(*ptrs));
+        /* each container request's edits (kdev_resource_edits: the checks
+         * and errors of kdev_plugin_allocate), then the answer packed
+         * straight from them (allocate_wire_internal.h: protobuf-c's bytes) */
+        size_t n = ar.n_containers;
+        struct kdev_container_edits *eds = kdev_arena_alloc(&arena, (n ? n : 1) * sizeof(*eds));
+        size_t *sizes = kdev_arena_alloc(&arena, (n ? n : 1) * sizeof(*sizes));
         struct kdev_err err = {0};
         size_t done = 0;
         int status = KDEV_RPC_OK;
-        if (!crs || !ptrs) {
+        if (!eds || !sizes) {
                 status = KDEV_RPC_RESOURCE_EXHAUSTED;
                 kdev_err_set(&err, ENOMEM, "out of memory");
         }
+        size_t total = 0;
         for (; status == KDEV_RPC_OK && done < n; done++) {
-                V1beta1__ContainerAllocateRequest *cr = ar->container_requests[done];
-                v1beta1__container_allocate_response__init(&crs[done]);
-                ptrs[done] = &crs[done];
-                if (kdev_plugin_allocate(svc->res, (const char *const *)cr->devices_ids,
-                                         cr->n_devices_ids, &crs[done], &err) < 0) {
+                const struct kdev_alloc_container *cr = &ar.containers[done];
+                memset(&eds[done], 0, sizeof(eds[done]));
+                if (kdev_resource_edits(svc->res, cr->ids, cr->n_ids, &eds[done], &err) < 0) {
                         status = status_for(&err);
-                        done++; /* its contents were initialised: free them too */
+                        done++; /* cleared by kdev_resource_edits; cleared again below */
                         break;
                 }
+                sizes[done] = kdev_alloc_edits_packed_size(&eds[done]);
+                total += 1 + kdev_alloc_varint_size(sizes[done]) + sizes[done];
         }
         if (status == KDEV_RPC_OK) {
-                V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
-                resp.n_container_responses = n;
-                resp.container_responses = ptrs;
-                kdev_rpc_call_reply_pb(call, &resp.base);
-        } else {
-                kdev_rpc_call_finish(call, status, err.msg);
+                uint8_t *buf = kdev_arena_alloc(&arena, total);
+                if (buf) {
+                        uint8_t *p = buf;
+                        for (size_t i = 0; i < n; i++) {
+                                *p++ = 0x0a; /* container_responses = 1, length-delimited */
+                                p = kdev_alloc_put_varint(p, sizes[i]);
+                                p = kdev_alloc_edits_pack(&eds[i], p);
+                        }
+                        kdev_rpc_call_reply(call, buf, total);
+                } else {
+                        status = KDEV_RPC_RESOURCE_EXHAUSTED;
+                        kdev_err_set(&err, ENOMEM, "out of memory");
+                }
         }
+        if (status != KDEV_RPC_OK)
+                kdev_rpc_call_finish(call, status, err.msg);
         if (svc->hooks && svc->hooks->allocate)
                 svc->hooks->allocate(svc->hooks->arg, svc->res->name,
                                      status == KDEV_RPC_OK ? n : 0,
                                      status == KDEV_RPC_OK ? 0 : (n ? n : 1),
                                      seconds_since(start));
         for (size_t i = 0; i < done; i++)
-                kdev_allocate_response_free_contents(&crs[i]);
-        kdev_arena_release(&arena); /* ar, crs, ptrs */
+                kdev_container_edits_clear(&eds[i]);
+        kdev_arena_release(&arena); /* the request, eds, the answer */
 }
 
 static void handle_preferred(struct kdev_rpc_call *call, const uint8_t *req, size_t len,

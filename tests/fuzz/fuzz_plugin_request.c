@@ -8,7 +8,9 @@
  * Oracle beyond "no crash, no sanitizer report, no leak": every call ends
  * OK or INVALID_ARGUMENT (never INTERNAL, UNKNOWN, ...), and an OK answer
  * decodes as the method's response type with one container response per
- * container request. */
+ * container request. For Allocate also: what the one-pass request decoder
+ * (plugin/allocate_wire_internal.h) takes, the NUL check and protobuf-c take too,
+ * with the same container requests and ID bytes. */
 #include <dirent.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -23,6 +25,9 @@
 
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "model/model.h"
+#include "plugin/allocate_wire_internal.h"
+#include "plugin/arena_internal.h"
+#include "plugin/pbcheck.h"
 #include "plugin/service.h"
 #include "rpc/rpc.h"
 
@@ -225,6 +230,40 @@ static void run_call(size_t which, const uint8_t *req, size_t len, struct result
         }
 }
 
+/* The one-pass decoder against the NUL check and protobuf-c. */
+static void check_allocate_decoder(const uint8_t *req, size_t len)
+{
+        struct kdev_arena a;
+        kdev_arena_init(&a, NULL, 0);
+        struct kdev_alloc_request r;
+        int rc = kdev_alloc_request_decode(req, len, &a, &r);
+        if (rc < 0)
+                abort();
+        if (rc == 0) {
+                struct kdev_err err = {0};
+                if (kdev_pb_check_strings(&v1beta1__allocate_request__descriptor, req, len,
+                                          &err) < 0) {
+                        fprintf(stderr, "decoder took a request the NUL check rejects\n");
+                        abort();
+                }
+                V1beta1__AllocateRequest *m = v1beta1__allocate_request__unpack(NULL, len, req);
+                if (!m || m->n_container_requests != r.n_containers) {
+                        fprintf(stderr, "decoder and protobuf-c disagree\n");
+                        abort();
+                }
+                for (size_t i = 0; i < r.n_containers; i++) {
+                        V1beta1__ContainerAllocateRequest *c = m->container_requests[i];
+                        if (c->n_devices_ids != r.containers[i].n_ids)
+                                abort();
+                        for (size_t j = 0; j < c->n_devices_ids; j++)
+                                if (strcmp(c->devices_ids[j], r.containers[i].ids[j]) != 0)
+                                        abort();
+                }
+                v1beta1__allocate_request__free_unpacked(m, NULL);
+        }
+        kdev_arena_release(&a);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         if (!svc)
@@ -234,6 +273,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t which = data[0] % N_METHODS;
         const uint8_t *req = data + 1;
         size_t len = size - 1;
+        if (which == 3)
+                check_allocate_decoder(req, len);
         struct result r = {0};
         run_call(which, req, len, &r);
         if (r.status == KDEV_RPC_UNAVAILABLE) {

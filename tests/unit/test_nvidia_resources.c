@@ -19,6 +19,7 @@
 #include "mock_fixture.h"
 #include "nvidia/cdi_spec.h"
 #include "nvidia/config.h"
+#include "nvidia/nvidia_internal.h"
 #include "nvidia/resources.h"
 #include "nvml/discover.h"
 #include "nvml/loader.h"
@@ -545,6 +546,80 @@ static void test_allocate_exact(void **state)
         kdev_gpu_set_free(set);
 }
 
+/* The container paths of out.devices, comma-joined, into |buf|. */
+static const char *device_paths(const V1beta1__ContainerAllocateResponse *out, char *buf,
+                                size_t size)
+{
+        size_t n = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; i < out->n_devices; i++)
+                n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? "," : "",
+                                      out->devices[i]->container_path);
+        return buf;
+}
+
+/* passDeviceSpecs: the control nodes present under the dev root are stat'ed
+ * at most every KDEV_NVIDIA_CONTROL_NODE_TTL_MS (the rdata's ctl cache); a
+ * node that appears or disappears is in the answers once that has passed. */
+static void test_allocate_control_node_cache(void **state)
+{
+        struct fx *f = *state;
+        struct kdev_gpu_set *set = discover(f, TOPO("h100-80gb-8x-nvswitch.yaml"));
+        struct kdev_nvidia_config cfg;
+        struct kdev_resource_set rs = {0};
+        struct mock_warns w = {0};
+        struct kdev_err e;
+        char dev[128], path[192], got[512];
+        snprintf(dev, sizeof(dev), "%s/dev", f->root);
+        config(&cfg, f->root, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID, true, false);
+        build(set, &cfg, &rs, &w);
+        struct kdev_nvidia_rdata *d = rs.resources[0].ops_data;
+        const char *one[] = {H100_1};
+        V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+
+        assert_int_equal(kdev_plugin_allocate(&rs.resources[0], one, 1, &out, &e), 0);
+        assert_string_equal(device_paths(&out, got, sizeof(got)),
+                            "/dev/nvidiactl,/dev/nvidia-uvm,/dev/nvidia1");
+        kdev_allocate_response_free_contents(&out);
+
+        /* within the TTL (an hour here) the last stat stands */
+        d->ctl.ttl_ns = 3600ull * 1000000000u;
+        mock_touch(dev, "nvidia-modeset");
+        snprintf(path, sizeof(path), "%s/nvidia-uvm", dev);
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(kdev_plugin_allocate(&rs.resources[0], one, 1, &out, &e), 0);
+        assert_string_equal(device_paths(&out, got, sizeof(got)),
+                            "/dev/nvidiactl,/dev/nvidia-uvm,/dev/nvidia1");
+        kdev_allocate_response_free_contents(&out);
+
+        /* past it (1 ns): stat'ed again, the changes are in, in NVIDIA's order */
+        d->ctl.ttl_ns = 1;
+        assert_int_equal(kdev_plugin_allocate(&rs.resources[0], one, 1, &out, &e), 0);
+        assert_string_equal(device_paths(&out, got, sizeof(got)),
+                            "/dev/nvidiactl,/dev/nvidia-modeset,/dev/nvidia1");
+        kdev_allocate_response_free_contents(&out);
+
+        /* the default TTL: a node that appears is in the answers after it */
+        d->ctl.ttl_ns = 0;
+        mock_touch(dev, "nvidia-uvm-tools");
+        usleep((KDEV_NVIDIA_CONTROL_NODE_TTL_MS + 100) * 1000);
+        assert_int_equal(kdev_plugin_allocate(&rs.resources[0], one, 1, &out, &e), 0);
+        assert_string_equal(device_paths(&out, got, sizeof(got)),
+                            "/dev/nvidiactl,/dev/nvidia-uvm-tools,/dev/nvidia-modeset,"
+                            "/dev/nvidia1");
+        kdev_allocate_response_free_contents(&out);
+
+        /* back to the fixture's nodes for the next tests */
+        mock_touch(dev, "nvidia-uvm");
+        snprintf(path, sizeof(path), "%s/nvidia-modeset", dev);
+        assert_int_equal(unlink(path), 0);
+        snprintf(path, sizeof(path), "%s/nvidia-uvm-tools", dev);
+        assert_int_equal(unlink(path), 0);
+        kdev_resource_set_clear(&rs);
+        kdev_nvidia_config_clear(&cfg);
+        kdev_gpu_set_free(set);
+}
+
 static void test_uuid4(void **state)
 {
         (void)state;
@@ -664,6 +739,7 @@ int main(void)
                 cmocka_unit_test(test_faulty_gpus),
                 cmocka_unit_test(test_allocate_matrix),
                 cmocka_unit_test(test_allocate_exact),
+                cmocka_unit_test(test_allocate_control_node_cache),
                 cmocka_unit_test(test_uuid4),
                 cmocka_unit_test(test_cdi_spec),
         };
