@@ -50,7 +50,8 @@ def build_expected():
         commit = re.search(r'KDEV_BUILD_COMMIT "([^"]*)"', f.read()).group(1)
     assert re.fullmatch(r"[0-9a-f]{12}|unknown", commit), commit
     cache = open(os.path.join(kt.BUILD_DIR, "CMakeCache.txt")).read()
-    build = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", cache, re.M).group(1)
+    # an empty CMAKE_BUILD_TYPE builds CMakeLists.txt's default (scripts/build.sh)
+    build = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", cache, re.M).group(1) or "RelWithDebInfo"
     if re.search(r"^KDEV_SANITIZE:BOOL=(ON|TRUE|1)$", cache, re.M):
         build += "+sanitize"
     return version, commit, build
