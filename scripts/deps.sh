@@ -13,7 +13,9 @@ PKGS=(
 # clang with its libFuzzer runtime (scripts/fuzz.sh), a Prometheus server
 # that scrapes kdev-plugin's metrics endpoint, and podman with runc and a
 # static busybox (the container's rootfs) for the CDI consumer test
-# (tests/integration/cdi_podman.py).
+# (tests/integration/cdi_podman.py), and debootstrap (the image's Debian base,
+# tests/image/debian-base.sh) with python3-yaml (the manifests read by
+# tests/integration/image_podman.py).
 test_deps=false
 if [ "${1:-}" = "--test" ]; then
   test_deps=true
@@ -22,7 +24,7 @@ if [ "${1:-}" = "--test" ]; then
     golang-go golang-google-grpc-dev golang-google-protobuf-dev protoc-gen-go protoc-gen-go-grpc
     valgrind python3-jsonschema clang libclang-rt-14-dev openssl
     prometheus
-    podman runc busybox-static
+    podman runc busybox-static debootstrap python3-yaml
   )
 fi
 

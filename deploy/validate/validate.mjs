@@ -272,6 +272,7 @@ function dump(docs) {
                                           name: c.name, image: c.image,
                                           command: c.command ?? [], args: c.args ?? [],
                                           env: c.env ?? [],
+                                          securityContext: c.securityContext ?? {},
                                           volumeMounts: c.volumeMounts ?? [],
                                           volumes: pod?.volumes ?? [],
                                           affinity: pod?.affinity ?? {} });

@@ -7,15 +7,9 @@ each device node's type and major:minor (the fake driver's mknod nodes),
 the environment, the driver files mounted read-only with their content, and
 that the spec's createContainer hooks ran with their arguments.
 
-What podman needs in this sandbox, set here and not in any system file:
-- runc: crun 1.8 refuses the hybrid cgroup v1/v2 layout ("--runtime runc");
-- vfs storage (no overlay-on-overlay), in the test's own root and runroot;
-- "--cgroup-manager cgroupfs" (no systemd), "--network none" (no netavark
-  or slirp), events to a file;
-- explicit default_ulimits (containers.conf: nofile and nproc 1024):
-  with podman's defaults for root (1048576), and even with the sandbox's
-  own hard limits, runc fails with "error setting rlimits for ready
-  process: error setting rlimit type 6: operation not permitted".
+What podman needs in this sandbox (runc, vfs, cgroupfs, no network,
+explicit ulimits) is set by tests/pylib/podman.py, and said there.
+
 The container's rootfs is Debian's busybox-static binary in a folder
 (podman run --rootfs; no registry, no image). Podman reads CDI specs from
 /etc/cdi and /var/run/cdi only (4.3 has no cdi_spec_dirs): the test runs in
@@ -26,59 +20,12 @@ Skips (77) only when podman cannot run a container at all on this machine
 (not installed, or a trivial `podman run` fails: the reason is printed)."""
 import os
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
 import cdi_consumer as cc  # noqa: E402
-
-BUSYBOX = "/bin/busybox"
-
-
-class Podman:
-    def __init__(self, base):
-        self.base = base
-        conf = os.path.join(base, "containers.conf")
-        # podman's defaults for root (nofile and nproc 1048576, and even the
-        # sandbox's own hard limits) make runc fail in this sandbox; 1024 is
-        # below any hard limit
-        ulimits = '"nofile=1024:1024", "nproc=1024:1024"'
-        with open(conf, "w") as f:
-            f.write('[containers]\ndefault_ulimits = [%s]\nlog_driver = "k8s-file"\n'
-                    '[engine]\ncgroup_manager = "cgroupfs"\nruntime = "runc"\n'
-                    'events_logger = "file"\nevents_logfile_path = "%s"\ntmp_dir = "%s"\n'
-                    % (ulimits, os.path.join(base, "events.log"), os.path.join(base, "tmp")))
-        storage = os.path.join(base, "storage.conf")
-        with open(storage, "w") as f:
-            f.write('[storage]\ndriver = "vfs"\ngraphroot = "%s"\nrunroot = "%s"\n'
-                    % (os.path.join(base, "graph"), os.path.join(base, "run")))
-        self.env = dict(os.environ, CONTAINERS_CONF=conf, CONTAINERS_STORAGE_CONF=storage)
-        self.rootfs = os.path.join(base, "rootfs")
-        for d in ("bin", "dev", "proc", "sys", "etc", "tmp"):
-            os.makedirs(os.path.join(self.rootfs, d))
-        shutil.copy(BUSYBOX, os.path.join(self.rootfs, "bin", "busybox"))
-        for applet in ("sh", "cat", "env", "stat", "grep"):
-            os.symlink("busybox", os.path.join(self.rootfs, "bin", applet))
-
-    def run(self, *args, script, timeout=60):
-        cmd = ["podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs",
-               "--storage-driver", "vfs", "run", "--rm", "--network", "none",
-               *args, "--rootfs", self.rootfs, "/bin/sh", "-c", script]
-        return subprocess.run(cmd, env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
-
-
-def probe(pm):
-    if shutil.which("podman") is None or shutil.which("runc") is None:
-        return "podman or runc is not installed (scripts/deps.sh --test installs them)"
-    if not os.path.exists(BUSYBOX):
-        return "%s is missing (Debian: busybox-static)" % BUSYBOX
-    r = pm.run(script="echo ok")
-    if r.returncode != 0 or r.stdout.strip() != "ok":
-        return "podman cannot run a container here (exit %d): %s" % (r.returncode,
-                                                                    r.stderr.strip())
-    return None
+from podman import Podman, probe  # noqa: E402
 
 
 def container_report(pm, case, hook_log, with_device=True):
@@ -94,8 +41,8 @@ def container_report(pm, case, hook_log, with_device=True):
         lines.append("echo \"file %s $(cat %s)\"" % (c, c))
         lines.append("grep ' %s ' /proc/self/mountinfo | sed 's/^/mount /'" % c)
     lines = [l + " 2>/dev/null" for l in lines]
-    r = pm.run(*(("--device", case.cdi_name) if with_device else ()),
-               script="; ".join(lines).replace("sed", "busybox sed"))
+    r = pm.run_rootfs(*(("--device", case.cdi_name) if with_device else ()),
+                      script="; ".join(lines).replace("sed", "busybox sed"))
     if os.environ.get("KDEV_CDI_PODMAN_VERBOSE"):
         print(r.stdout)
     if with_device and r.returncode != 0:

@@ -14,7 +14,15 @@
   pci-10de; nvidia.com/gpu.present), chosen by kdev/allocation=dra, and
   neither on other nodes;
 - every hostPath the args name is mounted into the container;
-- the DeviceClasses select the driver name kdev-dra-plugin publishes.
+- the DeviceClasses select the driver name kdev-dra-plugin publishes;
+- kdev-plugin's pod mounts the driver root as NVIDIA's chart does
+  (deployments/helm/nvidia-device-plugin, daemonset-device-plugin.yml: the
+  host's NVIDIA_DRIVER_ROOT read-only at /driver-root, the CDI directory as
+  cdi-root, NVIDIA_VISIBLE_DEVICES=all with compute,utility), the default
+  config's device list strategy is envvar (NVIDIA's default), and the
+  container has what the chart adds when a config can use MIG or
+  volume-mounts (SYS_ADMIN; NVIDIA_MIG_MONITOR_DEVICES=all for MIG), by the
+  chart's own rule over the ConfigMap's configs.
 The manifests are read by deploy/validate/validate.mjs --dump (node; exit 77
 when node is absent)."""
 import json
@@ -22,6 +30,8 @@ import os
 import re
 import subprocess
 import sys
+
+import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
@@ -302,10 +312,94 @@ def test_node_name_from_downward_api():
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName", env
 
 
+def plugin_container():
+    return [c for c in containers() if c["workload"] == "kdev-plugin"][0]
+
+
+def volume_of(c, mount_path):
+    m = [m for m in c["volumeMounts"] if m["mountPath"] == mount_path]
+    assert len(m) == 1, (mount_path, c["volumeMounts"])
+    v = [v for v in c["volumes"] if v["name"] == m[0]["name"]]
+    assert len(v) == 1, m
+    return m[0], v[0]
+
+
+def test_driver_root_as_nvidia_chart():
+    c = plugin_container()
+    root, ctr = env_value(c, "NVIDIA_DRIVER_ROOT"), env_value(c, "DRIVER_ROOT_CTR_PATH")
+    assert (root, ctr) == ("/", "/driver-root"), (root, ctr)
+    m, v = volume_of(c, ctr)
+    assert (m["name"], m.get("readOnly")) == ("driver-root", True), m
+    assert v["hostPath"] == {"path": root, "type": "Directory"}, v
+    m, v = volume_of(c, arg(c, "--cdi-dir"))
+    assert m["name"] == "cdi-root", m
+    assert v["hostPath"] == {"path": "/var/run/cdi", "type": "DirectoryOrCreate"}, v
+    assert (env_value(c, "NVIDIA_VISIBLE_DEVICES"),
+            env_value(c, "NVIDIA_DRIVER_CAPABILITIES")) == ("all", "compute,utility"), c["env"]
+    # kdev-plugin reads both variables (its "Running with config" line);
+    # the control run shows the value comes from the variable
+    assert effective_roots(root, ctr) == (root, ctr)
+    assert effective_roots(root, ctr + "-control") == (root, ctr + "-control")
+
+
+def effective_roots(root, ctr):
+    """(nvidiaDriverRoot, containerDriverRoot) of kdev-plugin's start-up
+    config line with NVIDIA_DRIVER_ROOT=root and DRIVER_ROOT_CTR_PATH=ctr."""
+    with TempDir() as d:
+        path = os.path.join(d, "config.yaml")
+        with open(path, "w") as f:
+            f.write(config_map_files()["config.yaml"])
+        control = os.path.join(d, "control")
+        open(control, "w").close()
+        env = dict(os.environ, LD_LIBRARY_PATH=kt.MOCK_NVML_DIR,
+                   KDEV_MOCK_NVML_TOPOLOGY=os.path.join(TOPOLOGIES, "h100-80gb-8x-nvswitch.yaml"),
+                   KDEV_MOCK_NVML_CONTROL=control, NVIDIA_DRIVER_ROOT=root,
+                   DRIVER_ROOT_CTR_PATH=ctr)
+        r = subprocess.run([os.path.join(kt.BUILD_DIR, "kdev-plugin"), "--check-config", path,
+                            "-d", d, "--proc-root", d, "--log-format", "json"],
+                           env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(l) for l in (r.stdout + r.stderr).splitlines()
+             if '"Running with config"' in l]
+    assert len(lines) == 1, r.stdout + r.stderr
+    flags = lines[0]["config"]["flags"]
+    return flags["nvidiaDriverRoot"], flags["plugin"]["containerDriverRoot"]
+
+
+def configs():
+    """{config name: the parsed config} of the ConfigMap's named configs."""
+    return {k[:-len(".yaml")]: yaml.safe_load(v) for k, v in config_map_files().items()}
+
+
+def strategies(cfg):
+    s = cfg.get("flags", {}).get("plugin", {}).get("deviceListStrategy", "envvar")
+    return [s] if isinstance(s, str) else s
+
+
+def test_default_config_envvar_only():
+    assert strategies(configs()["config"]) == ["envvar"], configs()["config"]
+
+
+def test_mig_additions_as_nvidia_chart():
+    # the chart's rule (templates/_helpers.tpl): requiresCapSysAdmin when a
+    # possible config has a MIG strategy other than none or the
+    # volume-mounts list strategy; addMigMonitorDevices for MIG
+    cfgs = configs()
+    mig = sorted(n for n, cfg in cfgs.items()
+                 if cfg.get("flags", {}).get("migStrategy", "none") != "none")
+    vm = sorted(n for n, cfg in cfgs.items() if "volume-mounts" in strategies(cfg))
+    assert (mig, vm) == (["mig-mixed"], []), (mig, vm)
+    c = plugin_container()
+    assert c["securityContext"] == {"capabilities": {"add": ["SYS_ADMIN"]}}, c["securityContext"]
+    assert env_value(c, "NVIDIA_MIG_MONITOR_DEVICES") == "all", c["env"]
+
+
 if __name__ == "__main__":
     kt.run_tests([test_both_daemonsets_present, test_args_accepted_by_binary,
                   test_flags_documented_in_help, test_paths_in_args_are_mounted,
                   test_configmap_default_is_plain, test_configmap_time_slicing,
                   test_configmap_examples_named_in_comment, test_configmap_mig_mixed,
                   test_node_affinity,
-                  test_deviceclasses_select_the_dra_driver, test_node_name_from_downward_api])
+                  test_deviceclasses_select_the_dra_driver, test_node_name_from_downward_api,
+                  test_driver_root_as_nvidia_chart, test_default_config_envvar_only,
+                  test_mig_additions_as_nvidia_chart])

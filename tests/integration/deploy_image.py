@@ -1,6 +1,7 @@
 """The container image recipe (deploy/Dockerfile) cannot drift from CI's build
-and ships only what the binaries need (no docker here, so the recipe is
-checked, and its steps are run outside docker):
+and ships only what the binaries need (the recipe is checked here, and its
+steps are run outside a container; tests/integration/image_podman.py builds
+it with podman and runs it):
 
 - the build stage RUNs scripts/deps.sh and scripts/build.sh, the scripts CI
   runs (.ci/run -> scripts/deps.sh --test -> scripts/test.sh ->
