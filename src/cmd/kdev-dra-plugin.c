@@ -9,6 +9,7 @@
  *     away takes them with it through the owner reference);
  *   - the GPU set is discovered once at start; health as dra/daemon.h says. */
 #include <getopt.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,6 +19,7 @@
 
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "dra/daemon.h"
 #include "dra/plugin.h"
 #include "nvidia/config.h"
@@ -256,6 +258,41 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
         return kdev_flag_finish(PROG, usage_status);
 }
 
+/* The effective configuration for the start-up line (common/version.h),
+ * defaults resolved as the daemon resolves them (src/dra/daemon.c), in the
+ * flags' terms:
+ *   {"driverName","nodeName","pluginsRegistry","pluginDir","cdiDir",
+ *    "kubeconfig" (null: in-cluster),"resourceAPIVersion","driverRoot",
+ *    "nvidiaCDIHookPath","procRoot",
+ *    "health":{"probeInterval","quietPeriod"} (seconds),
+ *    "resyncSeconds" (KDEV_DRA_RESYNC_SECONDS)}
+ * Returns a malloc'ed compact JSON text, or NULL when out of memory. */
+static char *config_json(const struct kdev_dra_daemon_options *o)
+{
+        char plugin_dir[4096];
+        if (o->plugin_dir)
+                snprintf(plugin_dir, sizeof(plugin_dir), "%s", o->plugin_dir);
+        else
+                snprintf(plugin_dir, sizeof(plugin_dir), "%s/%s", DEFAULT_PLUGINS, o->driver);
+        json_t *health = json_pack(
+                "{s:I,s:I}", "probeInterval",
+                (json_int_t)(o->probe_s ? strtoull(o->probe_s, NULL, 10)
+                                        : KDEV_NVIDIA_DEFAULT_PROBE_INTERVAL),
+                "quietPeriod",
+                (json_int_t)(o->quiet_s ? strtoull(o->quiet_s, NULL, 10)
+                                        : KDEV_NVIDIA_DEFAULT_QUIET_PERIOD));
+        json_t *root = json_pack(
+                "{s:s,s:s,s:s,s:s,s:s,s:s?,s:s,s:s,s:s,s:s,s:o,s:f}", "driverName", o->driver,
+                "nodeName", o->node, "pluginsRegistry", o->registry, "pluginDir", plugin_dir,
+                "cdiDir", o->cdi_dir, "kubeconfig", o->kubeconfig, "resourceAPIVersion",
+                o->api_version, "driverRoot", o->driver_root, "nvidiaCDIHookPath",
+                o->cdi_hook && *o->cdi_hook ? o->cdi_hook : DEFAULT_CDI_HOOK, "procRoot",
+                o->proc_root, "health", health, "resyncSeconds", (double)o->resync_ms / 1000.0);
+        char *text = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(root);
+        return text;
+}
+
 int main(int argc, char **argv)
 {
         /* First, once for the whole process: a peer (kubelet, a client, the
@@ -268,5 +305,12 @@ int main(int argc, char **argv)
         if (usage_status >= 0)
                 return usage_status;
         kdev_log_setup(common.level, common.json);
+        char *config = config_json(&o);
+        if (!config) {
+                kdev_log_error("cannot start", "error", "out of memory");
+                return 1;
+        }
+        kdev_log_running_with_config(config);
+        free(config);
         return kdev_dra_daemon_run(&o, NULL) < 0 ? 1 : 0;
 }

@@ -37,11 +37,35 @@ static void usage(FILE *f)
                 "\n"
                 "Options:\n"
                 "  -c, --config FILE             configuration file (YAML; see examples/);\n"
-                "                                also --config-file, as NVIDIA's plugin\n"
+                "                                also --config-file, as NVIDIA's plugin; a\n"
+                "                                file without a YAML document (empty, or\n"
+                "                                comments only) means NVIDIA's defaults\n"
+                "      --config-dir DIR          per-node configs: DIR holds named config files\n"
+                "                                (file name = config name, e.g. a mounted\n"
+                "                                ConfigMap); the node label\n"
+                "                                nvidia.com/device-plugin.config picks one,\n"
+                "                                applied live when it changes (NVIDIA's\n"
+                "                                config-manager, built in); not with --config\n"
+                "      --default-config NAME     with --config-dir: the config when the node\n"
+                "                                has no label or the label names no config\n"
+                "      --config-fallback-strategies LIST\n"
+                "                                with --config-dir and no default config: the\n"
+                "                                fallbacks in order, of named (the config\n"
+                "                                \"default\"), single (the only config), empty\n"
+                "                                (NVIDIA's defaults); default named,single\n"
+                "      --config-node-label LABEL the node label that picks the config\n"
+                "                                (default nvidia.com/device-plugin.config)\n"
+                "      --node-name NAME          this node, for --config-dir (default\n"
+                "                                $NODE_NAME)\n"
+                "      --kubeconfig FILE         API server access for --config-dir (default\n"
+                "                                $KUBECONFIG, else in-cluster)\n"
                 "  -d, --device-plugin-dir DIR   kubelet's device-plugins directory\n"
                 "                                (default " KDEV_DP_DEFAULT_DIR ")\n"
-                "      --kubelet-socket PATH     kubelet.sock's path (NVIDIA's flag): sets the\n"
-                "                                device-plugins directory to its directory\n"
+                "      --kubelet-socket PATH     kubelet's Registration socket (NVIDIA's flag;\n"
+                "                                any file name, default DIR/kubelet.sock):\n"
+                "                                registers there, registers again when it is\n"
+                "                                re-created, and sets the device-plugins\n"
+                "                                directory DIR to its directory\n"
                 "      --socket-prefix PREFIX    socket file name prefix (default \"kdev-\")\n"
                 "      --root DIR                look up generic device nodes under DIR\n"
                 "      --nfd-features-file PATH  write GPU node labels (GPU Feature Discovery's\n"
@@ -63,6 +87,11 @@ static void usage(FILE *f)
                 "                                resources the node would advertise (after MIG\n"
                 "                                and time-slicing), exit 0, or 1 with the error\n"
                 "      --check-config FILE       the same as --config FILE --check\n"
+                "      --list-gpus               discover the NVIDIA GPUs (read-only, as --check),\n"
+                "                                print one line per GPU as nvidia-smi's CSV\n"
+                "                                query does: UUID, name, memory (MiB), PCI bus\n"
+                "                                ID, minor number, MIG mode (Enabled, Disabled,\n"
+                "                                [N/A]); exit 0, or 1 with the error\n"
                 "  -h, --help                    show this help\n"
                 "      --version                 print the version\n"
                 "\n"
@@ -79,6 +108,16 @@ static void usage(FILE *f)
                 "\n"
                 "Environment:\n"
                 "  KDEV_CONFIG, CONFIG_FILE    default of --config (KDEV_CONFIG first)\n"
+                "  KDEV_CONFIG_DIR, CONFIG_FILE_SRCDIR\n"
+                "                              default of --config-dir (NVIDIA's\n"
+                "                              config-manager variable second)\n"
+                "  KDEV_DEFAULT_CONFIG, DEFAULT_CONFIG\n"
+                "                              default of --default-config\n"
+                "  FALLBACK_STRATEGIES         default of --config-fallback-strategies\n"
+                "  KDEV_CONFIG_NODE_LABEL, NODE_LABEL\n"
+                "                              default of --config-node-label\n"
+                "  NODE_NAME                   default of --node-name\n"
+                "  KUBECONFIG                  default of --kubeconfig\n"
                 "  KDEV_DEVICE_PLUGIN_DIR      default of --device-plugin-dir\n"
                 "  KUBELET_SOCKET              default of --kubelet-socket (NVIDIA's variable)\n"
                 "  KDEV_METRICS_ADDRESS        default of --metrics-address (\"\": off)\n"
@@ -104,7 +143,8 @@ static void usage(FILE *f)
                 "\n"
                 "Files:\n"
                 "  DIR/kubelet.sock                  kubelet's Registration socket (DIR is\n"
-                "                                    --device-plugin-dir)\n"
+                "                                    --device-plugin-dir), or the\n"
+                "                                    --kubelet-socket PATH (DIR its directory)\n"
                 "  DIR/PREFIXRESOURCE.sock           one socket per resource, '/' in the name\n"
                 "                                    replaced by '_' (kdev-nvidia.com_gpu.sock),\n"
                 "                                    with a .lock file held while it is served\n"
@@ -114,7 +154,12 @@ static void usage(FILE *f)
                 "  PROC-ROOT/driver/nvidia-caps/mig-minors  MIG capability device minors\n"
                 "\n"
                 "Signals:\n"
-                "  SIGHUP                      serve and register every resource again\n"
+                "  SIGHUP                      read the config again and apply it live: only\n"
+                "                              the resources that changed are served and\n"
+                "                              registered again, new ones start, gone ones\n"
+                "                              stop; an invalid config is logged and the\n"
+                "                              current one stays; nothing changed: serve and\n"
+                "                              register every resource again\n"
                 "  SIGTERM, SIGINT, SIGQUIT    stop cleanly: remove the sockets, exit 0\n"
                 "\n"
                 "Exit status: 0 stopped by a signal, --check succeeded, or --help/--version;\n"
@@ -135,6 +180,13 @@ enum {
         OPT_CHECK_CONFIG,
         OPT_METRICS_ADDRESS,
         OPT_NFD_FEATURES_FILE,
+        OPT_LIST_GPUS,
+        OPT_CONFIG_DIR,
+        OPT_DEFAULT_CONFIG,
+        OPT_FALLBACKS,
+        OPT_NODE_LABEL,
+        OPT_NODE_NAME,
+        OPT_KUBECONFIG,
         OPT_NVIDIA, /* OPT_NVIDIA + i: kdev_nvidia_flags[i] */
 };
 
@@ -150,10 +202,17 @@ static struct option *long_options(void)
                 {"root", required_argument, NULL, OPT_ROOT},
                 {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
                 {"nfd-features-file", required_argument, NULL, OPT_NFD_FEATURES_FILE},
+                {"config-dir", required_argument, NULL, OPT_CONFIG_DIR},
+                {"default-config", required_argument, NULL, OPT_DEFAULT_CONFIG},
+                {"config-fallback-strategies", required_argument, NULL, OPT_FALLBACKS},
+                {"config-node-label", required_argument, NULL, OPT_NODE_LABEL},
+                {"node-name", required_argument, NULL, OPT_NODE_NAME},
+                {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
                 {"log-level", required_argument, NULL, KDEV_FLAG_LOG_LEVEL},
                 {"log-format", required_argument, NULL, KDEV_FLAG_LOG_FORMAT},
                 {"check", no_argument, NULL, OPT_CHECK},
                 {"check-config", required_argument, NULL, OPT_CHECK_CONFIG},
+                {"list-gpus", no_argument, NULL, OPT_LIST_GPUS},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, KDEV_FLAG_VERSION},
         };
@@ -173,27 +232,57 @@ static struct option *long_options(void)
         return o;
 }
 
-/* NVIDIA's --kubelet-socket / KUBELET_SOCKET: kubelet.sock in the
- * device-plugins directory (kdev serves its sockets next to it). Sets
- * *plugin_dir, or prints the usage error and returns false. */
-static bool kubelet_socket_dir(const char *kubelet_socket, const char **plugin_dir)
+/* NVIDIA's --kubelet-socket / KUBELET_SOCKET: the path of kubelet's
+ * Registration socket, any file name (NVIDIA dials it as given and watches
+ * its directory, filepath.Dir, for its re-creation). kdev serves its own
+ * sockets in that directory, which is where kubelet looks for the endpoint
+ * it is told, so it becomes the device-plugins directory (as
+ * --device-plugin-dir; --kubelet-socket wins over it). A path without '/' is
+ * in the working directory. Sets *plugin_dir and *socket (static storage),
+ * or prints the usage error and returns false (no file name: the path ends
+ * in '/', or it is too long). */
+static bool kubelet_socket_dir(const char *kubelet_socket, const char **plugin_dir,
+                               const char **socket)
 {
-        static char kubelet_dir[4096];
+        static char kubelet_dir[4096], kubelet_path[4096];
         const char *slash = strrchr(kubelet_socket, '/');
-        if (!slash || strcmp(slash + 1, KDEV_DP_KUBELET_SOCKET) != 0 ||
-            (size_t)(slash - kubelet_socket) >= sizeof(kubelet_dir)) {
-                fprintf(stderr, PROG ": --kubelet-socket \"%s\": kdev needs a path "
-                                "ending in /" KDEV_DP_KUBELET_SOCKET " (use "
-                                "--device-plugin-dir for its directory)\n",
+        const char *base = slash ? slash + 1 : kubelet_socket;
+        size_t n = !slash ? 1 : slash == kubelet_socket ? 1 : (size_t)(slash - kubelet_socket);
+        while (slash && n > 1 && kubelet_socket[n - 1] == '/')
+                n--; /* "a//kubelet.sock": directory "a" */
+        if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0 ||
+            n >= sizeof(kubelet_dir) ||
+            n + 1 + strlen(base) >= sizeof(kubelet_path)) {
+                fprintf(stderr, PROG ": --kubelet-socket \"%s\": want the path of a socket "
+                                "file, e.g. " KDEV_DP_DEFAULT_DIR "/" KDEV_DP_KUBELET_SOCKET
+                                "\n",
                         kubelet_socket);
                 return false;
         }
-        size_t n = slash == kubelet_socket ? 1 : (size_t)(slash - kubelet_socket);
-        memcpy(kubelet_dir, kubelet_socket, n);
+        memcpy(kubelet_dir, slash ? kubelet_socket : ".", n);
         kubelet_dir[n] = '\0';
+        size_t dl = strcmp(kubelet_dir, "/") == 0 ? 0 : n;
+        memcpy(kubelet_path, kubelet_dir, dl);
+        kubelet_path[dl] = '/';
+        memcpy(kubelet_path + dl + 1, base, strlen(base) + 1);
         *plugin_dir = kubelet_dir;
+        *socket = kubelet_path;
         return true;
 }
+
+/* The first of the environment variables |a|, |b| (may be NULL) that is set
+ * and not empty, or NULL. */
+static const char *env2(const char *a, const char *b)
+{
+        const char *v = getenv(a);
+        if ((!v || !*v) && b)
+                v = getenv(b);
+        return v && *v ? v : NULL;
+}
+
+/* The NVIDIA flags given, in order, for the daemon to apply again at each
+ * reload (kdev_dp_daemon_options.nv_flags). */
+static struct kdev_dp_nv_flag nv_flags[256];
 
 /* Flags and environment into |o| (NVIDIA flags into o->nv), |level| and
  * |json|. Returns -1 to run, or the exit status: 0 (--help, --version), 1
@@ -216,6 +305,14 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
         o->machine_type_file = getenv("KDEV_NFD_MACHINE_TYPE_FILE");
         o->rediscover_interval = getenv("KDEV_NVIDIA_REDISCOVER_INTERVAL");
         o->environ = environ;
+        struct kdev_node_config_options *nc = &o->node_config;
+        nc->dir = env2("KDEV_CONFIG_DIR", "CONFIG_FILE_SRCDIR");
+        nc->default_name = env2("KDEV_DEFAULT_CONFIG", "DEFAULT_CONFIG");
+        nc->fallbacks = env2("FALLBACK_STRATEGIES", NULL);
+        nc->label = env2("KDEV_CONFIG_NODE_LABEL", "NODE_LABEL");
+        nc->node_name = env2("NODE_NAME", NULL);
+        nc->kubeconfig = env2("KUBECONFIG", NULL);
+        bool config_flag = false;
         struct option *longopts = long_options();
         if (!longopts) {
                 fprintf(stderr, PROG ": out of memory\n");
@@ -226,6 +323,25 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                 switch (c) {
                 case 'c':
                         o->config = optarg;
+                        config_flag = true;
+                        break;
+                case OPT_CONFIG_DIR:
+                        nc->dir = optarg;
+                        break;
+                case OPT_DEFAULT_CONFIG:
+                        nc->default_name = optarg;
+                        break;
+                case OPT_FALLBACKS:
+                        nc->fallbacks = optarg;
+                        break;
+                case OPT_NODE_LABEL:
+                        nc->label = optarg;
+                        break;
+                case OPT_NODE_NAME:
+                        nc->node_name = optarg;
+                        break;
+                case OPT_KUBECONFIG:
+                        nc->kubeconfig = optarg;
                         break;
                 case 'd':
                         o->dp.plugin_dir = optarg;
@@ -251,7 +367,12 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                         break;
                 case OPT_CHECK_CONFIG:
                         o->config = optarg;
+                        config_flag = true;
                         o->check = true;
+                        break;
+                case OPT_LIST_GPUS:
+                        o->check = true;
+                        o->list_gpus = true;
                         break;
                 default: {
                         int r = kdev_flag_common(PROG, c, optarg, common, usage);
@@ -265,6 +386,13 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                                 if (kdev_nvidia_config_apply_flag(o->nv, name, optarg, &err) < 0) {
                                         fprintf(stderr, PROG ": %s\n", err.msg);
                                         usage_status = 2;
+                                } else if (o->n_nv_flags == sizeof(nv_flags) / sizeof(nv_flags[0])) {
+                                        fprintf(stderr, PROG ": too many NVIDIA flags\n");
+                                        usage_status = 2;
+                                } else {
+                                        nv_flags[o->n_nv_flags++] =
+                                                (struct kdev_dp_nv_flag){name, optarg};
+                                        o->nv_flags = nv_flags;
                                 }
                                 break;
                         }
@@ -272,8 +400,20 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                 }
                 }
         }
+        /* --config-dir picks the file itself: a file given by flag is a
+         * usage error, one given by environment (KDEV_CONFIG, CONFIG_FILE:
+         * NVIDIA's chart sets it beside the config-manager's) gives way */
+        if (usage_status < 0 && nc->dir && *nc->dir) {
+                if (config_flag) {
+                        fprintf(stderr, PROG ": --config and --config-dir exclude each other\n");
+                        usage_status = 2;
+                }
+                o->config = NULL;
+        } else {
+                nc->dir = NULL;
+        }
         if (usage_status < 0 && kubelet_socket && *kubelet_socket &&
-            !kubelet_socket_dir(kubelet_socket, &o->dp.plugin_dir))
+            !kubelet_socket_dir(kubelet_socket, &o->dp.plugin_dir, &o->dp.kubelet_socket))
                 usage_status = 2;
         /* A malformed metrics address is a usage error (a port in use or a host
          * name that does not resolve is found when listening: exit 1). */

@@ -1,6 +1,7 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -89,7 +90,88 @@ static void put_text_value(FILE *f, const char *s)
                 put_json_string(f, s);
 }
 
-/* Prints one line: |kv| holds |n| alternating keys and values. */
+/* A typed key (KDEV_LOG_INT() and friends): KDEV_LOG_TAG, a type letter,
+ * the key. Returns the type letter ('s' for a plain key) and sets |*name| to
+ * the key as printed. */
+static char key_type(const char *key, const char **name)
+{
+        if (key[0] == KDEV_LOG_TAG[0] && key[1]) {
+                *name = key + 2;
+                return key[1];
+        }
+        *name = key;
+        return 's';
+}
+
+/* Whether |s| is a JSON number (RFC 8259 section 6):
+ * -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+static bool json_number(const char *s)
+{
+        const char *p = s;
+        if (*p == '-')
+                p++;
+        if (*p == '0')
+                p++;
+        else if (*p >= '1' && *p <= '9')
+                while (*p >= '0' && *p <= '9')
+                        p++;
+        else
+                return false;
+        if (*p == '.') {
+                p++;
+                if (!(*p >= '0' && *p <= '9'))
+                        return false;
+                while (*p >= '0' && *p <= '9')
+                        p++;
+        }
+        if (*p == 'e' || *p == 'E') {
+                p++;
+                if (*p == '+' || *p == '-')
+                        p++;
+                if (!(*p >= '0' && *p <= '9'))
+                        return false;
+                while (*p >= '0' && *p <= '9')
+                        p++;
+        }
+        return *p == '\0';
+}
+
+/* Writes value |v| of type |type| in a JSON line: numbers, booleans and JSON
+ * texts bare when they are valid, anything else as a string. */
+static void put_json_value(FILE *f, char type, const char *v)
+{
+        switch (type) {
+        case 'i':
+        case 'u':
+        case 'n':
+                if (json_number(v)) {
+                        fputs(v, f);
+                        return;
+                }
+                break;
+        case 'b':
+                if (strcmp(v, "true") == 0 || strcmp(v, "false") == 0) {
+                        fputs(v, f);
+                        return;
+                }
+                break;
+        case 'j': {
+                json_t *j = json_loads(v, JSON_DECODE_ANY, NULL);
+                if (j) {
+                        json_decref(j);
+                        fputs(v, f);
+                        return;
+                }
+                break;
+        }
+        default:
+                break;
+        }
+        put_json_string(f, v);
+}
+
+/* Prints one line: |kv| holds |n| alternating keys (typed or plain) and
+ * values (as text, never NULL). */
 static void emit(enum kdev_log_level level, const char *msg, const char *const *kv, size_t n)
 {
         struct timespec ts;
@@ -111,18 +193,22 @@ static void emit(enum kdev_log_level level, const char *msg, const char *const *
                 fprintf(f, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":", stamp, level_names[level]);
                 put_json_string(f, msg);
                 for (size_t i = 0; i + 1 < n; i += 2) {
+                        const char *name;
+                        char type = key_type(kv[i], &name);
                         fputc(',', f);
-                        put_json_string(f, kv[i]);
+                        put_json_string(f, name);
                         fputc(':', f);
-                        put_json_string(f, kv[i + 1] ? kv[i + 1] : "");
+                        put_json_value(f, type, kv[i + 1]);
                 }
                 fputs("}\n", f);
         } else {
                 fprintf(f, "ts=%s level=%s msg=", stamp, level_names[level]);
                 put_json_string(f, msg);
                 for (size_t i = 0; i + 1 < n; i += 2) {
-                        fprintf(f, " %s=", kv[i]);
-                        put_text_value(f, kv[i + 1] ? kv[i + 1] : "");
+                        const char *name;
+                        key_type(kv[i], &name);
+                        fprintf(f, " %s=", name);
+                        put_text_value(f, kv[i + 1]);
                 }
                 fputc('\n', f);
         }
@@ -134,16 +220,43 @@ static void emit(enum kdev_log_level level, const char *msg, const char *const *
 
 #define MAX_PAIRS 32
 
-/* Collects the pairs of |ap| into |kv| (at most MAX_PAIRS; more are dropped).
- * Returns the number of strings. */
-static size_t collect(va_list ap, const char **kv)
+/* Text of the typed values of one call (KDEV_LOG_INT(), _UINT(), _BOOL()). */
+struct typed_text {
+        char s[MAX_PAIRS][24];
+};
+
+/* Collects the pairs of |ap| into |kv| (at most MAX_PAIRS; more are read
+ * and dropped), the integers and booleans formatted into |tt|. Returns the
+ * number of strings. A NULL value is "" (for KDEV_LOG_JSON(): "null"). */
+static size_t collect(va_list ap, const char **kv, struct typed_text *tt)
 {
         size_t n = 0;
         for (const char *k = va_arg(ap, const char *); k; k = va_arg(ap, const char *)) {
-                const char *v = va_arg(ap, const char *);
+                const char *name;
+                char type = key_type(k, &name);
+                (void)name;
+                char *buf = n < 2 * MAX_PAIRS ? tt->s[n / 2] : NULL;
+                const char *v;
+                if (type == 'i') {
+                        long long x = va_arg(ap, long long);
+                        if (buf)
+                                snprintf(buf, sizeof(tt->s[0]), "%lld", x);
+                        v = buf;
+                } else if (type == 'u') {
+                        unsigned long long x = va_arg(ap, unsigned long long);
+                        if (buf)
+                                snprintf(buf, sizeof(tt->s[0]), "%llu", x);
+                        v = buf;
+                } else if (type == 'b') {
+                        v = va_arg(ap, int) ? "true" : "false";
+                } else {
+                        v = va_arg(ap, const char *);
+                        if (!v)
+                                v = type == 'j' ? "null" : "";
+                }
                 if (n < 2 * MAX_PAIRS) {
                         kv[n++] = k;
-                        kv[n++] = v ? v : "";
+                        kv[n++] = v;
                 }
         }
         return n;
@@ -154,9 +267,10 @@ void kdev_log(enum kdev_log_level level, const char *msg, ...)
         if (level < g_min || level > KDEV_LOG_ERROR)
                 return;
         const char *kv[2 * MAX_PAIRS];
+        struct typed_text tt;
         va_list ap;
         va_start(ap, msg);
-        size_t n = collect(ap, kv);
+        size_t n = collect(ap, kv, &tt);
         va_end(ap);
         emit(level, msg, kv, n);
 }
@@ -222,7 +336,7 @@ static void emit_repeat(const struct limit_entry *e, uint64_t now)
         snprintf(n, sizeof(n), "%llu", e->counted);
         for (size_t i = 1; i < e->n; i++)
                 kv[k++] = e->strs[i];
-        kv[k++] = "repeated";
+        kv[k++] = KDEV_LOG_TAG "u" "repeated";
         kv[k++] = n;
         if (e->level >= g_min)
                 emit(e->level, msg, kv, k);
@@ -299,9 +413,10 @@ bool kdev_log_limited(struct kdev_log_limiter *l, unsigned count, enum kdev_log_
         if (level < g_min || level > KDEV_LOG_ERROR)
                 return false;
         const char *kv[2 * MAX_PAIRS];
+        struct typed_text tt;
         va_list ap;
         va_start(ap, msg);
-        size_t n = collect(ap, kv);
+        size_t n = collect(ap, kv, &tt);
         va_end(ap);
         if (count == 0)
                 count = 1;

@@ -51,6 +51,8 @@ KDEV_API bool kdev_log_enabled(enum kdev_log_level level);
  * never interleave):
  *   text: ts=2026-11-29T11:00:00.123Z level=info msg="registered" resource=nvidia.com/gpu
  *   json: {"ts":"2026-11-29T11:00:00.123Z","level":"info","msg":"registered","resource":"nvidia.com/gpu"}
+ * Pairs may also be typed (numbers, booleans, JSON; see "typed values"
+ * below). At most 32 pairs are printed; more are read and dropped.
  * Timestamps are UTC with milliseconds. In text, msg is always a quoted
  * string; a value is written bare unless it is empty or contains a blank,
  * '"', '=', '\\' or a control character, in which case it is quoted with JSON
@@ -58,6 +60,42 @@ KDEV_API bool kdev_log_enabled(enum kdev_log_level level);
  * NULL value prints as "". Levels below the kdev_log_setup() minimum print
  * nothing. */
 KDEV_API void kdev_log(enum kdev_log_level level, const char *msg, ...) __attribute__((sentinel));
+
+/* --- typed values ------------------------------------------------------------
+ *
+ * A plain pair ("key", "text") is a string: in JSON it is written as a JSON
+ * string. A pair written with one of these macros carries its type, so that
+ * JSON lines hold numbers and booleans as JSON numbers and booleans:
+ *
+ *   kdev_log_info("NVIDIA GPUs found", KDEV_LOG_UINT("gpus", n), "driver", v);
+ *     text: ... msg="NVIDIA GPUs found" gpus=8 driver=550.54.15
+ *     json: {...,"msg":"NVIDIA GPUs found","gpus":8,"driver":"550.54.15"}
+ *
+ *   KDEV_LOG_INT(key, v)    signed integer (converted to long long), "%lld"
+ *   KDEV_LOG_UINT(key, v)   unsigned integer (unsigned long long), "%llu"
+ *   KDEV_LOG_BOOL(key, v)   boolean (any scalar, tested for != 0): true/false
+ *   KDEV_LOG_NUM(key, text) a number the caller formatted ("4.250", "1e3"):
+ *                           a JSON number when |text| is one by RFC 8259's
+ *                           grammar, else (or NULL) a JSON string, so a line
+ *                           is always valid JSON
+ *   KDEV_LOG_JSON(key, text) a JSON text (an object, array, ...) inserted as
+ *                           is in JSON lines when jansson parses it, else
+ *                           written as a string; NULL is null. In text lines
+ *                           it is a value like any other (quoted, escaped).
+ *
+ * |key| must be a string literal (the macro prefixes a type tag to it, which
+ * is never printed). In text lines a typed value prints exactly as the plain
+ * string of the same text would (gpus=8, enabled=true), so converting a
+ * caller from a formatted string to a typed pair changes only its JSON. The
+ * limiter (below) compares typed pairs by type and text. Tags are the byte
+ * KDEV_LOG_TAG (0x01) and one letter; a key starting with that byte is
+ * reserved. */
+#define KDEV_LOG_TAG "\001"
+#define KDEV_LOG_INT(key, v) KDEV_LOG_TAG "i" key, (long long)(v)
+#define KDEV_LOG_UINT(key, v) KDEV_LOG_TAG "u" key, (unsigned long long)(v)
+#define KDEV_LOG_BOOL(key, v) KDEV_LOG_TAG "b" key, (int)((v) ? 1 : 0)
+#define KDEV_LOG_NUM(key, text) KDEV_LOG_TAG "n" key, (const char *)(text)
+#define KDEV_LOG_JSON(key, text) KDEV_LOG_TAG "j" key, (const char *)(text)
 
 /* --- repeated lines --------------------------------------------------------
  *
@@ -72,7 +110,8 @@ KDEV_API void kdev_log(enum kdev_log_level level, const char *msg, ...) __attrib
  *   - when the window ends and some were counted, one line is printed: the
  *     same level and pairs, the message followed by ", repeated <N> times in
  *     the last <T> s" (<T> the seconds since the window opened, "5" or with
- *     milliseconds "4.250"), and a last pair repeated=<N>, e.g.
+ *     milliseconds "4.250"), and a last pair repeated=<N> (a number in JSON
+ *     lines), e.g.
  *       level=info msg="GPU still unhealthy; quiet period restarted, repeated
  *       4211 times in the last 5 s" uuid=GPU-... xid=79 reason="critical XID
  *       79" repeated=4211

@@ -71,6 +71,14 @@ int kdev_config_parse(const struct kdev_config_root *root, const char *display_n
         if (!display_name)
                 display_name = "<config>";
         int rc = kdev_ycfg_parse(&c, display_name, text ? text : "", text ? len : 0, err);
+        if (rc < 0 && c.empty) {
+                /* no document: every section absent, as NVIDIA reads an
+                 * empty file (its defaults) */
+                kdev_ycfg_done(&c);
+                if (err)
+                        *err = (struct kdev_err){0};
+                return 1;
+        }
         if (rc == 0)
                 rc = kdev_ycfg_mapping(&c, kdev_ycfg_root(&c), root->fields, root->n_fields,
                                        (void *)root);

@@ -60,14 +60,17 @@ KDEV_API int kdev_config_register(struct kdev_config_root *root,
 
 /* Reads |len| bytes of |text| (NULL: empty) as kdev's config file with the
  * sections of |root|; messages name |display_name| (NULL: "<config>").
- * Returns 0, or the first error: YAML syntax and the document rules of
- * kdev_ycfg_parse (-EINVAL), an unknown, repeated or missing top-level key
+ * Returns 0; 1 when the text holds no YAML document (empty, or blanks and
+ * comments only): nothing is read, every section counts as absent (NVIDIA's
+ * plugin reads such a file as its defaults), |err| is left empty; or the
+ * first error: YAML syntax and the document rules of kdev_ycfg_parse (-EINVAL), an unknown, repeated or missing top-level key
  * (-EINVAL), the error of a section's reader (-EINVAL, -ENOMEM, ...). On an
  * error the registered objects may hold part of the file's values. */
 KDEV_API int kdev_config_parse(const struct kdev_config_root *root, const char *display_name,
                                const char *text, size_t len, struct kdev_err *err);
 
-/* Like kdev_config_parse, from the file at |path| (also the display name),
+/* Like kdev_config_parse (1 for a file without a YAML document), from the
+ * file at |path| (also the display name),
  * read by kdev_ycfg_read_file: at most 1 MiB, a regular file, no NUL byte
  * (its errors: -ENOENT..., -EISDIR, -EINVAL, -EFBIG, -EILSEQ). */
 KDEV_API int kdev_config_load(const struct kdev_config_root *root, const char *path,

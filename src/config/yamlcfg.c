@@ -174,6 +174,7 @@ int kdev_ycfg_parse(struct kdev_ycfg *c, const char *file, const char *text, siz
         }
         c->have_doc = true;
         if (!yaml_document_get_root_node(&c->doc)) {
+                c->empty = true;
                 rc = kdev_err_set(err, EINVAL, "%s: the file is empty (no YAML document)", file);
                 goto out;
         }

@@ -35,6 +35,8 @@ struct kdev_ycfg {
         unsigned char *visited; /* per node: already read (alias detection) */
         char **tags;            /* per node: explicit tag as written ("!!int"), or NULL */
         size_t n_nodes;
+        bool empty;             /* kdev_ycfg_parse failed because the text holds no
+                                   YAML document (empty, blanks or comments only) */
         char path[512];         /* key path of the node being read */
         size_t path_len;
         struct kdev_err *err;
@@ -64,7 +66,8 @@ KDEV_API int kdev_ycfg_read_file(const char *path, char **text, size_t *len, str
  * position and problem; `file:line:column: nesting deeper than 32 levels` at
  * the first collection (in any document of the stream) that opens level 33,
  * found by an event pass that stops there, before any document is built; an
- * empty document; more than one document. -ENOMEM. On success,
+ * empty document (also sets c->empty: the text is empty or holds only blanks
+ * and comments); more than one document. -ENOMEM. On success,
  * kdev_ycfg_root() is the root node. Explicit tags are recorded per node and
  * reported when the node is read (see kdev_ycfg_mapping). Call
  * kdev_ycfg_done() always. */

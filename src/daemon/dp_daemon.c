@@ -16,7 +16,10 @@
 #include "common/err.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/version.h"
+#include "daemon/node_config_internal.h"
 #include "config/config.h"
+#include "daemon/config_json.h"
 #include "generic/generic.h"
 #include "model/model.h"
 #include "nvidia/backend.h"
@@ -26,6 +29,20 @@
 #include "metrics/plugin_metrics.h"
 #include "plugin/runtime.h"
 
+/* One configuration in force: what it was read from and what it built. A
+ * reload builds a new one, swaps it in, and retires the old one once its
+ * NVIDIA backend has stopped. */
+struct dp_gen {
+        struct kdev_nvidia_config *nv;    /* borrowed from the options when !nv_owned */
+        bool nv_owned;
+        struct kdev_generic_config *cfg;  /* owned; NULL: no generic section */
+        struct kdev_resource_set *set;    /* owned (served: the runtime borrows it) */
+        struct kdev_nvidia_backend *nvidia; /* NULL: NVIDIA not wanted */
+        char *path;                       /* the config file read, NULL: none (defaults) */
+        char *name;                       /* the named config (per-node configs), or NULL */
+        struct kdev_dp_daemon *daemon;    /* set while retiring */
+};
+
 struct kdev_dp_daemon {
         uv_loop_t loop;
         uv_signal_t sigterm;
@@ -33,12 +50,18 @@ struct kdev_dp_daemon {
         uv_signal_t sigquit;
         uv_signal_t sighup;
         struct kdev_dp_runtime *rt;
-        struct kdev_nvidia_backend *nvidia;
+        struct dp_gen cur;      /* the configuration in force */
+        unsigned retiring;      /* older generations whose backend is stopping */
         struct kdev_plugin_metrics *metrics; /* NULL: metrics off */
+        struct kdev_dp_options dpopts;       /* the runtime's options, hooks set */
+        uint64_t rediscover_ms;
+        /* per-node configs (--config-dir): the label value the selection was
+         * last made from (NULL: no label), and the Node watch */
+        char *label_value;
+        struct kdev_node_watch *watch;
         /* --nfd-features-file (NULL: off), the config and the GPU set the
          * labels were last built from */
         const char *nfd_file;
-        const struct kdev_nvidia_config *nv;
         const struct kdev_gpu_set *labelled;
         bool labels_written;
         bool labels_failed;  /* the last write failed: retried, logged once */
@@ -51,6 +74,8 @@ struct kdev_dp_daemon {
 static void on_runtime_stopped(void *arg)
 {
         struct kdev_dp_daemon *d = arg;
+        kdev_node_watch_stop(d->watch, NULL, NULL);
+        d->watch = NULL;
         uv_close((uv_handle_t *)&d->sigterm, NULL);
         uv_close((uv_handle_t *)&d->sigint, NULL);
         uv_close((uv_handle_t *)&d->sigquit, NULL);
@@ -82,10 +107,8 @@ static int labels_text(const struct kdev_gpu_set *gpus, const struct kdev_nvidia
 
 static void log_labels_written(const char *path, int r, size_t n_labels)
 {
-        char n[32];
-        snprintf(n, sizeof(n), "%zu", n_labels);
         if (r > 0)
-                kdev_log_info("wrote node labels", "path", path, "labels", n);
+                kdev_log_info("wrote node labels", "path", path, KDEV_LOG_UINT("labels", n_labels));
         else
                 kdev_log_debug("node labels unchanged", "path", path);
 }
@@ -100,7 +123,7 @@ static void log_labels_written(const char *path, int r, size_t n_labels)
  * nothing to do, or a negative errno with |err|. */
 static int refresh_labels(struct kdev_dp_daemon *d, bool force, struct kdev_err *err)
 {
-        const struct kdev_gpu_set *gpus = kdev_nvidia_backend_gpus(d->nvidia);
+        const struct kdev_gpu_set *gpus = kdev_nvidia_backend_gpus(d->cur.nvidia);
         /* while stopping the backend is gone: keep the file as it is */
         if (!d->nfd_file || d->stopping ||
             (!force && d->labels_written && gpus == d->labelled))
@@ -108,7 +131,7 @@ static int refresh_labels(struct kdev_dp_daemon *d, bool force, struct kdev_err 
         size_t n = 0;
         bool invalid_mig;
         char *text = NULL;
-        int r = labels_text(gpus, d->nv, d->opts->machine_type_file, &text, &n, &invalid_mig,
+        int r = labels_text(gpus, d->cur.nv, d->opts->machine_type_file, &text, &n, &invalid_mig,
                             err);
         if (r == 0)
                 r = kdev_nvidia_labels_write(d->nfd_file, text, err);
@@ -173,13 +196,397 @@ static void label_invalid_mig(const char *path, const struct kdev_nvidia_config 
         free(text);
 }
 
+
+static void on_devices_changed(void *arg, const char *resource)
+{
+        struct kdev_dp_daemon *d = arg;
+        if (d->rt)
+                kdev_dp_runtime_notify(d->rt, resource);
+        refresh_labels_logged(d, false); /* a rediscovery brings a new GPU set */
+}
+
+/* The physical GPU behind a device, for the metric kdev_gpu_devices. */
+static const char *gpu_of(void *arg, const struct kdev_resource *r, const struct kdev_device *dev)
+{
+        (void)arg;
+        const struct kdev_nvidia_devinfo *in = kdev_nvidia_device_info(r, dev);
+        return in ? in->parent_uuid : NULL;
+}
+
+static void on_discovery_warning(void *arg, const char *msg)
+{
+        (void)arg;
+        kdev_log_warn("device discovery", "warning", msg);
+}
+
+/* ---- configurations ------------------------------------------------------ */
+
+/* Frees what |g| owns (not |g|) and empties it; the backend must be stopped. */
+static void gen_clear(struct dp_gen *g)
+{
+        kdev_generic_config_free(g->cfg);
+        if (g->set) {
+                kdev_resource_set_clear(g->set);
+                free(g->set);
+        }
+        if (g->nv_owned && g->nv) {
+                kdev_nvidia_config_clear(g->nv);
+                free(g->nv);
+        }
+        free(g->path);
+        free(g->name);
+        *g = (struct dp_gen){0};
+}
+
+/* Reads the configuration into |g|: the NVIDIA options (|nv|, borrowed, with
+ * the flags already applied; NULL: a new one, with the flags of the options
+ * applied again), the environment, the config file |path| (NULL: none; a
+ * file without a YAML document counts as none: NVIDIA's defaults), then the
+ * generic discovery and the NVIDIA backend (NVML, GPUs, resources, CDI
+ * spec). |*backend_failed| says whether the backend's open was what failed.
+ * Returns 0, or a negative errno with |err| (|g| then empty). */
+static int gen_load(struct kdev_dp_daemon *d, const char *path, const char *name,
+                    struct kdev_nvidia_config *nv, bool check, struct dp_gen *g,
+                    bool *backend_failed, struct kdev_err *err)
+{
+        const struct kdev_dp_daemon_options *o = d->opts;
+        static char *no_env[] = {NULL};
+        char **env = o->environ ? o->environ : no_env;
+        *g = (struct dp_gen){0};
+        *backend_failed = false;
+        int rc = 0;
+        if (nv) {
+                g->nv = nv;
+        } else {
+                g->nv = calloc(1, sizeof(*g->nv));
+                g->nv_owned = true;
+                if (!g->nv)
+                        rc = kdev_err_set(err, ENOMEM, "out of memory");
+                else
+                        rc = kdev_nvidia_config_init(g->nv, err); /* cleared on error */
+                for (size_t i = 0; rc == 0 && i < o->n_nv_flags; i++)
+                        rc = kdev_nvidia_config_apply_flag(g->nv, o->nv_flags[i].name,
+                                                           o->nv_flags[i].value, err);
+        }
+        if (rc == 0 && ((path && !(g->path = strdup(path))) || (name && !(g->name = strdup(name))) ||
+                        !(g->set = calloc(1, sizeof(*g->set)))))
+                rc = kdev_err_set(err, ENOMEM, "out of memory");
+        if (rc == 0)
+                rc = kdev_nvidia_config_apply_env(g->nv, env, err);
+        bool have_file = false;
+        if (rc == 0 && path) {
+                struct kdev_config_root root;
+                struct kdev_config_sections ext;
+                kdev_config_root_init(&root);
+                kdev_nvidia_config_sections(g->nv, &ext);
+                rc = kdev_generic_config_register(&root, path, &g->cfg, err);
+                if (rc == 0)
+                        rc = kdev_config_register(&root, &ext, err);
+                if (rc == 0)
+                        rc = kdev_config_load(&root, path, err);
+                if (rc == 1) {
+                        kdev_log_info("the config file holds no YAML document: NVIDIA's defaults",
+                                      "config", path);
+                        rc = 0;
+                } else if (rc == 0) {
+                        have_file = true;
+                }
+        }
+        if (rc == 0)
+                rc = kdev_nvidia_config_finish(g->nv, have_file, err);
+        struct kdev_generic_options gopts = {.root = o->generic_root, .warn = on_discovery_warning};
+        if (rc == 0 && g->cfg)
+                rc = kdev_generic_discover(g->cfg, &gopts, g->set, err);
+        if (rc == 0) {
+                for (size_t i = 0; i < g->nv->n_warnings; i++)
+                        kdev_log_warn("configuration", "warning", g->nv->warnings[i]);
+                /* NVIDIA's plugin logs its merged config at every (re)start */
+                char *config_json = kdev_dp_config_json(g->nv, g->cfg, o);
+                if (!config_json)
+                        rc = kdev_err_set(err, ENOMEM, "out of memory");
+                else
+                        kdev_log_running_with_config(config_json);
+                free(config_json);
+        }
+        if (rc == 0) {
+                struct kdev_nvidia_backend_options bopts = {
+                        .loop = &d->loop,
+                        .cfg = g->nv,
+                        .set = g->set,
+                        .notify = on_devices_changed,
+                        .notify_arg = d,
+                        .skip_cdi = check,
+                        .rediscover_interval_ms = d->rediscover_ms,
+                };
+                if (d->metrics) {
+                        bopts.health_event = kdev_plugin_metrics_health_event;
+                        bopts.health_event_arg = d->metrics;
+                }
+                rc = kdev_nvidia_backend_open(&bopts, &g->nvidia, err);
+                *backend_failed = rc < 0;
+        }
+        if (rc < 0) {
+                if (!g->nv_owned)
+                        g->nv = NULL; /* the caller's */
+                gen_clear(g);
+        }
+        return rc;
+}
+
+/* The definition of a resource, as kubelet sees it: name, devices (IDs,
+ * device nodes, NUMA nodes, in order) and what Allocate answers (the
+ * backend's: NVIDIA's settings and devinfo; generic resources have none).
+ * Health is not part of it. */
+static bool same_resource(const struct kdev_resource *a, const struct kdev_resource *b)
+{
+        if (strcmp(a->name, b->name) != 0 || a->n_devices != b->n_devices || a->ops != b->ops)
+                return false;
+        for (size_t i = 0; i < a->n_devices; i++) {
+                const struct kdev_device *x = &a->devices[i], *y = &b->devices[i];
+                if (strcmp(x->id, y->id) != 0 || x->numa_node != y->numa_node ||
+                    x->n_specs != y->n_specs)
+                        return false;
+                for (size_t k = 0; k < x->n_specs; k++) {
+                        const struct kdev_device_spec *p = &x->specs[k], *q = &y->specs[k];
+                        if (strcmp(p->host_path, q->host_path) != 0 ||
+                            strcmp(p->container_path, q->container_path) != 0 ||
+                            strcmp(p->permissions, q->permissions) != 0)
+                                return false;
+                }
+        }
+        if (!a->ops)
+                return true;
+        return kdev_nvidia_resource_same(a, b);
+}
+
+static struct kdev_resource *find_resource(struct kdev_resource_set *set, const char *name)
+{
+        for (size_t i = 0; set && i < set->n_resources; i++) {
+                if (strcmp(set->resources[i].name, name) == 0)
+                        return &set->resources[i];
+        }
+        return NULL;
+}
+
+static void on_retired(void *arg)
+{
+        struct dp_gen *g = arg;
+        struct kdev_dp_daemon *d = g->daemon;
+        g->nvidia = NULL; /* stopped and freed */
+        gen_clear(g);
+        free(g);
+        d->retiring--;
+}
+
+/* Stops the backend of |old| (moved to the heap) and frees it once stopped. */
+static void retire(struct kdev_dp_daemon *d, struct dp_gen *old)
+{
+        struct dp_gen *g = malloc(sizeof(*g));
+        struct kdev_nvidia_backend *b = old->nvidia;
+        if (!g) {
+                /* cannot wait for it: stop without a callback, keep the memory */
+                kdev_nvidia_backend_stop(b, NULL, NULL);
+                return;
+        }
+        *g = *old;
+        g->daemon = d;
+        d->retiring++;
+        kdev_nvidia_backend_stop(b, on_retired, g);
+}
+
+/* The device nodes and names of |new_set| checked as the runtime will check
+ * them (names, socket paths, 4 MiB lists), on a runtime that never starts. */
+static int check_resources(struct kdev_dp_daemon *d, struct kdev_resource_set *set,
+                           struct kdev_err *err)
+{
+        struct kdev_dp_runtime *scratch = kdev_dp_runtime_new(&d->loop, &d->dpopts, err);
+        if (!scratch)
+                return -ENOMEM;
+        int rc = 0;
+        for (size_t i = 0; rc == 0 && i < set->n_resources; i++)
+                rc = kdev_dp_runtime_add_resource(scratch, &set->resources[i], err);
+        kdev_dp_runtime_stop(scratch, NULL, NULL);
+        return rc;
+}
+
+static void log_counts(const char *msg, const char *config, size_t unchanged, size_t changed,
+                       size_t added, size_t removed)
+{
+        char u[32], c[32], a[32], r[32];
+        snprintf(u, sizeof(u), "%zu", unchanged);
+        snprintf(c, sizeof(c), "%zu", changed);
+        snprintf(a, sizeof(a), "%zu", added);
+        snprintf(r, sizeof(r), "%zu", removed);
+        kdev_log_info(msg, "config", config, "unchanged", u, "changed", c, "added", a,
+                      "removed", r);
+}
+
+/* Reads the configuration again (|path|: the file, NULL: none; |name|: the
+ * named config, per-node configs) and applies it while serving: resources
+ * whose definition is the same keep their server, registration and
+ * ListAndWatch streams (only their health is carried over and sent when it
+ * differs); changed ones get a fresh server and register again; new ones
+ * are served and registered; gone ones are stopped and their sockets
+ * removed. With |sighup| and nothing changed, every resource is served and
+ * registered again (SIGHUP's kubelet-restart recovery). A configuration that
+ * cannot be read or built leaves the current one serving, untouched, and
+ * logs why (file:line:column for the file). */
+static void reload(struct kdev_dp_daemon *d, const char *path, const char *name, bool sighup)
+{
+        const char *shown = path ? path : "(none: NVIDIA's defaults)";
+        struct dp_gen g;
+        bool backend_failed;
+        struct kdev_err err = {0};
+        if (gen_load(d, path, name, NULL, false, &g, &backend_failed, &err) < 0 ||
+            check_resources(d, g.set, &err) < 0) {
+                if (g.set) {
+                        /* built but refused: its spec, written over the
+                         * current one's, stays for the current backend to
+                         * remove at exit */
+                        kdev_nvidia_backend_disown_cdi(g.nvidia);
+                        retire(d, &g);
+                }
+                kdev_log_error("cannot load the new configuration, the current one stays in force",
+                               "config", shown, "error", err.msg);
+                return;
+        }
+        struct dp_gen old = d->cur;
+        /* health is physical: what the old configuration knew carries over
+         * (the new monitor adopts it and probes for recovery) */
+        for (size_t i = 0; i < g.set->n_physical; i++) {
+                struct kdev_physical *p = g.set->physical[i];
+                const struct kdev_physical *q = kdev_physical_find(old.set, p->id);
+                if (q && !q->healthy)
+                        kdev_physical_set_health(g.set, p, false, NULL);
+        }
+        size_t unchanged = 0, changed = 0, added = 0, removed = 0;
+        for (size_t i = 0; i < g.set->n_resources; i++) {
+                struct kdev_resource *r = &g.set->resources[i];
+                struct kdev_resource *was = find_resource(old.set, r->name);
+                char n[32];
+                snprintf(n, sizeof(n), "%zu", r->n_devices);
+                if (!was) {
+                        if (kdev_dp_runtime_add_resource(d->rt, r, &err) < 0)
+                                kdev_log_error("cannot serve the new resource", "resource",
+                                               r->name, "error", err.msg);
+                        kdev_log_info("resource added: serving and registering it", "resource",
+                                      r->name, "devices", n);
+                        added++;
+                        continue;
+                }
+                bool same = same_resource(was, r);
+                kdev_dp_runtime_update_resource(d->rt, r, !same, NULL);
+                if (same) {
+                        kdev_log_info("resource unchanged: serving on", "resource", r->name,
+                                      "devices", n);
+                        unchanged++;
+                } else {
+                        kdev_log_info("resource changed: serving and registering it again",
+                                      "resource", r->name, "devices", n);
+                        changed++;
+                }
+        }
+        for (size_t i = 0; old.set && i < old.set->n_resources; i++) {
+                const char *rn = old.set->resources[i].name;
+                if (find_resource(g.set, rn))
+                        continue;
+                kdev_dp_runtime_remove_resource(d->rt, rn);
+                kdev_log_info("resource removed: stopped serving it", "resource", rn);
+                removed++;
+        }
+        kdev_plugin_metrics_set_resources(d->metrics, g.set);
+        const char *was_cdi = kdev_nvidia_backend_cdi_path(old.nvidia);
+        const char *now_cdi = kdev_nvidia_backend_cdi_path(g.nvidia);
+        if (was_cdi && now_cdi && strcmp(was_cdi, now_cdi) == 0)
+                kdev_nvidia_backend_disown_cdi(old.nvidia); /* rewritten by the new one */
+        d->cur = g;
+        if (kdev_nvidia_backend_start(d->cur.nvidia, &err) < 0)
+                kdev_log_error("health checks not started", "error", err.msg);
+        if (!old.nv_owned)
+                old.nv = NULL; /* the caller's, cleared after the run */
+        retire(d, &old);
+        if (sighup && !changed && !added && !removed) {
+                kdev_log_info("SIGHUP: configuration unchanged, serving and registering every "
+                              "resource again", "config", shown);
+                kdev_dp_runtime_restart(d->rt);
+        } else {
+                log_counts("configuration applied", shown, unchanged, changed, added, removed);
+        }
+        d->labelled = NULL;
+        refresh_labels_logged(d, true);
+}
+
+/* Per-node configs: the config for the label value |value|; NULL path for
+ * NVIDIA's defaults. */
+static void on_select_warning(void *arg, const char *msg)
+{
+        (void)arg;
+        kdev_log_warn(msg);
+}
+
+static int select_config(struct kdev_dp_daemon *d, const char *value, char **name, char **path,
+                         struct kdev_err *err)
+{
+        return kdev_node_config_select(&d->opts->node_config, value, on_select_warning, d, name,
+                                       path, err);
+}
+
+/* Reads the config again: the file of --config, or under --config-dir the
+ * config the current label selects (the directory may have changed). */
+static void reload_current(struct kdev_dp_daemon *d, bool sighup)
+{
+        if (!d->opts->node_config.dir) {
+                reload(d, d->opts->config, NULL, sighup);
+                return;
+        }
+        char *name = NULL, *path = NULL;
+        struct kdev_err err = {0};
+        if (select_config(d, d->label_value, &name, &path, &err) < 0) {
+                kdev_log_error("cannot select a config, the current one stays in force", "error",
+                               err.msg);
+                return;
+        }
+        kdev_log_info("selected config", "name", *name ? name : "(empty: NVIDIA's defaults)",
+                      "label", d->label_value ? d->label_value : "(none)");
+        reload(d, path, name, sighup);
+        free(name);
+        free(path);
+}
+
+static void on_label(void *arg, const char *value)
+{
+        struct kdev_dp_daemon *d = arg;
+        if (d->stopping)
+                return;
+        kdev_log_info("node config label changed", "label", d->opts->node_config.label
+                      ? d->opts->node_config.label : KDEV_NODE_CONFIG_LABEL,
+                      "value", value ? value : "(none)");
+        free(d->label_value);
+        d->label_value = value ? strdup(value) : NULL;
+        char *name = NULL, *path = NULL;
+        struct kdev_err err = {0};
+        if (select_config(d, value, &name, &path, &err) < 0) {
+                kdev_log_error("cannot select a config, the current one stays in force", "error",
+                               err.msg);
+                return;
+        }
+        if (d->cur.name && strcmp(d->cur.name, name) == 0) {
+                kdev_log_info("config already in force", "name", *name ? name : "(empty)");
+        } else {
+                kdev_log_info("selected config", "name", *name ? name : "(empty: NVIDIA's defaults)",
+                              "label", value ? value : "(none)");
+                reload(d, path, name, false);
+        }
+        free(name);
+        free(path);
+}
+
 void kdev_dp_daemon_restart(struct kdev_dp_daemon *d)
 {
         if (d->stopping)
                 return;
-        kdev_log_info("SIGHUP: serving and registering every resource again");
-        kdev_dp_runtime_restart(d->rt);
-        refresh_labels_logged(d, true);
+        kdev_log_info("SIGHUP: reading the configuration again");
+        reload_current(d, true);
 }
 
 void kdev_dp_daemon_stop(struct kdev_dp_daemon *d, const char *why)
@@ -189,8 +596,8 @@ void kdev_dp_daemon_stop(struct kdev_dp_daemon *d, const char *why)
         d->stopping = true;
         kdev_log_info("stopping", "signal", why);
         /* Health first (it notifies the runtime), then the runtime. */
-        struct kdev_nvidia_backend *b = d->nvidia;
-        d->nvidia = NULL;
+        struct kdev_nvidia_backend *b = d->cur.nvidia;
+        d->cur.nvidia = NULL;
         kdev_nvidia_backend_stop(b, on_backend_stopped, d);
 }
 
@@ -213,28 +620,6 @@ uv_loop_t *kdev_dp_daemon_loop(struct kdev_dp_daemon *d)
 struct kdev_dp_runtime *kdev_dp_daemon_runtime(struct kdev_dp_daemon *d)
 {
         return d->rt;
-}
-
-static void on_devices_changed(void *arg, const char *resource)
-{
-        struct kdev_dp_daemon *d = arg;
-        if (d->rt)
-                kdev_dp_runtime_notify(d->rt, resource);
-        refresh_labels_logged(d, false); /* a rediscovery brings a new GPU set */
-}
-
-/* The physical GPU behind a device, for the metric kdev_gpu_devices. */
-static const char *gpu_of(void *arg, const struct kdev_resource *r, const struct kdev_device *dev)
-{
-        (void)arg;
-        const struct kdev_nvidia_devinfo *in = kdev_nvidia_device_info(r, dev);
-        return in ? in->parent_uuid : NULL;
-}
-
-static void on_discovery_warning(void *arg, const char *msg)
-{
-        (void)arg;
-        kdev_log_warn("device discovery", "warning", msg);
 }
 
 /* --check: one line per resource, "<name>: <n> device(s)", then for
@@ -293,39 +678,30 @@ static void print_devices(const struct kdev_resource_set *set)
         }
 }
 
+/* --list-gpus: one line per GPU (dp_daemon.h). */
+static void print_gpus(const struct kdev_gpu_set *gpus)
+{
+        for (size_t i = 0; gpus && i < gpus->n_gpus; i++) {
+                const struct kdev_gpu *g = &gpus->gpus[i];
+                const char *mig = !g->mig_mode_known || !g->mig_capable ? "[N/A]"
+                                  : g->mig_current ? "Enabled" : "Disabled";
+                printf("%s, %s, %llu MiB, %s, %u, %s\n", g->uuid, g->name, g->memory_total >> 20,
+                       g->pci_bus_id, g->minor, mig);
+        }
+}
+
 int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *errp)
 {
-        static char *no_env[] = {NULL};
-        const char *config = o->config;
         const char *metrics_address = o->metrics_address;
         const char *nfd_file = o->nfd_file;
         bool check = o->check;
-        char **env = o->environ ? o->environ : no_env;
-        struct kdev_dp_options opts = o->dp;
-        struct kdev_generic_options gopts = {.root = o->generic_root};
         struct kdev_err err = {0};
-        gopts.warn = on_discovery_warning;
-
-        struct kdev_generic_config *cfg = NULL;
-        struct kdev_resource_set set = {0};
         struct kdev_dp_daemon d = {.opts = o};
+        d.dpopts = o->dp;
         int status = 1;
         bool loop_ready = false;
-        /* kdev's config file: `version`, then each backend's sections */
-        struct kdev_config_root root;
-        struct kdev_config_sections ext;
-        kdev_config_root_init(&root);
-        kdev_nvidia_config_sections(o->nv, &ext);
-        if (kdev_nvidia_config_apply_env(o->nv, env, &err) < 0 ||
-            (config && (kdev_generic_config_register(&root, config, &cfg, &err) < 0 ||
-                        kdev_config_register(&root, &ext, &err) < 0 ||
-                        kdev_config_load(&root, config, &err) < 0)) ||
-            kdev_nvidia_config_finish(o->nv, config != NULL, &err) < 0 ||
-            (cfg && kdev_generic_discover(cfg, &gopts, &set, &err) < 0)) {
-                goto out; /* logged below as "cannot start" */
-        }
-        for (size_t i = 0; i < o->nv->n_warnings; i++)
-                kdev_log_warn("configuration", "warning", o->nv->warnings[i]);
+        char *sel_name = NULL, *sel_path = NULL, *node_rv = NULL;
+        const char *config = o->config;
 
         int r = uv_loop_init(&d.loop);
         if (r < 0) {
@@ -333,14 +709,6 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
                 goto out;
         }
         loop_ready = true;
-        struct kdev_nvidia_backend_options bopts = {
-                .loop = &d.loop,
-                .cfg = o->nv,
-                .set = &set,
-                .notify = on_devices_changed,
-                .notify_arg = &d,
-                .skip_cdi = check,
-        };
         const char *interval = o->rediscover_interval;
         if (interval && *interval) {
                 double sec;
@@ -350,35 +718,50 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
                                      "86400, got \"%s\"", interval);
                         goto out;
                 }
-                bopts.rediscover_interval_ms = (uint64_t)(sec * 1000);
+                d.rediscover_ms = (uint64_t)(sec * 1000);
+        }
+        if (o->node_config.dir) {
+                /* per-node configs: the label of this node selects the file */
+                if (kdev_node_config_check(&o->node_config, &err) < 0 ||
+                    kdev_node_label_read(&o->node_config, &d.label_value, &node_rv, &err) < 0 ||
+                    select_config(&d, d.label_value, &sel_name, &sel_path, &err) < 0)
+                        goto out;
+                kdev_log_info("selected config", "name",
+                              *sel_name ? sel_name : "(empty: NVIDIA's defaults)", "label",
+                              d.label_value ? d.label_value : "(none)", "node",
+                              o->node_config.node_name);
+                config = sel_path;
         }
         if (metrics_address && *metrics_address && !check) {
-                d.metrics = kdev_plugin_metrics_new(&set, gpu_of, NULL, &err);
+                d.metrics = kdev_plugin_metrics_new(NULL, gpu_of, NULL, &err);
                 if (!d.metrics)
                         goto out;
-                bopts.health_event = kdev_plugin_metrics_health_event;
-                bopts.health_event_arg = d.metrics;
-                opts.hooks = kdev_plugin_metrics_hooks(d.metrics);
+                d.dpopts.hooks = kdev_plugin_metrics_hooks(d.metrics);
         }
-        if (kdev_nvidia_backend_open(&bopts, &d.nvidia, &err) < 0) {
-                if (!check)
+        bool backend_failed = false;
+        if (gen_load(&d, config, sel_name, o->nv, check, &d.cur, &backend_failed, &err) < 0) {
+                if (backend_failed && !check)
                         label_invalid_mig(nfd_file && *nfd_file ? nfd_file : NULL, o->nv,
                                           o->machine_type_file);
                 goto out;
         }
-        d.rt = kdev_dp_runtime_new(&d.loop, &opts, &err);
+        kdev_plugin_metrics_set_resources(d.metrics, d.cur.set);
+        struct kdev_resource_set *set = d.cur.set;
+        d.rt = kdev_dp_runtime_new(&d.loop, &d.dpopts, &err);
         if (!d.rt)
                 goto out;
-        for (size_t i = 0; i < set.n_resources; i++) {
-                char count[32];
-                snprintf(count, sizeof(count), "%zu", set.resources[i].n_devices);
-                kdev_log_info("resource", "resource", set.resources[i].name, "devices", count);
+        for (size_t i = 0; i < set->n_resources; i++) {
+                kdev_log_info("resource", "resource", set->resources[i].name,
+                              KDEV_LOG_UINT("devices", set->resources[i].n_devices));
                 /* also for --check: names, socket paths, 4 MiB message limit */
-                if (kdev_dp_runtime_add_resource(d.rt, &set.resources[i], &err) < 0)
+                if (kdev_dp_runtime_add_resource(d.rt, &set->resources[i], &err) < 0)
                         goto out;
         }
         if (check) {
-                print_devices(&set);
+                if (o->list_gpus)
+                        print_gpus(kdev_nvidia_backend_gpus(d.cur.nvidia));
+                else
+                        print_devices(set);
                 status = 0;
                 goto out;
         }
@@ -386,7 +769,6 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
          * written at all (no such directory, not writable) stops the start,
          * like an unwritable --cdi-dir. */
         d.nfd_file = nfd_file && *nfd_file ? nfd_file : NULL;
-        d.nv = o->nv;
         if (refresh_labels(&d, true, &err) < 0) {
                 kdev_err_wrap(&err, "--nfd-features-file");
                 goto out;
@@ -409,8 +791,7 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
         uv_signal_start(&d.sighup, on_signal, SIGHUP);
         if (d.nfd_file) {
                 /* as often as the NVIDIA rediscovery retries (default 30 s) */
-                uint64_t every = bopts.rediscover_interval_ms ? bopts.rediscover_interval_ms
-                                                              : 30000;
+                uint64_t every = d.rediscover_ms ? d.rediscover_ms : 30000;
                 uv_timer_init(&d.loop, &d.labels_timer);
                 d.labels_timer.data = &d;
                 uv_timer_start(&d.labels_timer, on_labels_timer, every, every);
@@ -421,15 +802,17 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
         if ((d.metrics &&
              kdev_plugin_metrics_listen(d.metrics, &d.loop, metrics_address, &err) < 0) ||
             kdev_dp_runtime_start(d.rt, &err) < 0 ||
-            kdev_nvidia_backend_start(d.nvidia, &err) < 0) {
+            kdev_nvidia_backend_start(d.cur.nvidia, &err) < 0 ||
+            (o->node_config.dir &&
+             !(d.watch = kdev_node_watch_start(&d.loop, &o->node_config, d.label_value, node_rv,
+                                               on_label, &d, &err)))) {
                 on_runtime_stopped(&d); /* closes the signal handles */
                 goto out;
         }
         if (d.metrics) {
-                char port[16];
-                snprintf(port, sizeof(port), "%u", kdev_plugin_metrics_port(d.metrics));
-                kdev_log_info("serving metrics", "address", metrics_address, "port", port,
-                              "path", "/metrics");
+                kdev_log_info("serving metrics", "address", metrics_address,
+                              KDEV_LOG_UINT("port", kdev_plugin_metrics_port(d.metrics)), "path",
+                              "/metrics");
         }
         if (o->on_started)
                 o->on_started(o->on_started_arg, &d);
@@ -441,21 +824,28 @@ out:
                 kdev_log_error("cannot start", "error", err.msg);
         if (loop_ready) {
                 /* Whatever is still open (an error path, or --check). */
-                struct kdev_nvidia_backend *b = d.nvidia;
-                d.nvidia = NULL;
+                struct kdev_nvidia_backend *b = d.cur.nvidia;
+                d.cur.nvidia = NULL;
                 kdev_nvidia_backend_stop(b, NULL, NULL);
                 struct kdev_dp_runtime *rt = d.rt;
                 d.rt = NULL;
                 if (rt)
                         kdev_dp_runtime_stop(rt, NULL, NULL);
+                kdev_node_watch_stop(d.watch, NULL, NULL);
+                d.watch = NULL;
                 kdev_plugin_metrics_stop(d.metrics, NULL, NULL);
                 d.metrics = NULL;
                 uv_run(&d.loop, UV_RUN_DEFAULT);
                 if (uv_loop_close(&d.loop) != 0)
                         kdev_log_warn("event loop closed with handles still open");
         }
-        kdev_generic_config_free(cfg);
-        kdev_resource_set_clear(&set);
+        if (!d.cur.nv_owned)
+                d.cur.nv = NULL; /* the caller's */
+        gen_clear(&d.cur);
+        free(d.label_value);
+        free(sel_name);
+        free(sel_path);
+        free(node_rv);
         if (status != 0 && errp)
                 *errp = err;
         return status == 0 ? 0 : err.code > 0 ? -err.code : -EIO;

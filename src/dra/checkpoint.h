@@ -40,13 +40,13 @@ struct kdev_dra_cp {
 
 /* 64-bit FNV-1a of |len| bytes at |data| (offset basis 0xcbf29ce484222325,
  * prime 0x100000001b3). */
-uint64_t kdev_dra_fnv1a64(const void *data, size_t len);
+KDEV_API uint64_t kdev_dra_fnv1a64(const void *data, size_t len);
 
 /* Initialises |cp| empty. Returns 0 or -ENOMEM. Free with kdev_dra_cp_free. */
-int kdev_dra_cp_init(struct kdev_dra_cp *cp);
+KDEV_API int kdev_dra_cp_init(struct kdev_dra_cp *cp);
 
 /* Releases what |cp| holds (NULL-safe); |cp| is then empty-but-invalid. */
-void kdev_dra_cp_free(struct kdev_dra_cp *cp);
+KDEV_API void kdev_dra_cp_free(struct kdev_dra_cp *cp);
 
 /* Loads |path| into |cp| (initialised or not; its previous content is
  * dropped). Returns:
@@ -80,7 +80,7 @@ void kdev_dra_cp_free(struct kdev_dra_cp *cp);
  *        The caller logs this and goes on serving;
  *   -ENOMEM.
  */
-int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *err);
+KDEV_API int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *err);
 
 /* Told about each stale temporary file kdev_dra_remove_temps removed
  * (|error| 0) or could not remove (|error| the errno). */
@@ -94,40 +94,40 @@ typedef void (*kdev_dra_removed_fn)(void *arg, const char *path, int error);
  * only while no writer of such files runs (at start). Returns the number of
  * files removed, 0 when |dir| does not exist, or a negative errno with |err|
  * when |dir| cannot be read. */
-int kdev_dra_remove_temps(const char *dir, const char *prefix, const char *infix,
+KDEV_API int kdev_dra_remove_temps(const char *dir, const char *prefix, const char *infix,
                           kdev_dra_removed_fn removed, void *arg, struct kdev_err *err);
 
 /* kdev_dra_remove_temps for the temporary files of kdev_dra_cp_save(|path|):
  * "<path>.tmp.XXXXXX". Returns as kdev_dra_remove_temps, or -ENAMETOOLONG. */
-int kdev_dra_cp_remove_temps(const char *path, kdev_dra_removed_fn removed, void *arg,
+KDEV_API int kdev_dra_cp_remove_temps(const char *path, kdev_dra_removed_fn removed, void *arg,
                              struct kdev_err *err);
 
 /* Writes |cp| to |path| atomically: "<path>.tmp.XXXXXX" in the same
  * directory, fsync, rename over |path|, fsync of the directory. The directory
  * is created (0700) when missing (one level). On failure the previous file
  * stays and no temporary file is left. Returns 0 or a negative errno. */
-int kdev_dra_cp_save(const struct kdev_dra_cp *cp, const char *path, struct kdev_err *err);
+KDEV_API int kdev_dra_cp_save(const struct kdev_dra_cp *cp, const char *path, struct kdev_err *err);
 
 /* The record of claim |uid|, borrowed, or NULL. */
-const json_t *kdev_dra_cp_get(const struct kdev_dra_cp *cp, const char *uid);
+KDEV_API const json_t *kdev_dra_cp_get(const struct kdev_dra_cp *cp, const char *uid);
 
 /* Sets the record of |uid| to {namespace, name, devices} (|devices| a JSON
  * array of device records as above; its reference is taken over, also on
  * failure). Returns 0, -EINVAL (|devices| not an array of valid records) or
  * -ENOMEM. */
-int kdev_dra_cp_put(struct kdev_dra_cp *cp, const char *uid, const char *ns, const char *name,
+KDEV_API int kdev_dra_cp_put(struct kdev_dra_cp *cp, const char *uid, const char *ns, const char *name,
                     json_t *devices, struct kdev_err *err);
 
 /* Removes the record of |uid|. Returns 1 when removed, 0 when absent. */
-int kdev_dra_cp_remove(struct kdev_dra_cp *cp, const char *uid);
+KDEV_API int kdev_dra_cp_remove(struct kdev_dra_cp *cp, const char *uid);
 
 /* Number of claims recorded. */
-size_t kdev_dra_cp_count(const struct kdev_dra_cp *cp);
+KDEV_API size_t kdev_dra_cp_count(const struct kdev_dra_cp *cp);
 
 /* Checks one device record: object with "pool" and "device" non-empty
  * strings, "requestNames" and "cdiDeviceIDs" arrays of strings. Returns 0 or
  * -EINVAL naming the field ("device record.pool: expected a string, got an
  * array", common/json.h). */
-int kdev_dra_cp_check_device(const json_t *dev, struct kdev_err *err);
+KDEV_API int kdev_dra_cp_check_device(const json_t *dev, struct kdev_err *err);
 
 #endif /* KDEV_DRA_CHECKPOINT_H */

@@ -20,13 +20,12 @@
 #include "dra/plugin.h"
 #include "dra/slices.h"
 #include "kube/kube.h"
+#include "model/model.h"
 #include "nvidia/config.h"
+#include "nvidia/dra_backend.h"
 #include "nvidia/driver_files.h"
-#include "nvidia/health.h"
-#include "nvidia/resources.h"
+#include "nvidia/gpus.h"
 #include "nvidia/xid.h"
-#include "nvml/discover.h"
-#include "nvml/loader.h"
 
 #define BACKOFF_FIRST_MS KDEV_DRA_BACKOFF_FIRST_MS
 #define BACKOFF_MAX_MS KDEV_DRA_BACKOFF_MAX_MS
@@ -41,11 +40,12 @@ struct kdev_dra_daemon {
         struct kdev_kube *kube_slices; /* the reconcile worker only */
         struct kdev_kube *kube_claims; /* the plugin's claim source (thread pool) */
         json_t *devices;
-        const struct kdev_gpu_set *gpus;
-        struct kdev_resource_set health_set;  /* the GPUs as NVIDIA resources */
-        struct kdev_nvidia_health *health;
+        /* NVML, the GPU records and the health monitor (nvidia/dra_backend.h) */
+        struct kdev_nvidia_dra_backend *nvidia;
+        const struct kdev_nvidia_gpus *gpus; /* the backend's records */
         /* GPU UUIDs withdrawn as unhealthy, from the monitor's physical
-         * events (borrowed: the kdev_physical.id of health_set) */
+         * events (borrowed: the kdev_physical.id of the backend's physical
+         * devices) */
         const char **unhealthy;
         size_t n_unhealthy, unhealthy_cap;
         struct kdev_dra_pool pool;
@@ -276,8 +276,8 @@ static int track_physical(struct kdev_dra_daemon *d, const struct kdev_physical_
                         d->unhealthy[i] = d->unhealthy[--d->n_unhealthy];
                 return 0;
         }
-        /* borrowed: the physical records of health_set outlive the monitor */
-        struct kdev_physical *p = kdev_physical_find(&d->health_set, ev->id);
+        /* borrowed: the backend's physical records outlive the monitor */
+        const struct kdev_physical *p = kdev_nvidia_dra_backend_find(d->nvidia, ev->id);
         if (i < d->n_unhealthy || !p)
                 return 0;
         if (d->n_unhealthy == d->unhealthy_cap) {
@@ -351,8 +351,7 @@ static void check_sockets(uv_timer_t *t)
 static void on_plugin_stopped(void *arg)
 {
         struct kdev_dra_daemon *d = arg;
-        kdev_nvidia_health_stop(d->health, NULL, NULL);
-        d->health = NULL;
+        kdev_nvidia_dra_backend_health_stop(d->nvidia);
         uv_close((uv_handle_t *)&d->sigterm, NULL);
         uv_close((uv_handle_t *)&d->sigint, NULL);
 }
@@ -444,8 +443,6 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
         const char *probe_s = o->probe_s, *quiet_s = o->quiet_s;
         struct kdev_dra_daemon d = {0};
         struct kdev_err err = {0};
-        struct kdev_nvml *lib = NULL;
-        struct kdev_gpu_set *set = NULL;
         struct kdev_nvidia_driver_files drv = {0};
         struct kdev_kube_config kcfg = {0};
         struct kdev_nvidia_config nv = {0};
@@ -477,25 +474,27 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
         snprintf(dra_sock, sizeof(dra_sock), "%s/dra.sock", abs_dir);
         snprintf(reg_sock, sizeof(reg_sock), "%s/%s-reg.sock", registry, driver);
 
-        /* GPUs */
-        struct kdev_nvml_options nopts = {.driver_root = driver_root,
-                                          .library_path = o->nvml_library};
-        if (kdev_nvml_open(&nopts, &lib, &err) < 0 || kdev_nvml_discover(lib, NULL, &set, &err) < 0)
+        /* GPUs, through the NVIDIA backend */
+        struct kdev_nvidia_dra_backend_options nopts = {.driver_root = driver_root,
+                                                        .nvml_library = o->nvml_library};
+        if (kdev_nvidia_dra_backend_open(&nopts, &d.nvidia, &err) < 0)
                 goto out;
-        int n = kdev_dra_build_devices(set, NULL, &d.devices, &err);
+        const struct kdev_nvidia_gpus *gpus = kdev_nvidia_dra_backend_gpus(d.nvidia);
+        int n = kdev_dra_build_devices(gpus, NULL, &d.devices, &err);
         if (n < 0)
                 goto out;
         char ngpu[32], ndev[32];
-        snprintf(ngpu, sizeof(ngpu), "%zu", set->n_gpus);
+        snprintf(ngpu, sizeof(ngpu), "%zu", gpus->n_gpus);
         snprintf(ndev, sizeof(ndev), "%d", n);
         kdev_log_info("GPUs discovered", "gpus", ngpu, "devices", ndev, "driver_version",
-                      set->driver_version);
-        d.gpus = set;
-        if (driver_files_find(driver_root, set->driver_version,
+                      gpus->driver_version);
+        d.gpus = gpus;
+        if (driver_files_find(driver_root, gpus->driver_version,
                               cdi_hook && *cdi_hook ? cdi_hook : KDEV_DRA_DEFAULT_CDI_HOOK, &drv, &err) < 0)
                 goto out;
 
-        /* Health: the GPUs as whole NVIDIA devices for the XID monitor. */
+        /* Health: the GPUs as whole NVIDIA devices for the XID monitor
+         * (physical ID = GPU UUID). */
         if (kdev_nvidia_config_init(&nv, &err) < 0)
                 goto out;
         nv_ready = true;
@@ -506,8 +505,7 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 goto out;
         nv.mig_strategy = KDEV_NVIDIA_MIG_NONE;
         if (kdev_nvidia_config_finish(&nv, false, &err) < 0 ||
-            kdev_nvidia_build(set, &nv, NULL, &d.health_set, &err) < 0 ||
-            kdev_nvidia_attach_physical(&d.health_set, &err) < 0 ||
+            kdev_nvidia_dra_backend_health_init(d.nvidia, &nv, &err) < 0 ||
             kdev_xid_policy_from_env(&pol, xid_warn, NULL, &err) < 0)
                 goto out;
 
@@ -539,7 +537,7 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 .cdi_dir = cdi_dir,
                 .dev_root = driver_root,
                 .proc_root = proc_root,
-                .gpus = set,
+                .gpus = gpus,
                 .driver_files = &drv,
                 .get_claim = o->get_claim ? o->get_claim : kdev_dra_kube_claim_source,
                 .get_claim_arg = o->get_claim ? o->get_claim_arg : d.kube_claims,
@@ -581,17 +579,9 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 goto out;
         }
         started = true;
-        struct kdev_nvidia_health_options hopts = {
-                .probe_interval_ms = (uint64_t)nv.probe_interval * 1000,
-                .quiet_period_ms = (uint64_t)nv.quiet_period * 1000,
-                .physical = on_physical,
-                .physical_arg = &d,
-        };
-        d.health = kdev_nvidia_health_new(&d.loop, lib, &d.health_set, &pol, &hopts, &err);
-        if (!d.health || kdev_nvidia_health_start(d.health, &err) < 0) {
+        if (kdev_nvidia_dra_backend_health_start(d.nvidia, &d.loop, &pol, on_physical, &d,
+                                                 &err) < 0) {
                 kdev_log_error("continuing with health checks disabled", "error", err.msg);
-                kdev_nvidia_health_stop(d.health, NULL, NULL);
-                d.health = NULL;
                 err = (struct kdev_err){0};
         }
         kdev_log_info("serving", "driver", driver, "node", node, "registration", reg_sock,
@@ -621,13 +611,10 @@ out:
         kdev_kube_free(d.kube_slices);
         kdev_kube_config_free(&kcfg);
         json_decref(d.devices);
-        kdev_nvidia_health_stop(d.health, NULL, NULL);
         free(d.unhealthy);
-        kdev_resource_set_clear(&d.health_set);
         kdev_xid_policy_clear(&pol);
         if (nv_ready)
                 kdev_nvidia_config_clear(&nv);
-        kdev_gpu_set_free(set);
-        kdev_nvml_close(lib);
+        kdev_nvidia_dra_backend_free(d.nvidia);
         return status;
 }

@@ -79,17 +79,17 @@ struct kdev_dra_daemon_options {
  * after a stop, or a negative errno with |err| when it could not start (the
  * error is logged as "cannot start" too). Everything it opened is closed
  * and freed when it returns. */
-int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err *err);
+KDEV_API int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err *err);
 
 /* Stops a running daemon as SIGTERM does, logging "stopping" with signal
  * |why| (e.g. "SIGTERM"): timers closed, a reconcile in flight and claim
  * reads aborted, the plugin's sockets removed; kdev_dra_daemon_run() returns
  * once everything has closed. A second call does nothing. Loop thread only. */
-void kdev_dra_daemon_stop(struct kdev_dra_daemon *d, const char *why);
+KDEV_API void kdev_dra_daemon_stop(struct kdev_dra_daemon *d, const char *why);
 
 /* The daemon's event loop (for callers' own handles; close them before a
  * stop completes). */
-uv_loop_t *kdev_dra_daemon_loop(struct kdev_dra_daemon *d);
+KDEV_API uv_loop_t *kdev_dra_daemon_loop(struct kdev_dra_daemon *d);
 
 /* Where the slice reconciles stand, for tests and diagnostics. */
 struct kdev_dra_daemon_state {
@@ -102,6 +102,6 @@ struct kdev_dra_daemon_state {
 };
 
 /* Fills *st from |d|. Loop thread only. */
-void kdev_dra_daemon_state(const struct kdev_dra_daemon *d, struct kdev_dra_daemon_state *st);
+KDEV_API void kdev_dra_daemon_state(const struct kdev_dra_daemon *d, struct kdev_dra_daemon_state *st);
 
 #endif /* KDEV_DRA_DAEMON_H */

@@ -13,7 +13,9 @@
 #include "dra/plugin_internal.h"
 #include "dra/slices.h"
 #include "kube/kube.h"
+#include "model/edits.h"
 #include "nvidia/container_edits.h"
+#include "nvidia/gpus.h"
 #include "nvidia/mig.h"
 
 int kdev_dra_kube_claim_source(void *arg, const char *ns, const char *name, json_t **claim,
@@ -48,14 +50,7 @@ int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_
         p->cdi_dir = dup_or(opts->cdi_dir, KDEV_DRA_DEFAULT_CDI_DIR);
         p->dev_root = dup_or(opts->dev_root, "/");
         p->proc_root = dup_or(opts->proc_root, "/proc");
-        p->gpus = opts->gpus;
-        p->driver_files = opts->driver_files;
-        p->get_claim = opts->get_claim;
-        p->get_claim_arg = opts->get_claim_arg;
-        p->on_status = opts->on_status;
-        p->on_status_arg = opts->on_status_arg;
-        p->on_claim = opts->on_claim;
-        p->on_claim_arg = opts->on_claim_arg;
+        p->o = *opts;
         pthread_mutex_init(&p->source_lock, NULL);
         if (!p->driver || !p->pool || !p->data_dir || !p->cdi_dir || !p->dev_root ||
             !p->proc_root ||
@@ -240,49 +235,48 @@ int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, c
         return n;
 }
 
-/* The GPU named |dev| ("gpu-<minor>", *mig NULL) or the MIG device named
- * kdev_nvidia_dra_mig_name (nvidia/mig.h; *mig set, its parent returned), or
- * NULL with |err|: -EIO "device <dev> (<uuid>) is unhealthy: ..." when a GPU
- * with that minor has a recorded fault (withdrawn from the ResourceSlice),
+/* The GPU record named |dev| ("gpu-<minor>", *mig NULL) or the MIG device
+ * record whose dra_name is |dev| (*mig set, its parent returned), or NULL
+ * with |err|: -EIO "device <dev> (<uuid>) is unhealthy: ..." when a GPU with
+ * that minor has a recorded fault (withdrawn from the ResourceSlice),
  * -ENODEV "device <dev> is not published by this node (pool <pool>)" when
  * no device of this node has that name. */
-static const struct kdev_gpu *find_gpu(const struct kdev_dra_plugin *p, const char *dev,
-                                       const struct kdev_mig_device **mig, int *rc,
-                                       struct kdev_err *err)
+static const struct kdev_nvidia_gpu *find_gpu(const struct kdev_dra_plugin *p, const char *dev,
+                                              const struct kdev_nvidia_mig **mig, int *rc,
+                                              struct kdev_err *err)
 {
+        const struct kdev_nvidia_gpus *gpus = p->o.gpus;
         unsigned minor;
         bool want_mig;
-        char name[KDEV_NVIDIA_DRA_NAME_MAX + 1];
 
         *mig = NULL;
         if (kdev_nvidia_dra_name_minor(dev, &minor, &want_mig)) {
-                for (size_t i = 0; i < p->gpus->n_gpus; i++) {
-                        const struct kdev_gpu *g = &p->gpus->gpus[i];
+                for (size_t i = 0; i < gpus->n_gpus; i++) {
+                        const struct kdev_nvidia_gpu *g = &gpus->gpus[i];
 
                         if (g->minor != minor)
                                 continue;
-                        if (g->fault != NVML_SUCCESS && g->uuid[0]) {
+                        if (g->faulted && g->uuid[0]) {
                                 *rc = kdev_err_set(err, EIO,
                                                    "device %s (%s) is unhealthy: withdrawn from "
                                                    "the ResourceSlice, not prepared",
                                                    dev, g->uuid);
                                 return NULL;
                         }
-                        if (g->fault != NVML_SUCCESS || !g->uuid[0])
+                        if (g->faulted || !g->uuid[0])
                                 continue;
                         if (!want_mig) {
-                                if (g->mig_current == NVML_DEVICE_MIG_ENABLE)
+                                if (g->mig_enabled)
                                         continue; /* published as its MIG devices */
                                 return g;
                         }
-                        if (g->mig_current != NVML_DEVICE_MIG_ENABLE)
+                        if (!g->mig_enabled)
                                 continue;
                         for (size_t j = 0; j < g->n_migs; j++) {
-                                const struct kdev_mig_device *m = &g->migs[j];
+                                const struct kdev_nvidia_mig *m = &g->migs[j];
 
-                                if (m->uuid[0] &&
-                                    kdev_nvidia_dra_mig_name(g, m, name, sizeof(name)) > 0 &&
-                                    strcmp(name, dev) == 0) {
+                                if (m->uuid[0] && m->dra_name[0] &&
+                                    strcmp(m->dra_name, dev) == 0) {
                                         *mig = m;
                                         return g;
                                 }
@@ -313,10 +307,10 @@ static int check_healthy(const struct kdev_dra_plugin *p, const json_t *devices,
 
         json_array_foreach(devices, i, d) {
                 const char *dev = json_string_value(json_object_get(d, "device"));
-                const struct kdev_mig_device *m = NULL;
+                const struct kdev_nvidia_mig *m = NULL;
                 struct kdev_err ignored = {0};
                 int rc = 0;
-                const struct kdev_gpu *g = find_gpu(p, dev ? dev : "", &m, &rc, &ignored);
+                const struct kdev_nvidia_gpu *g = find_gpu(p, dev ? dev : "", &m, &rc, &ignored);
 
                 if (!g)
                         continue;
@@ -329,17 +323,77 @@ static int check_healthy(const struct kdev_dra_plugin *p, const json_t *devices,
         return 0;
 }
 
-/* Builds the CDI spec of claim |uid| for the device records |devices|: the
- * device and common edits of nvidia/container_edits.h, the same as the
- * device plugin's CDI spec gives the same GPU. */
-static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const json_t *devices,
-                      struct kdev_cdi_spec **out, struct kdev_err *err)
+/* The container edits (model/edits.h) of device |dev| of claim |uid|, into
+ * |out| (empty): NVIDIA's device edits of the GPU or MIG device
+ * (kdev_nvidia_device_edits: its node; a MIG device's parent node and
+ * capability nodes, whose minors come from |minors|, read from the proc
+ * root on first use, *|minors_read| then true) and the one CDI device name
+ * "k8s.gpu.nvidia.com/claim=<uid>-<dev>", which both the claim's CDI spec
+ * (device "<uid>-<dev>") and the NodePrepareResources answer
+ * (cdi_device_ids) take. Returns 0 or a negative errno with |err| (those of
+ * find_gpu, -ENOENT for a missing mig-minors line, -ENOMEM). */
+static int claim_device_edits(const struct kdev_dra_plugin *p, const char *uid, const char *dev,
+                              struct kdev_nvidia_mig_minors *minors, bool *minors_read,
+                              struct kdev_container_edits *out, struct kdev_err *err)
+{
+        const struct kdev_nvidia_mig *m;
+        struct kdev_nvidia_logical ld = {0};
+        char name[600];
+        int rc = 0;
+        const struct kdev_nvidia_gpu *g = find_gpu(p, dev, &m, &rc, err);
+
+        if (!g)
+                return rc;
+        ld.minor = g->minor;
+        if (m) {
+                if (!*minors_read) {
+                        rc = kdev_nvidia_mig_minors_read(p->proc_root, minors, err);
+                        if (rc < 0)
+                                return rc;
+                        *minors_read = true;
+                }
+                rc = kdev_nvidia_mig_caps(minors, g->minor, m->gi_id, m->ci_id, &ld.gi_cap,
+                                          &ld.ci_cap, err);
+                if (rc < 0)
+                        return kdev_err_wrap(err, "device %s", dev);
+                ld.mig = true;
+        }
+        rc = kdev_nvidia_device_edits(p->dev_root, &ld, out, err);
+        if (rc < 0)
+                return rc;
+        snprintf(name, sizeof(name), "%s=%s-%s", KDEV_DRA_CDI_KIND, uid, dev);
+        return kdev_edits_add_cdi_device(out, name, err);
+}
+
+/* The CDI device IDs of |e| as a new JSON array of strings, or NULL (out of
+ * memory). */
+static json_t *cdi_ids(const struct kdev_container_edits *e)
+{
+        json_t *a = json_array();
+
+        for (size_t i = 0; a && i < e->n_cdi_devices; i++) {
+                if (json_array_append_new(a, json_string(e->cdi_devices[i])) < 0) {
+                        json_decref(a);
+                        a = NULL;
+                }
+        }
+        return a;
+}
+
+/* Builds the CDI spec of claim |uid| for the device records |devices|, each
+ * device from its container edits (claim_device_edits: the device edits of
+ * nvidia/container_edits.h, the same as the device plugin's CDI spec gives
+ * the same GPU, and its CDI device name), the spec-level edits from
+ * kdev_nvidia_common_edits. With |answer| each record's "cdiDeviceIDs" is
+ * set to its edits' CDI device names (a claim being prepared; a claim of
+ * the checkpoint keeps the IDs it was answered with). */
+static int build_spec(const struct kdev_dra_plugin *p, const char *uid, json_t *devices,
+                      bool answer, struct kdev_cdi_spec **out, struct kdev_err *err)
 {
         struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_DRA_CDI_KIND, err);
         struct kdev_nvidia_mig_minors minors = {0};
         struct kdev_container_edits common = {0};
         bool minors_read = false;
-        char buf[512];
         size_t i;
         json_t *d;
         int rc = 0;
@@ -348,41 +402,27 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, const js
                 return -(err && err->code ? err->code : ENOMEM);
         json_array_foreach(devices, i, d) {
                 const char *dev = json_string_value(json_object_get(d, "device"));
-                const struct kdev_mig_device *m;
-                const struct kdev_gpu *g = find_gpu(p, dev ? dev : "", &m, &rc, err);
-                struct kdev_cdi_device *cd;
-                struct kdev_nvidia_logical ld = {0};
+                struct kdev_container_edits ed = {0};
+                struct kdev_cdi_device *cd = NULL;
 
-                if (!g)
-                        goto fail;
-                ld.minor = g->minor;
-                if (m) {
-                        if (!minors_read) {
-                                rc = kdev_nvidia_mig_minors_read(p->proc_root, &minors, err);
-                                if (rc < 0)
-                                        goto fail;
-                                minors_read = true;
-                        }
-                        rc = kdev_nvidia_mig_caps(&minors, g->minor, m->gi_id, m->ci_id,
-                                                  &ld.gi_cap, &ld.ci_cap, err);
-                        if (rc < 0) {
-                                kdev_err_wrap(err, "device %s", dev);
-                                goto fail;
-                        }
-                        ld.mig = true;
+                rc = claim_device_edits(p, uid, dev ? dev : "", &minors, &minors_read, &ed, err);
+                /* the CDI device is named by the part after "<kind>=" */
+                if (rc == 0) {
+                        cd = kdev_cdi_spec_add_device(
+                                spec, ed.cdi_devices[0] + strlen(KDEV_DRA_CDI_KIND) + 1, err);
+                        if (!cd)
+                                rc = -(err && err->code ? err->code : ENOMEM);
                 }
-                snprintf(buf, sizeof(buf), "%s-%s", uid, dev);
-                cd = kdev_cdi_spec_add_device(spec, buf, err);
-                if (!cd) {
-                        rc = -(err && err->code ? err->code : ENOMEM);
-                        goto fail;
-                }
-                rc = kdev_nvidia_device_edits_cdi(p->dev_root, &ld, kdev_cdi_device_edits(cd), err);
+                if (rc == 0)
+                        rc = kdev_nvidia_edits_to_cdi(&ed, kdev_cdi_device_edits(cd), err);
+                if (rc == 0 && answer && json_object_set_new(d, "cdiDeviceIDs", cdi_ids(&ed)) < 0)
+                        rc = kdev_err_set(err, ENOMEM, "out of memory");
+                kdev_container_edits_clear(&ed);
                 if (rc < 0)
                         goto fail;
         }
         kdev_nvidia_mig_minors_clear(&minors);
-        rc = kdev_nvidia_common_edits(p->dev_root, p->driver_files, &common, err);
+        rc = kdev_nvidia_common_edits(p->dev_root, p->o.driver_files, &common, err);
         if (rc == 0)
                 rc = kdev_nvidia_edits_to_cdi(&common, kdev_cdi_spec_edits(spec), err);
         kdev_container_edits_clear(&common);
@@ -428,24 +468,14 @@ static int ensure_spec(const struct kdev_dra_plugin *p, const char *uid, const j
                        struct kdev_err *err)
 {
         struct kdev_cdi_spec *want = NULL;
-        int rc = build_spec(p, uid, devices, &want, err);
+        /* not |answer|: the records are only read */
+        int rc = build_spec(p, uid, (json_t *)devices, false, &want, err);
 
         if (rc < 0)
                 return rc;
         rc = write_spec(p, uid, want, err);
         kdev_cdi_spec_free(want);
         return rc;
-}
-
-static json_t *str_array1(const char *s)
-{
-        json_t *a = json_array();
-
-        if (a && s && json_array_append_new(a, json_string(s)) < 0) {
-                json_decref(a);
-                return NULL;
-        }
-        return a;
 }
 
 /* Adds |request| (sub-request suffix cut) to |names| unless present. */
@@ -529,7 +559,6 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
                 const char *req = json_string_value(json_object_get(r, "request"));
                 json_t *rec = NULL, *d;
                 size_t j;
-                char cdi[600];
 
                 if (!drv || strcmp(drv, p->driver) || !pool || strcmp(pool, p->pool))
                         continue;
@@ -542,11 +571,11 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
                         if (!strcmp(json_string_value(json_object_get(d, "device")), dev))
                                 rec = d;
                 }
+                /* cdiDeviceIDs follow from the device's container edits
+                 * (build_spec) */
                 if (!rec) {
-                        snprintf(cdi, sizeof(cdi), "%s=%s-%s", KDEV_DRA_CDI_KIND, uid, dev);
-                        rec = json_pack("{s:o,s:s,s:s,s:o}", "requestNames", str_array1(NULL),
-                                        "pool", pool, "device", dev, "cdiDeviceIDs",
-                                        str_array1(cdi));
+                        rec = json_pack("{s:o,s:s,s:s}", "requestNames", json_array(), "pool",
+                                        pool, "device", dev);
                         if (!rec || json_array_append_new(devs, rec) < 0) {
                                 json_decref(devs);
                                 return kdev_err_set(err, ENOMEM, "out of memory");
@@ -574,7 +603,7 @@ int kdev_dra_fetch_claim(struct kdev_dra_plugin *p, const char *ns, const char *
 
         *claim = NULL;
         pthread_mutex_lock(&p->source_lock);
-        rc = p->get_claim(p->get_claim_arg, ns, name, claim, err);
+        rc = p->o.get_claim(p->o.get_claim_arg, ns, name, claim, err);
         pthread_mutex_unlock(&p->source_lock);
         if (rc < 0) {
                 json_decref(*claim);
@@ -638,7 +667,7 @@ int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const ch
         }
         rc = spec_file_name(uid, fname, sizeof(fname), err);
         if (rc >= 0)
-                rc = build_spec(p, uid, devs, &spec, err);
+                rc = build_spec(p, uid, devs, true, &spec, err);
         if (rc < 0) {
                 json_decref(devs);
                 return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);

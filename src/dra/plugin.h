@@ -27,12 +27,13 @@
  *      equal the requested UID ("claim got replaced" otherwise),
  *      status.allocation must be set, and the results with driver == this
  *      driver and pool == this node's pool are taken (none -> error);
- *   3. each device name is mapped to a device of the GPU set by the names
- *      src/dra/slices.h publishes (nvidia/mig.h kdev_nvidia_dra_*): "gpu-<minor>"
+ *   3. each device name is mapped to a device of the GPU records
+ *      (nvidia/gpus.h) by the names src/dra/slices.h publishes, the records'
+ *      dra_name (computed by nvidia/mig.h kdev_nvidia_dra_*): "gpu-<minor>"
  *      to the GPU with that minor (not in MIG mode), a MIG device name
  *      "gpu-<minor>-mig-<profile>-<GI profile id>-<GI placement start>"
- *      (kdev_nvidia_dra_mig_name) to that MIG device of the MIG-enabled GPU
- *      with that minor. A name no device of this node has fails the claim
+ *      to that MIG device of the MIG-enabled GPU with that minor
+ *      (kdev_nvidia_dra_name_minor reads the minor). A name no device of this node has fails the claim
  *      with -ENODEV "device <name> is not published by this node (pool
  *      <pool>)"; a GPU with a recorded fault with -EIO "device <name>
  *      (<uuid>) is unhealthy: withdrawn from the ResourceSlice, not
@@ -92,7 +93,7 @@
 #include "common/err.h"
 #include "dra/checkpoint.h"
 #include "nvidia/driver_files.h"
-#include "nvml/discover.h"
+#include "nvidia/gpus.h"
 
 #define KDEV_DRA_PLUGIN_DEFAULT_DRIVER "gpu.nvidia.com"
 #define KDEV_DRA_CDI_KIND "k8s.gpu.nvidia.com/claim"
@@ -121,7 +122,7 @@ typedef int (*kdev_dra_get_claim_fn)(void *arg, const char *ns, const char *name
 
 /* The real claim source: |arg| is a struct kdev_kube * (kube/kube.h);
  * calls kdev_kube_get_claim (blocking). */
-int kdev_dra_kube_claim_source(void *arg, const char *ns, const char *name, json_t **claim,
+KDEV_API int kdev_dra_kube_claim_source(void *arg, const char *ns, const char *name, json_t **claim,
                                struct kdev_err *err);
 
 /* NotifyRegistrationStatus from kubelet: |registered| and |error| (never
@@ -156,7 +157,10 @@ struct kdev_dra_plugin_options {
          * looked up there and every node's hostPath is under it; NULL: "/" */
         const char *dev_root;
         const char *proc_root; /* where driver/nvidia-caps/mig-minors is read; NULL: "/proc" */
-        const struct kdev_gpu_set *gpus; /* borrowed; must outlive the plugin */
+        /* the node's GPU records (nvidia/gpus.h: NVML-free, filled by the
+         * NVIDIA backend); borrowed, must outlive the plugin; read at each
+         * prepare, so a caller may refill them in place */
+        const struct kdev_nvidia_gpus *gpus;
         /* the driver's files as CDI common edits, added to each claim spec's
          * spec-level edits (nvidia/driver_files.h); borrowed, must outlive
          * the plugin; NULL: none */
@@ -187,7 +191,7 @@ struct kdev_dra_plugin;
  * Returns 0, -EINVAL (missing option or not a regular file), -EISDIR,
  * -EFBIG, -ENOTSUP or -ENOMEM, with |err|. Free with
  * kdev_dra_plugin_free() (after kdev_dra_plugin_stop() completed). */
-int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_dra_plugin **out,
+KDEV_API int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_dra_plugin **out,
                         struct kdev_err *err);
 
 /* Removes the temporary files a kill during an atomic write left behind:
@@ -200,11 +204,11 @@ int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_
  * removed). Call it after kdev_dra_plugin_new and before
  * kdev_dra_plugin_start. Returns the number removed or a negative errno with
  * |err| (a directory that cannot be read). */
-int kdev_dra_plugin_remove_stale_temps(struct kdev_dra_plugin *p, kdev_dra_removed_fn removed,
+KDEV_API int kdev_dra_plugin_remove_stale_temps(struct kdev_dra_plugin *p, kdev_dra_removed_fn removed,
                                        void *arg, struct kdev_err *err);
 
 /* The message of the checkpoint load failure at creation, or NULL. */
-const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p);
+KDEV_API const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p);
 
 /* Sets the devices currently withdrawn from the ResourceSlices as unhealthy:
  * |uuids| ("GPU-…" or "MIG-…"; copied, replacing the previous list; n 0
@@ -214,7 +218,7 @@ const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p);
  * withdrawn from the ResourceSlice, not prepared", and nothing is written
  * or recorded for the claim. Claims already prepared (in the checkpoint)
  * keep being answered from it. Loop thread. Returns 0 or -ENOMEM. */
-int kdev_dra_plugin_set_unhealthy(struct kdev_dra_plugin *p, const char *const *uuids, size_t n,
+KDEV_API int kdev_dra_plugin_set_unhealthy(struct kdev_dra_plugin *p, const char *const *uuids, size_t n,
                                   struct kdev_err *err);
 
 /* Prepares claim |uid| (|ns|/|name|) as described above. *devices (may be
@@ -227,7 +231,7 @@ int kdev_dra_plugin_set_unhealthy(struct kdev_dra_plugin *p, const char *const *
  * (MIG capability line missing), errors of the claim source, CDI writer and
  * checkpoint, -EINVAL (a UID kdev_dra_check_claim_uid refuses). On failure nothing stays recorded for a
  * claim that was not prepared before. */
-int kdev_dra_prepare_claim(struct kdev_dra_plugin *p, const char *ns, const char *name,
+KDEV_API int kdev_dra_prepare_claim(struct kdev_dra_plugin *p, const char *ns, const char *name,
                            const char *uid, const json_t **devices, struct kdev_err *err);
 
 /* Unprepares claim |uid| as described above (0 and nothing removed for a
@@ -235,7 +239,7 @@ int kdev_dra_prepare_claim(struct kdev_dra_plugin *p, const char *ns, const char
  * with |err|: -EINVAL for a UID kdev_dra_check_claim_uid refuses, or when
  * the CDI spec cannot be removed or the checkpoint cannot be saved (the
  * entry is kept then, so a retry works). */
-int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct kdev_err *err);
+KDEV_API int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct kdev_err *err);
 
 /* Checks claim UID |uid| (from kubelet) of claim |ns|/|name| (both NULL:
  * unnamed): 1 to KDEV_DRA_CLAIM_UID_MAX characters, each an ASCII letter,
@@ -249,15 +253,15 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
  * 0x<hex>; in the shown UID as \x<hex>, cut after 40 bytes with "...") or
  * "<C> \"<uid>\" refused: <n> characters, at most 128 allowed", where <C>
  * is "claim <ns>/<name>: UID" or "claim UID". */
-int kdev_dra_check_claim_uid(const char *ns, const char *name, const char *uid,
+KDEV_API int kdev_dra_check_claim_uid(const char *ns, const char *name, const char *uid,
                              struct kdev_err *err);
 
 /* Number of prepared claims recorded. */
-size_t kdev_dra_plugin_prepared(const struct kdev_dra_plugin *p);
+KDEV_API size_t kdev_dra_plugin_prepared(const struct kdev_dra_plugin *p);
 
 /* Path of the CDI spec of claim |uid| into |buf|. Returns its length or a
  * negative errno (-EINVAL for a UID kdev_dra_check_claim_uid refuses). */
-int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, char *buf,
+KDEV_API int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, char *buf,
                              size_t size, struct kdev_err *err);
 
 /* Starts serving on |loop|: the DRA services on |dra_socket| and the
@@ -266,7 +270,7 @@ int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, c
  * path is unlinked first. Returns 0 or a negative errno with |err| (nothing
  * left listening then; the servers close asynchronously, so run |loop| until
  * it has no more handles of theirs before kdev_dra_plugin_free()). */
-int kdev_dra_plugin_start(struct kdev_dra_plugin *p, uv_loop_t *loop, const char *dra_socket,
+KDEV_API int kdev_dra_plugin_start(struct kdev_dra_plugin *p, uv_loop_t *loop, const char *dra_socket,
                           const char *reg_socket, struct kdev_err *err);
 
 /* Re-creates a socket that vanished (kubelet plugin registration is driven by
@@ -278,16 +282,16 @@ int kdev_dra_plugin_start(struct kdev_dra_plugin *p, uv_loop_t *loop, const char
  * Call it periodically (e.g. from a 1 s uv_timer; kubelet's reconciler also
  * runs every 1 s). Returns the number of sockets re-created (0..2; 0 when not
  * serving) or a negative errno with |err|. */
-int kdev_dra_plugin_check_sockets(struct kdev_dra_plugin *p, struct kdev_err *err);
+KDEV_API int kdev_dra_plugin_check_sockets(struct kdev_dra_plugin *p, struct kdev_err *err);
 
 /* Stops serving: unlinks the registration socket first (kubelet then
  * deregisters), closes both servers (open calls are cancelled); |done| (may
  * be NULL) runs on the loop once both are released and no claim read is in
  * flight any more (a blocked claim source delays it). Safe when not started
  * (|done| runs at once unless a read is in flight). */
-void kdev_dra_plugin_stop(struct kdev_dra_plugin *p, void (*done)(void *arg), void *arg);
+KDEV_API void kdev_dra_plugin_stop(struct kdev_dra_plugin *p, void (*done)(void *arg), void *arg);
 
 /* Frees |p| (NULL-safe). Call only when not serving. */
-void kdev_dra_plugin_free(struct kdev_dra_plugin *p);
+KDEV_API void kdev_dra_plugin_free(struct kdev_dra_plugin *p);
 
 #endif /* KDEV_DRA_PLUGIN_H */

@@ -13,15 +13,11 @@ struct kdev_dra_plugin {
         char *driver, *pool, *data_dir, *cdi_dir, *dev_root, *proc_root;
         char *cp_path;
         char *cp_error; /* checkpoint load failure at creation, or NULL */
-        const struct kdev_gpu_set *gpus;
-        const struct kdev_nvidia_driver_files *driver_files; /* borrowed, may be NULL */
-        kdev_dra_get_claim_fn get_claim;
-        void *get_claim_arg;
-        pthread_mutex_t source_lock; /* serialises get_claim (kdev_kube is not thread-safe) */
-        kdev_dra_status_fn on_status;
-        void *on_status_arg;
-        kdev_dra_claim_fn on_claim;
-        void *on_claim_arg;
+        /* the options as given: the GPU records, driver files, claim source
+         * and callbacks are used from here (borrowed); its strings are not
+         * (the copies above are) */
+        struct kdev_dra_plugin_options o;
+        pthread_mutex_t source_lock; /* serialises o.get_claim (kdev_kube is not thread-safe) */
         struct kdev_dra_cp cp;
         char **unhealthy;     /* UUIDs withdrawn as unhealthy (loop thread) */
         size_t n_unhealthy;

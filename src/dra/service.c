@@ -77,8 +77,8 @@ static void notify_claim(const struct kdev_dra_plugin *p, bool prepare, const Cl
                 .error = failed ? error : NULL,
         };
 
-        if (p->on_claim)
-                p->on_claim(p->on_claim_arg, &ev);
+        if (p->o.on_claim)
+                p->o.on_claim(p->o.on_claim_arg, &ev);
 }
 
 /* Per-claim storage of a prepare answer. */
@@ -434,8 +434,8 @@ static void on_notify(struct kdev_rpc_call *call, const uint8_t *req, size_t len
                                      "cannot parse RegistrationStatus");
                 return;
         }
-        if (p->on_status)
-                p->on_status(p->on_status_arg, st->plugin_registered, st->error ? st->error : "");
+        if (p->o.on_status)
+                p->o.on_status(p->o.on_status_arg, st->plugin_registered, st->error ? st->error : "");
         pluginregistration__registration_status__free_unpacked(st, NULL);
         kdev_rpc_call_reply_pb(call, &r.base);
 }

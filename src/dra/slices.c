@@ -1,5 +1,5 @@
-/* ResourceSlices of the DRA plugin: devices from NVML discovery, pool split,
- * reconcile against the API server. See slices.h. */
+/* ResourceSlices of the DRA plugin: devices from the NVIDIA backend's GPU
+ * records, pool split, reconcile against the API server. See slices.h. */
 #include "dra/slices.h"
 
 #include <errno.h>
@@ -48,22 +48,6 @@ int kdev_dra_semver(const char *in, char *buf, size_t size)
         return w < 0 || (size_t)w >= size ? -EINVAL : 0;
 }
 
-static const char *arch_name(nvmlDeviceArchitecture_t a)
-{
-        switch (a) {
-        case NVML_DEVICE_ARCH_KEPLER: return "Kepler";
-        case NVML_DEVICE_ARCH_MAXWELL: return "Maxwell";
-        case NVML_DEVICE_ARCH_PASCAL: return "Pascal";
-        case NVML_DEVICE_ARCH_VOLTA: return "Volta";
-        case NVML_DEVICE_ARCH_TURING: return "Turing";
-        case NVML_DEVICE_ARCH_AMPERE: return "Ampere";
-        case NVML_DEVICE_ARCH_ADA: return "Ada Lovelace";
-        case NVML_DEVICE_ARCH_HOPPER: return "Hopper";
-        case NVML_DEVICE_ARCH_BLACKWELL: return "Blackwell";
-        default: return NULL;
-        }
-}
-
 static bool listed(const struct kdev_dra_health *h, const char *uuid)
 {
         if (!h || !uuid[0])
@@ -109,28 +93,28 @@ static int cap(json_t *caps, const char *name, unsigned long long v)
 }
 
 /* Attributes every device of |g| shares (GPU or MIG parent). */
-static int common_attrs(json_t *a, const struct kdev_gpu_set *set, const struct kdev_gpu *g)
+static int common_attrs(json_t *a, const struct kdev_nvidia_gpus *gpus,
+                        const struct kdev_nvidia_gpu *g)
 {
         char ver[64];
-        int rc = attr_str(a, "productName", g->name);
+        int rc = attr_str(a, "productName", g->product);
         if (!rc)
-                rc = attr_str(a, "brand",
-                              g->has_brand ? kdev_nvml_brand_name(g->brand) : NULL);
+                rc = attr_str(a, "brand", g->brand);
         if (!rc)
-                rc = attr_str(a, "architecture", arch_name(g->arch));
+                rc = attr_str(a, "architecture", g->architecture);
         if (!rc && (g->cc_major > 0 || g->cc_minor > 0)) {
                 snprintf(ver, sizeof(ver), "%d.%d.0", g->cc_major, g->cc_minor);
                 rc = attr_ver(a, "cudaComputeCapability", ver);
         }
-        if (!rc && kdev_dra_semver(set->driver_version, ver, sizeof(ver)) == 0)
+        if (!rc && kdev_dra_semver(gpus->driver_version, ver, sizeof(ver)) == 0)
                 rc = attr_ver(a, "driverVersion", ver);
-        if (!rc && set->cuda_driver_version > 0) {
-                snprintf(ver, sizeof(ver), "%d.%d.0", set->cuda_driver_version / 1000,
-                         (set->cuda_driver_version % 1000) / 10);
+        if (!rc && gpus->cuda_driver_version > 0) {
+                snprintf(ver, sizeof(ver), "%d.%d.0", gpus->cuda_driver_version / 1000,
+                         (gpus->cuda_driver_version % 1000) / 10);
                 rc = attr_ver(a, "cudaDriverVersion", ver);
         }
         if (!rc)
-                rc = attr_str(a, "pcieBusID", g->sysfs_bus_id);
+                rc = attr_str(a, "pcieBusID", g->pcie_bus_id);
         if (!rc)
                 rc = attr_int(a, "index", g->index);
         if (!rc)
@@ -148,96 +132,72 @@ static json_t *new_device(const char *name, json_t **attrs, json_t **caps)
         return d;
 }
 
-static int gpu_device(const struct kdev_gpu_set *set, const struct kdev_gpu *g, json_t *out)
+/* Appends the device of whole GPU |g| (|m| NULL) or of its MIG device |m|
+ * to |out|. Returns 0, -ENOMEM or the MIG device's dra_name_error. */
+static int add_device(const struct kdev_nvidia_gpus *gpus, const struct kdev_nvidia_gpu *g,
+                      const struct kdev_nvidia_mig *m, json_t *out)
 {
-        char name[KDEV_NVIDIA_DRA_NAME_MAX + 1];
         json_t *a, *c;
-        kdev_nvidia_dra_gpu_name(g, name, sizeof(name));
-        json_t *d = new_device(name, &a, &c);
+
+        if (m && m->dra_name_error < 0)
+                return m->dra_name_error;
+        json_t *d = new_device(m ? m->dra_name : g->dra_name, &a, &c);
         if (!d)
                 return -ENOMEM;
-        int rc = attr_str(a, "type", "gpu");
+        int rc = attr_str(a, "type", m ? "mig" : "gpu");
         if (!rc)
-                rc = attr_str(a, "uuid", g->uuid);
-        if (!rc)
-                rc = common_attrs(a, set, g);
-        if (!rc && g->memory_ret == NVML_SUCCESS && g->memory_total > 0)
-                rc = cap(c, "memory", g->memory_total);
-        if (!rc && g->multiprocessors > 0)
-                rc = cap(c, "multiprocessors", g->multiprocessors);
-        if (!rc && json_array_append(out, d) < 0)
-                rc = -ENOMEM;
-        json_decref(d);
-        return rc;
-}
-
-static int mig_device(const struct kdev_gpu_set *set, const struct kdev_gpu *g,
-                      const struct kdev_mig_device *m, json_t *out)
-{
-        char name[KDEV_NVIDIA_DRA_NAME_MAX + 1];
-        json_t *a, *c;
-        int rc = kdev_nvidia_dra_mig_name(g, m, name, sizeof(name));
-
-        if (rc < 0)
-                return rc;
-        json_t *d = new_device(name, &a, &c);
-        if (!d)
-                return -ENOMEM;
-        const char *prof = strstr(m->name, " MIG ");
-        rc = attr_str(a, "type", "mig");
-        if (!rc)
-                rc = attr_str(a, "uuid", m->uuid);
-        if (!rc)
+                rc = attr_str(a, "uuid", m ? m->uuid : g->uuid);
+        if (!rc && m)
                 rc = attr_str(a, "parentUUID", g->uuid);
-        if (!rc && prof)
-                rc = attr_str(a, "profile", prof + 5);
+        if (!rc && m)
+                rc = attr_str(a, "profile", m->profile);
         if (!rc)
-                rc = common_attrs(a, set, g);
-        unsigned long long mem = m->memory_ret == NVML_SUCCESS && m->memory_total > 0
-                                         ? m->memory_total
-                                         : m->gi_profile.memorySizeMB * 1024ULL * 1024ULL;
+                rc = common_attrs(a, gpus, g);
+        unsigned long long mem = m ? m->memory_bytes : g->memory_bytes;
+        unsigned sms = m ? m->multiprocessors : g->multiprocessors;
         if (!rc && mem > 0)
                 rc = cap(c, "memory", mem);
-        if (!rc && m->ci_profile.multiprocessorCount > 0)
-                rc = cap(c, "multiprocessors", m->ci_profile.multiprocessorCount);
-        if (!rc)
-                rc = cap(c, "copyEngines", m->gi_profile.copyEngineCount);
-        if (!rc)
-                rc = cap(c, "decoders", m->gi_profile.decoderCount);
-        if (!rc)
-                rc = cap(c, "encoders", m->gi_profile.encoderCount);
-        if (!rc)
-                rc = cap(c, "jpegEngines", m->gi_profile.jpegCount);
-        if (!rc)
-                rc = cap(c, "ofaEngines", m->gi_profile.ofaCount);
+        if (!rc && sms > 0)
+                rc = cap(c, "multiprocessors", sms);
+        if (!rc && m)
+                rc = cap(c, "copyEngines", m->copy_engines);
+        if (!rc && m)
+                rc = cap(c, "decoders", m->decoders);
+        if (!rc && m)
+                rc = cap(c, "encoders", m->encoders);
+        if (!rc && m)
+                rc = cap(c, "jpegEngines", m->jpeg_engines);
+        if (!rc && m)
+                rc = cap(c, "ofaEngines", m->ofa_engines);
         if (!rc && json_array_append(out, d) < 0)
                 rc = -ENOMEM;
         json_decref(d);
         return rc;
 }
 
-int kdev_dra_build_devices(const struct kdev_gpu_set *set, const struct kdev_dra_health *health,
-                           json_t **devices, struct kdev_err *err)
+int kdev_dra_build_devices(const struct kdev_nvidia_gpus *gpus,
+                           const struct kdev_dra_health *health, json_t **devices,
+                           struct kdev_err *err)
 {
         *devices = NULL;
         json_t *out = json_array();
         if (!out)
                 return kdev_err_set(err, ENOMEM, "building devices: out of memory");
         int rc = 0;
-        for (size_t i = 0; set && i < set->n_gpus && rc == 0; i++) {
-                const struct kdev_gpu *g = &set->gpus[i];
-                if (g->fault != NVML_SUCCESS || listed(health, g->uuid))
+        for (size_t i = 0; gpus && i < gpus->n_gpus && rc == 0; i++) {
+                const struct kdev_nvidia_gpu *g = &gpus->gpus[i];
+                if (g->faulted || listed(health, g->uuid))
                         continue;
                 if (!g->uuid[0]) {
                         rc = kdev_err_set(err, EINVAL, "GPU %u: no UUID", g->index);
                         break;
                 }
-                if (g->mig_current == NVML_DEVICE_MIG_ENABLE) {
+                if (g->mig_enabled) {
                         for (size_t j = 0; j < g->n_migs && rc == 0; j++)
                                 if (!listed(health, g->migs[j].uuid))
-                                        rc = mig_device(set, g, &g->migs[j], out);
+                                        rc = add_device(gpus, g, &g->migs[j], out);
                 } else {
-                        rc = gpu_device(set, g, out);
+                        rc = add_device(gpus, g, NULL, out);
                 }
                 if (rc == -ENOMEM)
                         kdev_err_set(err, ENOMEM, "building devices: out of memory");

@@ -32,8 +32,7 @@
 
 #include "common/err.h"
 #include "kube/kube.h"
-#include "nvidia/mig.h"
-#include "nvml/discover.h"
+#include "nvidia/gpus.h"
 
 #define KDEV_DRA_DEFAULT_DRIVER "gpu.nvidia.com"
 
@@ -53,39 +52,41 @@ struct kdev_dra_health {
 };
 
 /* Builds the devices (resource.k8s.io v1 shape: {name, attributes, capacity})
- * of |set|, in set order, MIG devices after their parent's position, leaving
- * out unhealthy ones: GPUs with a recorded fault (gpu->fault != NVML_SUCCESS)
- * and those |health| names (|health| may be NULL).
+ * of the GPU records |gpus| (nvidia/gpus.h; NULL: none), in record order, a
+ * GPU in MIG mode as its MIG devices at its position, named by their
+ * dra_name, leaving out unhealthy ones: faulted GPUs and those |health|
+ * names (|health| may be NULL).
  *
- * Attributes, each omitted when unknown:
- *   GPU: type "gpu", uuid, productName (NVML name), brand (nvmlDeviceGetBrand
- *     spelled as NVIDIA's DRA driver does, kdev_nvml_brand_name: "Nvidia",
- *     "Tesla", "GeForce" …), architecture ("Kepler" …
- *     "Blackwell"), cudaComputeCapability (version "<major>.<minor>.0"),
- *     driverVersion (version: NVML's string made semver, leading zeros of
- *     each number dropped, missing numbers 0: "550.90.07" -> "550.90.7"),
- *     cudaDriverVersion (version "12.4.0" from 12040), pcieBusID (sysfs form
- *     "0000:3b:00.0"), index (int, NVML index), minor (int).
- *     Capacity: memory (bytes as a Kubernetes quantity, binary suffix when
- *     exact: "80Gi"), when NVML answered; multiprocessors (the whole GPU's
- *     SM count, gpu->multiprocessors), when known. NVIDIA's DRA driver
- *     publishes only memory for whole GPUs; multiprocessors is kdev's
- *     addition (the same name as the MIG capacity, so one CEL expression
- *     covers both).
- *   MIG: type "mig", uuid, parentUUID, profile (e.g. "1g.10gb", from the MIG
- *     device name after " MIG "), index (the parent's), minor (the
- *     parent's), and the parent's productName, brand, architecture,
- *     cudaComputeCapability, driverVersion, cudaDriverVersion, pcieBusID.
- *     Capacity: memory, multiprocessors (CI profile), copyEngines, decoders,
- *     encoders, jpegEngines, ofaEngines (GI profile).
- * brand is omitted when unknown (!gpu->has_brand: the library lacks
- * nvmlDeviceGetBrand) or a value kdev_nvml_brand_name does not know.
+ * Attributes, each omitted when unknown (an empty string, a NULL name):
+ *   GPU: type "gpu", uuid, productName (product, the NVML name), brand
+ *     (brand: "Nvidia", "Tesla", "GeForce" …), architecture (architecture:
+ *     "Kepler" … "Blackwell"), cudaComputeCapability (version
+ *     "<major>.<minor>.0", when not 0.0), driverVersion (version: the
+ *     driver_version text made semver, leading zeros of each number
+ *     dropped, missing numbers 0: "550.90.07" -> "550.90.7"),
+ *     cudaDriverVersion (version "12.4.0" from 12040, when > 0), pcieBusID
+ *     (pcie_bus_id, sysfs form "0000:3b:00.0"), index (int, NVML index),
+ *     minor (int).
+ *     Capacity: memory (memory_bytes as a Kubernetes quantity, binary suffix
+ *     when exact: "80Gi"), when > 0; multiprocessors (the whole GPU's SM
+ *     count), when > 0. NVIDIA's DRA driver publishes only memory for whole
+ *     GPUs; multiprocessors is kdev's addition (the same name as the MIG
+ *     capacity, so one CEL expression covers both).
+ *   MIG: type "mig", uuid, parentUUID, profile (e.g. "1g.10gb"), index (the
+ *     parent's), minor (the parent's), and the parent's productName, brand,
+ *     architecture, cudaComputeCapability, driverVersion, cudaDriverVersion,
+ *     pcieBusID.
+ *     Capacity: memory (when > 0), multiprocessors (CI profile, when > 0),
+ *     copyEngines, decoders, encoders, jpegEngines, ofaEngines (GI profile).
  *
  * *devices receives a new JSON array (caller json_decref's). Returns the
- * number of devices, or -ENOMEM / -EINVAL (a GPU without UUID that is not
- * faulted) with |err| set. */
-int kdev_dra_build_devices(const struct kdev_gpu_set *set, const struct kdev_dra_health *health,
-                           json_t **devices, struct kdev_err *err);
+ * number of devices, or with |err| set: -ENOMEM; -EINVAL "GPU <index>: no
+ * UUID" (a GPU without UUID that is not faulted); "GPU <index>: a MIG device
+ * has no valid device name" with the errno of its dra_name_error (a MIG
+ * device published that has no name). */
+KDEV_API int kdev_dra_build_devices(const struct kdev_nvidia_gpus *gpus,
+                           const struct kdev_dra_health *health, json_t **devices,
+                           struct kdev_err *err);
 
 /* What the pool should look like. */
 struct kdev_dra_pool {
@@ -103,7 +104,7 @@ struct kdev_dra_pool {
  * when |devices| is empty), each {driver, nodeName, pool{name, generation,
  * resourceSliceCount}, devices}, devices in order. *specs receives a new
  * JSON array. Returns the number of specs, -EINVAL (no node) or -ENOMEM. */
-int kdev_dra_split(const struct kdev_dra_pool *pool, const json_t *devices, long long generation,
+KDEV_API int kdev_dra_split(const struct kdev_dra_pool *pool, const json_t *devices, long long generation,
                    json_t **specs, struct kdev_err *err);
 
 /* What one reconcile did. */
@@ -133,18 +134,18 @@ struct kdev_dra_reconcile_result {
  * conflicts persist, …), with |err| naming the step; a failed reconcile may
  * leave the pool half-written at the new generation and is simply called
  * again later. */
-int kdev_dra_slices_reconcile(struct kdev_kube *k, const struct kdev_dra_pool *pool,
+KDEV_API int kdev_dra_slices_reconcile(struct kdev_kube *k, const struct kdev_dra_pool *pool,
                               const json_t *devices, struct kdev_dra_reconcile_result *result,
                               struct kdev_err *err);
 
 /* The Kubernetes quantity text of |bytes| (canonical binary-SI form: the
  * largest of Ki, Mi, Gi, Ti, Pi, Ei that divides it exactly, else plain
  * digits: 85899345920 -> "80Gi", 1000 -> "1000"). |buf| holds >= 24 bytes. */
-void kdev_dra_quantity(unsigned long long bytes, char *buf, size_t size);
+KDEV_API void kdev_dra_quantity(unsigned long long bytes, char *buf, size_t size);
 
 /* NVML's driver version text as a semantic version ("550.90.07" ->
  * "550.90.7", "535.104" -> "535.104.0"). Returns 0, or -EINVAL when |in| is
  * not 1-3 dot-separated decimal numbers. */
-int kdev_dra_semver(const char *in, char *buf, size_t size);
+KDEV_API int kdev_dra_semver(const char *in, char *buf, size_t size);
 
 #endif /* KDEV_DRA_SLICES_H */

@@ -22,6 +22,14 @@ struct buf {
         char *data;
         size_t len, cap;
         bool too_big;
+        /* a watch (kdev_kube_watch): each complete line is handed to on_line
+         * and dropped; the buffer holds the partial line only */
+        int (*on_line)(struct buf *b, const char *line, size_t len);
+        kdev_kube_watch_fn fn;
+        void *fn_arg;
+        CURL *curl;     /* a watch: its transfer, for the status of the answer */
+        bool ended;     /* the callback asked to end the watch */
+        bool bad_line;  /* a line that is not a JSON object */
 };
 
 struct kdev_kube {
@@ -315,7 +323,39 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *arg)
         memcpy(b->data + b->len, ptr, n);
         b->len += n;
         b->data[b->len] = '\0';
+        long st = 0;
+        if (b->on_line)
+                curl_easy_getinfo(b->curl, CURLINFO_RESPONSE_CODE, &st);
+        if (b->on_line && st >= 200 && st < 300) { /* an error's Status is kept whole */
+                size_t start = 0;
+                for (size_t i = 0; i < b->len; i++) {
+                        if (b->data[i] != '\n')
+                                continue;
+                        if (i > start && b->on_line(b, b->data + start, i - start) != 0)
+                                return 0; /* ends the transfer (CURLE_WRITE_ERROR) */
+                        start = i + 1;
+                }
+                memmove(b->data, b->data + start, b->len - start);
+                b->len -= start;
+                b->data[b->len] = '\0';
+        }
         return n;
+}
+
+static int watch_line(struct buf *b, const char *line, size_t len)
+{
+        json_error_t je;
+        json_t *ev = json_loadb(line, len, 0, &je);
+        if (!ev || !json_is_object(ev)) {
+                json_decref(ev);
+                b->bad_line = true;
+                return 1;
+        }
+        int r = b->fn(b->fn_arg, ev);
+        json_decref(ev);
+        if (r != 0)
+                b->ended = true;
+        return r;
 }
 
 static size_t on_header(char *ptr, size_t size, size_t nmemb, void *arg)
@@ -760,5 +800,61 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
         free(resp.data);
         free(url);
         free(payload);
+        return rc;
+}
+
+int kdev_kube_watch(struct kdev_kube *k, const char *path, unsigned timeout_s,
+                    kdev_kube_watch_fn fn, void *arg, struct kdev_err *err)
+{
+        k->last_status = 0;
+        k->last_attempts = 1;
+        if (!path || path[0] != '/')
+                return kdev_err_set(err, EINVAL, "GET %s: the path must start with '/'",
+                                    path ? path : "(null)");
+        if (atomic_load(&k->aborted) || cancel_fired(tl_cancel))
+                return kdev_err_set(err, ECANCELED, "GET %s: cancelled", path);
+        char *url = NULL;
+        if (asprintf(&url, "%s%s", k->cfg.server, path) < 0)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        reload_token(k);
+        struct buf resp = {.on_line = watch_line, .fn = fn, .fn_arg = arg, .curl = k->curl};
+        long status = 0;
+        /* the server ends the stream after timeoutSeconds: allow for it */
+        unsigned saved = k->timeout_ms;
+        k->timeout_ms = (timeout_s + 30) * 1000u;
+        CURLcode cc = perform(k, "GET", url, NULL, 0, &resp, &status);
+        k->timeout_ms = saved;
+        k->last_status = status;
+        int rc = 0;
+        if (resp.ended) {
+                rc = 0;
+        } else if (cc == CURLE_ABORTED_BY_CALLBACK || atomic_load(&k->aborted)) {
+                rc = kdev_err_set(err, ECANCELED, "GET %s: cancelled", path);
+        } else if (resp.bad_line) {
+                rc = kdev_err_set(err, EPROTO, "GET %s: %ld: a watch event is not a JSON object",
+                                  path, status);
+        } else if (cc != CURLE_OK) {
+                if (resp.too_big)
+                        rc = kdev_err_set(err, EFBIG, "GET %s: a watch event is larger than %d bytes",
+                                          path, KDEV_KUBE_BODY_MAX);
+                else
+                        rc = kdev_err_set(err, kdev_kube_curl_errno((int)cc), "GET %s: %s%s%s", url,
+                                          curl_easy_strerror(cc), k->errbuf[0] ? ": " : "",
+                                          k->errbuf);
+        } else if (status < 200 || status >= 300) {
+                /* the error body is one JSON object (a Status), maybe not
+                 * ended by a newline: it is what the buffer still holds */
+                struct buf b = {.data = resp.data, .len = resp.len};
+                char msg[600], reason[64];
+                status_message(&b, msg, sizeof(msg), reason, sizeof(reason));
+                const char *text = kdev_kube_status_text(status);
+                rc = kdev_err_set(err, kdev_kube_status_errno(status, reason), "GET %s: %ld%s%s%s%s",
+                                  path, status, text[0] ? " " : "", text, msg[0] ? ": " : "", msg);
+        } else if (resp.len > 0 && watch_line(&resp, resp.data, resp.len) != 0 && resp.bad_line) {
+                rc = kdev_err_set(err, EPROTO, "GET %s: %ld: a watch event is not a JSON object",
+                                  path, status);
+        }
+        free(resp.data);
+        free(url);
         return rc;
 }

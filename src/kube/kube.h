@@ -279,6 +279,25 @@ KDEV_API int kdev_kube_slice_to_wire(const struct kdev_kube *k, json_t *slice);
 KDEV_API int kdev_kube_slice_from_wire(const struct kdev_kube *k, json_t *slice);
 KDEV_API int kdev_kube_claim_from_wire(const struct kdev_kube *k, json_t *claim);
 
+/* One event of a watch stream: |event| is the WatchEvent object
+ * ({"type": "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR",
+ * "object": ...}; apimachinery pkg/apis/meta/v1 WatchEvent), borrowed for
+ * the call. Return 0 to read on, non-zero to end the watch. */
+typedef int (*kdev_kube_watch_fn)(void *arg, const json_t *event);
+
+/* Watches: GET |path| (the caller's query: watch=1, resourceVersion,
+ * timeoutSeconds=|timeout_s|, fieldSelector), handing each newline-ended JSON
+ * event of the streamed answer to |fn| as it arrives (Kubernetes "API
+ * Concepts", efficient detection of changes). One try, no retries: the
+ * caller re-lists and watches again. The transfer may last |timeout_s| + 30
+ * seconds. Returns 0 when the server ended the stream or |fn| ended the
+ * watch; -ECANCELED after kdev_kube_abort() (within about a second) or a
+ * cancelled scope; the request's errors as kdev_kube_request() (an HTTP error
+ * status with the Status message); -EPROTO "GET <path>: 200: a watch event is
+ * not a JSON object". */
+KDEV_API int kdev_kube_watch(struct kdev_kube *k, const char *path, unsigned timeout_s,
+                             kdev_kube_watch_fn fn, void *arg, struct kdev_err *err);
+
 /* GET /api/v1/nodes/<name> into *node (new reference). */
 KDEV_API int kdev_kube_get_node(struct kdev_kube *k, const char *name, json_t **node,
                                 struct kdev_err *err);

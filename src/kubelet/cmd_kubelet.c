@@ -15,6 +15,7 @@ static void usage(FILE *f)
         fprintf(f,
                 "Usage: kdevctl kubelet --dir DIR [--scenario FILE] [--hold SEC] [-o table|json]\n"
                 "                       [--restart-after SEC] [--dial-timeout SEC]\n"
+                "                       [--socket-name NAME]\n"
                 "                       [--log-level LEVEL] [--log-format FORMAT]\n"
                 "\n"
                 "Acts as kubelet's device manager on the device-plugin directory DIR:\n"
@@ -41,6 +42,9 @@ static void usage(FILE *f)
                 "      --restart-after SEC  simulate one kubelet restart SEC seconds after start\n"
                 "      --dial-timeout SEC   how long Register waits for the plugin socket\n"
                 "                           (default 10, as kubelet)\n"
+                "      --socket-name NAME   file name of the Registration socket in DIR\n"
+                "                           (default kubelet.sock), for plugins told\n"
+                "                           another kubelet socket path\n"
                 "  -o, --output FORMAT      table (default) or json\n"
                 "      --log-level LEVEL    debug, info, warn or error (default info); logs\n"
                 "                           go to stderr, one line per event\n"
@@ -59,7 +63,8 @@ static void usage(FILE *f)
                 "                   endpoint), serve a new kubelet.sock\n"
                 "\n"
                 "Files:\n"
-                "  DIR/kubelet.sock                     the Registration server (removed at exit)\n"
+                "  DIR/kubelet.sock                     the Registration server (removed at exit;\n"
+                "                                       DIR/NAME with --socket-name)\n"
                 "  DIR/" KDEV_CKPT_FILE "  kubelet's device manager checkpoint\n"
                 "\n"
                 "Exit status: 0 served / scenario ran; 1 setup failure (directory, socket,\n"
@@ -525,9 +530,7 @@ static bool exec_start(struct kubelet *k, const struct kdev_scn_step *s)
                 kdev_log_error("exec failed", "result", r->text);
                 return false;
         }
-        char pid[24];
-        snprintf(pid, sizeof(pid), "%d", e->proc.pid);
-        kdev_log_info("exec started", "command", s->command, "pid", pid);
+        kdev_log_info("exec started", "command", s->command, KDEV_LOG_INT("pid", e->proc.pid));
         k->exec = e;
         uv_timer_start(&k->step_timer, step_timeout, s->timeout_ms, 0);
         return true;
@@ -550,9 +553,8 @@ void exec_abort(struct kubelet *k)
         if (!e)
                 return;
         k->exec = NULL;
-        char pid[24];
-        snprintf(pid, sizeof(pid), "%d", e->proc.pid);
-        kdev_log_warn("stopping: killing the running exec command", "pid", pid);
+        kdev_log_warn("stopping: killing the running exec command",
+                      KDEV_LOG_INT("pid", e->proc.pid));
         exec_kill(e);
         uv_close((uv_handle_t *)&e->proc, exec_closed);
 }
@@ -618,11 +620,8 @@ static void scenario_run(struct kubelet *k)
                 }
                 const struct kdev_scn_step *s = &k->scn.steps[k->step++];
                 k->step_running = true;
-                {
-                        char line[24];
-                        snprintf(line, sizeof(line), "%d", s->line);
-                        kdev_log_debug("scenario step", "kind", kind_text(s->kind), "line", line);
-                }
+                kdev_log_debug("scenario step", "kind", kind_text(s->kind),
+                               KDEV_LOG_INT("line", s->line));
                 struct step_result *r;
                 switch (s->kind) {
                 case KDEV_SCN_WAIT:
@@ -706,11 +705,13 @@ enum {
         OPT_LOG,
         OPT_LOGFORMAT,
         OPT_LOGJSON,
+        OPT_SOCKET_NAME,
 };
 
 struct args {
         const char *dir;
         const char *scenario;
+        const char *socket_name;  /* NULL = kubelet.sock */
         int64_t hold_ms;          /* -1 = no --hold */
         int64_t restart_after_ms; /* -1 = no --restart-after */
         uint64_t dial_ms;
@@ -730,6 +731,14 @@ static int on_arg(int id, const char *value, void *ud, struct kdev_err *err)
                 return 0;
         case OPT_SCENARIO:
                 a->scenario = value;
+                return 0;
+        case OPT_SOCKET_NAME:
+                if (!*value || strchr(value, '/') || strcmp(value, ".") == 0 ||
+                    strcmp(value, "..") == 0)
+                        return kdev_err_set(err, EINVAL,
+                                            "invalid --socket-name \"%s\" (want a file name, "
+                                            "without '/')", value);
+                a->socket_name = value;
                 return 0;
         case OPT_HOLD:
                 rc = kdev_cli_parse_seconds(value, "--hold", "until SIGINT/SIGTERM", &ms, err);
@@ -785,6 +794,7 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
                 {"log-level", 0, true, OPT_LOG},
                 {"log-format", 0, true, OPT_LOGFORMAT},
                 {"log-json", 0, false, OPT_LOGJSON},
+                {"socket-name", 0, true, OPT_SOCKET_NAME},
         };
         struct args a = {
                 .hold_ms = -1, .restart_after_ms = -1, .dial_ms = 10000, .log_level = KDEV_LOG_INFO};
@@ -823,7 +833,8 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
                 free(k.dir);
                 return kdev_cli_fail(CMD, "%s", err.msg);
         }
-        k.sock_path = xasprintf("%s/%s", k.dir, KDEV_CLI_KUBELET_SOCKET_NAME);
+        k.sock_path = xasprintf("%s/%s", k.dir,
+                                a.socket_name ? a.socket_name : KDEV_CLI_KUBELET_SOCKET_NAME);
         k.ckpt_path = xasprintf("%s/%s", k.dir, KDEV_CKPT_FILE);
         k.dm = kdev_dm_new(k.ckpt_path);
         if (!k.dm)

@@ -95,11 +95,8 @@ static void lw_message(struct kdev_rpc_client_call *call, const uint8_t *msg, si
         size_t healthy = 0;
         for (size_t i = 0; i < r->n_devices; i++)
                 healthy += r->devices[i]->health && strcmp(r->devices[i]->health, "Healthy") == 0;
-        char n[24], h[24];
-        snprintf(n, sizeof(n), "%zu", r->n_devices);
-        snprintf(h, sizeof(h), "%zu", healthy);
-        PEER_LOG(k, KDEV_LOG_INFO, "ListAndWatch update", "resource", ep->resource, "devices", n,
-                 "healthy", h);
+        PEER_LOG(k, KDEV_LOG_INFO, "ListAndWatch update", "resource", ep->resource,
+                 KDEV_LOG_UINT("devices", r->n_devices), KDEV_LOG_UINT("healthy", healthy));
         v1beta1__list_and_watch_response__free_unpacked(r, NULL);
         wait_poll(k);
         scenario_kick(k);

@@ -205,11 +205,10 @@ fail:
         return NULL;
 }
 
-int kdev_plugin_metrics_listen(struct kdev_plugin_metrics *pm, uv_loop_t *loop,
-                               const char *address, struct kdev_err *err)
+/* Known series start at 0, so that rate() and increase() see the first
+ * event (Prometheus' instrumentation advice). */
+static void zero_series(struct kdev_plugin_metrics *pm)
 {
-        /* Known series start at 0, so that rate() and increase() see the first
-         * event (Prometheus' instrumentation advice). */
         for (size_t i = 0; i < pm->set->n_resources; i++) {
                 const char *name = pm->set->resources[i].name;
                 kdev_metric_get(pm->allocs, (const char *[]){name, "ok"});
@@ -219,6 +218,22 @@ int kdev_plugin_metrics_listen(struct kdev_plugin_metrics *pm, uv_loop_t *loop,
                 kdev_metric_get(pm->registrations, (const char *[]){name, "ok"});
                 kdev_metric_get(pm->registrations, (const char *[]){name, "error"});
         }
+}
+
+void kdev_plugin_metrics_set_resources(struct kdev_plugin_metrics *pm,
+                                       const struct kdev_resource_set *set)
+{
+        if (!pm)
+                return;
+        pm->set = set;
+        if (pm->http)
+                zero_series(pm);
+}
+
+int kdev_plugin_metrics_listen(struct kdev_plugin_metrics *pm, uv_loop_t *loop,
+                               const char *address, struct kdev_err *err)
+{
+        zero_series(pm);
         struct kdev_err e = {0};
         pm->http = kdev_metrics_http_start(loop, address, pm->reg, &e);
         if (pm->http)

@@ -57,6 +57,13 @@ KDEV_API struct kdev_plugin_metrics *kdev_plugin_metrics_new(
 KDEV_API int kdev_plugin_metrics_listen(struct kdev_plugin_metrics *pm, uv_loop_t *loop,
                                         const char *address, struct kdev_err *err);
 
+/* Reads |set| (borrowed as for kdev_plugin_metrics_new) from now on, in
+ * place of the set given so far (kdev-plugin after a configuration reload);
+ * once listening, the zero series of its resources are created. The series
+ * of resources that left keep their values. NULL |pm|: nothing. */
+KDEV_API void kdev_plugin_metrics_set_resources(struct kdev_plugin_metrics *pm,
+                                                const struct kdev_resource_set *set);
+
 /* The port the server listens on (0 before kdev_plugin_metrics_listen()). */
 KDEV_API unsigned kdev_plugin_metrics_port(const struct kdev_plugin_metrics *pm);
 

@@ -28,6 +28,7 @@ struct kdev_nvidia_backend {
         struct kdev_nvidia_rediscover *rediscover;
         bool cdi_written;
         bool hook_warned; /* the hook path not visible here: warned once */
+        char cdi_path[4096]; /* the spec written, when cdi_written */
         bool stopping;
         unsigned pending; /* asynchronous stops still running */
         void (*done)(void *arg);
@@ -86,7 +87,7 @@ static int write_cdi(struct kdev_nvidia_backend *b, struct kdev_err *err)
                 return kdev_err_wrap(err, "writing the CDI spec");
         if (b->gpus && b->gpus->n_gpus > 0) {
                 const struct kdev_nvidia_config *cfg = b->opts.cfg;
-                char msg[4096 + 256], n[32];
+                char msg[4096 + 256];
                 if (files.n_libraries == 0) {
                         snprintf(msg, sizeof(msg),
                                  "no driver libraries found under %s for driver %s; containers "
@@ -96,8 +97,8 @@ static int write_cdi(struct kdev_nvidia_backend *b, struct kdev_err *err)
                                  b->gpus->driver_version);
                         kdev_log_warn(msg, "path", path);
                 } else {
-                        snprintf(n, sizeof(n), "%zu", files.n_libraries);
-                        kdev_log_info("CDI spec: driver files", "libraries", n, "hooks",
+                        kdev_log_info("CDI spec: driver files",
+                                      KDEV_LOG_UINT("libraries", files.n_libraries), "hooks",
                                       files.hook_path ? files.hook_path : "none");
                         if (files.hook_path && !files.hook_visible && !b->hook_warned) {
                                 /* a host path: written as given (NVIDIA does) */
@@ -110,6 +111,7 @@ static int write_cdi(struct kdev_nvidia_backend *b, struct kdev_err *err)
                         }
                 }
                 b->cdi_written = true;
+                snprintf(b->cdi_path, sizeof(b->cdi_path), "%s", path);
                 kdev_log_info("wrote CDI spec", "path", path);
         }
         kdev_nvidia_driver_files_clear(&files);
@@ -118,19 +120,16 @@ static int write_cdi(struct kdev_nvidia_backend *b, struct kdev_err *err)
 
 static void log_gpus(const struct kdev_gpu_set *gpus)
 {
-        char n[32], cuda[32];
-        snprintf(n, sizeof(n), "%zu", gpus->n_gpus);
+        char cuda[32];
         snprintf(cuda, sizeof(cuda), "%d.%d", gpus->cuda_driver_version / 1000,
                  gpus->cuda_driver_version % 1000 / 10);
-        kdev_log_info("NVIDIA GPUs found", "gpus", n, "driver", gpus->driver_version, "cuda", cuda);
+        kdev_log_info("NVIDIA GPUs found", KDEV_LOG_UINT("gpus", gpus->n_gpus), "driver",
+                      gpus->driver_version, "cuda", cuda);
         for (size_t i = 0; i < gpus->n_gpus; i++) {
                 const struct kdev_gpu *g = &gpus->gpus[i];
-                char idx[16], mem[32], numa[16];
-                snprintf(idx, sizeof(idx), "%u", g->index);
-                snprintf(mem, sizeof(mem), "%llu", g->memory_total >> 20);
-                snprintf(numa, sizeof(numa), "%d", g->numa_node);
-                kdev_log_info("GPU", "index", idx, "uuid", g->uuid, "name", g->name, "memory_mib",
-                              mem, "pci_bus_id", g->pci_bus_id, "numa_node", numa);
+                kdev_log_info("GPU", KDEV_LOG_UINT("index", g->index), "uuid", g->uuid, "name",
+                              g->name, KDEV_LOG_UINT("memory_mib", g->memory_total >> 20),
+                              "pci_bus_id", g->pci_bus_id, KDEV_LOG_INT("numa_node", g->numa_node));
         }
 }
 
@@ -278,10 +277,8 @@ static void on_discovered(void *arg, struct kdev_nvml *lib, struct kdev_gpu_set 
                         kdev_log_warn("cannot index the rediscovered devices (out of memory); "
                                       "lookups by device ID stay linear",
                                       "resource", cur->name);
-                char n[32];
-                snprintf(n, sizeof(n), "%zu", cur->n_devices);
                 kdev_log_info("NVIDIA driver appeared, serving its GPUs", "resource", cur->name,
-                              "devices", n);
+                              KDEV_LOG_UINT("devices", cur->n_devices));
         }
         /* The physical devices follow their logical devices into the
          * served set. */
@@ -315,9 +312,8 @@ static void on_discovered(void *arg, struct kdev_nvml *lib, struct kdev_gpu_set 
 static void on_rediscover_retry(void *arg, const struct kdev_err *err, unsigned attempt)
 {
         (void)arg;
-        char n[16];
-        snprintf(n, sizeof(n), "%u", attempt);
-        kdev_log_info("still no NVIDIA GPUs", "attempt", n, "error", err->msg);
+        kdev_log_info("still no NVIDIA GPUs", KDEV_LOG_UINT("attempt", attempt), "error",
+                      err->msg);
 }
 
 static void log_policy_warning(void *arg, const char *msg)
@@ -356,6 +352,17 @@ int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *er
 const struct kdev_gpu_set *kdev_nvidia_backend_gpus(const struct kdev_nvidia_backend *b)
 {
         return b ? b->gpus : NULL;
+}
+
+const char *kdev_nvidia_backend_cdi_path(const struct kdev_nvidia_backend *b)
+{
+        return b && b->cdi_written ? b->cdi_path : NULL;
+}
+
+void kdev_nvidia_backend_disown_cdi(struct kdev_nvidia_backend *b)
+{
+        if (b)
+                b->cdi_written = false;
 }
 
 static void finish_stop(struct kdev_nvidia_backend *b)

@@ -55,23 +55,32 @@ struct kdev_nvidia_backend_options {
  *   - otherwise: logs why there are no GPUs, appends nvidia.com/gpu with 0
  *     devices, and start() retries discovery until the driver appears.
  * Returns 0 with *out set, or a negative errno with |err| (nothing appended). */
-int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
+KDEV_API int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
                              struct kdev_nvidia_backend **out, struct kdev_err *err);
 
 /* Starts health monitoring (DP_DISABLE_HEALTHCHECKS / DP_ENABLE_HEALTHCHECKS
  * policy) or, without GPUs, rediscovery. NULL-safe (returns 0). Returns 0 or
  * a negative errno with |err|. */
-int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *err);
+KDEV_API int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *err);
 
 /* The GPUs discovered, at open or by the rediscovery that found the driver;
  * NULL while there are none (driver absent) or when |b| is NULL. Borrowed:
  * valid until stop; a rediscovery replaces NULL by a new set (so a changed
  * pointer means "rediscovered"). */
-const struct kdev_gpu_set *kdev_nvidia_backend_gpus(const struct kdev_nvidia_backend *b);
+KDEV_API const struct kdev_gpu_set *kdev_nvidia_backend_gpus(const struct kdev_nvidia_backend *b);
+
+/* The path of the CDI spec |b| wrote (and removes at stop), or NULL when it
+ * wrote none or gave it up. Borrowed: valid until stop. NULL-safe. */
+KDEV_API const char *kdev_nvidia_backend_cdi_path(const struct kdev_nvidia_backend *b);
+
+/* Gives up the CDI spec |b| wrote: stop leaves the file in place. For a
+ * configuration reload, when the backend that replaces |b| wrote its spec at
+ * the same path. NULL-safe. */
+KDEV_API void kdev_nvidia_backend_disown_cdi(struct kdev_nvidia_backend *b);
 
 /* Stops monitoring and rediscovery, removes the CDI spec this process wrote,
  * closes NVML and frees |b|; |done| (may be NULL) runs once every thread and
  * handle is gone. NULL-safe (|done| is then called at once). */
-void kdev_nvidia_backend_stop(struct kdev_nvidia_backend *b, void (*done)(void *arg), void *arg);
+KDEV_API void kdev_nvidia_backend_stop(struct kdev_nvidia_backend *b, void (*done)(void *arg), void *arg);
 
 #endif /* KDEV_NVIDIA_BACKEND_H */

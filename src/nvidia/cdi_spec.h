@@ -58,18 +58,18 @@
  * cfg->dev_root, cfg->container_driver_root): where kdev-plugin opens NVML
  * (roots.driver), looks up the driver files and the device nodes, and the
  * host roots written into the spec. Returns as kdev_nvidia_roots_resolve. */
-int kdev_nvidia_cdi_roots(const struct kdev_nvidia_config *cfg, struct kdev_nvidia_roots *out,
+KDEV_API int kdev_nvidia_cdi_roots(const struct kdev_nvidia_config *cfg, struct kdev_nvidia_roots *out,
                           struct kdev_err *err);
 
 /* Whether NVIDIA writes a CDI spec for |cfg|: a CDI device list strategy
  * (cdi-annotations or cdi-cri) is selected. */
-bool kdev_nvidia_cdi_needed(const struct kdev_nvidia_config *cfg);
+KDEV_API bool kdev_nvidia_cdi_needed(const struct kdev_nvidia_config *cfg);
 
 /* Builds the spec for |gpus| under the finished |cfg|. *out is new
  * (kdev_cdi_spec_free). Returns 0; -ENODEV "no GPUs for a CDI spec" when
  * |gpus| has no nameable GPU (a CDI device needs edits, so NVIDIA skips such
  * specs too); -EINVAL (a name CDI rejects); -ENOMEM. */
-int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+KDEV_API int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
                          struct kdev_cdi_spec **out, struct kdev_err *err);
 
 /* Builds the spec and writes it atomically (mode 0644) as
@@ -80,14 +80,14 @@ int kdev_nvidia_cdi_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvid
  * (returns 0). Returns 0 or the errors of kdev_nvidia_cdi_spec and
  * kdev_cdi_spec_write. Call it at
  * start (when kdev_nvidia_cdi_needed) and again after a rediscovery. */
-int kdev_nvidia_cdi_write(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+KDEV_API int kdev_nvidia_cdi_write(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
                           char *path, size_t size, struct kdev_err *err);
 
 /* kdev_nvidia_cdi_write that also hands over the driver files put into the
  * spec: |found| (may be NULL) is filled when a spec was written (zeroed
  * otherwise); the caller frees it with kdev_nvidia_driver_files_clear. For
  * the daemon's log ("no driver libraries found ..."). */
-int kdev_nvidia_cdi_write_ex(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+KDEV_API int kdev_nvidia_cdi_write_ex(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
                              char *path, size_t size, struct kdev_nvidia_driver_files *found,
                              struct kdev_err *err);
 
@@ -97,12 +97,12 @@ int kdev_nvidia_cdi_write_ex(const struct kdev_gpu_set *gpus, const struct kdev_
  * cfg->cdi_disabled_hooks, cfg->cdi_features. Returns as
  * kdev_nvidia_driver_files_find (free |out| with
  * kdev_nvidia_driver_files_clear). */
-int kdev_nvidia_cdi_driver_files(const struct kdev_gpu_set *gpus,
+KDEV_API int kdev_nvidia_cdi_driver_files(const struct kdev_gpu_set *gpus,
                                  const struct kdev_nvidia_config *cfg,
                                  struct kdev_nvidia_driver_files *out, struct kdev_err *err);
 
 /* Removes the spec file written by kdev_nvidia_cdi_write (clean exit).
  * Returns 1 when removed, 0 when it was not there, or a negative errno. */
-int kdev_nvidia_cdi_remove(const struct kdev_nvidia_config *cfg, struct kdev_err *err);
+KDEV_API int kdev_nvidia_cdi_remove(const struct kdev_nvidia_config *cfg, struct kdev_err *err);
 
 #endif /* KDEV_NVIDIA_CDI_SPEC_H */

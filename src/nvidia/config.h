@@ -201,10 +201,10 @@ struct kdev_nvidia_config {
 
 /* Sets every option to its default (all sources DEFAULT). Returns 0 or
  * -ENOMEM (|cfg| is then cleared). Pair with kdev_nvidia_config_clear(). */
-int kdev_nvidia_config_init(struct kdev_nvidia_config *cfg, struct kdev_err *err);
+KDEV_API int kdev_nvidia_config_init(struct kdev_nvidia_config *cfg, struct kdev_err *err);
 
 /* Frees everything |cfg| owns (not |cfg|); NULL-safe; leaves it zeroed. */
-void kdev_nvidia_config_clear(struct kdev_nvidia_config *cfg);
+KDEV_API void kdev_nvidia_config_clear(struct kdev_nvidia_config *cfg);
 
 /* The NVIDIA sections of kdev's config file, to register on kdev's config
  * root with kdev_config_register() (config/config.h): `flags` (with `plugin`,
@@ -214,7 +214,7 @@ void kdev_nvidia_config_clear(struct kdev_nvidia_config *cfg);
  * `health` ({probeInterval, quietPeriod}, whole seconds 1..86400). |cfg| must
  * have been initialised and outlive the load. On a load error |cfg| may hold
  * part of the file's values: discard it. */
-void kdev_nvidia_config_sections(struct kdev_nvidia_config *cfg, struct kdev_config_sections *out);
+KDEV_API void kdev_nvidia_config_sections(struct kdev_nvidia_config *cfg, struct kdev_config_sections *out);
 
 /* Applies the environment |envp| ("NAME=value" strings, NULL-terminated; e.g.
  * `environ`). Variables (first of a row that is set wins): MIG_STRATEGY,
@@ -229,7 +229,7 @@ void kdev_nvidia_config_sections(struct kdev_nvidia_config *cfg, struct kdev_con
  * variable counts as unset (urfave/cli). Returns 0, or -EINVAL at the first
  * bad value: "<VAR>: <message>", e.g. `MIG_STRATEGY: invalid MIG strategy:
  * bogus (expected none, single or mixed)`; -ENOMEM. */
-int kdev_nvidia_config_apply_env(struct kdev_nvidia_config *cfg, char *const *envp,
+KDEV_API int kdev_nvidia_config_apply_env(struct kdev_nvidia_config *cfg, char *const *envp,
                                  struct kdev_err *err);
 
 /* One command-line flag of the NVIDIA backend. */
@@ -250,13 +250,13 @@ struct kdev_nvidia_flag {
  * nvidia-ctk-path, driver-root-ctr-path, container-driver-root,
  * shared-devices-allocation-policy, imex-channel-ids, imex-required, and
  * kdev's cdi-dir, health-probe-interval, health-quiet-period, proc-root. */
-extern const struct kdev_nvidia_flag kdev_nvidia_flags[];
+KDEV_API extern const struct kdev_nvidia_flag kdev_nvidia_flags[];
 
 /* Applies flag |name| (without "--") with |value| (NULL for a boolean flag
  * given without "=VALUE": true). Returns 0; -ENOENT "unknown flag --x";
  * -EINVAL "--<name>: <message>" for a bad value or a missing value of a
  * non-boolean flag; -ENOMEM. Sets cfg->flag_given. */
-int kdev_nvidia_config_apply_flag(struct kdev_nvidia_config *cfg, const char *name,
+KDEV_API int kdev_nvidia_config_apply_flag(struct kdev_nvidia_config *cfg, const char *name,
                                   const char *value, struct kdev_err *err);
 
 /* Completes |cfg| once the file, env and flags are applied: dev_root
@@ -269,16 +269,16 @@ int kdev_nvidia_config_apply_flag(struct kdev_nvidia_config *cfg, const char *na
  *    systems" (deviceDiscoveryStrategy tegra with a CDI strategy),
  *   "deviceDiscoveryStrategy tegra is not supported by kdev (NVML only)".
  * Returns 0, -EINVAL with one of those, or -ENOMEM. */
-int kdev_nvidia_config_finish(struct kdev_nvidia_config *cfg, bool have_file,
+KDEV_API int kdev_nvidia_config_finish(struct kdev_nvidia_config *cfg, bool have_file,
                               struct kdev_err *err);
 
 /* Names for the enum values, as written in the config ("none", "uuid",
  * "distributed", ...); static. */
-const char *kdev_nvidia_mig_strategy_name(enum kdev_nvidia_mig_strategy s);
-const char *kdev_nvidia_id_strategy_name(enum kdev_nvidia_id_strategy s);
+KDEV_API const char *kdev_nvidia_mig_strategy_name(enum kdev_nvidia_mig_strategy s);
+KDEV_API const char *kdev_nvidia_id_strategy_name(enum kdev_nvidia_id_strategy s);
 
 /* Writes the device list strategies of |mask| comma-joined in the fixed order
  * envvar, volume-mounts, cdi-annotations, cdi-cri into |buf|. Returns |buf|. */
-char *kdev_nvidia_list_strategies_text(unsigned mask, char *buf, size_t size);
+KDEV_API char *kdev_nvidia_list_strategies_text(unsigned mask, char *buf, size_t size);
 
 #endif /* KDEV_NVIDIA_CONFIG_H */

@@ -50,7 +50,7 @@
  * node without the nvidia-modeset kernel module has no such node and it is
  * skipped. The order is NVIDIA's device-plugin order. */
 #define KDEV_NVIDIA_N_CONTROL_NODES 4
-extern const char *const kdev_nvidia_control_nodes[KDEV_NVIDIA_N_CONTROL_NODES];
+KDEV_API extern const char *const kdev_nvidia_control_nodes[KDEV_NVIDIA_N_CONTROL_NODES];
 
 /* One logical NVIDIA device: a whole GPU (mig false) or a MIG device. */
 struct kdev_nvidia_logical {
@@ -65,7 +65,7 @@ struct kdev_nvidia_logical {
  * |out| must be empty (zeroed) and is filled (clear it with
  * kdev_container_edits_clear, also after an error). Returns 0, or
  * -ENAMETOOLONG / -ENOMEM with |err|. */
-int kdev_nvidia_common_edits(const char *dev_root,
+KDEV_API int kdev_nvidia_common_edits(const char *dev_root,
                              const struct kdev_nvidia_driver_files *driver_files,
                              struct kdev_container_edits *out, struct kdev_err *err);
 
@@ -75,18 +75,18 @@ int kdev_nvidia_common_edits(const char *dev_root,
  * NVIDIA_CTK_LIBCUDA_DIR, then NVIDIA_VISIBLE_DEVICES=void). Used by the
  * device plugin's CDI spec and the DRA claim specs. Returns as
  * kdev_nvidia_common_edits. */
-int kdev_nvidia_common_edits_at(const struct kdev_nvidia_roots *roots,
+KDEV_API int kdev_nvidia_common_edits_at(const struct kdev_nvidia_roots *roots,
                                 const struct kdev_nvidia_driver_files *driver_files,
                                 struct kdev_container_edits *out, struct kdev_err *err);
 
 /* kdev_nvidia_device_edits with host paths under roots->dev_host. Returns
  * as kdev_nvidia_device_edits. */
-int kdev_nvidia_device_edits_at(const struct kdev_nvidia_roots *roots,
+KDEV_API int kdev_nvidia_device_edits_at(const struct kdev_nvidia_roots *roots,
                                 const struct kdev_nvidia_logical *d,
                                 struct kdev_container_edits *out, struct kdev_err *err);
 
 /* kdev_nvidia_device_edits_cdi with host paths under roots->dev_host. */
-int kdev_nvidia_device_edits_cdi_at(const struct kdev_nvidia_roots *roots,
+KDEV_API int kdev_nvidia_device_edits_cdi_at(const struct kdev_nvidia_roots *roots,
                                     const struct kdev_nvidia_logical *d,
                                     struct kdev_cdi_edits *cdi, struct kdev_err *err);
 
@@ -94,13 +94,13 @@ int kdev_nvidia_device_edits_cdi_at(const struct kdev_nvidia_roots *roots,
  * "": "/") to |out|; a node already in |out| is not added again (a replica
  * or a second MIG device of the same parent). Returns 0 or -ENOMEM with
  * |err|. */
-int kdev_nvidia_device_edits(const char *dev_root, const struct kdev_nvidia_logical *d,
+KDEV_API int kdev_nvidia_device_edits(const char *dev_root, const struct kdev_nvidia_logical *d,
                              struct kdev_container_edits *out, struct kdev_err *err);
 
 /* kdev_nvidia_device_edits of |d| alone, appended to CDI edits |cdi| as
  * kdev_nvidia_edits_to_cdi does: a CDI device's containerEdits. Returns 0,
  * -EINVAL or -ENOMEM with |err|. */
-int kdev_nvidia_device_edits_cdi(const char *dev_root, const struct kdev_nvidia_logical *d,
+KDEV_API int kdev_nvidia_device_edits_cdi(const char *dev_root, const struct kdev_nvidia_logical *d,
                                  struct kdev_cdi_edits *cdi, struct kdev_err *err);
 
 /* Appends container edits |e| to CDI edits |cdi| as NVIDIA's CDI specs (the
@@ -110,7 +110,7 @@ int kdev_nvidia_device_edits_cdi(const char *dev_root, const struct kdev_nvidia_
  * hooks. Annotations and CDI device names are not containerEdits and are
  * left out. Returns 0, -EINVAL (an edit CDI refuses, e.g. an empty path) or
  * -ENOMEM with |err|. */
-int kdev_nvidia_edits_to_cdi(const struct kdev_container_edits *e, struct kdev_cdi_edits *cdi,
+KDEV_API int kdev_nvidia_edits_to_cdi(const struct kdev_container_edits *e, struct kdev_cdi_edits *cdi,
                              struct kdev_err *err);
 
 #endif /* KDEV_NVIDIA_CONTAINER_EDITS_H */

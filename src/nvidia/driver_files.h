@@ -105,8 +105,8 @@ enum {
  * KDEV_NVIDIA_CDI_* bits. Empty items are skipped. Returns 0, or -EINVAL
  * with "unknown CDI hook: <name> (expected ...)" / "unknown CDI feature
  * flag: <name> (expected ...)" in |msg| (|size| bytes). */
-int kdev_nvidia_cdi_hooks_parse(const char *list, unsigned *mask, char *msg, size_t size);
-int kdev_nvidia_cdi_features_parse(const char *list, unsigned *mask, char *msg, size_t size);
+KDEV_API int kdev_nvidia_cdi_hooks_parse(const char *list, unsigned *mask, char *msg, size_t size);
+KDEV_API int kdev_nvidia_cdi_features_parse(const char *list, unsigned *mask, char *msg, size_t size);
 
 struct kdev_nvidia_driver_files_options {
         const char *driver_root;    /* host path of the driver root; NULL or "": "/" */
@@ -141,7 +141,7 @@ struct kdev_nvidia_driver_files {
  * directory (kdev runs in a container with the host's driver root mounted
  * there, as NVIDIA's plugin expects), else |driver_root| (kdev sees the
  * driver root directly). Returns one of the two pointers (or "/"). */
-const char *kdev_nvidia_driver_lookup_root(const char *driver_root,
+KDEV_API const char *kdev_nvidia_driver_lookup_root(const char *driver_root,
                                            const char *container_driver_root);
 
 /* Looks the driver files up as described above. |out| is filled (free with
@@ -150,7 +150,7 @@ const char *kdev_nvidia_driver_lookup_root(const char *driver_root,
  * Returns the number of libraries found (0: none, |out| then holds no files
  * and no hook), or -ENOMEM / -ENAMETOOLONG (a path longer than PATH_MAX)
  * with |err|. */
-int kdev_nvidia_driver_files_find(const struct kdev_nvidia_driver_files_options *opts,
+KDEV_API int kdev_nvidia_driver_files_find(const struct kdev_nvidia_driver_files_options *opts,
                                   struct kdev_nvidia_driver_files *out, struct kdev_err *err);
 
 /* Appends NVIDIA's CDI hook |hook| (one KDEV_NVIDIA_HOOK_* bit) to |e|
@@ -160,17 +160,17 @@ int kdev_nvidia_driver_files_find(const struct kdev_nvidia_driver_files_options 
  * after it for nvidia-ctk), the hook's name, then |args| (create-symlinks:
  * each after "--link", left out with no args; update-ldcache: each after
  * "--folder"; others as given). Returns 0, -EINVAL or -ENOMEM with |err|. */
-int kdev_nvidia_hook_add(const char *hook_path, unsigned disabled, unsigned hook,
+KDEV_API int kdev_nvidia_hook_add(const char *hook_path, unsigned disabled, unsigned hook,
                          const char *const *args, size_t n_args,
                          struct kdev_container_edits *e, struct kdev_err *err);
 
 /* Frees what |f| owns and zeroes it. NULL-safe. */
-void kdev_nvidia_driver_files_clear(struct kdev_nvidia_driver_files *f);
+KDEV_API void kdev_nvidia_driver_files_clear(struct kdev_nvidia_driver_files *f);
 
 /* Appends the env, mounts and hooks of |f| (described above) to container
  * edits |e| (model/edits.h; kdev_nvidia_edits_to_cdi writes them into a CDI
  * spec). Returns the number of mounts added, -EINVAL or -ENOMEM with |err|. */
-int kdev_nvidia_driver_files_edits(const struct kdev_nvidia_driver_files *f,
+KDEV_API int kdev_nvidia_driver_files_edits(const struct kdev_nvidia_driver_files *f,
                                    struct kdev_container_edits *e, struct kdev_err *err);
 
 #endif /* KDEV_NVIDIA_DRIVER_FILES_H */

@@ -8,16 +8,19 @@
  * physical GPUs behind the devices of a borrowed kdev_resource_set whose
  * kdev_device.data are struct kdev_nvidia_devinfo (src/nvidia/devinfo.h):
  *
- *   - start (on the loop thread): NVML init (refcounted), one event set, and
- *     for each physical GPU (each distinct parent_uuid) nvmlDeviceGetHandleByUUID,
- *     nvmlDeviceGetSupportedEventTypes and nvmlDeviceRegisterEvents with
- *     (XidCriticalError | DoubleBitEccError | SingleBitEccError) & supported.
- *     NOT_SUPPORTED from the registration (or no supported type in the mask):
- *     that GPU has no health checks and stays as it is (logged; NVIDIA v0.19+).
- *     Any other failure of the three calls: every device of that GPU Unhealthy.
- *   - one thread blocks in nvmlEventSetWait (wait_timeout_ms) and posts what it
- *     sees to the loop with uv_async (a mutex-protected, coalescing queue; no
- *     lock is held across an NVML call). On the loop thread:
+ *   - the NVML side is the NVML backend's event watcher (src/nvml/events.h),
+ *     created over the physical GPUs (each distinct parent_uuid) with
+ *     NVIDIA's event mask KDEV_NVIDIA_HEALTH_EVENTS: at start (on the loop
+ *     thread) NVML init (refcounted), one event set, and per GPU
+ *     nvmlDeviceGetHandleByUUID, nvmlDeviceGetSupportedEventTypes and
+ *     nvmlDeviceRegisterEvents with (XidCriticalError | DoubleBitEccError |
+ *     SingleBitEccError) & supported; then one thread in nvmlEventSetWait
+ *     (wait_timeout_ms) and the probes, posting physical events to the loop.
+ *     The monitor decides what they mean, on the loop thread:
+ *       * a registration that answers NOT_SUPPORTED (or no supported type in
+ *         the mask): that GPU has no health checks and stays as it is
+ *         (logged; NVIDIA v0.19+); any other failure of the three calls:
+ *         every device of that GPU Unhealthy;
  *       * an XidCriticalError whose XID the policy counts as critical
  *         (src/nvidia/xid.h) marks EVERY device on that physical GPU Unhealthy:
  *         all replicas, and MIG devices filtered by the event's GPU instance id
@@ -27,12 +30,13 @@
  *       * an event whose GPU cannot be identified (nvmlDeviceGetUUID fails and
  *         the handle is not one of ours), and an nvmlEventSetWait error other
  *         than TIMEOUT (e.g. GPU_IS_LOST), mark every device of the set
- *         Unhealthy. After a wait error the thread rebuilds its event set (a
+ *         Unhealthy. After a wait error the watcher rebuilds its event set (a
  *         GPU whose registration now fails, e.g. a lost one, is then retried by
  *         the probes) and waits wait_timeout_ms before waiting again;
- *       * an event for a GPU that is not in the set is logged and dropped.
+ *       * a critical XID for a GPU that is not in the set is logged and dropped.
  *   - recovery (kdev's addition; NVIDIA has none): while a GPU has devices
- *     marked Unhealthy, the health thread probes it every probe_interval_ms:
+ *     marked Unhealthy, the monitor asks the watcher to probe it every
+ *     probe_interval_ms:
  *     nvmlDeviceGetRemappedRows (when the driver has it; NOT_SUPPORTED is
  *     fine), nvmlDeviceGetMemoryInfo (NO_PERMISSION and NOT_SUPPORTED are
  *     fine), and, when its events are not registered, the registration again.
@@ -64,8 +68,8 @@
  *     and the reason.
  *
  * Threads: every function runs on the loop thread; the monitor adds exactly one
- * thread (none when the policy is disabled). Only the loop thread touches the
- * resource set (through kdev_physical_apply only).
+ * thread, the watcher's (none when the policy is disabled). Only the loop
+ * thread touches the resource set (through kdev_physical_apply only).
  *
  * A monitor serves one resource set for its whole life. When the set is
  * rebuilt (rediscovery, reload), stop the monitor first (from the return of
@@ -157,7 +161,7 @@ struct kdev_nvidia_health;
  * "health: device <id> of <resource> has an empty parent UUID", "health:
  * device <id> of <resource> has no linked physical device"; -ENOMEM; the
  * error of uv_async_init. */
-struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_nvml *lib,
+KDEV_API struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_nvml *lib,
                                                   struct kdev_resource_set *set,
                                                   const struct kdev_xid_policy *policy,
                                                   const struct kdev_nvidia_health_options *opts,
@@ -171,14 +175,14 @@ struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_n
  *   "health: nvmlEventSetCreate: <nvmlErrorString>" (errno of kdev_nvml_errno);
  *   -EALREADY "health: already started"; -ENOMEM / thread creation errno.
  * Per-GPU registration failures are not errors (the GPU goes Unhealthy). */
-int kdev_nvidia_health_start(struct kdev_nvidia_health *h, struct kdev_err *err);
+KDEV_API int kdev_nvidia_health_start(struct kdev_nvidia_health *h, struct kdev_err *err);
 
 /* Stops and frees |h| (NULL-safe), in any state. From the return on, the
  * monitor no longer reads or writes the resource set nor calls |notify|; the
  * thread ends after its current nvmlEventSetWait (at most wait_timeout_ms),
  * frees the event set and drops its NVML init reference; then |done| (may be
  * NULL) is called on the loop thread, after which |lib| may be closed. */
-void kdev_nvidia_health_stop(struct kdev_nvidia_health *h, void (*done)(void *arg), void *arg);
+KDEV_API void kdev_nvidia_health_stop(struct kdev_nvidia_health *h, void (*done)(void *arg), void *arg);
 
 /* Checks state of one physical GPU, as the loop thread sees it. */
 enum kdev_nvidia_health_checks {
@@ -199,7 +203,7 @@ struct kdev_nvidia_gpu_health {
 
 /* State of the physical GPU |uuid|. Returns 0, or -ENOENT when no device of
  * the set is on it. */
-int kdev_nvidia_health_gpu(const struct kdev_nvidia_health *h, const char *uuid,
+KDEV_API int kdev_nvidia_health_gpu(const struct kdev_nvidia_health *h, const char *uuid,
                            struct kdev_nvidia_gpu_health *out);
 
 /* Counters, updated on the loop thread as messages are processed. */
@@ -215,7 +219,7 @@ struct kdev_nvidia_health_stats {
         unsigned long notifies;      /* notify calls */
 };
 
-void kdev_nvidia_health_get_stats(const struct kdev_nvidia_health *h,
+KDEV_API void kdev_nvidia_health_get_stats(const struct kdev_nvidia_health *h,
                                   struct kdev_nvidia_health_stats *out);
 
 /* --- rediscovery ------------------------------------------------------------ */
@@ -247,17 +251,17 @@ struct kdev_nvidia_rediscover_options {
  * the NVML calls): open the library if not open yet (kept open between
  * attempts), then kdev_nvml_discover(); success needs at least one GPU.
  * Returns NULL with |err|: -EINVAL (interval 0, no callback), -ENOMEM. */
-struct kdev_nvidia_rediscover *
+KDEV_API struct kdev_nvidia_rediscover *
 kdev_nvidia_rediscover_start(uv_loop_t *loop, const struct kdev_nvidia_rediscover_options *opts,
                              struct kdev_err *err);
 
 /* Number of attempts made so far. */
-unsigned kdev_nvidia_rediscover_attempts(const struct kdev_nvidia_rediscover *r);
+KDEV_API unsigned kdev_nvidia_rediscover_attempts(const struct kdev_nvidia_rediscover *r);
 
 /* Stops retrying and frees |r| once libuv released the timer (NULL-safe);
  * closes a library it still owns; no callback is called after the return
  * except |done| (may be NULL). */
-void kdev_nvidia_rediscover_stop(struct kdev_nvidia_rediscover *r, void (*done)(void *arg),
+KDEV_API void kdev_nvidia_rediscover_stop(struct kdev_nvidia_rediscover *r, void (*done)(void *arg),
                                  void *arg);
 
 #endif /* KDEV_NVIDIA_HEALTH_H */

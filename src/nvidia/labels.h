@@ -113,20 +113,20 @@ struct kdev_nvidia_labels_options {
  *     be named, e.g. the parent's memory is unknown), wrapped as
  *     "MIG labels: ...";
  *   -ENOMEM. */
-int kdev_nvidia_labels_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+KDEV_API int kdev_nvidia_labels_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
                              const struct kdev_nvidia_labels_options *opts,
                              struct kdev_nvidia_labels *out, struct kdev_err *err);
 
 /* Frees what |l| owns (NULL-safe) and leaves it empty. */
-void kdev_nvidia_labels_clear(struct kdev_nvidia_labels *l);
+KDEV_API void kdev_nvidia_labels_clear(struct kdev_nvidia_labels *l);
 
 /* The value of |key|, or NULL when there is no such label. Borrowed. */
-const char *kdev_nvidia_labels_get(const struct kdev_nvidia_labels *l, const char *key);
+KDEV_API const char *kdev_nvidia_labels_get(const struct kdev_nvidia_labels *l, const char *key);
 
 /* The file text: KDEV_NVIDIA_LABELS_HEADER when |header|, then one
  * "key=value\n" line per label in |l|'s order (NFD features.d format).
  * Returns a new string (caller frees), or NULL when out of memory. */
-char *kdev_nvidia_labels_text(const struct kdev_nvidia_labels *l, bool header);
+KDEV_API char *kdev_nvidia_labels_text(const struct kdev_nvidia_labels *l, bool header);
 
 /* Writes |text| to |path| unless the file already holds exactly |text|:
  * a temporary file ".<name>.XXXXXX" in the same directory (NFD's local
@@ -137,7 +137,7 @@ char *kdev_nvidia_labels_text(const struct kdev_nvidia_labels *l, bool header);
  * the temporary file): "<path>: cannot create a file in directory <dir>:
  * <strerror>" (missing or unwritable directory), else "<path>: <strerror>";
  * the temporary file is removed on error. */
-int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err *err);
+KDEV_API int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err *err);
 
 /* The node labels file text of |gpus| under |cfg|: kdev_nvidia_labels_build
  * with |opts| (may be NULL), then kdev_nvidia_labels_text with the header,
@@ -145,7 +145,7 @@ int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err
  * and *invalid_mig whether nvidia.com/gpu.product ends in "-MIG-INVALID"
  * (GFD's mark of an invalid MIG layout), both set also after an error of
  * the text. Returns 0, the errors of kdev_nvidia_labels_build, or -ENOMEM. */
-int kdev_nvidia_labels_file_text(const struct kdev_gpu_set *gpus,
+KDEV_API int kdev_nvidia_labels_file_text(const struct kdev_gpu_set *gpus,
                                  const struct kdev_nvidia_config *cfg,
                                  const struct kdev_nvidia_labels_options *opts, char **text,
                                  size_t *n, bool *invalid_mig, struct kdev_err *err);
@@ -159,7 +159,7 @@ int kdev_nvidia_labels_file_text(const struct kdev_gpu_set *gpus,
  * invalid; 0 with *text NULL when it is not, when the strategy is not
  * single, or when NVML or the discovery fails (no GPUs to judge); or a
  * negative errno with |err| from kdev_nvidia_labels_file_text. */
-int kdev_nvidia_labels_invalid_mig(const struct kdev_nvidia_config *cfg,
+KDEV_API int kdev_nvidia_labels_invalid_mig(const struct kdev_nvidia_config *cfg,
                                    const struct kdev_nvidia_labels_options *opts, char **text,
                                    size_t *n, struct kdev_err *err);
 

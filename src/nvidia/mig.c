@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/file.h"
+#include "nvml/discover.h"
 #include "nvml/nvml_api.h"
 
 unsigned kdev_nvidia_mig_gi_slices(unsigned gi_index)

@@ -22,7 +22,12 @@
 
 #include "common/err.h"
 #include "nvidia/config.h"
-#include "nvml/discover.h"
+
+/* NVML discovery's records (nvml/discover.h), taken by pointer only: this
+ * header includes nothing of src/nvml, so a front end may read the DRA
+ * device names and the mig-minors functions without seeing NVML. */
+struct kdev_gpu;
+struct kdev_mig_device;
 
 /* Longest profile name kdev writes ("8c.8g.1234567gb+me.all" fits). */
 #define KDEV_NVIDIA_MIG_PROFILE_MAX 48
@@ -40,12 +45,12 @@
  * _ALL_ME; 2 for 2_SLICE, _REV1, _GFX, _NO_ME, _ALL_ME; 3, 4 (and 4_SLICE_GFX),
  * 6, 7, 8. 0 for an index go-nvlib does not know (3_SLICE_GFX = 0x11 and
  * beyond). */
-unsigned kdev_nvidia_mig_gi_slices(unsigned gi_index);
+KDEV_API unsigned kdev_nvidia_mig_gi_slices(unsigned gi_index);
 
 /* C: the slice count of compute-instance profile index |ci_index|
  * (NVML_COMPUTE_INSTANCE_PROFILE_*): 1 for 1_SLICE and 1_SLICE_REV1; 2, 3,
  * 4, 6, 7 (and 7_SLICE_NVL), 8. 0 for an unknown index. */
-unsigned kdev_nvidia_mig_ci_slices(unsigned ci_index);
+KDEV_API unsigned kdev_nvidia_mig_ci_slices(unsigned ci_index);
 
 /* The "<GB>" part of a profile name (go-nvlib getMigMemorySizeGB):
  *   frac = mig_mib * 2^20 / parent_total_bytes, rounded up to eighths;
@@ -54,7 +59,7 @@ unsigned kdev_nvidia_mig_ci_slices(unsigned ci_index);
  * is nvmlMemory_t.total of the parent GPU (bytes), |mig_mib| the MIG memory
  * in MiB (nvmlGpuInstanceProfileInfo_t / nvmlDeviceAttributes_t
  * .memorySizeMB). Returns 0 when |parent_total_bytes| is 0. */
-unsigned long long kdev_nvidia_mig_memory_gb(unsigned long long mig_mib,
+KDEV_API unsigned long long kdev_nvidia_mig_memory_gb(unsigned long long mig_mib,
                                              unsigned long long parent_total_bytes);
 
 /* Writes the MIG profile name into |buf| (|size| bytes; KDEV_NVIDIA_MIG_
@@ -71,7 +76,7 @@ unsigned long long kdev_nvidia_mig_memory_gb(unsigned long long mig_mib,
  * Returns the length, or -EINVAL with |err| ("unknown GPU instance profile
  * index 0x11", "unknown compute instance profile index 0x9", "parent GPU
  * memory size is 0"), -ENOBUFS when |buf| is too small. |err| may be NULL. */
-int kdev_nvidia_mig_profile_name(unsigned gi_index, unsigned ci_index,
+KDEV_API int kdev_nvidia_mig_profile_name(unsigned gi_index, unsigned ci_index,
                                  unsigned long long memory_mib,
                                  unsigned long long parent_total_bytes, char *buf, size_t size,
                                  struct kdev_err *err);
@@ -83,7 +88,7 @@ int kdev_nvidia_mig_profile_name(unsigned gi_index, unsigned ci_index,
  * '(<i>, <j>)': error getting parent memory info: <nvmlErrorString>" when
  * discovery could not read the parent's memory (errno from the NVML code),
  * and the errors of kdev_nvidia_mig_profile_name in that same wrapping. */
-int kdev_nvidia_mig_device_profile(const struct kdev_gpu *parent,
+KDEV_API int kdev_nvidia_mig_device_profile(const struct kdev_gpu *parent,
                                    const struct kdev_mig_device *m, char *buf, size_t size,
                                    struct kdev_err *err);
 
@@ -91,7 +96,7 @@ int kdev_nvidia_mig_device_profile(const struct kdev_gpu *parent,
  * with every '+' replaced by '.' ("1g.10gb+me" -> "nvidia.com/mig-1g.10gb.me",
  * "1g.24gb-me" -> "nvidia.com/mig-1g.24gb-me"). Returns the length or
  * -ENOBUFS. */
-int kdev_nvidia_mig_resource_name(const char *profile, char *buf, size_t size);
+KDEV_API int kdev_nvidia_mig_resource_name(const char *profile, char *buf, size_t size);
 
 /* One line of mig-minors. */
 struct kdev_nvidia_mig_minor {
@@ -122,11 +127,11 @@ struct kdev_nvidia_mig_minors {
  * followed by kdev_file_read's message with its errno ("<path>: cannot read:
  * <strerror>", "<path>: is not a regular file (a FIFO)", "<path>: the MIG
  * minors file is larger than 1048576 bytes"), -ENOMEM. */
-int kdev_nvidia_mig_minors_read(const char *proc_root, struct kdev_nvidia_mig_minors *out,
+KDEV_API int kdev_nvidia_mig_minors_read(const char *proc_root, struct kdev_nvidia_mig_minors *out,
                                 struct kdev_err *err);
 
 /* Frees what |m| owns; NULL-safe; leaves it empty. */
-void kdev_nvidia_mig_minors_clear(struct kdev_nvidia_mig_minors *m);
+KDEV_API void kdev_nvidia_mig_minors_clear(struct kdev_nvidia_mig_minors *m);
 
 /* The capability minors of MIG device (GPU instance |gi|, compute instance
  * |ci|) on the GPU with minor number |gpu_minor| (NVIDIA nvmlMigDevice
@@ -135,7 +140,7 @@ void kdev_nvidia_mig_minors_clear(struct kdev_nvidia_mig_minors *m);
  * /proc/driver/nvidia/capabilities/gpu<g>/mig/gi<i>/access" (for a missing
  * CI line the CI path .../gi<i>/ci<c>/access is named; NVIDIA names the GI
  * path there by mistake). */
-int kdev_nvidia_mig_caps(const struct kdev_nvidia_mig_minors *m, unsigned gpu_minor, unsigned gi,
+KDEV_API int kdev_nvidia_mig_caps(const struct kdev_nvidia_mig_minors *m, unsigned gpu_minor, unsigned gi,
                          unsigned ci, unsigned *gi_cap, unsigned *ci_cap, struct kdev_err *err);
 
 /* --- DRA device names ------------------------------------------------------
@@ -155,7 +160,7 @@ int kdev_nvidia_mig_caps(const struct kdev_nvidia_mig_minors *m, unsigned gpu_mi
  * /dev/nvidia<minor> number). Writes the NUL-terminated name into |buf|
  * (|size| bytes; KDEV_NVIDIA_DRA_NAME_MAX + 1 always suffice) and returns its
  * length, or -ENAMETOOLONG (|buf| too small). */
-int kdev_nvidia_dra_gpu_name(const struct kdev_gpu *g, char *buf, size_t size);
+KDEV_API int kdev_nvidia_dra_gpu_name(const struct kdev_gpu *g, char *buf, size_t size);
 
 /* Reads the minor number out of a DRA device name: true with *|minor| set
  * when |name| starts with "gpu-" and a decimal digit (sscanf "%u", so the
@@ -163,7 +168,7 @@ int kdev_nvidia_dra_gpu_name(const struct kdev_gpu *g, char *buf, size_t size);
  * MIG device name of that parent, to be matched with kdev_nvidia_dra_mig_name
  * against the parent's MIG devices; "gpu-<minor>" alone: false); false for
  * any other name. */
-bool kdev_nvidia_dra_name_minor(const char *name, unsigned *minor, bool *mig);
+KDEV_API bool kdev_nvidia_dra_name_minor(const char *name, unsigned *minor, bool *mig);
 
 /* The device name of MIG device |m| of GPU |g|, NVIDIA's DRA driver's
  * canonical MIG device name (k8s-dra-driver-gpu v25.12,
@@ -186,7 +191,7 @@ bool kdev_nvidia_dra_name_minor(const char *name, unsigned *minor, bool *mig);
  * |buf| (|size| bytes; KDEV_NVIDIA_DRA_NAME_MAX + 1 always suffice) and
  * returns its length, -ENAMETOOLONG (|buf| too small, or a minor number
  * that leaves no room for the profile) or -EINVAL (no profile text left). */
-int kdev_nvidia_dra_mig_name(const struct kdev_gpu *g, const struct kdev_mig_device *m,
+KDEV_API int kdev_nvidia_dra_mig_name(const struct kdev_gpu *g, const struct kdev_mig_device *m,
                              char *buf, size_t size);
 
 #endif /* KDEV_NVIDIA_MIG_H */

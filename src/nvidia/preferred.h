@@ -44,7 +44,7 @@ enum kdev_nvidia_share_policy {
  * topology level (INTERNAL 60, SINGLE 50, MULTIPLE 40, HOSTBRIDGE 30, NODE 20,
  * SYSTEM 10) plus 100 per direct NVLink. Any other level scores 0 (NVIDIA
  * fails the RPC instead; kdev's discovery already refuses unknown levels). */
-int kdev_nvidia_link_score(nvmlGpuTopologyLevel_t level, unsigned nvlinks);
+KDEV_API int kdev_nvidia_link_score(nvmlGpuTopologyLevel_t level, unsigned nvlinks);
 
 /* How kdev_nvidia_best_set found its answer. */
 struct kdev_nvidia_best_stats {
@@ -74,7 +74,7 @@ struct kdev_nvidia_best_stats {
  * |out| (room for |k|) receives the set in ascending order; |st| may be NULL.
  * Returns 0; -EINVAL when n_must > k, k > n, an index of |must| is >= n or
  * repeated, or a pointer is NULL where needed; -ENOMEM. */
-int kdev_nvidia_best_set(const int *score, size_t n, const size_t *must, size_t n_must,
+KDEV_API int kdev_nvidia_best_set(const int *score, size_t n, const size_t *must, size_t n_must,
                          size_t k, size_t *out, struct kdev_nvidia_best_stats *st);
 
 /* The preferred-allocation data of one NVIDIA resource: the link table of its
@@ -93,7 +93,7 @@ struct kdev_nvidia_pref;
  * one whose positions were read (the data is indexed by device position).
  * On success *out is new (free with kdev_nvidia_pref_free). Returns 0 or
  * -ENOMEM (|err| set). */
-int kdev_nvidia_pref_new(const struct kdev_gpu_set *gpus, const struct kdev_resource *r,
+KDEV_API int kdev_nvidia_pref_new(const struct kdev_gpu_set *gpus, const struct kdev_resource *r,
                          enum kdev_nvidia_share_policy policy, struct kdev_nvidia_pref **out,
                          struct kdev_err *err);
 
@@ -104,11 +104,11 @@ int kdev_nvidia_pref_new(const struct kdev_gpu_set *gpus, const struct kdev_reso
  * (which replaces device arrays), and again after each rebuild. Until then
  * the hook answers the must-include devices then device-array order.
  * Returns 0, or -ENOMEM with |err| (resources keep what they had). */
-int kdev_nvidia_pref_attach(struct kdev_resource_set *set, const struct kdev_gpu_set *gpus,
+KDEV_API int kdev_nvidia_pref_attach(struct kdev_resource_set *set, const struct kdev_gpu_set *gpus,
                             enum kdev_nvidia_share_policy policy, struct kdev_err *err);
 
 /* Frees |p| (NULL-safe). */
-void kdev_nvidia_pref_free(struct kdev_nvidia_pref *p);
+KDEV_API void kdev_nvidia_pref_free(struct kdev_nvidia_pref *p);
 
 /* Answers a validated request (arguments as for kdev_resource_ops.preferred)
  * with data |p| built for |r|:
@@ -138,7 +138,7 @@ void kdev_nvidia_pref_free(struct kdev_nvidia_pref *p);
  * order.
  *
  * Returns 0, or -ENOMEM with |err|. */
-int kdev_nvidia_pref_choose(const struct kdev_nvidia_pref *p, const struct kdev_resource *r,
+KDEV_API int kdev_nvidia_pref_choose(const struct kdev_nvidia_pref *p, const struct kdev_resource *r,
                             const struct kdev_device *const *avail, size_t n_avail,
                             const struct kdev_device *const *must, size_t n_must, size_t size,
                             const struct kdev_device **out, struct kdev_err *err);
@@ -147,7 +147,7 @@ int kdev_nvidia_pref_choose(const struct kdev_nvidia_pref *p, const struct kdev_
  * struct kdev_nvidia_rdata; uses its `pref` (kdev_nvidia_pref_choose), or,
  * when it has none, answers the must-include devices then the first other
  * available ones in device-array order. */
-int kdev_nvidia_preferred(void *data, const struct kdev_resource *r,
+KDEV_API int kdev_nvidia_preferred(void *data, const struct kdev_resource *r,
                           const struct kdev_device *const *avail, size_t n_avail,
                           const struct kdev_device *const *must, size_t n_must, size_t size,
                           const struct kdev_device **out, struct kdev_err *err);

@@ -84,6 +84,46 @@ const struct kdev_nvidia_devinfo *kdev_nvidia_device_info(const struct kdev_reso
         return d->data;
 }
 
+static bool same_str(const char *a, const char *b)
+{
+        return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static bool same_devinfo(const struct kdev_nvidia_devinfo *a, const struct kdev_nvidia_devinfo *b)
+{
+        if (!a || !b)
+                return a == b;
+        return strcmp(a->uuid, b->uuid) == 0 && strcmp(a->parent_uuid, b->parent_uuid) == 0 &&
+               a->gi == b->gi && a->ci == b->ci && strcmp(a->index, b->index) == 0 &&
+               a->minor == b->minor && a->replica == b->replica && a->gi_cap == b->gi_cap &&
+               a->ci_cap == b->ci_cap && a->incomplete == b->incomplete;
+}
+
+bool kdev_nvidia_resource_same(const struct kdev_resource *a, const struct kdev_resource *b)
+{
+        if (a->ops != &kdev_nvidia_resource_ops || b->ops != &kdev_nvidia_resource_ops)
+                return false;
+        const struct kdev_nvidia_rdata *x = a->ops_data, *y = b->ops_data;
+        if (!x || !y)
+                return x == y;
+        if (x->strategies != y->strategies || x->id_strategy != y->id_strategy ||
+            x->pass_device_specs != y->pass_device_specs || x->gdrcopy != y->gdrcopy ||
+            x->gds != y->gds || x->mofed != y->mofed || x->fail_gt1 != y->fail_gt1 ||
+            !same_str(x->dev_root, y->dev_root) ||
+            !same_str(x->annotation_prefix, y->annotation_prefix) ||
+            x->n_imex_channels != y->n_imex_channels ||
+            (x->n_imex_channels && memcmp(x->imex_channels, y->imex_channels,
+                                          x->n_imex_channels * sizeof(x->imex_channels[0]))))
+                return false;
+        if (a->n_devices != b->n_devices)
+                return false;
+        for (size_t i = 0; i < a->n_devices; i++) {
+                if (!same_devinfo(a->devices[i].data, b->devices[i].data))
+                        return false;
+        }
+        return true;
+}
+
 void kdev_nvidia_warnf(kdev_nvidia_warn_fn warn, void *arg, const char *fmt, ...)
 {
         if (!warn)

@@ -115,7 +115,7 @@ struct kdev_nvidia_build_options {
  * Errors: the MIG errors above, -EOPNOTSUPP "sharing.mps is not supported
  * yet" (issue 4), -EEXIST "resource <name> defined twice" when |out| already
  * has one of the names, -ENOMEM. |out| is unchanged on error. */
-int kdev_nvidia_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
+KDEV_API int kdev_nvidia_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_config *cfg,
                       const struct kdev_nvidia_build_options *opts, struct kdev_resource_set *out,
                       struct kdev_err *err);
 
@@ -128,19 +128,32 @@ int kdev_nvidia_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
  * then links |set| (kdev_resource_set_link). Returns 0, or -ENOMEM or the
  * link's error with |err| (not NULL), the physical devices it added removed
  * again. */
-int kdev_nvidia_attach_physical(struct kdev_resource_set *set, struct kdev_err *err);
+KDEV_API int kdev_nvidia_attach_physical(struct kdev_resource_set *set, struct kdev_err *err);
 
 /* The ops of every NVIDIA resource (Allocate hook, free). */
-extern const struct kdev_resource_ops kdev_nvidia_resource_ops;
+KDEV_API extern const struct kdev_resource_ops kdev_nvidia_resource_ops;
 
 /* The devinfo of device |d| of resource |r|, or NULL when |r| is not an
  * NVIDIA resource (its ops are not kdev_nvidia_resource_ops). */
-const struct kdev_nvidia_devinfo *kdev_nvidia_device_info(const struct kdev_resource *r,
+KDEV_API const struct kdev_nvidia_devinfo *kdev_nvidia_device_info(const struct kdev_resource *r,
                                                           const struct kdev_device *d);
+
+/* Whether NVIDIA resources |a| and |b| (two builds of the same resource
+ * name, e.g. before and after a configuration reload) answer Allocate and
+ * GetPreferredAllocation alike for kubelet: both have NVIDIA's ops, the same
+ * Allocate settings (device list strategies, device ID strategy,
+ * passDeviceSpecs, GDRCopy / GDS / MOFED, dev root, CDI annotation prefix,
+ * IMEX channels, time-slicing failRequestsGreaterThanOne) and, device by
+ * device in order, the same devinfo (UUID, parent, MIG GI/CI and capability
+ * minors, index, minor, replica). The device IDs, specs and NUMA nodes are
+ * the model's to compare; the topology behind GetPreferredAllocation follows
+ * the UUIDs (the same GPUs). Health is not compared. False when either is not
+ * an NVIDIA resource. */
+KDEV_API bool kdev_nvidia_resource_same(const struct kdev_resource *a, const struct kdev_resource *b);
 
 /* Fills |buf| (at least 37 bytes) with a random UUID version 4 (RFC 9562),
  * lower-case "xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx", from getrandom(2).
  * Returns 0 or a negative errno. */
-int kdev_nvidia_uuid4(char *buf, size_t size);
+KDEV_API int kdev_nvidia_uuid4(char *buf, size_t size);
 
 #endif /* KDEV_NVIDIA_RESOURCES_H */

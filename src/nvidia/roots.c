@@ -65,12 +65,6 @@ const char *kdev_nvidia_root_text(const char *root)
         return root && root[0] ? root : "/";
 }
 
-char *kdev_nvidia_root_join(const char *root, const char *path, char *buf, size_t size)
-{
-        int n = snprintf(buf, size, "%s%s", root ? root : "", path);
-        return n < 0 || (size_t)n >= size ? NULL : buf;
-}
-
 int kdev_nvidia_roots_nvml(const struct kdev_nvidia_roots *roots, struct kdev_nvml_options *out,
                            char *buf, size_t size, struct kdev_err *why)
 {

@@ -35,6 +35,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/export.h"
 #include "nvml/loader.h"
 
 struct kdev_nvidia_roots {
@@ -50,16 +51,12 @@ struct kdev_nvidia_roots {
  * (host; NULL or "": the driver root) and |container_driver_root| (NULL or
  * "": none) as described above; the directories are checked with stat(2)
  * now. Returns 0, or -ENAMETOOLONG ("<option> too long: <path>") with |err|. */
-int kdev_nvidia_roots_resolve(const char *driver_root, const char *dev_root,
+KDEV_API int kdev_nvidia_roots_resolve(const char *driver_root, const char *dev_root,
                               const char *container_driver_root, struct kdev_nvidia_roots *out,
                               struct kdev_err *err);
 
 /* A root as an option value: "/" for the normalised "". */
-const char *kdev_nvidia_root_text(const char *root);
-
-/* <root><path> into |buf| (|size| bytes) for a normalised |root| and an
- * absolute |path|. Returns |buf|, or NULL when it does not fit. */
-char *kdev_nvidia_root_join(const char *root, const char *path, char *buf, size_t size);
+KDEV_API const char *kdev_nvidia_root_text(const char *root);
 
 /* The NVML options of |roots| (NVIDIA root.go tryResolveLibrary on the
  * lookup root roots->driver): with libnvidia-ml.so.1 under roots->driver
@@ -68,7 +65,7 @@ char *kdev_nvidia_root_join(const char *root, const char *path, char *buf, size_
  * libnvidia-ml.so.1 by name through the dynamic loader. |out| is zeroed
  * first. Returns 1 (under the root), 0 (by name; with a root other than "/"
  * |why| (may be NULL) gets the "not found under driver root" message). */
-int kdev_nvidia_roots_nvml(const struct kdev_nvidia_roots *roots, struct kdev_nvml_options *out,
+KDEV_API int kdev_nvidia_roots_nvml(const struct kdev_nvidia_roots *roots, struct kdev_nvml_options *out,
                            char *buf, size_t size, struct kdev_err *why);
 
 #endif /* KDEV_NVIDIA_ROOTS_H */

@@ -81,7 +81,7 @@
  * "sharing.timeSlicing.resources[<i>]: resource <name> is shared twice" when
  * an earlier entry already replicated it; -ENOMEM. Returns 0 on success
  * (nothing to do included). */
-int kdev_nvidia_apply_sharing(struct kdev_resource_set *set, const struct kdev_nvidia_config *cfg,
+KDEV_API int kdev_nvidia_apply_sharing(struct kdev_resource_set *set, const struct kdev_nvidia_config *cfg,
                               kdev_nvidia_warn_fn warn, void *warn_arg, struct kdev_err *err);
 
 #endif /* KDEV_NVIDIA_SHARING_H */

@@ -61,33 +61,33 @@ typedef void (*kdev_xid_warn_fn)(void *arg, const char *msg);
  *   `DP_DISABLE_HEALTHCHECKS: ignoring malformed XID value "abc"`
  * (the element after trimming and lower-casing, at most 64 bytes shown).
  * Returns 0, or -ENOMEM (|out| is then empty). */
-int kdev_xid_policy_parse(const char *disable, const char *enable, struct kdev_xid_policy *out,
+KDEV_API int kdev_xid_policy_parse(const char *disable, const char *enable, struct kdev_xid_policy *out,
                           kdev_xid_warn_fn warn, void *warn_arg, struct kdev_err *err);
 
 /* kdev_xid_policy_parse(getenv(DP_DISABLE_HEALTHCHECKS),
  * getenv(DP_ENABLE_HEALTHCHECKS), ...). */
-int kdev_xid_policy_from_env(struct kdev_xid_policy *out, kdev_xid_warn_fn warn, void *warn_arg,
+KDEV_API int kdev_xid_policy_from_env(struct kdev_xid_policy *out, kdev_xid_warn_fn warn, void *warn_arg,
                              struct kdev_err *err);
 
 /* Deep copy of |src| into |dst| (overwritten). Returns 0 or -ENOMEM (|dst|
  * then empty). */
-int kdev_xid_policy_copy(struct kdev_xid_policy *dst, const struct kdev_xid_policy *src,
+KDEV_API int kdev_xid_policy_copy(struct kdev_xid_policy *dst, const struct kdev_xid_policy *src,
                          struct kdev_err *err);
 
 /* Frees what |p| owns and zeroes it (a zeroed policy ignores no XID).
  * NULL-safe. */
-void kdev_xid_policy_clear(struct kdev_xid_policy *p);
+KDEV_API void kdev_xid_policy_clear(struct kdev_xid_policy *p);
 
 /* True when an XidCriticalError event with |xid| must mark the GPU unhealthy:
  * false when the policy is disabled, true when it monitors all, otherwise
  * true unless |xid| is ignored. */
-bool kdev_xid_is_critical(const struct kdev_xid_policy *p, unsigned long long xid);
+KDEV_API bool kdev_xid_is_critical(const struct kdev_xid_policy *p, unsigned long long xid);
 
 /* A one-line description for the log, into |buf| (|size| bytes, always
  * NUL-terminated when size > 0): "health checks disabled",
  * "all XIDs critical", or "ignored XIDs: 13,31,43,45,68,109" ("ignored XIDs:
  * none" when empty); truncated with "..." when it does not fit. Returns the
  * length written. */
-size_t kdev_xid_policy_describe(const struct kdev_xid_policy *p, char *buf, size_t size);
+KDEV_API size_t kdev_xid_policy_describe(const struct kdev_xid_policy *p, char *buf, size_t size);
 
 #endif /* KDEV_NVIDIA_XID_H */

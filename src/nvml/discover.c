@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,49 @@ static bool is_fault(nvmlReturn_t r)
 {
         return r == NVML_ERROR_GPU_IS_LOST || r == NVML_ERROR_RESET_REQUIRED;
 }
+
+/* Sorts the answer |r| of an NVML call on GPU |g| that must succeed: 0 when
+ * it did; 1 when the GPU faulted (lost, reset required: recorded in
+ * g->fault, and the reader stops, keeping what it read); otherwise the error
+ * of kdev_nvml_fail() with the formatted context ("GPU 3: nvmlX: <string>"). */
+static int gpu_call(struct ctx *c, struct kdev_gpu *g, nvmlReturn_t r, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static int gpu_call(struct ctx *c, struct kdev_gpu *g, nvmlReturn_t r, const char *fmt, ...)
+{
+        if (r == NVML_SUCCESS)
+                return 0;
+        if (is_fault(r)) {
+                g->fault = r;
+                return 1;
+        }
+        char what[160];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof(what), fmt, ap);
+        va_end(ap);
+        return kdev_nvml_fail(c->lib, r, c->err, "%s", what);
+}
+
+/* In a reader of GPU |g| (context |c|) that returns int: a call that must
+ * succeed (gpu_call), returning 0 from the reader when the GPU faulted and
+ * the error when the call failed otherwise. */
+#define GPU_CALL(r, ...)                                                                       \
+        do {                                                                                   \
+                int rc_ = gpu_call(c, g, (r), __VA_ARGS__);                                    \
+                if (rc_ != 0)                                                                  \
+                        return rc_ < 0 ? rc_ : 0;                                              \
+        } while (0)
+
+/* In such a reader: a call whose other errors are tolerated still stops at a
+ * fault (recorded in g->fault, the reader returns 0). */
+#define STOP_ON_FAULT(r)                                                                       \
+        do {                                                                                   \
+                nvmlReturn_t f_ = (r);                                                         \
+                if (is_fault(f_)) {                                                            \
+                        g->fault = f_;                                                         \
+                        return 0;                                                              \
+                }                                                                              \
+        } while (0)
 
 /* GPUs that go-nvlib leaves out (go-nvlib pkg/nvlib/device/api.go). */
 static bool is_display_gpu(const char *name)
@@ -131,13 +175,7 @@ static int read_migs(struct ctx *c, struct kdev_gpu *g, nvmlDevice_t dev)
         const struct kdev_nvml_api *api = c->api;
         unsigned max = 0;
         nvmlReturn_t r = api->nvmlDeviceGetMaxMigDeviceCount(dev, &max);
-        if (is_fault(r)) {
-                g->fault = r;
-                return 0;
-        }
-        if (r != NVML_SUCCESS)
-                return kdev_nvml_fail(c->lib, r, c->err, "GPU %u: nvmlDeviceGetMaxMigDeviceCount",
-                                      g->index);
+        GPU_CALL(r, "GPU %u: nvmlDeviceGetMaxMigDeviceCount", g->index);
         g->mig_max = max;
         if (max == 0)
                 return 0;
@@ -149,27 +187,10 @@ static int read_migs(struct ctx *c, struct kdev_gpu *g, nvmlDevice_t dev)
                 r = api->nvmlDeviceGetMigDeviceHandleByIndex(dev, j, &mig);
                 if (r == NVML_ERROR_NOT_FOUND || r == NVML_ERROR_INVALID_ARGUMENT)
                         continue;
-                if (is_fault(r)) {
-                        g->fault = r;
-                        return 0;
-                }
-                if (r != NVML_SUCCESS)
-                        return kdev_nvml_fail(c->lib, r, c->err,
-                                              "GPU %u: nvmlDeviceGetMigDeviceHandleByIndex(%u)",
-                                              g->index, j);
+                GPU_CALL(r, "GPU %u: nvmlDeviceGetMigDeviceHandleByIndex(%u)", g->index, j);
                 struct kdev_mig_device *m = &g->migs[g->n_migs];
                 m->index = j;
-#define MIGCALL(call, name)                                                               \
-        do {                                                                              \
-                nvmlReturn_t r_ = (call);                                                 \
-                if (is_fault(r_)) {                                                       \
-                        g->fault = r_;                                                    \
-                        return 0;                                                         \
-                }                                                                         \
-                if (r_ != NVML_SUCCESS)                                                   \
-                        return kdev_nvml_fail(c->lib, r_, c->err, "GPU %u MIG device %u: %s", \
-                                              g->index, j, name);                         \
-        } while (0)
+#define MIGCALL(call, name) GPU_CALL((call), "GPU %u MIG device %u: %s", g->index, j, (name))
                 MIGCALL(api->nvmlDeviceGetUUID(mig, m->uuid, sizeof(m->uuid)),
                         "nvmlDeviceGetUUID");
                 MIGCALL(api->nvmlDeviceGetName(mig, m->name, sizeof(m->name)),
@@ -202,13 +223,11 @@ static int read_migs(struct ctx *c, struct kdev_gpu *g, nvmlDevice_t dev)
                 for (unsigned i = 0; i < NVML_GPU_INSTANCE_PROFILE_COUNT && !found; i++) {
                         nvmlGpuInstanceProfileInfo_t pi = { 0 };
                         r = api->nvmlDeviceGetGpuInstanceProfileInfo(dev, i, &pi);
+                        STOP_ON_FAULT(r);
                         if (r == NVML_SUCCESS && pi.id == gi_info.profileId) {
                                 m->gi_profile_index = i;
                                 m->gi_profile = pi;
                                 found = true;
-                        } else if (is_fault(r)) {
-                                g->fault = r;
-                                return 0;
                         }
                 }
                 if (!found)
@@ -222,15 +241,12 @@ static int read_migs(struct ctx *c, struct kdev_gpu *g, nvmlDevice_t dev)
                                 nvmlComputeInstanceProfileInfo_t pi = { 0 };
                                 r = api->nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, i, e,
                                                                                       &pi);
+                                STOP_ON_FAULT(r);
                                 if (r == NVML_SUCCESS && pi.id == ci_info.profileId) {
                                         m->ci_profile_index = i;
                                         m->ci_profile = pi;
                                         found = true;
                                         break;
-                                }
-                                if (is_fault(r)) {
-                                        g->fault = r;
-                                        return 0;
                                 }
                         }
                 }
@@ -255,14 +271,7 @@ static int read_mig_profiles(struct ctx *c, struct kdev_gpu *g, nvmlDevice_t dev
                 nvmlReturn_t r = c->api->nvmlDeviceGetGpuInstanceProfileInfo(dev, i, &pi);
                 if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_INVALID_ARGUMENT)
                         continue;
-                if (is_fault(r)) {
-                        g->fault = r;
-                        return 0;
-                }
-                if (r != NVML_SUCCESS)
-                        return kdev_nvml_fail(c->lib, r, c->err,
-                                              "GPU %u: nvmlDeviceGetGpuInstanceProfileInfo(%u)",
-                                              g->index, i);
+                GPU_CALL(r, "GPU %u: nvmlDeviceGetGpuInstanceProfileInfo(%u)", g->index, i);
                 g->mig_profiles[g->n_mig_profiles].index = i;
                 g->mig_profiles[g->n_mig_profiles].info = pi;
                 g->n_mig_profiles++;
@@ -283,16 +292,7 @@ static int read_gpu(struct ctx *c, unsigned idx, struct kdev_gpu *g, nvmlDevice_
         g->family = "undefined";
         g->fault = NVML_SUCCESS;
 
-#define IDCALL(call, name)                                                                \
-        do {                                                                              \
-                nvmlReturn_t r_ = (call);                                                 \
-                if (is_fault(r_)) {                                                       \
-                        g->fault = r_;                                                    \
-                        return 0;                                                         \
-                }                                                                         \
-                if (r_ != NVML_SUCCESS)                                                   \
-                        return kdev_nvml_fail(c->lib, r_, c->err, "GPU %u: %s", idx, name); \
-        } while (0)
+#define IDCALL(call, name) GPU_CALL((call), "GPU %u: %s", idx, (name))
 
         nvmlReturn_t r = api->nvmlDeviceGetHandleByIndex(idx, &dev);
         if (r != NVML_SUCCESS)
@@ -341,30 +341,21 @@ static int read_gpu(struct ctx *c, unsigned idx, struct kdev_gpu *g, nvmlDevice_
         nvmlMemory_t mem = { 0 };
         g->memory_ret = api->nvmlDeviceGetMemoryInfo(dev, &mem);
         g->memory_total = g->memory_ret == NVML_SUCCESS ? mem.total : 0;
-        if (is_fault(g->memory_ret)) {
-                g->fault = g->memory_ret;
-                return 0;
-        }
+        STOP_ON_FAULT(g->memory_ret);
         IDCALL(api->nvmlDeviceGetCudaComputeCapability(dev, &g->cc_major, &g->cc_minor),
                "nvmlDeviceGetCudaComputeCapability");
         g->family = kdev_nvml_family(g->cc_major, g->cc_minor);
         if (api->nvmlDeviceGetArchitecture) {
                 nvmlDeviceArchitecture_t a = NVML_DEVICE_ARCH_UNKNOWN;
                 r = api->nvmlDeviceGetArchitecture(dev, &a);
-                if (is_fault(r)) {
-                        g->fault = r;
-                        return 0;
-                }
+                STOP_ON_FAULT(r);
                 if (r == NVML_SUCCESS)
                         g->arch = a;
         }
         if (api->nvmlDeviceGetBrand) {
                 nvmlBrandType_t b = NVML_BRAND_UNKNOWN;
                 r = api->nvmlDeviceGetBrand(dev, &b);
-                if (is_fault(r)) {
-                        g->fault = r;
-                        return 0;
-                }
+                STOP_ON_FAULT(r);
                 if (r == NVML_SUCCESS) {
                         g->brand = b;
                         g->has_brand = true;
@@ -375,10 +366,7 @@ static int read_gpu(struct ctx *c, unsigned idx, struct kdev_gpu *g, nvmlDevice_
                 nvmlDeviceAttributes_t a;
                 memset(&a, 0, sizeof(a));
                 r = api->nvmlDeviceGetAttributes(dev, &a);
-                if (is_fault(r)) {
-                        g->fault = r;
-                        return 0;
-                }
+                STOP_ON_FAULT(r);
                 if (r == NVML_SUCCESS)
                         g->multiprocessors = a.multiprocessorCount;
         }

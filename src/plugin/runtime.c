@@ -66,6 +66,7 @@ struct kdev_dp_runtime {
         char *dir;
         char *prefix;
         char *kubelet_path;
+        const char *kubelet_name; /* file name of kubelet_path in dir */
         struct kdev_rpc_client *kubelet;
         uv_fs_event_t watch;
         uv_timer_t debounce;
@@ -150,10 +151,28 @@ struct kdev_dp_runtime *kdev_dp_runtime_new(uv_loop_t *loop, const struct kdev_d
         while (dlen > 1 && dir[dlen - 1] == '/')
                 dlen--;
         rt->dir = strndup(dir, dlen);
-        rt->prefix = strdup(rt->opts.socket_prefix ? rt->opts.socket_prefix : "kdev-");
-        rt->kubelet_path = rt->dir ? path_join(rt->dir, KDEV_DP_KUBELET_SOCKET) : NULL;
+        rt->prefix = strdup(rt->opts.socket_prefix ? rt->opts.socket_prefix
+                                                     : KDEV_DP_DEFAULT_SOCKET_PREFIX);
+        if (rt->opts.kubelet_socket)
+                rt->kubelet_path = strdup(rt->opts.kubelet_socket);
+        else
+                rt->kubelet_path = rt->dir ? path_join(rt->dir, KDEV_DP_KUBELET_SOCKET) : NULL;
         if (!rt->dir || !rt->prefix || !rt->kubelet_path)
                 goto oom;
+        rt->opts.kubelet_socket = rt->kubelet_path;
+        const char *slash = strrchr(rt->kubelet_path, '/');
+        size_t klen = slash ? (size_t)(slash - rt->kubelet_path) : 0;
+        if (!slash || !slash[1] || (klen ? klen : 1) != strlen(rt->dir) ||
+            memcmp(rt->kubelet_path, rt->dir, klen ? klen : 1) != 0) {
+                kdev_err_set(err, EINVAL, "kubelet socket %s is not in the device plugin "
+                             "directory %s", rt->kubelet_path, rt->dir);
+                free(rt->dir);
+                free(rt->prefix);
+                free(rt->kubelet_path);
+                free(rt);
+                return NULL;
+        }
+        rt->kubelet_name = slash + 1;
         rt->opts.plugin_dir = rt->dir;
         rt->opts.socket_prefix = rt->prefix;
         /* Handles exist from here on, so that stop can always close them. */
@@ -195,6 +214,19 @@ static void server_free(struct dp_server *s)
         free(s);
 }
 
+/* -EMSGSIZE when the ListAndWatch message of |res| would exceed kubelet's
+ * 4 MiB receive limit. */
+static int check_list_size(const struct kdev_resource *res, struct kdev_err *err)
+{
+        size_t lw = kdev_dp_list_and_watch_size(res);
+        if (lw > KDEV_RPC_DEFAULT_MAX_MESSAGE)
+                return kdev_err_set(err, EMSGSIZE,
+                                    "resource %s: its ListAndWatch message of %zu bytes (%zu devices) "
+                                    "exceeds kubelet's 4 MiB receive limit",
+                                    res->name, lw, res->n_devices);
+        return 0;
+}
+
 int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resource *res,
                                  struct kdev_err *err)
 {
@@ -218,12 +250,9 @@ int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resourc
         if (strlen(rt->kubelet_path) >= sizeof(sun.sun_path))
                 return kdev_err_set(err, ENAMETOOLONG, "kubelet socket path %s is too long",
                                     rt->kubelet_path);
-        size_t lw = kdev_dp_list_and_watch_size(res);
-        if (lw > KDEV_RPC_DEFAULT_MAX_MESSAGE)
-                return kdev_err_set(err, EMSGSIZE,
-                                    "resource %s: its ListAndWatch message of %zu bytes (%zu devices) "
-                                    "exceeds kubelet's 4 MiB receive limit",
-                                    res->name, lw, res->n_devices);
+        r = check_list_size(res, err);
+        if (r < 0)
+                return r;
 
         struct dp_server *s = calloc(1, sizeof(*s));
         struct dp_server **grown = realloc(rt->servers, (rt->n_servers + 1) * sizeof(*grown));
@@ -246,6 +275,8 @@ int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resourc
         uv_timer_init(rt->loop, &s->retry_timer);
         s->retry_timer.data = s;
         rt->servers[rt->n_servers++] = s;
+        if (rt->started && !rt->stopping)
+                server_try_lock(s); /* added while serving: as at start */
         return 0;
 oom:
         server_free(s);
@@ -653,7 +684,7 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
                 schedule_flush(rt);
                 return;
         }
-        if (strcmp(filename, KDEV_DP_KUBELET_SOCKET) == 0) {
+        if (strcmp(filename, rt->kubelet_name) == 0) {
                 if (!kubelet_socket_changed(rt)) {
                         if (rt->kubelet_dev == 0 && rt->kubelet_ino == 0) {
                                 /* Removed: the kubelet.sock that comes back is a
@@ -766,6 +797,70 @@ void kdev_dp_runtime_notify(struct kdev_dp_runtime *rt, const char *name)
                 kdev_dp_service_notify(s->svc);
 }
 
+static void on_removed_timer_closed(uv_handle_t *h)
+{
+        struct dp_server *s = h->data;
+        struct kdev_dp_runtime *rt = s->rt;
+        server_free(s);
+        on_service_closed(rt);
+}
+
+/* Unlinks the lock file and releases the lock: an instance waiting on the
+ * file notices it is no longer at the path (the identity check in
+ * server_try_lock) and locks a new one; so no lock file is left behind. */
+static void release_lock(struct dp_server *s)
+{
+        if (s->lock_fd >= 0) {
+                unlink(s->lock_path);
+                close(s->lock_fd);
+                s->lock_fd = -1;
+        }
+}
+
+int kdev_dp_runtime_remove_resource(struct kdev_dp_runtime *rt, const char *name)
+{
+        size_t i = 0;
+        while (i < rt->n_servers && strcmp(rt->servers[i]->res->name, name) != 0)
+                i++;
+        if (i == rt->n_servers)
+                return -ENOENT;
+        struct dp_server *s = rt->servers[i];
+        memmove(&rt->servers[i], &rt->servers[i + 1],
+                (rt->n_servers - i - 1) * sizeof(rt->servers[0]));
+        rt->n_servers--;
+        cancel_register(s); /* its on_done runs now and finds no call of s */
+        server_close_service(s);
+        unlink_own_socket(s);
+        release_lock(s);
+        s->res = NULL;
+        rt->pending_closes++;
+        uv_close((uv_handle_t *)&s->retry_timer, on_removed_timer_closed);
+        return 0;
+}
+
+int kdev_dp_runtime_update_resource(struct kdev_dp_runtime *rt, struct kdev_resource *res,
+                                    bool restart, struct kdev_err *err)
+{
+        struct dp_server *s = find_server(rt, res->name);
+        if (!s)
+                return kdev_err_set(err, ENOENT, "resource %s is not served", res->name);
+        int r = check_list_size(res, err);
+        if (r < 0)
+                return r;
+        s->res = res;
+        if (s->svc)
+                kdev_dp_service_set_resource(s->svc, res);
+        if (restart) {
+                if (rt->started && !rt->stopping) {
+                        s->restart_wanted = true;
+                        schedule_flush(rt);
+                }
+        } else if (s->svc) {
+                kdev_dp_service_notify(s->svc);
+        }
+        return 0;
+}
+
 static void on_handle_closed(uv_handle_t *h)
 {
         on_service_closed(h->data);
@@ -787,15 +882,7 @@ void kdev_dp_runtime_stop(struct kdev_dp_runtime *rt, void (*done)(void *arg), v
                 cancel_register(s);
                 server_close_service(s);
                 unlink_own_socket(s);
-                if (s->lock_fd >= 0) {
-                        /* Unlink, then release: an instance waiting on this
-                         * file notices it is no longer at the path (the
-                         * identity check in server_try_lock) and locks a new
-                         * one; so no lock file is left behind. */
-                        unlink(s->lock_path);
-                        close(s->lock_fd);
-                        s->lock_fd = -1;
-                }
+                release_lock(s);
                 rt->pending_closes++;
                 s->retry_timer.data = rt;
                 uv_close((uv_handle_t *)&s->retry_timer, on_handle_closed);

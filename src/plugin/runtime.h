@@ -4,7 +4,8 @@
  * For each resource it takes an exclusive lock on "<socket>.lock", serves
  * the v1beta1 DevicePlugin service on "<dir>/<prefix><resource with '/' -> '_'>.sock"
  * and only then calls /v1beta1.Registration/Register on "<dir>/kubelet.sock"
- * (kubelet dials back and calls GetDevicePluginOptions inside Register).
+ * (or the kubelet socket given, which must be in <dir>; kubelet dials back
+ * and calls GetDevicePluginOptions inside Register).
  * It watches the directory: when kubelet.sock is (re-)created, or the
  * resource's own socket disappears, it starts a fresh server and registers
  * again; when a ListAndWatch stream ends while kubelet.sock exists it
@@ -35,6 +36,7 @@ struct kdev_dp_runtime;
 
 #define KDEV_DP_DEFAULT_DIR "/var/lib/kubelet/device-plugins"
 #define KDEV_DP_KUBELET_SOCKET "kubelet.sock"
+#define KDEV_DP_DEFAULT_SOCKET_PREFIX "kdev-"
 
 /* Optional observers of the runtime, e.g. for metrics (kdev-plugin wires them
  * to src/metrics). Every callback may be NULL; each runs on the loop thread
@@ -63,7 +65,10 @@ struct kdev_dp_hooks {
 
 struct kdev_dp_options {
         const char *plugin_dir;       /* device-plugins dir; NULL = KDEV_DP_DEFAULT_DIR */
-        const char *socket_prefix;    /* socket file name prefix; NULL = "kdev-" */
+        /* kubelet's Registration socket, any file name in plugin_dir (NVIDIA's
+         * --kubelet-socket); NULL = "<plugin_dir>/kubelet.sock" */
+        const char *kubelet_socket;
+        const char *socket_prefix;    /* socket file name prefix; NULL = "kdev-" (the default) */
         uint64_t register_timeout_ms; /* deadline of each Register call; 0 = 10000 */
         uint64_t backoff_initial_ms;  /* first Register retry delay; 0 = 100 */
         uint64_t backoff_max_ms;      /* retry delay cap; 0 = 5000 */
@@ -72,7 +77,10 @@ struct kdev_dp_options {
 };
 
 /* Creates a runtime on |loop|. |opts| (may be NULL) is copied. Returns NULL
- * with |err| filled on failure (-ENOMEM). */
+ * with |err| filled on failure: -ENOMEM, or -EINVAL when opts->kubelet_socket
+ * is not a file directly in the plugin directory ("kubelet socket <path> is
+ * not in the device plugin directory <dir>": its re-creation by a restarted
+ * kubelet could not be seen). */
 KDEV_API struct kdev_dp_runtime *
 kdev_dp_runtime_new(uv_loop_t *loop, const struct kdev_dp_options *opts, struct kdev_err *err);
 
@@ -81,8 +89,10 @@ kdev_dp_runtime_new(uv_loop_t *loop, const struct kdev_dp_options *opts, struct 
  * kdev_dp_runtime_notify(). Fails with -EINVAL when the resource name is
  * invalid or already added, -ENAMETOOLONG when the socket path does not fit a
  * Unix socket address (108 bytes with the NUL), -EMSGSIZE when its
- * ListAndWatch message would exceed 4 MiB (kubelet's receive limit). Must be
- * called before kdev_dp_runtime_start(). */
+ * ListAndWatch message would exceed 4 MiB (kubelet's receive limit). Before
+ * kdev_dp_runtime_start() the resource waits for it; once started (a
+ * reloaded configuration that brings a new resource) it is served and
+ * registered at once: lock, socket, Register, as at start. */
 KDEV_API int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kdev_resource *res,
                                           struct kdev_err *err);
 
@@ -107,6 +117,29 @@ KDEV_API void kdev_dp_runtime_stop(struct kdev_dp_runtime *rt, void (*done)(void
  * after a kubelet restart (kdev-plugin does this on SIGHUP, where NVIDIA's
  * plugin restarts its plugins). */
 KDEV_API void kdev_dp_runtime_restart(struct kdev_dp_runtime *rt);
+
+/* Stops serving resource |name| (a reloaded configuration no longer has
+ * it): its Register call is cancelled, its server closed (GOAWAY, streams
+ * cancelled), its socket removed when this process created it and still
+ * owns it, its lock file removed and released; the runtime no longer
+ * borrows its struct kdev_resource once this returns. Returns 0, or -ENOENT
+ * when no such resource was added. Kubelet sees the socket go and, as for a
+ * plugin that stopped, marks the resource's devices unhealthy until its
+ * grace period ends (k8s pkg/kubelet/cm/devicemanager). */
+KDEV_API int kdev_dp_runtime_remove_resource(struct kdev_dp_runtime *rt, const char *name);
+
+/* Serves |res| (borrowed as by kdev_dp_runtime_add_resource()) in place of
+ * the resource of the same name added before (a reloaded configuration that
+ * gives that resource again). |restart| false: the resource is unchanged
+ * for kubelet, so its server and registration stay as they are, the open
+ * ListAndWatch streams stay open and get the list only when it differs from
+ * the last one sent; true: its definition changed, so a fresh server is
+ * started on its socket and registered again, as after a kubelet restart
+ * (kubelet then drops the old stream). Returns 0, -ENOENT when no resource
+ * of that name was added, -EMSGSIZE as kdev_dp_runtime_add_resource() (the
+ * old resource is then kept). */
+KDEV_API int kdev_dp_runtime_update_resource(struct kdev_dp_runtime *rt, struct kdev_resource *res,
+                                    bool restart, struct kdev_err *err);
 
 /* Statistics for tests and benchmarks: successful registrations so far for
  * resource |name| (0 when unknown). */

@@ -448,6 +448,11 @@ oom:
         return NULL;
 }
 
+void kdev_dp_service_set_resource(struct kdev_dp_service *svc, struct kdev_resource *res)
+{
+        svc->res = res;
+}
+
 int kdev_dp_service_listen(struct kdev_dp_service *svc, const char *path, struct kdev_err *err)
 {
         return kdev_rpc_server_listen_unix(svc->srv, path, err);

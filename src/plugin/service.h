@@ -55,6 +55,13 @@ KDEV_API int kdev_dp_service_listen(struct kdev_dp_service *svc, const char *pat
  * differs from the last list sent. */
 KDEV_API void kdev_dp_service_notify(struct kdev_dp_service *svc);
 
+/* Serves |res| (borrowed, as for kdev_dp_service_new) from now on, in place
+ * of the resource given so far: the open ListAndWatch streams stay open and
+ * hear of the new list only when it differs from the last one sent (call
+ * kdev_dp_service_notify()). Used when a reloaded configuration gives the
+ * same resource again. */
+KDEV_API void kdev_dp_service_set_resource(struct kdev_dp_service *svc, struct kdev_resource *res);
+
 /* Number of open ListAndWatch streams. */
 KDEV_API size_t kdev_dp_service_streams(const struct kdev_dp_service *svc);
 

@@ -651,11 +651,11 @@ static void sconn_sweep(struct sconn *sc, uint64_t now)
         srv->stalls += ended;
         if (!sc->stall_logged) {
                 sc->stall_logged = true;
-                char id[24], tmo[24];
-                snprintf(id, sizeof(id), "%llu", (unsigned long long)sc->id);
+                char tmo[24];
                 snprintf(tmo, sizeof(tmo), "%llums", (unsigned long long)srv->stall_ms);
                 kdev_log_warn("gRPC request stalled, stream reset (logged once per connection)",
-                              "connection", id, "method", method, "stall_timeout", tmo,
+                              KDEV_LOG_UINT("connection", sc->id), "method", method,
+                              "stall_timeout", tmo,
                               "action", whole ? "connection closed" : "stream reset");
         }
         if (whole)

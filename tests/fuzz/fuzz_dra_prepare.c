@@ -93,6 +93,7 @@ typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__Claim Claim;
 
 static uv_loop_t loop;
 static struct kdev_gpu_set *gpus;
+static struct kdev_nvidia_gpus recs; /* |gpus| as the NVIDIA backend's records */
 static struct kdev_dra_plugin *plugin;
 static struct kdev_rpc_client *cl;
 static char root[64], data_dir[96], cdi_dir[96], dev_root[96], proc_root[96];
@@ -246,7 +247,8 @@ static void discover(void)
         reset();
         if (sysfs(root) != NVML_SUCCESS || proc(proc_root) != NVML_SUCCESS)
                 die("mock: cannot write sysfs or proc files under %s", root);
-        if (kdev_nvml_discover(lib, &d, &gpus, &err) < 0)
+        if (kdev_nvml_discover(lib, &d, &gpus, &err) < 0 ||
+            kdev_nvidia_gpus_from_set(gpus, &recs, &err) < 0)
                 die("%s", err.msg);
         reset();
         dlclose(h);
@@ -307,7 +309,7 @@ static void setup(void)
                 .cdi_dir = cdi_dir,
                 .dev_root = dev_root,
                 .proc_root = proc_root,
-                .gpus = gpus,
+                .gpus = &recs,
                 .get_claim = fake_source,
                 .on_claim = on_claim,
         };

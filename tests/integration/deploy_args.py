@@ -6,8 +6,9 @@
   lists every flag in its --help;
 - every file the ConfigMap ships is a valid config for kdev-plugin
   (`--check-config` on the mock libnvidia-ml.so.1, expected resources: the
-  default one plain nvidia.com/gpu), and --config-file points at a key of the
-  mounted ConfigMap;
+  default one plain nvidia.com/gpu), --config-dir is the mount of that
+  ConfigMap and DEFAULT_CONFIG one of its keys (per-node configs: the key is
+  the config name);
 - the node affinity runs exactly one of kdev-plugin and kdev-dra-plugin on a
   node with any of the NVIDIA GPU labels (NFD's pci-0302_10de, pci-0300_10de,
   pci-10de; nvidia.com/gpu.present), chosen by kdev/allocation=dra, and
@@ -121,18 +122,29 @@ def test_paths_in_args_are_mounted():
     assert checked == 7, checked  # 4 of kdev-plugin, 3 of kdev-dra-plugin
 
 
+def env_value(c, name):
+    vals = [e.get("value") for e in c["env"] if e["name"] == name]
+    assert len(vals) == 1, "%s: %s given %d times" % (c["document"], name, len(vals))
+    return vals[0]
+
+
 def config_map_files():
+    """The named configs of kdev-plugin's --config-dir (per-node configs):
+    the ConfigMap mounted there, whose keys are the config names;
+    DEFAULT_CONFIG must be one of them. Returns the data as
+    {"config.yaml": the default, "<name>.yaml": each other config}, the keys
+    the checks below read."""
     c = [c for c in containers() if c["workload"] == "kdev-plugin"][0]
-    cfg = arg(c, "--config-file")
-    mount = [m for m in c["volumeMounts"] if cfg.startswith(m["mountPath"].rstrip("/") + "/")]
-    assert len(mount) == 1, cfg
+    cfg_dir = arg(c, "--config-dir")
+    mount = [m for m in c["volumeMounts"] if m["mountPath"].rstrip("/") == cfg_dir.rstrip("/")]
+    assert len(mount) == 1, cfg_dir
     vol = [v for v in c["volumes"] if v["name"] == mount[0]["name"]][0]
     cm = [m for m in DUMP["configMaps"] if m["name"] == vol["configMap"]["name"]]
     assert len(cm) == 1, vol
-    key = cfg[len(mount[0]["mountPath"].rstrip("/")) + 1:]
-    assert key in cm[0]["data"], "--config-file %s: no key %s in ConfigMap %s" % (
-        cfg, key, cm[0]["name"])
-    return cm[0]["data"]
+    key = env_value(c, "DEFAULT_CONFIG")
+    assert key in cm[0]["data"], "DEFAULT_CONFIG %s: no key %s in ConfigMap %s" % (
+        key, key, cm[0]["name"])
+    return {("config" if k == key else k) + ".yaml": v for k, v in cm[0]["data"].items()}
 
 
 def check_config(d, text, topology):
@@ -186,16 +198,19 @@ def test_configmap_time_slicing():
 
 
 def test_configmap_examples_named_in_comment():
-    # Each example key is named (as the path to give --config-file) in the
-    # manifest's comments, and only config.yaml is passed.
+    # Each example config is named (as its path under --config-dir) in the
+    # manifest's comments, and the default config is the one named default.
     data = config_map_files()
     with open(os.path.join(kt.SOURCE_DIR, "deploy", "kubernetes", "10-device-plugin.yaml")) as f:
         comments = "\n".join(l for l in f.read().splitlines() if l.lstrip().startswith("#"))
     for key in sorted(data):
         if key != "config.yaml":
-            assert "/etc/kdev/" + key in comments, key
+            assert "/etc/kdev/configs/" + key[:-len(".yaml")] in comments, key
     c = [c for c in containers() if c["workload"] == "kdev-plugin"][0]
-    assert arg(c, "--config-file") == "/etc/kdev/config.yaml", c["args"]
+    assert arg(c, "--config-dir") == "/etc/kdev/configs", c["args"]
+    assert env_value(c, "DEFAULT_CONFIG") == "default", c["env"]
+    assert [e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]
+            if e["name"] == "NODE_NAME"] == ["spec.nodeName"], c["env"]
 
 
 def test_configmap_mig_mixed():

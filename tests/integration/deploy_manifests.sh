@@ -30,16 +30,19 @@ cat "$out"
 # Exactly these documents, each reported valid (a file that stops parsing, or
 # a document lost, changes the list).
 want="ok   deploy/kubernetes/00-namespace.yaml#1 Namespace/kdev-system (v1)
-ok   deploy/kubernetes/10-device-plugin.yaml#1 ConfigMap/kdev-plugin-config (v1)
-ok   deploy/kubernetes/10-device-plugin.yaml#2 DaemonSet/kdev-plugin (apps/v1)
-ok   deploy/kubernetes/10-device-plugin.yaml#3 Service/kdev-plugin-metrics (v1)
+ok   deploy/kubernetes/10-device-plugin.yaml#1 ServiceAccount/kdev-plugin (v1)
+ok   deploy/kubernetes/10-device-plugin.yaml#2 ClusterRole/kdev-plugin (rbac.authorization.k8s.io/v1)
+ok   deploy/kubernetes/10-device-plugin.yaml#3 ClusterRoleBinding/kdev-plugin (rbac.authorization.k8s.io/v1)
+ok   deploy/kubernetes/10-device-plugin.yaml#4 ConfigMap/kdev-plugin-config (v1)
+ok   deploy/kubernetes/10-device-plugin.yaml#5 DaemonSet/kdev-plugin (apps/v1)
+ok   deploy/kubernetes/10-device-plugin.yaml#6 Service/kdev-plugin-metrics (v1)
 ok   deploy/kubernetes/20-dra-plugin.yaml#1 ServiceAccount/kdev-dra-plugin (v1)
 ok   deploy/kubernetes/20-dra-plugin.yaml#2 ClusterRole/kdev-dra-plugin (rbac.authorization.k8s.io/v1)
 ok   deploy/kubernetes/20-dra-plugin.yaml#3 ClusterRoleBinding/kdev-dra-plugin (rbac.authorization.k8s.io/v1)
 ok   deploy/kubernetes/20-dra-plugin.yaml#4 DaemonSet/kdev-dra-plugin (apps/v1)
 ok   deploy/kubernetes/30-deviceclasses.yaml#1 DeviceClass/gpu.nvidia.com (resource.k8s.io/v1)
 ok   deploy/kubernetes/30-deviceclasses.yaml#2 DeviceClass/mig.nvidia.com (resource.k8s.io/v1)
-10 documents in 4 files: all valid"
+13 documents in 4 files: all valid"
 [ "$(cat "$out")" = "$want" ] || {
   fail "validate.mjs output differs from the expected report:"
   diff <(echo "$want") "$out" || true
@@ -92,8 +95,8 @@ sed 's/containerPort: 9410/containerPort: "9410"/' deploy/kubernetes/10-device-p
 r=0
 node "$V/validate.mjs" "$tmp"/*.yaml >"$out" 2>&1 || r=$?
 [ "$r" -eq 1 ] || fail "one broken document among the manifests: exit $r, want 1"
-grep -q "^10 documents in 4 files: 1 failed$" "$out" || { fail "mixed run summary"; cat "$out"; }
-[ "$(grep -c '^ok ' "$out")" -eq 9 ] || { fail "mixed run: 9 ok lines expected"; cat "$out"; }
+grep -q "^13 documents in 4 files: 1 failed$" "$out" || { fail "mixed run summary"; cat "$out"; }
+[ "$(grep -c '^ok ' "$out")" -eq 12 ] || { fail "mixed run: 12 ok lines expected"; cat "$out"; }
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails failure(s)"

@@ -101,12 +101,7 @@ class Env:
         self.info = json.loads(self.server.stdout.readline())
         self.api = Api(self.info)
         self.kubeconfig = os.path.join(root, "kubeconfig")
-        with open(self.kubeconfig, "w") as f:
-            f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-                    "clusters:\n- name: c\n  cluster:\n    server: %s\n"
-                    "users:\n- name: u\n  user:\n    token: %s\n"
-                    "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n"
-                    % (self.info["url"], TOKEN))
+        kt.write_kubeconfig(self.kubeconfig, self.info["url"], TOKEN)
         if before_start:
             before_start(self)
         control = os.path.join(root, "control")

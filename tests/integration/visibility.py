@@ -49,7 +49,7 @@ BUILD = os.environ.get("KDEV_BUILD_DIR", os.path.join(SRC, "build-asan"))
 # once their headers settle. Every other module (common, rpc, model, cdi,
 # config, generic, plugin, kube, kubelet, metrics, nvml, daemon, and any new
 # one) must mark all of its public declarations.
-PENDING = {"nvidia", "dra"}
+PENDING = set()
 
 # KDEV_API <return type> name(  -- the declaration may span lines
 MARKED = re.compile(r"^KDEV_API\b[^;(]*?\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.M)
@@ -83,7 +83,9 @@ def exported(obj, dyn=False):
             continue
         typ, bind, vis, ndx, name = f[3], f[4], f[5], f[6], f[7]
         if bind in ("GLOBAL", "WEAK") and vis == "DEFAULT" and ndx != "UND" \
-                and typ in ("FUNC", "OBJECT"):
+                and typ in ("FUNC", "OBJECT") and not name.startswith("__odr_asan."):
+            # __odr_asan.<global>: AddressSanitizer's one-definition-rule
+            # indicator, emitted beside each exported global in an ASan build
             names.add(name)
     return names
 

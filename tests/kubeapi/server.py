@@ -31,8 +31,22 @@ real server that a client can observe:
   Field selectors: `spec.nodeName` and `spec.driver` on resourceslices,
   `metadata.name` everywhere, `metadata.namespace` on claims; operators `=`,
   `==`, `!=`, terms separated by `,` (all must hold). Others are 400
-  ("field label not supported: X"). labelSelector and watch are 400 (not
-  implemented by the stand-in).
+  ("field label not supported: X"). labelSelector is 400 (not implemented
+  by the stand-in).
+
+  Watch (GET on a collection with watch=1|true): a chunked stream of
+  newline-ended WatchEvents {"type": ADDED|MODIFIED|DELETED, "object": ...}
+  for the objects matching the field selector, from resourceVersion (empty
+  or "0": ADDED for every current object first, as the real server's "most
+  recent" start), until timeoutSeconds (default 1800) or the API port goes
+  down. A resourceVersion older than the event log (resourceVersion 1 or
+  below the store's first) is answered with one ERROR event holding a 410
+  Gone Status, as the real server answers an expired version.
+
+  PATCH with Content-Type application/merge-patch+json or
+  application/strategic-merge-patch+json: an RFC 7386 merge patch of the
+  object (for labels and annotations, what kubectl label / annotate send);
+  other types 415. uid, name, namespace and creationTimestamp cannot change.
 
 Authentication: with --token T, requests need `Authorization: Bearer T` or
 (with --tls) a client certificate signed by the test CA; otherwise 401.
@@ -248,7 +262,14 @@ class Store:
     def __init__(self):
         self.lock = threading.RLock()
         self.rv = 1000
+        self.first_rv = self.rv
         self.objs = {}  # (resource, ns, name) -> v1 object
+        self.events = []  # (rv, type, resource, ns, object): every change, for watches
+        self.cond = threading.Condition(self.lock)
+
+    def _event(self, kind, resource, ns, obj):
+        self.events.append((self.rv, kind, resource, ns, copy.deepcopy(obj)))
+        self.cond.notify_all()
 
     def next_rv(self):
         self.rv += 1
@@ -287,6 +308,7 @@ class Store:
             md.pop("uid", None)
             name = self._new_meta(obj, resource, ns)
             self.objs[(resource, ns, name)] = obj
+            self._event("ADDED", resource, ns, obj)
             return copy.deepcopy(obj)
 
     def seed(self, resource, ns, obj):
@@ -298,7 +320,25 @@ class Store:
             md.pop("resourceVersion", None)
             name = self._new_meta(obj, resource, ns)
             self.objs[(resource, ns, name)] = obj
+            self._event("MODIFIED" if old else "ADDED", resource, ns, obj)
             return copy.deepcopy(obj)
+
+    def patch(self, resource, ns, name, patch):
+        with self.lock:
+            cur = self.objs.get((resource, ns, name))
+            if cur is None:
+                raise self.not_found(resource, name)
+            if not isinstance(patch, dict):
+                raise ApiError(400, "BadRequest", "a merge patch must be a JSON object")
+            new = merge_patch(copy.deepcopy(cur), patch)
+            nmd = new.setdefault("metadata", {})
+            for k in ("uid", "creationTimestamp", "namespace", "name"):
+                if k in cur["metadata"]:
+                    nmd[k] = cur["metadata"][k]
+            nmd["resourceVersion"] = self.next_rv()
+            self.objs[(resource, ns, name)] = new
+            self._event("MODIFIED", resource, ns, new)
+            return copy.deepcopy(new)
 
     def not_found(self, resource, name):
         return ApiError(404, "NotFound", '%s "%s" not found' % (qualified(resource), name),
@@ -361,6 +401,7 @@ class Store:
                     new["status"] = obj["status"]
             new["metadata"]["resourceVersion"] = self.next_rv()
             self.objs[(resource, ns, name)] = new
+            self._event("MODIFIED", resource, ns, new)
             return copy.deepcopy(new)
 
     def delete(self, resource, ns, name, preconditions):
@@ -379,6 +420,9 @@ class Store:
                                % (pre["resourceVersion"], cur["metadata"]["resourceVersion"]))
             del self.objs[(resource, ns, name)]
             self.next_rv()
+            gone = copy.deepcopy(cur)
+            gone["metadata"]["resourceVersion"] = str(self.rv)
+            self._event("DELETED", resource, ns, gone)
             if resource == "nodes":
                 uid = cur["metadata"]["uid"]
                 for key, o in list(self.objs.items()):
@@ -397,6 +441,20 @@ class Store:
                 if all((get_field(obj, f) == v) == eq for f, eq, v in selector):
                     out.append(copy.deepcopy(obj))
             return out, str(self.rv)
+
+
+def merge_patch(target, patch):
+    """RFC 7386 JSON merge patch of |patch| onto |target|; returns the result."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if not isinstance(target, dict):
+        target = {}
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        else:
+            target[k] = merge_patch(target.get(k), v)
+    return target
 
 
 def parse_selector(resource, text):
@@ -630,7 +688,7 @@ class ApiHandler(BaseHTTPRequestHandler):
             return
         headers = {}
         try:
-            body = self.read_body() if method in ("POST", "PUT", "DELETE") else None
+            body = self.read_body() if method in ("POST", "PUT", "DELETE", "PATCH") else None
             if not self.authed():
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             code, out = self.dispatch(method, u.path, q, body)
@@ -638,19 +696,97 @@ class ApiHandler(BaseHTTPRequestHandler):
             code = e.code
             out = status_body(e.code, e.reason, e.message, e.details)
             headers = e.headers
+        if code == "watch":
+            entry["status"] = 200
+            with st.lock:
+                st.requests.append(entry)
+            self.stream_watch(*out)
+            return
         entry["status"] = code
         with st.lock:  # logged before the answer: a test reading the log sees it
             st.requests.append(entry)
         self.send_json(code, out, headers)
+
+    def stream_watch(self, resource, version, ns, sel, since, timeout):
+        st = self.server.state
+        store = st.store
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def matches(r, ons, obj):
+            return r == resource and (ns is None or ons == ns) and \
+                all((get_field(obj, f) == v) == eq for f, eq, v in sel)
+
+        def send(kind, obj):
+            data = (json.dumps({"type": kind, "object": obj}) + "\n").encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        deadline = time.monotonic() + timeout
+        try:
+            with store.lock:
+                if since in ("", "0"):
+                    start = store.rv
+                    initial = [copy.deepcopy(o) for (r, ons, _n), o in sorted(store.objs.items())
+                               if matches(r, ons, o)]
+                else:
+                    try:
+                        start = int(since)
+                    except ValueError:
+                        start = -1
+                    initial = None
+            if initial is None and (start < store.first_rv or start > store.rv):
+                send("ERROR", status_body(410, "Expired", "too old resource version: %s (%d)"
+                                          % (since, store.first_rv)))
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            for o in initial or []:
+                send("ADDED", to_version(resource, version, o))
+            while not st.down and time.monotonic() < deadline:
+                with store.lock:
+                    out = [(rv, kind, o) for rv, kind, r, ons, o in store.events
+                           if rv > start and matches(r, ons, o)]
+                    if out:
+                        start = out[-1][0]
+                    else:
+                        store.cond.wait(0.2)
+                for _rv, kind, o in out:
+                    send(kind, to_version(resource, version, o))
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+        self.close_connection = True
 
     def dispatch(self, method, path, q, body):
         st = self.server.state
         resource, version, ns, name, sub = route(st, path)
         store = st.store
         one = lambda k: (q.get(k) or [""])[0]  # noqa: E731
-        if one("watch") not in ("", "false", "0") or one("labelSelector"):
-            raise ApiError(400, "BadRequest", "watch and labelSelector are not implemented "
+        if one("labelSelector"):
+            raise ApiError(400, "BadRequest", "labelSelector is not implemented "
                            "by the stand-in API server")
+        if one("watch") not in ("", "false", "0"):
+            if method != "GET" or name is not None:
+                raise ApiError(405, "MethodNotAllowed", "watch is a GET on a collection")
+            sel = parse_selector(resource, one("fieldSelector"))
+            try:
+                timeout = float(one("timeoutSeconds") or 1800)
+            except ValueError:
+                raise ApiError(400, "BadRequest", "invalid timeoutSeconds")
+            return "watch", (resource, version, ns, sel, one("resourceVersion"), timeout)
+        if method == "PATCH":
+            if name is None or sub:
+                raise ApiError(405, "MethodNotAllowed", "PATCH needs a name")
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            if ctype not in ("application/merge-patch+json",
+                             "application/strategic-merge-patch+json"):
+                raise ApiError(415, "UnsupportedMediaType",
+                               "the body of the request was in an unknown format - accepted "
+                               "media types include: application/merge-patch+json, "
+                               "application/strategic-merge-patch+json")
+            return 200, to_version(resource, version, store.patch(resource, ns, name, body))
         if method == "GET" and name is not None:
             if sub:
                 raise ApiError(405, "MethodNotAllowed", "GET on a subresource")
@@ -745,9 +881,7 @@ class ApiHandler(BaseHTTPRequestHandler):
         self.handle_api("DELETE")
 
     def do_PATCH(self):
-        self.read_body()
-        self.send_json(405, status_body(405, "MethodNotAllowed",
-                                        "PATCH is not implemented by the stand-in"))
+        self.handle_api("PATCH")
 
 
 class ApiServer(ThreadingHTTPServer):

@@ -109,12 +109,14 @@ def wait_for(pred, timeout=20.0, interval=0.01, what="condition"):
 
 
 class FakeKubelet:
-    """Serves v1beta1.Registration on DIR/kubelet.sock like kubelet does:
-    validates, dials back, calls GetDevicePluginOptions before answering,
-    then consumes ListAndWatch in a thread."""
+    """Serves v1beta1.Registration on DIR/kubelet.sock (DIR/|socket_name|)
+    like kubelet does: validates, dials back, calls GetDevicePluginOptions
+    before answering, then consumes ListAndWatch in a thread."""
 
-    def __init__(self, directory, reject=0, drop_stream_in_register=0):
+    def __init__(self, directory, reject=0, drop_stream_in_register=0,
+                 socket_name="kubelet.sock"):
         self.dir = directory
+        self.socket_name = socket_name
         # end the ListAndWatch stream of the first N registrations before
         # answering Register (a stream lost while Register is in flight)
         self.drop_stream_in_register = drop_stream_in_register
@@ -172,7 +174,7 @@ class FakeKubelet:
         return api.Empty()
 
     def start(self):
-        path = os.path.join(self.dir, "kubelet.sock")
+        path = os.path.join(self.dir, self.socket_name)
         handler = grpc.method_handlers_generic_handler("v1beta1.Registration", {
             "Register": grpc.unary_unary_rpc_method_handler(
                 self._register,
@@ -272,6 +274,16 @@ generic:
             - path: /dev/null
           count: 4
 """
+
+
+def write_kubeconfig(path, server, token):
+    """A kubeconfig at |path| for |server| (URL) with bearer |token|, context t."""
+    with open(path, "w") as f:
+        f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                "clusters:\n- name: c\n  cluster:\n    server: %s\n"
+                "users:\n- name: u\n  user:\n    token: %s\n"
+                "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n"
+                % (server, token))
 
 
 class TempDir:

@@ -341,6 +341,122 @@ static void test_limiter_storm(void **state)
         free(out);
 }
 
+/* Typed pairs: the same text as a plain string of that text in text lines;
+ * JSON numbers, booleans and inserted JSON in JSON lines. */
+static void test_typed_values(void **state)
+{
+        (void)state;
+        struct capture c;
+        capture_start(&c);
+        kdev_log_info("typed", KDEV_LOG_UINT("gpus", (size_t)8), KDEV_LOG_INT("numa_node", -1),
+                      KDEV_LOG_UINT("max", UINT64_MAX), KDEV_LOG_INT("min", INT64_MIN),
+                      KDEV_LOG_BOOL("mig", 1), KDEV_LOG_BOOL("healthy", 0),
+                      KDEV_LOG_NUM("seconds", "4.250"), KDEV_LOG_JSON("config",
+                      "{\"a\": [1, true]}"), KDEV_LOG_JSON("none", NULL), "plain", "8");
+        char *out = capture_end(&c);
+        assert_string_equal(out, "ts=2026-11-29T11:00:00.123Z level=info msg=\"typed\" gpus=8 "
+                                 "numa_node=-1 max=18446744073709551615 "
+                                 "min=-9223372036854775808 mig=true healthy=false "
+                                 "seconds=4.250 config=\"{\\\"a\\\": [1, true]}\" none=null "
+                                 "plain=8\n");
+        free(out);
+
+        kdev_log_setup(KDEV_LOG_INFO, true);
+        capture_start(&c);
+        kdev_log_info("typed", KDEV_LOG_UINT("gpus", (size_t)8), KDEV_LOG_INT("numa_node", -1),
+                      KDEV_LOG_UINT("max", UINT64_MAX), KDEV_LOG_INT("min", INT64_MIN),
+                      KDEV_LOG_BOOL("mig", 1), KDEV_LOG_BOOL("healthy", 0),
+                      KDEV_LOG_NUM("seconds", "4.250"), KDEV_LOG_JSON("config",
+                      "{\"a\": [1, true]}"), KDEV_LOG_JSON("none", NULL), "plain", "8");
+        out = capture_end(&c);
+        assert_string_equal(out, "{\"ts\":\"2026-11-29T11:00:00.123Z\",\"level\":\"info\","
+                                 "\"msg\":\"typed\",\"gpus\":8,\"numa_node\":-1,"
+                                 "\"max\":18446744073709551615,\"min\":-9223372036854775808,"
+                                 "\"mig\":true,\"healthy\":false,\"seconds\":4.250,"
+                                 "\"config\":{\"a\": [1, true]},\"none\":null,\"plain\":\"8\"}\n");
+        free(out);
+}
+
+/* A number or JSON text that is not one is written as a string: a JSON line
+ * stays valid JSON whatever the caller passes. */
+static void test_typed_invalid(void **state)
+{
+        (void)state;
+        struct capture c;
+        kdev_log_setup(KDEV_LOG_INFO, true);
+        capture_start(&c);
+        kdev_log_info("bad", KDEV_LOG_NUM("a", "01"), KDEV_LOG_NUM("b", "4."),
+                      KDEV_LOG_NUM("c", "inf"), KDEV_LOG_NUM("d", "100ms"),
+                      KDEV_LOG_NUM("e", ""), KDEV_LOG_NUM("f", (const char *)NULL),
+                      KDEV_LOG_NUM("g", "-0.5e+3"), KDEV_LOG_NUM("h", "1E9"),
+                      KDEV_LOG_NUM("i", "-"), KDEV_LOG_NUM("j", "1e"),
+                      KDEV_LOG_JSON("k", "{\"a\":"), KDEV_LOG_JSON("l", "[1] [2]"),
+                      KDEV_LOG_JSON("m", "\"s\""));
+        char *out = capture_end(&c);
+        assert_string_equal(out, "{\"ts\":\"2026-11-29T11:00:00.123Z\",\"level\":\"info\","
+                                 "\"msg\":\"bad\",\"a\":\"01\",\"b\":\"4.\",\"c\":\"inf\","
+                                 "\"d\":\"100ms\",\"e\":\"\",\"f\":\"\",\"g\":-0.5e+3,"
+                                 "\"h\":1E9,\"i\":\"-\",\"j\":\"1e\",\"k\":\"{\\\"a\\\":\","
+                                 "\"l\":\"[1] [2]\",\"m\":\"s\"}\n");
+        free(out);
+}
+
+/* Beyond 32 pairs typed values are still read off the argument list (the
+ * sentinel is found, the pairs after the limit are dropped). */
+static void test_typed_over_limit(void **state)
+{
+        (void)state;
+        struct capture c;
+        kdev_log_setup(KDEV_LOG_INFO, false);
+        capture_start(&c);
+#define P8(x) KDEV_LOG_UINT("k", x), KDEV_LOG_UINT("k", x), KDEV_LOG_UINT("k", x), \
+              KDEV_LOG_UINT("k", x), KDEV_LOG_UINT("k", x), KDEV_LOG_UINT("k", x), \
+              KDEV_LOG_UINT("k", x), KDEV_LOG_UINT("k", x)
+        kdev_log_info("many", P8(1), P8(2), P8(3), P8(4), KDEV_LOG_UINT("k", 5),
+                      KDEV_LOG_BOOL("k", 1), KDEV_LOG_INT("k", -7), "k", "s");
+#undef P8
+        kdev_log_info("after", KDEV_LOG_INT("n", 3));
+        char *out = strip_ts(capture_end(&c));
+        assert_string_equal(out, "level=info msg=\"many\" k=1 k=1 k=1 k=1 k=1 k=1 k=1 k=1 "
+                                 "k=2 k=2 k=2 k=2 k=2 k=2 k=2 k=2 k=3 k=3 k=3 k=3 k=3 k=3 k=3 "
+                                 "k=3 k=4 k=4 k=4 k=4 k=4 k=4 k=4 k=4\n"
+                                 "level=info msg=\"after\" n=3\n");
+        free(out);
+}
+
+/* The limiter keeps the types: its repeat line is typed too (repeated is a
+ * number), and a typed pair is another event than the string of its text. */
+static void test_limiter_typed(void **state)
+{
+        (void)state;
+        struct capture c;
+        struct kdev_log_limiter *l = kdev_log_limiter_new(5000);
+        assert_non_null(l);
+        kdev_log_set_clock(moving_clock);
+        kdev_log_setup(KDEV_LOG_INFO, true);
+        g_ms = 0;
+        capture_start(&c);
+        assert_true(kdev_log_limited(l, 1, KDEV_LOG_INFO, "ev", "uuid", "GPU-1",
+                                     KDEV_LOG_UINT("xid", 79), NULL));
+        assert_false(kdev_log_limited(l, 3, KDEV_LOG_INFO, "ev", "uuid", "GPU-1",
+                                      KDEV_LOG_UINT("xid", 79), NULL));
+        assert_true(kdev_log_limited(l, 1, KDEV_LOG_INFO, "ev", "uuid", "GPU-1", "xid", "79",
+                                     NULL));
+        g_ms = 5000;
+        kdev_log_limiter_flush(l, false);
+        kdev_log_limiter_free(l);
+        char *out = capture_end(&c);
+        assert_string_equal(out,
+                            "{\"ts\":\"2026-11-29T11:00:00.000Z\",\"level\":\"info\","
+                            "\"msg\":\"ev\",\"uuid\":\"GPU-1\",\"xid\":79}\n"
+                            "{\"ts\":\"2026-11-29T11:00:00.000Z\",\"level\":\"info\","
+                            "\"msg\":\"ev\",\"uuid\":\"GPU-1\",\"xid\":\"79\"}\n"
+                            "{\"ts\":\"2026-11-29T11:00:05.000Z\",\"level\":\"info\","
+                            "\"msg\":\"ev, repeated 3 times in the last 5 s\",\"uuid\":\"GPU-1\","
+                            "\"xid\":79,\"repeated\":3}\n");
+        free(out);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -353,6 +469,10 @@ int main(void)
                 cmocka_unit_test(test_parse),
                 cmocka_unit_test_setup_teardown(test_limiter_window, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_limiter_storm, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_typed_values, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_typed_invalid, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_typed_over_limit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_limiter_typed, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

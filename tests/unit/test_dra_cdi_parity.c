@@ -168,13 +168,15 @@ static struct kdev_cdi_spec *claim_spec(struct fx *f)
                 .hook_path = f->hook};
         struct kdev_err e = {0};
         assert_int_equal(kdev_nvidia_driver_files_find(&fo, &files, &e), 2);
+        struct kdev_nvidia_gpus gpus; /* the records kdev-dra-plugin's backend makes */
+        assert_int_equal(kdev_nvidia_gpus_from_set(f->set, &gpus, &e), 0);
         struct kdev_dra_plugin_options o = {
                 .pool = "node1",
                 .data_dir = f->data,
                 .cdi_dir = f->cdi,
                 .dev_root = f->root,
                 .proc_root = f->proc,
-                .gpus = f->set,
+                .gpus = &gpus,
                 .driver_files = &files,
                 .get_claim = source,
                 .get_claim_arg = f,
@@ -189,7 +191,19 @@ static struct kdev_cdi_spec *claim_spec(struct fx *f)
         struct kdev_cdi_spec *spec = NULL;
         if (kdev_cdi_spec_read(path, &spec, &e) != 0)
                 fail_msg("%s", e.msg);
+        /* the answer's CDI device IDs and the spec's devices come from the
+         * same container edits: each ID names one device of the spec */
+        assert_int_equal(json_array_size(devs), 2);
+        assert_int_equal(spec->n_devices, 2);
+        for (size_t i = 0; i < 2; i++) {
+                const json_t *ids = json_object_get(json_array_get(devs, i), "cdiDeviceIDs");
+                char want[256];
+                snprintf(want, sizeof(want), KDEV_DRA_CDI_KIND "=%s", spec->devices[i]->name);
+                assert_int_equal(json_array_size(ids), 1);
+                assert_string_equal(json_string_value(json_array_get(ids, 0)), want);
+        }
         kdev_dra_plugin_free(p);
+        kdev_nvidia_gpus_clear(&gpus);
         kdev_nvidia_driver_files_clear(&files);
         return spec;
 }

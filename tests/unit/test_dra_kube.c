@@ -21,6 +21,7 @@
 
 #include "dra/plugin.h"
 #include "kube/kube.h"
+#include "nvml/discover.h"
 
 #define PY "/usr/bin/python3"
 #define SERVER KDEV_SOURCE_DIR "/tests/kubeapi/server.py"
@@ -149,6 +150,7 @@ static void run_version(const char *version)
 {
         struct kdev_gpu gpu = {.minor = 0, .uuid = "GPU-00000000"};
         struct kdev_gpu_set set = {.gpus = &gpu, .n_gpus = 1};
+        struct kdev_nvidia_gpus recs; /* as the NVIDIA backend gives them */
         struct kdev_kube *k = client("url", version);
         char data[300], cdi[300];
         struct kdev_dra_plugin *p = NULL;
@@ -162,10 +164,11 @@ static void run_version(const char *version)
                 .data_dir = data,
                 .cdi_dir = cdi,
                 .dev_root = root,
-                .gpus = &set,
+                .gpus = &recs,
                 .get_claim = kdev_dra_kube_claim_source,
                 .get_claim_arg = k,
         };
+        assert_int_equal(kdev_nvidia_gpus_from_set(&set, &recs, &err), 0);
         assert_int_equal(kdev_dra_plugin_new(&o, &p, &err), 0);
         assert_int_equal(kdev_dra_prepare_claim(p, "team-a", "gpu-claim", UID1, &devs, &err), 0);
         assert_int_equal(json_array_size(devs), 1);
@@ -184,6 +187,7 @@ static void run_version(const char *version)
         assert_int_equal(kdev_dra_unprepare_claim(p, UID1, &err), 0);
         assert_int_equal(kdev_dra_plugin_prepared(p), 0);
         kdev_dra_plugin_free(p);
+        kdev_nvidia_gpus_clear(&recs);
         kdev_kube_free(k);
 }
 

@@ -17,6 +17,7 @@
 #include "cdi/cdi.h"
 #include "dra/checkpoint.h"
 #include "dra/plugin.h"
+#include "nvml/discover.h"
 
 #define UID1 "0b6a1c9e-1111-4c2e-9a43-aaaaaaaaaaaa"
 #define UID2 "0b6a1c9e-2222-4c2e-9a43-bbbbbbbbbbbb"
@@ -25,6 +26,9 @@ struct fix {
         char root[256], data[300], cdi[300], proc[300];
         struct kdev_gpu gpus[2];
         struct kdev_gpu_set set;
+        /* |set| as the NVIDIA backend's records, which the plugin reads
+         * (refilled in place by sync_gpus after each change of |set|) */
+        struct kdev_nvidia_gpus recs;
         json_t *claims; /* "ns/name" -> claim */
         unsigned calls;
         struct kdev_dra_plugin *p;
@@ -65,6 +69,14 @@ static json_t *result(const char *req, const char *driver, const char *pool, con
                          "device", dev);
 }
 
+static void sync_gpus(struct fix *f)
+{
+        struct kdev_err err = {0};
+
+        kdev_nvidia_gpus_clear(&f->recs);
+        assert_int_equal(kdev_nvidia_gpus_from_set(&f->set, &f->recs, &err), 0);
+}
+
 static void new_plugin(struct fix *f)
 {
         struct kdev_dra_plugin_options o = {
@@ -73,12 +85,13 @@ static void new_plugin(struct fix *f)
                 .cdi_dir = f->cdi,
                 .dev_root = f->root, /* no control nodes there */
                 .proc_root = f->proc,
-                .gpus = &f->set,
+                .gpus = &f->recs,
                 .get_claim = fake_source,
                 .get_claim_arg = f,
         };
         struct kdev_err err = {0};
 
+        sync_gpus(f);
         assert_int_equal(kdev_dra_plugin_new(&o, &f->p, &err), 0);
 }
 
@@ -133,6 +146,7 @@ static int teardown(void **state)
         struct fix *f = *state;
 
         kdev_dra_plugin_free(f->p);
+        kdev_nvidia_gpus_clear(&f->recs);
         json_decref(f->claims);
         rm_tree(f->root);
         free(f);
@@ -631,6 +645,7 @@ static void make_mig(struct fix *f)
         f->gpus[1].mig_current = NVML_DEVICE_MIG_ENABLE;
         f->gpus[1].migs = migs;
         f->gpus[1].n_migs = 2;
+        sync_gpus(f);
         assert_int_equal(mkdir(f->proc, 0700), 0);
         snprintf(path, sizeof(path), "%s/driver", f->proc);
         assert_int_equal(mkdir(path, 0700), 0);
@@ -698,6 +713,7 @@ static void test_mig(void **state)
         }
         /* a faulted GPU (lost since discovery): unhealthy, not "not published" */
         f->gpus[1].fault = NVML_ERROR_GPU_IS_LOST;
+        sync_gpus(f);
         add_claim(f, "ns", "m", UID2,
                   json_pack("[o]",
                             result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-3g20gb-9-0")));
@@ -706,6 +722,7 @@ static void test_mig(void **state)
                                      "(GPU-00000001) is unhealthy: withdrawn from the "
                                      "ResourceSlice, not prepared");
         f->gpus[1].fault = NVML_SUCCESS;
+        sync_gpus(f);
         /* capability line missing: fails closed, nothing left behind */
         snprintf(minors, sizeof(minors), "%s/driver/nvidia-caps/mig-minors", f->proc);
         write_file(minors, "gpu5/gi1/access 30\n");
@@ -811,7 +828,7 @@ static void test_newer_checkpoint_refused(void **state)
                 .pool = "node1",
                 .data_dir = f->data,
                 .cdi_dir = f->cdi,
-                .gpus = &f->set,
+                .gpus = &f->recs,
                 .get_claim = fake_source,
                 .get_claim_arg = f,
         };

@@ -23,6 +23,7 @@
 #include "dra/plugin_internal.h"
 #include "dra/v1/api.pb-c.h"
 #include "dra/v1beta1/api.pb-c.h"
+#include "nvml/discover.h"
 #include "pluginregistration/v1/api.pb-c.h"
 #include "rpc/rpc.h"
 
@@ -33,6 +34,7 @@ struct fix {
         char root[256], data[300], cdi[300], dra_sock[300], reg_sock[300];
         struct kdev_gpu gpus[1];
         struct kdev_gpu_set set;
+        struct kdev_nvidia_gpus recs; /* |set| as the NVIDIA backend's records */
         json_t *claim;
         struct kdev_dra_plugin *p;
         uv_loop_t loop;
@@ -173,6 +175,7 @@ static int setup(void **state)
         strcpy(f->gpus[0].uuid, "GPU-00000000");
         f->set.gpus = f->gpus;
         f->set.n_gpus = 1;
+        assert_int_equal(kdev_nvidia_gpus_from_set(&f->set, &f->recs, &err), 0);
         f->claim = json_pack("{s:{s:s,s:s,s:s},s:{s:{s:{s:[{s:s,s:s,s:s,s:s}]}}}}", "metadata",
                              "name", "c1", "namespace", "ns", "uid", UID1, "status", "allocation",
                              "devices", "results", "request", "gpu", "driver", "gpu.nvidia.com",
@@ -182,7 +185,7 @@ static int setup(void **state)
                 .data_dir = f->data,
                 .cdi_dir = f->cdi,
                 .dev_root = f->root,
-                .gpus = &f->set,
+                .gpus = &f->recs,
                 .get_claim = fake_source,
                 .get_claim_arg = f,
                 .on_status = on_status,
@@ -252,6 +255,7 @@ static int teardown(void **state)
         sem_destroy(&f->entered);
         sem_destroy(&f->stop_begun);
         kdev_dra_plugin_free(f->p);
+        kdev_nvidia_gpus_clear(&f->recs);
         json_decref(f->claim);
         rm_tree(f->root);
         free(f);

@@ -23,6 +23,7 @@
 #include <curl/curl.h>
 
 #include "dra/slices.h"
+#include "nvml/discover.h"
 
 #define PY "/usr/bin/python3"
 #define SERVER KDEV_SOURCE_DIR "/tests/kubeapi/server.py"
@@ -211,7 +212,10 @@ static const char *dev_name(const json_t *slice, size_t i)
                 "name"));
 }
 
-/* --- a hand-made GPU set ------------------------------------------------------------ */
+/* --- a hand-made GPU set ------------------------------------------------------------
+ * NVML's discovery result, turned into the NVIDIA backend's GPU records
+ * (kdev_nvidia_gpus_from_set) as kdev-dra-plugin's backend does, before each
+ * build. */
 
 static struct kdev_gpu_set *make_set(size_t n_gpus, bool with_mig)
 {
@@ -265,12 +269,23 @@ static void free_set(struct kdev_gpu_set *s)
         free(s);
 }
 
+/* kdev_dra_build_devices of the records of |s|. */
+static int build_from_set(const struct kdev_gpu_set *s, const struct kdev_dra_health *h,
+                          json_t **d, struct kdev_err *err)
+{
+        struct kdev_nvidia_gpus recs;
+        assert_int_equal(kdev_nvidia_gpus_from_set(s, &recs, err), 0);
+        int rc = kdev_dra_build_devices(&recs, h, d, err);
+        kdev_nvidia_gpus_clear(&recs);
+        return rc;
+}
+
 static json_t *devices_of(const struct kdev_gpu_set *s, const struct kdev_dra_health *h,
                           int want)
 {
         json_t *d;
         struct kdev_err err = {0};
-        assert_int_equal(kdev_dra_build_devices(s, h, &d, &err), want);
+        assert_int_equal(build_from_set(s, h, &d, &err), want);
         return d;
 }
 
@@ -388,7 +403,7 @@ static void test_build_devices(void **state)
         s->gpus[0].fault = NVML_SUCCESS;
         s->gpus[0].uuid[0] = '\0';
         struct kdev_err err = {0};
-        assert_int_equal(kdev_dra_build_devices(s, NULL, &d, &err), -EINVAL);
+        assert_int_equal(build_from_set(s, NULL, &d, &err), -EINVAL);
         assert_null(d);
         assert_string_equal(err.msg, "GPU 0: no UUID");
         free_set(s);

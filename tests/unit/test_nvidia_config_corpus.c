@@ -30,8 +30,8 @@ static int load(const char *path, struct kdev_nvidia_config *cfg, struct kdev_er
         assert_int_equal(kdev_nvidia_config_init(cfg, e), 0);
         kdev_err_clear(e);
         int rc = parse_file(cfg, path, NULL, e);
-        if (rc == 0)
-                rc = kdev_nvidia_config_finish(cfg, true, e);
+        if (rc >= 0)
+                rc = kdev_nvidia_config_finish(cfg, rc == 0, e);
         return rc;
 }
 
@@ -198,6 +198,36 @@ static void test_null_values(void **state)
         }
 }
 
+/* A file without a YAML document (empty, or comments only) is NVIDIA's
+ * defaults, as if no file were given: the reader says 1 (nothing read), no
+ * option comes from the file, and NVIDIA is wanted (kdev-plugin finishes the
+ * config as without a file). */
+static void test_empty_files_are_defaults(void **state)
+{
+        (void)state;
+        static const char *const files[] = {"empty.yaml", "comment-only.yaml"};
+        for (size_t f = 0; f < 2; f++) {
+                char path[512];
+                snprintf(path, sizeof(path), DIR_GOOD "%s", files[f]);
+                struct kdev_nvidia_config cfg;
+                struct kdev_err e;
+                assert_int_equal(kdev_nvidia_config_init(&cfg, &e), 0);
+                kdev_err_clear(&e);
+                assert_int_equal(parse_file(&cfg, path, NULL, &e), 1);
+                assert_int_equal(e.code, 0);
+                assert_string_equal(e.msg, "");
+                assert_false(cfg.file_sections);
+                assert_int_equal(kdev_nvidia_config_finish(&cfg, false, &e), 0);
+                assert_true(cfg.wanted);
+                for (size_t o = 0; o < KDEV_NVIDIA_OPT_COUNT; o++)
+                        assert_int_equal(cfg.src[o], KDEV_NVIDIA_SRC_DEFAULT);
+                assert_int_equal(cfg.mig_strategy, KDEV_NVIDIA_MIG_NONE);
+                assert_int_equal(cfg.device_list_strategies, KDEV_NVIDIA_LIST_ENVVAR);
+                assert_false(cfg.time_slicing.present);
+                kdev_nvidia_config_clear(&cfg);
+        }
+}
+
 /* Every file of good/ loads; every file of bad/ is in the table below. */
 struct bad_case {
         const char *file;
@@ -262,8 +292,6 @@ static const struct bad_case bad_cases[] = {
          "flow sequence at line 3, column 16)"},
         {"bad-yaml-indent.yaml",
          "4:19: YAML syntax error: mapping values are not allowed in this context"},
-        {"empty.yaml", " the file is empty (no YAML document)"},
-        {"comment-only.yaml", " the file is empty (no YAML document)"},
         {"tab-indent.yaml",
          "3:1: YAML syntax error: found character that cannot start any token (while "
          "scanning for the next token at line 3, column 1)"},
@@ -342,6 +370,7 @@ static void test_corpus_complete(void **state)
                 "time-slicing-rename.yaml", "mig-mixed-time-slicing.yaml",
                 "mig-mixed.yaml",          "full-flags.yaml",
                 "null-flags.yaml",         "null-nested.yaml",
+                "empty.yaml",              "comment-only.yaml",
         };
         const char *dirs[] = {DIR_GOOD, DIR_BAD};
         for (size_t d = 0; d < 2; d++) {
@@ -376,6 +405,7 @@ int main(void)
                 cmocka_unit_test(test_mig_mixed),
                 cmocka_unit_test(test_full_flags),
                 cmocka_unit_test(test_null_values),
+                cmocka_unit_test(test_empty_files_are_defaults),
                 cmocka_unit_test(test_bad_corpus),
                 cmocka_unit_test(test_corpus_complete),
         };

@@ -576,6 +576,35 @@ static void test_kubelet_restart_registers_again(void **state_)
         assert_true(is_socket(f->sock));
 }
 
+/* A kubelet socket of another name in the directory (NVIDIA's
+ * --kubelet-socket takes any path): registered with, and registered with
+ * again when it is created anew. One outside the directory is refused. */
+static void test_custom_kubelet_socket_name(void **state_)
+{
+        struct fx *f = *state_;
+        snprintf(f->k.path, sizeof(f->k.path), "%s/custom-kubelet.sock", f->dir);
+        f->opts.kubelet_socket = f->k.path;
+        start_registered(f);
+        assert_int_equal(f->k.registers, 1);
+        kubelet_stop(&f->k);
+        WAIT_FOR(f, state(f).streams == 0);
+        kubelet_start(&f->k);
+        WAIT_FOR(f, state(f).registrations == 2 && state(f).streams == 1);
+        assert_int_equal(f->k.registers, 2);
+        assert_int_equal(f->hook_restarts, 1);
+
+        struct kdev_err err = {0};
+        struct kdev_dp_options o = {.plugin_dir = "/run/a", .kubelet_socket = "/run/b/k.sock"};
+        assert_null(kdev_dp_runtime_new(&f->loop, &o, &err));
+        assert_int_equal(err.code, EINVAL);
+        assert_string_equal(err.msg, "kubelet socket /run/b/k.sock is not in the device plugin "
+                                     "directory /run/a");
+        o = (struct kdev_dp_options){.plugin_dir = "/run/a/", .kubelet_socket = "/run/a"};
+        assert_null(kdev_dp_runtime_new(&f->loop, &o, &err));
+        assert_string_equal(err.msg, "kubelet socket /run/a is not in the device plugin "
+                                     "directory /run/a");
+}
+
 /* kubelet.sock replaced at once by a new socket file (rename over it, so
  * it never goes missing): a new inode, so a fresh server and one
  * registration with the new kubelet. */
@@ -728,6 +757,7 @@ int main(void)
                 cmocka_set_test_filter(getenv("KDEV_TEST_FILTER"));
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_defaults_and_unknown_resource, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_custom_kubelet_socket_name, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_registers_once_and_stop_removes_own_files,
                                                 setup, teardown),
                 cmocka_unit_test_setup_teardown(test_backoff_doubles_to_the_cap_without_kubelet,

@@ -1,0 +1,94 @@
+/* The NVIDIA backend of kdev-dra-plugin as one object: NVML loading under
+ * the driver root, GPU discovery, the GPUs as NVML-free records
+ * (nvidia/gpus.h) for the ResourceSlices and claims, and the XID health
+ * monitor (nvidia/health.h) over the whole GPUs, whose physical events
+ * (model/model.h) go to the front end. The DRA front end (src/dra) reaches
+ * NVML only through it, so it includes no NVML header; kdev-plugin's
+ * backend is nvidia/backend.h.
+ *
+ * Lifecycle:
+ *   kdev_nvidia_dra_backend_open()         NVML, discovery, the records;
+ *   kdev_nvidia_dra_backend_health_init()  the whole GPUs as the physical
+ *                                          devices the monitor watches;
+ *   kdev_nvidia_dra_backend_health_start() (loop thread) the monitor;
+ *   kdev_nvidia_dra_backend_health_stop()  (loop thread) no more events;
+ *   kdev_nvidia_dra_backend_free()         once the loop has run out
+ *                                          (the monitor's thread and
+ *                                          handles gone): closes NVML.
+ */
+#ifndef KDEV_NVIDIA_DRA_BACKEND_H
+#define KDEV_NVIDIA_DRA_BACKEND_H
+
+#include <uv.h>
+
+#include "common/err.h"
+#include "model/model.h"
+#include "nvidia/config.h"
+#include "nvidia/gpus.h"
+#include "nvidia/xid.h"
+
+struct kdev_nvidia_dra_backend;
+
+struct kdev_nvidia_dra_backend_options {
+        /* The NVIDIA driver root: libnvidia-ml.so.1 is looked up under it
+         * (nvml/loader.h); NULL: "/". */
+        const char *driver_root;
+        /* NVML library to load instead (tests, the mock NVML); NULL: none. */
+        const char *nvml_library;
+};
+
+/* Loads NVML and discovers the GPUs (GPUs and MIG devices, no NVLink
+ * topology, sysfs under "/sys"), then turns them into the records of
+ * kdev_nvidia_dra_backend_gpus(). Returns 0 with *out set, or a negative
+ * errno with |err| and *out NULL: the loader's error unchanged (e.g.
+ * -EOPNOTSUPP "NVML library <path> not found: ...", nvml/loader.h), the
+ * discovery's (nvml/discover.h), -ENOMEM. Nothing stays open on error. */
+KDEV_API int kdev_nvidia_dra_backend_open(const struct kdev_nvidia_dra_backend_options *opts,
+                                 struct kdev_nvidia_dra_backend **out, struct kdev_err *err);
+
+/* The GPU records (borrowed, valid until kdev_nvidia_dra_backend_free();
+ * never NULL for an open backend). */
+KDEV_API const struct kdev_nvidia_gpus *kdev_nvidia_dra_backend_gpus(const struct kdev_nvidia_dra_backend *b);
+
+/* Builds the physical devices the health monitor watches from the
+ * discovered GPUs with |cfg| (finished, kdev_nvidia_config_finish; borrowed
+ * for this call): the NVIDIA resources (kdev_nvidia_build, nvidia/resources.h)
+ * and their physical devices (kdev_nvidia_attach_physical). With MIG
+ * strategy none, as kdev-dra-plugin sets it, these are the whole GPUs,
+ * physical ID = GPU UUID, so each health event names a GPU. Keeps
+ * cfg->probe_interval and cfg->quiet_period (seconds) for the monitor.
+ * Returns 0 or a negative errno with |err| (those of kdev_nvidia_build and
+ * kdev_nvidia_attach_physical; -EALREADY when called twice). */
+KDEV_API int kdev_nvidia_dra_backend_health_init(struct kdev_nvidia_dra_backend *b,
+                                        const struct kdev_nvidia_config *cfg,
+                                        struct kdev_err *err);
+
+/* The physical device with ID |id| (a GPU UUID) the monitor watches, or NULL
+ * (none, or before kdev_nvidia_dra_backend_health_init). Borrowed, valid
+ * until kdev_nvidia_dra_backend_free(): a front end may keep its id. */
+KDEV_API const struct kdev_physical *kdev_nvidia_dra_backend_find(const struct kdev_nvidia_dra_backend *b,
+                                                         const char *id);
+
+/* Creates and starts the health monitor on |loop| (kdev_nvidia_health_new
+ * and kdev_nvidia_health_start, nvidia/health.h) over the physical devices
+ * of kdev_nvidia_dra_backend_health_init(), with |policy| (copied) and the
+ * kept probe interval and quiet period; |physical| (with |arg|) receives
+ * each batch of physical events on the loop thread. Returns 0, or a
+ * negative errno with |err| and no monitor left (-EINVAL before
+ * health_init, -EALREADY when one runs, and the errors of the two health
+ * calls). Loop thread. */
+KDEV_API int kdev_nvidia_dra_backend_health_start(struct kdev_nvidia_dra_backend *b, uv_loop_t *loop,
+                                         const struct kdev_xid_policy *policy,
+                                         kdev_physical_events_fn physical, void *arg,
+                                         struct kdev_err *err);
+
+/* Stops the monitor (NULL-safe, and when none runs): from the return on,
+ * |physical| is not called again; its thread and handles finish on the
+ * loop (run it out before kdev_nvidia_dra_backend_free). Loop thread. */
+KDEV_API void kdev_nvidia_dra_backend_health_stop(struct kdev_nvidia_dra_backend *b);
+
+/* Stops the monitor if it still runs, frees the records and the physical
+ * devices and closes NVML (NULL-safe). */
+KDEV_API void kdev_nvidia_dra_backend_free(struct kdev_nvidia_dra_backend *b);
+
+#endif /* KDEV_NVIDIA_DRA_BACKEND_H */

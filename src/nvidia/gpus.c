@@ -1,0 +1,135 @@
+/* NVML discovery turned into NVML-free device records (see gpus.h). */
+#include "nvidia/gpus.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvml/discover.h"
+
+_Static_assert(KDEV_NVIDIA_UUID_MAX == KDEV_GPU_UUID_MAX, "UUID buffer of nvml/discover.h");
+_Static_assert(KDEV_NVIDIA_PRODUCT_MAX == KDEV_GPU_NAME_MAX, "name buffer of nvml/discover.h");
+_Static_assert(KDEV_NVIDIA_BUS_ID_MAX == KDEV_GPU_BUS_ID_MAX, "bus ID buffer of nvml/discover.h");
+_Static_assert(KDEV_NVIDIA_DRIVER_VERSION_MAX ==
+                       sizeof(((struct kdev_gpu_set *)0)->driver_version),
+               "driver version buffer of nvml/discover.h");
+
+/* nvmlDeviceGetArchitecture's value as the DRA `architecture` attribute
+ * spells it, NULL for a value without a name here. */
+static const char *arch_name(nvmlDeviceArchitecture_t a)
+{
+        switch (a) {
+        case NVML_DEVICE_ARCH_KEPLER: return "Kepler";
+        case NVML_DEVICE_ARCH_MAXWELL: return "Maxwell";
+        case NVML_DEVICE_ARCH_PASCAL: return "Pascal";
+        case NVML_DEVICE_ARCH_VOLTA: return "Volta";
+        case NVML_DEVICE_ARCH_TURING: return "Turing";
+        case NVML_DEVICE_ARCH_AMPERE: return "Ampere";
+        case NVML_DEVICE_ARCH_ADA: return "Ada Lovelace";
+        case NVML_DEVICE_ARCH_HOPPER: return "Hopper";
+        case NVML_DEVICE_ARCH_BLACKWELL: return "Blackwell";
+        default: return NULL;
+        }
+}
+
+static void copy_str(char *dst, size_t size, const char *src)
+{
+        snprintf(dst, size, "%s", src);
+}
+
+static void mig_record(const struct kdev_gpu *g, const struct kdev_mig_device *m,
+                       struct kdev_nvidia_mig *out)
+{
+        const char *prof = strstr(m->name, " MIG ");
+        int rc = kdev_nvidia_dra_mig_name(g, m, out->dra_name, sizeof(out->dra_name));
+
+        if (rc < 0) {
+                out->dra_name[0] = '\0';
+                out->dra_name_error = rc;
+        }
+        copy_str(out->uuid, sizeof(out->uuid), m->uuid);
+        copy_str(out->profile, sizeof(out->profile), prof ? prof + 5 : "");
+        out->gi_id = m->gi_id;
+        out->ci_id = m->ci_id;
+        out->memory_bytes = m->memory_ret == NVML_SUCCESS && m->memory_total > 0
+                                    ? m->memory_total
+                                    : m->gi_profile.memorySizeMB * 1024ULL * 1024ULL;
+        out->multiprocessors = m->ci_profile.multiprocessorCount;
+        out->copy_engines = m->gi_profile.copyEngineCount;
+        out->decoders = m->gi_profile.decoderCount;
+        out->encoders = m->gi_profile.encoderCount;
+        out->jpeg_engines = m->gi_profile.jpegCount;
+        out->ofa_engines = m->gi_profile.ofaCount;
+}
+
+static int gpu_record(const struct kdev_gpu *g, struct kdev_nvidia_gpu *out)
+{
+        out->index = g->index;
+        out->minor = g->minor;
+        out->faulted = g->fault != NVML_SUCCESS;
+        copy_str(out->uuid, sizeof(out->uuid), g->uuid);
+        if (kdev_nvidia_dra_gpu_name(g, out->dra_name, sizeof(out->dra_name)) < 0)
+                out->dra_name[0] = '\0'; /* cannot happen: "gpu-" and 10 digits fit */
+        copy_str(out->product, sizeof(out->product), g->name);
+        out->brand = g->has_brand ? kdev_nvml_brand_name(g->brand) : NULL;
+        out->architecture = arch_name(g->arch);
+        out->cc_major = g->cc_major;
+        out->cc_minor = g->cc_minor;
+        copy_str(out->pcie_bus_id, sizeof(out->pcie_bus_id), g->sysfs_bus_id);
+        out->numa_node = g->numa_node;
+        out->memory_bytes = g->memory_ret == NVML_SUCCESS ? g->memory_total : 0;
+        out->multiprocessors = g->multiprocessors;
+        out->mig_enabled = g->mig_current == NVML_DEVICE_MIG_ENABLE;
+        if (!out->mig_enabled || g->n_migs == 0)
+                return 0;
+        out->migs = calloc(g->n_migs, sizeof(*out->migs));
+        if (!out->migs)
+                return -ENOMEM;
+        out->n_migs = g->n_migs;
+        for (size_t j = 0; j < g->n_migs; j++)
+                mig_record(g, &g->migs[j], &out->migs[j]);
+        return 0;
+}
+
+int kdev_nvidia_gpus_from_set(const struct kdev_gpu_set *set, struct kdev_nvidia_gpus *out,
+                              struct kdev_err *err)
+{
+        memset(out, 0, sizeof(*out));
+        if (!set)
+                return 0;
+        copy_str(out->driver_version, sizeof(out->driver_version), set->driver_version);
+        out->cuda_driver_version = set->cuda_driver_version;
+        if (set->n_gpus == 0)
+                return 0;
+        out->gpus = calloc(set->n_gpus, sizeof(*out->gpus));
+        if (!out->gpus)
+                return kdev_err_set(err, ENOMEM, "GPU records: out of memory");
+        out->n_gpus = set->n_gpus;
+        for (size_t i = 0; i < set->n_gpus; i++) {
+                if (gpu_record(&set->gpus[i], &out->gpus[i]) < 0) {
+                        kdev_nvidia_gpus_clear(out);
+                        return kdev_err_set(err, ENOMEM, "GPU records: out of memory");
+                }
+        }
+        return 0;
+}
+
+void kdev_nvidia_gpus_clear(struct kdev_nvidia_gpus *g)
+{
+        if (!g)
+                return;
+        for (size_t i = 0; i < g->n_gpus; i++)
+                free(g->gpus[i].migs);
+        free(g->gpus);
+        memset(g, 0, sizeof(*g));
+}
+
+const struct kdev_nvidia_gpu *kdev_nvidia_gpus_find(const struct kdev_nvidia_gpus *g,
+                                                    const char *uuid)
+{
+        for (size_t i = 0; g && uuid && *uuid && i < g->n_gpus; i++)
+                if (strcmp(g->gpus[i].uuid, uuid) == 0)
+                        return &g->gpus[i];
+        return NULL;
+}

@@ -1,0 +1,271 @@
+/* The NVIDIA backend's NVML-free GPU records (src/nvidia/gpus.c): every
+ * field from a hand-made discovery result, the DRA device names computed
+ * at conversion, lookups; and kdev-dra-plugin's NVIDIA backend
+ * (src/nvidia/dra_backend.c) on the mock NVML: discovery into records, the
+ * whole GPUs the health monitor watches, the loader's error. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mock_fixture.h"
+#include "nvidia/config.h"
+#include "nvidia/dra_backend.h"
+#include "nvidia/gpus.h"
+#include "nvml/discover.h"
+
+/* GPU 0: a whole A100 (minor 3); GPU 1: lost during discovery; GPU 2: in
+ * MIG mode (minor 5) with a 3g.20gb MIG device named by NVML and a 1g MIG
+ * device whose NVML name carries no profile. */
+static void make_set(struct kdev_gpu_set *s, struct kdev_gpu g[3], struct kdev_mig_device m[2])
+{
+        memset(s, 0, sizeof(*s));
+        memset(g, 0, 3 * sizeof(*g));
+        memset(m, 0, 2 * sizeof(*m));
+        snprintf(s->driver_version, sizeof(s->driver_version), "550.90.07");
+        s->cuda_driver_version = 12040;
+        s->gpus = g;
+        s->n_gpus = 3;
+
+        g[0].index = 0;
+        g[0].minor = 3;
+        strcpy(g[0].uuid, "GPU-aaaa");
+        strcpy(g[0].name, "NVIDIA A100-SXM4-40GB");
+        strcpy(g[0].sysfs_bus_id, "0000:07:00.0");
+        g[0].numa_node = 1;
+        g[0].memory_total = 40ULL << 30;
+        g[0].cc_major = 8;
+        g[0].arch = NVML_DEVICE_ARCH_AMPERE;
+        g[0].has_brand = true;
+        g[0].brand = NVML_BRAND_NVIDIA_RTX;
+        g[0].multiprocessors = 108;
+
+        g[1].index = 1;
+        g[1].minor = 4;
+        g[1].fault = NVML_ERROR_GPU_IS_LOST;
+        strcpy(g[1].uuid, "GPU-bbbb");
+        g[1].memory_ret = NVML_ERROR_NO_PERMISSION;
+        g[1].memory_total = 12345; /* not an answer: 0 in the record */
+        g[1].arch = NVML_DEVICE_ARCH_UNKNOWN;
+        g[1].numa_node = -1;
+
+        g[2].index = 2;
+        g[2].minor = 5;
+        strcpy(g[2].uuid, "GPU-cccc");
+        strcpy(g[2].name, "NVIDIA A100-SXM4-40GB");
+        g[2].memory_total = 40ULL << 30;
+        g[2].has_brand = true;
+        g[2].brand = 99; /* a value NVIDIA's DRA driver has no name for */
+        g[2].arch = NVML_DEVICE_ARCH_HOPPER;
+        g[2].mig_current = NVML_DEVICE_MIG_ENABLE;
+        g[2].migs = m;
+        g[2].n_migs = 2;
+
+        strcpy(m[0].uuid, "MIG-1");
+        strcpy(m[0].name, "NVIDIA A100-SXM4-40GB MIG 3g.20gb");
+        m[0].gi_id = 2;
+        m[0].ci_id = 0;
+        m[0].memory_total = 19968ULL << 20;
+        m[0].gi_profile_index = NVML_GPU_INSTANCE_PROFILE_3_SLICE;
+        m[0].gi_profile.id = 9;
+        m[0].gi_profile.sliceCount = 3;
+        m[0].gi_profile.memorySizeMB = 20000; /* the handle's answer wins */
+        m[0].gi_profile.copyEngineCount = 3;
+        m[0].gi_profile.decoderCount = 2;
+        m[0].gi_profile.encoderCount = 1;
+        m[0].gi_profile.jpegCount = 4;
+        m[0].gi_profile.ofaCount = 5;
+        m[0].gi_placement.start = 4;
+        m[0].ci_profile.sliceCount = 3;
+        m[0].ci_profile.multiprocessorCount = 42;
+
+        strcpy(m[1].uuid, "MIG-2");
+        strcpy(m[1].name, "NVIDIA A100-SXM4-40GB");
+        m[1].gi_id = 9;
+        m[1].ci_id = 1;
+        m[1].memory_ret = NVML_ERROR_NO_PERMISSION;
+        m[1].gi_profile_index = NVML_GPU_INSTANCE_PROFILE_1_SLICE;
+        m[1].gi_profile.id = 19;
+        m[1].gi_profile.sliceCount = 1;
+        m[1].gi_profile.memorySizeMB = 4864;
+        m[1].gi_placement.start = 6;
+        m[1].ci_profile.sliceCount = 1;
+}
+
+static void test_records_from_set(void **state)
+{
+        (void)state;
+        struct kdev_gpu_set s;
+        struct kdev_gpu g[3];
+        struct kdev_mig_device m[2];
+        struct kdev_nvidia_gpus r;
+        struct kdev_err err = {0};
+
+        make_set(&s, g, m);
+        assert_int_equal(kdev_nvidia_gpus_from_set(&s, &r, &err), 0);
+        assert_string_equal(r.driver_version, "550.90.07");
+        assert_int_equal(r.cuda_driver_version, 12040);
+        assert_int_equal(r.n_gpus, 3);
+
+        const struct kdev_nvidia_gpu *a = &r.gpus[0];
+        assert_int_equal(a->index, 0);
+        assert_int_equal(a->minor, 3);
+        assert_false(a->faulted);
+        assert_string_equal(a->uuid, "GPU-aaaa");
+        assert_string_equal(a->dra_name, "gpu-3");
+        assert_string_equal(a->product, "NVIDIA A100-SXM4-40GB");
+        assert_string_equal(a->brand, "NvidiaRTX");
+        assert_string_equal(a->architecture, "Ampere");
+        assert_int_equal(a->cc_major, 8);
+        assert_int_equal(a->cc_minor, 0);
+        assert_string_equal(a->pcie_bus_id, "0000:07:00.0");
+        assert_int_equal(a->numa_node, 1);
+        assert_true(a->memory_bytes == 40ULL << 30);
+        assert_int_equal(a->multiprocessors, 108);
+        assert_false(a->mig_enabled);
+        assert_null(a->migs);
+        assert_int_equal(a->n_migs, 0);
+
+        const struct kdev_nvidia_gpu *b = &r.gpus[1];
+        assert_true(b->faulted);
+        assert_string_equal(b->uuid, "GPU-bbbb");
+        assert_string_equal(b->dra_name, "gpu-4");
+        assert_true(b->memory_bytes == 0);
+        assert_null(b->brand);
+        assert_null(b->architecture);
+        assert_int_equal(b->numa_node, -1);
+
+        const struct kdev_nvidia_gpu *c = &r.gpus[2];
+        assert_null(c->brand);
+        assert_string_equal(c->architecture, "Hopper");
+        assert_true(c->mig_enabled);
+        assert_int_equal(c->n_migs, 2);
+        const struct kdev_nvidia_mig *m0 = &c->migs[0], *m1 = &c->migs[1];
+        assert_string_equal(m0->uuid, "MIG-1");
+        assert_string_equal(m0->dra_name, "gpu-5-mig-3g20gb-9-4");
+        assert_int_equal(m0->dra_name_error, 0);
+        assert_string_equal(m0->profile, "3g.20gb");
+        assert_int_equal(m0->gi_id, 2);
+        assert_int_equal(m0->ci_id, 0);
+        assert_true(m0->memory_bytes == 19968ULL << 20);
+        assert_int_equal(m0->multiprocessors, 42);
+        assert_int_equal(m0->copy_engines, 3);
+        assert_int_equal(m0->decoders, 2);
+        assert_int_equal(m0->encoders, 1);
+        assert_int_equal(m0->jpeg_engines, 4);
+        assert_int_equal(m0->ofa_engines, 5);
+        /* no profile in the NVML name: named from the profiles (4864 MiB of
+         * a 40 GiB parent is 1g.5gb); memory from the GI profile */
+        assert_string_equal(m1->uuid, "MIG-2");
+        assert_string_equal(m1->dra_name, "gpu-5-mig-1g5gb-19-6");
+        assert_string_equal(m1->profile, "");
+        assert_int_equal(m1->gi_id, 9);
+        assert_int_equal(m1->ci_id, 1);
+        assert_true(m1->memory_bytes == 4864ULL << 20);
+        assert_int_equal(m1->multiprocessors, 0);
+
+        /* lookups by UUID: GPUs only */
+        assert_ptr_equal(kdev_nvidia_gpus_find(&r, "GPU-cccc"), c);
+        assert_null(kdev_nvidia_gpus_find(&r, "MIG-1"));
+        assert_null(kdev_nvidia_gpus_find(&r, ""));
+        assert_null(kdev_nvidia_gpus_find(&r, NULL));
+        assert_null(kdev_nvidia_gpus_find(NULL, "GPU-aaaa"));
+
+        kdev_nvidia_gpus_clear(&r);
+        assert_null(r.gpus);
+        assert_int_equal(r.n_gpus, 0);
+        assert_string_equal(r.driver_version, "");
+        kdev_nvidia_gpus_clear(NULL);
+
+        /* MIG devices of a GPU not in MIG mode are not records */
+        g[2].mig_current = NVML_DEVICE_MIG_DISABLE;
+        assert_int_equal(kdev_nvidia_gpus_from_set(&s, &r, &err), 0);
+        assert_false(r.gpus[2].mig_enabled);
+        assert_int_equal(r.gpus[2].n_migs, 0);
+        assert_string_equal(r.gpus[2].dra_name, "gpu-5");
+        kdev_nvidia_gpus_clear(&r);
+
+        /* no discovery: no GPUs */
+        assert_int_equal(kdev_nvidia_gpus_from_set(NULL, &r, &err), 0);
+        assert_int_equal(r.n_gpus, 0);
+        assert_null(r.gpus);
+}
+
+/* kdev-dra-plugin's backend on the mock: 4x A100-40GB, GPUs 0-2 in MIG mode. */
+static void test_dra_backend_mock(void **state)
+{
+        (void)state;
+        struct kdev_nvidia_dra_backend *b = NULL;
+        struct kdev_err err = {0};
+        struct kdev_nvidia_dra_backend_options o = {.nvml_library = KDEV_MOCK_NVML_LIB};
+        struct kdev_nvidia_config cfg;
+        uv_loop_t loop;
+
+        setenv("KDEV_MOCK_NVML_TOPOLOGY", TOPO("mig-a100-40gb.yaml"), 1);
+        assert_int_equal(kdev_nvidia_dra_backend_open(&o, &b, &err), 0);
+        const struct kdev_nvidia_gpus *r = kdev_nvidia_dra_backend_gpus(b);
+        assert_string_equal(r->driver_version, "550.90.07");
+        assert_int_equal(r->cuda_driver_version, 12040);
+        assert_int_equal(r->n_gpus, 4);
+        assert_true(r->gpus[0].mig_enabled);
+        assert_int_equal(r->gpus[0].n_migs, 4);
+        assert_string_equal(r->gpus[0].migs[0].uuid, "MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f");
+        assert_string_equal(r->gpus[0].migs[0].dra_name, "gpu-0-mig-3g20gb-9-4");
+        assert_true(r->gpus[2].mig_enabled);
+        assert_int_equal(r->gpus[2].n_migs, 0);
+        assert_false(r->gpus[3].mig_enabled);
+        assert_string_equal(r->gpus[3].uuid, "GPU-49c5ccb8-7f8c-230b-4fe7-33825480cfa5");
+        assert_string_equal(r->gpus[3].dra_name, "gpu-3");
+        assert_string_equal(r->gpus[3].architecture, "Ampere");
+
+        /* the monitor's devices: the whole GPUs, by GPU UUID */
+        assert_null(kdev_nvidia_dra_backend_find(b, "GPU-49c5ccb8-7f8c-230b-4fe7-33825480cfa5"));
+        assert_int_equal(uv_loop_init(&loop), 0);
+        assert_int_equal(kdev_nvidia_dra_backend_health_start(b, &loop, NULL, NULL, NULL, &err),
+                         -EINVAL);
+        assert_string_equal(err.msg, "health: no devices built");
+        assert_int_equal(kdev_nvidia_config_init(&cfg, &err), 0);
+        cfg.mig_strategy = KDEV_NVIDIA_MIG_NONE;
+        assert_int_equal(kdev_nvidia_config_finish(&cfg, false, &err), 0);
+        assert_int_equal(kdev_nvidia_dra_backend_health_init(b, &cfg, &err), 0);
+        for (size_t i = 0; i < r->n_gpus; i++) {
+                const struct kdev_physical *p = kdev_nvidia_dra_backend_find(b, r->gpus[i].uuid);
+                assert_non_null(p);
+                assert_string_equal(p->id, r->gpus[i].uuid);
+        }
+        assert_null(kdev_nvidia_dra_backend_find(b, "MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f"));
+        assert_null(kdev_nvidia_dra_backend_find(b, "GPU-nope"));
+        err = (struct kdev_err){0};
+        assert_int_equal(kdev_nvidia_dra_backend_health_init(b, &cfg, &err), -EALREADY);
+        kdev_nvidia_config_clear(&cfg);
+        kdev_nvidia_dra_backend_health_stop(b); /* none runs: nothing to do */
+        kdev_nvidia_dra_backend_free(b);
+        assert_int_equal(uv_loop_close(&loop), 0);
+        kdev_nvidia_dra_backend_free(NULL);
+
+        /* no library: the loader's error, nothing left open */
+        o.nvml_library = "/nonexistent/libnvidia-ml.so.1";
+        b = (void *)1;
+        err = (struct kdev_err){0};
+        assert_int_equal(kdev_nvidia_dra_backend_open(&o, &b, &err), -EOPNOTSUPP);
+        assert_null(b);
+        assert_string_equal(err.msg, "NVML library /nonexistent/libnvidia-ml.so.1 not found: "
+                                     "/nonexistent/libnvidia-ml.so.1: cannot open shared "
+                                     "object file: No such file or directory");
+        unsetenv("KDEV_MOCK_NVML_TOPOLOGY");
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_records_from_set),
+                cmocka_unit_test(test_dra_backend_mock),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
