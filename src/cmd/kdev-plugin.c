@@ -139,7 +139,7 @@ static void usage(FILE *f)
                 "    DRIVER_ROOT_CTR_PATH (or CONTAINER_DRIVER_ROOT)\n"
                 "    SHARED_DEVICES_ALLOCATION_POLICY IMEX_CHANNEL_IDS IMEX_REQUIRED\n"
                 "    KDEV_CDI_DIR (--cdi-dir) KDEV_HEALTH_PROBE_INTERVAL KDEV_HEALTH_QUIET_PERIOD\n"
-                "    KDEV_PROC_ROOT (--proc-root)\n"
+                "    KDEV_PROC_ROOT (--proc-root) CDI_FEATURE_FLAGS CDI_DISABLE_HOOKS\n"
                 "\n"
                 "Files:\n"
                 "  DIR/kubelet.sock                  kubelet's Registration socket (DIR is\n"

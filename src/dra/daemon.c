@@ -426,6 +426,10 @@ static int driver_files_find(const char *root, const char *version, const char *
         } else {
                 kdev_log_info("claim CDI specs: driver files", KDEV_LOG_INT("libraries", rc), "hooks",
                               out->hook_path ? out->hook_path : "none");
+                if (out->hook_path && !out->hook_visible) /* a host path: written as given */
+                        kdev_log_warn("the CDI hook is not an executable file here; the claim "
+                                      "specs use it as a host path",
+                                      "path", out->hook_path);
         }
         return rc;
 }

@@ -332,9 +332,11 @@ static int check_healthy(const struct kdev_dra_plugin *p, const json_t *devices,
  * (device "<uid>-<dev>") and the NodePrepareResources answer
  * (cdi_device_ids) take. Returns 0 or a negative errno with |err| (those of
  * find_gpu, -ENOENT for a missing mig-minors line, -ENOMEM). */
-static int claim_device_edits(const struct kdev_dra_plugin *p, const char *uid, const char *dev,
-                              struct kdev_nvidia_mig_minors *minors, bool *minors_read,
-                              struct kdev_container_edits *out, struct kdev_err *err)
+static int claim_device_edits(const struct kdev_dra_plugin *p,
+                              const struct kdev_nvidia_roots *roots, const char *uid,
+                              const char *dev, struct kdev_nvidia_mig_minors *minors,
+                              bool *minors_read, struct kdev_container_edits *out,
+                              struct kdev_err *err)
 {
         const struct kdev_nvidia_mig *m;
         struct kdev_nvidia_logical ld = {0};
@@ -358,7 +360,7 @@ static int claim_device_edits(const struct kdev_dra_plugin *p, const char *uid, 
                         return kdev_err_wrap(err, "device %s", dev);
                 ld.mig = true;
         }
-        rc = kdev_nvidia_device_edits(p->dev_root, &ld, out, err);
+        rc = kdev_nvidia_device_edits_at(roots, &ld, out, err);
         if (rc < 0)
                 return rc;
         snprintf(name, sizeof(name), "%s=%s-%s", KDEV_DRA_CDI_KIND, uid, dev);
@@ -396,16 +398,22 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, json_t *
         bool minors_read = false;
         size_t i;
         json_t *d;
-        int rc = 0;
+        /* the driver-root rule of both front ends (nvidia/roots.h): every
+         * node with its host path under the driver root */
+        struct kdev_nvidia_roots roots;
+        int rc = kdev_nvidia_roots_resolve(p->dev_root, NULL, NULL, &roots, err);
 
-        if (!spec)
-                return -(err && err->code ? err->code : ENOMEM);
+        if (rc < 0 || !spec) {
+                kdev_cdi_spec_free(spec);
+                return rc < 0 ? rc : -(err && err->code ? err->code : ENOMEM);
+        }
         json_array_foreach(devices, i, d) {
                 const char *dev = json_string_value(json_object_get(d, "device"));
                 struct kdev_container_edits ed = {0};
                 struct kdev_cdi_device *cd = NULL;
 
-                rc = claim_device_edits(p, uid, dev ? dev : "", &minors, &minors_read, &ed, err);
+                rc = claim_device_edits(p, &roots, uid, dev ? dev : "", &minors, &minors_read,
+                                        &ed, err);
                 /* the CDI device is named by the part after "<kind>=" */
                 if (rc == 0) {
                         cd = kdev_cdi_spec_add_device(
@@ -422,7 +430,7 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, json_t *
                         goto fail;
         }
         kdev_nvidia_mig_minors_clear(&minors);
-        rc = kdev_nvidia_common_edits(p->dev_root, p->o.driver_files, &common, err);
+        rc = kdev_nvidia_common_edits_at(&roots, p->o.driver_files, &common, err);
         if (rc == 0)
                 rc = kdev_nvidia_edits_to_cdi(&common, kdev_cdi_spec_edits(spec), err);
         kdev_container_edits_clear(&common);

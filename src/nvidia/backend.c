@@ -2,6 +2,7 @@
 #include "nvidia/backend.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ struct kdev_nvidia_backend {
         struct kdev_nvidia_health *health;
         struct kdev_nvidia_rediscover *rediscover;
         bool cdi_written;
+        bool hook_warned; /* the hook path not visible here: warned once */
         char cdi_path[4096]; /* the spec written, when cdi_written */
         bool stopping;
         unsigned pending; /* asynchronous stops still running */
@@ -39,6 +41,18 @@ static unsigned discover_flags(const struct kdev_nvidia_config *cfg)
         if (cfg->mig_strategy == KDEV_NVIDIA_MIG_NONE)
                 flags |= KDEV_NVML_DISCOVER_NO_MIG;
         return flags;
+}
+
+/* NVML under the lookup root of |cfg|'s driver roots (nvidia/roots.h). */
+static int nvml_options(const struct kdev_nvidia_config *cfg, struct kdev_nvml_options *o,
+                        char *buf, size_t size, struct kdev_err *why, struct kdev_err *err)
+{
+        struct kdev_nvidia_roots roots;
+        int rc = kdev_nvidia_cdi_roots(cfg, &roots, err);
+        if (rc < 0)
+                return rc;
+        kdev_nvidia_roots_nvml(&roots, o, buf, size, why);
+        return 0;
 }
 
 static enum kdev_nvidia_share_policy share_policy(const struct kdev_nvidia_config *cfg)
@@ -86,6 +100,15 @@ static int write_cdi(struct kdev_nvidia_backend *b, struct kdev_err *err)
                         kdev_log_info("CDI spec: driver files",
                                       KDEV_LOG_UINT("libraries", files.n_libraries), "hooks",
                                       files.hook_path ? files.hook_path : "none");
+                        if (files.hook_path && !files.hook_visible && !b->hook_warned) {
+                                /* a host path: written as given (NVIDIA does) */
+                                snprintf(msg, sizeof(msg),
+                                         "nvidia-cdi-hook %s is not an executable file here; "
+                                         "the CDI spec's hooks use it as a host path",
+                                         files.hook_path);
+                                kdev_log_warn(msg, "path", path);
+                                b->hook_warned = true;
+                        }
                 }
                 b->cdi_written = true;
                 snprintf(b->cdi_path, sizeof(b->cdi_path), "%s", path);
@@ -123,11 +146,16 @@ int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
         if (!b->opts.rediscover_interval_ms)
                 b->opts.rediscover_interval_ms = DEFAULT_REDISCOVER_MS;
 
-        struct kdev_nvml_options nopts = {.driver_root = opts->cfg->driver_root};
+        struct kdev_nvml_options nopts;
         struct kdev_nvml_discover_options dopts = {.flags = discover_flags(opts->cfg)};
-        struct kdev_err nerr = {0};
-        int r = kdev_nvml_open(&nopts, &b->lib, &nerr);
+        struct kdev_err nerr = {0}, why = {0};
+        char nvml_path[PATH_MAX];
+        int r = nvml_options(opts->cfg, &nopts, nvml_path, sizeof(nvml_path), &why, &nerr);
+        if (r >= 0)
+                r = kdev_nvml_open(&nopts, &b->lib, &nerr);
         if (r < 0) {
+                if (why.msg[0]) /* the search under the driver root, then by name */
+                        kdev_err_wrap(&nerr, "%s; by name", why.msg);
                 kdev_err_wrap(&nerr, "nvml init failed");
         } else {
                 r = kdev_nvml_discover(b->lib, &dopts, &b->gpus, &nerr);
@@ -303,7 +331,11 @@ int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *er
                 return r;
         if (b->lib)
                 return start_health(b, err);
-        struct kdev_nvml_options nopts = {.driver_root = b->opts.cfg->driver_root};
+        struct kdev_nvml_options nopts;
+        char nvml_path[PATH_MAX];
+        r = nvml_options(b->opts.cfg, &nopts, nvml_path, sizeof(nvml_path), NULL, err);
+        if (r < 0)
+                return r;
         struct kdev_nvml_discover_options dopts = {.flags = discover_flags(b->opts.cfg)};
         struct kdev_nvidia_rediscover_options ropts = {
                 .nvml = &nopts,

@@ -17,11 +17,11 @@ bool kdev_nvidia_cdi_needed(const struct kdev_nvidia_config *cfg)
         return (cfg->device_list_strategies & KDEV_NVIDIA_LIST_CDI) != 0;
 }
 
-static const char *dev_root_of(const struct kdev_nvidia_config *cfg)
+int kdev_nvidia_cdi_roots(const struct kdev_nvidia_config *cfg, struct kdev_nvidia_roots *out,
+                          struct kdev_err *err)
 {
-        if (cfg->dev_root && cfg->dev_root[0])
-                return cfg->dev_root;
-        return cfg->driver_root && cfg->driver_root[0] ? cfg->driver_root : "/";
+        return kdev_nvidia_roots_resolve(cfg->driver_root, cfg->dev_root,
+                                         cfg->container_driver_root, out, err);
 }
 
 /* The CDI device of MIG device |m| of |g|: named by its UUID or "i:j", with
@@ -29,7 +29,7 @@ static const char *dev_root_of(const struct kdev_nvidia_config *cfg)
  * (nvcdi's MIG device edits). A missing mig-minors line fails as the build
  * does. */
 static int add_mig(struct kdev_cdi_spec *spec, const struct kdev_nvidia_config *cfg,
-                   const char *dev_root, const struct kdev_nvidia_mig_minors *minors,
+                   const struct kdev_nvidia_roots *roots, const struct kdev_nvidia_mig_minors *minors,
                    const struct kdev_gpu *g, const struct kdev_mig_device *m,
                    struct kdev_err *err)
 {
@@ -48,20 +48,25 @@ static int add_mig(struct kdev_cdi_spec *spec, const struct kdev_nvidia_config *
                 return -(err && err->code ? err->code : ENOMEM);
         struct kdev_nvidia_logical d = {
                 .minor = g->minor, .mig = true, .gi_cap = gi_cap, .ci_cap = ci_cap};
-        return kdev_nvidia_device_edits_cdi(dev_root, &d, kdev_cdi_device_edits(dev), err);
+        return kdev_nvidia_device_edits_cdi_at(roots, &d, kdev_cdi_device_edits(dev), err);
 }
 
 int kdev_nvidia_cdi_driver_files(const struct kdev_gpu_set *gpus,
                                  const struct kdev_nvidia_config *cfg,
                                  struct kdev_nvidia_driver_files *out, struct kdev_err *err)
 {
-        const char *lookup =
-                kdev_nvidia_driver_lookup_root(cfg->driver_root, cfg->container_driver_root);
+        struct kdev_nvidia_roots roots;
+        memset(out, 0, sizeof(*out));
+        int rc = kdev_nvidia_cdi_roots(cfg, &roots, err);
+        if (rc < 0)
+                return rc;
         struct kdev_nvidia_driver_files_options o = {
-                .driver_root = cfg->driver_root,
-                .lookup_root = lookup,
+                .driver_root = roots.host_driver,
+                .lookup_root = kdev_nvidia_root_text(roots.driver),
                 .driver_version = gpus ? gpus->driver_version : NULL,
                 .hook_path = cfg->nvidia_ctk_path,
+                .disabled_hooks = cfg->cdi_disabled_hooks,
+                .features = cfg->cdi_features,
         };
         return kdev_nvidia_driver_files_find(&o, out, err);
 }
@@ -80,7 +85,10 @@ static int build_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
         if (named == 0)
                 return kdev_err_set(err, ENODEV, "no GPUs for a CDI spec");
 
-        const char *dev_root = dev_root_of(cfg);
+        struct kdev_nvidia_roots roots;
+        int rc = kdev_nvidia_cdi_roots(cfg, &roots, err);
+        if (rc < 0)
+                return rc;
         struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_NVIDIA_CDI_KIND, err);
         if (!spec)
                 return -(err && err->code ? err->code : ENOMEM);
@@ -88,9 +96,9 @@ static int build_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
          * firmware, sockets and hooks (container_edits.h) */
         struct kdev_nvidia_driver_files files = {0};
         struct kdev_container_edits common = {0};
-        int rc = kdev_nvidia_cdi_driver_files(gpus, cfg, &files, err);
+        rc = kdev_nvidia_cdi_driver_files(gpus, cfg, &files, err);
         if (rc >= 0)
-                rc = kdev_nvidia_common_edits(dev_root, &files, &common, err);
+                rc = kdev_nvidia_common_edits_at(&roots, &files, &common, err);
         if (rc >= 0)
                 rc = kdev_nvidia_edits_to_cdi(&common, kdev_cdi_spec_edits(spec), err);
         kdev_container_edits_clear(&common);
@@ -116,7 +124,7 @@ static int build_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
                 char name[KDEV_GPU_UUID_MAX];
                 if (mig && g->mig_current == NVML_DEVICE_MIG_ENABLE) {
                         for (size_t k = 0; rc >= 0 && k < g->n_migs; k++)
-                                rc = add_mig(spec, cfg, dev_root, &minors, g, &g->migs[k], err);
+                                rc = add_mig(spec, cfg, &roots, &minors, g, &g->migs[k], err);
                         continue;
                 }
                 if (cfg->id_strategy == KDEV_NVIDIA_ID_INDEX)
@@ -129,7 +137,8 @@ static int build_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
                         break;
                 }
                 struct kdev_nvidia_logical d = {.minor = g->minor};
-                rc = kdev_nvidia_device_edits_cdi(dev_root, &d, kdev_cdi_device_edits(dev), err);
+                rc = kdev_nvidia_device_edits_cdi_at(&roots, &d, kdev_cdi_device_edits(dev),
+                                                     err);
         }
         kdev_nvidia_mig_minors_clear(&minors);
         if (rc >= 0) {

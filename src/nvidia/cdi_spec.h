@@ -7,20 +7,24 @@
  *   - one device per GPU, named by deviceIDStrategy as nvcdi's device namer
  *     does: the GPU UUID ("GPU-…") for uuid, the NVML index ("0") for index;
  *     device edits: the device node /dev/nvidia<minor> (hostPath
- *     <devRoot>/dev/nvidia<minor> when the dev root is not "/");
+ *     <host root>/dev/nvidia<minor> when that root is not "/": the
+ *     driver-root rule of nvidia/roots.h, kdev_nvidia_cdi_roots);
  *   - "all": the union of the GPUs' edits (nvcdi's merged device);
  *   - spec-level edits (the common edits of nvidia/container_edits.h, which
  *     the DRA claim specs and Allocate share): env NVIDIA_VISIBLE_DEVICES=void
  *     (nvcdi's wrapper), the control nodes (kdev_nvidia_control_nodes:
  *     /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools,
- *     /dev/nvidia-modeset) that exist under the dev root when the spec is
- *     built, then nvcdi's common edits (nvidia/driver_files.h): the driver's
- *     libraries of the NVML driver version, firmware, binaries and IPC
- *     sockets as read-only bind mounts (looked up under
- *     kdev_nvidia_driver_lookup_root(driver_root, container_driver_root),
- *     hostPath under driver_root) and, when cfg->nvidia_ctk_path exists, the
- *     create-symlinks and update-ldcache hooks. With no library of that
- *     version found, none of these (the spec then holds device nodes only).
+ *     /dev/nvidia-modeset) that exist under roots.dev when the spec is
+ *     built (hostPath under roots.dev_host), then nvcdi's common edits
+ *     (nvidia/driver_files.h): NVIDIA_CTK_LIBCUDA_DIR, the driver's
+ *     libraries of the NVML driver version, IPC sockets, firmware and
+ *     binaries as bind mounts (looked up under roots.driver, hostPath under
+ *     the host driver root) and the hooks with cfg->nvidia_ctk_path as given
+ *     (create-symlinks, enable-cuda-compat, update-ldcache,
+ *     disable-device-node-modification, update-application-profile; less
+ *     cfg->cdi_disabled_hooks); cfg->cdi_features as nvcdi's feature flags.
+ *     With no library of that version found, none of these (the spec then
+ *     holds device nodes only).
  * Differences from NVIDIA (documented, on purpose or not yet done):
  *   - with migStrategy none, MIG-enabled GPUs are included whole (nvcdi
  *     leaves them out, yet migStrategy none advertises them, so NVIDIA's CDI
@@ -31,9 +35,8 @@
  *     GI and CI access nodes /dev/nvidia-caps/nvidia-cap<N> from
  *     <procRoot>/driver/nvidia-caps/mig-minors (a missing line fails with the
  *     build's "missing MIG GPU instance capability path: ..." error, -ENOENT);
- *   - the driver files are looked up in a fixed list of directories (no
- *     ld.so.cache), no disable-device-node-modification, enable-cuda-compat
- *     or create-dot-so-symlinks hooks, no NVIDIA_CTK_LIBCUDA_DIR; when no
+ *   - the remaining differences of the driver files are listed in
+ *     docs/kdev-plugin.md ("CDI spec: differences from NVIDIA"); when no
  *     library of the driver version is found the spec holds device nodes
  *     only and NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA runtime hook from
  *     adding the driver (nvcdi fails the spec then);
@@ -48,7 +51,15 @@
 #include "common/err.h"
 #include "nvidia/config.h"
 #include "nvidia/driver_files.h"
+#include "nvidia/roots.h"
 #include "nvml/discover.h"
+
+/* The driver roots of |cfg| (nvidia/roots.h: cfg->driver_root,
+ * cfg->dev_root, cfg->container_driver_root): where kdev-plugin opens NVML
+ * (roots.driver), looks up the driver files and the device nodes, and the
+ * host roots written into the spec. Returns as kdev_nvidia_roots_resolve. */
+KDEV_API int kdev_nvidia_cdi_roots(const struct kdev_nvidia_config *cfg, struct kdev_nvidia_roots *out,
+                          struct kdev_err *err);
 
 /* Whether NVIDIA writes a CDI spec for |cfg|: a CDI device list strategy
  * (cdi-annotations or cdi-cri) is selected. */
@@ -81,8 +92,9 @@ KDEV_API int kdev_nvidia_cdi_write_ex(const struct kdev_gpu_set *gpus, const str
                              struct kdev_err *err);
 
 /* The driver files for the spec of |gpus| under |cfg|: looked up under
- * kdev_nvidia_driver_lookup_root(cfg->driver_root, cfg->container_driver_root)
- * for gpus->driver_version, hooks with cfg->nvidia_ctk_path. Returns as
+ * roots.driver of kdev_nvidia_cdi_roots for gpus->driver_version, host
+ * paths under the host driver root, hooks with cfg->nvidia_ctk_path less
+ * cfg->cdi_disabled_hooks, cfg->cdi_features. Returns as
  * kdev_nvidia_driver_files_find (free |out| with
  * kdev_nvidia_driver_files_clear). */
 KDEV_API int kdev_nvidia_cdi_driver_files(const struct kdev_gpu_set *gpus,

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "nvidia/config_internal.h"
+#include "nvidia/driver_files.h"
 
 /* --- helpers ------------------------------------------------------------------ */
 
@@ -465,6 +466,21 @@ int kdev_nvcfg_set_text(struct kdev_nvidia_config *cfg, enum kdev_nvidia_opt o,
                         return rc;
                 }
                 return kdev_nvcfg_assign_channels(cfg, s, a.ids, a.n, msg);
+        }
+        case KDEV_NVIDIA_OPT_CDI_FEATURE_FLAGS:
+        case KDEV_NVIDIA_OPT_CDI_DISABLE_HOOKS: {
+                unsigned mask = 0;
+                bool features = o == KDEV_NVIDIA_OPT_CDI_FEATURE_FLAGS;
+                rc = features ? kdev_nvidia_cdi_features_parse(v, &mask, msg, KDEV_NVCFG_MSG_MAX)
+                              : kdev_nvidia_cdi_hooks_parse(v, &mask, msg, KDEV_NVCFG_MSG_MAX);
+                if (rc < 0)
+                        return rc;
+                /* a string slice (urfave/cli): a repeated flag adds to the list */
+                bool append = s == KDEV_NVIDIA_SRC_FLAG && cfg->src[o] == KDEV_NVIDIA_SRC_FLAG;
+                unsigned *field = features ? &cfg->cdi_features : &cfg->cdi_disabled_hooks;
+                if (kdev_nvcfg_take(cfg, o, s))
+                        *field = append ? *field | mask : mask;
+                return 0;
         }
         case KDEV_NVIDIA_OPT_PROBE_INTERVAL:
         case KDEV_NVIDIA_OPT_QUIET_PERIOD:

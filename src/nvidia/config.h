@@ -118,6 +118,8 @@ enum kdev_nvidia_opt {
         KDEV_NVIDIA_OPT_PROBE_INTERVAL,
         KDEV_NVIDIA_OPT_QUIET_PERIOD,
         KDEV_NVIDIA_OPT_PROC_ROOT,
+        KDEV_NVIDIA_OPT_CDI_FEATURE_FLAGS,
+        KDEV_NVIDIA_OPT_CDI_DISABLE_HOOKS,
         KDEV_NVIDIA_OPT_COUNT,
 };
 
@@ -179,6 +181,12 @@ struct kdev_nvidia_config {
         /* kdev: where driver/nvidia-caps/mig-minors is read (MIG capability
          * nodes); NVIDIA reads /proc/driver/nvidia-caps/mig-minors */
         char *proc_root;                            /* "/proc" */
+        /* --cdi-feature-flags / CDI_FEATURE_FLAGS and --cdi-disable-hooks /
+         * CDI_DISABLE_HOOKS (NVIDIA main.go; flags and env only, not in the
+         * config file): nvidia/driver_files.h KDEV_NVIDIA_CDI_* and
+         * KDEV_NVIDIA_HOOK_* bits */
+        unsigned cdi_features;                      /* none */
+        unsigned cdi_disabled_hooks;                /* none */
 
         enum kdev_nvidia_src src[KDEV_NVIDIA_OPT_COUNT];
         bool file_sections;  /* the config file had an NVIDIA section */

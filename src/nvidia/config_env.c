@@ -35,6 +35,8 @@ static const struct {
         {KDEV_NVIDIA_OPT_PROBE_INTERVAL, {"KDEV_HEALTH_PROBE_INTERVAL", NULL}},
         {KDEV_NVIDIA_OPT_QUIET_PERIOD, {"KDEV_HEALTH_QUIET_PERIOD", NULL}},
         {KDEV_NVIDIA_OPT_PROC_ROOT, {"KDEV_PROC_ROOT", NULL}},
+        {KDEV_NVIDIA_OPT_CDI_FEATURE_FLAGS, {"CDI_FEATURE_FLAGS", NULL}},
+        {KDEV_NVIDIA_OPT_CDI_DISABLE_HOOKS, {"CDI_DISABLE_HOOKS", NULL}},
 };
 
 static const char *env_get(char *const *envp, const char *name)
@@ -134,6 +136,12 @@ const struct kdev_nvidia_flag kdev_nvidia_flags[] = {
         {"proc-root", false, "DIR",
          "where driver/nvidia-caps/mig-minors is read (default /proc)",
          KDEV_NVIDIA_OPT_PROC_ROOT},
+        {"cdi-feature-flags", false, "LIST",
+         "nvcdi feature flags for the CDI spec (comma-separated; default none)",
+         KDEV_NVIDIA_OPT_CDI_FEATURE_FLAGS},
+        {"cdi-disable-hooks", false, "LIST",
+         "CDI hooks to leave out of the CDI spec, or all (comma-separated; default none)",
+         KDEV_NVIDIA_OPT_CDI_DISABLE_HOOKS},
         {NULL, false, NULL, NULL, KDEV_NVIDIA_OPT_COUNT},
 };
 

@@ -19,53 +19,92 @@ static const char *root_or_slash(const char *dev_root)
         return dev_root && dev_root[0] ? dev_root : "/";
 }
 
-/* Appends node |path| (host path under |dev_root|) unless |out| has it;
- * with |only_if_exists| a host path that does not exist is skipped. */
-static int add_node(struct kdev_container_edits *out, const char *dev_root, const char *path,
-                    bool only_if_exists, struct kdev_err *err)
+/* Appends node |path| (looked up under |lookup|, host path under |host|)
+ * unless |out| has it; with |only_if_exists| a node that does not exist
+ * under |lookup| is skipped. */
+static int add_node(struct kdev_container_edits *out, const char *lookup, const char *host_root,
+                    const char *path, bool only_if_exists, struct kdev_err *err)
 {
         for (size_t i = 0; i < out->n_nodes; i++)
                 if (strcmp(out->nodes[i].path, path) == 0)
                         return 0;
-        char *host = kdev_nvidia_join(root_or_slash(dev_root), path);
+        if (only_if_exists) {
+                char *at = kdev_nvidia_join(root_or_slash(lookup), path);
+                if (!at)
+                        return kdev_err_set(err, ENOMEM, "out of memory");
+                struct stat st;
+                int missing = stat(at, &st) < 0;
+                free(at);
+                if (missing)
+                        return 0;
+        }
+        char *host = kdev_nvidia_join(root_or_slash(host_root), path);
         if (!host)
                 return kdev_err_set(err, ENOMEM, "out of memory");
-        struct stat st;
-        if (only_if_exists && stat(host, &st) < 0) {
-                free(host);
-                return 0;
-        }
         int rc = kdev_edits_add_node(out, path, host, "rw", err);
         free(host);
         return rc;
+}
+
+/* Common edits with nodes looked up under |lookup| and written under |host|. */
+static int common_edits(const char *lookup, const char *host,
+                        const struct kdev_nvidia_driver_files *driver_files,
+                        struct kdev_container_edits *out, struct kdev_err *err)
+{
+        int rc = 0;
+        for (size_t i = 0; rc >= 0 && i < KDEV_NVIDIA_N_CONTROL_NODES; i++)
+                rc = add_node(out, lookup, host, kdev_nvidia_control_nodes[i], true, err);
+        /* nvcdi's env order: the driver's (NVIDIA_CTK_LIBCUDA_DIR), then the
+         * wrapper's NVIDIA_VISIBLE_DEVICES=void */
+        if (rc >= 0 && driver_files)
+                rc = kdev_nvidia_driver_files_edits(driver_files, out, err);
+        if (rc >= 0)
+                rc = kdev_edits_set_env(out, "NVIDIA_VISIBLE_DEVICES", "void", err);
+        return rc < 0 ? rc : 0;
 }
 
 int kdev_nvidia_common_edits(const char *dev_root,
                              const struct kdev_nvidia_driver_files *driver_files,
                              struct kdev_container_edits *out, struct kdev_err *err)
 {
-        int rc = kdev_edits_set_env(out, "NVIDIA_VISIBLE_DEVICES", "void", err);
-        for (size_t i = 0; rc >= 0 && i < KDEV_NVIDIA_N_CONTROL_NODES; i++)
-                rc = add_node(out, dev_root, kdev_nvidia_control_nodes[i], true, err);
-        if (rc >= 0 && driver_files)
-                rc = kdev_nvidia_driver_files_edits(driver_files, out, err);
-        return rc < 0 ? rc : 0;
+        return common_edits(dev_root, dev_root, driver_files, out, err);
+}
+
+int kdev_nvidia_common_edits_at(const struct kdev_nvidia_roots *roots,
+                                const struct kdev_nvidia_driver_files *driver_files,
+                                struct kdev_container_edits *out, struct kdev_err *err)
+{
+        return common_edits(roots->dev, roots->dev_host, driver_files, out, err);
+}
+
+static int device_edits(const char *lookup, const char *host,
+                        const struct kdev_nvidia_logical *d, struct kdev_container_edits *out,
+                        struct kdev_err *err)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/dev/nvidia%u", d->minor);
+        int rc = add_node(out, lookup, host, path, false, err);
+        if (rc < 0 || !d->mig)
+                return rc;
+        snprintf(path, sizeof(path), KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap%u", d->gi_cap);
+        rc = add_node(out, lookup, host, path, false, err);
+        if (rc < 0)
+                return rc;
+        snprintf(path, sizeof(path), KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap%u", d->ci_cap);
+        return add_node(out, lookup, host, path, false, err);
 }
 
 int kdev_nvidia_device_edits(const char *dev_root, const struct kdev_nvidia_logical *d,
                              struct kdev_container_edits *out, struct kdev_err *err)
 {
-        char path[64];
-        snprintf(path, sizeof(path), "/dev/nvidia%u", d->minor);
-        int rc = add_node(out, dev_root, path, false, err);
-        if (rc < 0 || !d->mig)
-                return rc;
-        snprintf(path, sizeof(path), KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap%u", d->gi_cap);
-        rc = add_node(out, dev_root, path, false, err);
-        if (rc < 0)
-                return rc;
-        snprintf(path, sizeof(path), KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap%u", d->ci_cap);
-        return add_node(out, dev_root, path, false, err);
+        return device_edits(dev_root, dev_root, d, out, err);
+}
+
+int kdev_nvidia_device_edits_at(const struct kdev_nvidia_roots *roots,
+                                const struct kdev_nvidia_logical *d,
+                                struct kdev_container_edits *out, struct kdev_err *err)
+{
+        return device_edits(roots->dev, roots->dev_host, d, out, err);
 }
 
 int kdev_nvidia_edits_to_cdi(const struct kdev_container_edits *e, struct kdev_cdi_edits *cdi,
@@ -111,8 +150,17 @@ int kdev_nvidia_edits_to_cdi(const struct kdev_container_edits *e, struct kdev_c
 int kdev_nvidia_device_edits_cdi(const char *dev_root, const struct kdev_nvidia_logical *d,
                                  struct kdev_cdi_edits *cdi, struct kdev_err *err)
 {
+        struct kdev_nvidia_roots roots;
+        int rc = kdev_nvidia_roots_resolve(dev_root, NULL, NULL, &roots, err);
+        return rc < 0 ? rc : kdev_nvidia_device_edits_cdi_at(&roots, d, cdi, err);
+}
+
+int kdev_nvidia_device_edits_cdi_at(const struct kdev_nvidia_roots *roots,
+                                    const struct kdev_nvidia_logical *d,
+                                    struct kdev_cdi_edits *cdi, struct kdev_err *err)
+{
         struct kdev_container_edits ed = {0};
-        int rc = kdev_nvidia_device_edits(dev_root, d, &ed, err);
+        int rc = kdev_nvidia_device_edits_at(roots, d, &ed, err);
         if (rc >= 0)
                 rc = kdev_nvidia_edits_to_cdi(&ed, cdi, err);
         kdev_container_edits_clear(&ed);

@@ -34,6 +34,7 @@
 #include "common/err.h"
 #include "model/edits.h"
 #include "nvidia/driver_files.h"
+#include "nvidia/roots.h"
 
 /* The NVIDIA control device nodes, in this order; each is given to a
  * container when it exists on the node. The one list of kdev (device-plugin
@@ -67,6 +68,27 @@ struct kdev_nvidia_logical {
 KDEV_API int kdev_nvidia_common_edits(const char *dev_root,
                              const struct kdev_nvidia_driver_files *driver_files,
                              struct kdev_container_edits *out, struct kdev_err *err);
+
+/* kdev_nvidia_common_edits with the driver-root rule (nvidia/roots.h): the
+ * control nodes that exist under roots->dev, each written with host path
+ * <roots->dev_host>/<node>; the env order is nvcdi's (the driver files'
+ * NVIDIA_CTK_LIBCUDA_DIR, then NVIDIA_VISIBLE_DEVICES=void). Used by the
+ * device plugin's CDI spec and the DRA claim specs. Returns as
+ * kdev_nvidia_common_edits. */
+KDEV_API int kdev_nvidia_common_edits_at(const struct kdev_nvidia_roots *roots,
+                                const struct kdev_nvidia_driver_files *driver_files,
+                                struct kdev_container_edits *out, struct kdev_err *err);
+
+/* kdev_nvidia_device_edits with host paths under roots->dev_host. Returns
+ * as kdev_nvidia_device_edits. */
+KDEV_API int kdev_nvidia_device_edits_at(const struct kdev_nvidia_roots *roots,
+                                const struct kdev_nvidia_logical *d,
+                                struct kdev_container_edits *out, struct kdev_err *err);
+
+/* kdev_nvidia_device_edits_cdi with host paths under roots->dev_host. */
+KDEV_API int kdev_nvidia_device_edits_cdi_at(const struct kdev_nvidia_roots *roots,
+                                    const struct kdev_nvidia_logical *d,
+                                    struct kdev_cdi_edits *cdi, struct kdev_err *err);
 
 /* Appends the device edits of logical device |d| under |dev_root| (NULL or
  * "": "/") to |out|; a node already in |out| is not added again (a replica

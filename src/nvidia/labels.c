@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "nvidia/cdi_spec.h"
 #include "nvidia/mig.h"
 #include "nvidia/resources.h"
 
@@ -597,11 +598,16 @@ int kdev_nvidia_labels_invalid_mig(const struct kdev_nvidia_config *cfg,
         *n = 0;
         if (cfg->mig_strategy != KDEV_NVIDIA_MIG_SINGLE)
                 return 0;
-        struct kdev_nvml_options nopts = {.driver_root = cfg->driver_root};
+        struct kdev_nvml_options nopts;
         struct kdev_nvml_discover_options dopts = {.flags = 0}; /* MIG devices, no links */
         struct kdev_nvml *lib = NULL;
         struct kdev_gpu_set *gpus = NULL;
         struct kdev_err ignored = {0};
+        struct kdev_nvidia_roots roots;
+        char nvml_path[PATH_MAX];
+        if (kdev_nvidia_cdi_roots(cfg, &roots, &ignored) < 0)
+                return 0;
+        kdev_nvidia_roots_nvml(&roots, &nopts, nvml_path, sizeof(nvml_path), NULL);
         if (kdev_nvml_open(&nopts, &lib, &ignored) < 0 ||
             kdev_nvml_discover(lib, &dopts, &gpus, &ignored) < 0) {
                 kdev_nvml_close(lib);

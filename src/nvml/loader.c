@@ -51,7 +51,7 @@ static void set_slot(struct kdev_nvml_api *api, size_t offset, void *p)
         memcpy((char *)api + offset, &p, sizeof(p));
 }
 
-static int find_under_root(const char *root, char *buf, size_t size, struct kdev_err *err)
+int kdev_nvml_find_library(const char *root, char *buf, size_t size, struct kdev_err *err)
 {
         char searched[512] = "";
         size_t used = 0;
@@ -137,7 +137,7 @@ int kdev_nvml_open(const struct kdev_nvml_options *opts, struct kdev_nvml **out,
                 snprintf(want, sizeof(want), "%s", opts->library_path);
                 explicit_path = true;
         } else if (root && root[0] && strcmp(root, "/") != 0) {
-                rc = find_under_root(root, want, sizeof(want), err);
+                rc = kdev_nvml_find_library(root, want, sizeof(want), err);
                 if (rc < 0) {
                         free(lib);
                         return rc;

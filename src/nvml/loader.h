@@ -130,6 +130,17 @@ struct kdev_nvml_options {
         const char *driver_root;
 };
 
+/* The library under driver root |root| (not "/"): the first of
+ * <root>/usr/lib64, /usr/lib/x86_64-linux-gnu, /usr/lib/aarch64-linux-gnu,
+ * /lib64, /lib/x86_64-linux-gnu, /lib/aarch64-linux-gnu/libnvidia-ml.so.1
+ * that stat(2) finds a regular file (symbolic links followed), as NVIDIA's
+ * plugin searches (cmd/nvidia-device-plugin/root.go tryResolveLibrary).
+ * Writes the path to |buf| (|size| bytes) and returns 0; -EOPNOTSUPP "NVML
+ * library libnvidia-ml.so.1 not found under driver root <root> (searched
+ * <dirs>)" or -ENAMETOOLONG with |err|. */
+KDEV_API int kdev_nvml_find_library(const char *root, char *buf, size_t size,
+                                    struct kdev_err *err);
+
 /* One loaded library. Opaque. */
 struct kdev_nvml;
 

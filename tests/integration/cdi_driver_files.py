@@ -50,14 +50,23 @@ def want_edits(root, hook):
     mounts = [{"hostPath": root + p, "containerPath": p, "options": OPTIONS}
               for p in libs + ["/usr/bin/nvidia-smi"]]
     env = ["NVIDIA_CTK_DEBUG=false"]
+    # nvidia-container-toolkit v1.20's nvcdi hooks, in its order
     hooks = [
         {"hookName": "createContainer", "path": hook,
          "args": ["nvidia-cdi-hook", "create-symlinks", "--link",
                   "libcuda.so.1::" + LIBDIR + "/libcuda.so"], "env": env},
         {"hookName": "createContainer", "path": hook,
+         "args": ["nvidia-cdi-hook", "enable-cuda-compat", "--host-driver-version=" + VERSION],
+         "env": env},
+        {"hookName": "createContainer", "path": hook,
          "args": ["nvidia-cdi-hook", "update-ldcache", "--folder", LIBDIR], "env": env},
+        {"hookName": "createContainer", "path": hook,
+         "args": ["nvidia-cdi-hook", "disable-device-node-modification"], "env": env},
+        {"hookName": "createContainer", "path": hook,
+         "args": ["nvidia-cdi-hook", "update-application-profile"], "env": env},
     ]
-    return {"env": ["NVIDIA_VISIBLE_DEVICES=void"], "hooks": hooks, "mounts": mounts}
+    return {"env": ["NVIDIA_CTK_LIBCUDA_DIR=" + LIBDIR, "NVIDIA_VISIBLE_DEVICES=void"],
+            "hooks": hooks, "mounts": mounts}
 
 
 def missing_line(root):

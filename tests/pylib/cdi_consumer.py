@@ -13,9 +13,20 @@ nvidia-cdi-hook. A Layout row says where that driver lives:
   outside the test's namespace sees them; /run (where podman reads
   /run/cdi) is a private tmpfs, /etc/cdi (if any) is hidden.
 
-Rows for other driver-root layouts (the GPU operator's /run/nvidia/driver
-mounted at /driver-root, ...) add a Layout with their roots; the cases and
-their expected values are computed from the row.
+- "driver-container": the GPU operator's driver container, NVIDIA's chart
+  layout: the host driver root /run/nvidia/driver (a private tmpfs /run
+  holds it) bind-mounted at a container driver root (BASE/driver-root,
+  standing for the pod's /driver-root), kdev-plugin run with
+  `--driver-root /run/nvidia/driver --driver-root-ctr-path BASE/driver-root`:
+  it opens the mock NVML and finds the driver files and device nodes under
+  the container root, and writes host paths under /run/nvidia/driver, which
+  the consumers use. kdev-plugin runs in a mount namespace of its own where
+  /run/nvidia/driver is an empty tmpfs (its pod does not see the host's
+  path), so it registers only if it opens NVML under the container root.
+  kdev-dra-plugin gets `--driver-root /run/nvidia/driver` (it sees the
+  host's paths).
+
+The cases and their expected values are computed from the row.
 
 collect(layout, base) runs kdev-plugin (GPU, MIG strategy mixed with a
 time-sliced MIG profile, time-sliced GPUs; cdi-cri, registered with
@@ -117,12 +128,32 @@ def put(path, text, mode=0o644):
 
 class Layout:
     """A driver-root layout: |driver_root| as kdev is told (--driver-root)
-    and as the host sees it. The fake driver's files go to host paths
+    and as the host sees it; |ctr_root| (under BASE), when set, the
+    container driver root where it is bind-mounted for kdev-plugin
+    (--driver-root-ctr-path). The fake driver's files go to host paths
     host(p) for each driver path p."""
 
-    def __init__(self, name, driver_root):
+    def __init__(self, name, driver_root, ctr_root=None):
         self.name = name
         self.driver_root = driver_root
+        self.ctr_root = ctr_root
+        self.ctr_path = None   # the container root's path, once set up
+
+    def plugin_wrap(self):
+        """kdev-plugin's command prefix: in the driver-container layout it
+        runs where the host driver root is an empty tmpfs (a mount namespace
+        of its own), as in its pod, so that it finds NVML and the driver only
+        through the container driver root."""
+        if not self.ctr_path:
+            return ()
+        return ("unshare", "--mount", "--propagation", "private", "sh", "-c",
+                'mount -t tmpfs tmpfs "$0" && exec "$@"', self.driver_root)
+
+    def plugin_args(self):
+        args = ["--driver-root", self.driver_root]
+        if self.ctr_path:
+            args += ["--driver-root-ctr-path", self.ctr_path]
+        return args
 
     def host(self, path):
         return path if self.driver_root == "/" else self.driver_root + path
@@ -141,6 +172,12 @@ class Layout:
             sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run")
             if os.path.isdir("/etc/cdi"):
                 sh("mount", "-t", "tmpfs", "tmpfs", "/etc/cdi")
+        elif self.driver_root.startswith("/run/"):
+            # a private /run for the host driver root, /run/cdi and podman
+            sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run")
+            if os.path.isdir("/etc/cdi"):
+                sh("mount", "-t", "tmpfs", "tmpfs", "/etc/cdi")
+        os.makedirs(self.host("/dev"), exist_ok=True)
         for path, major, minor in CONTROL:
             mknod(self.host(path), major, minor)
         for i in range(H100_GPUS):
@@ -154,6 +191,12 @@ class Layout:
         for p in LIBS + [SMI]:
             put(self.host(p), "fake %s\n" % os.path.basename(p),
                 0o755 if p == SMI else 0o644)
+        if self.ctr_root:
+            # the pod's view: the host driver root bind-mounted (NVIDIA's
+            # chart mounts it read-only at /driver-root)
+            self.ctr_path = os.path.join(base, self.ctr_root)
+            os.makedirs(self.ctr_path)
+            sh("mount", "--bind", self.driver_root, self.ctr_path)
 
     def add_caps(self, proc):
         """mknod for every MIG capability minor the mock wrote into
@@ -166,7 +209,8 @@ class Layout:
                           int(minor))
 
 
-LAYOUTS = [Layout("/", "/")]
+LAYOUTS = [Layout("/", "/"),
+           Layout("driver-container", "/run/nvidia/driver", "driver-root")]
 
 
 class Case:
@@ -196,13 +240,22 @@ def common_edits(layout, hook):
     """The spec-level edits every kdev spec carries on this fake driver."""
     nodes = [(p, ma, mi) for p, ma, mi in CONTROL]
     mounts = [(p, layout.host(p), MOUNT_OPTIONS) for p in LIBS + [SMI]]
+    debug = ["NVIDIA_CTK_DEBUG=false"]
+    # nvidia-container-toolkit v1.20's nvcdi hooks, in its order
     hooks = [("createContainer", hook,
               ["nvidia-cdi-hook", "create-symlinks", "--link",
-               "libcuda.so.1::" + LIBDIR + "/libcuda.so"], ["NVIDIA_CTK_DEBUG=false"]),
+               "libcuda.so.1::" + LIBDIR + "/libcuda.so"], debug),
              ("createContainer", hook,
-              ["nvidia-cdi-hook", "update-ldcache", "--folder", LIBDIR],
-              ["NVIDIA_CTK_DEBUG=false"])]
-    return nodes, ["NVIDIA_VISIBLE_DEVICES=void"], mounts, hooks
+              ["nvidia-cdi-hook", "enable-cuda-compat", "--host-driver-version=" + VERSION],
+              debug),
+             ("createContainer", hook,
+              ["nvidia-cdi-hook", "update-ldcache", "--folder", LIBDIR], debug),
+             ("createContainer", hook, ["nvidia-cdi-hook", "disable-device-node-modification"],
+              debug),
+             ("createContainer", hook, ["nvidia-cdi-hook", "update-application-profile"],
+              debug)]
+    return (nodes, ["NVIDIA_CTK_LIBCUDA_DIR=" + LIBDIR, "NVIDIA_VISIBLE_DEVICES=void"], mounts,
+            hooks)
 
 
 def nvidia_env(base, topology, proc=None):
@@ -282,8 +335,8 @@ def run_kdev_plugin(layout, base, hook, label, topology, config, wants):
     proc = os.path.join(run, "proc")
     cdi = os.path.join(run, "cdi-live")
     kubelet = Kubelet(d, os.path.join(run, "kubelet.log"))
-    plugin = kt.Plugin(d, config, env=nvidia_env(run, topology, proc),
-                       extra=("--cdi-dir", cdi, "--driver-root", layout.driver_root,
+    plugin = kt.Plugin(d, config, env=nvidia_env(run, topology, proc), wrap=layout.plugin_wrap(),
+                       extra=("--cdi-dir", cdi, *layout.plugin_args(),
                               "--proc-root", proc, "--nvidia-cdi-hook-path", hook))
     cases = []
     try:

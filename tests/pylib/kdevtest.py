@@ -224,7 +224,8 @@ class Plugin:
 
     instances = 0
 
-    def __init__(self, directory, config_text, extra=(), env=None):
+    def __init__(self, directory, config_text, extra=(), env=None, wrap=()):
+        """|wrap|: a command prefix kdev-plugin runs under (after KDEV_WRAP's)."""
         self.dir = directory
         Plugin.instances += 1
         self.config = os.path.join(os.path.dirname(directory.rstrip("/")),
@@ -237,7 +238,8 @@ class Plugin:
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.wrapped = bool(WRAP)
-        self.proc = subprocess.Popen([*WRAP, exe, "--config", self.config, "--device-plugin-dir",
+        self.proc = subprocess.Popen([*WRAP, *wrap, exe, "--config", self.config,
+                                      "--device-plugin-dir",
                                       directory, "--log-level", "debug", *extra],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
 

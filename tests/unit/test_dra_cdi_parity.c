@@ -299,12 +299,14 @@ static void test_same_edits(void **state)
                                            "/dev/nvidia-caps/nvidia-cap22", NULL});
         assert_same_edits(&a->edits, &b->edits);
 
-        /* spec level: env, the four control nodes (nvidia-modeset included),
-         * the driver's files as mounts and the two hooks */
+        /* spec level: env (nvcdi's order), the four control nodes
+         * (nvidia-modeset included), the driver's files as mounts and the
+         * five hooks of nvcdi v1.20 */
         const struct kdev_cdi_edits *s = &dp->edits;
         assert_same_edits(s, &dra->edits);
-        assert_int_equal(s->n_env, 1);
-        assert_string_equal(s->env[0], "NVIDIA_VISIBLE_DEVICES=void");
+        assert_int_equal(s->n_env, 2);
+        assert_string_equal(s->env[0], "NVIDIA_CTK_LIBCUDA_DIR=/usr/lib64");
+        assert_string_equal(s->env[1], "NVIDIA_VISIBLE_DEVICES=void");
         assert_nodes(f, s,
                      (const char *const[]){"/dev/nvidiactl", "/dev/nvidia-uvm",
                                            "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset",
@@ -325,16 +327,22 @@ static void test_same_edits(void **state)
         }
         static const char *const symlinks[] = {"nvidia-cdi-hook", "create-symlinks", "--link",
                                                "libcuda.so.1::/usr/lib64/libcuda.so"};
+        static const char *const compat[] = {"nvidia-cdi-hook", "enable-cuda-compat",
+                                             "--host-driver-version=" VERSION};
         static const char *const ldcache[] = {"nvidia-cdi-hook", "update-ldcache", "--folder",
                                               "/usr/lib64"};
-        const char *const *args[] = {symlinks, ldcache};
-        assert_int_equal(s->n_hooks, 2);
-        for (size_t i = 0; i < 2; i++) {
+        static const char *const nodemod[] = {"nvidia-cdi-hook",
+                                              "disable-device-node-modification"};
+        static const char *const profile[] = {"nvidia-cdi-hook", "update-application-profile"};
+        const char *const *args[] = {symlinks, compat, ldcache, nodemod, profile};
+        const size_t n_args[] = {4, 3, 4, 2, 2};
+        assert_int_equal(s->n_hooks, 5);
+        for (size_t i = 0; i < 5; i++) {
                 const struct kdev_cdi_hook *h = &s->hooks[i];
                 assert_string_equal(h->hook_name, "createContainer");
                 assert_string_equal(h->path, f->hook);
-                assert_int_equal(h->n_args, 4);
-                for (size_t k = 0; k < 4; k++)
+                assert_int_equal(h->n_args, n_args[i]);
+                for (size_t k = 0; k < n_args[i]; k++)
                         assert_string_equal(h->args[k], args[i][k]);
                 assert_int_equal(h->n_env, 1);
                 assert_string_equal(h->env[0], "NVIDIA_CTK_DEBUG=false");

@@ -539,6 +539,10 @@ static void test_flags(void **state)
                 else if (f->opt == KDEV_NVIDIA_OPT_PROBE_INTERVAL ||
                          f->opt == KDEV_NVIDIA_OPT_QUIET_PERIOD)
                         v = "7";
+                else if (f->opt == KDEV_NVIDIA_OPT_CDI_FEATURE_FLAGS)
+                        v = "disable-ipc-discoverer";
+                else if (f->opt == KDEV_NVIDIA_OPT_CDI_DISABLE_HOOKS)
+                        v = "all";
                 if (kdev_nvidia_config_apply_flag(&cfg, f->name, v, &e) != 0)
                         fail_msg("--%s: %s", f->name, e.msg);
                 assert_int_equal(cfg.src[f->opt], KDEV_NVIDIA_SRC_FLAG);
