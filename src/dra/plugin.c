@@ -347,6 +347,14 @@ static int claim_device_edits(const struct kdev_dra_plugin *p,
         if (!g)
                 return rc;
         ld.minor = g->minor;
+        /* a whole GPU's DRM nodes, as nvcdi gives NVIDIA's DRA driver
+         * (GetDeviceSpecsByID), from the host's /sys */
+        ld.pci_bus_id = g->pcie_bus_id;
+        ld.sysfs_root = p->o.sysfs_root;
+        if (p->o.driver_files) {
+                ld.hook_path = p->o.driver_files->hook_path;
+                ld.disabled_hooks = p->o.driver_files->disabled_hooks;
+        }
         if (m) {
                 if (!*minors_read) {
                         rc = kdev_nvidia_mig_minors_read(p->proc_root, minors, err);

@@ -157,6 +157,9 @@ struct kdev_dra_plugin_options {
          * looked up there and every node's hostPath is under it; NULL: "/" */
         const char *dev_root;
         const char *proc_root; /* where driver/nvidia-caps/mig-minors is read; NULL: "/proc" */
+        /* where bus/pci/devices/<bus id>/drm is read (a whole GPU's DRM
+         * nodes, nvidia/container_edits.h); borrowed; NULL: "/sys" */
+        const char *sysfs_root;
         /* the node's GPU records (nvidia/gpus.h: NVML-free, filled by the
          * NVIDIA backend); borrowed, must outlive the plugin; read at each
          * prepare, so a caller may refill them in place */

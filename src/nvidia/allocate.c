@@ -21,11 +21,16 @@
  *   5. volume-mounts: NVIDIA_VISIBLE_DEVICES = /var/run/nvidia-container-devices
  *      (replacing the envvar value), one mount /dev/null ->
  *      /var/run/nvidia-container-devices/<id> per ID, then .../imex/<n>.
- *   6. passDeviceSpecs: DeviceSpecs {p, <devRoot>/p, "rw"} for the device
- *      nodes of nvidia/container_edits.h (the list the CDI specs use):
- *      kdev_nvidia_control_nodes (/dev/nvidiactl, /dev/nvidia-uvm,
- *      /dev/nvidia-uvm-tools, /dev/nvidia-modeset) when
- *      <devRoot>/p exists now (NVIDIA stats p inside its container), then
+ *   6. passDeviceSpecs: DeviceSpecs {p, <devRoot>/p, "rw"} (devRoot: the
+ *      host dev root, --dev-root, default --driver-root, NVIDIA's
+ *      NvidiaDevRoot) for the device nodes of nvidia/container_edits.h (the
+ *      list the CDI specs use): kdev_nvidia_control_nodes (/dev/nvidiactl,
+ *      /dev/nvidia-uvm, /dev/nvidia-uvm-tools, /dev/nvidia-modeset) when p
+ *      exists now under the device-node lookup root of the driver-root rule
+ *      (nvidia/roots.h roots.dev: the container driver root when it has
+ *      dev/, else the container's own /, or the host dev root when kdev runs
+ *      on the host; NVIDIA stats p in its own container's /dev, where the
+ *      container toolkit put the nodes by NVIDIA_VISIBLE_DEVICES=all), then
  *      /dev/nvidia<minor> of each requested device (each path once; a MIG
  *      device names its parent's, followed by its GPU-instance and
  *      compute-instance access nodes /dev/nvidia-caps/nvidia-cap<gi_cap>,
@@ -40,6 +45,7 @@
  * replica fails first (check_shared_request).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,10 +171,12 @@ static void fmt_u(char *out, const char *prefix, unsigned v)
 }
 
 /* Which control nodes exist (bit i: kdev_nvidia_control_nodes[i]) under
- * the root in |host| (host_root): the cached answer while younger than its
- * TTL (struct kdev_nvidia_ctl_cache), otherwise stat() of each, as NVIDIA's
- * apiDeviceSpecs does on every call, remembered for the next calls. */
-static unsigned control_nodes_present(struct kdev_nvidia_rdata *d, char *host, size_t root_len)
+ * d->dev_lookup, the device-node lookup root of the driver-root rule
+ * (nvidia/roots.h): the cached answer while younger than its TTL (struct
+ * kdev_nvidia_ctl_cache), otherwise stat() of each, as NVIDIA's
+ * apiDeviceSpecs does on every call in its own view, remembered for the
+ * next calls. */
+static unsigned control_nodes_present(struct kdev_nvidia_rdata *d)
 {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -178,9 +186,12 @@ static unsigned control_nodes_present(struct kdev_nvidia_rdata *d, char *host, s
         if (d->ctl.checked_ns && now - d->ctl.checked_ns < ttl)
                 return d->ctl.present;
         unsigned m = 0;
+        const char *root = d->dev_lookup && strcmp(d->dev_lookup, "/") != 0 ? d->dev_lookup : "";
         for (size_t i = 0; i < KDEV_NVIDIA_N_CONTROL_NODES; i++) {
+                char at[PATH_MAX];
                 struct stat st;
-                if (stat(host_path(host, root_len, kdev_nvidia_control_nodes[i]), &st) == 0)
+                int n = snprintf(at, sizeof(at), "%s%s", root, kdev_nvidia_control_nodes[i]);
+                if (n > 0 && (size_t)n < sizeof(at) && stat(at, &st) == 0)
                         m |= 1u << i;
         }
         d->ctl.present = m;
@@ -457,7 +468,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                 size_t root_len = 0;
                 if (host_root(d->dev_root, &host, &root_len) < 0)
                         goto nomem;
-                unsigned present = control_nodes_present(d, host, root_len);
+                unsigned present = control_nodes_present(d);
                 rc = 0;
                 for (size_t i = 0; rc >= 0 && i < KDEV_NVIDIA_N_CONTROL_NODES; i++) {
                         if (present & (1u << i))

@@ -136,7 +136,11 @@ static int build_spec(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
                         rc = -(err && err->code ? err->code : ENOMEM);
                         break;
                 }
-                struct kdev_nvidia_logical d = {.minor = g->minor};
+                struct kdev_nvidia_logical d = {.minor = g->minor,
+                                                .pci_bus_id = g->sysfs_bus_id,
+                                                .sysfs_root = gpus->sysfs_root,
+                                                .hook_path = cfg->nvidia_ctk_path,
+                                                .disabled_hooks = cfg->cdi_disabled_hooks};
                 rc = kdev_nvidia_device_edits_cdi_at(&roots, &d, kdev_cdi_device_edits(dev),
                                                      err);
         }

@@ -16,7 +16,19 @@
  *     /dev/nvidia<minor> of the GPU (a MIG device: of its parent), then for
  *     a MIG device its GPU-instance and compute-instance access nodes
  *     /dev/nvidia-caps/nvidia-cap<gi_cap>, /dev/nvidia-caps/nvidia-cap<ci_cap>
- *     (NVIDIA k8s-device-plugin nvmlMigDevice GetPaths, nvcdi's MIG edits).
+ *     (NVIDIA k8s-device-plugin nvmlMigDevice GetPaths, nvcdi's MIG edits);
+ *     for a whole GPU with a PCI bus ID, after /dev/nvidia<minor>, its DRM
+ *     nodes as nvcdi v1.20 adds them (internal/platform-support/dgpu
+ *     nvml.go, internal/info/drm GetDeviceNodesByBusID, by-path-hooks.go):
+ *     /dev/dri/<name> for each entry of <sysfs>/bus/pci/devices/<bus id>/drm
+ *     in glob (sorted) order that exists under the lookup dev root (card1,
+ *     renderD128), then one create-symlinks hook with a link
+ *     "<target>::/dev/dri/by-path/pci-<bus id>-card" (then -render) for each
+ *     by-path link under the lookup dev root whose target is one of those
+ *     nodes (<target> as readlink gives it, e.g. "../card1"). NVIDIA writes
+ *     the link path joined to its lookup dev root (the same when that root
+ *     is "/"); kdev writes the container path. MIG devices get none (nvcdi:
+ *     only with the "gfx" MIG attribute, which kdev does not read).
  * Both parts are the model's wire-neutral container edits (model/edits.h),
  * the struct every backend fills for every front end. Every device node has
  * path = the container path, host_path = <dev root>/<path> and permissions
@@ -57,6 +69,14 @@ struct kdev_nvidia_logical {
         unsigned minor;          /* the GPU's (a MIG device: its parent's) NVML minor */
         bool mig;
         unsigned gi_cap, ci_cap; /* MIG: access-node minors (nvidia/mig.h mig-minors) */
+        /* A whole GPU's DRM nodes (nvcdi dgpu newNvmlDGPUDiscoverer): its PCI
+         * bus ID in sysfs form ("0000:3b:00.0"; NULL or "": none), the sysfs
+         * tree (NULL or "": "/sys"), and the hook of the by-path links
+         * (NULL or "": no hook; |disabled_hooks|: KDEV_NVIDIA_HOOK_* bits). */
+        const char *pci_bus_id;
+        const char *sysfs_root;
+        const char *hook_path;
+        unsigned disabled_hooks;
 };
 
 /* The common edits under |dev_root| (NULL or "": "/"): env, the control

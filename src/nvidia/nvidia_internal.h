@@ -18,18 +18,24 @@ struct kdev_nvidia_rdata {
         enum kdev_nvidia_id_strategy id_strategy;
         bool pass_device_specs;
         bool gdrcopy, gds, mofed;
+        /* passDeviceSpecs (NVIDIA apiDeviceSpecs): HostPath = <dev_root>/p,
+         * the host dev root (--dev-root, default --driver-root:
+         * roots.host_dev); the control nodes and IMEX channels are looked
+         * up under dev_lookup, the device-node lookup root of the
+         * driver-root rule (nvidia/roots.h roots.dev, "/" for "") */
         char *dev_root;                    /* absolute */
+        char *dev_lookup;                  /* absolute */
         char *annotation_prefix;           /* e.g. "cdi.k8s.io/" */
         unsigned *imex_channels;           /* channels found at build time */
         size_t n_imex_channels;
         /* time-slicing failRequestsGreaterThanOne (set by sharing.c) */
         bool fail_gt1;
-        /* Which of kdev_nvidia_control_nodes exist under dev_root, for
+        /* Which of kdev_nvidia_control_nodes exist under dev_lookup, for
          * passDeviceSpecs (allocate.c): NVIDIA stats them on every Allocate;
          * kdev stats them again when the last check is older than ttl_ns, so
          * a node that appears or disappears is in the answers from at most
          * ttl_ns later. Plain values (a copy by kdev_nvidia_rdata_dup stays
-         * right: same dev_root); zero (calloc): never checked. */
+         * right: same dev_lookup); zero (calloc): never checked. */
         struct kdev_nvidia_ctl_cache {
                 uint64_t checked_ns; /* CLOCK_MONOTONIC of the last stat; 0: never */
                 uint64_t ttl_ns;     /* 0: KDEV_NVIDIA_CONTROL_NODE_TTL_MS */

@@ -13,6 +13,7 @@
 #include "nvidia/mig.h"
 #include "nvidia/nvidia_internal.h"
 #include "nvidia/preferred.h"
+#include "nvidia/roots.h"
 
 void kdev_nvidia_rdata_free(void *data)
 {
@@ -21,6 +22,7 @@ void kdev_nvidia_rdata_free(void *data)
                 return;
         free(d->infos);
         free(d->dev_root);
+        free(d->dev_lookup);
         free(d->annotation_prefix);
         free(d->imex_channels);
         kdev_nvidia_pref_free(d->pref);
@@ -109,7 +111,7 @@ bool kdev_nvidia_resource_same(const struct kdev_resource *a, const struct kdev_
         if (x->strategies != y->strategies || x->id_strategy != y->id_strategy ||
             x->pass_device_specs != y->pass_device_specs || x->gdrcopy != y->gdrcopy ||
             x->gds != y->gds || x->mofed != y->mofed || x->fail_gt1 != y->fail_gt1 ||
-            !same_str(x->dev_root, y->dev_root) ||
+            !same_str(x->dev_root, y->dev_root) || !same_str(x->dev_lookup, y->dev_lookup) ||
             !same_str(x->annotation_prefix, y->annotation_prefix) ||
             x->n_imex_channels != y->n_imex_channels ||
             (x->n_imex_channels && memcmp(x->imex_channels, y->imex_channels,
@@ -168,7 +170,9 @@ static int find_imex_channels(const struct kdev_nvidia_config *cfg,
                 unsigned id = cfg->imex_channel_ids[i];
                 char path[96];
                 snprintf(path, sizeof(path), KDEV_NVIDIA_IMEX_CHANNEL_DIR "/channel%u", id);
-                char *host = kdev_nvidia_join(d->dev_root, path);
+                /* NVIDIA imex.go exists: under the container's dev root
+                 * (the lookup root), then the path itself */
+                char *host = kdev_nvidia_join(d->dev_lookup, path);
                 if (!host)
                         return kdev_err_set(err, ENOMEM, "out of memory");
                 int rc = channel_exists(host, allow);
@@ -486,7 +490,14 @@ int kdev_nvidia_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
         d->gds = cfg->gds_enabled;
         d->mofed = cfg->mofed_enabled;
         const char *dev_root = cfg->dev_root && cfg->dev_root[0] ? cfg->dev_root : cfg->driver_root;
+        /* the device-node lookup root of the driver-root rule (roots.h) */
+        struct kdev_nvidia_roots roots;
+        if ((rc = kdev_nvidia_roots_resolve(cfg->driver_root, cfg->dev_root,
+                                            cfg->container_driver_root, &roots, err)) < 0)
+                goto fail;
+        rc = -ENOMEM;
         if (!(d->dev_root = strdup(dev_root ? dev_root : "/")) ||
+            !(d->dev_lookup = strdup(kdev_nvidia_root_text(roots.dev))) ||
             !(d->annotation_prefix = strdup(cfg->cdi_annotation_prefix
                                                     ? cfg->cdi_annotation_prefix
                                                     : KDEV_NVIDIA_DEFAULT_CDI_ANNOTATION_PREFIX)))

@@ -20,6 +20,12 @@
  *     NVIDIA_DEV_ROOT, default the driver root) in place of /dev
  *     (cdi.go getRootTransformer).
  *
+ * Allocate's passDeviceSpecs (NVIDIA internal/plugin/server.go
+ * apiDeviceSpecs) takes the same lookup root: the control nodes and IMEX
+ * channels are checked under |dev| (NVIDIA stats them in its own view, where
+ * the container toolkit put them), and HostPath is written under the host
+ * dev root |host_dev| (filepath.Join(NvidiaDevRoot, p)), ContainerPath p.
+ *
  * kdev follows this when the container driver root names an existing
  * directory. When it does not (kdev runs on the host, or in a container
  * without that mount), kdev looks under the host roots themselves, which it

@@ -22,10 +22,12 @@ struct kdev_nvidia_rdata *kdev_nvidia_rdata_dup(const struct kdev_nvidia_rdata *
         d->infos = NULL;
         d->n_infos = 0;
         d->dev_root = NULL;
+        d->dev_lookup = NULL;
         d->annotation_prefix = NULL;
         d->imex_channels = NULL;
         d->pref = NULL; /* link tables are attached after sharing, per resource */
         if ((src->dev_root && !(d->dev_root = strdup(src->dev_root))) ||
+            (src->dev_lookup && !(d->dev_lookup = strdup(src->dev_lookup))) ||
             (src->annotation_prefix && !(d->annotation_prefix = strdup(src->annotation_prefix))))
                 goto fail;
         if (src->n_imex_channels) {

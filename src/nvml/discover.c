@@ -556,6 +556,13 @@ int kdev_nvml_discover(struct kdev_nvml *lib, const struct kdev_nvml_discover_op
         c.set = calloc(1, sizeof(*c.set));
         if (!c.set)
                 return kdev_err_set(err, ENOMEM, "out of memory");
+        if (c.sysfs_root && strlen(c.sysfs_root) >= sizeof(c.set->sysfs_root)) {
+                free(c.set);
+                c.set = NULL;
+                return kdev_err_set(err, ENAMETOOLONG, "sysfs root too long: %s", c.sysfs_root);
+        }
+        snprintf(c.set->sysfs_root, sizeof(c.set->sysfs_root), "%s",
+                 c.sysfs_root ? c.sysfs_root : "");
         int rc = kdev_nvml_init(lib, err);
         if (rc < 0) {
                 free(c.set);

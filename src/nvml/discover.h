@@ -138,6 +138,10 @@ struct kdev_gpu_set {
          * pairs involving a GPU with a fault are 0 (level) and 0 (links) */
         nvmlGpuTopologyLevel_t *levels;
         unsigned *nvlink_counts;               /* direct GPU-GPU NVLinks of a pair */
+        /* the sysfs tree the GPUs were read from (the discover options'
+         * sysfs_root; "": "/sys"): where the CDI spec finds each GPU's DRM
+         * nodes (nvidia/container_edits.h) */
+        char sysfs_root[256];
 };
 
 enum {

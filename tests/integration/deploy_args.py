@@ -18,7 +18,8 @@
 - kdev-plugin's pod mounts the driver root as NVIDIA's chart does
   (deployments/helm/nvidia-device-plugin, daemonset-device-plugin.yml: the
   host's NVIDIA_DRIVER_ROOT read-only at /driver-root, the CDI directory as
-  cdi-root, NVIDIA_VISIBLE_DEVICES=all with compute,utility), the default
+  cdi-root, NVIDIA_VISIBLE_DEVICES=all with compute,utility, no /dev
+  mount), the default
   config's device list strategy is envvar (NVIDIA's default), and the
   container has what the chart adds when a config can use MIG or
   volume-mounts (SYS_ADMIN; NVIDIA_MIG_MONITOR_DEVICES=all for MIG), by the
@@ -334,6 +335,11 @@ def test_driver_root_as_nvidia_chart():
     m, v = volume_of(c, arg(c, "--cdi-dir"))
     assert m["name"] == "cdi-root", m
     assert v["hostPath"] == {"path": "/var/run/cdi", "type": "DirectoryOrCreate"}, v
+    # no /dev mount (NVIDIA's chart has none): the device nodes come from
+    # the driver root's dev/ and the runtime
+    mounts = sorted(m["mountPath"] for m in c["volumeMounts"])
+    assert not [p for p in mounts if p == "/dev" or p.startswith("/dev/")], mounts
+    assert "dev" not in [v["name"] for v in c["volumes"]], c["volumes"]
     assert (env_value(c, "NVIDIA_VISIBLE_DEVICES"),
             env_value(c, "NVIDIA_DRIVER_CAPABILITIES")) == ("all", "compute,utility"), c["env"]
     # kdev-plugin reads both variables (its "Running with config" line);

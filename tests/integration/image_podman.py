@@ -17,45 +17,54 @@ mock NVML as the node's driver:
    Dockerfile, on this build tree's binaries and runtime-deps.sh's list (the
    same /out the build stage makes): for quick local runs; CI builds both
    stages;
-3. the node, in a private mount and network namespace: a fake driver at the
-   DaemonSet's NVIDIA_DRIVER_ROOT (the mock libnvidia-ml.so.1 as
+3. the node, in a private mount and network namespace: a fake driver at
+   each layout's driver root (the mock libnvidia-ml.so.1 as
    libnvidia-ml.so.<version> with its .so.1 link, fake libcuda and
-   nvidia-smi, `mknod` device nodes), the hostPaths as kubelet makes them
+   nvidia-smi, `mknod` device nodes under <root>/dev), the hostPaths as
+   kubelet makes them
    (Directory must exist, DirectoryOrCreate is created), `kdevctl kubelet` on
    the device-plugin directory's hostPath, the stand-in API server (TLS,
    token) holding the Node, and the ServiceAccount token and CA mounted
    where kubelet mounts them;
-4. run 1, the DaemonSet as shipped: kdev-plugin in the container reads its
+4. run 1, the DaemonSet as shipped (the host-driver layout: driver root
+   `/`, the host's / mounted at /driver-root): kdev-plugin in the container
+   opens NVML as /driver-root/<lib dir>/libnvidia-ml.so.1 (nothing injects
+   it into the pod: no container toolkit here), reads its
    Node, selects the config `default` of the mounted ConfigMap, registers
    nvidia.com/gpu with kdevctl kubelet on the host (metrics from the image's
    libmicrohttpd: 8 healthy GPUs), answers Allocate with envvar only
    (NVIDIA_VISIBLE_DEVICES=<UUID>, no CDI device, no CDI spec: NVIDIA's
    default), and stops with exit status 0 on SIGTERM (podman stop);
-5. run 2, with DEVICE_LIST_STRATEGY=envvar,cdi-cri added (the knob NVIDIA's
-   chart sets for deviceListStrategy): Allocate names a CDI device, the spec
-   kdev wrote from inside the container lies in the host's /var/run/cdi
-   (the cdi-root hostPath), and podman runs a second container with
-   `--device <that name>`: inside it the device nodes (major:minor), the
-   env and the driver files (read-only, content by sha256) are exactly the
-   fake driver's, and every hook the spec lists ran; after podman stop the
-   spec is gone.
+5. CDI runs, with DEVICE_LIST_STRATEGY=envvar,cdi-cri added (the knob
+   NVIDIA's chart sets for deviceListStrategy), once per driver-root layout
+   on the one image built: the host-driver layout (`/`) and the GPU
+   operator's driver container (NVIDIA_DRIVER_ROOT=/run/nvidia/driver and
+   the driver-root hostPath /run/nvidia/driver, as NVIDIA's chart sets them
+   with the operator; the fake driver only there). Each registers with
+   kdevctl kubelet on the host, Allocate names a CDI device, the spec kdev
+   wrote from inside the container lies in the host's /var/run/cdi (the
+   cdi-root hostPath) and lists libcuda (hostPath under the host driver
+   root) and nvcdi's five hooks with the configured (host) hook path, and
+   podman runs a second container with `--device <that name>`: inside it
+   the device nodes (major:minor), the env and the driver files (read-only,
+   content by sha256) are exactly the fake driver's, and every hook the
+   spec lists ran; after podman stop the spec is gone.
+
+The DaemonSet mounts no /dev (as NVIDIA's chart): kdev-plugin finds the
+device nodes under /driver-root/dev.
 
 Beyond the manifest, only what a real node adds: kubelet's pod plumbing
 (the ServiceAccount mount, KUBERNETES_SERVICE_HOST/PORT, NODE_NAME's
 downward-API value; the pod network is the test's network namespace:
 `--network host` there, podman has no netavark here) and the mock GPU's
 own inputs (its topology and control file, KDEV_MOCK_NVML_*).
-TOOLKIT_NVML: until kdev-plugin looks NVML up under the container driver
-root (issue 13 item 1), the NVIDIA container toolkit's part (injecting
-libnvidia-ml.so.1 into the pod, as NVIDIA_DRIVER_CAPABILITIES utility asks)
-is played by one read-only bind mount of the driver's library
-(KDEV_IMAGE_TOOLKIT_NVML=0 runs without it: what item 1 makes work).
 
 podman's settings for this sandbox: tests/pylib/podman.py. Needs root,
 unshare, podman, runc, debootstrap, busybox-static (scripts/deps.sh
 --test); skips (77) without them, and in a sanitizer build tree (the image
 ships release binaries: the test runs once, in the release tree).
 Timings of each phase are printed."""
+import copy
 import ctypes
 import hashlib
 import http.client
@@ -86,7 +95,7 @@ TOKEN = "kdev-image-test-token"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 MOCK_DIR = "/kdev-mock"   # the mock GPU's inputs inside the container
 DEFAULT_HOOK = "/usr/bin/nvidia-ctk"   # kdev-plugin's (and NVIDIA's) default hook path
-TOOLKIT_NVML = os.environ.get("KDEV_IMAGE_TOOLKIT_NVML", "1") == "1"
+OPERATOR_ROOT = "/run/nvidia/driver"   # the GPU operator's driver container
 GPU = kt.H100_UUIDS[3]
 # Trees this test may write to on the node: private to its mount namespace.
 PRIVATE = ("/dev", cc.LIBDIR, "/usr/bin", "/var/lib", "/etc", "/run")
@@ -207,7 +216,7 @@ def private_tree(path, base):
         sh("mount", "--rbind", stash + mp[len(path):], mp)
 
 
-def make_node(base, driver_root, hook):
+def make_node(base, hook):
     for p in PRIVATE:
         if p == "/run":
             sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run")
@@ -215,6 +224,12 @@ def make_node(base, driver_root, hook):
             private_tree(p, base)
     if os.path.isdir("/etc/cdi"):
         sh("mount", "-t", "tmpfs", "tmpfs", "/etc/cdi")
+    cc.put(hook, "#!/bin/sh\necho \"$@\" >>%s\n" % os.path.join(base, "hook.log"), 0o755)
+
+
+def make_driver(driver_root):
+    """The fake driver under |driver_root| (host paths); returns host(),
+    the host path of a driver path."""
     host = (lambda p: p) if driver_root == "/" else (lambda p: driver_root.rstrip("/") + p)
     for path, major, minor in cc.CONTROL:
         cc.mknod(host(path), major, minor)
@@ -228,8 +243,20 @@ def make_node(base, driver_root, hook):
     if os.path.lexists(link):
         os.unlink(link)
     os.symlink(os.path.basename(nvml), link)
-    cc.put(hook, "#!/bin/sh\necho \"$@\" >>%s\n" % os.path.join(base, "hook.log"), 0o755)
-    return host, nvml
+    return host
+
+
+def with_driver_root(pod, c, root):
+    """|pod| and |c| with NVIDIA_DRIVER_ROOT and the driver-root volume's
+    hostPath set to |root| (what NVIDIA's chart's nvidiaDriverRoot sets)."""
+    pod, c = copy.deepcopy(pod), copy.deepcopy(c)
+    env = [e for e in c["env"] if e["name"] == "NVIDIA_DRIVER_ROOT"]
+    assert len(env) == 1, c["env"]
+    env[0]["value"] = root
+    vols = [v for v in pod["volumes"] if v["name"] == "driver-root"]
+    assert len(vols) == 1, pod["volumes"]
+    vols[0]["hostPath"]["path"] = root
+    return pod, c
 
 
 def enter_private_network():
@@ -352,10 +379,8 @@ def pod_run_args(pod, c, cms, base, api, extra_env):
     return args, mounts
 
 
-def start_pod(pm, pod, c, cms, base, api, image, nvml, extra_env):
+def start_pod(pm, pod, c, cms, base, api, image, extra_env):
     args, mounts = pod_run_args(pod, c, cms, base, api, extra_env)
-    if TOOLKIT_NVML:
-        mounts.append((nvml, cc.LIBDIR + "/libnvidia-ml.so.1", "ro"))
     for host, ctr, opt in mounts:
         args += ["-v", "%s:%s:%s" % (host, ctr, opt)]
     cmd = c["command"]
@@ -419,6 +444,86 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def startup_flags(log):
+    """The flags of each "Running with config" line of a JSON log."""
+    out = []
+    for line in log.splitlines():
+        if '"Running with config"' in line:
+            out.append(json.loads(line)["config"]["flags"])
+    return out
+
+
+def cdi_run(pm, pod, c, cms, base, api, image, kubelet, host_dp, host_cdi, hook, host,
+            label, failures):
+    """One CDI run of the DaemonSet |pod|/|c| (a driver-root layout, |host|
+    its host paths): registration, Allocate naming the CDI device, the spec
+    (libcuda, the hooks), podman --device with it, the spec gone at exit."""
+    start = time.monotonic()
+    name = start_pod(pm, pod, c, cms, base, api, image, {"DEVICE_LIST_STRATEGY": "envvar,cdi-cri"})
+    wait_registered(pm, name, kubelet, "nvidia.com/gpu")
+    TIMES.append(("%s: podman run to registration" % label, time.monotonic() - start))
+    resp = allocate(host_dp, "nvidia.com/gpu", GPU)
+    names = [d["name"] for d in resp.get("cdiDevices", [])]
+    want_name = "k8s.device-plugin.nvidia.com/gpu=" + GPU
+    if names != [want_name] or resp.get("envs") != {"NVIDIA_VISIBLE_DEVICES": GPU}:
+        failures.append("%s Allocate %s: %s" % (label, GPU, resp))
+    with open(os.path.join(host_cdi, cc.GPU_SPEC)) as f:
+        spec = json.load(f)
+    edits = spec.get("containerEdits", {})
+    # libcuda: mounted from the host driver root
+    lib = cc.LIBDIR + "/libcuda.so." + cc.VERSION
+    got = [(m["hostPath"], m["containerPath"]) for m in edits.get("mounts", [])
+           if m["containerPath"] == lib]
+    if got != [(host(lib), lib)]:
+        failures.append("%s: the spec's libcuda mount %s, want %s" % (label, got,
+                                                                     [(host(lib), lib)]))
+    # nvcdi's hooks, with the configured host path (nvidia-ctk: "hook" first)
+    _, _, _, want_hooks = cc.common_edits(cc.LAYOUTS[0], hook)
+    want = [(hook, ["nvidia-ctk", "hook"] + a[1:]) for _, _, a, _ in want_hooks]
+    got = [(h["path"], h["args"]) for h in edits.get("hooks", [])]
+    if got != want:
+        failures.append("%s: the spec's hooks\n  got  %s\n  want %s" % (label, got, want))
+    hooks = [h["args"][1:] for h in edits.get("hooks", [])]
+    # the control nodes found under /driver-root/dev, host paths under the root
+    got = [(n["path"], n.get("hostPath", n["path"])) for n in edits.get("deviceNodes", [])]
+    want = [(p, host(p)) for p, _, _ in cc.CONTROL]
+    if got != want:
+        failures.append("%s: the spec's control nodes\n  got  %s\n  want %s" % (label, got, want))
+    open(os.path.join(base, "hook.log"), "w").close()
+    gpu_node = "/dev/nvidia3"
+    nodes = cc.CONTROL + [(gpu_node, cc.NV_MAJOR, 3)]
+    files = cc.LIBS + [cc.SMI]
+    start = time.monotonic()
+    out = consumer_report(pm, want_name, nodes, files)
+    TIMES.append(("%s: podman run --device (consumer)" % label, time.monotonic() - start))
+    got = [l for l in out if l.startswith("node ")]
+    want = ["node %s character special file %x:%x" % (p, ma, mi) for p, ma, mi in nodes]
+    if got != want:
+        failures.append("%s: device nodes\n  got  %s\n  want %s" % (label, got, want))
+    got = sorted(l[4:] for l in out if l.startswith("env "))
+    if got != ["NVIDIA_CTK_LIBCUDA_DIR=" + cc.LIBDIR, "NVIDIA_VISIBLE_DEVICES=void"]:
+        failures.append("%s: env %s" % (label, got))
+    got = [l for l in out if l.startswith("file ")]
+    want = ["file %s %s" % (p, sha256(host(p))) for p in files]
+    if got != want:
+        failures.append("%s: files\n  got  %s\n  want %s" % (label, got, want))
+    for p in files:
+        ms = [l.split() for l in out if l.startswith("mount ")]
+        mm = [x for x in ms if x[5] == p]
+        if len(mm) != 1 or "ro" not in mm[0][6].split(","):
+            failures.append("%s: mount of %s: %s" % (label, p, mm))
+    with open(os.path.join(base, "hook.log")) as f:
+        ran = [l.split() for l in f.read().splitlines()]
+    if ran != hooks or len(ran) != 5:
+        failures.append("%s: hooks ran %s, the spec lists %s" % (label, ran, hooks))
+    rc, log = stop_pod(pm, name)
+    if rc != 0:
+        failures.append("%s exit status %d:\n%s" % (label, rc, log[-8000:]))
+    if os.path.exists(os.path.join(host_cdi, cc.GPU_SPEC)):
+        failures.append("%s: the CDI spec is left after exit" % label)
+    return log
+
+
 def main():
     pod, c, cms = manifest()
     image = c["image"]
@@ -433,6 +538,8 @@ def main():
     host_dp = by_mount[dp_dir]["hostPath"]["path"]
     host_cdi = by_mount[cdi_dir]["hostPath"]["path"]
     assert by_mount[ctr_root]["hostPath"]["path"] == driver_root, (ctr_root, driver_root)
+    assert driver_root == "/", "the shipped DaemonSet's layout is the host driver's"
+    assert "/dev" not in by_mount, "the DaemonSet mounts /dev (NVIDIA's chart does not)"
 
     with open(os.path.join(kt.BUILD_DIR, "CMakeCache.txt")) as f:
         if "KDEV_SANITIZE:BOOL=ON" in f.read():
@@ -448,7 +555,8 @@ def main():
     os.makedirs(os.path.join(base, "podman"))
     # the node's private trees first: podman's state, and the build, too,
     # see them
-    host, nvml = make_node(base, driver_root, hook)
+    make_node(base, hook)
+    host = make_driver(driver_root)
     pm = Podman(os.path.join(base, "podman"))
     why = probe(pm)
     if why:
@@ -472,7 +580,7 @@ def main():
     try:
         # run 1: the DaemonSet as shipped
         start = time.monotonic()
-        name = start_pod(pm, pod, c, cms, base, api, image, nvml, {})
+        name = start_pod(pm, pod, c, cms, base, api, image, {})
         wait_registered(pm, name, kubelet, "nvidia.com/gpu")
         TIMES.append(("run 1: podman run to registration", time.monotonic() - start))
         m = metrics()
@@ -494,54 +602,22 @@ def main():
         if '"selected config"' not in log or '"name":"default"' not in log:
             failures.append("run 1: no selection of the config default in the log:\n" +
                             log[-8000:])
+        # (the image holds no libnvidia-ml, check_image, and nothing is
+        # injected: the 8 GPUs came from NVML under /driver-root)
 
-        # run 2: CDI, the chart's deviceListStrategy
-        start = time.monotonic()
-        name = start_pod(pm, pod, c, cms, base, api, image, nvml,
-                         {"DEVICE_LIST_STRATEGY": "envvar,cdi-cri"})
-        wait_registered(pm, name, kubelet, "nvidia.com/gpu")
-        TIMES.append(("run 2: podman run to registration", time.monotonic() - start))
-        resp = allocate(host_dp, "nvidia.com/gpu", GPU)
-        names = [d["name"] for d in resp.get("cdiDevices", [])]
-        want_name = "k8s.device-plugin.nvidia.com/gpu=" + GPU
-        if names != [want_name] or resp.get("envs") != {"NVIDIA_VISIBLE_DEVICES": GPU}:
-            failures.append("run 2 Allocate %s: %s" % (GPU, resp))
-        with open(os.path.join(host_cdi, cc.GPU_SPEC)) as f:
-            spec = json.load(f)
-        hooks = [h["args"][1:] for h in spec.get("containerEdits", {}).get("hooks", [])]
-        print("the CDI spec's hooks: %s" % (hooks or "none"))
-        open(os.path.join(base, "hook.log"), "w").close()
-        gpu_node = "/dev/nvidia3"
-        nodes = cc.CONTROL + [(gpu_node, cc.NV_MAJOR, 3)]
-        files = cc.LIBS + [cc.SMI]
-        start = time.monotonic()
-        out = consumer_report(pm, want_name, nodes, files)
-        TIMES.append(("podman run --device (consumer)", time.monotonic() - start))
-        got = [l for l in out if l.startswith("node ")]
-        want = ["node %s character special file %x:%x" % (p, ma, mi) for p, ma, mi in nodes]
-        if got != want:
-            failures.append("device nodes\n  got  %s\n  want %s" % (got, want))
-        got = sorted(l[4:] for l in out if l.startswith("env "))
-        if got != ["NVIDIA_VISIBLE_DEVICES=void"]:
-            failures.append("env %s" % got)
-        got = [l for l in out if l.startswith("file ")]
-        want = ["file %s %s" % (p, sha256(host(p))) for p in files]
-        if got != want:
-            failures.append("files\n  got  %s\n  want %s" % (got, want))
-        for p in files:
-            ms = [l.split() for l in out if l.startswith("mount ")]
-            mm = [x for x in ms if x[5] == p]
-            if len(mm) != 1 or "ro" not in mm[0][6].split(","):
-                failures.append("mount of %s: %s" % (p, mm))
-        with open(os.path.join(base, "hook.log")) as f:
-            ran = [l.split() for l in f.read().splitlines()]
-        if ran != hooks:
-            failures.append("hooks ran %s, the spec lists %s" % (ran, hooks))
-        rc, log = stop_pod(pm, name)
-        if rc != 0:
-            failures.append("run 2 exit status %d:\n%s" % (rc, log[-8000:]))
-        if os.path.exists(os.path.join(host_cdi, cc.GPU_SPEC)):
-            failures.append("run 2: the CDI spec is left after exit")
+        # run 2: CDI (the chart's deviceListStrategy), the host-driver layout
+        cdi_run(pm, pod, c, cms, base, api, image, kubelet, host_dp, host_cdi, hook, host,
+                "run 2 (driver root /)", failures)
+
+        # run 3: the GPU operator's driver container, the same image
+        op_host = make_driver(OPERATOR_ROOT)
+        op_pod, op_c = with_driver_root(pod, c, OPERATOR_ROOT)
+        log = cdi_run(pm, op_pod, op_c, cms, base, api, image, kubelet, host_dp, host_cdi,
+                      hook, op_host, "run 3 (driver root %s)" % OPERATOR_ROOT, failures)
+        roots = [(f["nvidiaDriverRoot"], f["plugin"]["containerDriverRoot"])
+                 for f in startup_flags(log)]
+        if roots != [(OPERATOR_ROOT, ctr_root)]:
+            failures.append("run 3: the start-up config's roots %s:\n%s" % (roots, log[-8000:]))
     finally:
         kubelet.stop()
         api.stop()
@@ -551,10 +627,10 @@ def main():
         for f in failures:
             print("FAIL:", f)
         return 1
-    print("ok: the image built from deploy/Dockerfile runs the kdev-plugin DaemonSet: "
-          "registered, Allocate answered, its CDI device used by podman")
+    print("ok: the image built from deploy/Dockerfile runs the kdev-plugin DaemonSet in the "
+          "host-driver and driver-container layouts: registered, Allocate answered, its CDI "
+          "device used by podman")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

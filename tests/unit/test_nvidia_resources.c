@@ -620,6 +620,120 @@ static void test_allocate_control_node_cache(void **state)
         kdev_gpu_set_free(set);
 }
 
+/* passDeviceSpecs over the driver-root layouts (nvidia/roots.h), exact
+ * values: the control nodes and IMEX channels are looked up under the
+ * device-node lookup root (the container driver root when it has dev/,
+ * else the container's own /; the host dev root when there is no
+ * container root), HostPath is <--dev-root>/p (NVIDIA apiDeviceSpecs:
+ * filepath.Join(NvidiaDevRoot, p)), ContainerPath p. The fixture's
+ * root/dev holds nvidiactl, nvidia-uvm and IMEX channel0; ctr/ has no dev/. */
+struct specs_row {
+        const char *name;
+        const char *driver_root, *dev_root, *ctr; /* '@': under the fixture's tmp */
+        const char *lookup; /* NULL: this machine's /dev (the container's own) */
+        const char *host;   /* the HostPath prefix; '@': under tmp */
+};
+
+static const struct specs_row specs_rows[] = {
+        {"/ + /", "/", NULL, "/", NULL, ""},
+        {"/run/nvidia/driver + driver-root with dev/", "/run/nvidia/driver", NULL, "@/root",
+         "@/root", "/run/nvidia/driver"},
+        {"custom /opt/nvidia, dev root /srv/dev-root, ctr with dev/", "/opt/nvidia",
+         "/srv/dev-root", "@/root", "@/root", "/srv/dev-root"},
+        {"custom /opt/nvidia, dev root /srv/dev-root, ctr without dev/", "/opt/nvidia",
+         "/srv/dev-root", "@/ctr", NULL, "/srv/dev-root"},
+        {"host: driver root @/root, no container root", "@/root", NULL, "@/missing", "@/root",
+         "@/root"},
+};
+
+static const char *at_tmp(const struct fx *f, const char *v, char *buf, size_t size)
+{
+        if (!v || v[0] != '@')
+                return v;
+        snprintf(buf, size, "%s%s", f->tmp, v + 1);
+        return buf;
+}
+
+static void test_allocate_specs_layouts(void **state)
+{
+        struct fx *f = *state;
+        struct kdev_gpu_set *set = discover(f, TOPO("h100-80gb-8x-nvswitch.yaml"));
+        struct kdev_err e;
+        char ctr[128];
+        snprintf(ctr, sizeof(ctr), "%s/ctr", f->tmp);
+        assert_int_equal(mkdir(ctr, 0755), 0);
+        for (size_t r = 0; r < sizeof(specs_rows) / sizeof(specs_rows[0]); r++) {
+                const struct specs_row *row = &specs_rows[r];
+                char b1[256], b2[256], b3[256], b4[256];
+                print_message("layout %s\n", row->name);
+                struct kdev_nvidia_config cfg;
+                config(&cfg, NULL, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID, true, false);
+                free(cfg.driver_root);
+                cfg.driver_root = strdup(at_tmp(f, row->driver_root, b1, sizeof(b1)));
+                free(cfg.dev_root);
+                cfg.dev_root = strdup(row->dev_root ? row->dev_root : cfg.driver_root);
+                free(cfg.container_driver_root);
+                cfg.container_driver_root = strdup(at_tmp(f, row->ctr, b2, sizeof(b2)));
+                cfg.imex_channel_ids = calloc(1, sizeof(unsigned));
+                cfg.n_imex_channel_ids = 1;
+                struct kdev_resource_set rs = {0};
+                struct mock_warns w = {0};
+                build(set, &cfg, &rs, &w);
+                const char *one[] = {H100_1};
+                V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+                assert_int_equal(kdev_plugin_allocate(&rs.resources[0], one, 1, &out, &e), 0);
+                /* the expected list: the nodes present under the lookup root */
+                const char *lookup = at_tmp(f, row->lookup, b3, sizeof(b3));
+                const char *host = at_tmp(f, row->host, b4, sizeof(b4));
+                static const char *const ctl[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
+                                                  "/dev/nvidia-uvm-tools",
+                                                  "/dev/nvidia-modeset"};
+                const char *want[8];
+                size_t n = 0;
+                for (size_t i = 0; i < 4; i++) {
+                        char p[256];
+                        struct stat st;
+                        snprintf(p, sizeof(p), "%s%s", lookup ? lookup : "", ctl[i]);
+                        if (stat(p, &st) == 0)
+                                want[n++] = ctl[i];
+                }
+                if (lookup)   /* the fixture's root/dev: exactly these two */
+                        assert_int_equal(n, 2);
+                want[n++] = "/dev/nvidia1";
+                struct stat st;
+                bool channel = !lookup ? stat("/dev/nvidia-caps-imex-channels/channel0", &st) == 0
+                                       : true;
+                if (channel)
+                        want[n++] = "/dev/nvidia-caps-imex-channels/channel0";
+                assert_int_equal(out.n_devices, n);
+                for (size_t i = 0; i < n; i++) {
+                        char hp[512];
+                        snprintf(hp, sizeof(hp), "%s%s", host, want[i]);
+                        assert_string_equal(out.devices[i]->container_path, want[i]);
+                        assert_string_equal(out.devices[i]->host_path, hp);
+                        assert_string_equal(out.devices[i]->permissions, "rw");
+                }
+                /* a channel missing under the lookup root is warned about */
+                assert_int_equal(w.n, channel ? 0 : 1);
+                if (r == 1) { /* the driver-container layout, spelled out */
+                        assert_int_equal(out.n_devices, 4);
+                        assert_string_equal(out.devices[0]->host_path,
+                                            "/run/nvidia/driver/dev/nvidiactl");
+                        assert_string_equal(out.devices[1]->host_path,
+                                            "/run/nvidia/driver/dev/nvidia-uvm");
+                        assert_string_equal(out.devices[2]->host_path,
+                                            "/run/nvidia/driver/dev/nvidia1");
+                        assert_string_equal(out.devices[3]->host_path,
+                                            "/run/nvidia/driver/dev/nvidia-caps-imex-channels/"
+                                            "channel0");
+                }
+                kdev_allocate_response_free_contents(&out);
+                kdev_resource_set_clear(&rs);
+                kdev_nvidia_config_clear(&cfg);
+        }
+        kdev_gpu_set_free(set);
+}
+
 static void test_uuid4(void **state)
 {
         (void)state;
@@ -740,6 +854,7 @@ int main(void)
                 cmocka_unit_test(test_allocate_matrix),
                 cmocka_unit_test(test_allocate_exact),
                 cmocka_unit_test(test_allocate_control_node_cache),
+                cmocka_unit_test(test_allocate_specs_layouts),
                 cmocka_unit_test(test_uuid4),
                 cmocka_unit_test(test_cdi_spec),
         };

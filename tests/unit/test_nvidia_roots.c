@@ -195,6 +195,91 @@ static void test_layouts(void **state)
         }
 }
 
+/* A whole GPU's DRM nodes and by-path links (nvcdi v1.20 dgpu), in the
+ * driver-container layout: sysfs from a fake tree, nodes and links looked up
+ * under the container root, written under the host driver root. */
+static void test_drm_nodes(void **state)
+{
+        (void)state;
+        char sys[256], ctr[256], p[PATH_MAX];
+        snprintf(sys, sizeof(sys), "%s/sys", tmp);
+        snprintf(ctr, sizeof(ctr), "%s/driver-root", tmp);
+        /* sysfs: card1, renderD128 and a controlD65 without a node */
+        put(sys, "bus/pci/devices/0000:3b:00.0/drm/card1/dev");
+        put(sys, "bus/pci/devices/0000:3b:00.0/drm/renderD128/dev");
+        put(sys, "bus/pci/devices/0000:3b:00.0/drm/controlD65/dev");
+        put(ctr, "dev/dri/card1");
+        put(ctr, "dev/dri/renderD128");
+        put(ctr, "dev/dri/card2");
+        snprintf(p, sizeof(p), "%s/dev/dri/by-path", ctr);
+        mkdir(p, 0755);
+        static const char *const links[][2] = {
+                {"../card1", "pci-0000:3b:00.0-card"},
+                {"../renderD128", "pci-0000:3b:00.0-render"},
+                {"../card2", "pci-0000:3c:00.0-card"}, /* another GPU's */
+        };
+        for (size_t i = 0; i < 3; i++) {
+                snprintf(p, sizeof(p), "%s/dev/dri/by-path/%s", ctr, links[i][1]);
+                assert_int_equal(symlink(links[i][0], p), 0);
+        }
+        struct kdev_nvidia_roots roots;
+        struct kdev_err e = {0};
+        assert_int_equal(kdev_nvidia_roots_resolve("/run/nvidia/driver", NULL, ctr, &roots, &e), 0);
+        struct kdev_nvidia_logical gpu = {.minor = 3,
+                                          .pci_bus_id = "0000:3b:00.0",
+                                          .sysfs_root = sys,
+                                          .hook_path = "/usr/bin/nvidia-cdi-hook"};
+        struct kdev_container_edits ed = {0};
+        assert_int_equal(kdev_nvidia_device_edits_at(&roots, &gpu, &ed, &e), 0);
+        assert_int_equal(ed.n_nodes, 3);
+        static const char *const want[3][2] = {
+                {"/dev/nvidia3", "/run/nvidia/driver/dev/nvidia3"},
+                {"/dev/dri/card1", "/run/nvidia/driver/dev/dri/card1"},
+                {"/dev/dri/renderD128", "/run/nvidia/driver/dev/dri/renderD128"},
+        };
+        for (size_t i = 0; i < 3; i++) {
+                assert_string_equal(ed.nodes[i].path, want[i][0]);
+                assert_string_equal(ed.nodes[i].host_path, want[i][1]);
+                assert_string_equal(ed.nodes[i].permissions, "rw");
+        }
+        assert_int_equal(ed.n_hooks, 1);
+        assert_string_equal(ed.hooks[0].hook_name, "createContainer");
+        assert_string_equal(ed.hooks[0].path, "/usr/bin/nvidia-cdi-hook");
+        static const char *const args[] = {
+                "nvidia-cdi-hook", "create-symlinks", "--link",
+                "../card1::/dev/dri/by-path/pci-0000:3b:00.0-card", "--link",
+                "../renderD128::/dev/dri/by-path/pci-0000:3b:00.0-render"};
+        assert_int_equal(ed.hooks[0].n_args, 6);
+        for (size_t i = 0; i < 6; i++)
+                assert_string_equal(ed.hooks[0].args[i], args[i]);
+        kdev_container_edits_clear(&ed);
+
+        /* create-symlinks disabled: the nodes, no hook */
+        gpu.disabled_hooks = KDEV_NVIDIA_HOOK_CREATE_SYMLINKS;
+        assert_int_equal(kdev_nvidia_device_edits_at(&roots, &gpu, &ed, &e), 0);
+        assert_int_equal(ed.n_nodes, 3);
+        assert_int_equal(ed.n_hooks, 0);
+        kdev_container_edits_clear(&ed);
+
+        /* a MIG device, or a GPU without a drm directory: its nodes only */
+        struct kdev_nvidia_logical mig = {.minor = 3, .mig = true, .gi_cap = 21, .ci_cap = 22,
+                                          .pci_bus_id = "0000:3b:00.0", .sysfs_root = sys,
+                                          .hook_path = "/usr/bin/nvidia-cdi-hook"};
+        assert_int_equal(kdev_nvidia_device_edits_at(&roots, &mig, &ed, &e), 0);
+        assert_int_equal(ed.n_nodes, 3);
+        assert_string_equal(ed.nodes[1].path, "/dev/nvidia-caps/nvidia-cap21");
+        assert_int_equal(ed.n_hooks, 0);
+        kdev_container_edits_clear(&ed);
+        struct kdev_nvidia_logical other = {.minor = 4, .pci_bus_id = "0000:3c:00.0",
+                                            .sysfs_root = sys,
+                                            .hook_path = "/usr/bin/nvidia-cdi-hook"};
+        assert_int_equal(kdev_nvidia_device_edits_at(&roots, &other, &ed, &e), 0);
+        assert_int_equal(ed.n_nodes, 1);
+        assert_string_equal(ed.nodes[0].path, "/dev/nvidia4");
+        assert_int_equal(ed.n_hooks, 0);
+        kdev_container_edits_clear(&ed);
+}
+
 static void test_errors(void **state)
 {
         (void)state;
@@ -219,6 +304,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_layouts),
                 cmocka_unit_test(test_errors),
+                cmocka_unit_test(test_drm_nodes),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
