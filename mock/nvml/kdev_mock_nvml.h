@@ -27,6 +27,19 @@ typedef nvmlReturn_t kdevMockInjectXid_fn(const char *uuid, unsigned long long x
  * NVML_ERROR_GPU_IS_LOST (handle lookups still succeed), and each event set
  * registered on it returns NVML_ERROR_GPU_IS_LOST once from its next wait. */
 typedef nvmlReturn_t kdevMockSetLost_fn(const char *uuid, int lost);
+/* GPU or MIG device |uuid| present (1) or not (0), as a GPU hot-added or
+ * removed (a driver reload) or a MIG device created or destroyed (as
+ * nvidia-mig-manager does) while running: a removed GPU is left out of
+ * nvmlDeviceGetCount / nvmlDeviceGetHandleByIndex (the others' indices
+ * close up), nvmlDeviceGetHandleByUUID answers NOT_FOUND for it and a handle
+ * to it answers GPU_IS_LOST; a destroyed MIG device's slot answers NOT_FOUND
+ * in nvmlDeviceGetMigDeviceHandleByIndex. Topology key `present: 0` starts
+ * one absent. */
+typedef nvmlReturn_t kdevMockSetPresent_fn(const char *uuid, int on);
+/* MIG mode of GPU |uuid| set to |mode| (0 disabled, 1 enabled; current and
+ * pending), as nvidia-smi -mig after the GPU reset. NOT_SUPPORTED for a GPU
+ * without MIG, INVALID_ARGUMENT for another mode. */
+typedef nvmlReturn_t kdevMockSetMigMode_fn(const char *uuid, unsigned mode);
 /* Reset required (1) or not (0): every call on the GPU except identity
  * queries (handles, UUID, name, index, minor, PCI info, MIG handle walk)
  * answers NVML_ERROR_RESET_REQUIRED. */

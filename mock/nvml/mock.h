@@ -52,6 +52,7 @@ struct mock_mig {
         char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
         struct nvmlGpuInstance_st *gi;
         struct nvmlComputeInstance_st ci;
+        bool hidden;            /* destroyed (or not created yet): not enumerated */
 };
 
 struct mock_link {
@@ -88,6 +89,8 @@ struct mock_gpu {
         unsigned n_nvlinks;                       /* NVLink ports */
         unsigned next_link;                       /* while loading */
         struct mock_link links[NVML_NVLINK_MAX_LINKS];
+        /* removed (or not added yet): not enumerated, not found by UUID */
+        bool hidden;
         /* injected conditions */
         bool lost, reset_required, remap_pending;
         struct mock_fail fails[MOCK_MAX_FAILS];

@@ -223,6 +223,8 @@ static nvmlReturn_t dev(nvmlDevice_t d, const char *fn, bool identity)
 {
         if (!valid_device(d))
                 return NVML_ERROR_INVALID_ARGUMENT;
+        if (d->gpu->hidden || (d->mig && d->mig->hidden))
+                return NVML_ERROR_GPU_IS_LOST; /* removed: its handle is stale */
         if (d->mig) {
                 if (d->gpu->lost)
                         return NVML_ERROR_GPU_IS_LOST;
@@ -387,6 +389,41 @@ static nvmlReturn_t set_flag_locked(const char *uuid, int which, int on)
         return NVML_SUCCESS;
 }
 
+/* GPU or MIG device |uuid| added (1) or removed (0) at run time. */
+static nvmlReturn_t set_present_locked(const char *uuid, int on)
+{
+        nvmlReturn_t r = ensure_loaded_locked();
+        if (r != NVML_SUCCESS)
+                return r;
+        struct mock_mig *mig;
+        struct mock_gpu *g = gpu_by_uuid(uuid, &mig);
+        if (!g)
+                return uuid ? NVML_ERROR_NOT_FOUND : NVML_ERROR_INVALID_ARGUMENT;
+        if (mig)
+                mig->hidden = on == 0;
+        else
+                g->hidden = on == 0;
+        return NVML_SUCCESS;
+}
+
+/* nvidia-smi -mig <mode> on GPU |uuid|: current and pending mode. */
+static nvmlReturn_t set_mig_mode_locked(const char *uuid, unsigned mode)
+{
+        nvmlReturn_t r = ensure_loaded_locked();
+        if (r != NVML_SUCCESS)
+                return r;
+        struct mock_mig *mig;
+        struct mock_gpu *g = gpu_by_uuid(uuid, &mig);
+        if (!g || mig)
+                return uuid ? NVML_ERROR_NOT_FOUND : NVML_ERROR_INVALID_ARGUMENT;
+        if (!g->mig_capable)
+                return NVML_ERROR_NOT_SUPPORTED;
+        if (mode > 1)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        g->mig_mode = g->mig_pending = mode;
+        return NVML_SUCCESS;
+}
+
 static nvmlReturn_t set_error_locked(const char *uuid, const char *fn, nvmlReturn_t code)
 {
         nvmlReturn_t r = ensure_loaded_locked();
@@ -474,6 +511,21 @@ static void control_line(char *line)
                 int which = cmd[0] == 'l' ? 0 : cmd[0] == 'r' ? 1 : 2;
                 if (ok)
                         r = set_flag_locked(argv[1], which, on);
+        } else if ((strcmp(cmd, "gpu-add") == 0 || strcmp(cmd, "gpu-remove") == 0 ||
+                    strcmp(cmd, "mig-create") == 0 || strcmp(cmd, "mig-destroy") == 0) &&
+                   argc == 2) {
+                bool add = strcmp(cmd, "gpu-add") == 0 || strcmp(cmd, "mig-create") == 0;
+                bool want_mig = strncmp(cmd, "mig", 3) == 0;
+                struct mock_mig *mig = NULL;
+                if (ensure_loaded_locked() == NVML_SUCCESS && gpu_by_uuid(argv[1], &mig) &&
+                    (mig != NULL) != want_mig)
+                        r = NVML_ERROR_INVALID_ARGUMENT; /* a GPU UUID for mig-*, or the reverse */
+                else
+                        r = set_present_locked(argv[1], add);
+        } else if (strcmp(cmd, "mig-mode") == 0 && argc == 3) {
+                unsigned long long mode = parse_ull(argv[2], &ok);
+                if (ok)
+                        r = set_mig_mode_locked(argv[1], (unsigned)mode);
         } else if (strcmp(cmd, "init-error") == 0 && argc == 2) {
                 nvmlReturn_t code;
                 if (mock_parse_return(argv[1], &code) == 0) {
@@ -586,19 +638,39 @@ static nvmlReturn_t m_driver_version(char *version, unsigned length)
         return put_string(version, length, g_state->driver_version);
 }
 
+/* The GPUs not removed, in topology order: NVML's enumeration. */
+static unsigned visible_count(void)
+{
+        unsigned n = 0;
+        for (size_t i = 0; i < g_state->n_gpus; i++)
+                n += !g_state->gpus[i].hidden;
+        return n;
+}
+
+static struct mock_gpu *visible_gpu(unsigned index)
+{
+        for (size_t i = 0; i < g_state->n_gpus; i++) {
+                if (g_state->gpus[i].hidden)
+                        continue;
+                if (index-- == 0)
+                        return &g_state->gpus[i];
+        }
+        return NULL;
+}
+
 static nvmlReturn_t m_count(unsigned *n)
 {
         if (!n)
                 return NVML_ERROR_INVALID_ARGUMENT;
-        *n = (unsigned)g_state->n_gpus;
+        *n = visible_count();
         return NVML_SUCCESS;
 }
 
 static nvmlReturn_t m_by_index(unsigned index, nvmlDevice_t *out)
 {
-        if (!out || index >= g_state->n_gpus)
+        struct mock_gpu *g = visible_gpu(index);
+        if (!out || !g)
                 return NVML_ERROR_INVALID_ARGUMENT;
-        struct mock_gpu *g = &g_state->gpus[index];
         nvmlReturn_t r = injected(g, "nvmlDeviceGetHandleByIndex");
         if (r != NVML_SUCCESS)
                 return r;
@@ -612,7 +684,7 @@ static nvmlReturn_t m_by_uuid(const char *uuid, nvmlDevice_t *out)
                 return NVML_ERROR_INVALID_ARGUMENT;
         struct mock_mig *mig;
         struct mock_gpu *g = gpu_by_uuid(uuid, &mig);
-        if (!g)
+        if (!g || g->hidden || (mig && mig->hidden))
                 return NVML_ERROR_NOT_FOUND;
         nvmlReturn_t r = injected(g, "nvmlDeviceGetHandleByUUID");
         if (r != NVML_SUCCESS)
@@ -661,7 +733,10 @@ static nvmlReturn_t m_index(nvmlDevice_t d, unsigned *index)
                 return r;
         if (!index)
                 return NVML_ERROR_INVALID_ARGUMENT;
-        *index = d->gpu->index;
+        unsigned v = 0; /* the position among the GPUs not removed */
+        for (size_t i = 0; i < d->gpu->index; i++)
+                v += !g_state->gpus[i].hidden;
+        *index = v;
         return NVML_SUCCESS;
 }
 
@@ -814,7 +889,7 @@ static nvmlReturn_t m_mig_by_index(nvmlDevice_t d, unsigned index, nvmlDevice_t 
         struct mock_gpu *g = d->gpu;
         if (!out || index >= g->mig_max)
                 return NVML_ERROR_INVALID_ARGUMENT;
-        if (g->mig_mode != NVML_DEVICE_MIG_ENABLE || index >= g->n_migs)
+        if (g->mig_mode != NVML_DEVICE_MIG_ENABLE || index >= g->n_migs || g->migs[index].hidden)
                 return NVML_ERROR_NOT_FOUND;
         *out = &g->migs[index].handle;
         return NVML_SUCCESS;
@@ -997,7 +1072,7 @@ static nvmlReturn_t m_ci_by_id(nvmlGpuInstance_t gi, unsigned id, nvmlComputeIns
                 return r;
         struct mock_gpu *g = gi->gpu;
         for (size_t k = 0; k < g->n_migs; k++) {
-                if (g->migs[k].gi == gi && g->migs[k].ci.id == id) {
+                if (g->migs[k].gi == gi && g->migs[k].ci.id == id && !g->migs[k].hidden) {
                         *out = &g->migs[k].ci;
                         return NVML_SUCCESS;
                 }
@@ -1409,6 +1484,10 @@ nvmlReturn_t kdevMockInjectXid(const char *uuid, unsigned long long xid, unsigne
 
 MOCK_EXPORT kdevMockSetLost_fn kdevMockSetLost;
 nvmlReturn_t kdevMockSetLost(const char *uuid, int lost) { CONTROL(set_flag_locked(uuid, 0, lost)); }
+MOCK_EXPORT kdevMockSetPresent_fn kdevMockSetPresent;
+nvmlReturn_t kdevMockSetPresent(const char *uuid, int on) { CONTROL(set_present_locked(uuid, on)); }
+MOCK_EXPORT kdevMockSetMigMode_fn kdevMockSetMigMode;
+nvmlReturn_t kdevMockSetMigMode(const char *uuid, unsigned mode) { CONTROL(set_mig_mode_locked(uuid, mode)); }
 
 MOCK_EXPORT kdevMockSetResetRequired_fn kdevMockSetResetRequired;
 nvmlReturn_t kdevMockSetResetRequired(const char *uuid, int on)

@@ -197,7 +197,8 @@ static int parse_bus_id(const char *text, nvmlPciInfo_t *pci)
 static const char *const gpu_keys[] = {
         "name", "uuid", "pci_bus_id", "pci_device_id", "pci_subsystem_id", "minor",
         "memory_mib", "memory_used_mib", "compute_capability", "architecture", "sm_count",
-        "brand", "numa_node", "events", "nvlinks", "fail", "mig", "mig_profiles", NULL,
+        "brand", "numa_node", "events", "nvlinks", "fail", "mig", "mig_profiles", "present",
+        "lost", "reset_required", "pending_remap", NULL,
 };
 
 /* The value of |key| for a GPU: its own entry first, then defaults. */
@@ -291,7 +292,7 @@ static int load_mig(struct loader *l, struct mock_gpu *gpu, yaml_node_t *m)
 {
         static const char *const keys[] = { "mode", "pending", "max_devices", "devices", NULL };
         static const char *const dkeys[] = { "uuid", "profile", "gi", "start", "ci",
-                                             "ci_profile", "ci_start", NULL };
+                                             "ci_profile", "ci_start", "present", NULL };
         if (check_keys(l, m, keys, "mig") < 0)
                 return -1;
         gpu->mig_capable = true;
@@ -373,6 +374,10 @@ static int load_mig(struct loader *l, struct mock_gpu *gpu, yaml_node_t *m)
                 mig->ci.id = ci_id;
                 mig->ci.profile = (unsigned)cip;
                 mig->ci.start = ci_start;
+                unsigned present = 1;
+                if ((v = map_get(l, d, "present")) && get_uint(l, v, "present", 1, &present) < 0)
+                        return -1;
+                mig->hidden = present == 0;
                 gpu->n_migs++;
         }
         return 0;
@@ -470,6 +475,19 @@ static int load_gpu(struct loader *l, struct mock_gpu *gpu, yaml_node_t *g, yaml
         if ((v = gpu_get(l, g, defs, "numa_node")) && get_int(l, v, "numa_node",
                                                               &gpu->numa_node) < 0)
                 return -1;
+        /* present at start (1) or added at run time (0); faults from the start */
+        unsigned present = 1, lost = 0, reset = 0, remap = 0;
+        if (((v = map_get(l, g, "present")) && get_uint(l, v, "present", 1, &present) < 0) ||
+            ((v = map_get(l, g, "lost")) && get_uint(l, v, "lost", 1, &lost) < 0) ||
+            ((v = map_get(l, g, "reset_required")) &&
+             get_uint(l, v, "reset_required", 1, &reset) < 0) ||
+            ((v = map_get(l, g, "pending_remap")) &&
+             get_uint(l, v, "pending_remap", 1, &remap) < 0))
+                return -1;
+        gpu->hidden = present == 0;
+        gpu->lost = lost != 0;
+        gpu->reset_required = reset != 0;
+        gpu->remap_pending = remap != 0;
         if ((v = gpu_get(l, g, defs, "events")) &&
             get_ull(l, v, "events", 0xffffffffffffffffULL, &gpu->events) < 0)
                 return -1;

@@ -127,7 +127,11 @@ static void usage(FILE *f)
                 "  KDEV_NVIDIA_REDISCOVER_INTERVAL\n"
                 "                              seconds between retries when the NVIDIA driver\n"
                 "                              is absent at start (failOnInitError: false;\n"
-                "                              default 30)\n"
+                "                              default 30), and between GPU inventory checks\n"
+                "                              (GPUs added or gone, MIG layout changes)\n"
+                "  KDEV_NVIDIA_WITHDRAW_GRACE  seconds a GPU or MIG device that left the node\n"
+                "                              stays advertised Unhealthy before it is dropped\n"
+                "                              (default 300)\n"
                 "  DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS\n"
                 "                              XIDs ignored / monitored by the health checks\n"
                 "                              (\"all\", \"xids\" or a list), as NVIDIA's plugin\n"
@@ -304,6 +308,7 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
         o->nfd_file = getenv("KDEV_NFD_FEATURES_FILE");      /* NULL/"": off */
         o->machine_type_file = getenv("KDEV_NFD_MACHINE_TYPE_FILE");
         o->rediscover_interval = getenv("KDEV_NVIDIA_REDISCOVER_INTERVAL");
+        o->withdraw_grace = getenv("KDEV_NVIDIA_WITHDRAW_GRACE");
         o->environ = environ;
         struct kdev_node_config_options *nc = &o->node_config;
         nc->dir = env2("KDEV_CONFIG_DIR", "CONFIG_FILE_SRCDIR");

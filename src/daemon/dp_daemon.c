@@ -58,6 +58,21 @@ struct kdev_dp_daemon {
         struct kdev_plugin_metrics *metrics; /* NULL: metrics off */
         struct kdev_dp_options dpopts;       /* the runtime's options, hooks set */
         uint64_t rediscover_ms;
+        /* GPUs that come and go: devices withdrawn (gone from the node, still
+         * advertised Unhealthy until their grace period is over), the grace
+         * period, and the timer that applies an inventory change or drops
+         * the devices whose grace period ended */
+        struct dp_withdrawn {
+                char *resource, *id;
+                uint64_t since;     /* uv_now of the withdrawal, ms */
+                unsigned round;     /* the last build that asked for it */
+        } *withdrawn;
+        size_t n_withdrawn;
+        unsigned round;
+        uint64_t withdraw_grace_ms;
+        uv_timer_t inventory_timer;
+        bool inventory_timer_on;
+        char inventory_why[256];
         /* per-node configs (--config-dir): the label value the selection was
          * last made from (NULL: no label), and the Node watch */
         char *label_value;
@@ -86,6 +101,9 @@ static void on_runtime_stopped(void *arg)
         if (d->labels_timer_on)
                 uv_close((uv_handle_t *)&d->labels_timer, NULL);
         d->labels_timer_on = false;
+        if (d->inventory_timer_on)
+                uv_close((uv_handle_t *)&d->inventory_timer, NULL);
+        d->inventory_timer_on = false;
         kdev_plugin_metrics_stop(d->metrics, NULL, NULL);
         d->metrics = NULL;
 }
@@ -222,6 +240,118 @@ static void on_discovery_warning(void *arg, const char *msg)
         kdev_log_warn("device discovery", "warning", msg);
 }
 
+/* ---- GPUs that come and go ------------------------------------------------- */
+
+static void on_inventory_timer(uv_timer_t *t);
+
+/* kdev_nvidia_backend_options.inventory_changed: the NVIDIA resources are
+ * rebuilt from the loop (never from within the backend's callback). */
+static void on_inventory_changed(void *arg, const char *why)
+{
+        struct kdev_dp_daemon *d = arg;
+        if (d->stopping || !d->inventory_timer_on)
+                return;
+        kdev_log_info("GPU inventory changed: rebuilding the NVIDIA resources", "why", why);
+        snprintf(d->inventory_why, sizeof(d->inventory_why), "%s", why);
+        uv_timer_start(&d->inventory_timer, on_inventory_timer, 0, 0);
+}
+
+static struct dp_withdrawn *withdrawn_find(struct kdev_dp_daemon *d, const char *resource,
+                                           const char *id)
+{
+        for (size_t i = 0; i < d->n_withdrawn; i++)
+                if (strcmp(d->withdrawn[i].resource, resource) == 0 &&
+                    strcmp(d->withdrawn[i].id, id) == 0)
+                        return &d->withdrawn[i];
+        return NULL;
+}
+
+/* kdev_nvidia_keep_fn: a device that left resource |resource| stays
+ * advertised Unhealthy for the grace period from the build that first
+ * missed it, then is dropped. */
+static bool keep_withdrawn(void *arg, const char *resource, const char *id)
+{
+        struct kdev_dp_daemon *d = arg;
+        uint64_t now = uv_now(&d->loop);
+        char grace[32];
+        snprintf(grace, sizeof(grace), "%llu", (unsigned long long)(d->withdraw_grace_ms / 1000));
+        struct dp_withdrawn *w = withdrawn_find(d, resource, id);
+        if (!w) {
+                if (d->withdraw_grace_ms == 0) {
+                        kdev_log_warn("device left the node: dropped (grace period 0)",
+                                      "resource", resource, "id", id);
+                        return false;
+                }
+                struct dp_withdrawn *v =
+                        realloc(d->withdrawn, (d->n_withdrawn + 1) * sizeof(*v));
+                char *r = strdup(resource), *i = strdup(id);
+                if (!v || !r || !i) {
+                        if (v)
+                                d->withdrawn = v;
+                        free(r);
+                        free(i);
+                        kdev_log_warn("device left the node: dropped (out of memory)",
+                                      "resource", resource, "id", id);
+                        return false;
+                }
+                d->withdrawn = v;
+                d->withdrawn[d->n_withdrawn++] =
+                        (struct dp_withdrawn){.resource = r, .id = i, .since = now,
+                                              .round = d->round};
+                kdev_log_warn("device left the node: advertised Unhealthy while pods may still "
+                              "hold it, dropped after the grace period",
+                              "resource", resource, "id", id, KDEV_LOG_NUM("grace_s", grace));
+                return true;
+        }
+        w->round = d->round;
+        if (now - w->since < d->withdraw_grace_ms)
+                return true;
+        kdev_log_info("withdrawn device dropped: its grace period is over", "resource", resource,
+                      "id", id, KDEV_LOG_NUM("grace_s", grace));
+        w->round = d->round - 1; /* forgotten below */
+        return false;
+}
+
+/* After a build: forgets the withdrawn devices it did not ask for (back on
+ * the node, dropped, or their resource gone) and arms the timer at the end
+ * of the next grace period. */
+static void withdrawn_settle(struct kdev_dp_daemon *d)
+{
+        size_t k = 0;
+        uint64_t next = 0;
+        for (size_t i = 0; i < d->n_withdrawn; i++) {
+                struct dp_withdrawn *w = &d->withdrawn[i];
+                if (w->round != d->round) {
+                        free(w->resource);
+                        free(w->id);
+                        continue;
+                }
+                uint64_t end = w->since + d->withdraw_grace_ms;
+                if (!next || end < next)
+                        next = end;
+                d->withdrawn[k++] = *w;
+        }
+        d->n_withdrawn = k;
+        if (next && d->inventory_timer_on && !uv_is_active((uv_handle_t *)&d->inventory_timer)) {
+                uint64_t now = uv_now(&d->loop);
+                snprintf(d->inventory_why, sizeof(d->inventory_why), "%s",
+                         "the grace period of a withdrawn device is over");
+                uv_timer_start(&d->inventory_timer, on_inventory_timer,
+                               next > now ? next - now : 0, 0);
+        }
+}
+
+static void withdrawn_free(struct kdev_dp_daemon *d)
+{
+        for (size_t i = 0; i < d->n_withdrawn; i++) {
+                free(d->withdrawn[i].resource);
+                free(d->withdrawn[i].id);
+        }
+        free(d->withdrawn);
+        d->withdrawn = NULL;
+        d->n_withdrawn = 0;
+}
+
 /* ---- configurations ------------------------------------------------------ */
 
 /* Frees what |g| owns (not |g|) and empties it; the backend must be stopped. */
@@ -320,7 +450,13 @@ static int gen_load(struct kdev_dp_daemon *d, const char *path, const char *name
                         .notify_arg = d,
                         .skip_cdi = check,
                         .rediscover_interval_ms = d->rediscover_ms,
+                        .inventory_changed = check ? NULL : on_inventory_changed,
+                        .inventory_arg = d,
+                        .previous = d->cur.set, /* NULL at start (g is d->cur, emptied) */
+                        .keep_withdrawn = keep_withdrawn,
+                        .keep_arg = d,
                 };
+                d->round++;
                 if (d->metrics) {
                         bopts.health_event = kdev_plugin_metrics_health_event;
                         bopts.health_event_arg = d->metrics;
@@ -430,7 +566,8 @@ static void log_counts(const char *msg, const char *config, size_t unchanged, si
  * registered again (SIGHUP's kubelet-restart recovery). A configuration that
  * cannot be read or built leaves the current one serving, untouched, and
  * logs why (file:line:column for the file). */
-static void reload(struct kdev_dp_daemon *d, const char *path, const char *name, bool sighup)
+static void reload(struct kdev_dp_daemon *d, const char *path, const char *name, bool sighup,
+                   bool inventory)
 {
         const char *shown = path ? path : "(none: NVIDIA's defaults)";
         struct dp_gen g;
@@ -445,8 +582,19 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
                         kdev_nvidia_backend_disown_cdi(g.nvidia);
                         retire(d, &g);
                 }
-                kdev_log_error("cannot load the new configuration, the current one stays in force",
+                kdev_log_error(inventory ? "cannot rebuild the NVIDIA resources for the new GPU "
+                                           "inventory, will retry"
+                                         : "cannot load the new configuration, the current one "
+                                           "stays in force",
                                "config", shown, "error", err.msg);
+                withdrawn_settle(d);
+                if (inventory && d->inventory_timer_on) {
+                        /* the current backend's watch waits for its rebuild */
+                        snprintf(d->inventory_why, sizeof(d->inventory_why), "%s",
+                                 "retrying the rebuild for the new GPU inventory");
+                        uv_timer_start(&d->inventory_timer, on_inventory_timer,
+                                       d->rediscover_ms ? d->rediscover_ms : 30000, 0);
+                }
                 return;
         }
         struct dp_gen old = d->cur;
@@ -455,7 +603,9 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
         for (size_t i = 0; i < g.set->n_physical; i++) {
                 struct kdev_physical *p = g.set->physical[i];
                 const struct kdev_physical *q = kdev_physical_find(old.set, p->id);
-                if (q && !q->healthy)
+                /* ...except a GPU read faulted whose monitor saw it recover:
+                 * this build read it again, whole */
+                if (q && !q->healthy && !kdev_nvidia_backend_cleared(old.nvidia, p->id))
                         kdev_physical_set_health(g.set, p, false, NULL);
         }
         size_t unchanged = 0, changed = 0, added = 0, removed = 0;
@@ -472,7 +622,9 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
                         continue;
                 }
                 bool same = same_resource(was, r);
-                kdev_dp_runtime_update_resource(d->rt, r, !same, NULL);
+                /* a new GPU inventory changes devices only: ListAndWatch
+                 * sends them, no new registration */
+                kdev_dp_runtime_update_resource(d->rt, r, !same && !inventory, NULL);
                 if (same) {
                         kdev_log_info("resource unchanged: serving on", "resource", r->name,
                                       KDEV_LOG_UINT("devices", r->n_devices));
@@ -502,7 +654,9 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
         if (!old.nv_owned)
                 old.nv = NULL; /* the caller's, cleared after the run */
         retire(d, &old);
-        if (sighup && !changed && !added && !removed) {
+        if (inventory) {
+                log_counts("GPU inventory applied", shown, unchanged, changed, added, removed);
+        } else if (sighup && !changed && !added && !removed) {
                 kdev_log_info("SIGHUP: configuration unchanged, serving and registering every "
                               "resource again", "config", shown);
                 kdev_dp_runtime_restart(d->rt);
@@ -511,6 +665,7 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
         }
         d->labelled = NULL;
         refresh_labels_logged(d, true);
+        withdrawn_settle(d);
 }
 
 /* Per-node configs: the config for the label value |value|; NULL path for
@@ -530,10 +685,10 @@ static int select_config(struct kdev_dp_daemon *d, const char *value, char **nam
 
 /* Reads the config again: the file of --config, or under --config-dir the
  * config the current label selects (the directory may have changed). */
-static void reload_current(struct kdev_dp_daemon *d, bool sighup)
+static void reload_current(struct kdev_dp_daemon *d, bool sighup, bool inventory)
 {
         if (!d->opts->node_config.dir) {
-                reload(d, d->opts->config, NULL, sighup);
+                reload(d, d->opts->config, NULL, sighup, inventory);
                 return;
         }
         char *name = NULL, *path = NULL;
@@ -545,9 +700,22 @@ static void reload_current(struct kdev_dp_daemon *d, bool sighup)
         }
         kdev_log_info("selected config", "name", *name ? name : "(empty: NVIDIA's defaults)",
                       "label", d->label_value ? d->label_value : "(none)");
-        reload(d, path, name, sighup);
+        reload(d, path, name, sighup, inventory);
         free(name);
         free(path);
+}
+
+/* A GPU inventory change (or the end of a withdrawn device's grace
+ * period): the configuration in force is built again over the GPUs found
+ * now and applied as a reload does, the NVIDIA resources' devices updated
+ * through ListAndWatch. */
+static void on_inventory_timer(uv_timer_t *t)
+{
+        struct kdev_dp_daemon *d = t->data;
+        if (d->stopping)
+                return;
+        kdev_log_info("applying the GPU inventory", "why", d->inventory_why);
+        reload_current(d, false, true);
 }
 
 static void on_label(void *arg, const char *value)
@@ -572,7 +740,7 @@ static void on_label(void *arg, const char *value)
         } else {
                 kdev_log_info("selected config", "name", *name ? name : "(empty: NVIDIA's defaults)",
                               "label", value ? value : "(none)");
-                reload(d, path, name, false);
+                reload(d, path, name, false, false);
         }
         free(name);
         free(path);
@@ -583,7 +751,7 @@ void kdev_dp_daemon_restart(struct kdev_dp_daemon *d)
         if (d->stopping)
                 return;
         kdev_log_info("SIGHUP: reading the configuration again");
-        reload_current(d, true);
+        reload_current(d, true, false);
 }
 
 void kdev_dp_daemon_stop(struct kdev_dp_daemon *d, const char *why)
@@ -754,6 +922,20 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
                 }
                 d.rediscover_ms = (uint64_t)(sec * 1000);
         }
+        d.withdraw_grace_ms = 300000; /* kubelet's endpointStopGracePeriod */
+        if (o->withdraw_grace && *o->withdraw_grace) {
+                double sec;
+                if (!kdev_seconds_parse(o->withdraw_grace, 86400, &sec)) {
+                        kdev_err_set(&err, EINVAL,
+                                     "KDEV_NVIDIA_WITHDRAW_GRACE: want seconds between 0 and "
+                                     "86400, got \"%s\"", o->withdraw_grace);
+                        goto out;
+                }
+                d.withdraw_grace_ms = (uint64_t)(sec * 1000);
+        }
+        uv_timer_init(&d.loop, &d.inventory_timer);
+        d.inventory_timer.data = &d;
+        d.inventory_timer_on = true;
         if (o->node_config.dir) {
                 /* per-node configs: the label of this node selects the file */
                 if (kdev_node_config_check(&o->node_config, &err) < 0 ||
@@ -873,6 +1055,9 @@ out:
                 d.watch = NULL;
                 kdev_plugin_metrics_stop(d.metrics, NULL, NULL);
                 d.metrics = NULL;
+                if (d.inventory_timer_on)
+                        uv_close((uv_handle_t *)&d.inventory_timer, NULL);
+                d.inventory_timer_on = false;
                 uv_run(&d.loop, UV_RUN_DEFAULT);
                 if (uv_loop_close(&d.loop) != 0)
                         kdev_log_warn("event loop closed with handles still open");
@@ -880,6 +1065,7 @@ out:
         if (!d.cur.nv_owned)
                 d.cur.nv = NULL; /* the caller's */
         gen_clear(&d.cur);
+        withdrawn_free(&d);
         free(d.label_value);
         free(sel_name);
         free(sel_path);

@@ -75,6 +75,11 @@ struct kdev_dp_daemon_options {
         /* KDEV_NVIDIA_REDISCOVER_INTERVAL: seconds (0 < s <= 86400) between
          * NVIDIA rediscoveries; NULL or "": the backend's default (30 s) */
         const char *rediscover_interval;
+        /* KDEV_NVIDIA_WITHDRAW_GRACE: seconds (0 <= s <= 86400) a GPU or MIG
+         * device that left the node stays advertised Unhealthy (pods may
+         * still hold it) before it is dropped; NULL or "": 300, kubelet's
+         * endpointStopGracePeriod */
+        const char *withdraw_grace;
         bool check;                  /* --check: discover, print the resources, return */
         /* --list-gpus (with check): print the GPUs found instead of the
          * resources, one line each in nvidia-smi's CSV form:

@@ -26,6 +26,7 @@ struct kdev_nvidia_backend {
         struct kdev_xid_policy policy;
         struct kdev_nvidia_health *health;
         struct kdev_nvidia_rediscover *rediscover;
+        struct kdev_nvidia_inventory_watch *watch;
         bool cdi_written;
         bool hook_warned; /* the hook path not visible here: warned once */
         char cdi_path[4096]; /* the spec written, when cdi_written */
@@ -182,6 +183,11 @@ int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
         r = kdev_nvidia_build(b->gpus ? b->gpus : &none, opts->cfg, &bopts, opts->set, err);
         if (r == 0)
                 r = kdev_nvidia_apply_sharing(opts->set, opts->cfg, log_warning, NULL, err);
+        if (r == 0 && opts->previous && opts->keep_withdrawn) {
+                int kept = kdev_nvidia_keep_withdrawn(opts->set, opts->previous,
+                                                      opts->keep_withdrawn, opts->keep_arg, err);
+                r = kept < 0 ? kept : 0;
+        }
         if (r == 0 && b->gpus)
                 r = kdev_nvidia_pref_attach(opts->set, b->gpus, share_policy(opts->cfg), err);
         if (r == 0)
@@ -207,6 +213,39 @@ static void on_health_notify(void *arg, const char *resource)
                 b->opts.notify(b->opts.notify_arg, resource);
 }
 
+static void on_reread(void *arg, const char *uuid)
+{
+        struct kdev_nvidia_backend *b = arg;
+        char why[160];
+        snprintf(why, sizeof(why), "GPU %s answers again", uuid);
+        kdev_nvidia_inventory_watch_now(b->watch, why);
+}
+
+static void on_inventory(void *arg, const char *why)
+{
+        struct kdev_nvidia_backend *b = arg;
+        if (!b->stopping && b->opts.inventory_changed)
+                b->opts.inventory_changed(b->opts.inventory_arg, why);
+}
+
+/* The inventory watch over the GPUs of |b| (when the daemon follows them). */
+static int start_watch(struct kdev_nvidia_backend *b, struct kdev_err *err)
+{
+        if (!b->opts.inventory_changed || !b->lib || b->watch)
+                return 0;
+        struct kdev_nvml_discover_options dopts = {.flags = discover_flags(b->opts.cfg)};
+        struct kdev_nvidia_inventory_options io = {
+                .lib = b->lib,
+                .discover = &dopts,
+                .gpus = b->gpus,
+                .interval_ms = b->opts.rediscover_interval_ms,
+                .changed = on_inventory,
+                .arg = b,
+        };
+        b->watch = kdev_nvidia_inventory_watch_start(b->opts.loop, &io, err);
+        return b->watch ? 0 : -1;
+}
+
 static int start_health(struct kdev_nvidia_backend *b, struct kdev_err *err)
 {
         struct kdev_nvidia_health_options hopts = {
@@ -216,6 +255,9 @@ static int start_health(struct kdev_nvidia_backend *b, struct kdev_err *err)
                 .notify_arg = b,
                 .event = b->opts.health_event,
                 .event_arg = b->opts.health_event_arg,
+                .start_checks = true,
+                .reread = on_reread,
+                .reread_arg = b,
         };
         char desc[160];
         kdev_xid_policy_describe(&b->policy, desc, sizeof(desc));
@@ -307,6 +349,8 @@ static void on_discovered(void *arg, struct kdev_nvml *lib, struct kdev_gpu_set 
         kdev_resource_set_clear(&fresh);
         if (start_health(b, &err) < 0)
                 kdev_log_error("health checks not started", "error", err.msg);
+        if (start_watch(b, &err) < 0)
+                kdev_log_error("GPU inventory watch not started", "error", err.msg);
 }
 
 static void on_rediscover_retry(void *arg, const struct kdev_err *err, unsigned attempt)
@@ -329,8 +373,10 @@ int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *er
         int r = kdev_xid_policy_from_env(&b->policy, log_policy_warning, NULL, err);
         if (r < 0)
                 return r;
-        if (b->lib)
-                return start_health(b, err);
+        if (b->lib) {
+                r = start_health(b, err);
+                return r < 0 ? r : start_watch(b, err);
+        }
         struct kdev_nvml_options nopts;
         char nvml_path[PATH_MAX];
         r = nvml_options(b->opts.cfg, &nopts, nvml_path, sizeof(nvml_path), NULL, err);
@@ -363,6 +409,11 @@ void kdev_nvidia_backend_disown_cdi(struct kdev_nvidia_backend *b)
 {
         if (b)
                 b->cdi_written = false;
+}
+
+bool kdev_nvidia_backend_cleared(const struct kdev_nvidia_backend *b, const char *id)
+{
+        return b && kdev_nvidia_health_cleared(b->health, id);
 }
 
 static void finish_stop(struct kdev_nvidia_backend *b)
@@ -406,6 +457,11 @@ void kdev_nvidia_backend_stop(struct kdev_nvidia_backend *b, void (*done)(void *
                 b->pending++;
                 kdev_nvidia_health_stop(b->health, on_part_stopped, b);
                 b->health = NULL;
+        }
+        if (b->watch) {
+                b->pending++;
+                kdev_nvidia_inventory_watch_stop(b->watch, on_part_stopped, b);
+                b->watch = NULL;
         }
         if (b->rediscover) {
                 b->pending++;

@@ -5,7 +5,8 @@
  * Lifecycle on the loop thread:
  *   kdev_nvidia_backend_open()  appends the NVIDIA resources to the set the
  *                               daemon serves (before the runtime starts);
- *   kdev_nvidia_backend_start() starts health monitoring or rediscovery;
+ *   kdev_nvidia_backend_start() starts health monitoring or rediscovery,
+ *                               and the inventory watch;
  *   kdev_nvidia_backend_stop()  stops both, removes the CDI spec, closes NVML.
  */
 #ifndef KDEV_NVIDIA_BACKEND_H
@@ -36,8 +37,26 @@ struct kdev_nvidia_backend_options {
          * kdev_dp_runtime_notify(). */
         void (*notify)(void *arg, const char *resource);
         void *notify_arg;
-        /* Interval of rediscovery attempts in ms; 0 = 30000. */
+        /* Interval of rediscovery attempts in ms, and of the GPU inventory
+         * checks (nvidia/health.h, kdev_nvidia_inventory_watch); 0 = 30000. */
         uint64_t rediscover_interval_ms;
+        /* GPUs that come and go (may be NULL: no inventory watch): called on
+         * the loop thread, at most once per backend, when the GPU inventory
+         * differs from the one this backend was built from (a GPU hot-added
+         * or gone, a MIG layout changed; |why| says which) or when a GPU
+         * discovery found faulted answers again after its quiet period
+         * ("GPU <uuid> answers again"). The daemon then builds a new backend
+         * (with |previous| = this one's set) and stops this one; it must not
+         * stop it from within the call. */
+        void (*inventory_changed)(void *arg, const char *why);
+        void *inventory_arg;
+        /* The set served before this backend (borrowed for open only; may be
+         * NULL) and the withdrawal rule: devices of its NVIDIA resources that
+         * are gone now are offered to |keep_withdrawn| and, when kept,
+         * appended Unhealthy (kdev_nvidia_keep_withdrawn). */
+        const struct kdev_resource_set *previous;
+        bool (*keep_withdrawn)(void *arg, const char *resource, const char *id);
+        void *keep_arg;
         /* Do not write the CDI spec (kdev-plugin --check). */
         bool skip_cdi;
         /* Observer of health events (kdev_nvidia_health_options.event; may be
@@ -77,6 +96,12 @@ KDEV_API const char *kdev_nvidia_backend_cdi_path(const struct kdev_nvidia_backe
  * configuration reload, when the backend that replaces |b| wrote its spec at
  * the same path. NULL-safe. */
 KDEV_API void kdev_nvidia_backend_disown_cdi(struct kdev_nvidia_backend *b);
+
+/* Whether the health monitor of |b| found the GPU of physical device |id|
+ * recovered while discovery had read it faulted (kdev_nvidia_health_cleared):
+ * its Unhealthy state must not carry over into the backend that reads it
+ * again. False when NULL or unknown. */
+KDEV_API bool kdev_nvidia_backend_cleared(const struct kdev_nvidia_backend *b, const char *id);
 
 /* Stops monitoring and rediscovery, removes the CDI spec this process wrote,
  * closes NVML and frees |b|; |done| (may be NULL) runs once every thread and

@@ -28,6 +28,13 @@ struct kdev_nvidia_devinfo {
          * Unhealthy (health never recovers it in place) and has no CDI device;
          * a rediscovery or a restart reads it again. */
         bool incomplete;
+        /* The NVML code of that fault (an nvmlReturn_t: GPU_IS_LOST,
+         * RESET_REQUIRED), 0 when complete. */
+        int fault;
+        /* No longer on the node (the GPU or MIG device is gone), kept
+         * Unhealthy for pods that may still hold it until the daemon drops
+         * it (kdev_nvidia_keep_withdrawn); never monitored. */
+        bool withdrawn;
 };
 
 #endif /* KDEV_NVIDIA_DEVINFO_H */

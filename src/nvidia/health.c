@@ -30,6 +30,8 @@ struct hphys {
         unsigned gi, ci;            /* KDEV_NVIDIA_NO_INSTANCE for a whole GPU */
         unsigned n_logical;         /* monitored logical devices on it */
         bool marked;                /* Unhealthy because of the monitor (or adopted) */
+        bool incomplete;            /* discovery found it faulted: recovers by a re-read */
+        int fault;                  /* that fault's NVML code */
 };
 
 /* A physical event of the current batch, for the subscriber. */
@@ -49,6 +51,7 @@ struct hgpu {
         enum kdev_nvidia_health_checks checks;
         enum kdev_nvml_probe last_probe;
         bool probe_seen;
+        bool initial;               /* start checks: its first probe is still due */
 };
 
 struct kdev_nvidia_health {
@@ -211,17 +214,28 @@ static void recover_gpu(struct kdev_nvidia_health *h, size_t gidx)
         char xs[24], quiet[64];
         snprintf(quiet, sizeof(quiet), "no critical event for %llu ms and probe passed",
                  (unsigned long long)h->o.quiet_period_ms);
+        bool reread = false;
         for (size_t i = 0; i < h->n_phys; i++) {
                 struct hphys *d = &h->phys[i];
                 if (d->gpu != gidx || !d->marked)
                         continue;
                 d->marked = false;
-                emit(h, d->p, true, g->last_xid, quiet);
+                if (d->incomplete)
+                        reread = true; /* stays Unhealthy until the GPU is read again */
+                else
+                        emit(h, d->p, true, g->last_xid, quiet);
         }
         g->marked = 0;
         want_probe(h, g, false);
         h->stats.recoveries++;
         fmt_xid(xs, sizeof(xs), g->last_xid);
+        if (reread) {
+                kdev_log_info("GPU answers again; reading it again to advertise it", "uuid",
+                              g->uuid, "xid", xs, "reason", quiet, "was", g->reason);
+                if (h->o.reread)
+                        h->o.reread(h->o.reread_arg, g->uuid);
+                return;
+        }
         kdev_log_info("GPU healthy again", "uuid", g->uuid, "xid", xs, "reason", quiet,
                       "was", g->reason);
 }
@@ -292,6 +306,27 @@ static void apply_probe(struct kdev_nvidia_health *h, const struct kdev_nvml_eve
                         g->checks = KDEV_NVIDIA_HEALTH_REGISTERED;
                 else if (m->reg == NVML_ERROR_NOT_SUPPORTED && m->probe == KDEV_NVML_PROBE_PASSED)
                         apply_register(h, (size_t)m->gpu, m->reg, "nvmlDeviceRegisterEvents");
+        }
+        if (g->initial) {
+                g->initial = false;
+                if (g->marked == 0 && m->probe != KDEV_NVML_PROBE_PASSED) {
+                        char why[160];
+                        if (m->probe == KDEV_NVML_PROBE_FAILED)
+                                snprintf(why, sizeof(why), "found at start: probe failed: %s: %s",
+                                         m->call, nvstr(h, m->ret));
+                        else
+                                snprintf(why, sizeof(why), "found at start: %s",
+                                         outcome_text(m->probe));
+                        mark_gpu(h, (size_t)m->gpu, KDEV_NVIDIA_NO_INSTANCE,
+                                 KDEV_NVIDIA_NO_INSTANCE, 0, why, 1);
+                        g->last_probe = m->probe;
+                        g->probe_seen = true;
+                        return;
+                }
+                if (g->marked == 0) {
+                        want_probe(h, g, false);
+                        return;
+                }
         }
         if (g->marked == 0)
                 return;         /* recovered meanwhile */
@@ -522,7 +557,8 @@ static int collect(struct kdev_nvidia_health *h, struct kdev_err *err)
                 for (size_t i = 0; i < res->n_devices; i++) {
                         struct kdev_device *dev = &res->devices[i];
                         const struct kdev_nvidia_devinfo *info = dev->data;
-                        if (!info || info->incomplete)
+                        if (!info || info->withdrawn ||
+                            (info->incomplete && !h->o.start_checks))
                                 continue; /* an incomplete device never recovers in place */
                         if (!info->parent_uuid[0])
                                 return kdev_err_set(err, EINVAL,
@@ -554,6 +590,8 @@ static int collect(struct kdev_nvidia_health *h, struct kdev_err *err)
                                 d->gpu = (size_t)g;
                                 d->gi = info->gi;
                                 d->ci = info->ci;
+                                d->incomplete = info->incomplete;
+                                d->fault = info->fault;
                         }
                         d->n_logical++;
                         if (!dev->healthy || !p->healthy)
@@ -575,6 +613,7 @@ static int new_watcher(struct kdev_nvidia_health *h, uv_loop_t *loop, struct kde
                 .event_types = (unsigned long long)KDEV_NVIDIA_HEALTH_EVENTS,
                 .wait_timeout_ms = h->o.wait_timeout_ms,
                 .probe_interval_ms = h->o.probe_interval_ms,
+                .probe_at_start = h->o.start_checks,
                 .on_events = on_events,
                 .arg = h,
         };
@@ -634,11 +673,25 @@ struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_n
                 /* adopted: probed and recovered like the others */
                 d->p->healthy = false;
                 struct hgpu *hg = &h->gpus[d->gpu];
+                bool first = hg->marked == 0;
                 hg->marked += d->n_logical;
                 hg->quiet_since = now;
                 want_probe(h, hg, true);
-                snprintf(hg->reason, sizeof(hg->reason), "%s",
-                         "unhealthy when health monitoring started");
+                if (d->incomplete)
+                        snprintf(hg->reason, sizeof(hg->reason), "found at start: %s",
+                                 nvstr(h, (nvmlReturn_t)d->fault));
+                else
+                        snprintf(hg->reason, sizeof(hg->reason), "%s",
+                                 "unhealthy when health monitoring started");
+                if (h->o.start_checks && first)
+                        kdev_log_warn("GPU unhealthy", "uuid", hg->uuid, "xid", "none",
+                                      "reason", hg->reason);
+        }
+        for (size_t k = 0; h->o.start_checks && k < h->n_gpus; k++) {
+                if (h->gpus[k].marked)
+                        continue;
+                h->gpus[k].initial = true; /* probed at once (probe_at_start) */
+                want_probe(h, &h->gpus[k], true);
         }
         if (uv_timer_init(loop, &h->log_timer) == 0) {
                 h->log_timer.data = h;
@@ -682,6 +735,16 @@ int kdev_nvidia_health_gpu(const struct kdev_nvidia_health *h, const char *uuid,
         out->last_xid = hg->last_xid;
         snprintf(out->reason, sizeof(out->reason), "%s", hg->reason);
         return 0;
+}
+
+bool kdev_nvidia_health_cleared(const struct kdev_nvidia_health *h, const char *id)
+{
+        for (size_t i = 0; h && id && i < h->n_phys; i++) {
+                const struct hphys *d = &h->phys[i];
+                if (strcmp(d->p->id, id) == 0)
+                        return d->incomplete && !d->marked;
+        }
+        return false;
 }
 
 void kdev_nvidia_health_get_stats(const struct kdev_nvidia_health *h,
@@ -835,4 +898,140 @@ void kdev_nvidia_rediscover_stop(struct kdev_nvidia_rediscover *r, void (*done)(
         r->done_arg = arg;
         uv_timer_stop(&r->timer);
         uv_close((uv_handle_t *)&r->timer, on_rediscover_closed);
+}
+
+/* --- inventory watch --------------------------------------------------------- */
+
+struct kdev_nvidia_inventory_watch {
+        uv_timer_t timer;
+        struct kdev_nvml *lib;
+        struct kdev_nvml_discover_options disc;
+        char *sysfs_root;
+        const struct kdev_gpu_set *gpus;
+        uint64_t interval;
+        kdev_nvidia_inventory_fn changed;
+        void *arg;
+        unsigned checks;
+        bool paused, stopping, failing;
+        char now_why[256];          /* kdev_nvidia_inventory_watch_now's reason, "" none */
+        void (*done)(void *arg);
+        void *done_arg;
+};
+
+static void on_inventory_tick(uv_timer_t *t)
+{
+        struct kdev_nvidia_inventory_watch *w = t->data;
+        if (w->stopping || w->paused)
+                return;
+        char why[256];
+        if (w->now_why[0]) {
+                snprintf(why, sizeof(why), "%s", w->now_why);
+                w->now_why[0] = '\0';
+        } else {
+                w->checks++;
+                struct kdev_err e = {0};
+                struct kdev_gpu_set *now = NULL;
+                if (kdev_nvml_discover(w->lib, &w->disc, &now, &e) < 0) {
+                        if (!w->failing)
+                                kdev_log_warn("GPU inventory check failed, will retry", "error",
+                                              e.msg);
+                        w->failing = true;
+                        return;
+                }
+                if (w->failing)
+                        kdev_log_info("GPU inventory check works again");
+                w->failing = false;
+                bool differs = kdev_gpu_set_inventory_differs(w->gpus, now, why, sizeof(why));
+                kdev_gpu_set_free(now);
+                if (!differs)
+                        return;
+        }
+        w->paused = true;
+        uv_timer_stop(&w->timer);
+        w->changed(w->arg, why);
+}
+
+struct kdev_nvidia_inventory_watch *
+kdev_nvidia_inventory_watch_start(uv_loop_t *loop, const struct kdev_nvidia_inventory_options *opts,
+                                  struct kdev_err *err)
+{
+        if (!opts || !opts->lib || opts->interval_ms == 0 || !opts->changed) {
+                kdev_err_set(err, EINVAL,
+                             "inventory watch: a library, an interval > 0 and a callback are "
+                             "required");
+                return NULL;
+        }
+        struct kdev_nvidia_inventory_watch *w = calloc(1, sizeof(*w));
+        if (!w) {
+                kdev_err_set(err, ENOMEM, "inventory watch: out of memory");
+                return NULL;
+        }
+        if (opts->discover) {
+                w->disc = *opts->discover;
+                bool fail = false;
+                w->sysfs_root = dup_opt(opts->discover->sysfs_root, &fail);
+                if (fail) {
+                        free(w);
+                        kdev_err_set(err, ENOMEM, "inventory watch: out of memory");
+                        return NULL;
+                }
+                w->disc.sysfs_root = w->sysfs_root;
+        }
+        w->disc.flags &= ~(unsigned)KDEV_NVML_DISCOVER_LINKS; /* links are not compared */
+        w->lib = opts->lib;
+        w->gpus = opts->gpus;
+        w->interval = opts->interval_ms;
+        w->changed = opts->changed;
+        w->arg = opts->arg;
+        uv_timer_init(loop, &w->timer);
+        w->timer.data = w;
+        uv_timer_start(&w->timer, on_inventory_tick, w->interval, w->interval);
+        return w;
+}
+
+void kdev_nvidia_inventory_watch_now(struct kdev_nvidia_inventory_watch *w, const char *why)
+{
+        if (!w || w->stopping || w->paused)
+                return;
+        snprintf(w->now_why, sizeof(w->now_why), "%s", why && *why ? why : "re-read requested");
+        uv_timer_start(&w->timer, on_inventory_tick, 0, w->interval);
+}
+
+void kdev_nvidia_inventory_watch_rebase(struct kdev_nvidia_inventory_watch *w,
+                                        const struct kdev_gpu_set *gpus)
+{
+        if (!w || w->stopping)
+                return;
+        w->gpus = gpus;
+        w->paused = false;
+        w->now_why[0] = '\0';
+        uv_timer_start(&w->timer, on_inventory_tick, w->interval, w->interval);
+}
+
+unsigned kdev_nvidia_inventory_watch_checks(const struct kdev_nvidia_inventory_watch *w)
+{
+        return w ? w->checks : 0;
+}
+
+static void on_inventory_closed(uv_handle_t *handle)
+{
+        struct kdev_nvidia_inventory_watch *w = handle->data;
+        void (*done)(void *) = w->done;
+        void *arg = w->done_arg;
+        free(w->sysfs_root);
+        free(w);
+        if (done)
+                done(arg);
+}
+
+void kdev_nvidia_inventory_watch_stop(struct kdev_nvidia_inventory_watch *w,
+                                      void (*done)(void *arg), void *arg)
+{
+        if (!w || w->stopping)
+                return;
+        w->stopping = true;
+        w->done = done;
+        w->done_arg = arg;
+        uv_timer_stop(&w->timer);
+        uv_close((uv_handle_t *)&w->timer, on_inventory_closed);
 }

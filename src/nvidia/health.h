@@ -145,6 +145,21 @@ struct kdev_nvidia_health_options {
          * |count|: occurrences (the queue coalesces repeats). */
         void (*event)(void *arg, const char *kind, unsigned long long xid, unsigned count);
         void *event_arg;
+        /* Start checks (kdev's addition): every GPU is probed once as soon as
+         * the monitor starts, and a GPU whose first probe fails (reset
+         * required, row remap pending, lost...) is marked Unhealthy with the
+         * reason "found at start: <probe outcome>" and recovers as any other
+         * (quiet period, passing probe). Devices discovery found faulted
+         * (kdev_nvidia_devinfo.incomplete) are monitored too, adopted with
+         * the reason "found at start: <nvmlErrorString of the fault>"; as
+         * their minor and PCI bus ID are unknown they never recover in
+         * place: when their GPU passes (quiet period, probe) the monitor
+         * calls |reread| with the GPU UUID so that the backend reads the GPU
+         * again, and kdev_nvidia_health_cleared() then says so. Devices
+         * marked withdrawn are never monitored (with or without this). */
+        bool start_checks;
+        void (*reread)(void *arg, const char *uuid);
+        void *reread_arg;
 };
 
 struct kdev_nvidia_health;
@@ -206,6 +221,12 @@ struct kdev_nvidia_gpu_health {
 KDEV_API int kdev_nvidia_health_gpu(const struct kdev_nvidia_health *h, const char *uuid,
                            struct kdev_nvidia_gpu_health *out);
 
+/* Whether the monitor found the GPU of physical device |id| recovered
+ * while |id| was incomplete (start_checks, |reread| called): the device is
+ * still Unhealthy in the set but its Unhealthy state should not carry over
+ * into the set that reads the GPU again. False for any other ID. */
+KDEV_API bool kdev_nvidia_health_cleared(const struct kdev_nvidia_health *h, const char *id);
+
 /* Counters, updated on the loop thread as messages are processed. */
 struct kdev_nvidia_health_stats {
         unsigned long xid_critical;  /* critical XID events applied */
@@ -263,5 +284,55 @@ KDEV_API unsigned kdev_nvidia_rediscover_attempts(const struct kdev_nvidia_redis
  * except |done| (may be NULL). */
 KDEV_API void kdev_nvidia_rediscover_stop(struct kdev_nvidia_rediscover *r, void (*done)(void *arg),
                                  void *arg);
+
+/* --- inventory watch --------------------------------------------------------- */
+
+/* GPUs that come and go while running (kdev's addition; NVIDIA's plugin reads
+ * its GPUs once): every interval, on a uv_timer, kdev_nvml_discover() through
+ * the open |lib| and kdev_gpu_set_inventory_differs() against the GPUs in
+ * force. A difference (a GPU hot-added or gone, a MIG layout changed) calls
+ * |changed| once with the reason and pauses the watch until
+ * kdev_nvidia_inventory_watch_rebase(); a discovery that fails (the driver
+ * being reloaded) is logged once and retried at the next tick. */
+struct kdev_nvidia_inventory_watch;
+
+/* |why|: "GPU <uuid> appeared" and the like (kdev_gpu_set_inventory_differs),
+ * or the reason given to kdev_nvidia_inventory_watch_now(). Loop thread. */
+typedef void (*kdev_nvidia_inventory_fn)(void *arg, const char *why);
+
+struct kdev_nvidia_inventory_options {
+        struct kdev_nvml *lib;                          /* borrowed, open until stop's done */
+        const struct kdev_nvml_discover_options *discover; /* copied (sysfs_root too); NULL: defaults */
+        const struct kdev_gpu_set *gpus;                /* borrowed: the GPUs in force */
+        uint64_t interval_ms;                           /* > 0 */
+        kdev_nvidia_inventory_fn changed;               /* required */
+        void *arg;
+};
+
+/* Starts the watch on |loop|; the first check runs one interval from now.
+ * Returns NULL with |err|: -EINVAL (no library, interval 0, no callback),
+ * -ENOMEM. */
+KDEV_API struct kdev_nvidia_inventory_watch *
+kdev_nvidia_inventory_watch_start(uv_loop_t *loop, const struct kdev_nvidia_inventory_options *opts,
+                                  struct kdev_err *err);
+
+/* Calls |changed| with |why| (copied) from the loop as soon as possible
+ * (a zero timer, never from within this call), as a difference would: for
+ * a GPU that must be read again although its UUID and MIG devices are the
+ * same (it was faulted when read and answers again). NULL-safe. */
+KDEV_API void kdev_nvidia_inventory_watch_now(struct kdev_nvidia_inventory_watch *w, const char *why);
+
+/* Resumes a paused watch against |gpus| (borrowed, the GPUs now in force);
+ * the next check runs one interval from now. NULL-safe. */
+KDEV_API void kdev_nvidia_inventory_watch_rebase(struct kdev_nvidia_inventory_watch *w,
+                                                 const struct kdev_gpu_set *gpus);
+
+/* Number of checks made so far (tests). */
+KDEV_API unsigned kdev_nvidia_inventory_watch_checks(const struct kdev_nvidia_inventory_watch *w);
+
+/* Stops the watch and frees it once libuv released the timer (NULL-safe);
+ * no callback after the return except |done| (may be NULL). */
+KDEV_API void kdev_nvidia_inventory_watch_stop(struct kdev_nvidia_inventory_watch *w,
+                                               void (*done)(void *arg), void *arg);
 
 #endif /* KDEV_NVIDIA_HEALTH_H */

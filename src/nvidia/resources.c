@@ -98,7 +98,8 @@ static bool same_devinfo(const struct kdev_nvidia_devinfo *a, const struct kdev_
         return strcmp(a->uuid, b->uuid) == 0 && strcmp(a->parent_uuid, b->parent_uuid) == 0 &&
                a->gi == b->gi && a->ci == b->ci && strcmp(a->index, b->index) == 0 &&
                a->minor == b->minor && a->replica == b->replica && a->gi_cap == b->gi_cap &&
-               a->ci_cap == b->ci_cap && a->incomplete == b->incomplete;
+               a->ci_cap == b->ci_cap && a->incomplete == b->incomplete &&
+               a->withdrawn == b->withdrawn;
 }
 
 bool kdev_nvidia_resource_same(const struct kdev_resource *a, const struct kdev_resource *b)
@@ -124,6 +125,82 @@ bool kdev_nvidia_resource_same(const struct kdev_resource *a, const struct kdev_
                         return false;
         }
         return true;
+}
+
+/* Whether some device of |set| that is not withdrawn has the UUID |uuid|. */
+static bool uuid_live(const struct kdev_resource_set *set, const char *uuid)
+{
+        for (size_t r = 0; r < set->n_resources; r++) {
+                const struct kdev_resource *res = &set->resources[r];
+                for (size_t i = 0; i < res->n_devices; i++) {
+                        const struct kdev_nvidia_devinfo *in =
+                                kdev_nvidia_device_info(res, &res->devices[i]);
+                        if (in && !in->withdrawn && strcmp(in->uuid, uuid) == 0)
+                                return true;
+                }
+        }
+        return false;
+}
+
+/* Appends an Unhealthy copy of |src| (devinfo |in|) to |r|. */
+static int append_withdrawn(struct kdev_resource *r, const struct kdev_device *src,
+                            const struct kdev_nvidia_devinfo *in)
+{
+        struct kdev_nvidia_rdata *d = r->ops_data;
+        char *id = strdup(src->id);
+        struct kdev_device *devs = id ? realloc(r->devices, (r->n_devices + 1) * sizeof(*devs))
+                                      : NULL;
+        if (devs)
+                r->devices = devs;
+        struct kdev_nvidia_devinfo *infos =
+                devs ? realloc(d->infos, (d->n_infos + 1) * sizeof(*infos)) : NULL;
+        if (!infos) {
+                free(id);
+                return -ENOMEM;
+        }
+        d->infos = infos;
+        for (size_t i = 0; i < r->n_devices; i++)
+                r->devices[i].data = &d->infos[i]; /* one per device, same order */
+        d->infos[d->n_infos] = *in;
+        d->infos[d->n_infos].withdrawn = true;
+        r->devices[r->n_devices] = (struct kdev_device){
+                .id = id, .healthy = false, .numa_node = src->numa_node,
+                .data = &d->infos[d->n_infos]};
+        d->n_infos++;
+        r->n_devices++;
+        return 0;
+}
+
+int kdev_nvidia_keep_withdrawn(struct kdev_resource_set *set, const struct kdev_resource_set *old,
+                               kdev_nvidia_keep_fn keep, void *arg, struct kdev_err *err)
+{
+        int kept = 0;
+        for (size_t r = 0; old && keep && r < set->n_resources; r++) {
+                struct kdev_resource *res = &set->resources[r];
+                const struct kdev_resource *was = NULL;
+                for (size_t k = 0; k < old->n_resources && !was; k++)
+                        if (strcmp(old->resources[k].name, res->name) == 0)
+                                was = &old->resources[k];
+                if (!was || res->ops != &kdev_nvidia_resource_ops ||
+                    was->ops != &kdev_nvidia_resource_ops ||
+                    res->n_devices != ((struct kdev_nvidia_rdata *)res->ops_data)->n_infos)
+                        continue;
+                size_t n_new = res->n_devices;
+                for (size_t i = 0; i < was->n_devices; i++) {
+                        const struct kdev_device *dev = &was->devices[i];
+                        const struct kdev_nvidia_devinfo *in = dev->data;
+                        bool present = false;
+                        for (size_t k = 0; k < n_new && !present; k++)
+                                present = strcmp(res->devices[k].id, dev->id) == 0;
+                        if (!in || present || uuid_live(set, in->uuid) ||
+                            !keep(arg, res->name, dev->id))
+                                continue;
+                        if (append_withdrawn(res, dev, in) < 0)
+                                return kdev_err_set(err, ENOMEM, "out of memory");
+                        kept++;
+                }
+        }
+        return kept;
 }
 
 void kdev_nvidia_warnf(kdev_nvidia_warn_fn warn, void *arg, const char *fmt, ...)
@@ -341,6 +418,7 @@ static void whole_gpu_info(const struct kdev_gpu *g, struct kdev_nvidia_devinfo 
         info->minor = g->minor;
         info->replica = -1;
         info->incomplete = g->fault != NVML_SUCCESS;
+        info->fault = (int)g->fault;
 }
 
 /* The MIG devices of the MIG-enabled GPUs, under migStrategy single or mixed. */

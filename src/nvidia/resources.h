@@ -130,6 +130,29 @@ KDEV_API int kdev_nvidia_build(const struct kdev_gpu_set *gpus, const struct kde
  * again. */
 KDEV_API int kdev_nvidia_attach_physical(struct kdev_resource_set *set, struct kdev_err *err);
 
+/* Asked once per device that left an NVIDIA resource (|resource|, device
+ * ID |id|): true keeps it, withdrawn, for now. */
+typedef bool (*kdev_nvidia_keep_fn)(void *arg, const char *resource, const char *id);
+
+/* Devices that pods may still hold are not dropped at once when their GPU or
+ * MIG device leaves the node: for each NVIDIA resource of |set| (just built,
+ * after kdev_nvidia_apply_sharing, before kdev_nvidia_pref_attach and
+ * kdev_nvidia_attach_physical) that |old| (the set built before, borrowed)
+ * also has, every device of |old|'s resource whose ID the new one lacks and
+ * whose UUID (devinfo uuid) is no device of |set| is offered to |keep|; a
+ * kept one is appended, after the others: same ID and NUMA node, Unhealthy,
+ * its devinfo copied with withdrawn true (never monitored, no CDI device).
+ * kubelet then stops offering it but keeps accounting for pods that hold it
+ * (capacity stays, allocatable drops); the caller decides when |keep| says
+ * no. Devices of resources |set| no longer has are not kept (the runtime
+ * stops serving the resource; kubelet marks its devices Unhealthy itself).
+ * Returns the number of devices kept, or -ENOMEM with |err| (|set| is then
+ * as it was, or with some kept devices: still consistent). */
+KDEV_API int kdev_nvidia_keep_withdrawn(struct kdev_resource_set *set,
+                                        const struct kdev_resource_set *old,
+                                        kdev_nvidia_keep_fn keep, void *arg,
+                                        struct kdev_err *err);
+
 /* The ops of every NVIDIA resource (Allocate hook, free). */
 KDEV_API extern const struct kdev_resource_ops kdev_nvidia_resource_ops;
 

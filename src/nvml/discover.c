@@ -604,6 +604,65 @@ const struct kdev_gpu *kdev_gpu_set_find(const struct kdev_gpu_set *set, const c
         return NULL;
 }
 
+static bool same_migs(const struct kdev_gpu *a, const struct kdev_gpu *b)
+{
+        if (a->mig_current != b->mig_current || a->n_migs != b->n_migs)
+                return false;
+        for (size_t k = 0; k < a->n_migs; k++) {
+                const struct kdev_mig_device *x = &a->migs[k], *y = &b->migs[k];
+                if (strcmp(x->uuid, y->uuid) != 0 || x->gi_profile_index != y->gi_profile_index ||
+                    x->ci_profile_index != y->ci_profile_index)
+                        return false;
+        }
+        return true;
+}
+
+static bool differs(char *why, size_t size, const char *what, const char *uuid, const char *tail)
+{
+        if (why && size)
+                snprintf(why, size, "%s%s%s", what, uuid, tail);
+        return true;
+}
+
+bool kdev_gpu_set_inventory_differs(const struct kdev_gpu_set *was, const struct kdev_gpu_set *now,
+                                    char *why, size_t size)
+{
+        static const struct kdev_gpu_set none = {0};
+        if (!was)
+                was = &none;
+        if (!now)
+                now = &none;
+        size_t unnamed = 0, missing = 0;
+        const char *gone = NULL;
+        for (size_t i = 0; i < now->n_gpus; i++) {
+                const struct kdev_gpu *g = &now->gpus[i];
+                if (!g->uuid[0]) {
+                        unnamed++;
+                        continue;
+                }
+                const struct kdev_gpu *o = kdev_gpu_set_find(was, g->uuid);
+                if (!o)
+                        return differs(why, size, "GPU ", g->uuid, " appeared");
+                if (g->fault != NVML_SUCCESS || o->fault != NVML_SUCCESS)
+                        continue;
+                if (g->mig_current != o->mig_current)
+                        return differs(why, size, "MIG mode of GPU ", g->uuid, " changed");
+                if (!same_migs(o, g))
+                        return differs(why, size, "MIG devices of GPU ", g->uuid, " changed");
+        }
+        for (size_t i = 0; i < was->n_gpus; i++) {
+                const struct kdev_gpu *o = &was->gpus[i];
+                if (o->uuid[0] && !kdev_gpu_set_find(now, o->uuid)) {
+                        missing++;
+                        if (!gone)
+                                gone = o->uuid;
+                }
+        }
+        if (missing > unnamed)
+                return differs(why, size, "GPU ", gone, " is gone");
+        return false;
+}
+
 nvmlGpuTopologyLevel_t kdev_gpu_set_level(const struct kdev_gpu_set *set, size_t i, size_t j)
 {
         if (i == j || !set->levels || i >= set->n_gpus || j >= set->n_gpus)

@@ -313,7 +313,7 @@ static void *thread_main(void *arg)
 {
         struct kdev_nvml_events *w = arg;
         const struct kdev_nvml_api *n = w->api;
-        uint64_t next_probe = now_ms() + w->o.probe_interval_ms;
+        uint64_t next_probe = now_ms() + (w->o.probe_at_start ? 0 : w->o.probe_interval_ms);
         uint64_t next_build = 0;
         for (;;) {
                 pthread_mutex_lock(&w->mu);

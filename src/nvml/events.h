@@ -123,6 +123,9 @@ struct kdev_nvml_events_options {
         unsigned long long event_types; /* nvmlEventType* mask to register (NVIDIA: 0xB) */
         unsigned wait_timeout_ms;       /* > 0: one nvmlEventSetWait; the longest a stop waits */
         uint64_t probe_interval_ms;     /* > 0 */
+        /* The first probe round runs as soon as the thread starts (for the
+         * GPUs whose probe is wanted then), not one probe interval later. */
+        bool probe_at_start;
         kdev_nvml_events_fn on_events;  /* required */
         void *arg;
 };
