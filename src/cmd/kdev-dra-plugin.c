@@ -77,6 +77,9 @@ static void usage(FILE *f)
                 "Environment:\n"
                 "  NODE_NAME                 default of --node-name (one of the two is required)\n"
                 "  KDEV_DRA_RESYNC_SECONDS   seconds between slice reconciles (default 30)\n"
+                "  KDEV_NVIDIA_REDISCOVER_INTERVAL\n"
+                "                            seconds between GPU inventory checks: GPUs added\n"
+                "                            or gone, MIG layouts changed (default 30)\n"
                 "  KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT\n"
                 "                            in-cluster API server address (without --kubeconfig)\n"
                 "  NVIDIA_CDI_HOOK_PATH      default of --nvidia-cdi-hook-path\n"
@@ -255,6 +258,18 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
         o->resync_ms = (uint64_t)(s * 1000.0);
         if (o->resync_ms == 0)
                 o->resync_ms = 1;
+        /* seconds between GPU inventory checks, as kdev-plugin's */
+        const char *rediscover = getenv("KDEV_NVIDIA_REDISCOVER_INTERVAL");
+        double ri = 30;
+        if (usage_status < 0 && rediscover && *rediscover &&
+            (!kdev_seconds_parse(rediscover, 86400, &ri) || ri <= 0)) {
+                fprintf(stderr, PROG ": invalid KDEV_NVIDIA_REDISCOVER_INTERVAL \"%s\": want "
+                                "seconds greater than 0 and at most 86400\n", rediscover);
+                usage_status = 2;
+        }
+        o->rediscover_ms = (uint64_t)(ri * 1000.0);
+        if (o->rediscover_ms == 0)
+                o->rediscover_ms = 1;
         return kdev_flag_finish(PROG, usage_status);
 }
 

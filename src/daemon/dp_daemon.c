@@ -603,8 +603,9 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
         for (size_t i = 0; i < g.set->n_physical; i++) {
                 struct kdev_physical *p = g.set->physical[i];
                 const struct kdev_physical *q = kdev_physical_find(old.set, p->id);
-                /* ...except a GPU read faulted whose monitor saw it recover:
-                 * this build read it again, whole */
+                /* ...except a GPU read faulted whose monitor saw it recover
+                 * (this build read it again, whole) and a withdrawn device
+                 * that is back */
                 if (q && !q->healthy && !kdev_nvidia_backend_cleared(old.nvidia, p->id))
                         kdev_physical_set_health(g.set, p, false, NULL);
         }
@@ -629,6 +630,10 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
                         kdev_log_info("resource unchanged: serving on", "resource", r->name,
                                       KDEV_LOG_UINT("devices", r->n_devices));
                         unchanged++;
+                } else if (inventory) {
+                        kdev_log_info("resource devices changed: sent on ListAndWatch",
+                                      "resource", r->name, KDEV_LOG_UINT("devices", r->n_devices));
+                        changed++;
                 } else {
                         kdev_log_info("resource changed: serving and registering it again",
                                       "resource", r->name, KDEV_LOG_UINT("devices", r->n_devices));

@@ -333,6 +333,37 @@ static void on_physical(void *arg, const struct kdev_physical_event *ev, size_t 
         uv_timer_start(&d->slices_timer, start_reconcile, 0, 0);
 }
 
+/* The unhealthy list again from the backend's physical devices (after a
+ * rediscovery replaced them), then the devices, as on_physical does. */
+static void on_inventory(void *arg, const char *why)
+{
+        struct kdev_dra_daemon *d = arg;
+        struct kdev_err err = {0};
+        if (d->stopping)
+                return;
+        kdev_log_info("GPU inventory changed: reading the GPUs again", "why", why);
+        if (kdev_nvidia_dra_backend_rediscover(d->nvidia, &err) < 0) {
+                kdev_log_error("cannot read the GPUs again, the published devices stay",
+                               "error", err.msg);
+                return;
+        }
+        const struct kdev_resource_set *w = kdev_nvidia_dra_backend_watched(d->nvidia);
+        d->n_unhealthy = 0;
+        for (size_t i = 0; w && i < w->n_physical; i++) {
+                struct kdev_physical_event ev = {.id = w->physical[i]->id, .healthy = false};
+                if (!w->physical[i]->healthy && track_physical(d, &ev) < 0)
+                        kdev_log_error("health update dropped: out of memory");
+        }
+        const struct kdev_nvidia_gpus *gpus = d->gpus;
+        size_t migs = 0;
+        for (size_t i = 0; i < gpus->n_gpus; i++)
+                migs += gpus->gpus[i].n_migs;
+        kdev_log_info("GPU inventory applied", KDEV_LOG_UINT("gpus", gpus->n_gpus),
+                      KDEV_LOG_UINT("mig_devices", migs),
+                      KDEV_LOG_UINT("unhealthy_gpus", d->n_unhealthy));
+        on_physical(d, NULL, 0); /* the devices and, when they differ, the slices */
+}
+
 static void check_sockets(uv_timer_t *t)
 {
         struct kdev_dra_daemon *d = t->data;
@@ -359,6 +390,7 @@ void kdev_dra_daemon_stop(struct kdev_dra_daemon *d, const char *why)
                 return;
         d->stopping = true;
         kdev_log_info("stopping", "signal", why);
+        kdev_nvidia_dra_backend_watch_stop(d->nvidia);
         uv_close((uv_handle_t *)&d->sockets_timer, NULL);
         uv_close((uv_handle_t *)&d->slices_timer, NULL);
         /* a reconcile in flight: cancelled when still queued, otherwise its
@@ -580,6 +612,12 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
         if (kdev_nvidia_dra_backend_health_start(d.nvidia, &d.loop, &pol, on_physical, &d,
                                                  &err) < 0) {
                 kdev_log_error("continuing with health checks disabled", "error", err.msg);
+                err = (struct kdev_err){0};
+        }
+        if (kdev_nvidia_dra_backend_watch_start(d.nvidia, &d.loop,
+                                                o->rediscover_ms ? o->rediscover_ms : 30000,
+                                                on_inventory, &d, &err) < 0) {
+                kdev_log_error("GPU inventory watch not started", "error", err.msg);
                 err = (struct kdev_err){0};
         }
         kdev_log_info("serving", "driver", driver, "node", node, "registration", reg_sock,

@@ -61,6 +61,9 @@ struct kdev_dra_daemon_options {
         const char *probe_s;       /* --health-probe-interval (whole seconds) or NULL */
         const char *quiet_s;       /* --health-quiet-period (whole seconds) or NULL */
         uint64_t resync_ms;        /* between reconciles, > 0 */
+        /* between GPU inventory checks (GPUs added or gone, MIG layouts
+         * changed; KDEV_NVIDIA_REDISCOVER_INTERVAL); 0: 30000 */
+        uint64_t rediscover_ms;
         /* NVML library to load; NULL: libnvidia-ml.so.1 (under driver_root) */
         const char *nvml_library;
         /* claim source of NodePrepareResources; NULL: the API server's

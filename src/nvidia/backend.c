@@ -413,7 +413,19 @@ void kdev_nvidia_backend_disown_cdi(struct kdev_nvidia_backend *b)
 
 bool kdev_nvidia_backend_cleared(const struct kdev_nvidia_backend *b, const char *id)
 {
-        return b && kdev_nvidia_health_cleared(b->health, id);
+        if (!b)
+                return false;
+        if (kdev_nvidia_health_cleared(b->health, id))
+                return true;
+        /* a withdrawn device is Unhealthy because it was gone, not faulted */
+        const struct kdev_resource_set *set = b->opts.set;
+        const struct kdev_physical *p = kdev_physical_find(set, id);
+        if (!p || p->n_logical == 0)
+                return false;
+        const struct kdev_resource *r = &set->resources[p->logical[0].resource];
+        const struct kdev_nvidia_devinfo *in =
+                kdev_nvidia_device_info(r, &r->devices[p->logical[0].device]);
+        return in && in->withdrawn;
 }
 
 static void finish_stop(struct kdev_nvidia_backend *b)

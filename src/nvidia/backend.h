@@ -97,10 +97,11 @@ KDEV_API const char *kdev_nvidia_backend_cdi_path(const struct kdev_nvidia_backe
  * the same path. NULL-safe. */
 KDEV_API void kdev_nvidia_backend_disown_cdi(struct kdev_nvidia_backend *b);
 
-/* Whether the health monitor of |b| found the GPU of physical device |id|
- * recovered while discovery had read it faulted (kdev_nvidia_health_cleared):
- * its Unhealthy state must not carry over into the backend that reads it
- * again. False when NULL or unknown. */
+/* Whether the Unhealthy state of physical device |id| of |b|'s set must not
+ * carry over into the backend that reads the GPUs again: the health monitor
+ * found its GPU recovered while discovery had read it faulted
+ * (kdev_nvidia_health_cleared), or it is a withdrawn device (gone, not
+ * faulted: when it is back it is Healthy). False when NULL or unknown. */
 KDEV_API bool kdev_nvidia_backend_cleared(const struct kdev_nvidia_backend *b, const char *id);
 
 /* Stops monitoring and rediscovery, removes the CDI spec this process wrote,

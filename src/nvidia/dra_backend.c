@@ -3,8 +3,10 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "common/log.h"
 #include "nvidia/health.h"
 #include "nvidia/resources.h"
 #include "nvml/discover.h"
@@ -18,6 +20,17 @@ struct kdev_nvidia_dra_backend {
         bool health_ready;
         uint64_t probe_interval_ms, quiet_period_ms;
         struct kdev_nvidia_health *health;
+        /* what the monitor was started with, to start it again after a
+         * rediscovery */
+        const struct kdev_nvidia_config *cfg; /* borrowed from health_init */
+        uv_loop_t *loop;
+        struct kdev_xid_policy policy;
+        bool policy_set;
+        kdev_physical_events_fn physical;
+        void *physical_arg;
+        struct kdev_nvidia_inventory_watch *watch;
+        kdev_nvidia_dra_inventory_fn changed;
+        void *changed_arg;
 };
 
 int kdev_nvidia_dra_backend_open(const struct kdev_nvidia_dra_backend_options *opts,
@@ -60,6 +73,7 @@ int kdev_nvidia_dra_backend_health_init(struct kdev_nvidia_dra_backend *b,
                 kdev_resource_set_clear(&b->watched);
                 return rc;
         }
+        b->cfg = cfg;
         b->probe_interval_ms = (uint64_t)cfg->probe_interval * 1000;
         b->quiet_period_ms = (uint64_t)cfg->quiet_period * 1000;
         b->health_ready = true;
@@ -72,6 +86,87 @@ const struct kdev_physical *kdev_nvidia_dra_backend_find(const struct kdev_nvidi
         return b && b->health_ready ? kdev_physical_find(&b->watched, id) : NULL;
 }
 
+static void on_reread(void *arg, const char *uuid)
+{
+        struct kdev_nvidia_dra_backend *b = arg;
+        char why[160];
+        snprintf(why, sizeof(why), "GPU %s answers again", uuid);
+        kdev_nvidia_inventory_watch_now(b->watch, why);
+}
+
+static void on_inventory(void *arg, const char *why)
+{
+        struct kdev_nvidia_dra_backend *b = arg;
+        b->changed(b->changed_arg, why);
+}
+
+const struct kdev_resource_set *
+kdev_nvidia_dra_backend_watched(const struct kdev_nvidia_dra_backend *b)
+{
+        return b && b->health_ready ? &b->watched : NULL;
+}
+
+int kdev_nvidia_dra_backend_watch_start(struct kdev_nvidia_dra_backend *b, uv_loop_t *loop,
+                                        uint64_t interval_ms, kdev_nvidia_dra_inventory_fn changed,
+                                        void *arg, struct kdev_err *err)
+{
+        if (b->watch)
+                return kdev_err_set(err, EALREADY, "inventory watch: already started");
+        b->changed = changed;
+        b->changed_arg = arg;
+        struct kdev_nvidia_inventory_options io = {
+                .lib = b->lib, .gpus = b->set, .interval_ms = interval_ms,
+                .changed = changed ? on_inventory : NULL, .arg = b};
+        b->watch = kdev_nvidia_inventory_watch_start(loop, &io, err);
+        return b->watch ? 0 : -(err && err->code ? err->code : EINVAL);
+}
+
+int kdev_nvidia_dra_backend_rediscover(struct kdev_nvidia_dra_backend *b, struct kdev_err *err)
+{
+        struct kdev_gpu_set *set = NULL;
+        struct kdev_nvidia_gpus gpus = {0};
+        struct kdev_resource_set watched = {0};
+        int rc = kdev_nvml_discover(b->lib, NULL, &set, err);
+        if (rc == 0)
+                rc = kdev_nvidia_gpus_from_set(set, &gpus, err);
+        if (rc == 0 && b->health_ready) {
+                rc = kdev_nvidia_build(set, b->cfg, NULL, &watched, err);
+                if (rc == 0)
+                        rc = kdev_nvidia_attach_physical(&watched, err);
+        }
+        if (rc < 0) {
+                kdev_resource_set_clear(&watched);
+                kdev_nvidia_gpus_clear(&gpus);
+                kdev_gpu_set_free(set);
+                kdev_nvidia_inventory_watch_rebase(b->watch, b->set);
+                return rc;
+        }
+        /* health is physical: what the old monitor knew carries over */
+        for (size_t i = 0; b->health_ready && i < watched.n_physical; i++) {
+                struct kdev_physical *p = watched.physical[i];
+                const struct kdev_physical *q = kdev_physical_find(&b->watched, p->id);
+                if (q && !q->healthy && !kdev_nvidia_health_cleared(b->health, p->id))
+                        kdev_physical_set_health(&watched, p, false, NULL);
+        }
+        bool ran = b->health != NULL;
+        kdev_nvidia_dra_backend_health_stop(b); /* from here the old devices are untouched */
+        kdev_resource_set_clear(&b->watched);
+        b->watched = watched;
+        kdev_nvidia_gpus_clear(&b->gpus);
+        b->gpus = gpus;
+        kdev_gpu_set_free(b->set);
+        b->set = set;
+        kdev_nvidia_inventory_watch_rebase(b->watch, b->set);
+        if (ran) {
+                struct kdev_err e = {0};
+                if (kdev_nvidia_dra_backend_health_start(b, b->loop, &b->policy, b->physical,
+                                                         b->physical_arg, &e) < 0)
+                        kdev_log_error("health checks not restarted after the GPU rediscovery",
+                                       "error", e.msg);
+        }
+        return 0;
+}
+
 int kdev_nvidia_dra_backend_health_start(struct kdev_nvidia_dra_backend *b, uv_loop_t *loop,
                                          const struct kdev_xid_policy *policy,
                                          kdev_physical_events_fn physical, void *arg,
@@ -81,11 +176,22 @@ int kdev_nvidia_dra_backend_health_start(struct kdev_nvidia_dra_backend *b, uv_l
                 return kdev_err_set(err, EINVAL, "health: no devices built");
         if (b->health)
                 return kdev_err_set(err, EALREADY, "health: already started");
+        if (!b->policy_set) {
+                if (kdev_xid_policy_copy(&b->policy, policy, err) != 0)
+                        return err && err->code ? -err->code : -ENOMEM;
+                b->policy_set = true;
+        }
+        b->loop = loop;
+        b->physical = physical;
+        b->physical_arg = arg;
         struct kdev_nvidia_health_options hopts = {
                 .probe_interval_ms = b->probe_interval_ms,
                 .quiet_period_ms = b->quiet_period_ms,
                 .physical = physical,
                 .physical_arg = arg,
+                .start_checks = true,
+                .reread = on_reread,
+                .reread_arg = b,
         };
         b->health = kdev_nvidia_health_new(loop, b->lib, &b->watched, policy, &hopts, err);
         if (!b->health)
@@ -104,11 +210,21 @@ void kdev_nvidia_dra_backend_health_stop(struct kdev_nvidia_dra_backend *b)
         b->health = NULL;
 }
 
+void kdev_nvidia_dra_backend_watch_stop(struct kdev_nvidia_dra_backend *b)
+{
+        if (!b)
+                return;
+        kdev_nvidia_inventory_watch_stop(b->watch, NULL, NULL);
+        b->watch = NULL;
+}
+
 void kdev_nvidia_dra_backend_free(struct kdev_nvidia_dra_backend *b)
 {
         if (!b)
                 return;
         kdev_nvidia_dra_backend_health_stop(b);
+        if (b->policy_set)
+                kdev_xid_policy_clear(&b->policy);
         kdev_resource_set_clear(&b->watched);
         kdev_nvidia_gpus_clear(&b->gpus);
         kdev_gpu_set_free(b->set);

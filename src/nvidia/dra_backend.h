@@ -11,6 +11,11 @@
  *   kdev_nvidia_dra_backend_health_init()  the whole GPUs as the physical
  *                                          devices the monitor watches;
  *   kdev_nvidia_dra_backend_health_start() (loop thread) the monitor;
+ *   kdev_nvidia_dra_backend_watch_start()  (loop thread) the GPU inventory
+ *                                          watch: GPUs added or gone, MIG
+ *                                          layouts changed;
+ *   kdev_nvidia_dra_backend_rediscover()   (loop thread) the GPUs read again
+ *                                          and the records refilled in place;
  *   kdev_nvidia_dra_backend_health_stop()  (loop thread) no more events;
  *   kdev_nvidia_dra_backend_free()         once the loop has run out
  *                                          (the monitor's thread and
@@ -81,6 +86,48 @@ KDEV_API int kdev_nvidia_dra_backend_health_start(struct kdev_nvidia_dra_backend
                                          const struct kdev_xid_policy *policy,
                                          kdev_physical_events_fn physical, void *arg,
                                          struct kdev_err *err);
+
+/* The physical devices the monitor watches (the whole GPUs), or NULL
+ * before kdev_nvidia_dra_backend_health_init. Borrowed: valid until the
+ * next kdev_nvidia_dra_backend_rediscover or free. */
+KDEV_API const struct kdev_resource_set *
+kdev_nvidia_dra_backend_watched(const struct kdev_nvidia_dra_backend *b);
+
+/* Called on the loop thread when the GPU inventory differs from the records
+ * (|why|: "GPU <uuid> appeared", "GPU <uuid> is gone", "MIG devices of GPU
+ * <uuid> changed", ...; nvml/discover.h) or when a GPU discovery read
+ * faulted answers again after its quiet period ("GPU <uuid> answers
+ * again"). Answer it with kdev_nvidia_dra_backend_rediscover(). */
+typedef void (*kdev_nvidia_dra_inventory_fn)(void *arg, const char *why);
+
+/* Starts the GPU inventory watch (nvidia/health.h,
+ * kdev_nvidia_inventory_watch): every |interval_ms| (> 0) the GPUs are
+ * discovered again and compared with the records; |changed| is called once
+ * per difference and the watch waits for kdev_nvidia_dra_backend_rediscover.
+ * Returns 0 or a negative errno with |err| (-EALREADY when one runs, the
+ * watch's errors). Loop thread. */
+KDEV_API int kdev_nvidia_dra_backend_watch_start(struct kdev_nvidia_dra_backend *b, uv_loop_t *loop,
+                                                 uint64_t interval_ms,
+                                                 kdev_nvidia_dra_inventory_fn changed, void *arg,
+                                                 struct kdev_err *err);
+
+/* Reads the GPUs again (as open does) and, on success, refills the records
+ * in place (the pointer of kdev_nvidia_dra_backend_gpus stays valid; a
+ * prepare reads the new ones), rebuilds the watched physical devices (those
+ * Unhealthy before stay Unhealthy, adopted and probed by the new monitor,
+ * except a GPU read faulted whose monitor saw it recover), restarts a
+ * monitor that ran (same policy and callback) and resumes the inventory
+ * watch. Physical devices and IDs borrowed before are invalid afterwards.
+ * Returns 0, or a negative errno with |err| and everything as it was (the
+ * watch resumed): the discovery's errors, kdev_nvidia_build's, -ENOMEM; a
+ * monitor that cannot be restarted is logged, not an error. Loop thread. */
+KDEV_API int kdev_nvidia_dra_backend_rediscover(struct kdev_nvidia_dra_backend *b,
+                                                struct kdev_err *err);
+
+/* Stops the inventory watch (NULL-safe, and when none runs): no |changed|
+ * call after the return; its timer closes on the loop (run it out before
+ * kdev_nvidia_dra_backend_free). Loop thread. */
+KDEV_API void kdev_nvidia_dra_backend_watch_stop(struct kdev_nvidia_dra_backend *b);
 
 /* Stops the monitor (NULL-safe, and when none runs): from the return on,
  * |physical| is not called again; its thread and handles finish on the

@@ -1,0 +1,287 @@
+"""GPUs are live: the node's GPUs change while kdev-plugin and kdev-dra-plugin
+run, and both follow without a restart (src/nvidia/health.h, inventory watch;
+README "GPUs that come and go"). The mock NVML (mock/nvml/README.md) adds and
+removes GPUs (`gpu-add`, `gpu-remove`), creates and destroys MIG devices
+(`mig-create`, `mig-destroy`) at run time, and starts GPUs faulted
+(`reset_required: 1`, `pending_remap: 1`, `present: 0` in the topology).
+
+kdev-plugin (KDEV_NVIDIA_REDISCOVER_INTERVAL=0.5, KDEV_NVIDIA_WITHDRAW_GRACE):
+- a hot-added GPU is advertised on nvidia.com/gpu within the interval + 1 s;
+  a GPU that is gone is advertised Unhealthy (pods may hold it) and dropped
+  once the grace period is over, with the exact log lines;
+- migStrategy mixed: a MIG device destroyed is Unhealthy in its
+  nvidia.com/mig-<profile> list, one created on another GPU is advertised, the
+  destroyed one created again is Healthy again, each within the interval + 1 s;
+- a GPU that needs a reset at start and one with a row remap pending at start
+  are Unhealthy with "found at start: ..." and Healthy again within the quiet
+  period + the probe interval (+ the interval, + 1 s) once repaired.
+kdev-dra-plugin: the ResourceSlice gains a hot-added GPU and loses a removed
+one, and publishes a GPU faulted at start once it recovers.
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
+import kdevtest as kt  # noqa: E402
+from kdevtest import FakeKubelet, Plugin, TempDir, wait_for  # noqa: E402
+
+RES = "nvidia.com/gpu"
+MOCK_DIR = kt.MOCK_NVML_DIR
+UUIDS = kt.H100_UUIDS
+INTERVAL = 0.5
+SCALE = kt.TIMEOUT_SCALE
+MIG_TOPO = os.path.join(kt.SOURCE_DIR, "mock", "nvml", "topologies", "mig-a100-40gb.yaml")
+A100 = ["GPU-c1ae70ed-64b5-7842-b2ed-e9039613ae69", "GPU-4603f764-b00c-271e-0980-eda368e40931",
+        "GPU-0c8e873f-4cf7-689a-6647-0210cab49901", "GPU-49c5ccb8-7f8c-230b-4fe7-33825480cfa5"]
+MIG_GONE = "MIG-d49257bf-597e-857d-3bb4-e6384c9909cc"   # a 1g.5gb of GPU 0
+MIG_KEPT = ["MIG-cc362666-f6d1-a63a-ddd2-38044c0c64a2",  # the other 1g.5gb of GPU 0
+            "MIG-f77e8b45-cbe6-cf64-aa48-e4cad680f3d8"]  # the 1g.5gb of GPU 1
+MIG_NEW = "MIG-0e3f5a1c-2b7d-4c8e-9f60-a1b2c3d4e5f6"    # created on GPU 2 at run time
+
+CONFIG = """version: v1
+flags:
+  migStrategy: %s
+health:
+  probeInterval: 1
+  quietPeriod: 2
+"""
+
+
+def topology(d, text, name="topology.yaml"):
+    path = os.path.join(d, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def h100_with(**keys):
+    """The H100 topology with extra keys per GPU index ({2: "present: 0"})."""
+    with open(kt.H100_TOPO) as f:
+        text = f.read()
+    for i, extra in keys.items():
+        text = text.replace("{uuid: %s," % UUIDS[int(i[1:])],
+                            "{uuid: %s, %s," % (UUIDS[int(i[1:])], extra))
+    return text
+
+
+def control(root, *lines):
+    with open(os.path.join(root, "control"), "a") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+def start(d, topo, strategy="none", grace="2", proc=None):
+    root = os.path.dirname(d)
+    ctl = os.path.join(root, "control")
+    open(ctl, "a").close()
+    env = {"LD_LIBRARY_PATH": MOCK_DIR, "KDEV_MOCK_NVML_TOPOLOGY": topo,
+           "KDEV_MOCK_NVML_CONTROL": ctl, "KDEV_NVIDIA_REDISCOVER_INTERVAL": str(INTERVAL),
+           "KDEV_NVIDIA_WITHDRAW_GRACE": grace}
+    extra = ["--cdi-dir", os.path.join(root, "cdi")]
+    if proc:
+        env["KDEV_MOCK_NVML_PROC"] = proc
+        extra += ["--proc-root", proc]
+    return Plugin(d, CONFIG % strategy, extra=tuple(extra), env=env)
+
+
+def last(k, res=RES):
+    with k.lock:
+        u = k.updates.get(res)
+        return list(u[-1]) if u else None
+
+
+def wait_list(k, want, t0, bound, res=RES, what="list"):
+    """Waits for |want| as the last list of |res|; returns the seconds from
+    |t0|, asserted <= |bound| (scaled)."""
+    wait_for(lambda: last(k, res) == want, timeout=30 * SCALE, what=what)
+    took = time.monotonic() - t0
+    assert took <= bound * SCALE, (what, took, bound)
+    return took
+
+
+def test_gpu_hot_added_then_removed():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        topo = topology(os.path.dirname(d), h100_with(g7="present: 0"))
+        p = start(d, topo)
+        try:
+            wait_for(lambda: last(k), what="ListAndWatch")
+            assert last(k) == [(u, "Healthy") for u in UUIDS[:7]], last(k)
+            t0 = time.monotonic()
+            control(os.path.dirname(d), "gpu-add %s" % UUIDS[7])
+            took = wait_list(k, [(u, "Healthy") for u in UUIDS], t0, INTERVAL + 1,
+                             what="hot-added GPU advertised")
+            print("hot-added GPU advertised after %.3f s" % took)
+            log = p.logtext()
+            assert 'msg="GPU inventory changed: rebuilding the NVIDIA resources" why="GPU %s ' \
+                   'appeared"' % UUIDS[7] in log, log
+            assert log.count("resource changed: serving and registering it again") == 0, log
+            assert ('msg="resource devices changed: sent on ListAndWatch" '
+                    'resource=nvidia.com/gpu devices=8') in log, log
+            assert k.count(RES) == 1  # a ListAndWatch update, no new registration
+
+            t0 = time.monotonic()
+            control(os.path.dirname(d), "gpu-remove %s" % UUIDS[3])
+            rest = [u for u in UUIDS if u != UUIDS[3]]
+            took = wait_list(k, [(u, "Healthy") for u in rest] + [(UUIDS[3], "Unhealthy")],
+                             t0, INTERVAL + 1, what="removed GPU Unhealthy")
+            print("removed GPU Unhealthy after %.3f s" % took)
+            assert ('msg="device left the node: advertised Unhealthy while pods may still hold '
+                    'it, dropped after the grace period" resource=nvidia.com/gpu id=%s grace_s=2'
+                    % UUIDS[3]) in p.logtext(), p.logtext()
+            took = wait_list(k, [(u, "Healthy") for u in rest], t0, INTERVAL + 2 + 1,
+                             what="removed GPU dropped after the grace period")
+            print("removed GPU dropped after %.3f s (grace 2 s)" % took)
+            assert took >= 2, took
+            assert ('msg="withdrawn device dropped: its grace period is over" '
+                    'resource=nvidia.com/gpu id=%s grace_s=2' % UUIDS[3]) in p.logtext()
+            assert k.count(RES) == 1
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def mig_topology(d):
+    with open(MIG_TOPO) as f:
+        text = f.read()
+    text = text.replace("    mig: {mode: 1, devices: []}",
+                        "    mig:\n      mode: 1\n      devices:\n"
+                        "        - {uuid: %s, profile: 0x0, gi: 7, start: 0, present: 0}"
+                        % MIG_NEW)
+    return topology(d, text, "mig.yaml")
+
+
+def test_mig_layout_changed_mixed():
+    res = "nvidia.com/mig-1g.5gb"
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        root = os.path.dirname(d)
+        proc = os.path.join(root, "proc")
+        p = start(d, mig_topology(root), strategy="mixed", grace="60", proc=proc)
+        try:
+            wait_for(lambda: last(k, res), what="ListAndWatch of %s" % res)
+            assert last(k, res) == [(MIG_GONE, "Healthy")] + [(m, "Healthy") for m in MIG_KEPT], \
+                last(k, res)
+            other = last(k, "nvidia.com/mig-2g.10gb")
+            t0 = time.monotonic()
+            control(root, "mig-destroy %s" % MIG_GONE)
+            wait_list(k, [(m, "Healthy") for m in MIG_KEPT] + [(MIG_GONE, "Unhealthy")], t0,
+                      INTERVAL + 1, res, what="destroyed MIG device Unhealthy")
+            t0 = time.monotonic()
+            control(root, "mig-create %s" % MIG_NEW)
+            wait_list(k, [(m, "Healthy") for m in MIG_KEPT] + [(MIG_NEW, "Healthy"),
+                                                               (MIG_GONE, "Unhealthy")],
+                      t0, INTERVAL + 1, res, what="created MIG device advertised")
+            t0 = time.monotonic()
+            control(root, "mig-create %s" % MIG_GONE)
+            wait_list(k, [(MIG_GONE, "Healthy")] + [(m, "Healthy") for m in MIG_KEPT] +
+                      [(MIG_NEW, "Healthy")], t0, INTERVAL + 1, res,
+                      what="MIG device created again")
+            assert last(k, "nvidia.com/mig-2g.10gb") == other
+            log = p.logtext()
+            assert 'why="MIG devices of GPU %s changed"' % A100[0] in log, log
+            assert 'why="MIG devices of GPU %s changed"' % A100[2] in log, log
+            assert k.count(res) == 1
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_faults_present_at_start_recover():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        topo = topology(os.path.dirname(d), h100_with(g2="reset_required: 1",
+                                                      g5="pending_remap: 1"))
+        p = start(d, topo)
+        want = [(u, "Unhealthy" if i in (2, 5) else "Healthy") for i, u in enumerate(UUIDS)]
+        try:
+            wait_for(lambda: last(k) == want, timeout=10 * SCALE,
+                     what="both faulted GPUs Unhealthy")
+            log = p.logtext()
+            assert ('msg="GPU unhealthy" uuid=%s xid=none reason="found at start: GPU '
+                    'requires restart"' % UUIDS[2]) in log, log
+            assert ('msg="GPU unhealthy" uuid=%s xid=none reason="found at start: row '
+                    'remapping pending (reset required)"' % UUIDS[5]) in log, log
+            time.sleep(3)  # more than the quiet period: still faulted, still Unhealthy
+            assert last(k) == want, last(k)
+            t0 = time.monotonic()
+            control(os.path.dirname(d), "reset-required %s 0" % UUIDS[2],
+                    "pending-remap %s 0" % UUIDS[5])
+            took = wait_list(k, [(u, "Healthy") for u in UUIDS], t0, 2 + 1 + INTERVAL + 1,
+                             what="both GPUs Healthy again")
+            print("GPUs faulted at start Healthy %.3f s after the repair" % took)
+            log = p.logtext()
+            assert 'msg="GPU answers again; reading it again to advertise it" uuid=%s' \
+                % UUIDS[2] in log, log
+            assert 'msg="GPU healthy again" uuid=%s' % UUIDS[5] in log, log
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def slice_uuids(dp):
+    sl = dp.pool_slices(dp_env.api)
+    if len(sl) != 1:
+        return None
+    return sorted(x["attributes"]["uuid"]["string"] for x in sl[0]["spec"]["devices"])
+
+
+dp_env = None
+
+
+def test_dra_slice_follows_gpus():
+    global dp_env
+    import dra_plugin as dp
+    with TempDir() as d:
+        root = os.path.dirname(d)
+        topo = topology(root, h100_with(g7="present: 0", g1="reset_required: 1"))
+        dp_env = e = dp.Env(root, topology=topo,
+                            env_extra={"KDEV_NVIDIA_REDISCOVER_INTERVAL": str(INTERVAL)},
+                            extra=("--health-probe-interval", "1", "--health-quiet-period", "2"))
+        try:
+            first = sorted(u for i, u in enumerate(UUIDS) if i not in (1, 7))
+            wait_for(lambda: slice_uuids(dp) == first, timeout=20 * SCALE,
+                     what="slice without the absent and the faulted GPU")
+            t0 = time.monotonic()
+            control(root, "gpu-add %s" % UUIDS[7])
+            wait_for(lambda: slice_uuids(dp) == sorted(first + [UUIDS[7]]),
+                     timeout=20 * SCALE, what="hot-added GPU published")
+            took = time.monotonic() - t0
+            print("DRA: hot-added GPU published after %.3f s" % took)
+            assert took <= (INTERVAL + 1) * SCALE, took
+            t0 = time.monotonic()
+            control(root, "gpu-remove %s" % UUIDS[4])
+            now = sorted(u for u in first + [UUIDS[7]] if u != UUIDS[4])
+            wait_for(lambda: slice_uuids(dp) == now, timeout=20 * SCALE,
+                     what="removed GPU withdrawn")
+            assert time.monotonic() - t0 <= (INTERVAL + 1) * SCALE
+            t0 = time.monotonic()
+            control(root, "reset-required %s 0" % UUIDS[1])
+            wait_for(lambda: slice_uuids(dp) == sorted(now + [UUIDS[1]]), timeout=20 * SCALE,
+                     what="GPU faulted at start published once repaired")
+            took = time.monotonic() - t0
+            print("DRA: GPU faulted at start published %.3f s after the repair" % took)
+            assert took <= (2 + 1 + INTERVAL + 1) * SCALE, took
+            log = e.logtext()
+            assert 'why="GPU %s appeared"' % UUIDS[7] in log, log
+            assert 'why="GPU %s is gone"' % UUIDS[4] in log, log
+            assert 'why="GPU %s answers again"' % UUIDS[1] in log, log
+            e.stop()
+        finally:
+            e.close()
+
+
+if __name__ == "__main__":
+    if not os.path.exists(os.path.join(MOCK_DIR, "libnvidia-ml.so.1")):
+        print("the mock libnvidia-ml.so.1 is not built in", MOCK_DIR)
+        sys.exit(1)
+    kt.run_tests([
+        test_gpu_hot_added_then_removed,
+        test_mig_layout_changed_mixed,
+        test_faults_present_at_start_recover,
+        test_dra_slice_follows_gpus,
+    ])
