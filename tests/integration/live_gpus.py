@@ -16,7 +16,9 @@ kdev-plugin (KDEV_NVIDIA_REDISCOVER_INTERVAL=0.5, KDEV_NVIDIA_WITHDRAW_GRACE):
   are Unhealthy with "found at start: ..." and Healthy again within the quiet
   period + the probe interval (+ the interval, + 1 s) once repaired.
 kdev-dra-plugin: the ResourceSlice gains a hot-added GPU and loses a removed
-one, and publishes a GPU faulted at start once it recovers.
+one, publishes a GPU faulted at start once it recovers, and follows a MIG
+layout change (one MIG device destroyed, one created on another GPU), each
+within the interval + 1 s (the recovery: quiet period + probe interval + 1 s).
 """
 import os
 import sys
@@ -275,6 +277,43 @@ def test_dra_slice_follows_gpus():
             e.close()
 
 
+def test_dra_slice_follows_mig_layout():
+    global dp_env
+    import dra_plugin as dp
+    with TempDir() as d:
+        root = os.path.dirname(d)
+        proc = os.path.join(root, "proc")
+        drv = os.path.join(root, "driver-root")
+        os.makedirs(os.path.join(drv, "usr", "lib64"))
+        os.symlink(os.path.join(kt.MOCK_NVML_DIR, "libnvidia-ml.so.1"),
+                   os.path.join(drv, "usr", "lib64", "libnvidia-ml.so.1"))
+        os.makedirs(os.path.join(drv, "dev"))
+        dp_env = e = dp.Env(root, topology=mig_topology(root),
+                            env_extra={"KDEV_MOCK_NVML_PROC": proc,
+                                       "KDEV_NVIDIA_REDISCOVER_INTERVAL": str(INTERVAL)},
+                            extra=("--proc-root", proc, "--driver-root", drv))
+
+        def names():
+            sl = dp.pool_slices(e.api)
+            return sorted(x["name"] for x in sl[0]["spec"]["devices"]) if len(sl) == 1 else None
+        base = ["gpu-0-mig-3g20gb-9-4", "gpu-0-mig-2g10gb-14-0", "gpu-0-mig-1g5gb-19-3",
+                "gpu-1-mig-1g5gb-me-20-0", "gpu-1-mig-1g10gb-15-2", "gpu-1-mig-1g10gb-15-4",
+                "gpu-1-mig-1g5gb-19-6", "gpu-3"]
+        try:
+            wait_for(lambda: names() == sorted(base + ["gpu-0-mig-1g5gb-19-2"]),
+                     timeout=20 * SCALE, what="MIG devices published")
+            t0 = time.monotonic()
+            control(root, "mig-destroy %s" % MIG_GONE, "mig-create %s" % MIG_NEW)
+            wait_for(lambda: names() == sorted(base + ["gpu-2-mig-1g5gb-19-0"]),
+                     timeout=20 * SCALE, what="MIG layout change published")
+            took = time.monotonic() - t0
+            print("DRA: MIG layout change published after %.3f s" % took)
+            assert took <= (INTERVAL + 1) * SCALE, took
+            e.stop()
+        finally:
+            e.close()
+
+
 if __name__ == "__main__":
     if not os.path.exists(os.path.join(MOCK_DIR, "libnvidia-ml.so.1")):
         print("the mock libnvidia-ml.so.1 is not built in", MOCK_DIR)
@@ -284,4 +323,5 @@ if __name__ == "__main__":
         test_mig_layout_changed_mixed,
         test_faults_present_at_start_recover,
         test_dra_slice_follows_gpus,
+        test_dra_slice_follows_mig_layout,
     ])

@@ -41,6 +41,8 @@ struct mock_nvml {
         kdevMockInjectEvent_fn *event;
         kdevMockInitCount_fn *count;
         kdevMockLastError_fn *last_error;
+        kdevMockSetPresent_fn *set_present;
+        kdevMockSetMigMode_fn *set_mig_mode;
 };
 
 #define MOCK_NVML_SYM(m, field, name) \
@@ -74,9 +76,11 @@ static inline int mock_nvml_open(struct mock_nvml *m)
         MOCK_NVML_SYM(m, event, "kdevMockInjectEvent");
         MOCK_NVML_SYM(m, count, "kdevMockInitCount");
         MOCK_NVML_SYM(m, last_error, "kdevMockLastError");
+        MOCK_NVML_SYM(m, set_present, "kdevMockSetPresent");
+        MOCK_NVML_SYM(m, set_mig_mode, "kdevMockSetMigMode");
         if (!m->reset || !m->write_sysfs || !m->write_proc || !m->set_lost || !m->set_reset ||
             !m->set_remap || !m->set_error || !m->set_init_error || !m->xid || !m->event ||
-            !m->count || !m->last_error) {
+            !m->count || !m->last_error || !m->set_present || !m->set_mig_mode) {
                 dlclose(m->h);
                 kdev_nvml_close(m->lib);
                 return -1;

@@ -615,6 +615,89 @@ static void test_brand_and_sms(void **state)
         mock_rmtree(dir);
 }
 
+/* Discovers the mock's current machine (no links). */
+static struct kdev_gpu_set *now_set(struct fx *f)
+{
+        struct kdev_nvml_discover_options o = {.sysfs_root = f->sysfs};
+        struct kdev_gpu_set *set = NULL;
+        struct kdev_err e;
+        kdev_err_clear(&e);
+        if (kdev_nvml_discover(f->m.lib, &o, &set, &e) != 0)
+                fail_msg("%s", e.msg);
+        return set;
+}
+
+/* GPUs and MIG devices added and removed at run time (kdevMockSetPresent,
+ * kdevMockSetMigMode) and kdev_gpu_set_inventory_differs' exact reasons. */
+static void test_inventory_changes(void **state)
+{
+        struct fx *f = *state;
+        const char *g0 = "GPU-c1ae70ed-64b5-7842-b2ed-e9039613ae69";
+        const char *g1 = "GPU-4603f764-b00c-271e-0980-eda368e40931";
+        const char *g3 = "GPU-49c5ccb8-7f8c-230b-4fe7-33825480cfa5";
+        const char *m0 = "MIG-d49257bf-597e-857d-3bb4-e6384c9909cc";
+        setenv("KDEV_MOCK_NVML_TOPOLOGY", TOPO("mig-a100-40gb.yaml"), 1);
+        f->m.reset();
+        char why[256];
+        struct kdev_gpu_set *a = now_set(f), *b;
+        assert_int_equal(a->n_gpus, 4);
+        b = now_set(f);
+        assert_false(kdev_gpu_set_inventory_differs(a, b, why, sizeof(why)));
+        kdev_gpu_set_free(b);
+
+        /* GPU 1 removed: the others' NVML indices close up */
+        assert_int_equal(f->m.set_present(g1, 0), NVML_SUCCESS);
+        b = now_set(f);
+        assert_int_equal(b->n_gpus, 3);
+        assert_string_equal(b->gpus[1].uuid, "GPU-0c8e873f-4cf7-689a-6647-0210cab49901");
+        assert_int_equal(b->gpus[1].index, 1);
+        assert_string_equal(b->gpus[2].uuid, g3);
+        assert_true(kdev_gpu_set_inventory_differs(a, b, why, sizeof(why)));
+        assert_string_equal(why, "GPU GPU-4603f764-b00c-271e-0980-eda368e40931 is gone");
+        /* ...and back: the reverse is an addition */
+        assert_true(kdev_gpu_set_inventory_differs(b, a, why, sizeof(why)));
+        assert_string_equal(why, "GPU GPU-4603f764-b00c-271e-0980-eda368e40931 appeared");
+        kdev_gpu_set_free(b);
+        assert_int_equal(f->m.set_present(g1, 1), NVML_SUCCESS);
+
+        /* a MIG device destroyed: its slot answers NOT_FOUND */
+        assert_int_equal(f->m.set_present(m0, 0), NVML_SUCCESS);
+        b = now_set(f);
+        assert_int_equal(b->gpus[0].n_migs, 3);
+        assert_true(kdev_gpu_set_inventory_differs(a, b, why, sizeof(why)));
+        assert_string_equal(why,
+                            "MIG devices of GPU GPU-c1ae70ed-64b5-7842-b2ed-e9039613ae69 changed");
+        /* a faulted GPU's MIG devices are not compared */
+        b->gpus[0].fault = NVML_ERROR_RESET_REQUIRED;
+        assert_false(kdev_gpu_set_inventory_differs(a, b, NULL, 0));
+        kdev_gpu_set_free(b);
+        assert_int_equal(f->m.set_present(m0, 1), NVML_SUCCESS);
+
+        /* MIG mode switched on GPU 3 */
+        assert_int_equal(f->m.set_mig_mode(g3, 1), NVML_SUCCESS);
+        assert_int_equal(f->m.set_mig_mode(g3, 2), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(f->m.set_mig_mode(m0, 1), NVML_ERROR_NOT_FOUND);
+        b = now_set(f);
+        assert_true(kdev_gpu_set_inventory_differs(a, b, why, sizeof(why)));
+        assert_string_equal(why,
+                            "MIG mode of GPU GPU-49c5ccb8-7f8c-230b-4fe7-33825480cfa5 changed");
+        kdev_gpu_set_free(b);
+        assert_int_equal(f->m.set_mig_mode(g3, 0), NVML_SUCCESS);
+
+        /* a GPU lost before its UUID could be read may be the one missing */
+        assert_int_equal(f->m.set_lost(g0, 1), NVML_SUCCESS);
+        b = now_set(f);
+        assert_string_equal(b->gpus[0].uuid, "");
+        assert_false(kdev_gpu_set_inventory_differs(a, b, why, sizeof(why)));
+        kdev_gpu_set_free(b);
+        assert_int_equal(f->m.set_lost(g0, 0), NVML_SUCCESS);
+        assert_int_equal(f->m.set_present("GPU-nope", 0), NVML_ERROR_NOT_FOUND);
+        /* NULL is no GPU */
+        assert_true(kdev_gpu_set_inventory_differs(NULL, a, why, sizeof(why)));
+        assert_string_equal(why, "GPU GPU-c1ae70ed-64b5-7842-b2ed-e9039613ae69 appeared");
+        kdev_gpu_set_free(a);
+}
+
 static void test_names(void **state)
 {
         (void)state;
@@ -652,6 +735,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_faults, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_numa_sysfs, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_brand_and_sms, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_inventory_changes, setup, teardown),
                 cmocka_unit_test(test_names),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
