@@ -131,9 +131,12 @@ def test_lost_gpu_never_recovers():
             k.stop()
 
 
-def test_gpu_faulted_at_discovery_stays_unhealthy():
+def test_gpu_faulted_at_discovery_read_again_once_it_passes():
     # Discovery stops at the fault (minor, PCI bus ID, NUMA unknown): the GPU
-    # must not come back in place with a guessed /dev/nvidia<minor>.
+    # must not come back in place with a guessed /dev/nvidia<minor>. It is
+    # probed like a GPU that faulted later; once it passes (quiet period,
+    # probe) it is read again, whole, and only then advertised Healthy, with
+    # its CDI device (README "GPUs faulted at start").
     with TempDir() as d:
         k = FakeKubelet(d)
         k.start()
@@ -144,12 +147,31 @@ def test_gpu_faulted_at_discovery_stays_unhealthy():
             want = list(ALL_HEALTHY)
             want[3] = (UUIDS[3], "Unhealthy")
             assert k.updates[RES][0] == want, k.updates[RES][0]
-            control(d, "error %s nvmlDeviceGetPciInfo SUCCESS" % UUIDS[3])
-            time.sleep(4)  # past the quiet period
-            assert k.updates[RES][-1] == want, k.updates[RES][-1]
             with open(os.path.join(cdi_dir(d), "k8s.device-plugin.nvidia.com-gpu.json")) as f:
                 names = [dev["name"] for dev in json.load(f)["devices"]]
             assert UUIDS[3] not in names and len(names) == 8, names
+            time.sleep(3)  # past the quiet period, still faulted: still Unhealthy
+            assert k.updates[RES][-1] == want, k.updates[RES][-1]
+            assert ('msg="GPU unhealthy" uuid=%s xid=none reason="found at start: GPU is lost"'
+                    % UUIDS[3]) in p.logtext(), p.logtext()
+            t0 = time.monotonic()
+            control(d, "error %s nvmlDeviceGetPciInfo SUCCESS" % UUIDS[3])
+            wait_for(lambda: k.updates[RES][-1] == ALL_HEALTHY, timeout=20,
+                     what="the GPU read again and Healthy")
+            took = time.monotonic() - t0
+            assert took <= (2 + 1 + 1) * kt.TIMEOUT_SCALE, took  # quiet period + probe + 1 s
+            # never Healthy with what discovery could not read
+            for upd in k.updates[RES][:-1]:
+                assert dict(upd)[UUIDS[3]] == "Unhealthy", k.updates[RES]
+            log = p.logtext()
+            assert ('msg="GPU answers again; reading it again to advertise it" uuid=%s'
+                    % UUIDS[3]) in log, log
+            assert 'why="GPU %s answers again"' % UUIDS[3] in log, log
+            with open(os.path.join(cdi_dir(d), "k8s.device-plugin.nvidia.com-gpu.json")) as f:
+                devs = {dev["name"]: dev for dev in json.load(f)["devices"]}
+            assert UUIDS[3] in devs and len(devs) == 9, sorted(devs)
+            nodes = [n["path"] for n in devs[UUIDS[3]]["containerEdits"]["deviceNodes"]]
+            assert "/dev/nvidia3" in nodes, nodes
         finally:
             assert p.stop() == 0
             k.stop()
@@ -238,7 +260,7 @@ if __name__ == "__main__":
         test_gpus_advertised_and_allocated,
         test_one_update_per_health_transition_and_recovery,
         test_lost_gpu_never_recovers,
-        test_gpu_faulted_at_discovery_stays_unhealthy,
+        test_gpu_faulted_at_discovery_read_again_once_it_passes,
         test_health_checks_disabled,
         test_fail_on_init_error_true_exits,
         test_fail_on_init_error_false_rediscovers,
