@@ -215,10 +215,7 @@ static void on_health_notify(void *arg, const char *resource)
 
 static void on_reread(void *arg, const char *uuid)
 {
-        struct kdev_nvidia_backend *b = arg;
-        char why[160];
-        snprintf(why, sizeof(why), "GPU %s answers again", uuid);
-        kdev_nvidia_inventory_watch_now(b->watch, why);
+        kdev_nvidia_inventory_watch_reread(((struct kdev_nvidia_backend *)arg)->watch, uuid);
 }
 
 static void on_inventory(void *arg, const char *why)

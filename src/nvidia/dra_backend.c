@@ -88,10 +88,7 @@ const struct kdev_physical *kdev_nvidia_dra_backend_find(const struct kdev_nvidi
 
 static void on_reread(void *arg, const char *uuid)
 {
-        struct kdev_nvidia_dra_backend *b = arg;
-        char why[160];
-        snprintf(why, sizeof(why), "GPU %s answers again", uuid);
-        kdev_nvidia_inventory_watch_now(b->watch, why);
+        kdev_nvidia_inventory_watch_reread(((struct kdev_nvidia_dra_backend *)arg)->watch, uuid);
 }
 
 static void on_inventory(void *arg, const char *why)

@@ -997,6 +997,13 @@ void kdev_nvidia_inventory_watch_now(struct kdev_nvidia_inventory_watch *w, cons
         uv_timer_start(&w->timer, on_inventory_tick, 0, w->interval);
 }
 
+void kdev_nvidia_inventory_watch_reread(struct kdev_nvidia_inventory_watch *w, const char *uuid)
+{
+        char why[160];
+        snprintf(why, sizeof(why), "GPU %s answers again", uuid);
+        kdev_nvidia_inventory_watch_now(w, why);
+}
+
 void kdev_nvidia_inventory_watch_rebase(struct kdev_nvidia_inventory_watch *w,
                                         const struct kdev_gpu_set *gpus)
 {

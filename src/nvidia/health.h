@@ -322,6 +322,11 @@ kdev_nvidia_inventory_watch_start(uv_loop_t *loop, const struct kdev_nvidia_inve
  * same (it was faulted when read and answers again). NULL-safe. */
 KDEV_API void kdev_nvidia_inventory_watch_now(struct kdev_nvidia_inventory_watch *w, const char *why);
 
+/* kdev_nvidia_inventory_watch_now(w, "GPU <uuid> answers again"): the
+ * health monitor's |reread| for a GPU discovery read faulted. NULL-safe. */
+KDEV_API void kdev_nvidia_inventory_watch_reread(struct kdev_nvidia_inventory_watch *w,
+                                                 const char *uuid);
+
 /* Resumes a paused watch against |gpus| (borrowed, the GPUs now in force);
  * the next check runs one interval from now. NULL-safe. */
 KDEV_API void kdev_nvidia_inventory_watch_rebase(struct kdev_nvidia_inventory_watch *w,
