@@ -371,7 +371,7 @@ static int merge(struct kdev_generic_live *l, struct live_res *lr, const struct 
                         kdev_log_warn("generic device gone: Unhealthy until it is back or its "
                                       "grace period ends",
                                       "resource", r->name, "device", d->id,
-                                      KDEV_LOG_UINT("grace_period_s", l->grace_ms / 1000));
+                                      KDEV_LOG_UINT("grace_period_s", (l->grace_ms + 999) / 1000));
         }
         rc = 0;
 out:
