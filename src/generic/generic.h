@@ -19,7 +19,8 @@
  *             count: 4                 # optional: replicas of each set (1..1000)
  *
  * Discovery never opens device nodes (glob, lstat, stat and realpath only) and
- * never walks directories recursively.
+ * never walks directories recursively. While kdev-plugin serves, the matches
+ * are followed by the live inventory (generic/live.h).
  */
 #ifndef KDEV_GENERIC_GENERIC_H
 #define KDEV_GENERIC_GENERIC_H

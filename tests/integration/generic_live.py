@@ -13,7 +13,8 @@ devices, no root needed):
 - with inotify unavailable (a preload shim makes inotify_add_watch fail with
   ENOSPC under the fake /dev, as at the watch limit) kdev-plugin keeps
   serving, warns once, and rescans (rescanInterval: 1) advertise a new node
-  within 2 s."""
+  within 2 s;
+- after a reload (SIGHUP) the new configuration's devices are followed."""
 import os
 import subprocess
 import sys
@@ -174,6 +175,25 @@ def test_repointed_symlink_changes_the_host_path():
             k.stop()
 
 
+def test_followed_after_a_reload():
+    """SIGHUP builds a new configuration; its devices are followed too."""
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        root, p = started(d, k, [("kx0", "/dev/null")], config())
+        try:
+            p.proc.send_signal(__import__("signal").SIGHUP)
+            wait_for(lambda: log_lines(p, "SIGHUP: configuration unchanged"), what="reload")
+            wait_for(lambda: k.count(RES) == 2, what="registration again")
+            link(root, "kx1", "/dev/zero")
+            wait_for(lambda: last_list(k) == [("kx0", "Healthy"), ("kx1", "Healthy")],
+                     timeout=2, what="the new node advertised after the reload")
+            assert len(log_lines(p, "following the generic devices")) == 2
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
 def preload_env(root):
     """LD_PRELOAD with the shim (and, in a sanitizer build, ASan's runtime
     first, as ASan requires)."""
@@ -225,5 +245,6 @@ if __name__ == "__main__":
         test_new_node_advertised,
         test_removed_node_unhealthy_then_dropped,
         test_repointed_symlink_changes_the_host_path,
+        test_followed_after_a_reload,
         test_rescans_alone_when_inotify_fails,
     ])
