@@ -27,6 +27,7 @@ struct live_res {
         struct dev_state *st;   /* n entries, aligned with the served devices */
         size_t n;
         char *last_error;       /* the last scan error logged (logged once) */
+        bool warned_left_out;   /* a device left out was logged as a warning */
 };
 
 struct fswatch {
@@ -289,11 +290,18 @@ static int merge(struct kdev_generic_live *l, struct live_res *lr, const struct 
                         id = alt;
                 }
                 if (strlen(id) > KDEV_DEVICE_ID_MAX || strset_has(&taken, id)) {
-                        kdev_log_warn("generic device left out: its ID is listed for another "
-                                      "device",
-                                      "resource", r->name, "device", id, "host_path",
-                                      f->devices[i].n_specs ? f->devices[i].specs[0].host_path
-                                                            : "");
+                        /* every scan finds it again: one warning, then debug */
+                        enum kdev_log_level lv = lr->warned_left_out ? KDEV_LOG_DEBUG
+                                                                     : KDEV_LOG_WARN;
+                        lr->warned_left_out = true;
+                        if (kdev_log_enabled(lv))
+                                kdev_log(lv,
+                                         "generic device left out: its ID is listed for another "
+                                         "device",
+                                         "resource", r->name, "device", id, "host_path",
+                                         f->devices[i].n_specs ? f->devices[i].specs[0].host_path
+                                                               : "",
+                                         NULL);
                         free(alt);
                         from[i] = -2;
                         continue;
@@ -527,7 +535,6 @@ static void on_fswatch_closed(uv_handle_t *h)
 
 static void unwatch(struct kdev_generic_live *l, struct watch *w)
 {
-        (void)l;
         if (w->fs) {
                 uv_fs_event_stop(&w->fs->h);
                 uv_close((uv_handle_t *)&w->fs->h, on_fswatch_closed);

@@ -431,6 +431,25 @@ static void test_ids_stay(void **state)
         kdev_generic_live_stats(f.live, &st);
         assert_int_equal(st.watches, 2);
         finish(&f);
+
+        /* both the name and the prefixed name taken: the new match is left
+         * out (a warning), the list unchanged */
+        rm("/dev/q/x");
+        touch("/dev/p/g1-x");
+        start(&f, HEAD "    - name: example.com/c\n"
+                       "      groups:\n"
+                       "        - paths: [{path: /dev/p/*}]\n"
+                       "        - paths: [{path: /dev/q/*}]\n",
+              3600 * 1000, 60000, true);
+        assert_string_equal(render(&f.set.resources[0]),
+                            "g1-x=@/dev/p/g1-x x=@/dev/p/x y=@/dev/q/y");
+        touch("/dev/q/x");
+        kdev_generic_live_scan(f.live);
+        kdev_generic_live_scan(f.live);
+        assert_string_equal(render(&f.set.resources[0]),
+                            "g1-x=@/dev/p/g1-x x=@/dev/p/x y=@/dev/q/y");
+        assert_int_equal(f.changes, 0);
+        finish(&f);
 }
 
 int main(void)
