@@ -262,8 +262,8 @@ static void start_live(struct kdev_dp_daemon *d, struct dp_gen *g)
                                "changes",
                                "error", err.msg);
         else
-                kdev_log_info("following the generic devices", KDEV_LOG_UINT("rescan_interval_s",
-                                                                             g->cfg->rescan_interval),
+                kdev_log_info("following the generic devices",
+                              KDEV_LOG_UINT("rescan_interval_s", g->cfg->rescan_interval),
                               KDEV_LOG_UINT("grace_period_s", g->cfg->grace_period));
 }
 

@@ -88,8 +88,8 @@ struct kdev_generic_live_stats {
  * the set, -ENOMEM. A watch that cannot be added is not an error (logged
  * once as a warning: "cannot watch a directory of the generic globs,
  * following them by rescans"). */
-KDEV_API struct kdev_generic_live *kdev_generic_live_start(const struct kdev_generic_live_options *o,
-                                                           struct kdev_err *err);
+KDEV_API struct kdev_generic_live *
+kdev_generic_live_start(const struct kdev_generic_live_options *o, struct kdev_err *err);
 
 /* Scans now (tests). */
 KDEV_API void kdev_generic_live_scan(struct kdev_generic_live *l);
