@@ -671,8 +671,11 @@ int kdev_generic_scan_resource(const struct kdev_generic_config *cfg, size_t ri,
                                const struct kdev_generic_options *opts,
                                struct kdev_generic_scan *out, struct kdev_err *err)
 {
+        static const struct kdev_generic_options defaults = {NULL, false, NULL, NULL};
         memset(out, 0, sizeof(*out));
-        const char *root = opts && opts->root ? opts->root : "";
+        if (!opts)
+                opts = &defaults;
+        const char *root = opts->root ? opts->root : "";
         char *root_pat = escape_root(root);
         out->set.resources = calloc(1, sizeof(*out->set.resources));
         if (!root_pat || !out->set.resources) {
