@@ -23,6 +23,7 @@
 #include "config/config.h"
 #include "daemon/config_json.h"
 #include "generic/generic.h"
+#include "generic/live.h"
 #include "model/model.h"
 #include "nvidia/backend.h"
 #include "nvidia/config.h"
@@ -41,6 +42,9 @@ struct dp_gen {
         struct kdev_generic_config *cfg;  /* owned; NULL: no generic section */
         struct kdev_resource_set *set;    /* owned (served: the runtime borrows it) */
         struct kdev_nvidia_backend *nvidia; /* NULL: NVIDIA not wanted */
+        /* follows the generic devices of |cfg| in |set| while served (NULL:
+         * none, or not served yet); stopped before the generation goes */
+        struct kdev_generic_live *live;
         char *path;                       /* the config file read, NULL: none (defaults) */
         char *name;                       /* the named config (per-node configs), or NULL */
         struct kdev_dp_daemon *daemon;    /* set while retiring */
@@ -352,6 +356,53 @@ static void withdrawn_free(struct kdev_dp_daemon *d)
         d->n_withdrawn = 0;
 }
 
+/* The skip warnings of a rescan: the first discovery gave them as warnings. */
+static void on_rescan_warning(void *arg, const char *msg)
+{
+        (void)arg;
+        kdev_log_debug("device discovery", "warning", msg);
+}
+
+static void on_generic_changed(void *arg, const char *resource)
+{
+        struct kdev_dp_daemon *d = arg;
+        if (d->rt)
+                kdev_dp_runtime_notify(d->rt, resource);
+}
+
+/* Follows the generic devices of |g| (src/generic/live.h) once it is
+ * served; a failure is logged and leaves the devices as discovered. */
+static void start_live(struct kdev_dp_daemon *d, struct dp_gen *g)
+{
+        if (!g->cfg || g->cfg->n_resources == 0)
+                return;
+        struct kdev_generic_live_options lo = {
+                .loop = &d->loop,
+                .cfg = g->cfg,
+                .discover = {.root = d->opts->generic_root, .warn = on_rescan_warning},
+                .set = g->set,
+                .changed = on_generic_changed,
+                .changed_arg = d,
+                .grace_period_ms = -1,
+        };
+        struct kdev_err err = {0};
+        g->live = kdev_generic_live_start(&lo, &err);
+        if (!g->live)
+                kdev_log_error("generic devices are not followed, restart kdev-plugin to see "
+                               "changes",
+                               "error", err.msg);
+        else
+                kdev_log_info("following the generic devices",
+                              KDEV_LOG_UINT("rescan_interval_s", g->cfg->rescan_interval),
+                              KDEV_LOG_UINT("grace_period_s", g->cfg->grace_period));
+}
+
+static void stop_live(struct dp_gen *g)
+{
+        kdev_generic_live_stop(g->live, NULL, NULL);
+        g->live = NULL;
+}
+
 /* ---- configurations ------------------------------------------------------ */
 
 /* Frees what |g| owns (not |g|) and empties it; the backend must be stopped. */
@@ -653,7 +704,9 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
         const char *now_cdi = kdev_nvidia_backend_cdi_path(g.nvidia);
         if (was_cdi && now_cdi && strcmp(was_cdi, now_cdi) == 0)
                 kdev_nvidia_backend_disown_cdi(old.nvidia); /* rewritten by the new one */
+        stop_live(&old);
         d->cur = g;
+        start_live(d, &d->cur);
         if (kdev_nvidia_backend_start(d->cur.nvidia, &err) < 0)
                 kdev_log_error("health checks not started", "error", err.msg);
         if (!old.nv_owned)
@@ -765,6 +818,7 @@ void kdev_dp_daemon_stop(struct kdev_dp_daemon *d, const char *why)
                 return;
         d->stopping = true;
         kdev_log_info("stopping", "signal", why);
+        stop_live(&d->cur);
         /* Health first (it notifies the runtime), then the runtime. */
         struct kdev_nvidia_backend *b = d->cur.nvidia;
         d->cur.nvidia = NULL;
@@ -1034,6 +1088,7 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
                 on_runtime_stopped(&d); /* closes the signal handles */
                 goto out;
         }
+        start_live(&d, &d.cur);
         if (d.metrics) {
                 kdev_log_info("serving metrics", "address", metrics_address,
                               KDEV_LOG_UINT("port", kdev_plugin_metrics_port(d.metrics)), "path",
@@ -1049,6 +1104,7 @@ out:
                 kdev_log_error("cannot start", "error", err.msg);
         if (loop_ready) {
                 /* Whatever is still open (an error path, or --check). */
+                stop_live(&d.cur);
                 struct kdev_nvidia_backend *b = d.cur.nvidia;
                 d.cur.nvidia = NULL;
                 kdev_nvidia_backend_stop(b, NULL, NULL);

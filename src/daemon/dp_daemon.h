@@ -27,6 +27,12 @@
  * registers every resource again (the kubelet-restart recovery it always
  * was).
  *
+ * Generic devices are live (src/generic/live.h): while a configuration is
+ * served its globs are watched and rescanned, devices that appear are
+ * advertised, vanished ones are Unhealthy and dropped after the grace
+ * period, re-pointed symlinks change what Allocate answers; each change is
+ * one kdev_dp_runtime_notify().
+ *
  * It lives in its own module because it needs the generic backend, the
  * NVIDIA backend, the plugin runtime and the metrics together, and the
  * NVIDIA backend already depends on src/plugin (CMakeLists.txt: kdev_daemon).

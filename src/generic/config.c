@@ -250,8 +250,22 @@ static int read_generic_devices(struct kdev_ycfg *c, yaml_node_t *node, void *ob
         return 0;
 }
 
+static int read_generic_rescan(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
+{
+        struct kdev_generic_config *cfg = obj;
+        return kdev_ycfg_uint(c, node, 1, KDEV_GENERIC_RESCAN_MAX, &cfg->rescan_interval);
+}
+
+static int read_generic_grace(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
+{
+        struct kdev_generic_config *cfg = obj;
+        return kdev_ycfg_uint(c, node, 0, KDEV_GENERIC_GRACE_MAX, &cfg->grace_period);
+}
+
 static const struct kdev_ycfg_field generic_fields[] = {
         {"devices", true, read_generic_devices},
+        {"rescanInterval", false, read_generic_rescan},
+        {"gracePeriod", false, read_generic_grace},
 };
 
 static int read_generic(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
@@ -277,6 +291,8 @@ int kdev_generic_config_register(struct kdev_config_root *root, const char *disp
                 free(cfg);
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
+        cfg->rescan_interval = KDEV_GENERIC_RESCAN_DEFAULT;
+        cfg->grace_period = KDEV_GENERIC_GRACE_DEFAULT;
         struct kdev_config_sections s = {section_fields,
                                          sizeof(section_fields) / sizeof(section_fields[0]), cfg};
         int rc = kdev_config_register(root, &s, err);

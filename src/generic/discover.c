@@ -1,5 +1,6 @@
 /* Generic backend discovery: globs -> device sets -> kdev_resource. */
 #include "generic/generic.h"
+#include "generic/generic_internal.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -261,7 +262,16 @@ struct dev_list {
         struct kdev_device *v;
         size_t n;
         size_t *group; /* group index of each device */
+        char **key;    /* NULL, or each device's key (generic_internal.h) */
+        char **base;   /* NULL, or each device's ID before the group prefix */
 };
+
+static void strv_clear(char **v, size_t n)
+{
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i]);
+        free(v);
+}
 
 static void dev_list_clear(struct dev_list *l)
 {
@@ -269,6 +279,8 @@ static void dev_list_clear(struct dev_list *l)
                 kdev_device_clear(&l->v[i]);
         free(l->v);
         free(l->group);
+        strv_clear(l->key, l->n);
+        strv_clear(l->base, l->n);
         memset(l, 0, sizeof(*l));
 }
 
@@ -287,6 +299,7 @@ static int build_group(const struct kdev_generic_group *g, size_t gi, const stru
                         snprintf(base, sizeof(base), "%s", base_name(ms[0].v[i % m0].named));
                 for (unsigned r = 0; r < g->count; r++) {
                         struct kdev_device *d = &l->v[l->n];
+                        size_t at = l->n;
                         l->group[l->n] = gi;
                         l->n++;
                         d->healthy = true;
@@ -301,6 +314,13 @@ static int build_group(const struct kdev_generic_group *g, size_t gi, const stru
                         }
                         d->specs = calloc(g->n_paths, sizeof(*d->specs));
                         if (!d->id || !d->specs)
+                                return -ENOMEM;
+                        if (l->key && asprintf(&l->key[at], "%zu\x1f%zu\x1f%u\x1f%s", gi, i / m0,
+                                               r, ms[0].v[i % m0].named) < 0) {
+                                l->key[at] = NULL;
+                                return -ENOMEM;
+                        }
+                        if (l->base && !(l->base[at] = strdup(d->id)))
                                 return -ENOMEM;
                         d->n_specs = g->n_paths;
                         for (size_t k = 0; k < g->n_paths; k++) {
@@ -455,10 +475,14 @@ static int add_physical(struct kdev_resource_set *set, const struct kdev_generic
         return 0;
 }
 
+/* Discovers resource |ri| into |out|, its physical devices appended to
+ * |set|. |keys| (may be NULL) gets the keys, bases and groups of the
+ * devices (generic_internal.h). */
 static int discover_resource(const struct kdev_generic_config *cfg, size_t ri,
                              const char *root_pat, size_t root_len,
                              const struct kdev_generic_options *opts, struct kdev_resource *out,
-                             struct kdev_resource_set *set, struct kdev_err *err)
+                             struct kdev_resource_set *set, struct kdev_generic_scan *keys,
+                             struct kdev_err *err)
 {
         const struct kdev_generic_resource *res = &cfg->resources[ri];
         struct matches *ms = NULL;
@@ -503,7 +527,11 @@ static int discover_resource(const struct kdev_generic_config *cfg, size_t ri,
         if (total > 0) {
                 l.v = calloc(total, sizeof(*l.v));
                 l.group = calloc(total, sizeof(*l.group));
-                if (!l.v || !l.group) {
+                if (keys) {
+                        l.key = calloc(total, sizeof(*l.key));
+                        l.base = calloc(total, sizeof(*l.base));
+                }
+                if (!l.v || !l.group || (keys && (!l.key || !l.base))) {
                         rc = kdev_err_set(err, ENOMEM, "out of memory");
                         goto out;
                 }
@@ -528,8 +556,18 @@ static int discover_resource(const struct kdev_generic_config *cfg, size_t ri,
         out->devices = l.v;
         out->n_devices = l.n;
         l.v = NULL;
-        l.n = 0;
         rc = add_physical(set, res, &l, out, err);
+        if (keys && rc == 0) {
+                keys->keys = l.key;
+                keys->bases = l.base;
+                keys->groups = l.group;
+                l.group = NULL;
+        } else {
+                strv_clear(l.key, l.n);
+                strv_clear(l.base, l.n);
+        }
+        l.key = l.base = NULL;
+        l.n = 0;
         if (rc < 0)
                 goto out;
         if (kdev_resource_index(out) < 0)
@@ -595,7 +633,7 @@ int kdev_generic_discover(const struct kdev_generic_config *cfg,
         for (; done < cfg->n_resources; done++) {
                 struct kdev_resource *r = &v[n_old + done];
                 memset(r, 0, sizeof(*r));
-                rc = discover_resource(cfg, done, root_pat, root_len, opts, r, out, err);
+                rc = discover_resource(cfg, done, root_pat, root_len, opts, r, out, NULL, err);
                 if (rc < 0) {
                         kdev_resource_clear(r);
                         break;
@@ -614,5 +652,48 @@ int kdev_generic_discover(const struct kdev_generic_config *cfg,
         kdev_physical_truncate(out, n_old_physical);
         if (out->n_physical)
                 kdev_resource_set_link(out, NULL);
+        return rc;
+}
+
+void kdev_generic_scan_clear(struct kdev_generic_scan *s)
+{
+        if (!s)
+                return;
+        size_t n = s->set.n_resources ? s->set.resources[0].n_devices : 0;
+        strv_clear(s->keys, n);
+        strv_clear(s->bases, n);
+        free(s->groups);
+        kdev_resource_set_clear(&s->set);
+        memset(s, 0, sizeof(*s));
+}
+
+int kdev_generic_scan_resource(const struct kdev_generic_config *cfg, size_t ri,
+                               const struct kdev_generic_options *opts,
+                               struct kdev_generic_scan *out, struct kdev_err *err)
+{
+        static const struct kdev_generic_options defaults = {NULL, false, NULL, NULL};
+        memset(out, 0, sizeof(*out));
+        if (!opts)
+                opts = &defaults;
+        const char *root = opts->root ? opts->root : "";
+        char *root_pat = escape_root(root);
+        out->set.resources = calloc(1, sizeof(*out->set.resources));
+        if (!root_pat || !out->set.resources) {
+                free(root_pat);
+                free(out->set.resources);
+                out->set.resources = NULL;
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        }
+        size_t root_len = strlen(root);
+        while (root_len > 0 && root[root_len - 1] == '/')
+                root_len--;
+        out->set.n_resources = 1;
+        int rc = discover_resource(cfg, ri, root_pat, root_len, opts, &out->set.resources[0],
+                                   &out->set, out, err);
+        free(root_pat);
+        if (rc == 0)
+                rc = kdev_resource_set_link(&out->set, err);
+        if (rc < 0)
+                kdev_generic_scan_clear(out);
         return rc;
 }

@@ -5,6 +5,9 @@
  *
  *   version: v1
  *   generic:
+ *     rescanInterval: 10               # optional: seconds between rescans (1..3600)
+ *     gracePeriod: 300                 # optional: seconds a vanished device stays
+ *                                      # advertised Unhealthy (0..86400)
  *     devices:
  *       - name: example.com/fuse       # extended resource name
  *         groups:                      # each group yields device sets
@@ -16,7 +19,8 @@
  *             count: 4                 # optional: replicas of each set (1..1000)
  *
  * Discovery never opens device nodes (glob, lstat, stat and realpath only) and
- * never walks directories recursively.
+ * never walks directories recursively. While kdev-plugin serves, the matches
+ * are followed by the live inventory (generic/live.h).
  */
 #ifndef KDEV_GENERIC_GENERIC_H
 #define KDEV_GENERIC_GENERIC_H
@@ -35,6 +39,10 @@
 #define KDEV_GENERIC_RESOURCES_MAX 256   /* generic.devices entries */
 #define KDEV_GENERIC_GROUPS_MAX 256      /* groups of one resource */
 #define KDEV_GENERIC_PATHS_MAX 64        /* paths of one group */
+#define KDEV_GENERIC_RESCAN_DEFAULT 10   /* rescanInterval: seconds */
+#define KDEV_GENERIC_RESCAN_MAX 3600
+#define KDEV_GENERIC_GRACE_DEFAULT 300   /* gracePeriod: seconds */
+#define KDEV_GENERIC_GRACE_MAX 86400
 
 /* One path of a group. */
 struct kdev_generic_path {
@@ -67,6 +75,14 @@ struct kdev_generic_config {
         char *source;         /* the display name of the file, used in messages */
         struct kdev_generic_resource *resources; /* unique names, file order */
         size_t n_resources;
+        /* generic.rescanInterval: seconds between two rescans of every glob
+         * while serving (the safety net under the inotify watches, the only
+         * means when a watch cannot be added), 1..3600, default 10 */
+        unsigned rescan_interval;
+        /* generic.gracePeriod: seconds a device whose node vanished stays
+         * advertised, Unhealthy, before it is dropped from the list
+         * (src/generic/live.c), 0..86400, default 300 */
+        unsigned grace_period;
 };
 
 /* Receives one warning from kdev_generic_discover. |msg| is one line without

@@ -138,6 +138,16 @@ KDEV_API struct kdev_physical *kdev_physical_add(struct kdev_resource_set *set, 
  * device may still point at them. Drops the physical index (link again). */
 KDEV_API void kdev_physical_truncate(struct kdev_resource_set *set, size_t from);
 
+/* Frees the physical devices of |set| for which |drop|(|arg|, record)
+ * returns true, keeping the others in their order (their index updated); no
+ * logical device may still point at a dropped one. For a backend whose
+ * physical devices come and go while serving (the generic backend's live
+ * inventory, src/generic/live.c). O(physical devices). Drops the physical
+ * index (link again). Returns the number freed. */
+KDEV_API size_t kdev_physical_remove_if(struct kdev_resource_set *set,
+                                        bool (*drop)(void *arg, const struct kdev_physical *p),
+                                        void *arg);
+
 /* Moves every physical device of |src| to the end of |dst| (the records keep
  * their addresses, so logical devices moved from |src| to |dst| keep their
  * pointers); |src| is left without physical devices. Drops both physical

@@ -56,6 +56,30 @@ void kdev_physical_truncate(struct kdev_resource_set *set, size_t from)
         drop_index(set);
 }
 
+size_t kdev_physical_remove_if(struct kdev_resource_set *set,
+                               bool (*drop)(void *arg, const struct kdev_physical *p), void *arg)
+{
+        if (!set || !drop)
+                return 0;
+        size_t kept = 0, n = set->n_physical;
+        for (size_t i = 0; i < n; i++) {
+                struct kdev_physical *p = set->physical[i];
+                if (drop(arg, p)) {
+                        physical_free(p);
+                        continue;
+                }
+                p->index = kept;
+                set->physical[kept++] = p;
+        }
+        set->n_physical = kept;
+        if (kept == 0) {
+                free(set->physical);
+                set->physical = NULL;
+        }
+        drop_index(set);
+        return n - kept;
+}
+
 struct kdev_physical *kdev_physical_add(struct kdev_resource_set *set, const char *id,
                                         int numa_node, void *data,
                                         void (*free_data)(void *data))

@@ -56,16 +56,7 @@ def start(d, fail_on_init="true", env=None):
 
 
 def allocate(d, ids):
-    ch = kt.grpc.insecure_channel("unix:" + os.path.join(d, SOCK))
-    try:
-        f = ch.unary_unary("/v1beta1.DevicePlugin/Allocate",
-                           request_serializer=kt.api.AllocateRequest.SerializeToString,
-                           response_deserializer=kt.api.AllocateResponse.FromString)
-        req = kt.api.AllocateRequest()
-        req.container_requests.add().devices_ids.extend(ids)
-        return f(req, timeout=10).container_responses[0]
-    finally:
-        ch.close()
+    return kt.allocate(d, SOCK, ids)
 
 
 def test_gpus_advertised_and_allocated():

@@ -99,20 +99,11 @@ def start_plugin(d, extra=(), env=None):
 
 def allocate(d, ids):
     """Allocate with one container request; returns None or the gRPC error."""
-    ch = kt.grpc.insecure_channel("unix:" + os.path.join(d, SOCK))
     try:
-        f = ch.unary_unary("/v1beta1.DevicePlugin/Allocate",
-                           request_serializer=kt.api.AllocateRequest.SerializeToString,
-                           response_deserializer=kt.api.AllocateResponse.FromString)
-        req = kt.api.AllocateRequest()
-        req.container_requests.add().devices_ids.extend(ids)
-        try:
-            f(req, timeout=10)
-            return None
-        except kt.grpc.RpcError as e:
-            return e
-    finally:
-        ch.close()
+        kt.allocate(d, SOCK, ids)
+        return None
+    except kt.grpc.RpcError as e:
+        return e
 
 
 def preferred(d, available, size):

@@ -83,6 +83,22 @@ def plugin_options(directory, sock, timeout=5):
 
 
 
+def allocate(directory, sock, ids, timeout=10):
+    """Allocate of device IDs |ids| in one container request on the plugin
+    serving directory/sock; returns its ContainerAllocateResponse (raises
+    grpc.RpcError when the call fails)."""
+    ch = grpc.insecure_channel("unix:" + os.path.join(directory, sock))
+    try:
+        f = ch.unary_unary("/v1beta1.DevicePlugin/Allocate",
+                           request_serializer=api.AllocateRequest.SerializeToString,
+                           response_deserializer=api.AllocateResponse.FromString)
+        req = api.AllocateRequest()
+        req.container_requests.add().devices_ids.extend(ids)
+        return f(req, timeout=timeout).container_responses[0]
+    finally:
+        ch.close()
+
+
 def sock_accepts(path):
     """True when the Unix socket at |path| accepts a connection (its file
     appears at bind(), a moment before listen())."""

@@ -177,7 +177,8 @@ static void test_bad_config(void **state)
         f->o.on_started = started_stop;
         int r = kdev_dp_daemon_run(&f->o, &err);
         snprintf(want, sizeof(want),
-                 "%s:3:3: generic.devicez: unknown key (expected one of: devices)", f->config);
+                 "%s:3:3: generic.devicez: unknown key (expected one of: devices, rescanInterval, "
+                 "gracePeriod)", f->config);
         assert_string_equal(err.msg, want);
         assert_int_equal(r, -err.code);
         assert_int_equal(err.code, EINVAL);

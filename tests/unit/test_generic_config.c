@@ -87,8 +87,29 @@ static void test_parse_minimal(void **state)
                                                            &cfg, NULL),
                                  0);
                 assert_int_equal(cfg->n_resources, 0);
+                /* the live inventory's defaults */
+                assert_int_equal(cfg->rescan_interval, 10);
+                assert_int_equal(cfg->grace_period, 300);
                 kdev_generic_config_free(cfg);
         }
+}
+
+/* generic.rescanInterval and generic.gracePeriod (src/generic/live.c). */
+static void test_parse_live_settings(void **state)
+{
+        (void)state;
+        const char *text = "version: v1\ngeneric:\n  rescanInterval: 1\n  gracePeriod: 0\n"
+                           "  devices: []\n";
+        struct kdev_generic_config *cfg = NULL;
+        assert_int_equal(kdev_generic_config_parse("m.yaml", text, strlen(text), &cfg, NULL), 0);
+        assert_int_equal(cfg->rescan_interval, 1);
+        assert_int_equal(cfg->grace_period, 0);
+        kdev_generic_config_free(cfg);
+        text = "generic:\n  rescanInterval: 3600\n  gracePeriod: 86400\n  devices: []\n";
+        assert_int_equal(kdev_generic_config_parse("m.yaml", text, strlen(text), &cfg, NULL), 0);
+        assert_int_equal(cfg->rescan_interval, 3600);
+        assert_int_equal(cfg->grace_period, 86400);
+        kdev_generic_config_free(cfg);
 }
 
 struct bad {
@@ -222,6 +243,21 @@ static const struct bad bad_cases[] = {
          "demo.yaml:2:10: generic: must be a mapping, got \"devices\""},
         {"version: v1\ngeneric:\n",
          "demo.yaml:2:9: generic: must be a mapping, got null"},
+        {"version: v1\ngeneric:\n  rescanInterval: 0\n  devices: []\n",
+         "demo.yaml:3:19: generic.rescanInterval: must be an integer between 1 and 3600, got "
+         "\"0\""},
+        {"version: v1\ngeneric:\n  rescanInterval: 3601\n  devices: []\n",
+         "demo.yaml:3:19: generic.rescanInterval: must be an integer between 1 and 3600, got "
+         "\"3601\""},
+        {"version: v1\ngeneric:\n  gracePeriod: 86401\n  devices: []\n",
+         "demo.yaml:3:16: generic.gracePeriod: must be an integer between 0 and 86400, got "
+         "\"86401\""},
+        {"version: v1\ngeneric:\n  gracePeriod: 5s\n  devices: []\n",
+         "demo.yaml:3:16: generic.gracePeriod: must be an integer between 0 and 86400, got "
+         "\"5s\""},
+        {"version: v1\ngeneric:\n  devicez: []\n",
+         "demo.yaml:3:3: generic.devicez: unknown key (expected one of: devices, rescanInterval, "
+         "gracePeriod)"},
         {"version: v1\ngeneric: {}\n",
          "demo.yaml:2:10: generic: missing required key \"devices\""},
         {"version: v1\ngeneric:\n  devices: []\nflags: {}\n",
@@ -510,6 +546,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_valid),
                 cmocka_unit_test(test_parse_minimal),
+                cmocka_unit_test(test_parse_live_settings),
                 cmocka_unit_test(test_parse_errors),
                 cmocka_unit_test(test_list_limits),
                 cmocka_unit_test(test_nesting_limit),

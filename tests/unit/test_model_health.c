@@ -318,6 +318,51 @@ static void test_move_keeps_records(void **state)
         assert_int_equal(freed, 1);
 }
 
+static bool drop_g(void *arg, const struct kdev_physical *p)
+{
+        assert_string_equal(arg, "arg");
+        return p->id[0] == 'g';
+}
+
+/* kdev_physical_remove_if: the records the predicate picks are freed (their
+ * data too), the others keep their order, with their index updated. */
+static void test_remove_if_keeps_the_others(void **state)
+{
+        (void)state;
+        struct kdev_resource_set set;
+        struct kdev_physical *g0, *g1, *m0;
+        make_set(&set, &g0, &g1, &m0);
+        struct kdev_physical *m9 = kdev_physical_add(&set, "m9", 2, NULL, NULL);
+        assert_non_null(m9);
+        /* no logical device may point at a dropped record */
+        for (size_t r = 0; r < set.n_resources; r++)
+                for (size_t d = 0; d < set.resources[r].n_devices; d++)
+                        if (set.resources[r].devices[d].physical != m0)
+                                set.resources[r].devices[d].physical = NULL;
+        freed = 0;
+        assert_int_equal(kdev_physical_remove_if(&set, drop_g, "arg"), 2);
+        assert_int_equal(freed, 1); /* g1's data */
+        assert_int_equal(set.n_physical, 2);
+        assert_ptr_equal(set.physical[0], m0);
+        assert_ptr_equal(set.physical[1], m9);
+        assert_int_equal(m0->index, 0);
+        assert_int_equal(m9->index, 1);
+        assert_int_equal(kdev_resource_set_link(&set, NULL), 0);
+        assert_ptr_equal(kdev_physical_find(&set, "m9"), m9);
+        assert_null(kdev_physical_find(&set, "g0"));
+        assert_int_equal(m0->n_logical, 1);
+        /* all of them: the array goes */
+        assert_int_equal(kdev_physical_remove_if(&set, drop_g, "arg"), 0);
+        set.resources[1].devices[0].physical = NULL;
+        m0->id[0] = 'g';
+        m9->id[0] = 'g';
+        assert_int_equal(kdev_physical_remove_if(&set, drop_g, "arg"), 2);
+        assert_int_equal(set.n_physical, 0);
+        assert_null(set.physical);
+        assert_int_equal(kdev_physical_remove_if(NULL, drop_g, NULL), 0);
+        kdev_resource_set_clear(&set);
+}
+
 static void test_many_physical_devices(void **state)
 {
         (void)state;
@@ -363,6 +408,7 @@ int main(void)
                 cmocka_unit_test(test_logical_device_unhealthy_by_itself),
                 cmocka_unit_test(test_link_errors),
                 cmocka_unit_test(test_move_keeps_records),
+                cmocka_unit_test(test_remove_if_keeps_the_others),
                 cmocka_unit_test(test_many_physical_devices),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
