@@ -415,12 +415,15 @@ def allocate(directory, resource, device_id):
     return json.loads(out)["containerResponses"][0]
 
 
-def wait_registered(pm, name, kubelet, resource):
+def wait_registered(pm, name, kubelet, resource, since):
+    """Waits until container |name| registered |resource| with kubelet: a
+    registration logged after byte |since| of kubelet's log (the runs before
+    registered the same resource)."""
     def up():
         if pm("inspect", "-f", "{{.State.Running}}", name).stdout.strip() != "true":
             raise AssertionError("the kdev-plugin container stopped:\n" +
                                  pm("logs", name).stderr[-8000:])
-        return cc.kubelet_has(kubelet, resource)
+        return cc.kubelet_has(kubelet, resource, since)
     kt.wait_for(up, timeout=60, interval=0.2, what="registration of " + resource)
 
 
@@ -459,8 +462,9 @@ def cdi_run(pm, pod, c, cms, base, api, image, kubelet, host_dp, host_cdi, hook,
     its host paths): registration, Allocate naming the CDI device, the spec
     (libcuda, the hooks), podman --device with it, the spec gone at exit."""
     start = time.monotonic()
+    since = cc.kubelet_log_size(kubelet)
     name = start_pod(pm, pod, c, cms, base, api, image, {"DEVICE_LIST_STRATEGY": "envvar,cdi-cri"})
-    wait_registered(pm, name, kubelet, "nvidia.com/gpu")
+    wait_registered(pm, name, kubelet, "nvidia.com/gpu", since)
     TIMES.append(("%s: podman run to registration" % label, time.monotonic() - start))
     resp = allocate(host_dp, "nvidia.com/gpu", GPU)
     names = [d["name"] for d in resp.get("cdiDevices", [])]
@@ -580,8 +584,9 @@ def main():
     try:
         # run 1: the DaemonSet as shipped
         start = time.monotonic()
+        since = cc.kubelet_log_size(kubelet)
         name = start_pod(pm, pod, c, cms, base, api, image, {})
-        wait_registered(pm, name, kubelet, "nvidia.com/gpu")
+        wait_registered(pm, name, kubelet, "nvidia.com/gpu", since)
         TIMES.append(("run 1: podman run to registration", time.monotonic() - start))
         m = metrics()
         want = 'kdev_devices{resource="nvidia.com/gpu",health="Healthy"} 8'

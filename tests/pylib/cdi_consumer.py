@@ -298,9 +298,18 @@ def allocate_cdi(directory, resource, device_id):
 GPU_SPEC = "k8s.device-plugin.nvidia.com-gpu.json"
 
 
-def kubelet_has(kubelet, resource):
+def kubelet_log_size(kubelet):
+    """Bytes in kdevctl kubelet's log so far: kubelet_has(since=) reads only
+    what a later registration adds."""
+    return os.path.getsize(kubelet.log.name)
+
+
+def kubelet_has(kubelet, resource, since=0):
+    """Whether kdevctl kubelet logged a Register call for |resource| after
+    byte |since| of its log."""
     with open(kubelet.log.name) as f:
-        return resource in f.read()
+        f.seek(since)
+        return any("Register" in line and resource in line for line in f.read().splitlines())
 
 
 PLUGIN_RUNS = [
