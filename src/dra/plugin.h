@@ -148,6 +148,12 @@ struct kdev_dra_claim_event {
 
 typedef void (*kdev_dra_claim_fn)(void *arg, const struct kdev_dra_claim_event *ev);
 
+/* A state file of the plugin (the claim checkpoint, a claim's CDI spec) was
+ * changed by someone else: it was moved to |aside| ("<dir>/.<name>.foreign-
+ * <unix seconds>", common/file.h) before kdev rebuilt it from memory (or, on
+ * Unprepare, instead of being removed). Both paths borrowed for the call. */
+typedef void (*kdev_dra_file_aside_fn)(void *arg, const char *path, const char *aside);
+
 struct kdev_dra_plugin_options {
         const char *driver;   /* NULL: KDEV_DRA_PLUGIN_DEFAULT_DRIVER */
         const char *pool;     /* pool name = node name; required */
@@ -177,6 +183,10 @@ struct kdev_dra_plugin_options {
          * for calls that ended before their claims were prepared); may be NULL */
         kdev_dra_claim_fn on_claim;
         void *on_claim_arg;
+        /* called on the loop thread for each state file moved aside; may be
+         * NULL */
+        kdev_dra_file_aside_fn on_file_aside;
+        void *on_file_aside_arg;
 };
 
 struct kdev_dra_plugin;
