@@ -459,10 +459,11 @@ fail:
 
 /* Tells the caller's on_file_aside (plugin.h) that |path|, changed by
  * someone else, was moved to |aside|. */
-static void report_aside(const struct kdev_dra_plugin *p, const char *path, const char *aside)
+static void report_aside(const struct kdev_dra_plugin *p, const char *path, const char *aside,
+                         bool rebuilt)
 {
         if (p->o.on_file_aside)
-                p->o.on_file_aside(p->o.on_file_aside_arg, path, aside);
+                p->o.on_file_aside(p->o.on_file_aside_arg, path, aside, rebuilt);
 }
 
 int kdev_dra_save_checkpoint(struct kdev_dra_plugin *p, struct kdev_err *err)
@@ -472,7 +473,7 @@ int kdev_dra_save_checkpoint(struct kdev_dra_plugin *p, struct kdev_err *err)
                                           err);
 
         if (rc == 1)
-                report_aside(p, p->cp_path, aside);
+                report_aside(p, p->cp_path, aside, true);
         return rc < 0 ? rc : 0;
 }
 
@@ -487,7 +488,7 @@ static int remove_spec(struct kdev_dra_plugin *p, const char *fname, struct kdev
 
         if (rc == 2) {
                 snprintf(path, sizeof(path), "%s/%s", p->cdi_dir, fname);
-                report_aside(p, path, aside);
+                report_aside(p, path, aside, false);
                 rc = 1;
         }
         return rc;
@@ -524,7 +525,7 @@ static int write_spec(struct kdev_dra_plugin *p, const char *uid,
                 rc = kdev_cdi_spec_write_guarded(want, p->cdi_dir, name, &p->spec_guard, aside,
                                                  sizeof(aside), err);
                 if (rc == 1)
-                        report_aside(p, path, aside);
+                        report_aside(p, path, aside, true);
                 if (rc >= 0)
                         rc = 1;
         }

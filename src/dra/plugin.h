@@ -150,9 +150,11 @@ typedef void (*kdev_dra_claim_fn)(void *arg, const struct kdev_dra_claim_event *
 
 /* A state file of the plugin (the claim checkpoint, a claim's CDI spec) was
  * changed by someone else: it was moved to |aside| ("<dir>/.<name>.foreign-
- * <unix seconds>", common/file.h) before kdev rebuilt it from memory (or, on
- * Unprepare, instead of being removed). Both paths borrowed for the call. */
-typedef void (*kdev_dra_file_aside_fn)(void *arg, const char *path, const char *aside);
+ * <unix seconds>", common/file.h) before kdev rebuilt it from memory
+ * (|rebuilt|), or, on Unprepare, instead of being removed (!|rebuilt|). Both
+ * paths borrowed for the call. */
+typedef void (*kdev_dra_file_aside_fn)(void *arg, const char *path, const char *aside,
+                                       bool rebuilt);
 
 struct kdev_dra_plugin_options {
         const char *driver;   /* NULL: KDEV_DRA_PLUGIN_DEFAULT_DRIVER */
