@@ -227,6 +227,19 @@ static void op_free(struct dra_op *op)
         free(op);
 }
 
+/* calloc's |n| (at least 1) answer slots of |slot_size| bytes and entry
+ * pointers; false (nothing allocated) when out of memory. */
+static bool alloc_answer(size_t n, size_t slot_size, void **slots, void ***entries)
+{
+        *slots = calloc(n ? n : 1, slot_size);
+        *entries = calloc(n ? n : 1, sizeof(**entries));
+        if (*slots && *entries)
+                return true;
+        free(*slots);
+        free(*entries);
+        return false;
+}
+
 /* Prepares every claim of |op| (claims read on the thread pool where
  * op->need says so) and answers |call|. */
 static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call,
@@ -238,11 +251,7 @@ static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call
         PrepEntry **entries;
         size_t n = 0;
 
-        slots = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*slots));
-        entries = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*entries));
-        if (!slots || !entries) {
-                free(slots);
-                free(entries);
+        if (!alloc_answer(rq->n_claims, sizeof(*slots), (void **)&slots, (void ***)&entries)) {
                 kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
                 return;
         }
@@ -309,11 +318,7 @@ static void answer_unprepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *ca
         UnprepEntry **entries;
         size_t n = 0;
 
-        slots = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*slots));
-        entries = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*entries));
-        if (!slots || !entries) {
-                free(slots);
-                free(entries);
+        if (!alloc_answer(rq->n_claims, sizeof(*slots), (void **)&slots, (void ***)&entries)) {
                 if (call)
                         kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
                 return;
@@ -535,53 +540,47 @@ static void op_queue(struct kdev_dra_plugin *p, struct dra_op *op)
         run_ready(p);
 }
 
-static void on_prepare(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+/* Unpacks a NodePrepareResources (|prepare|) or NodeUnprepareResources
+ * request and queues it as a call (op_queue). */
+static void start_op(struct kdev_dra_plugin *p, struct kdev_rpc_call *call, bool prepare,
+                     const uint8_t *req, size_t len)
 {
-        struct kdev_dra_plugin *p = ud;
-        PrepReq *rq = prep_req_unpack(NULL, len, req);
+        PrepReq *prq = prepare ? prep_req_unpack(NULL, len, req) : NULL;
+        UnprepReq *urq = prepare ? NULL : unprep_req_unpack(NULL, len, req);
         struct dra_op *op;
 
-        if (!rq) {
+        if (!prq && !urq) {
                 kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT,
-                                     "cannot parse NodePrepareResourcesRequest");
+                                     prepare ? "cannot parse NodePrepareResourcesRequest"
+                                             : "cannot parse NodeUnprepareResourcesRequest");
                 return;
         }
         op = calloc(1, sizeof(*op));
         if (!op) {
-                prep_req_free(rq, NULL);
+                if (prq)
+                        prep_req_free(prq, NULL);
+                if (urq)
+                        unprep_req_free(urq, NULL);
                 kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
                 return;
         }
-        op->prepare = true;
+        op->prepare = prepare;
         op->call = call;
-        op->prq = rq;
-        op->claims = rq->claims;
-        op->n_claims = rq->n_claims;
+        op->prq = prq;
+        op->urq = urq;
+        op->claims = prq ? prq->claims : urq->claims;
+        op->n_claims = prq ? prq->n_claims : urq->n_claims;
         op_queue(p, op);
+}
+
+static void on_prepare(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        start_op(ud, call, true, req, len);
 }
 
 static void on_unprepare(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
 {
-        struct kdev_dra_plugin *p = ud;
-        UnprepReq *rq = unprep_req_unpack(NULL, len, req);
-        struct dra_op *op;
-
-        if (!rq) {
-                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT,
-                                     "cannot parse NodeUnprepareResourcesRequest");
-                return;
-        }
-        op = calloc(1, sizeof(*op));
-        if (!op) {
-                unprep_req_free(rq, NULL);
-                kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
-                return;
-        }
-        op->call = call;
-        op->urq = rq;
-        op->claims = rq->claims;
-        op->n_claims = rq->n_claims;
-        op_queue(p, op);
+        start_op(ud, call, false, req, len);
 }
 
 static void on_get_info(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)

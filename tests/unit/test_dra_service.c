@@ -578,6 +578,27 @@ static void test_sockets_recreated(void **state)
         stop(f);
 }
 
+/* Packs a v1 NodePrepareResources (|prepare|) or NodeUnprepareResources
+ * request of claim ns/|name| |uid| into |buf| (512 bytes); its length. */
+static size_t pack_one_claim(bool prepare, const char *name, const char *uid, uint8_t *buf)
+{
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim c =
+                K8S__IO__KUBELET__PKG__APIS__DRA__V1__CLAIM__INIT;
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim *claims[] = {&c};
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesRequest pr =
+                K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCES_REQUEST__INIT;
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesRequest ur =
+                K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_UNPREPARE_RESOURCES_REQUEST__INIT;
+
+        c.namespace_ = (char *)"ns";
+        c.name = (char *)name;
+        c.uid = (char *)uid;
+        pr.claims = ur.claims = claims;
+        pr.n_claims = ur.n_claims = 1;
+        assert_true(protobuf_c_message_get_packed_size(prepare ? &pr.base : &ur.base) <= 512);
+        return protobuf_c_message_pack(prepare ? &pr.base : &ur.base, buf);
+}
+
 struct prep_thread {
         struct fix *f;
         uint64_t timeout_ms;
@@ -589,20 +610,9 @@ struct prep_thread {
 static void *prep_thread_fn(void *arg)
 {
         struct prep_thread *pt = arg;
-        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim c1 =
-                K8S__IO__KUBELET__PKG__APIS__DRA__V1__CLAIM__INIT;
-        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim *claims[] = {&c1};
-        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesRequest pr =
-                K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCES_REQUEST__INIT;
-        uint8_t buf[256], *resp = NULL;
-        size_t len = 0, n;
+        uint8_t buf[512], *resp = NULL;
+        size_t len = 0, n = pack_one_claim(true, "c1", UID1, buf);
 
-        c1.namespace_ = (char *)"ns";
-        c1.name = (char *)"c1";
-        c1.uid = (char *)UID1;
-        pr.claims = claims;
-        pr.n_claims = 1;
-        n = protobuf_c_message_pack(&pr.base, buf);
         pt->rc = kdev_rpc_unary_sync(pt->f->dra_sock, KDEV_DRA_V1_PREPARE, buf, n, pt->timeout_ms,
                                      &resp, &len, NULL);
         if (pt->rc == 0)
@@ -732,22 +742,9 @@ struct call_thread {
 static void *call_thread_fn(void *arg)
 {
         struct call_thread *ct = arg;
-        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim c =
-                K8S__IO__KUBELET__PKG__APIS__DRA__V1__CLAIM__INIT;
-        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim *claims[] = {&c};
-        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesRequest pr =
-                K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCES_REQUEST__INIT;
-        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesRequest ur =
-                K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_UNPREPARE_RESOURCES_REQUEST__INIT;
         uint8_t buf[512], *resp = NULL;
-        size_t len = 0, n;
+        size_t len = 0, n = pack_one_claim(ct->prepare, ct->name, ct->uid, buf);
 
-        c.namespace_ = (char *)"ns";
-        c.name = (char *)ct->name;
-        c.uid = (char *)ct->uid;
-        pr.claims = ur.claims = claims;
-        pr.n_claims = ur.n_claims = 1;
-        n = protobuf_c_message_pack(ct->prepare ? &pr.base : &ur.base, buf);
         ct->rc = kdev_rpc_unary_sync(ct->f->dra_sock,
                                      ct->prepare ? KDEV_DRA_V1_PREPARE : KDEV_DRA_V1_UNPREPARE,
                                      buf, n, 60000, &resp, &len, NULL);
@@ -874,6 +871,35 @@ static bool spec_exists(struct fix *f, const char *uid)
         return access(spec, F_OK) == 0;
 }
 
+/* Starts a Prepare of ns/c1 whose claim read blocks until the gate opens;
+ * returns once the read began. */
+static void start_gated_prepare(struct fix *f, struct call_thread *ct)
+{
+        f->gate_on = true;
+        start_call(ct, f, true, "c1", UID1);
+        wait_sem(&f->entered);
+}
+
+/* Opens the gate for the blocked read. */
+static void open_gate(struct fix *f)
+{
+        f->gate_on = false;
+        sem_post(&f->gate);
+}
+
+/* Once no call is queued: |prepared| claims, UID1's spec there or not, the
+ * checkpoint file as |cp_want| (cp_summary). */
+static void assert_final(struct fix *f, int prepared, const char *cp_want)
+{
+        char cp[512];
+
+        wait_jobs(f, 0);
+        assert_int_equal(on_loop(f, probe_prepared), prepared);
+        assert_int_equal(spec_exists(f, UID1), prepared > 0);
+        cp_summary(f, cp, sizeof(cp));
+        assert_string_equal(cp, cp_want);
+}
+
 /* An Unprepare that arrives while the Prepare of the same claim is still
  * reading it waits for it: kubelet's last call (Unprepare) decides, the
  * claim ends unprepared. Each call answers what it did. */
@@ -881,23 +907,15 @@ static void test_unprepare_waits_for_prepare(void **state)
 {
         struct fix *f = *state;
         struct call_thread p1 = {0}, u = {0};
-        char cp[512];
 
-        f->gate_on = true;
-        start_call(&p1, f, true, "c1", UID1);
-        wait_sem(&f->entered);
+        start_gated_prepare(f, &p1);
         start_call(&u, f, false, "c1", UID1);
         wait_jobs(f, 2);          /* the Unprepare waits in line */
         get_info_ok(f);           /* the loop is free meanwhile */
-        f->gate_on = false;
-        sem_post(&f->gate);
+        open_gate(f);
         assert_string_equal(join_call(&p1), "error= devices=gpu-0:" CDI1);
         assert_string_equal(join_call(&u), "error=");
-        wait_jobs(f, 0);
-        assert_int_equal(on_loop(f, probe_prepared), 0);
-        assert_false(spec_exists(f, UID1));
-        cp_summary(f, cp, sizeof(cp));
-        assert_string_equal(cp, "");
+        assert_final(f, 0, "");
         stop(f);
         assert_string_equal(f->events,
                             "prepare ns/c1 " UID1 " recorded=0 devices=gpu-0 cdi=" CDI1
@@ -912,22 +930,14 @@ static void test_retried_prepare_same_answer(void **state)
 {
         struct fix *f = *state;
         struct call_thread p1 = {0}, p2 = {0};
-        char cp[512];
 
-        f->gate_on = true;
-        start_call(&p1, f, true, "c1", UID1);
-        wait_sem(&f->entered);
+        start_gated_prepare(f, &p1);
         start_call(&p2, f, true, "c1", UID1);
         wait_jobs(f, 2);
-        f->gate_on = false;
-        sem_post(&f->gate);
+        open_gate(f);
         assert_string_equal(join_call(&p1), "error= devices=gpu-0:" CDI1);
         assert_string_equal(join_call(&p2), "error= devices=gpu-0:" CDI1);
-        wait_jobs(f, 0);
-        assert_int_equal(on_loop(f, probe_prepared), 1);
-        assert_true(spec_exists(f, UID1));
-        cp_summary(f, cp, sizeof(cp));
-        assert_string_equal(cp, UID1 ":gpu-0;");
+        assert_final(f, 1, UID1 ":gpu-0;");
         stop(f);
         assert_string_equal(f->events,
                             "prepare ns/c1 " UID1 " recorded=0 devices=gpu-0 cdi=" CDI1
@@ -943,25 +953,17 @@ static void test_prepare_unprepare_prepare(void **state)
 {
         struct fix *f = *state;
         struct call_thread p1 = {0}, u = {0}, p2 = {0};
-        char cp[512];
 
-        f->gate_on = true;
-        start_call(&p1, f, true, "c1", UID1);
-        wait_sem(&f->entered);
+        start_gated_prepare(f, &p1);
         start_call(&u, f, false, "c1", UID1);
         wait_jobs(f, 2);
         start_call(&p2, f, true, "c1", UID1);
         wait_jobs(f, 3);
-        f->gate_on = false;
-        sem_post(&f->gate);
+        open_gate(f);
         assert_string_equal(join_call(&p1), "error= devices=gpu-0:" CDI1);
         assert_string_equal(join_call(&u), "error=");
         assert_string_equal(join_call(&p2), "error= devices=gpu-0:" CDI1);
-        wait_jobs(f, 0);
-        assert_int_equal(on_loop(f, probe_prepared), 1);
-        assert_true(spec_exists(f, UID1));
-        cp_summary(f, cp, sizeof(cp));
-        assert_string_equal(cp, UID1 ":gpu-0;");
+        assert_final(f, 1, UID1 ":gpu-0;");
         stop(f);
         assert_int_equal(f->source_calls, 2);
         assert_string_equal(f->events,
