@@ -26,6 +26,7 @@
 
 #include "common/err.h"
 #include "common/export.h"
+#include "common/file.h"
 
 /* Default CDI spec directories (CDI pkg/cdi/spec-dirs.go): static, and
  * dynamic/generated. A spec in the later directory wins on conflicts. */
@@ -351,6 +352,25 @@ KDEV_API int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *d
 /* Removes |dir|/|file_name|. Returns 1 when removed, 0 when it did not exist,
  * -EINVAL for a bad file name, or a negative errno. */
 KDEV_API int kdev_cdi_spec_remove(const char *dir, const char *file_name, struct kdev_err *err);
+
+/* kdev_cdi_spec_write guarded by |guard| (common/file.h; may be NULL:
+ * unguarded): when |dir|/|file_name| is no longer what kdev last wrote
+ * there, it is first moved aside to "|dir|/.<file_name>.foreign-<unix
+ * seconds>" (no .json/.yaml extension: CDI ignores it; its path into
+ * |aside|, |size| bytes) and |spec| is written. Returns 0 written, 1 written
+ * after a move aside, or the errors of kdev_cdi_spec_write and
+ * kdev_file_guard_check (nothing written then). */
+KDEV_API int kdev_cdi_spec_write_guarded(const struct kdev_cdi_spec *spec, const char *dir,
+                                         const char *file_name, struct kdev_file_guard *guard,
+                                         char *aside, size_t size, struct kdev_err *err);
+
+/* kdev_cdi_spec_remove guarded by |guard| (may be NULL): a file someone
+ * else changed is moved aside as above instead of deleted (returns 2, its
+ * path in |aside|). Returns 1 removed, 0 not there, 2 moved aside, or a
+ * negative errno. */
+KDEV_API int kdev_cdi_spec_remove_guarded(const char *dir, const char *file_name,
+                                          struct kdev_file_guard *guard, char *aside,
+                                          size_t size, struct kdev_err *err);
 
 /* Deep equality of two specs (same JSON rendering, version included,
  * without validation). NULL equals only NULL. */

@@ -62,6 +62,15 @@ static int make_dirs(const char *dir, struct kdev_err *err)
 int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *dir, const char *file_name,
                         struct kdev_err *err)
 {
+        int r = kdev_cdi_spec_write_guarded(spec, dir, file_name, NULL, NULL, 0, err);
+
+        return r < 0 ? r : 0;
+}
+
+int kdev_cdi_spec_write_guarded(const struct kdev_cdi_spec *spec, const char *dir,
+                                const char *file_name, struct kdev_file_guard *guard, char *aside,
+                                size_t size, struct kdev_err *err)
+{
         int r;
         if ((r = check_dir(dir, err)) < 0 || (r = check_file_name(file_name, err)) < 0)
                 return r;
@@ -82,7 +91,8 @@ int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *dir, const
         }
         if ((r = make_dirs(dir, err)) < 0)
                 goto out;
-        r = kdev_file_write_atomic(target, tmp, text, (size_t)len, 0644, true, err);
+        r = kdev_file_write_guarded(guard, target, tmp, text, (size_t)len, 0644, true, aside, size,
+                                    err);
 out:
         free(tmp);
         free(target);
@@ -92,12 +102,25 @@ out:
 
 int kdev_cdi_spec_remove(const char *dir, const char *file_name, struct kdev_err *err)
 {
+        return kdev_cdi_spec_remove_guarded(dir, file_name, NULL, NULL, 0, err);
+}
+
+int kdev_cdi_spec_remove_guarded(const char *dir, const char *file_name,
+                                 struct kdev_file_guard *guard, char *aside, size_t size,
+                                 struct kdev_err *err)
+{
         int r;
         if ((r = check_dir(dir, err)) < 0 || (r = check_file_name(file_name, err)) < 0)
                 return r;
         char *path;
         if (asprintf(&path, "%s/%s", dir, file_name) < 0)
                 return kdev_err_set(err, ENOMEM, "out of memory");
+        r = kdev_file_guard_check(guard, path, aside, size, err);
+        if (r != 0) {
+                free(path);
+                return r < 0 ? r : 2; /* someone else's: kept aside, not deleted */
+        }
+        kdev_file_guard_forget(guard, path);
         if (unlink(path) < 0) {
                 r = errno == ENOENT ? 0
                                     : kdev_err_set(err, errno, "removing CDI spec \"%s\": %s", path,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* What a file of mode |m| is, for "is not a regular file (...)". */
@@ -199,4 +200,197 @@ int kdev_file_write_atomic(const char *path, const char *tmp_template, const voi
                 return kdev_err_set(err, -r, "%s: fsync of directory %s: %s", path, dir,
                                     strerror(-r));
         return 0;
+}
+
+uint64_t kdev_fnv1a64(const void *data, size_t len)
+{
+        const unsigned char *p = data;
+        uint64_t h = 0xcbf29ce484222325ull;
+
+        for (size_t i = 0; i < len; i++) {
+                h ^= p[i];
+                h *= 0x100000001b3ull;
+        }
+        return h;
+}
+
+struct kdev_file_guard_entry {
+        char *path;
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        struct timespec mtime, ctime;
+        uint64_t hash;
+};
+
+static struct kdev_file_guard_entry *guard_find(struct kdev_file_guard *g, const char *path)
+{
+        for (size_t i = 0; i < g->n; i++)
+                if (strcmp(g->v[i].path, path) == 0)
+                        return &g->v[i];
+        return NULL;
+}
+
+static void guard_ident(struct kdev_file_guard_entry *e, const struct stat *st)
+{
+        e->dev = st->st_dev;
+        e->ino = st->st_ino;
+        e->size = st->st_size;
+        e->mtime = st->st_mtim;
+        e->ctime = st->st_ctim;
+}
+
+static bool guard_same_ident(const struct kdev_file_guard_entry *e, const struct stat *st)
+{
+        return S_ISREG(st->st_mode) && e->dev == st->st_dev && e->ino == st->st_ino &&
+               e->size == st->st_size && e->mtime.tv_sec == st->st_mtim.tv_sec &&
+               e->mtime.tv_nsec == st->st_mtim.tv_nsec && e->ctime.tv_sec == st->st_ctim.tv_sec &&
+               e->ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+void kdev_file_guard_clear(struct kdev_file_guard *g)
+{
+        if (!g)
+                return;
+        for (size_t i = 0; i < g->n; i++)
+                free(g->v[i].path);
+        free(g->v);
+        g->v = NULL;
+        g->n = g->cap = 0;
+}
+
+void kdev_file_guard_forget(struct kdev_file_guard *g, const char *path)
+{
+        struct kdev_file_guard_entry *e = g ? guard_find(g, path) : NULL;
+
+        if (!e)
+                return;
+        free(e->path);
+        *e = g->v[--g->n];
+}
+
+int kdev_file_guard_note(struct kdev_file_guard *g, const char *path, const void *data,
+                         size_t len, struct kdev_err *err)
+{
+        struct kdev_file_guard_entry *e = guard_find(g, path);
+        struct stat st;
+
+        if (lstat(path, &st) < 0) {
+                int en = errno;
+
+                kdev_file_guard_forget(g, path);
+                return kdev_err_set(err, en, "%s: cannot stat: %s", path, strerror(en));
+        }
+        if (!e) {
+                if (g->n == g->cap) {
+                        size_t ncap = g->cap ? g->cap * 2 : 4;
+                        struct kdev_file_guard_entry *nv = realloc(g->v, ncap * sizeof(*nv));
+
+                        if (!nv)
+                                return kdev_err_set(err, ENOMEM, "out of memory");
+                        g->v = nv;
+                        g->cap = ncap;
+                }
+                e = &g->v[g->n];
+                memset(e, 0, sizeof(*e));
+                e->path = strdup(path);
+                if (!e->path)
+                        return kdev_err_set(err, ENOMEM, "out of memory");
+                g->n++;
+        }
+        guard_ident(e, &st);
+        e->hash = kdev_fnv1a64(data, len);
+        return 0;
+}
+
+/* "<dir>/.<name>.foreign-<secs>[-<n>]" for |path| into |buf|. */
+static int aside_name(const char *path, char *buf, size_t size)
+{
+        const char *slash = strrchr(path, '/');
+        int dl = slash ? (int)(slash - path + 1) : 0;
+        long long now = (long long)time(NULL);
+        struct stat st;
+        int n = snprintf(buf, size, "%.*s.%s.foreign-%lld", dl, path, path + dl, now);
+
+        for (unsigned k = 1; n >= 0 && (size_t)n < size && k < 1000 && lstat(buf, &st) == 0; k++)
+                n = snprintf(buf, size, "%.*s.%s.foreign-%lld-%u", dl, path, path + dl, now, k);
+        return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int kdev_file_guard_check(struct kdev_file_guard *g, const char *path, char *aside, size_t size,
+                          struct kdev_err *err)
+{
+        struct kdev_file_guard_entry *e = g ? guard_find(g, path) : NULL;
+        char to[PATH_MAX];
+        struct stat st;
+
+        if (aside && size)
+                aside[0] = '\0';
+        if (!e)
+                return 0;
+        if (lstat(path, &st) < 0) {
+                int en = errno;
+
+                if (en == ENOENT) {
+                        kdev_file_guard_forget(g, path);
+                        return 0; /* gone: rebuilt, nothing of anyone's lost */
+                }
+                return kdev_err_set(err, en, "%s: cannot stat: %s", path, strerror(en));
+        }
+        if (guard_same_ident(e, &st))
+                return 0;
+        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+                /* a directory, FIFO, device or socket is nobody's file to
+                 * move: left alone, and kdev's is not written over it */
+                return kdev_err_set(err, S_ISDIR(st.st_mode) ? EISDIR : EINVAL,
+                                    "%s: is not a regular file (%s); left alone", path,
+                                    kdev_file_type_name(st.st_mode));
+        if (S_ISREG(st.st_mode) && st.st_size == e->size) {
+                /* a new identity may still hold kdev's bytes (touch, chmod) */
+                char *text = NULL;
+                size_t n = 0;
+                int r = kdev_file_read(path, NULL, (size_t)e->size, 0, &text, &n, NULL);
+                bool ours = r == 0 && kdev_fnv1a64(text, n) == e->hash;
+
+                free(text);
+                if (r == -ENOENT) {
+                        kdev_file_guard_forget(g, path);
+                        return 0;
+                }
+                if (ours) {
+                        guard_ident(e, &st);
+                        return 0;
+                }
+        }
+        if (aside_name(path, to, sizeof(to)) < 0)
+                return kdev_err_set(err, ENAMETOOLONG, "%s: path too long", path);
+        if (rename(path, to) < 0) {
+                int en = errno;
+
+                return kdev_err_set(err, en,
+                                    "%s: changed by someone else; moving it aside to %s "
+                                    "failed: %s",
+                                    path, to, strerror(en));
+        }
+        kdev_file_guard_forget(g, path);
+        if (aside && size)
+                snprintf(aside, size, "%s", to);
+        return 1;
+}
+
+int kdev_file_write_guarded(struct kdev_file_guard *g, const char *path, const char *tmp_template,
+                            const void *data, size_t len, mode_t mode, bool sync_dir, char *aside,
+                            size_t size, struct kdev_err *err)
+{
+        int moved = kdev_file_guard_check(g, path, aside, size, err);
+
+        if (moved < 0)
+                return moved;
+        int r = kdev_file_write_atomic(path, tmp_template, data, len, mode, sync_dir, err);
+
+        if (r < 0)
+                return r;
+        if (g)
+                kdev_file_guard_note(g, path, data, len, NULL);
+        return moved;
 }

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "common/err.h"
@@ -60,5 +61,73 @@ KDEV_API int kdev_file_read(const char *path, const char *kind, size_t max, unsi
  * -ENOMEM. */
 KDEV_API int kdev_file_write_atomic(const char *path, const char *tmp_template, const void *data,
                                     size_t len, mode_t mode, bool sync_dir, struct kdev_err *err);
+
+/* 64-bit FNV-1a of |len| bytes at |data| (offset basis 0xcbf29ce484222325,
+ * prime 0x100000001b3, http://www.isthe.com/chongo/tech/comp/fnv/). No
+ * errors. */
+KDEV_API uint64_t kdev_fnv1a64(const void *data, size_t len);
+
+/* State files are kdev's alone: a guard remembers, per path, what kdev last
+ * wrote there (or read at start, for a file it then owns): the file's
+ * identity (device, inode, size, modification and change times, lstat) and
+ * the 64-bit FNV-1a of its bytes. Before a writer replaces or removes the
+ * file it asks the guard: a file that is no longer what kdev last wrote
+ * (another inode, size or content: edited, replaced, turned into a link) was
+ * changed by someone else, and is moved aside (renamed, never deleted) to
+ * "<dir>/.<name>.foreign-<unix seconds>" ("...-<n>", n from 1, when that
+ * name exists) before kdev writes its own content again from memory. The
+ * aside name is a dot file that ends in neither ".json" nor ".yaml", so no
+ * reader of the directory takes it for a live file (CDI registries read
+ * *.json and *.yaml; NFD's local source skips dot files). A path the guard
+ * has no record of (kdev has not written it since it started) is taken as
+ * kdev's: a previous kdev wrote it. One guard serves any number of paths;
+ * lookups are linear (a node holds tens of claims). Not thread-safe: one
+ * thread uses a guard. */
+struct kdev_file_guard_entry;
+struct kdev_file_guard {
+        struct kdev_file_guard_entry *v; /* owned */
+        size_t n, cap;
+};
+
+/* Frees what |g| holds (NULL-safe); |g| is then empty and usable again. A
+ * zeroed guard is empty and needs no init. */
+KDEV_API void kdev_file_guard_clear(struct kdev_file_guard *g);
+
+/* Records that |path| now holds |len| bytes of |data| (kdev just wrote or
+ * read them): its identity is taken with lstat. |path| is copied. Returns 0,
+ * the lstat errno (the record is then dropped: the next check takes the
+ * file as kdev's) or -ENOMEM, with |err|. */
+KDEV_API int kdev_file_guard_note(struct kdev_file_guard *g, const char *path, const void *data,
+                                  size_t len, struct kdev_err *err);
+
+/* Drops the record of |path| (after kdev removed the file); |g| may be
+ * NULL. No errors. */
+KDEV_API void kdev_file_guard_forget(struct kdev_file_guard *g, const char *path);
+
+/* Before |path| is replaced or removed: whether it is still what kdev last
+ * wrote. Returns 0 when it is (same identity, or the same bytes under a new
+ * identity, e.g. after a touch or chmod), when it is gone, or when |g| has
+ * no record of it; 1 when someone else changed it: it was renamed to the
+ * aside name above, written into |aside| (|size| bytes; may be NULL) and
+ * its record dropped (a regular file or a symbolic link: the link itself
+ * is moved). Errors, with |err| naming |path| (the caller then must not
+ * replace the file: it is not kdev's and could not be kept): -EISDIR or
+ * -EINVAL when something other than a regular file or a link is there now
+ * ("<path>: is not a regular file (a directory); left alone"), the lstat
+ * errno, "<path>: changed by someone else; moving it
+ * aside to <aside> failed: <strerror>" (the rename errno),
+ * -ENAMETOOLONG. */
+KDEV_API int kdev_file_guard_check(struct kdev_file_guard *g /* may be NULL: 0 */, const char *path, char *aside,
+                                   size_t size, struct kdev_err *err);
+
+/* kdev_file_write_atomic guarded by |g|: kdev_file_guard_check, the write,
+ * then kdev_file_guard_note of what was written (a failed note only drops
+ * the record). Returns 0 written, 1 written after the file someone else
+ * changed was moved aside to |aside| (as kdev_file_guard_check), or a
+ * negative errno of either step with |err| (nothing written). */
+KDEV_API int kdev_file_write_guarded(struct kdev_file_guard *g, const char *path,
+                                     const char *tmp_template, const void *data, size_t len,
+                                     mode_t mode, bool sync_dir, char *aside, size_t size,
+                                     struct kdev_err *err);
 
 #endif /* KDEV_COMMON_FILE_H */

@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "common/err.h"
+#include "common/file.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -87,6 +88,7 @@ struct kdev_dp_daemon {
         const struct kdev_gpu_set *labelled;
         bool labels_written;
         bool labels_failed;  /* the last write failed: retried, logged once */
+        struct kdev_file_guard labels_guard; /* what was last written there (common/file.h) */
         uv_timer_t labels_timer; /* retries a failed write, sees rediscoveries */
         bool labels_timer_on;
         bool stopping;
@@ -130,8 +132,11 @@ static int labels_text(const struct kdev_gpu_set *gpus, const struct kdev_nvidia
         return kdev_nvidia_labels_file_text(gpus, nv, &lo, text, n, invalid_mig, err);
 }
 
-static void log_labels_written(const char *path, int r, size_t n_labels)
+static void log_labels_written(const char *path, int r, size_t n_labels, const char *aside)
 {
+        if (r == 2)
+                kdev_log_warn("state file changed by someone else: moved aside and rebuilt from "
+                              "memory", "path", path, "aside", aside);
         if (r > 0)
                 kdev_log_info("wrote node labels", "path", path, KDEV_LOG_UINT("labels", n_labels));
         else
@@ -143,7 +148,8 @@ static void log_labels_written(const char *path, int r, size_t n_labels)
  * write is retried; a GPU set that changed without a notification, e.g. a
  * rediscovery whose MIG layout is invalid, is labelled) and on SIGHUP
  * (|force|: also re-reads the machine type and restores a file edited or
- * removed by hand). The file is written only when its text changes, and kept
+ * removed by hand; an edited one is first moved aside with a warning,
+ * nvidia/labels.h kdev_nvidia_labels_write_guarded). The file is written only when its text changes, and kept
  * at exit (see README "Node labels"). Returns 1 written, 0 unchanged or
  * nothing to do, or a negative errno with |err|. */
 static int refresh_labels(struct kdev_dp_daemon *d, bool force, struct kdev_err *err)
@@ -155,20 +161,21 @@ static int refresh_labels(struct kdev_dp_daemon *d, bool force, struct kdev_err 
                 return 0;
         size_t n = 0;
         bool invalid_mig;
-        char *text = NULL;
+        char *text = NULL, aside[4096];
         int r = labels_text(gpus, d->cur.nv, d->opts->machine_type_file, &text, &n, &invalid_mig,
                             err);
         if (r == 0)
-                r = kdev_nvidia_labels_write(d->nfd_file, text, err);
+                r = kdev_nvidia_labels_write_guarded(&d->labels_guard, d->nfd_file, text, aside,
+                                                     sizeof(aside), err);
         free(text);
         if (r < 0) {
                 d->labels_written = false;
                 return r;
         }
-        log_labels_written(d->nfd_file, r, n);
+        log_labels_written(d->nfd_file, r, n, aside);
         d->labelled = gpus;
         d->labels_written = true;
-        return r;
+        return r > 0 ? 1 : 0;
 }
 
 /* refresh_labels() on the loop: an error is logged (once until a write
@@ -217,7 +224,7 @@ static void label_invalid_mig(const char *path, const struct kdev_nvidia_config 
         if (r < 0)
                 kdev_log_error("cannot write the node labels", "path", path, "error", err.msg);
         else if (text)
-                log_labels_written(path, r, n);
+                log_labels_written(path, r, n, "");
         free(text);
 }
 
@@ -1127,6 +1134,7 @@ out:
                 d.cur.nv = NULL; /* the caller's */
         gen_clear(&d.cur);
         withdrawn_free(&d);
+        kdev_file_guard_clear(&d.labels_guard);
         free(d.label_value);
         free(sel_name);
         free(sel_path);

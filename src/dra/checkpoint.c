@@ -20,14 +20,7 @@
 
 uint64_t kdev_dra_fnv1a64(const void *data, size_t len)
 {
-        const unsigned char *p = data;
-        uint64_t h = 0xcbf29ce484222325ULL;
-
-        for (size_t i = 0; i < len; i++) {
-                h ^= p[i];
-                h *= 0x100000001b3ULL;
-        }
-        return h;
+        return kdev_fnv1a64(data, len);
 }
 
 int kdev_dra_cp_init(struct kdev_dra_cp *cp)
@@ -94,6 +87,10 @@ static int check_device_at(const json_t *dev, const char *at, struct kdev_err *e
                 return -EINVAL;
         snprintf(path, sizeof(path), "%s.cdiDeviceIDs", at);
         if (check_str_array(json_object_get(dev, "cdiDeviceIDs"), path, err))
+                return -EINVAL;
+        /* optional; JSON_TRUE accepts either boolean (common/json.h) */
+        if (kdev_json_expect(json_object_get(dev, "adminAccess"), JSON_TRUE, err,
+                             "%s.adminAccess", at) < 0)
                 return -EINVAL;
         return 0;
 }
@@ -311,6 +308,12 @@ static int prune_corrupt(const char *path, int keep)
 
 int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *err)
 {
+        return kdev_dra_cp_load_guarded(cp, path, NULL, err);
+}
+
+int kdev_dra_cp_load_guarded(struct kdev_dra_cp *cp, const char *path,
+                             struct kdev_file_guard *guard, struct kdev_err *err)
+{
         char *text = NULL;
         json_t *claims = NULL;
         struct kdev_err why = {0};
@@ -348,7 +351,8 @@ int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *
         } else {
                 rc = parse(text, &claims, &why);
         }
-        free(text);
+        if (rc == -ENOMEM || rc == -ENOTSUP)
+                free(text);
         if (rc == -ENOMEM)
                 return kdev_err_set(err, ENOMEM, "%s", why.msg);
         if (rc == -ENOTSUP)
@@ -358,14 +362,20 @@ int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *
                                     "forgotten",
                                     path, why.msg, KDEV_DRA_CP_VERSION);
         if (kdev_dra_cp_init(cp) < 0) {
+                free(text);
                 json_decref(claims);
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
         if (rc == 0) {
                 json_decref(cp->claims);
                 cp->claims = claims;
+                /* what is loaded is kdev's from now on (file.h guard) */
+                if (guard)
+                        kdev_file_guard_note(guard, path, text, len, NULL);
+                free(text);
                 return 0;
         }
+        free(text);
         long long now = (long long)time(NULL);
 
         snprintf(aside, sizeof(aside), "%s.corrupt-%lld", path, now);
@@ -394,6 +404,15 @@ int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *
 
 int kdev_dra_cp_save(const struct kdev_dra_cp *cp, const char *path, struct kdev_err *err)
 {
+        int rc = kdev_dra_cp_save_guarded(cp, path, NULL, NULL, 0, err);
+
+        return rc < 0 ? rc : 0;
+}
+
+int kdev_dra_cp_save_guarded(const struct kdev_dra_cp *cp, const char *path,
+                             struct kdev_file_guard *guard, char *aside, size_t size,
+                             struct kdev_err *err)
+{
         json_t *root = NULL, *data = NULL;
         char sum[64], tmp[4096], dirbuf[4096];
         char *text = NULL;
@@ -418,7 +437,8 @@ int kdev_dra_cp_save(const struct kdev_dra_cp *cp, const char *path, struct kdev
         text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
         if (!text)
                 goto nomem;
-        rc = kdev_file_write_atomic(path, tmp, text, strlen(text), 0600, true, err);
+        rc = kdev_file_write_guarded(guard, path, tmp, text, strlen(text), 0600, true, aside,
+                                     size, err);
         goto out;
 nomem:
         rc = kdev_err_set(err, ENOMEM, "out of memory");

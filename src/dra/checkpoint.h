@@ -11,6 +11,7 @@
  *    "data":{"claims":{"<claim uid>":{"namespace":"ns","name":"c",
  *        "devices":[{"requestNames":["gpu"],"pool":"node1","device":"gpu-0",
  *                    "cdiDeviceIDs":["k8s.gpu.nvidia.com/claim=<uid>-gpu-0"]}]}}}}
+ *   (a device record also has "adminAccess":true when its allocation had it)
  * The checksum is 64-bit FNV-1a over the canonical text of "data"
  * (json_dumps with JSON_COMPACT | JSON_SORT_KEYS), so key order in the file
  * does not matter but any change of a value does.
@@ -25,6 +26,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/file.h"
 
 #define KDEV_DRA_CP_VERSION 1
 #define KDEV_DRA_CP_FILE "dra-claims.json"
@@ -82,6 +84,12 @@ KDEV_API void kdev_dra_cp_free(struct kdev_dra_cp *cp);
  */
 KDEV_API int kdev_dra_cp_load(struct kdev_dra_cp *cp, const char *path, struct kdev_err *err);
 
+/* kdev_dra_cp_load that also records the file loaded in |guard| (may be
+ * NULL; common/file.h): from then on it is kdev's, and a later
+ * kdev_dra_cp_save_guarded moves it aside when someone else changed it. */
+KDEV_API int kdev_dra_cp_load_guarded(struct kdev_dra_cp *cp, const char *path,
+                                      struct kdev_file_guard *guard, struct kdev_err *err);
+
 /* Told about each stale temporary file kdev_dra_remove_temps removed
  * (|error| 0) or could not remove (|error| the errno). */
 typedef void (*kdev_dra_removed_fn)(void *arg, const char *path, int error);
@@ -108,6 +116,18 @@ KDEV_API int kdev_dra_cp_remove_temps(const char *path, kdev_dra_removed_fn remo
  * stays and no temporary file is left. Returns 0 or a negative errno. */
 KDEV_API int kdev_dra_cp_save(const struct kdev_dra_cp *cp, const char *path, struct kdev_err *err);
 
+/* kdev_dra_cp_save through |guard| (may be NULL: unguarded; common/file.h
+ * kdev_file_write_guarded): when the file is no longer what kdev last wrote
+ * or loaded, it is first moved aside to "<dir>/.dra-claims.json.foreign-
+ * <unix seconds>" (written into |aside|, |size| bytes) and the checkpoint
+ * is written from |cp|, so no prepared claim is lost. Returns 0 written, 1
+ * written after a move aside, or a negative errno with |err| (the file is
+ * then left as it is: a foreign file that cannot be moved aside is not
+ * overwritten). */
+KDEV_API int kdev_dra_cp_save_guarded(const struct kdev_dra_cp *cp, const char *path,
+                                      struct kdev_file_guard *guard, char *aside, size_t size,
+                                      struct kdev_err *err);
+
 /* The record of claim |uid|, borrowed, or NULL. */
 KDEV_API const json_t *kdev_dra_cp_get(const struct kdev_dra_cp *cp, const char *uid);
 
@@ -125,7 +145,10 @@ KDEV_API int kdev_dra_cp_remove(struct kdev_dra_cp *cp, const char *uid);
 KDEV_API size_t kdev_dra_cp_count(const struct kdev_dra_cp *cp);
 
 /* Checks one device record: object with "pool" and "device" non-empty
- * strings, "requestNames" and "cdiDeviceIDs" arrays of strings. Returns 0 or
+ * strings, "requestNames" and "cdiDeviceIDs" arrays of strings, and an
+ * optional boolean "adminAccess" (true: the allocation result had
+ * adminAccess, resource.k8s.io/v1 DeviceRequestAllocationResult; written
+ * only when true). Returns 0 or
  * -EINVAL naming the field ("device record.pool: expected a string, got an
  * array", common/json.h). */
 KDEV_API int kdev_dra_cp_check_device(const json_t *dev, struct kdev_err *err);

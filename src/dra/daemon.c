@@ -100,6 +100,18 @@ static char *join_records(const json_t *devices, const char *key)
         return out;
 }
 
+/* A state file someone else changed was moved aside (plugin.h
+ * on_file_aside): one warning naming both paths, the same words as
+ * kdev-plugin's for its CDI spec and labels file. */
+static void on_file_aside(void *arg, const char *path, const char *aside, bool rebuilt)
+{
+        (void)arg;
+        kdev_log_warn(rebuilt ? "state file changed by someone else: moved aside and rebuilt "
+                                "from memory"
+                              : "state file changed by someone else: moved aside, not removed",
+                      "path", path, "aside", aside);
+}
+
 /* One log line per claim prepared or unprepared (plugin.h on_claim):
  *   info "claim prepared" / "claim already prepared" (answered from the
  *        checkpoint) / "claim unprepared" / "claim unprepared (was not
@@ -575,6 +587,7 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 .on_status_arg = &d,
                 .on_claim = on_claim,
                 .on_claim_arg = &d,
+                .on_file_aside = on_file_aside,
         };
         if (kdev_dra_plugin_new(&popts, &d.plugin, &err) < 0)
                 goto out;

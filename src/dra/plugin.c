@@ -59,7 +59,7 @@ int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_
                 kdev_dra_plugin_free(p);
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
-        rc = kdev_dra_cp_load(&p->cp, p->cp_path, &cperr);
+        rc = kdev_dra_cp_load_guarded(&p->cp, p->cp_path, &p->cp_guard, &cperr);
         if (rc == -EBADMSG) {
                 p->cp_error = strdup(cperr.msg);
                 if (!p->cp_error)
@@ -141,6 +141,8 @@ void kdev_dra_plugin_free(struct kdev_dra_plugin *p)
         if (!p)
                 return;
         kdev_dra_cp_free(&p->cp);
+        kdev_file_guard_clear(&p->cp_guard);
+        kdev_file_guard_clear(&p->spec_guard);
         pthread_mutex_destroy(&p->source_lock);
         free(p->driver);
         free(p->pool);
@@ -151,6 +153,9 @@ void kdev_dra_plugin_free(struct kdev_dra_plugin *p)
         for (size_t i = 0; i < p->n_unhealthy; i++)
                 free(p->unhealthy[i]);
         free(p->unhealthy);
+        for (size_t i = 0; i < p->n_turns; i++)
+                free(p->turns[i].uid);
+        free(p->turns);
         free(p->cp_path);
         free(p->cp_error);
         free(p->dra_socket);
@@ -452,13 +457,52 @@ fail:
         return rc;
 }
 
-/* Makes the CDI spec file of |uid| hold exactly |want|. Returns 1 when it
- * was (re)written, 0 when already right, or an error. */
-static int write_spec(const struct kdev_dra_plugin *p, const char *uid,
+/* Tells the caller's on_file_aside (plugin.h) that |path|, changed by
+ * someone else, was moved to |aside|. */
+static void report_aside(const struct kdev_dra_plugin *p, const char *path, const char *aside,
+                         bool rebuilt)
+{
+        if (p->o.on_file_aside)
+                p->o.on_file_aside(p->o.on_file_aside_arg, path, aside, rebuilt);
+}
+
+int kdev_dra_save_checkpoint(struct kdev_dra_plugin *p, struct kdev_err *err)
+{
+        char aside[4096];
+        int rc = kdev_dra_cp_save_guarded(&p->cp, p->cp_path, &p->cp_guard, aside, sizeof(aside),
+                                          err);
+
+        if (rc == 1)
+                report_aside(p, p->cp_path, aside, true);
+        return rc < 0 ? rc : 0;
+}
+
+/* Removes the CDI spec file |fname| of a claim through the spec guard (a
+ * file someone else changed is moved aside, not deleted). Returns as
+ * kdev_cdi_spec_remove (2 counts as removed: 1). */
+static int remove_spec(struct kdev_dra_plugin *p, const char *fname, struct kdev_err *err)
+{
+        char aside[4096], path[4096];
+        int rc = kdev_cdi_spec_remove_guarded(p->cdi_dir, fname, &p->spec_guard, aside,
+                                              sizeof(aside), err);
+
+        if (rc == 2) {
+                snprintf(path, sizeof(path), "%s/%s", p->cdi_dir, fname);
+                report_aside(p, path, aside, false);
+                rc = 1;
+        }
+        return rc;
+}
+
+/* Makes the CDI spec file of |uid| hold exactly |want|, through the spec
+ * guard: a file that is no longer what kdev wrote is moved aside first
+ * (reported). Returns 1 when it was (re)written, 0 when already right, or an
+ * error. */
+static int write_spec(struct kdev_dra_plugin *p, const char *uid,
                       const struct kdev_cdi_spec *want, struct kdev_err *err)
 {
         struct kdev_cdi_spec *have = NULL;
-        char name[512], path[4096];
+        char name[512], path[4096], aside[4096];
         int rc;
 
         rc = spec_file_name(uid, name, sizeof(name), err);
@@ -468,10 +512,21 @@ static int write_spec(const struct kdev_dra_plugin *p, const char *uid,
         if (rc < 0)
                 return rc;
         if (kdev_cdi_spec_read(path, &have, NULL) == 0 && kdev_cdi_spec_equal(want, have)) {
+                char *text = NULL;
+                int len = kdev_cdi_spec_format(want, &text, NULL);
+
+                /* right as it is: kdev's from now on (a file from before a
+                 * restart is adopted here) */
+                if (len >= 0)
+                        kdev_file_guard_note(&p->spec_guard, path, text, (size_t)len, NULL);
+                free(text);
                 rc = 0;
         } else {
-                rc = kdev_cdi_spec_write(want, p->cdi_dir, name, err);
-                if (rc == 0)
+                rc = kdev_cdi_spec_write_guarded(want, p->cdi_dir, name, &p->spec_guard, aside,
+                                                 sizeof(aside), err);
+                if (rc == 1)
+                        report_aside(p, path, aside, true);
+                if (rc >= 0)
                         rc = 1;
         }
         kdev_cdi_spec_free(have);
@@ -480,7 +535,7 @@ static int write_spec(const struct kdev_dra_plugin *p, const char *uid,
 
 /* Makes sure the CDI spec file of |uid| holds exactly what |devices| need.
  * Returns 1 when it was (re)written, 0 when already right, or an error. */
-static int ensure_spec(const struct kdev_dra_plugin *p, const char *uid, const json_t *devices,
+static int ensure_spec(struct kdev_dra_plugin *p, const char *uid, const json_t *devices,
                        struct kdev_err *err)
 {
         struct kdev_cdi_spec *want = NULL;
@@ -557,6 +612,12 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
                         if (trc < 0)
                                 return trc;
                 }
+                snprintf(path, sizeof(path),
+                         ".status.allocation.devices.results[%zu].adminAccess", i);
+                /* JSON_TRUE: either boolean (common/json.h) */
+                if ((trc = check_type(json_object_get(r, "adminAccess"), JSON_TRUE, ns, name,
+                                      path, err)) < 0)
+                        return trc;
         }
         if (!got || strcmp(got, uid) != 0)
                 return kdev_err_set(err, ESTALE,
@@ -573,6 +634,7 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
                 const char *pool = json_string_value(json_object_get(r, "pool"));
                 const char *dev = json_string_value(json_object_get(r, "device"));
                 const char *req = json_string_value(json_object_get(r, "request"));
+                bool admin = json_is_true(json_object_get(r, "adminAccess"));
                 json_t *rec = NULL, *d;
                 size_t j;
 
@@ -592,10 +654,14 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
                 if (!rec) {
                         rec = json_pack("{s:o,s:s,s:s}", "requestNames", json_array(), "pool",
                                         pool, "device", dev);
-                        if (!rec || json_array_append_new(devs, rec) < 0) {
+                        if (!rec || json_array_append_new(devs, rec) < 0 ||
+                            (admin && json_object_set_new(rec, "adminAccess", json_true()) < 0)) {
                                 json_decref(devs);
                                 return kdev_err_set(err, ENOMEM, "out of memory");
                         }
+                } else if (!admin) {
+                        /* admin access only when every result for it has it */
+                        json_object_del(rec, "adminAccess");
                 }
                 if (req && *req && add_request(json_object_get(rec, "requestNames"), req) < 0) {
                         json_decref(devs);
@@ -609,6 +675,69 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
                                     name, p->driver, p->pool);
         }
         *out = devs;
+        return 0;
+}
+
+/* Whether DRA devices |a| and |b| are the same hardware or overlap: the same
+ * name, or a whole GPU "gpu-<minor>" and a MIG device of it
+ * ("gpu-<minor>-mig-..."; nvidia/mig.h kdev_nvidia_dra_name_minor). */
+static bool devices_overlap(const char *a, const char *b)
+{
+        unsigned ma, mb;
+        bool miga, migb;
+
+        if (!strcmp(a, b))
+                return true;
+        return kdev_nvidia_dra_name_minor(a, &ma, &miga) &&
+               kdev_nvidia_dra_name_minor(b, &mb, &migb) && ma == mb && miga != migb;
+}
+
+/* -EBUSY when a device of |devs| (claim |uid|) is already prepared for
+ * another claim of the checkpoint and neither allocation has admin access:
+ * no device kdev publishes is shareable (plugin.h). */
+static int check_not_held(const struct kdev_dra_plugin *p, const char *uid, const json_t *devs,
+                          struct kdev_err *err)
+{
+        const char *ouid;
+        json_t *orec, *d, *od;
+        size_t i, j;
+
+        json_object_foreach(p->cp.claims, ouid, orec) {
+                if (!strcmp(ouid, uid))
+                        continue;
+                json_array_foreach(devs, i, d) {
+                        const char *dev = json_string_value(json_object_get(d, "device"));
+                        const char *pool = json_string_value(json_object_get(d, "pool"));
+
+                        if (json_is_true(json_object_get(d, "adminAccess")))
+                                continue;
+                        json_array_foreach(json_object_get(orec, "devices"), j, od) {
+                                const char *odev =
+                                        json_string_value(json_object_get(od, "device"));
+                                const char *opool =
+                                        json_string_value(json_object_get(od, "pool"));
+
+                                if (json_is_true(json_object_get(od, "adminAccess")) ||
+                                    !dev || !odev || !pool || !opool || strcmp(pool, opool) ||
+                                    !devices_overlap(dev, odev))
+                                        continue;
+                                const char *ons =
+                                        json_string_value(json_object_get(orec, "namespace"));
+                                const char *oname =
+                                        json_string_value(json_object_get(orec, "name"));
+                                char as[128] = "";
+
+                                if (strcmp(dev, odev))
+                                        snprintf(as, sizeof(as), " (as %s)", odev);
+                                return kdev_err_set(err, EBUSY,
+                                                    "device %s is already prepared for claim "
+                                                    "%s/%s (%s)%s: it is not shareable and this "
+                                                    "allocation has no adminAccess",
+                                                    dev, ons ? ons : "", oname ? oname : "",
+                                                    ouid, as);
+                        }
+                }
+        }
         return 0;
 }
 
@@ -677,6 +806,8 @@ int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const ch
         if (rc < 0)
                 return rc;
         rc = check_healthy(p, devs, err);
+        if (rc == 0)
+                rc = check_not_held(p, uid, devs, err);
         if (rc < 0) {
                 json_decref(devs);
                 return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
@@ -692,7 +823,7 @@ int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const ch
          * to a claim the checkpoint holds, so Unprepare removes only those */
         rc = kdev_dra_cp_put(&p->cp, uid, ns, name, json_incref(devs), err);
         if (rc == 0)
-                rc = kdev_dra_cp_save(&p->cp, p->cp_path, err);
+                rc = kdev_dra_save_checkpoint(p, err);
         json_decref(devs);
         if (rc < 0) {
                 kdev_cdi_spec_free(spec);
@@ -704,9 +835,9 @@ int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const ch
         if (rc < 0) {
                 /* undone (best effort: a record left by a failed save makes
                  * the next Prepare or Unprepare of the claim finish the job) */
-                kdev_cdi_spec_remove(p->cdi_dir, fname, NULL);
+                remove_spec(p, fname, NULL);
                 kdev_dra_cp_remove(&p->cp, uid);
-                kdev_dra_cp_save(&p->cp, p->cp_path, NULL);
+                kdev_dra_save_checkpoint(p, NULL);
                 return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
         }
         if (devices)
@@ -734,13 +865,13 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
         rec = json_incref((json_t *)kdev_dra_cp_get(&p->cp, uid));
         if (!rec)
                 return 0;
-        rc = kdev_cdi_spec_remove(p->cdi_dir, fname, err);
+        rc = remove_spec(p, fname, err);
         if (rc < 0) {
                 json_decref(rec);
                 return kdev_err_wrap(err, "claim %s: CDI spec", uid);
         }
         kdev_dra_cp_remove(&p->cp, uid);
-        rc = kdev_dra_cp_save(&p->cp, p->cp_path, err);
+        rc = kdev_dra_save_checkpoint(p, err);
         if (rc < 0) {
                 json_object_set(p->cp.claims, uid, rec); /* keep it for a retry */
                 json_decref(rec);

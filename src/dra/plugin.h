@@ -82,6 +82,36 @@
  * thread. A call that ended meanwhile (kubelet's deadline, connection loss,
  * stop) is not prepared at all. kdev_dra_prepare_claim() called directly
  * reads the claim on the calling thread (same mutex).
+ *
+ * Overlapping calls: kubelet may retry a call after its deadline, cancel
+ * it, or send the Unprepare of a claim while its Prepare still reads it.
+ * The calls naming one claim (by UID) change the node in the order they
+ * arrived, whatever order their reads end in: each call takes a turn per
+ * claim and runs when every earlier call for its claims has run, so the
+ * checkpoint, the CDI specs and the answers end in the state of the last
+ * call kubelet made. A retried Prepare answers the same devices (from the
+ * checkpoint). A Prepare whose call ended before its turn is not prepared;
+ * an Unprepare is carried out even then (kubelet's last word on the claim
+ * was to release it). Calls for other claims are not held up.
+ *
+ * Devices held: before a claim is prepared, every device of it is checked
+ * against the claims the checkpoint records; a device another claim holds
+ * (the same name, or a whole GPU and a MIG device of it) fails the claim
+ * with -EBUSY "device <name> is already prepared for claim <ns>/<name>
+ * (<uid>)[ (as <other name>)]: it is not shareable and this allocation has
+ * no adminAccess". No device kdev publishes is shareable (whole GPUs and
+ * MIG devices are published without allowMultipleAllocations, so the
+ * scheduler gives each to one claim; a claim shared by several pods is one
+ * claim UID). A result with adminAccess: true (resource.k8s.io/v1
+ * DeviceRequestAllocationResult.adminAccess; recorded as "adminAccess":
+ * true on the device record) is prepared on a held device and holds
+ * nothing itself. adminAccess of another JSON type than boolean fails the
+ * claim naming the field.
+ *
+ * State files: the checkpoint and the claim CDI specs are written through
+ * file guards (common/file.h): one someone else changed is moved aside and
+ * reported to on_file_aside before kdev writes it again from memory (on
+ * Unprepare, moved aside instead of removed).
  */
 #ifndef KDEV_DRA_PLUGIN_H
 #define KDEV_DRA_PLUGIN_H
@@ -148,6 +178,14 @@ struct kdev_dra_claim_event {
 
 typedef void (*kdev_dra_claim_fn)(void *arg, const struct kdev_dra_claim_event *ev);
 
+/* A state file of the plugin (the claim checkpoint, a claim's CDI spec) was
+ * changed by someone else: it was moved to |aside| ("<dir>/.<name>.foreign-
+ * <unix seconds>", common/file.h) before kdev rebuilt it from memory
+ * (|rebuilt|), or, on Unprepare, instead of being removed (!|rebuilt|). Both
+ * paths borrowed for the call. */
+typedef void (*kdev_dra_file_aside_fn)(void *arg, const char *path, const char *aside,
+                                       bool rebuilt);
+
 struct kdev_dra_plugin_options {
         const char *driver;   /* NULL: KDEV_DRA_PLUGIN_DEFAULT_DRIVER */
         const char *pool;     /* pool name = node name; required */
@@ -177,6 +215,10 @@ struct kdev_dra_plugin_options {
          * for calls that ended before their claims were prepared); may be NULL */
         kdev_dra_claim_fn on_claim;
         void *on_claim_arg;
+        /* called on the loop thread for each state file moved aside; may be
+         * NULL */
+        kdev_dra_file_aside_fn on_file_aside;
+        void *on_file_aside_arg;
 };
 
 struct kdev_dra_plugin;

@@ -3,11 +3,22 @@
 #define KDEV_DRA_PLUGIN_INTERNAL_H
 
 #include <pthread.h>
+#include <stdint.h>
 
+#include "common/file.h"
 #include "dra/checkpoint.h"
 #include "dra/plugin.h"
 
 struct kdev_rpc_server;
+struct dra_op;
+
+/* The order of the calls naming one claim: turns 1, 2, ... are handed out
+ * as calls arrive (|issued| the last), |done| is the last turn whose call
+ * ran; the entry goes away when done == issued. */
+struct kdev_dra_turn {
+        char *uid; /* owned */
+        uint64_t issued, done;
+};
 
 struct kdev_dra_plugin {
         char *driver, *pool, *data_dir, *cdi_dir, *dev_root, *proc_root;
@@ -19,6 +30,9 @@ struct kdev_dra_plugin {
         struct kdev_dra_plugin_options o;
         pthread_mutex_t source_lock; /* serialises o.get_claim (kdev_kube is not thread-safe) */
         struct kdev_dra_cp cp;
+        /* what kdev last wrote (or loaded): the checkpoint, the claim specs
+         * (common/file.h; loop thread) */
+        struct kdev_file_guard cp_guard, spec_guard;
         char **unhealthy;     /* UUIDs withdrawn as unhealthy (loop thread) */
         size_t n_unhealthy;
         /* serving */
@@ -26,7 +40,11 @@ struct kdev_dra_plugin {
         struct kdev_rpc_server *dra_srv, *reg_srv;
         char *dra_socket, *reg_socket;
         unsigned closing;     /* servers still closing after stop */
-        unsigned jobs;        /* claim fetches in flight on the thread pool */
+        unsigned jobs;        /* calls queued (service.c dra_op): waiting or reading claims */
+        /* per-claim order of the calls (loop thread, service.c) */
+        struct kdev_dra_turn *turns;
+        size_t n_turns, cap_turns;
+        struct dra_op *ops_head, *ops_tail; /* queued calls, in arrival order */
         bool stopping;        /* stop requested; stop_done pending */
         void (*stop_done)(void *arg);
         void *stop_arg;
@@ -48,5 +66,10 @@ int kdev_dra_fetch_claim(struct kdev_dra_plugin *p, const char *ns, const char *
 int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const char *name,
                              const char *uid, const struct kdev_dra_fetch *fetched,
                              const json_t **devices, struct kdev_err *err);
+
+/* Saves the checkpoint through its guard (a file someone else changed is
+ * moved aside and reported to on_file_aside). Returns 0 or a negative errno
+ * with |err|. Loop thread. */
+int kdev_dra_save_checkpoint(struct kdev_dra_plugin *p, struct kdev_err *err);
 
 #endif /* KDEV_DRA_PLUGIN_INTERNAL_H */

@@ -132,35 +132,126 @@ static void fill_devices(struct prep_slot *s, const json_t *devices)
         s->one.n_devices = n;
 }
 
-/* A NodePrepareResources call waiting for claims read on the thread pool. */
-struct prep_job {
-        uv_work_t work;
+/* One NodePrepareResources or NodeUnprepareResources call, queued until it
+ * may change the node (plugin.h "Overlapping calls"): each distinct valid
+ * claim of it holds a turn (ticket) in that claim's order, and the call runs
+ * once it is first in line for every one of its claims and its claim reads
+ * (Prepare) are done. */
+struct dra_op {
+        struct dra_op *next;
         struct kdev_dra_plugin *p;
+        bool prepare;
+        bool fetching;              /* claims being read on the thread pool */
         struct kdev_rpc_call *call; /* NULL once the call ended (cancelled) */
-        PrepReq *rq;
-        bool *need;                 /* per claim: read off the loop */
+        PrepReq *prq;               /* Prepare */
+        UnprepReq *urq;             /* Unprepare */
+        Claim **claims;             /* borrowed from the request */
+        size_t n_claims;
+        uint64_t *ticket;           /* per claim: its turn; 0: none (repeated or bad UID) */
+        bool *need;                 /* Prepare, per claim: read off the loop */
         struct kdev_dra_fetch *fetched;
+        uv_work_t work;
         /* fired when the call ends early (kubelet cancelled it, its deadline
          * passed, the connection went away); carries the call's grpc-timeout
          * deadline: the claim reads stop at either (kube.h) */
         struct kdev_kube_cancel cancel;
 };
 
-/* Prepares every claim of |rq| (claims read in |job| when given) and
- * answers |call|. */
-static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call, PrepReq *rq,
-                           const struct prep_job *job)
+static struct kdev_dra_turn *find_turn(struct kdev_dra_plugin *p, const char *uid)
+{
+        for (size_t i = 0; i < p->n_turns; i++)
+                if (!strcmp(p->turns[i].uid, uid))
+                        return &p->turns[i];
+        return NULL;
+}
+
+/* Takes the next turn of claim |uid|: 1, 2, ... Returns 0 when out of
+ * memory. */
+static uint64_t take_turn(struct kdev_dra_plugin *p, const char *uid)
+{
+        struct kdev_dra_turn *t = find_turn(p, uid);
+
+        if (!t) {
+                if (p->n_turns == p->cap_turns) {
+                        size_t ncap = p->cap_turns ? p->cap_turns * 2 : 8;
+                        struct kdev_dra_turn *nv = realloc(p->turns, ncap * sizeof(*nv));
+
+                        if (!nv)
+                                return 0;
+                        p->turns = nv;
+                        p->cap_turns = ncap;
+                }
+                t = &p->turns[p->n_turns];
+                t->uid = strdup(uid);
+                if (!t->uid)
+                        return 0;
+                t->issued = t->done = 0;
+                p->n_turns++;
+        }
+        return ++t->issued;
+}
+
+/* Whether turn |n| of |uid| is next in line (every earlier call done). */
+static bool turn_next(struct kdev_dra_plugin *p, const char *uid, uint64_t n)
+{
+        const struct kdev_dra_turn *t = find_turn(p, uid);
+
+        return !t || t->done + 1 == n;
+}
+
+static void turn_done(struct kdev_dra_plugin *p, const char *uid, uint64_t n)
+{
+        struct kdev_dra_turn *t = find_turn(p, uid);
+
+        if (!t)
+                return;
+        t->done = n;
+        if (t->done == t->issued) { /* no call of this claim left */
+                free(t->uid);
+                *t = p->turns[--p->n_turns];
+        }
+}
+
+static void op_free(struct dra_op *op)
+{
+        if (op->fetched)
+                for (size_t i = 0; i < op->n_claims; i++)
+                        json_decref(op->fetched[i].claim);
+        if (op->prq)
+                prep_req_free(op->prq, NULL);
+        if (op->urq)
+                unprep_req_free(op->urq, NULL);
+        free(op->ticket);
+        free(op->need);
+        free(op->fetched);
+        free(op);
+}
+
+/* calloc's |n| (at least 1) answer slots of |slot_size| bytes and entry
+ * pointers; false (nothing allocated) when out of memory. */
+static bool alloc_answer(size_t n, size_t slot_size, void **slots, void ***entries)
+{
+        *slots = calloc(n ? n : 1, slot_size);
+        *entries = calloc(n ? n : 1, sizeof(**entries));
+        if (*slots && *entries)
+                return true;
+        free(*slots);
+        free(*entries);
+        return false;
+}
+
+/* Prepares every claim of |op| (claims read on the thread pool where
+ * op->need says so) and answers |call|. */
+static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call,
+                           const struct dra_op *op)
 {
         PrepResp resp = PREP_RESP_INIT;
+        PrepReq *rq = op->prq;
         struct prep_slot *slots;
         PrepEntry **entries;
         size_t n = 0;
 
-        slots = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*slots));
-        entries = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*entries));
-        if (!slots || !entries) {
-                free(slots);
-                free(entries);
+        if (!alloc_answer(rq->n_claims, sizeof(*slots), (void **)&slots, (void ***)&entries)) {
                 kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
                 return;
         }
@@ -170,7 +261,8 @@ static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call
                 PrepEntry ei = PREP_ENTRY_INIT;
                 PrepOne oi = PREP_ONE_INIT;
                 const json_t *devices = NULL;
-                const struct kdev_dra_fetch *f = job && job->need[i] ? &job->fetched[i] : NULL;
+                const struct kdev_dra_fetch *f = op->need[i] ? &op->fetched[i] : NULL;
+                struct kdev_dra_fetch unread = {.rc = 0};
 
                 if (seen_before(rq->claims, i))
                         continue;
@@ -180,6 +272,16 @@ static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call
                 s->entry.value = &s->one;
                 bool recorded = *c->uid && kdev_dra_cp_get(&p->cp, c->uid);
 
+                if (!f && !recorded && kdev_dra_check_claim_uid(NULL, NULL, c->uid, NULL) == 0) {
+                        /* recorded when the call came and no earlier call was
+                         * pending, yet gone now (a direct kdev_dra_unprepare_claim):
+                         * never a blocking read on the loop */
+                        unread.rc = kdev_err_set(&unread.err, EAGAIN,
+                                                 "claim %s/%s: unprepared while this call "
+                                                 "waited; not read, retry",
+                                                 c->namespace_, c->name);
+                        f = &unread;
+                }
                 if (kdev_dra_prepare_fetched(p, c->namespace_, c->name, c->uid, f, &devices,
                                              &s->err) < 0)
                         s->one.error = s->err.msg[0] ? s->err.msg : (char *)"prepare failed";
@@ -201,177 +303,24 @@ static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call
         free(entries);
 }
 
-static void maybe_stopped(struct kdev_dra_plugin *p)
-{
-        if (p->stopping && p->closing == 0 && p->jobs == 0) {
-                p->stopping = false;
-                if (p->stop_done)
-                        p->stop_done(p->stop_arg);
-        }
-}
-
-static void prep_job_cancel(struct kdev_rpc_call *call, void *arg)
-{
-        struct prep_job *job = arg;
-
-        (void)call;
-        job->call = NULL;
-        kdev_kube_cancel_fire(&job->cancel);
-}
-
-/* Thread pool: read the claims (source calls serialised by source_lock,
- * taken per claim so that other calls' reads interleave). Once the call is
- * cancelled or past its deadline the remaining claims are not read and the
- * read in flight stops (the kube client honours job->cancel on this thread). */
-static void prep_job_work(uv_work_t *w)
-{
-        struct prep_job *job = w->data;
-        const struct kdev_kube_cancel *prev = kdev_kube_cancel_scope(&job->cancel);
-
-        for (size_t i = 0; i < job->rq->n_claims; i++) {
-                Claim *c = job->rq->claims[i];
-
-                if (!job->need[i])
-                        continue;
-                if (atomic_load(&job->cancel.cancelled)) {
-                        job->fetched[i].rc = kdev_err_set(&job->fetched[i].err, ECANCELED,
-                                                          "claim %s/%s: not read: the call "
-                                                          "was cancelled",
-                                                          c->namespace_, c->name);
-                        continue;
-                }
-                if (kdev_kube_cancel_done(&job->cancel)) {
-                        job->fetched[i].rc = kdev_err_set(&job->fetched[i].err, ETIMEDOUT,
-                                                          "claim %s/%s: not read before the "
-                                                          "call's deadline",
-                                                          c->namespace_, c->name);
-                        continue;
-                }
-                job->fetched[i].rc = kdev_dra_fetch_claim(job->p, c->namespace_, c->name,
-                                                          &job->fetched[i].claim,
-                                                          &job->fetched[i].err);
-        }
-        kdev_kube_cancel_scope(prev);
-}
-
-static void prep_job_done(uv_work_t *w, int status)
-{
-        struct prep_job *job = w->data;
-        struct kdev_dra_plugin *p = job->p;
-
-        (void)status;
-        /* a call kubelet gave up on is not prepared: nothing stays reserved */
-        if (job->call) {
-                kdev_rpc_call_on_cancel(job->call, NULL, NULL);
-                answer_prepare(p, job->call, job->rq, job);
-        }
-        for (size_t i = 0; i < job->rq->n_claims; i++)
-                json_decref(job->fetched[i].claim);
-        prep_req_free(job->rq, NULL);
-        free(job->need);
-        free(job->fetched);
-        free(job);
-        p->jobs--;
-        maybe_stopped(p);
-}
-
-static void on_prepare(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
-{
-        struct kdev_dra_plugin *p = ud;
-        PrepReq *rq = prep_req_unpack(NULL, len, req);
-        struct prep_job *job;
-        size_t n_need = 0;
-
-        if (!rq) {
-                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT,
-                                     "cannot parse NodePrepareResourcesRequest");
-                return;
-        }
-        job = calloc(1, sizeof(*job));
-        if (job) {
-                job->need = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*job->need));
-                job->fetched = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*job->fetched));
-        }
-        if (!job || !job->need || !job->fetched) {
-                if (job) {
-                        free(job->need);
-                        free(job->fetched);
-                        free(job);
-                }
-                prep_req_free(rq, NULL);
-                kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
-                return;
-        }
-        /* claims not prepared yet are read off the loop: the source may block
-         * (HTTP with retries) and GetInfo must keep answering meanwhile */
-        for (size_t i = 0; i < rq->n_claims; i++) {
-                const char *uid = rq->claims[i]->uid;
-
-                job->need[i] = kdev_dra_check_claim_uid(NULL, NULL, uid, NULL) == 0 &&
-                               !seen_before(rq->claims, i) &&
-                               !kdev_dra_cp_get(&p->cp, uid);
-                n_need += job->need[i];
-        }
-        job->p = p;
-        job->call = call;
-        job->rq = rq;
-        job->work.data = job;
-        {
-                /* grpc-timeout (loop clock) -> the kube clock, less a margin
-                 * (10 %, 100 ms to 1 s) so that the claims' errors reach the
-                 * caller before its deadline */
-                uint64_t dl = kdev_rpc_call_deadline(call), now = uv_now(p->loop), at = 0;
-                uint64_t left = dl > now ? dl - now : 0, margin = left / 10;
-
-                margin = margin < 100 ? 100 : margin > 1000 ? 1000 : margin;
-                if (dl)
-                        at = kdev_kube_now_ms() + (left > margin ? left - margin : 0);
-                kdev_kube_cancel_init(&job->cancel, at);
-        }
-        if (n_need == 0 || uv_queue_work(p->loop, &job->work, prep_job_work, prep_job_done) < 0) {
-                /* nothing to read (or no thread pool): answer now */
-                memset(job->need, 0, rq->n_claims * sizeof(*job->need));
-                answer_prepare(p, call, rq, NULL);
-                prep_req_free(rq, NULL);
-                free(job->need);
-                free(job->fetched);
-                free(job);
-                return;
-        }
-        p->jobs++;
-        kdev_rpc_call_on_cancel(call, prep_job_cancel, job);
-}
-
 struct unprep_slot {
         UnprepEntry entry;
         UnprepOne one;
         struct kdev_err err;
 };
 
-static void on_unprepare(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+/* Unprepares every claim of |rq| and answers |call| (NULL: the call ended;
+ * the claims are unprepared all the same, plugin.h). */
+static void answer_unprepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call, UnprepReq *rq)
 {
-        struct kdev_dra_plugin *p = ud;
-        UnprepReq *rq =
-                unprep_req_unpack(
-                        NULL, len, req);
         UnprepResp resp = UNPREP_RESP_INIT;
         struct unprep_slot *slots;
         UnprepEntry **entries;
         size_t n = 0;
 
-        if (!rq) {
-                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT,
-                                     "cannot parse NodeUnprepareResourcesRequest");
-                return;
-        }
-        slots = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*slots));
-        entries = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*entries));
-        if (!slots || !entries) {
-                free(slots);
-                free(entries);
-                unprep_req_free(
-                        rq, NULL);
-                kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
+        if (!alloc_answer(rq->n_claims, sizeof(*slots), (void **)&slots, (void ***)&entries)) {
+                if (call)
+                        kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
                 return;
         }
         for (size_t i = 0; i < rq->n_claims; i++) {
@@ -398,11 +347,240 @@ static void on_unprepare(struct kdev_rpc_call *call, const uint8_t *req, size_t 
         }
         resp.claims = entries;
         resp.n_claims = n;
-        kdev_rpc_call_reply_pb(call, &resp.base);
+        if (call)
+                kdev_rpc_call_reply_pb(call, &resp.base);
         free(slots);
         free(entries);
-        unprep_req_free(
-                rq, NULL);
+}
+
+static void maybe_stopped(struct kdev_dra_plugin *p)
+{
+        if (p->stopping && p->closing == 0 && p->jobs == 0) {
+                p->stopping = false;
+                if (p->stop_done)
+                        p->stop_done(p->stop_arg);
+        }
+}
+
+static bool op_ready(struct kdev_dra_plugin *p, const struct dra_op *op)
+{
+        if (op->fetching)
+                return false;
+        for (size_t i = 0; i < op->n_claims; i++)
+                if (op->ticket[i] && !turn_next(p, op->claims[i]->uid, op->ticket[i]))
+                        return false;
+        return true;
+}
+
+/* Runs the call: a Prepare kubelet gave up on is not prepared (nothing stays
+ * reserved); an Unprepare is applied even then. */
+static void op_run(struct kdev_dra_plugin *p, struct dra_op *op)
+{
+        if (op->call)
+                kdev_rpc_call_on_cancel(op->call, NULL, NULL);
+        if (op->prepare && op->call)
+                answer_prepare(p, op->call, op);
+        else if (!op->prepare)
+                answer_unprepare(p, op->call, op->urq);
+        for (size_t i = 0; i < op->n_claims; i++)
+                if (op->ticket[i])
+                        turn_done(p, op->claims[i]->uid, op->ticket[i]);
+}
+
+/* Runs, in arrival order, every queued call that may run now. One pass
+ * suffices: a call waits only for earlier ones. */
+static void run_ready(struct kdev_dra_plugin *p)
+{
+        struct dra_op *prev = NULL, *op = p->ops_head;
+
+        while (op) {
+                struct dra_op *next = op->next;
+
+                if (!op_ready(p, op)) {
+                        prev = op;
+                        op = next;
+                        continue;
+                }
+                if (prev)
+                        prev->next = next;
+                else
+                        p->ops_head = next;
+                if (p->ops_tail == op)
+                        p->ops_tail = prev;
+                op_run(p, op);
+                op_free(op);
+                p->jobs--;
+                op = next;
+        }
+        maybe_stopped(p);
+}
+
+static void op_cancel(struct kdev_rpc_call *call, void *arg)
+{
+        struct dra_op *op = arg;
+
+        (void)call;
+        op->call = NULL;
+        kdev_kube_cancel_fire(&op->cancel);
+}
+
+/* Thread pool: read the claims (source calls serialised by source_lock,
+ * taken per claim so that other calls' reads interleave). Once the call is
+ * cancelled or past its deadline the remaining claims are not read and the
+ * read in flight stops (the kube client honours op->cancel on this thread). */
+static void op_fetch_work(uv_work_t *w)
+{
+        struct dra_op *op = w->data;
+        const struct kdev_kube_cancel *prev = kdev_kube_cancel_scope(&op->cancel);
+
+        for (size_t i = 0; i < op->n_claims; i++) {
+                Claim *c = op->claims[i];
+
+                if (!op->need[i])
+                        continue;
+                if (atomic_load(&op->cancel.cancelled)) {
+                        op->fetched[i].rc = kdev_err_set(&op->fetched[i].err, ECANCELED,
+                                                         "claim %s/%s: not read: the call "
+                                                         "was cancelled",
+                                                         c->namespace_, c->name);
+                        continue;
+                }
+                if (kdev_kube_cancel_done(&op->cancel)) {
+                        op->fetched[i].rc = kdev_err_set(&op->fetched[i].err, ETIMEDOUT,
+                                                         "claim %s/%s: not read before the "
+                                                         "call's deadline",
+                                                         c->namespace_, c->name);
+                        continue;
+                }
+                op->fetched[i].rc = kdev_dra_fetch_claim(op->p, c->namespace_, c->name,
+                                                         &op->fetched[i].claim,
+                                                         &op->fetched[i].err);
+        }
+        kdev_kube_cancel_scope(prev);
+}
+
+static void op_fetch_done(uv_work_t *w, int status)
+{
+        struct dra_op *op = w->data;
+
+        (void)status;
+        op->fetching = false;
+        run_ready(op->p);
+}
+
+/* Queues the call of |op| (its request and claims set): takes its claims'
+ * turns, starts the claim reads of a Prepare, and runs what may run. On
+ * failure (out of memory) the call is answered and |op| freed. */
+static void op_queue(struct kdev_dra_plugin *p, struct dra_op *op)
+{
+        size_t n = op->n_claims ? op->n_claims : 1, n_need = 0;
+
+        op->p = p;
+        op->ticket = calloc(n, sizeof(*op->ticket));
+        op->need = calloc(n, sizeof(*op->need));
+        op->fetched = calloc(n, sizeof(*op->fetched));
+        if (!op->ticket || !op->need || !op->fetched) {
+                kdev_rpc_call_finish(op->call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
+                op_free(op);
+                return;
+        }
+        for (size_t i = 0; i < op->n_claims; i++) {
+                const char *uid = op->claims[i]->uid;
+
+                if (kdev_dra_check_claim_uid(NULL, NULL, uid, NULL) < 0 ||
+                    seen_before(op->claims, i))
+                        continue;
+                op->ticket[i] = take_turn(p, uid);
+                if (!op->ticket[i]) {
+                        /* out of memory: give the turns back, answer */
+                        for (size_t j = 0; j < i; j++)
+                                if (op->ticket[j])
+                                        turn_done(p, op->claims[j]->uid, op->ticket[j]);
+                        kdev_rpc_call_finish(op->call, KDEV_RPC_RESOURCE_EXHAUSTED,
+                                             "out of memory");
+                        op_free(op);
+                        return;
+                }
+                /* claims not prepared yet are read off the loop: the source
+                 * may block (HTTP with retries) and GetInfo must keep
+                 * answering meanwhile. A claim an earlier call may still
+                 * unprepare is read too, in case. */
+                op->need[i] = op->prepare && (!kdev_dra_cp_get(&p->cp, uid) ||
+                                              !turn_next(p, uid, op->ticket[i]));
+                n_need += op->need[i];
+        }
+        op->work.data = op;
+        {
+                /* grpc-timeout (loop clock) -> the kube clock, less a margin
+                 * (10 %, 100 ms to 1 s) so that the claims' errors reach the
+                 * caller before its deadline */
+                uint64_t dl = kdev_rpc_call_deadline(op->call), now = uv_now(p->loop), at = 0;
+                uint64_t left = dl > now ? dl - now : 0, margin = left / 10;
+
+                margin = margin < 100 ? 100 : margin > 1000 ? 1000 : margin;
+                if (dl)
+                        at = kdev_kube_now_ms() + (left > margin ? left - margin : 0);
+                kdev_kube_cancel_init(&op->cancel, at);
+        }
+        if (p->ops_tail)
+                p->ops_tail->next = op;
+        else
+                p->ops_head = op;
+        p->ops_tail = op;
+        p->jobs++;
+        kdev_rpc_call_on_cancel(op->call, op_cancel, op);
+        if (n_need > 0) {
+                op->fetching = true;
+                if (uv_queue_work(p->loop, &op->work, op_fetch_work, op_fetch_done) < 0) {
+                        /* no thread pool: read here, blocking */
+                        op_fetch_work(&op->work);
+                        op->fetching = false;
+                }
+        }
+        run_ready(p);
+}
+
+/* Unpacks a NodePrepareResources (|prepare|) or NodeUnprepareResources
+ * request and queues it as a call (op_queue). */
+static void start_op(struct kdev_dra_plugin *p, struct kdev_rpc_call *call, bool prepare,
+                     const uint8_t *req, size_t len)
+{
+        PrepReq *prq = prepare ? prep_req_unpack(NULL, len, req) : NULL;
+        UnprepReq *urq = prepare ? NULL : unprep_req_unpack(NULL, len, req);
+        struct dra_op *op;
+
+        if (!prq && !urq) {
+                kdev_rpc_call_finish(call, KDEV_RPC_INVALID_ARGUMENT,
+                                     prepare ? "cannot parse NodePrepareResourcesRequest"
+                                             : "cannot parse NodeUnprepareResourcesRequest");
+                return;
+        }
+        op = calloc(1, sizeof(*op));
+        if (!op) {
+                if (prq)
+                        prep_req_free(prq, NULL);
+                if (urq)
+                        unprep_req_free(urq, NULL);
+                kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        op->prepare = prepare;
+        op->call = call;
+        op->prq = prq;
+        op->urq = urq;
+        op->claims = prq ? prq->claims : urq->claims;
+        op->n_claims = prq ? prq->n_claims : urq->n_claims;
+        op_queue(p, op);
+}
+
+static void on_prepare(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        start_op(ud, call, true, req, len);
+}
+
+static void on_unprepare(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        start_op(ud, call, false, req, len);
 }
 
 static void on_get_info(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)

@@ -30,6 +30,7 @@ struct kdev_nvidia_backend {
         bool cdi_written;
         bool hook_warned; /* the hook path not visible here: warned once */
         char cdi_path[4096]; /* the spec written, when cdi_written */
+        struct kdev_file_guard cdi_guard; /* what was last written there (common/file.h) */
         bool stopping;
         unsigned pending; /* asynchronous stops still running */
         void (*done)(void *arg);
@@ -81,11 +82,15 @@ static int write_cdi(struct kdev_nvidia_backend *b, struct kdev_err *err)
 {
         if (b->opts.skip_cdi || !kdev_nvidia_cdi_needed(b->opts.cfg))
                 return 0;
-        char path[4096];
+        char path[4096], aside[4096];
         struct kdev_nvidia_driver_files files;
-        int r = kdev_nvidia_cdi_write_ex(b->gpus, b->opts.cfg, path, sizeof(path), &files, err);
+        int r = kdev_nvidia_cdi_write_guarded(b->gpus, b->opts.cfg, path, sizeof(path), &files,
+                                              &b->cdi_guard, aside, sizeof(aside), err);
         if (r < 0)
                 return kdev_err_wrap(err, "writing the CDI spec");
+        if (r == 1)
+                kdev_log_warn("state file changed by someone else: moved aside and rebuilt from "
+                              "memory", "path", path, "aside", aside);
         if (b->gpus && b->gpus->n_gpus > 0) {
                 const struct kdev_nvidia_config *cfg = b->opts.cfg;
                 char msg[4096 + 256];
@@ -199,6 +204,7 @@ int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
         if (r < 0) {
                 kdev_gpu_set_free(b->gpus);
                 kdev_nvml_close(b->lib);
+                kdev_file_guard_clear(&b->cdi_guard);
                 free(b);
                 return r;
         }
@@ -432,6 +438,7 @@ static void finish_stop(struct kdev_nvidia_backend *b)
         kdev_nvml_close(b->lib);
         kdev_gpu_set_free(b->gpus);
         kdev_xid_policy_clear(&b->policy);
+        kdev_file_guard_clear(&b->cdi_guard);
         free(b);
         if (done)
                 done(done_arg);
@@ -456,8 +463,14 @@ void kdev_nvidia_backend_stop(struct kdev_nvidia_backend *b, void (*done)(void *
         b->done_arg = arg;
         if (b->cdi_written) {
                 struct kdev_err err = {0};
-                if (kdev_nvidia_cdi_remove(b->opts.cfg, &err) < 0)
+                char aside[4096];
+                int r = kdev_nvidia_cdi_remove_guarded(b->opts.cfg, &b->cdi_guard, aside,
+                                                       sizeof(aside), &err);
+                if (r < 0)
                         kdev_log_warn("cannot remove the CDI spec", "error", err.msg);
+                else if (r == 2)
+                        kdev_log_warn("state file changed by someone else: moved aside, not "
+                                      "removed", "path", b->cdi_path, "aside", aside);
                 else
                         kdev_log_info("removed CDI spec");
         }

@@ -188,6 +188,18 @@ int kdev_nvidia_cdi_write_ex(const struct kdev_gpu_set *gpus, const struct kdev_
                              char *path, size_t size, struct kdev_nvidia_driver_files *found,
                              struct kdev_err *err)
 {
+        int rc = kdev_nvidia_cdi_write_guarded(gpus, cfg, path, size, found, NULL, NULL, 0, err);
+        return rc < 0 ? rc : 0;
+}
+
+int kdev_nvidia_cdi_write_guarded(const struct kdev_gpu_set *gpus,
+                                  const struct kdev_nvidia_config *cfg, char *path, size_t size,
+                                  struct kdev_nvidia_driver_files *found,
+                                  struct kdev_file_guard *guard, char *aside, size_t asize,
+                                  struct kdev_err *err)
+{
+        if (aside && asize)
+                aside[0] = '\0';
         if (found)
                 memset(found, 0, sizeof(*found));
         char file[128];
@@ -199,12 +211,12 @@ int kdev_nvidia_cdi_write_ex(const struct kdev_gpu_set *gpus, const struct kdev_
         struct kdev_cdi_spec *spec = NULL;
         rc = build_spec(gpus, cfg, found, &spec, err);
         if (rc == -ENODEV) {
-                rc = kdev_cdi_spec_remove(cfg->cdi_dir, file, err);
-                return rc < 0 ? rc : 0;
+                rc = kdev_cdi_spec_remove_guarded(cfg->cdi_dir, file, guard, aside, asize, err);
+                return rc < 0 ? rc : rc == 2 ? 1 : 0;
         }
         if (rc < 0)
                 return rc;
-        rc = kdev_cdi_spec_write(spec, cfg->cdi_dir, file, err);
+        rc = kdev_cdi_spec_write_guarded(spec, cfg->cdi_dir, file, guard, aside, asize, err);
         kdev_cdi_spec_free(spec);
         if (rc < 0 && found)
                 kdev_nvidia_driver_files_clear(found);
@@ -213,9 +225,16 @@ int kdev_nvidia_cdi_write_ex(const struct kdev_gpu_set *gpus, const struct kdev_
 
 int kdev_nvidia_cdi_remove(const struct kdev_nvidia_config *cfg, struct kdev_err *err)
 {
+        return kdev_nvidia_cdi_remove_guarded(cfg, NULL, NULL, 0, err);
+}
+
+int kdev_nvidia_cdi_remove_guarded(const struct kdev_nvidia_config *cfg,
+                                   struct kdev_file_guard *guard, char *aside, size_t asize,
+                                   struct kdev_err *err)
+{
         char file[128];
         int rc = spec_file(file, sizeof(file), err);
         if (rc < 0)
                 return rc;
-        return kdev_cdi_spec_remove(cfg->cdi_dir, file, err);
+        return kdev_cdi_spec_remove_guarded(cfg->cdi_dir, file, guard, aside, asize, err);
 }

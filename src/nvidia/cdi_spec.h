@@ -91,6 +91,20 @@ KDEV_API int kdev_nvidia_cdi_write_ex(const struct kdev_gpu_set *gpus, const str
                              char *path, size_t size, struct kdev_nvidia_driver_files *found,
                              struct kdev_err *err);
 
+/* kdev_nvidia_cdi_write_ex guarded by |guard| (common/file.h; may be NULL):
+ * a spec file that is no longer what kdev last wrote (edited or replaced by
+ * hand) is first moved aside to "<cdi_dir>/.k8s.device-plugin.nvidia.com-
+ * gpu.json.foreign-<unix seconds>" (no .json extension: CDI ignores it; its
+ * path into |aside|, |asize| bytes; also when the spec is removed for want
+ * of GPUs) and the spec is written from |gpus|. Returns 0, 1 after a move
+ * aside, or the errors of kdev_nvidia_cdi_write_ex and
+ * kdev_file_guard_check. */
+KDEV_API int kdev_nvidia_cdi_write_guarded(const struct kdev_gpu_set *gpus,
+                                           const struct kdev_nvidia_config *cfg, char *path,
+                                           size_t size, struct kdev_nvidia_driver_files *found,
+                                           struct kdev_file_guard *guard, char *aside,
+                                           size_t asize, struct kdev_err *err);
+
 /* The driver files for the spec of |gpus| under |cfg|: looked up under
  * roots.driver of kdev_nvidia_cdi_roots for gpus->driver_version, host
  * paths under the host driver root, hooks with cfg->nvidia_ctk_path less
@@ -104,5 +118,13 @@ KDEV_API int kdev_nvidia_cdi_driver_files(const struct kdev_gpu_set *gpus,
 /* Removes the spec file written by kdev_nvidia_cdi_write (clean exit).
  * Returns 1 when removed, 0 when it was not there, or a negative errno. */
 KDEV_API int kdev_nvidia_cdi_remove(const struct kdev_nvidia_config *cfg, struct kdev_err *err);
+
+/* kdev_nvidia_cdi_remove guarded by |guard| (may be NULL): a spec someone
+ * else changed is moved aside instead of removed (returns 2, its path in
+ * |aside|). Returns 1 removed, 0 not there, 2 moved aside, or a negative
+ * errno. */
+KDEV_API int kdev_nvidia_cdi_remove_guarded(const struct kdev_nvidia_config *cfg,
+                                            struct kdev_file_guard *guard, char *aside,
+                                            size_t asize, struct kdev_err *err);
 
 #endif /* KDEV_NVIDIA_CDI_SPEC_H */

@@ -551,6 +551,15 @@ static bool same_content(const char *path, const char *text)
 
 int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err *err)
 {
+        return kdev_nvidia_labels_write_guarded(NULL, path, text, NULL, 0, err);
+}
+
+int kdev_nvidia_labels_write_guarded(struct kdev_file_guard *guard, const char *path,
+                                     const char *text, char *aside, size_t size,
+                                     struct kdev_err *err)
+{
+        if (aside && size)
+                aside[0] = '\0';
         if (same_content(path, text))
                 return 0;
         const char *slash = strrchr(path, '/');
@@ -568,8 +577,9 @@ int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err
         int n = snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", strcmp(dir, "/") ? dir : "", base);
         if (n < 0 || (size_t)n >= sizeof(tmp))
                 return kdev_err_set(err, ENAMETOOLONG, "%s: path too long", path);
-        int r = kdev_file_write_atomic(path, tmp, text, strlen(text), 0644, false, err);
-        return r < 0 ? r : 1;
+        int r = kdev_file_write_guarded(guard, path, tmp, text, strlen(text), 0644, false, aside,
+                                        size, err);
+        return r < 0 ? r : r + 1;
 }
 
 int kdev_nvidia_labels_file_text(const struct kdev_gpu_set *gpus,

@@ -73,6 +73,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/file.h"
 #include "nvidia/config.h"
 #include "nvml/discover.h"
 
@@ -138,6 +139,17 @@ KDEV_API char *kdev_nvidia_labels_text(const struct kdev_nvidia_labels *l, bool 
  * <strerror>" (missing or unwritable directory), else "<path>: <strerror>";
  * the temporary file is removed on error. */
 KDEV_API int kdev_nvidia_labels_write(const char *path, const char *text, struct kdev_err *err);
+
+/* kdev_nvidia_labels_write guarded by |guard| (common/file.h; may be NULL):
+ * when the file differs from |text| and is no longer what kdev last wrote
+ * (edited or replaced by hand), it is moved aside to
+ * "<dir>/.<name>.foreign-<unix seconds>" (a dot file: NFD's local source
+ * skips it; its path into |aside|, |size| bytes) before |text| is written.
+ * Returns 2 written after a move aside, 1 written, 0 unchanged, or a
+ * negative errno with |err| (kdev_file_guard_check's or the write's). */
+KDEV_API int kdev_nvidia_labels_write_guarded(struct kdev_file_guard *guard, const char *path,
+                                              const char *text, char *aside, size_t size,
+                                              struct kdev_err *err);
 
 /* The node labels file text of |gpus| under |cfg|: kdev_nvidia_labels_build
  * with |opts| (may be NULL), then kdev_nvidia_labels_text with the header,

@@ -22,6 +22,7 @@
   exact message, file untouched)."""
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -688,6 +689,79 @@ def test_nul_byte_checkpoint_moved_aside():
             e.close()
 
 
+def test_state_files_moved_aside_and_devices_held():
+    """kdev-dra-plugin over its sockets: the claim checkpoint and a claim's
+    CDI spec edited behind its back are moved aside (one warning each, the
+    edit kept in .<name>.foreign-<unix seconds>) and rebuilt from memory,
+    nothing prepared lost; a device prepared for one claim is refused to
+    another, naming both, unless the allocation has adminAccess."""
+    uid1, uid_d, uid_x, uid_a = dp.CLAIM_UID, "5e0f3a11-0000-4000-8000-0000000000b1", \
+        "5e0f3a11-0000-4000-8000-0000000000b2", "5e0f3a11-0000-4000-8000-0000000000b3"
+    admin = claim_obj("claim-a", uid_a, "gpu-0")
+    admin["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = True
+    warn = "state file changed by someone else: moved aside and rebuilt from memory"
+    with TempDir() as d:
+        e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-d", uid_d, "gpu-1"),
+                                                claim_obj("claim-x", uid_x, "gpu-0"), admin])
+        try:
+            kt.wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
+                        what="registration socket")
+            assert e.proc.poll() is None, e.logtext()
+            assert prepare(e, "claim-1", uid1).claims[uid1].error == ""
+            cp = os.path.join(e.plugin_dir, "dra-claims.json")
+            with open(cp, "w") as f:
+                f.write('{"version":1,"edited":true}\n')
+            assert prepare(e, "claim-d", uid_d).claims[uid_d].error == ""
+            lines = log_events(e, (warn,))
+            assert len(lines) == 1, e.logtext()
+            m = re.fullmatch(r'level=warn msg="%s" path=(\S+) aside=(\S+)' % warn, lines[0])
+            assert m, lines[0]
+            assert os.path.samefile(m.group(1), cp), lines[0]
+            aside = m.group(2)
+            assert os.path.dirname(aside) == os.path.dirname(m.group(1)), lines[0]
+            assert re.fullmatch(r"\.dra-claims\.json\.foreign-[0-9]+",
+                                os.path.basename(aside)), aside
+            with open(aside) as f:
+                assert f.read() == '{"version":1,"edited":true}\n'
+            assert sorted(json.loads(checkpoint_text(e))["data"]["claims"]) == \
+                sorted([uid1, uid_d])
+            # a claim's spec edited: the retried Prepare restores it
+            spec = spec_path(e, uid_d)
+            with open(spec) as f:
+                orig = f.read()
+            with open(spec, "w") as f:
+                f.write("edited\n")
+            assert prepare(e, "claim-d", uid_d).claims[uid_d].error == ""
+            with open(spec) as f:
+                assert f.read() == orig
+            lines = log_events(e, (warn,))
+            assert len(lines) == 2, e.logtext()
+            m = re.fullmatch(r'level=warn msg="%s" path=(\S+) aside=(\S+)' % warn, lines[1])
+            assert m and os.path.samefile(m.group(1), spec), lines[1]
+            assert os.path.basename(m.group(2)).startswith(
+                ".k8s.gpu.nvidia.com-claim_%s.json.foreign-" % uid_d), lines[1]
+            with open(m.group(2)) as f:
+                assert f.read() == "edited\n"
+            # gpu-0 is claim-1's
+            r = prepare(e, "claim-x", uid_x)
+            assert r.claims[uid_x].error == (
+                "claim default/claim-x (%s): device gpu-0 is already prepared for claim "
+                "default/claim-1 (%s): it is not shareable and this allocation has no "
+                "adminAccess" % (uid_x, uid1)), r
+            assert not os.path.exists(spec_path(e, uid_x))
+            r = prepare(e, "claim-a", uid_a)
+            assert r.claims[uid_a].error == "", r
+            assert [d.device_name for d in r.claims[uid_a].devices] == ["gpu-0"], r
+            recs = json.loads(checkpoint_text(e))["data"]["claims"]
+            assert recs[uid_a]["devices"][0].get("adminAccess") is True, recs
+            assert "adminAccess" not in recs[uid1]["devices"][0], recs
+        except Exception:
+            print(e.logtext()[-20000:])
+            raise
+        finally:
+            e.close()
+
+
 if __name__ == "__main__":
     if not os.path.exists(dp.EXE):
         print("SKIP: %s not built" % dp.EXE)
@@ -698,4 +772,5 @@ if __name__ == "__main__":
                   test_dead_batch_does_not_block_later_calls,
                   test_claim_log_lines_and_unknown_device,
                   test_stale_temp_files_removed_at_start, test_newer_checkpoint_refuses_start,
-                  test_odd_checkpoint_refuses_start, test_nul_byte_checkpoint_moved_aside])
+                  test_odd_checkpoint_refuses_start, test_nul_byte_checkpoint_moved_aside,
+                  test_state_files_moved_aside_and_devices_held])

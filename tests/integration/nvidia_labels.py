@@ -9,6 +9,7 @@ migStrategy single replaces an older file with GFD's <model>-MIG-INVALID set
 written stops the start (exit 1, an error naming the path and its
 directory); a later failure is logged and retried."""
 import os
+import re
 import shutil
 import signal
 import sys
@@ -178,12 +179,25 @@ def test_written_only_on_change_and_restored_by_sighup():
             wait_for(lambda: p.logtext().count("node labels unchanged") >= 1,
                      what="SIGHUP handled")
             assert os.stat(path).st_ino == ino
-            # edited by hand: SIGHUP restores it (atomically: a new inode)
+            # edited by hand: SIGHUP restores it (atomically: a new inode);
+            # the edited file is kept aside as .kdev.foreign-<unix seconds>
             with open(path, "w") as f:
                 f.write("nvidia.com/gpu.product=bogus\n")
             p.proc.send_signal(signal.SIGHUP)
             wait_for(lambda: read(path) == good, what="labels restored")
             assert os.stat(path).st_ino != ino
+            asides = [n for n in os.listdir(os.path.dirname(path))
+                      if n.startswith(".kdev.foreign-")]
+            assert len(asides) == 1, asides
+            assert re.fullmatch(r"\.kdev\.foreign-[0-9]+", asides[0]), asides
+            aside = os.path.join(os.path.dirname(path), asides[0])
+            assert read(aside) == "nvidia.com/gpu.product=bogus\n"
+            warn = [ln for ln in p.logtext().splitlines() if "moved aside" in ln]
+            assert warn == [
+                'ts=%s level=warn msg="state file changed by someone else: moved aside and '
+                'rebuilt from memory" path=%s aside=%s' % (warn[0].split()[0][3:], path, aside)
+            ], warn
+            os.unlink(aside)
             # removed: SIGHUP writes it again
             os.unlink(path)
             p.proc.send_signal(signal.SIGHUP)

@@ -1,4 +1,5 @@
-/* kdev_file_read and kdev_file_write_atomic (src/common/file.h). */
+/* kdev_file_read, kdev_file_write_atomic and the state file guard
+ * (src/common/file.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
@@ -232,6 +233,152 @@ static void test_write_errors(void **state)
         free(text);
 }
 
+static char *slurp(const char *path)
+{
+        char *text = NULL;
+        size_t len;
+        assert_int_equal(kdev_file_read(path, NULL, 1 << 20, 0, &text, &len, NULL), 0);
+        return text;
+}
+
+static void put(const char *path, const char *text)
+{
+        FILE *f = fopen(path, "w"); /* in place: same inode */
+        assert_non_null(f);
+        fputs(text, f);
+        assert_int_equal(fclose(f), 0);
+}
+
+/* The one aside file of |name| in |dir| ("." + name + ".foreign-<digits>"),
+ * into |out|; fails unless there is exactly one. */
+static void one_aside(const char *name, char *out, size_t size)
+{
+        char prefix[128];
+        int n = 0;
+        snprintf(prefix, sizeof(prefix), ".%s.foreign-", name);
+        DIR *h = opendir(dir);
+        for (struct dirent *e; (e = readdir(h));) {
+                if (strncmp(e->d_name, prefix, strlen(prefix)))
+                        continue;
+                const char *t = e->d_name + strlen(prefix);
+                assert_true(*t);
+                for (; *t; t++)
+                        assert_true((*t >= '0' && *t <= '9') || *t == '-');
+                snprintf(out, size, "%s/%s", dir, e->d_name);
+                n++;
+        }
+        closedir(h);
+        assert_int_equal(n, 1);
+}
+
+/* kdev_file_write_guarded / kdev_file_guard_check: kdev's own file is
+ * replaced silently (also after a touch or chmod); a file edited, replaced
+ * or re-linked by someone else is moved aside with its content, a
+ * directory in the way is left alone, a vanished file is rebuilt. */
+static void test_guard(void **state)
+{
+        (void)state;
+        struct kdev_file_guard g = {0};
+        struct kdev_err e = {0};
+        char path[128], tmpl[160], aside[4096], want[4200], link_to[160];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/state", dir);
+        snprintf(tmpl, sizeof(tmpl), "%s/.state.XXXXXX", dir);
+        /* unknown to the guard (a previous kdev wrote it): taken as kdev's */
+        put(path, "from before\n");
+        assert_int_equal(kdev_file_write_guarded(&g, path, tmpl, "one\n", 4, 0600, true, aside,
+                                                 sizeof(aside), &e), 0);
+        assert_string_equal(aside, "");
+        /* kdev's: replaced without a word */
+        assert_int_equal(kdev_file_write_guarded(&g, path, tmpl, "two\n", 4, 0600, true, aside,
+                                                 sizeof(aside), &e), 0);
+        /* touched and chmod'ed, same bytes: still kdev's */
+        assert_int_equal(chmod(path, 0644), 0);
+        assert_int_equal(kdev_file_guard_check(&g, path, aside, sizeof(aside), &e), 0);
+        assert_int_equal(kdev_file_write_guarded(&g, path, tmpl, "three\n", 6, 0600, true,
+                                                 aside, sizeof(aside), &e), 0);
+        assert_string_equal(aside, "");
+        /* edited in place, same size: moved aside, rebuilt */
+        put(path, "THREE\n");
+        assert_int_equal(kdev_file_write_guarded(&g, path, tmpl, "four\n", 5, 0600, true,
+                                                 aside, sizeof(aside), &e), 1);
+        one_aside("state", want, sizeof(want));
+        assert_string_equal(aside, want);
+        char *t = slurp(aside);
+        assert_string_equal(t, "THREE\n");
+        free(t);
+        t = slurp(path);
+        assert_string_equal(t, "four\n");
+        free(t);
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0600);
+        assert_int_equal(unlink(aside), 0);
+        /* replaced by a symbolic link: the link itself is moved aside */
+        snprintf(link_to, sizeof(link_to), "%s/elsewhere", dir);
+        put(link_to, "x");
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(symlink(link_to, path), 0);
+        assert_int_equal(kdev_file_write_guarded(&g, path, tmpl, "six\n", 4, 0600, true, aside,
+                                                 sizeof(aside), &e), 1);
+        one_aside("state", want, sizeof(want));
+        assert_string_equal(aside, want);
+        assert_int_equal(lstat(aside, &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+        t = slurp(link_to);
+        assert_string_equal(t, "x"); /* the link's target untouched */
+        free(t);
+        assert_int_equal(unlink(aside), 0);
+        assert_int_equal(unlink(link_to), 0);
+        /* a directory where the file was: left alone, nothing written */
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(kdev_file_write_guarded(&g, path, tmpl, "seven\n", 6, 0600, true,
+                                                 aside, sizeof(aside), &e), 0);
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(mkdir(path, 0700), 0);
+        assert_int_equal(kdev_file_write_guarded(&g, path, tmpl, "eight\n", 6, 0600, true,
+                                                 aside, sizeof(aside), &e), -EISDIR);
+        snprintf(want, sizeof(want), "%s: is not a regular file (a directory); left alone", path);
+        assert_string_equal(e.msg, want);
+        assert_int_equal(rmdir(path), 0);
+        /* vanished: rebuilt, nothing moved */
+        assert_int_equal(kdev_file_write_guarded(&g, path, tmpl, "nine\n", 5, 0600, true, aside,
+                                                 sizeof(aside), &e), 0);
+        assert_string_equal(aside, "");
+        /* two foreign copies within one second: the second gets "-1" */
+        put(path, "ten?\n");
+        assert_int_equal(kdev_file_guard_check(&g, path, aside, sizeof(aside), &e), 1);
+        char first[4096];
+        snprintf(first, sizeof(first), "%s", aside);
+        assert_int_equal(kdev_file_write_guarded(&g, path, tmpl, "ten\n", 4, 0600, true, aside,
+                                                 sizeof(aside), &e), 0);
+        put(path, "eleven?\n");
+        assert_int_equal(kdev_file_write_guarded(&g, path, tmpl, "eleven\n", 7, 0600, true,
+                                                 aside, sizeof(aside), &e), 1);
+        if (strlen(aside) == strlen(first) + 2) { /* the same second */
+                snprintf(want, sizeof(want), "%s-1", first);
+                assert_string_equal(aside, want);
+        }
+        t = slurp(first);
+        assert_string_equal(t, "ten?\n");
+        free(t);
+        t = slurp(aside);
+        assert_string_equal(t, "eleven?\n");
+        free(t);
+        unlink(first);
+        unlink(aside);
+        /* forgotten: the next write takes the file as kdev's */
+        put(path, "edited\n");
+        kdev_file_guard_forget(&g, path);
+        assert_int_equal(kdev_file_guard_check(&g, path, aside, sizeof(aside), &e), 0);
+        assert_int_equal(kdev_file_guard_check(NULL, path, aside, sizeof(aside), &e), 0);
+        unlink(path);
+        kdev_file_guard_clear(&g);
+        assert_int_equal(g.n, 0);
+        /* FNV-1a 64 of "a" (the FNV authors' test vector) */
+        assert_true(kdev_fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
+        assert_true(kdev_fnv1a64("", 0) == 0xcbf29ce484222325ull);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -241,6 +388,7 @@ int main(void)
                 cmocka_unit_test(test_size_limit),
                 cmocka_unit_test(test_nul_byte),
                 cmocka_unit_test(test_write_errors),
+                cmocka_unit_test(test_guard),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -402,8 +402,12 @@ static void test_crash_before_spec(void **state)
         struct kdev_err err = {0};
         char path[1024];
 
-        add_claim(f, "ns", "c2", UID2,
-                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-5")));
+        json_t *r2 = result("gpu", "gpu.nvidia.com", "node1", "gpu-5");
+
+        /* c1 holds gpu-5 too: c2 is an admin-access claim of it (a device
+         * is prepared for one claim at a time otherwise) */
+        json_object_set_new(r2, "adminAccess", json_true());
+        add_claim(f, "ns", "c2", UID2, json_pack("[o]", r2));
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), 0);
         assert_int_equal(f->calls, 2);

@@ -55,6 +55,7 @@ struct fix {
         char last_error[256];
         char events[4096]; /* on_claim, one line per claim */
         unsigned source_calls; /* claim source reads (thread pool; read after stop) */
+        json_t *more;          /* further claims the source has: name -> claim */
 };
 
 static int fake_source(void *arg, const char *ns, const char *name, json_t **claim,
@@ -67,6 +68,10 @@ static int fake_source(void *arg, const char *ns, const char *name, json_t **cla
                 sem_post(&f->entered);
                 while (sem_wait(&f->gate) < 0 && errno == EINTR)
                         ;
+        }
+        if (!strcmp(ns, "ns") && json_object_get(f->more, name)) {
+                *claim = json_deep_copy(json_object_get(f->more, name));
+                return 0;
         }
         if (strcmp(ns, "ns") || strcmp(name, "c1"))
                 return kdev_err_set(err, ENOENT, "GET %s/%s: 404 Not Found", ns, name);
@@ -104,6 +109,15 @@ static void on_claim(void *arg, const struct kdev_dra_claim_event *ev)
                  ev->prepare ? "prepare" : "unprepare", ev->ns, ev->name, ev->uid, ev->recorded,
                  ev->devices ? devs : "-", ev->devices ? cdis : "-",
                  ev->error ? ev->error : "-");
+}
+
+/* "aside <path> <aside> rebuilt=<0|1>" into the events */
+static void on_file_aside(void *arg, const char *path, const char *aside, bool rebuilt)
+{
+        struct fix *f = arg;
+
+        snprintf(f->events + strlen(f->events), sizeof(f->events) - strlen(f->events),
+                 "aside %s %s rebuilt=%d\n", path, aside, rebuilt);
 }
 
 static void stop_done(void *arg)
@@ -192,6 +206,8 @@ static int setup(void **state)
                 .on_status_arg = f,
                 .on_claim = on_claim,
                 .on_claim_arg = f,
+                .on_file_aside = on_file_aside,
+                .on_file_aside_arg = f,
         };
         assert_int_equal(kdev_dra_plugin_new(&o, &f->p, &err), 0);
         assert_int_equal(uv_loop_init(&f->loop), 0);
@@ -257,6 +273,7 @@ static int teardown(void **state)
         kdev_dra_plugin_free(f->p);
         kdev_nvidia_gpus_clear(&f->recs);
         json_decref(f->claim);
+        json_decref(f->more);
         rm_tree(f->root);
         free(f);
         return 0;
@@ -561,6 +578,27 @@ static void test_sockets_recreated(void **state)
         stop(f);
 }
 
+/* Packs a v1 NodePrepareResources (|prepare|) or NodeUnprepareResources
+ * request of claim ns/|name| |uid| into |buf| (512 bytes); its length. */
+static size_t pack_one_claim(bool prepare, const char *name, const char *uid, uint8_t *buf)
+{
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim c =
+                K8S__IO__KUBELET__PKG__APIS__DRA__V1__CLAIM__INIT;
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim *claims[] = {&c};
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesRequest pr =
+                K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCES_REQUEST__INIT;
+        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesRequest ur =
+                K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_UNPREPARE_RESOURCES_REQUEST__INIT;
+
+        c.namespace_ = (char *)"ns";
+        c.name = (char *)name;
+        c.uid = (char *)uid;
+        pr.claims = ur.claims = claims;
+        pr.n_claims = ur.n_claims = 1;
+        assert_true(protobuf_c_message_get_packed_size(prepare ? &pr.base : &ur.base) <= 512);
+        return protobuf_c_message_pack(prepare ? &pr.base : &ur.base, buf);
+}
+
 struct prep_thread {
         struct fix *f;
         uint64_t timeout_ms;
@@ -572,20 +610,9 @@ struct prep_thread {
 static void *prep_thread_fn(void *arg)
 {
         struct prep_thread *pt = arg;
-        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim c1 =
-                K8S__IO__KUBELET__PKG__APIS__DRA__V1__CLAIM__INIT;
-        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim *claims[] = {&c1};
-        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesRequest pr =
-                K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCES_REQUEST__INIT;
-        uint8_t buf[256], *resp = NULL;
-        size_t len = 0, n;
+        uint8_t buf[512], *resp = NULL;
+        size_t len = 0, n = pack_one_claim(true, "c1", UID1, buf);
 
-        c1.namespace_ = (char *)"ns";
-        c1.name = (char *)"c1";
-        c1.uid = (char *)UID1;
-        pr.claims = claims;
-        pr.n_claims = 1;
-        n = protobuf_c_message_pack(&pr.base, buf);
         pt->rc = kdev_rpc_unary_sync(pt->f->dra_sock, KDEV_DRA_V1_PREPARE, buf, n, pt->timeout_ms,
                                      &resp, &len, NULL);
         if (pt->rc == 0)
@@ -695,6 +722,426 @@ static void test_stop_during_read(void **state)
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
 }
 
+#define UID3 "9d2e6f7a-3333-4c2e-9a43-cccccccccccc"
+#define UID4 "9d2e6f7a-4444-4c2e-9a43-dddddddddddd"
+#define CDI1 "k8s.gpu.nvidia.com/claim=" UID1 "-gpu-0"
+
+/* One v1 NodePrepareResources / NodeUnprepareResources call of one claim on
+ * a thread of its own; |answer| sums the claim's answer up:
+ * "error=<text> devices=<device>:<CDI ID>,..." (Prepare), "error=<text>"
+ * (Unprepare). */
+struct call_thread {
+        struct fix *f;
+        bool prepare;
+        const char *name, *uid;
+        int rc;
+        char answer[1024];
+        pthread_t t;
+};
+
+static void *call_thread_fn(void *arg)
+{
+        struct call_thread *ct = arg;
+        uint8_t buf[512], *resp = NULL;
+        size_t len = 0, n = pack_one_claim(ct->prepare, ct->name, ct->uid, buf);
+
+        ct->rc = kdev_rpc_unary_sync(ct->f->dra_sock,
+                                     ct->prepare ? KDEV_DRA_V1_PREPARE : KDEV_DRA_V1_UNPREPARE,
+                                     buf, n, 60000, &resp, &len, NULL);
+        if (ct->rc == 0 && ct->prepare) {
+                K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse *r =
+                        k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__unpack(
+                                NULL, len, resp);
+                size_t o;
+
+                assert_non_null(r);
+                assert_int_equal(r->n_claims, 1);
+                o = (size_t)snprintf(ct->answer, sizeof(ct->answer), "error=%s devices=",
+                                     r->claims[0]->value->error);
+                for (size_t i = 0; i < r->claims[0]->value->n_devices; i++) {
+                        K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Device *d =
+                                r->claims[0]->value->devices[i];
+
+                        o += (size_t)snprintf(ct->answer + o, sizeof(ct->answer) - o, "%s%s:%s",
+                                              i ? "," : "", d->device_name,
+                                              d->n_cdi_device_ids ? d->cdi_device_ids[0] : "");
+                }
+                k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__free_unpacked(
+                        r, NULL);
+        } else if (ct->rc == 0) {
+                K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesResponse *r =
+                        k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__unpack(
+                                NULL, len, resp);
+
+                assert_non_null(r);
+                assert_int_equal(r->n_claims, 1);
+                snprintf(ct->answer, sizeof(ct->answer), "error=%s", r->claims[0]->value->error);
+                k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__free_unpacked(
+                        r, NULL);
+        }
+        free(resp);
+        return NULL;
+}
+
+static void start_call(struct call_thread *ct, struct fix *f, bool prepare, const char *name,
+                       const char *uid)
+{
+        ct->f = f;
+        ct->prepare = prepare;
+        ct->name = name;
+        ct->uid = uid;
+        assert_int_equal(pthread_create(&ct->t, NULL, call_thread_fn, ct), 0);
+}
+
+/* The call of |ct| answered: its summary. */
+static const char *join_call(struct call_thread *ct)
+{
+        pthread_join(ct->t, NULL);
+        assert_int_equal(ct->rc, 0);
+        return ct->answer;
+}
+
+/* One call on this thread: its summary (into |ct|). */
+static const char *sync_call(struct call_thread *ct, struct fix *f, bool prepare,
+                             const char *name, const char *uid)
+{
+        start_call(ct, f, prepare, name, uid);
+        return join_call(ct);
+}
+
+static int probe_jobs(struct fix *f)
+{
+        return (int)f->p->jobs;
+}
+
+/* Waits until |n| calls are queued in the plugin. */
+static void wait_jobs(struct fix *f, int n)
+{
+        for (int i = 0; i < 6000 && on_loop(f, probe_jobs) != n; i++)
+                usleep(1000);
+        assert_int_equal(on_loop(f, probe_jobs), n);
+}
+
+/* The checkpoint file as "<uid>:<device>[+admin],...;" per claim (sorted). */
+static void cp_summary(struct fix *f, char *buf, size_t size)
+{
+        char path[400];
+        json_t *root, *claims, *rec, *d;
+        json_error_t je;
+        const char *uid;
+        size_t i, o = 0;
+
+        snprintf(path, sizeof(path), "%s/dra-claims.json", f->data);
+        root = json_load_file(path, 0, &je);
+        assert_non_null(root);
+        claims = json_object_get(json_object_get(root, "data"), "claims");
+        assert_true(json_is_object(claims));
+        buf[0] = '\0';
+        const char **keys = calloc(json_object_size(claims) + 1, sizeof(*keys));
+        size_t nk = 0;
+
+        json_object_foreach(claims, uid, rec)
+                keys[nk++] = uid;
+        for (size_t a = 0; a < nk; a++)
+                for (size_t b = a + 1; b < nk; b++)
+                        if (strcmp(keys[a], keys[b]) > 0) {
+                                const char *t = keys[a];
+                                keys[a] = keys[b];
+                                keys[b] = t;
+                        }
+        for (size_t k = 0; k < nk; k++) {
+                o += (size_t)snprintf(buf + o, size - o, "%s:", keys[k]);
+                json_array_foreach(json_object_get(json_object_get(claims, keys[k]), "devices"),
+                                   i, d)
+                        o += (size_t)snprintf(
+                                buf + o, size - o, "%s%s%s", i ? "," : "",
+                                json_string_value(json_object_get(d, "device")),
+                                json_is_true(json_object_get(d, "adminAccess")) ? "+admin" : "");
+                o += (size_t)snprintf(buf + o, size - o, ";");
+        }
+        free(keys);
+        json_decref(root);
+}
+
+static bool spec_exists(struct fix *f, const char *uid)
+{
+        char spec[600];
+
+        snprintf(spec, sizeof(spec), "%s/k8s.gpu.nvidia.com-claim_%s.json", f->cdi, uid);
+        return access(spec, F_OK) == 0;
+}
+
+/* Starts a Prepare of ns/c1 whose claim read blocks until the gate opens;
+ * returns once the read began. */
+static void start_gated_prepare(struct fix *f, struct call_thread *ct)
+{
+        f->gate_on = true;
+        start_call(ct, f, true, "c1", UID1);
+        wait_sem(&f->entered);
+}
+
+/* Opens the gate for the blocked read. */
+static void open_gate(struct fix *f)
+{
+        f->gate_on = false;
+        sem_post(&f->gate);
+}
+
+/* Once no call is queued: |prepared| claims, UID1's spec there or not, the
+ * checkpoint file as |cp_want| (cp_summary). */
+static void assert_final(struct fix *f, int prepared, const char *cp_want)
+{
+        char cp[512];
+
+        wait_jobs(f, 0);
+        assert_int_equal(on_loop(f, probe_prepared), prepared);
+        assert_int_equal(spec_exists(f, UID1), prepared > 0);
+        cp_summary(f, cp, sizeof(cp));
+        assert_string_equal(cp, cp_want);
+}
+
+/* An Unprepare that arrives while the Prepare of the same claim is still
+ * reading it waits for it: kubelet's last call (Unprepare) decides, the
+ * claim ends unprepared. Each call answers what it did. */
+static void test_unprepare_waits_for_prepare(void **state)
+{
+        struct fix *f = *state;
+        struct call_thread p1 = {0}, u = {0};
+
+        start_gated_prepare(f, &p1);
+        start_call(&u, f, false, "c1", UID1);
+        wait_jobs(f, 2);          /* the Unprepare waits in line */
+        get_info_ok(f);           /* the loop is free meanwhile */
+        open_gate(f);
+        assert_string_equal(join_call(&p1), "error= devices=gpu-0:" CDI1);
+        assert_string_equal(join_call(&u), "error=");
+        assert_final(f, 0, "");
+        stop(f);
+        assert_string_equal(f->events,
+                            "prepare ns/c1 " UID1 " recorded=0 devices=gpu-0 cdi=" CDI1
+                            " error=-\n"
+                            "unprepare ns/c1 " UID1 " recorded=1 devices=gpu-0 cdi=" CDI1
+                            " error=-\n");
+}
+
+/* A Prepare retried while the first is still reading the claim: both are
+ * answered, the same way; the claim is prepared once. */
+static void test_retried_prepare_same_answer(void **state)
+{
+        struct fix *f = *state;
+        struct call_thread p1 = {0}, p2 = {0};
+
+        start_gated_prepare(f, &p1);
+        start_call(&p2, f, true, "c1", UID1);
+        wait_jobs(f, 2);
+        open_gate(f);
+        assert_string_equal(join_call(&p1), "error= devices=gpu-0:" CDI1);
+        assert_string_equal(join_call(&p2), "error= devices=gpu-0:" CDI1);
+        assert_final(f, 1, UID1 ":gpu-0;");
+        stop(f);
+        assert_string_equal(f->events,
+                            "prepare ns/c1 " UID1 " recorded=0 devices=gpu-0 cdi=" CDI1
+                            " error=-\n"
+                            "prepare ns/c1 " UID1 " recorded=1 devices=gpu-0 cdi=" CDI1
+                            " error=-\n");
+}
+
+/* Prepare (reading), Unprepare, Prepare again of one claim: run in that
+ * order whatever order the reads end in; the last call (Prepare) decides:
+ * the claim ends prepared, its spec and checkpoint record in place. */
+static void test_prepare_unprepare_prepare(void **state)
+{
+        struct fix *f = *state;
+        struct call_thread p1 = {0}, u = {0}, p2 = {0};
+
+        start_gated_prepare(f, &p1);
+        start_call(&u, f, false, "c1", UID1);
+        wait_jobs(f, 2);
+        start_call(&p2, f, true, "c1", UID1);
+        wait_jobs(f, 3);
+        open_gate(f);
+        assert_string_equal(join_call(&p1), "error= devices=gpu-0:" CDI1);
+        assert_string_equal(join_call(&u), "error=");
+        assert_string_equal(join_call(&p2), "error= devices=gpu-0:" CDI1);
+        assert_final(f, 1, UID1 ":gpu-0;");
+        stop(f);
+        assert_int_equal(f->source_calls, 2);
+        assert_string_equal(f->events,
+                            "prepare ns/c1 " UID1 " recorded=0 devices=gpu-0 cdi=" CDI1
+                            " error=-\n"
+                            "unprepare ns/c1 " UID1 " recorded=1 devices=gpu-0 cdi=" CDI1
+                            " error=-\n"
+                            "prepare ns/c1 " UID1 " recorded=0 devices=gpu-0 cdi=" CDI1
+                            " error=-\n");
+}
+
+static json_t *claim_on_gpu0(const char *name, const char *uid, bool admin)
+{
+        json_t *r = json_pack("{s:s,s:s,s:s,s:s}", "request", "gpu", "driver", "gpu.nvidia.com",
+                              "pool", "node1", "device", "gpu-0");
+
+        if (admin)
+                json_object_set_new(r, "adminAccess", json_true());
+        return json_pack("{s:{s:s,s:s,s:s},s:{s:{s:{s:[o]}}}}", "metadata", "name", name,
+                         "namespace", "ns", "uid", uid, "status", "allocation", "devices",
+                         "results", r);
+}
+
+/* A device prepared for one claim is refused to another, naming both,
+ * unless the allocation has adminAccess; admin-access claims hold nothing. */
+static void test_double_allocation(void **state)
+{
+        struct fix *f = *state;
+        struct call_thread ct = {0};
+        char cp[512];
+
+        f->more = json_object();
+        json_object_set_new(f->more, "c3", claim_on_gpu0("c3", UID3, false));
+        json_object_set_new(f->more, "c4", claim_on_gpu0("c4", UID4, true));
+        assert_string_equal(sync_call(&ct, f, true, "c1", UID1), "error= devices=gpu-0:" CDI1);
+        assert_string_equal(sync_call(&ct, f, true, "c3", UID3),
+                            "error=claim ns/c3 (" UID3 "): device gpu-0 is already prepared for "
+                            "claim ns/c1 (" UID1 "): it is not shareable and this allocation "
+                            "has no adminAccess devices=");
+        assert_false(spec_exists(f, UID3));
+        assert_string_equal(sync_call(&ct, f, true, "c4", UID4),
+                            "error= devices=gpu-0:k8s.gpu.nvidia.com/claim=" UID4 "-gpu-0");
+        assert_true(spec_exists(f, UID4));
+        cp_summary(f, cp, sizeof(cp));
+        assert_string_equal(cp, UID1 ":gpu-0;" UID4 ":gpu-0+admin;");
+        /* c1 released: c3 may have it (the admin-access claim holds nothing) */
+        assert_string_equal(sync_call(&ct, f, false, "c1", UID1), "error=");
+        assert_string_equal(sync_call(&ct, f, true, "c3", UID3),
+                            "error= devices=gpu-0:k8s.gpu.nvidia.com/claim=" UID3 "-gpu-0");
+        cp_summary(f, cp, sizeof(cp));
+        assert_string_equal(cp, UID3 ":gpu-0;" UID4 ":gpu-0+admin;");
+        stop(f);
+}
+
+/* The one aside file "<dir>/.<name>.foreign-<digits>": its path. */
+static void find_aside(const char *dir, const char *name, char *out, size_t size)
+{
+        char prefix[300];
+        int n = 0;
+        DIR *h = opendir(dir);
+
+        snprintf(prefix, sizeof(prefix), ".%s.foreign-", name);
+        assert_non_null(h);
+        for (struct dirent *e; (e = readdir(h));) {
+                if (strncmp(e->d_name, prefix, strlen(prefix)))
+                        continue;
+                assert_true(strspn(e->d_name + strlen(prefix), "0123456789") ==
+                            strlen(e->d_name + strlen(prefix)));
+                snprintf(out, size, "%s/%s", dir, e->d_name);
+                n++;
+        }
+        closedir(h);
+        assert_int_equal(n, 1);
+}
+
+static char *read_text(const char *path)
+{
+        FILE *fp = fopen(path, "r");
+        char *buf = calloc(1, 65536);
+
+        assert_non_null(fp);
+        assert_non_null(buf);
+        fread(buf, 1, 65535, fp);
+        fclose(fp);
+        return buf;
+}
+
+static void write_text(const char *path, const char *text)
+{
+        FILE *fp = fopen(path, "w");
+
+        assert_non_null(fp);
+        fputs(text, fp);
+        assert_int_equal(fclose(fp), 0);
+}
+
+/* The claim checkpoint edited behind kdev's back: the next save moves it
+ * aside (".dra-claims.json.foreign-<secs>", the edit kept), says so, and
+ * writes it from memory: no prepared claim is lost. */
+static void test_checkpoint_edited(void **state)
+{
+        struct fix *f = *state;
+        struct call_thread ct = {0};
+        char cp[512], path[400], aside[700], want[2048];
+
+        f->more = json_object();
+        json_object_set_new(f->more, "c4", claim_on_gpu0("c4", UID4, true));
+        assert_string_equal(sync_call(&ct, f, true, "c1", UID1), "error= devices=gpu-0:" CDI1);
+        snprintf(path, sizeof(path), "%s/dra-claims.json", f->data);
+        write_text(path, "{\"version\":1,\"edited\":true}\n");
+        f->events[0] = '\0';
+        assert_string_equal(sync_call(&ct, f, true, "c4", UID4),
+                            "error= devices=gpu-0:k8s.gpu.nvidia.com/claim=" UID4 "-gpu-0");
+        find_aside(f->data, "dra-claims.json", aside, sizeof(aside));
+        char *t = read_text(aside);
+
+        assert_string_equal(t, "{\"version\":1,\"edited\":true}\n");
+        free(t);
+        cp_summary(f, cp, sizeof(cp));
+        assert_string_equal(cp, UID1 ":gpu-0;" UID4 ":gpu-0+admin;");
+        stop(f);
+        snprintf(want, sizeof(want),
+                 "aside %s %s rebuilt=1\n"
+                 "prepare ns/c4 " UID4 " recorded=0 devices=gpu-0 "
+                 "cdi=k8s.gpu.nvidia.com/claim=" UID4 "-gpu-0 error=-\n",
+                 path, aside);
+        assert_string_equal(f->events, want);
+}
+
+/* A claim's CDI spec edited behind kdev's back: a retried Prepare moves it
+ * aside and writes kdev's spec again, byte for byte; edited again, the
+ * Unprepare moves it aside instead of removing it. */
+static void test_claim_spec_edited(void **state)
+{
+        struct fix *f = *state;
+        struct call_thread ct = {0};
+        char spec[600], aside[700], want[2048], name[200];
+
+        assert_string_equal(sync_call(&ct, f, true, "c1", UID1), "error= devices=gpu-0:" CDI1);
+        snprintf(name, sizeof(name), "k8s.gpu.nvidia.com-claim_%s.json", UID1);
+        snprintf(spec, sizeof(spec), "%s/%s", f->cdi, name);
+        char *orig = read_text(spec);
+
+        write_text(spec, "{\"cdiVersion\":\"0.5.0\",\"kind\":\"someone/else\"}\n");
+        f->events[0] = '\0';
+        assert_string_equal(sync_call(&ct, f, true, "c1", UID1), "error= devices=gpu-0:" CDI1);
+        find_aside(f->cdi, name, aside, sizeof(aside));
+        char *t = read_text(aside);
+
+        assert_string_equal(t, "{\"cdiVersion\":\"0.5.0\",\"kind\":\"someone/else\"}\n");
+        free(t);
+        t = read_text(spec);
+        assert_string_equal(t, orig);
+        free(t);
+        snprintf(want, sizeof(want),
+                 "aside %s %s rebuilt=1\n"
+                 "prepare ns/c1 " UID1 " recorded=1 devices=gpu-0 cdi=" CDI1 " error=-\n",
+                 spec, aside);
+        assert_string_equal(f->events, want);
+        assert_int_equal(unlink(aside), 0);
+        /* edited again: Unprepare keeps the edit aside */
+        write_text(spec, "edited\n");
+        f->events[0] = '\0';
+        assert_string_equal(sync_call(&ct, f, false, "c1", UID1), "error=");
+        assert_false(spec_exists(f, UID1));
+        find_aside(f->cdi, name, aside, sizeof(aside));
+        t = read_text(aside);
+        assert_string_equal(t, "edited\n");
+        free(t);
+        snprintf(want, sizeof(want),
+                 "aside %s %s rebuilt=0\n"
+                 "unprepare ns/c1 " UID1 " recorded=1 devices=gpu-0 cdi=" CDI1 " error=-\n",
+                 spec, aside);
+        assert_string_equal(f->events, want);
+        free(orig);
+        stop(f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -705,6 +1152,14 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_slow_source, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_deadline, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_during_read, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unprepare_waits_for_prepare, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_retried_prepare_same_answer, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_prepare_unprepare_prepare, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_double_allocation, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_checkpoint_edited, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_spec_edited, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

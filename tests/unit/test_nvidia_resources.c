@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "common/file.h"
 #include "mock_fixture.h"
 #include "nvidia/cdi_spec.h"
 #include "nvidia/config.h"
@@ -845,6 +846,74 @@ static void test_cdi_spec(void **state)
         kdev_gpu_set_free(set);
 }
 
+static char *slurp_file(const char *path)
+{
+        char *text = NULL;
+        size_t len;
+        assert_int_equal(kdev_file_read(path, NULL, 1 << 22, 0, &text, &len, NULL), 0);
+        return text;
+}
+
+/* kdev-plugin's CDI spec edited behind kdev's back: the next write (a
+ * rediscovery) moves it aside to ".k8s.device-plugin.nvidia.com-gpu.json.
+ * foreign-<secs>" with the edit, and writes kdev's spec again, byte for
+ * byte; at exit an edited spec is moved aside instead of removed. */
+static void test_cdi_spec_guarded(void **state)
+{
+        struct fx *f = *state;
+        struct kdev_gpu_set *set = discover(f, TOPO("h200-nvl-4x-pcie-2numa.yaml"));
+        struct kdev_file_guard g = {0};
+        struct kdev_nvidia_config cfg;
+        struct kdev_err e = {0};
+        char path[256], aside[4096], want[4200];
+        config(&cfg, f->root, KDEV_NVIDIA_LIST_CDI_CRI, KDEV_NVIDIA_ID_UUID, false, false);
+        free(cfg.cdi_dir);
+        cfg.cdi_dir = strdup(f->cdi);
+        assert_int_equal(kdev_nvidia_cdi_write_guarded(set, &cfg, path, sizeof(path), NULL, &g,
+                                                       aside, sizeof(aside), &e), 0);
+        assert_string_equal(aside, "");
+        char *orig = slurp_file(path);
+        /* kdev's own file: rewritten without a move */
+        assert_int_equal(kdev_nvidia_cdi_write_guarded(set, &cfg, path, sizeof(path), NULL, &g,
+                                                       aside, sizeof(aside), &e), 0);
+        assert_string_equal(aside, "");
+        FILE *fp = fopen(path, "w");
+        assert_non_null(fp);
+        fputs("{\"cdiVersion\":\"0.5.0\",\"kind\":\"edited/by-hand\",\"devices\":[]}\n", fp);
+        assert_int_equal(fclose(fp), 0);
+        assert_int_equal(kdev_nvidia_cdi_write_guarded(set, &cfg, path, sizeof(path), NULL, &g,
+                                                       aside, sizeof(aside), &e), 1);
+        snprintf(want, sizeof(want), "%s/.k8s.device-plugin.nvidia.com-gpu.json.foreign-",
+                 f->cdi);
+        assert_int_equal(strncmp(aside, want, strlen(want)), 0);
+        const char *secs = aside + strlen(want);
+        assert_true(*secs && strspn(secs, "0123456789") == strlen(secs));
+        char *t = slurp_file(aside);
+        assert_string_equal(t,
+                            "{\"cdiVersion\":\"0.5.0\",\"kind\":\"edited/by-hand\",\"devices\":[]}\n");
+        free(t);
+        t = slurp_file(path);
+        assert_string_equal(t, orig);
+        free(t);
+        assert_int_equal(unlink(aside), 0);
+        /* at exit: edited again, kept aside rather than removed */
+        fp = fopen(path, "a");
+        assert_non_null(fp);
+        fputs(" ", fp);
+        assert_int_equal(fclose(fp), 0);
+        assert_int_equal(kdev_nvidia_cdi_remove_guarded(&cfg, &g, aside, sizeof(aside), &e), 2);
+        struct stat st;
+        assert_int_equal(stat(path, &st), -1);
+        t = slurp_file(aside);
+        assert_int_equal(strlen(t), strlen(orig) + 1);
+        free(t);
+        assert_int_equal(unlink(aside), 0);
+        free(orig);
+        kdev_file_guard_clear(&g);
+        kdev_nvidia_config_clear(&cfg);
+        kdev_gpu_set_free(set);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -857,6 +926,7 @@ int main(void)
                 cmocka_unit_test(test_allocate_specs_layouts),
                 cmocka_unit_test(test_uuid4),
                 cmocka_unit_test(test_cdi_spec),
+                cmocka_unit_test(test_cdi_spec_guarded),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
