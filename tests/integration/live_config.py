@@ -68,16 +68,6 @@ def mapped(pid, text):
     return sorted({x[5].strip() for x in fields if len(x) == 6 and text in x[5]})
 
 
-def installed(soname):
-    """The file ldconfig's cache names for |soname| (x86-64), symlinks resolved."""
-    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=60).stdout
-    for line in out.splitlines():
-        parts = line.split()
-        if parts and parts[0] == soname and "x86-64" in line:
-            return os.path.realpath(parts[-1])
-    raise AssertionError("%s is not installed" % soname)
-
-
 def log_line(p, text):
     """The log lines of |p| that contain |text|, without the timestamp."""
     return [ln.split(" ", 1)[1] for ln in p.logtext().splitlines() if text in ln]
@@ -292,7 +282,7 @@ def test_node_label_selects_the_config_live():
             assert lines("selected config") == [
                 'level=info msg="selected config" name=a label=a node=node-1']
             # the Node watch's client loaded libcurl (src/kube/libcurl.c)
-            assert mapped(proc.pid, "libcurl") == [installed("libcurl.so.4")]
+            assert mapped(proc.pid, "libcurl") == [kt.ldconfig_path("libcurl.so.4")]
             null_stream = k.streams[NULL]
             # label a -> b: applied live, the unchanged resource keeps its stream
             api.label("b")
@@ -343,7 +333,7 @@ def test_no_config_dir_no_libcurl():
     # without --config-dir kdev-plugin creates no API server client, so
     # libcurl (loaded by the first one) and its TLS stack are never mapped
     with kt.registered_plugin() as (d, k, p):
-        assert mapped(p.proc.pid, "libuv") == [installed("libuv.so.1")]  # maps is read
+        assert mapped(p.proc.pid, "libuv") == [kt.ldconfig_path("libuv.so.1")]  # maps is read
         assert mapped(p.proc.pid, "libcurl") == []
         assert mapped(p.proc.pid, "libssl") == []
         assert mapped(p.proc.pid, "libgnutls") == []
