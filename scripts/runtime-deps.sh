@@ -13,8 +13,10 @@
 set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: $0 BINARY..." >&2; exit 2; }
 
-# kdev-plugin --metrics-address loads libmicrohttpd (src/metrics/http.c).
-DLOPENED=(libmicrohttpd.so.12)
+# kdev-plugin --metrics-address loads libmicrohttpd (src/metrics/http.c); the
+# first API server client (kdev-dra-plugin; kdev-plugin --config-dir) loads
+# libcurl (src/kube/libcurl.c).
+DLOPENED=(libcurl.so.4 libmicrohttpd.so.12)
 
 # dpkg records the path a package shipped; with merged /usr (Debian 12) ldd may
 # report /lib/... for a file dpkg knows as /usr/lib/... or the reverse.

@@ -3,7 +3,6 @@
 #include "kube/kube.h"
 
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -17,6 +16,7 @@
 #include "common/json.h"
 #include "common/version.h"
 #include "kube/kube_internal.h"
+#include "kube/libcurl_internal.h"
 
 struct buf {
         char *data;
@@ -27,7 +27,9 @@ struct buf {
         int (*on_line)(struct buf *b, const char *line, size_t len);
         kdev_kube_watch_fn fn;
         void *fn_arg;
-        CURL *curl;     /* a watch: its transfer, for the status of the answer */
+        /* a watch: its transfer, for the status of the answer */
+        const struct kdev_curl_api *lc;
+        CURL *curl;
         bool ended;     /* the callback asked to end the watch */
         bool bad_line;  /* a line that is not a JSON object */
 };
@@ -40,6 +42,7 @@ struct kdev_kube {
         unsigned attempts, backoff_ms, backoff_max_ms, timeout_ms, connect_timeout_ms;
         unsigned conflict_retries, token_reload_ms;
         uint64_t token_read_at; /* monotonic ms */
+        const struct kdev_curl_api *lc; /* libcurl (libcurl_internal.h) */
         CURL *curl;
         char errbuf[CURL_ERROR_SIZE];
         long last_status;
@@ -188,12 +191,17 @@ struct kdev_kube *kdev_kube_new(const struct kdev_kube_config *cfg,
                              version);
                 return NULL;
         }
+        /* libcurl is loaded with the first client (libcurl_internal.h) */
+        const struct kdev_curl_api *lc = kdev_curl_load(err);
+        if (!lc)
+                return NULL;
         struct kdev_kube *k = calloc(1, sizeof(*k));
         if (!k) {
                 kdev_err_set(err, ENOMEM, "out of memory");
                 return NULL;
         }
         atomic_init(&k->aborted, false);
+        k->lc = lc;
         snprintf(k->version, sizeof(k->version), "%s", version);
         snprintf(k->api_version, sizeof(k->api_version), "resource.k8s.io/%s", version);
         k->attempts = opts->attempts ? opts->attempts : 5;
@@ -211,7 +219,7 @@ struct kdev_kube *kdev_kube_new(const struct kdev_kube_config *cfg,
                 kdev_kube_free(k);
                 return NULL;
         }
-        k->curl = curl_easy_init();
+        k->curl = lc->easy_init();
         if (!k->curl) {
                 kdev_err_set(err, ENOMEM, "API server client: curl_easy_init failed");
                 kdev_kube_free(k);
@@ -225,7 +233,7 @@ void kdev_kube_free(struct kdev_kube *k)
         if (!k)
                 return;
         if (k->curl)
-                curl_easy_cleanup(k->curl);
+                k->lc->easy_cleanup(k->curl);
         kdev_kube_config_free(&k->cfg);
         free(k->user_agent);
         free(k);
@@ -325,7 +333,7 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *arg)
         b->data[b->len] = '\0';
         long st = 0;
         if (b->on_line)
-                curl_easy_getinfo(b->curl, CURLINFO_RESPONSE_CODE, &st);
+                b->lc->easy_getinfo(b->curl, CURLINFO_RESPONSE_CODE, &st);
         if (b->on_line && st >= 200 && st < 300) { /* an error's Status is kept whole */
                 size_t start = 0;
                 for (size_t i = 0; i < b->len; i++) {
@@ -559,8 +567,9 @@ static bool no_time_for(unsigned backoff)
 static CURLcode perform(struct kdev_kube *k, const char *method, const char *url,
                         const char *body, size_t body_len, struct buf *resp, long *status)
 {
+        const struct kdev_curl_api *lc = k->lc;
         CURL *c = k->curl;
-        curl_easy_reset(c);
+        lc->easy_reset(c);
         struct curl_slist *hdrs = NULL, *t;
         char auth[16400];
         CURLcode rc = CURLE_OUT_OF_MEMORY;
@@ -569,28 +578,28 @@ static CURLcode perform(struct kdev_kube *k, const char *method, const char *url
         k->location[0] = '\0';
         k->got_header = false;
         *status = 0;
-        if (!(t = curl_slist_append(hdrs, "Accept: application/json")))
+        if (!(t = lc->slist_append(hdrs, "Accept: application/json")))
                 goto out;
         hdrs = t;
         if (body) {
-                if (!(t = curl_slist_append(hdrs, "Content-Type: application/json")))
+                if (!(t = lc->slist_append(hdrs, "Content-Type: application/json")))
                         goto out;
                 hdrs = t;
         }
         if (k->cfg.token) {
                 snprintf(auth, sizeof(auth), "Authorization: Bearer %s", k->cfg.token);
-                t = curl_slist_append(hdrs, auth);
+                t = lc->slist_append(hdrs, auth);
                 explicit_bzero(auth, sizeof(auth));
                 if (!t)
                         goto out;
                 hdrs = t;
         }
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, k->errbuf);
-        curl_easy_setopt(c, CURLOPT_USERAGENT, k->user_agent);
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+        lc->easy_setopt(c, CURLOPT_URL, url);
+        lc->easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+        lc->easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        lc->easy_setopt(c, CURLOPT_ERRORBUFFER, k->errbuf);
+        lc->easy_setopt(c, CURLOPT_USERAGENT, k->user_agent);
+        lc->easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
         uint64_t timeout = k->timeout_ms;
         if (tl_cancel && tl_cancel->deadline_ms) {
                 uint64_t now = now_ms();
@@ -598,49 +607,49 @@ static CURLcode perform(struct kdev_kube *k, const char *method, const char *url
                 if (left < timeout)
                         timeout = left;
         }
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)k->connect_timeout_ms);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
-        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(c, CURLOPT_HEADERDATA, k);
-        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(c, CURLOPT_XFERINFODATA, k);
+        lc->easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout);
+        lc->easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)k->connect_timeout_ms);
+        lc->easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        lc->easy_setopt(c, CURLOPT_WRITEDATA, resp);
+        lc->easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        lc->easy_setopt(c, CURLOPT_HEADERDATA, k);
+        lc->easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+        lc->easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+        lc->easy_setopt(c, CURLOPT_XFERINFODATA, k);
         if (strcmp(method, "GET") == 0) {
-                curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+                lc->easy_setopt(c, CURLOPT_HTTPGET, 1L);
         } else {
-                curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+                lc->easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
                 if (body) {
-                        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-                        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
-                                         (curl_off_t)body_len);
+                        lc->easy_setopt(c, CURLOPT_POSTFIELDS, body);
+                        lc->easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
+                                        (curl_off_t)body_len);
                 }
         }
         if (k->cfg.ca_pem) {
                 struct curl_blob blob = {.data = k->cfg.ca_pem, .len = k->cfg.ca_len,
                                          .flags = CURL_BLOB_NOCOPY};
-                curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &blob);
+                lc->easy_setopt(c, CURLOPT_CAINFO_BLOB, &blob);
         }
         if (k->cfg.cert_pem && k->cfg.key_pem) {
                 struct curl_blob cert = {.data = k->cfg.cert_pem, .len = k->cfg.cert_len,
                                          .flags = CURL_BLOB_NOCOPY};
                 struct curl_blob key = {.data = k->cfg.key_pem, .len = k->cfg.key_len,
                                         .flags = CURL_BLOB_NOCOPY};
-                curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert);
-                curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
-                curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
-                curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+                lc->easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert);
+                lc->easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+                lc->easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
+                lc->easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
         }
         if (k->cfg.insecure) {
-                curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-                curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+                lc->easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+                lc->easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
         }
-        rc = curl_easy_perform(c);
+        rc = lc->easy_perform(c);
         if (rc == CURLE_OK || rc == CURLE_WRITE_ERROR)
-                curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+                lc->easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
 out:
-        curl_slist_free_all(hdrs);
+        lc->slist_free_all(hdrs);
         return rc;
 }
 
@@ -729,11 +738,11 @@ int kdev_kube_request(struct kdev_kube *k, const char *method, const char *path,
                                                   "\"%s\")",
                                                   method, url, k->cfg.server,
                                                   CURL_MAX_HTTP_HEADER / 1024,
-                                                  curl_easy_strerror(cc));
+                                                  k->lc->easy_strerror(cc));
                                 break;
                         }
                         rc = kdev_err_set(err, kdev_kube_curl_errno((int)cc), "%s %s: %s%s%s",
-                                          method, url, curl_easy_strerror(cc),
+                                          method, url, k->lc->easy_strerror(cc),
                                           k->errbuf[0] ? ": " : "", k->errbuf);
                         append_attempts(err, attempt, late);
                         break;
@@ -817,7 +826,8 @@ int kdev_kube_watch(struct kdev_kube *k, const char *path, unsigned timeout_s,
         if (asprintf(&url, "%s%s", k->cfg.server, path) < 0)
                 return kdev_err_set(err, ENOMEM, "out of memory");
         reload_token(k);
-        struct buf resp = {.on_line = watch_line, .fn = fn, .fn_arg = arg, .curl = k->curl};
+        struct buf resp = {.on_line = watch_line, .fn = fn, .fn_arg = arg, .lc = k->lc,
+                           .curl = k->curl};
         long status = 0;
         /* the server ends the stream after timeoutSeconds: allow for it */
         unsigned saved = k->timeout_ms;
@@ -839,7 +849,7 @@ int kdev_kube_watch(struct kdev_kube *k, const char *path, unsigned timeout_s,
                                           path, KDEV_KUBE_BODY_MAX);
                 else
                         rc = kdev_err_set(err, kdev_kube_curl_errno((int)cc), "GET %s: %s%s%s", url,
-                                          curl_easy_strerror(cc), k->errbuf[0] ? ": " : "",
+                                          k->lc->easy_strerror(cc), k->errbuf[0] ? ": " : "",
                                           k->errbuf);
         } else if (status < 200 || status >= 300) {
                 /* the error body is one JSON object (a Status), maybe not

@@ -206,13 +206,23 @@ KDEV_API const struct kdev_kube_cancel *kdev_kube_cancel_scope(const struct kdev
 KDEV_API void kdev_kube_abort(struct kdev_kube *k);
 
 /* Creates a client for |cfg| (copied; the caller keeps ownership of cfg) and
- * |opts| (NULL: defaults). Returns NULL with |err| set on failure (-EINVAL an
- * unknown version, -ENOMEM, curl initialisation). Free with kdev_kube_free. */
+ * |opts| (NULL: defaults). The first client of the process loads libcurl
+ * (dlopen("libcurl.so.4") and curl_global_init, once, thread-safe): a process
+ * that creates none never maps it. Returns NULL with |err| set on failure
+ * (-EINVAL no server or an unknown version; -ENOENT "cannot load
+ * libcurl.so.4: <dlerror>", -ENOSYS "libcurl.so.4 has no <symbol>: ...", -EIO
+ * curl_global_init, for this and every later client; -ENOMEM, curl_easy_init).
+ * Free with kdev_kube_free. */
 KDEV_API struct kdev_kube *kdev_kube_new(const struct kdev_kube_config *cfg,
                                          const struct kdev_kube_opts *opts, struct kdev_err *err);
 
 /* Closes the connection and frees |k|. NULL is fine. */
 KDEV_API void kdev_kube_free(struct kdev_kube *k);
+
+/* Releases libcurl's global state (curl_global_cleanup) when a client has
+ * loaded libcurl; nothing otherwise. For the end of a process (leak checkers):
+ * every client must be freed first, and none created afterwards. */
+KDEV_API void kdev_kube_global_cleanup(void);
 
 /* "v1" or "v1beta1", and "resource.k8s.io/<version>". */
 KDEV_API const char *kdev_kube_version(const struct kdev_kube *k);

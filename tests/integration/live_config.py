@@ -12,7 +12,8 @@
 - per-node configs (--config-dir): the label nvidia.com/device-plugin.config
   of the Node, on the stand-in API server (tests/kubeapi/server.py, watched
   and patched), selects the config, applied live at each patch; a label that
-  names no config falls back to the default."""
+  names no config falls back to the default; libcurl is mapped then (the
+  Node watch's client loads it) and never without --config-dir."""
 import http.client
 import json
 import os
@@ -58,6 +59,13 @@ def write(path, text):
     with open(path + ".tmp", "w") as f:
         f.write(text)
     os.rename(path + ".tmp", path)
+
+
+def mapped(pid, text):
+    """The files mapped into process |pid| whose path contains |text|, sorted."""
+    with open("/proc/%d/maps" % pid) as f:
+        fields = [ln.split(None, 5) for ln in f]
+    return sorted({x[5].strip() for x in fields if len(x) == 6 and text in x[5]})
 
 
 def log_line(p, text):
@@ -273,6 +281,8 @@ def test_node_label_selects_the_config_live():
                          what="registration of " + name)
             assert lines("selected config") == [
                 'level=info msg="selected config" name=a label=a node=node-1']
+            # the Node watch's client loaded libcurl (src/kube/libcurl.c)
+            assert mapped(proc.pid, "libcurl") == [kt.ldconfig_path("libcurl.so.4")]
             null_stream = k.streams[NULL]
             # label a -> b: applied live, the unchanged resource keeps its stream
             api.label("b")
@@ -319,6 +329,16 @@ def test_node_label_selects_the_config_live():
             assert rc == 0, rc
 
 
+def test_no_config_dir_no_libcurl():
+    # without --config-dir kdev-plugin creates no API server client, so
+    # libcurl (loaded by the first one) and its TLS stack are never mapped
+    with kt.registered_plugin() as (d, k, p):
+        assert mapped(p.proc.pid, "libuv") == [kt.ldconfig_path("libuv.so.1")]  # maps is read
+        assert mapped(p.proc.pid, "libcurl") == []
+        assert mapped(p.proc.pid, "libssl") == []
+        assert mapped(p.proc.pid, "libgnutls") == []
+
+
 def test_config_dir_usage():
     exe = os.path.join(kt.BUILD_DIR, "kdev-plugin")
     r = subprocess.run([exe, "--config", "/x.yaml", "--config-dir", "/tmp"],
@@ -342,5 +362,6 @@ if __name__ == "__main__":
         test_empty_config_file_is_nvidia_defaults,
         test_sighup_nvidia_allocate_option_change_registers_again,
         test_node_label_selects_the_config_live,
+        test_no_config_dir_no_libcurl,
         test_config_dir_usage,
     ])

@@ -294,6 +294,17 @@ generic:
 """
 
 
+def ldconfig_path(name):
+    """The file ldconfig's cache names for shared library |name| (the x86-64
+    entry), symlinks resolved; AssertionError when it is not installed."""
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=60).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0] == name and "x86-64" in line:
+            return os.path.realpath(parts[-1])
+    raise AssertionError("%s is not installed" % name)
+
+
 def write_kubeconfig(path, server, token):
     """A kubeconfig at |path| for |server| (URL) with bearer |token|, context t."""
     with open(path, "w") as f:

@@ -20,9 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "dra/slices.h"
+#include "kube/kube.h"
 #include "nvml/discover.h"
 
 #define PY "/usr/bin/python3"
@@ -94,7 +93,7 @@ static int group_teardown(void **state)
         }
         json_decref(srv_info);
         kdev_kube_free(adm);
-        curl_global_cleanup();
+        kdev_kube_global_cleanup();
         return 0;
 }
 

@@ -24,8 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "kube/kube.h"
 
 #define PY "/usr/bin/python3"
@@ -154,7 +152,7 @@ static int group_teardown(void **state)
         stop_server(&tls);
         if (tmpdir[0])
                 nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-        curl_global_cleanup();
+        kdev_kube_global_cleanup();
         return 0;
 }
 

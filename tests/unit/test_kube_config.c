@@ -709,6 +709,6 @@ int main(void)
                 cmocka_unit_test(test_odd_files),
         };
         int rc = cmocka_run_group_tests(tests, setup, teardown);
-        curl_global_cleanup();
+        kdev_kube_global_cleanup();
         return rc;
 }
