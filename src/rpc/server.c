@@ -96,6 +96,7 @@ struct kdev_rpc_server {
         size_t req_alloc;     /* bytes allocated for request buffers now */
         size_t nconns;        /* connections in |conns| (closing ones too) */
         nghttp2_option *h2opt;
+        uint8_t *rbuf;           /* read buffer of every connection (conn.c) */
         struct method **methods; /* stable pointers: calls point at them */
         size_t nmethods;
         nghttp2_session_callbacks *cbs;
@@ -1175,6 +1176,7 @@ static int sconn_add(struct kdev_rpc_server *srv, uv_stream_t *listener, int fd)
         sc->srv = srv;
         sc->id = ++srv->last_conn_id;
         int rv = kdev_rpc__conn_init(&sc->c, srv->loop, &sconn_ops, sc);
+        sc->c.rbuf = srv->rbuf;
         if (rv < 0) {
                 free(sc);
                 if (!listener)
@@ -1255,7 +1257,9 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
                 srv->prio_share = srv->srv_budget;
         srv->stall_ms = opts && opts->recv_stall_ms ? opts->recv_stall_ms
                                                     : KDEV_RPC_DEFAULT_RECV_STALL_MS;
-        if (nghttp2_option_new(&srv->h2opt) != 0) {
+        srv->rbuf = malloc(KDEV_RPC_READ_BUF);
+        if (!srv->rbuf || nghttp2_option_new(&srv->h2opt) != 0) {
+                free(srv->rbuf);
                 free(srv);
                 return NULL;
         }
@@ -1276,6 +1280,7 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
         nghttp2_option_set_no_http_messaging(srv->h2opt, 1);
         if (nghttp2_session_callbacks_new(&srv->cbs) != 0) {
                 nghttp2_option_del(srv->h2opt);
+                free(srv->rbuf);
                 free(srv);
                 return NULL;
         }
@@ -1289,6 +1294,7 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
             uv_timer_init(loop, &srv->sweep) < 0) {
                 nghttp2_session_callbacks_del(srv->cbs);
                 nghttp2_option_del(srv->h2opt);
+                free(srv->rbuf);
                 free(srv);
                 return NULL;
         }
@@ -1399,6 +1405,7 @@ static void srv_maybe_free(struct kdev_rpc_server *srv)
         free(srv->methods);
         nghttp2_session_callbacks_del(srv->cbs);
         nghttp2_option_del(srv->h2opt);
+        free(srv->rbuf);
         free(srv);
         if (done)
                 done(arg);
