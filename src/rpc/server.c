@@ -74,6 +74,7 @@
 
 struct method {
         char *path;
+        size_t path_len;
         bool streaming;
         kdev_rpc_handler_fn fn;
         void *user_data;
@@ -115,6 +116,14 @@ struct kdev_rpc_server {
         void *done_arg;
 };
 
+/* Deadline timers a connection keeps, stopped, for its next calls: a call
+ * with a grpc-timeout then costs a timer start and stop, not a timer's
+ * allocation, start, close and free. */
+#define SPARE_TIMERS 4u
+
+/* :path values up to this length (with the NUL) are kept in the call. */
+#define PATH_INLINE 64u
+
 struct sconn {
         struct kdev_rpc_conn c;
         struct kdev_rpc_server *srv;
@@ -122,6 +131,9 @@ struct sconn {
         struct kdev_rpc_call *calls;
         size_t reserved; /* request bytes reserved by this connection's calls */
         uint64_t id; /* serial number within the server, from 1 */
+        uv_timer_t *spare_timers[SPARE_TIMERS]; /* stopped deadline timers to reuse */
+        struct kdev_rpc_call *spare_call; /* a freed call struct to reuse, or NULL */
+        unsigned nspare;
         bool gone;   /* calls cancelled, close requested */
         bool stall_logged; /* a stall on this connection was logged */
 };
@@ -134,7 +146,8 @@ struct kdev_rpc_call {
         int32_t stream_id;
         enum call_state state;
         const struct method *m;
-        char *path;
+        char *path;       /* path_buf, or malloc'd when longer; NULL until :path */
+        char path_buf[PATH_INLINE];
 
         /* request headers */
         bool hdrs_done;   /* the request header block is complete */
@@ -185,7 +198,39 @@ static void sconn_kill(struct sconn *sc, bool goaway);
 
 static void call_stop_timer(struct kdev_rpc_call *call)
 {
+        struct sconn *sc = call->sc;
+        if (call->timer && !sc->gone && sc->nspare < SPARE_TIMERS) {
+                uv_timer_stop(call->timer);
+                sc->spare_timers[sc->nspare++] = call->timer;
+                call->timer = NULL;
+                return;
+        }
         kdev_rpc__timer_close(&call->timer);
+}
+
+/* A stopped deadline timer for |call|: a spare of its connection, or a new
+ * one. NULL when out of memory. */
+static uv_timer_t *call_timer(struct kdev_rpc_call *call)
+{
+        struct sconn *sc = call->sc;
+        if (sc->nspare == 0)
+                return kdev_rpc__timer_new(sc->srv->loop, call);
+        uv_timer_t *t = sc->spare_timers[--sc->nspare];
+        t->data = call;
+        return t;
+}
+
+static void sconn_close_spare_timers(struct sconn *sc)
+{
+        while (sc->nspare)
+                kdev_rpc__timer_close(&sc->spare_timers[--sc->nspare]);
+}
+
+static void call_free_path(struct kdev_rpc_call *call)
+{
+        if (call->path != call->path_buf)
+                free(call->path);
+        call->path = NULL;
 }
 
 static void call_unlink(struct kdev_rpc_call *call)
@@ -275,9 +320,10 @@ static int req_grow(struct kdev_rpc_call *call, size_t need, char *msg, size_t s
                 cap *= 2;
         if (cap > call->req_len)
                 cap = call->req_len;
-        size_t page = (size_t)sysconf(_SC_PAGESIZE);
-        if (cap >= REQ_MAP_MIN)
+        if (cap >= REQ_MAP_MIN) {
+                size_t page = (size_t)sysconf(_SC_PAGESIZE);
                 cap = (cap + page - 1) / page * page;
+        }
         if (!call_budget_ok(call, cap - call->req_cap, msg, size))
                 return -ENOBUFS;
         uint8_t *nb;
@@ -330,13 +376,17 @@ static void call_free(struct kdev_rpc_call *call)
         call_stop_timer(call);
         call_release(call);
         call->sc->srv->ncalls--;
-        free(call->path);
+        call_free_path(call);
         free(call->hdr_bad);
         call_drop_req(call);
         free(call->fin_msg);
         kdev_rpc__outq_free(&call->out);
         kdev_rpc__outq_free(&call->pend);
-        free(call);
+        struct sconn *sc = call->sc;
+        if (!sc->spare_call && !sc->gone)
+                sc->spare_call = call; /* the next call on the connection takes it */
+        else
+                free(call);
 }
 
 /* Trailers-only response (HEADERS with END_STREAM). */
@@ -702,9 +752,13 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, void
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
         if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
                 return 0;
-        struct kdev_rpc_call *call = calloc(1, sizeof(*call));
+        /* the connection's spare, else malloc + memset (glibc's calloc
+         * bypasses its per-thread cache) */
+        struct kdev_rpc_call *call = sc->spare_call ? sc->spare_call : malloc(sizeof(*call));
         if (!call)
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
+        sc->spare_call = NULL;
+        memset(call, 0, sizeof(*call));
         call->sc = sc;
         call->stream_id = frame->hd.stream_id;
         call->progress = uv_now(sc->srv->loop);
@@ -841,8 +895,14 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
         if (bad > 0)
                 return 0;
         if (HDR_IS(":path")) {
-                free(call->path);
-                call->path = strndup((const char *)value, valuelen);
+                call_free_path(call);
+                if (valuelen < sizeof(call->path_buf)) {
+                        memcpy(call->path_buf, value, valuelen); /* no NUL: checked above */
+                        call->path_buf[valuelen] = '\0';
+                        call->path = call->path_buf;
+                } else {
+                        call->path = strndup((const char *)value, valuelen);
+                }
                 if (!call->path)
                         return NGHTTP2_ERR_CALLBACK_FAILURE;
         } else if (HDR_IS(":method")) {
@@ -868,8 +928,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
 
 static const struct method *find_method(const struct kdev_rpc_server *srv, const char *path)
 {
+        size_t len = strlen(path);
         for (size_t i = 0; i < srv->nmethods; i++)
-                if (strcmp(srv->methods[i]->path, path) == 0)
+                if (srv->methods[i]->path_len == len && memcmp(srv->methods[i]->path, path, len) == 0)
                         return srv->methods[i];
         return NULL;
 }
@@ -921,7 +982,7 @@ static void call_headers_done(struct kdev_rpc_call *call)
         }
         if (call->has_timeout) {
                 call->deadline = uv_now(srv->loop) + call->timeout_ms;
-                call->timer = kdev_rpc__timer_new(srv->loop, call);
+                call->timer = call_timer(call);
                 if (!call->timer) {
                         call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED,
                                            "out of memory");
@@ -1088,6 +1149,8 @@ static void sconn_closed(struct kdev_rpc_conn *c)
                 call_unlink(call);
                 call_free(call);
         }
+        sconn_close_spare_timers(sc);
+        free(sc->spare_call);
         nghttp2_session_del(c->session);
         free(sc);
         srv_maybe_free(srv);
@@ -1118,6 +1181,7 @@ static void sconn_kill(struct sconn *sc, bool goaway)
                 }
                 call_free(call);
         }
+        sconn_close_spare_timers(sc);
 }
 
 static void sconn_lost(struct kdev_rpc_conn *c, int uv_status)
@@ -1325,7 +1389,7 @@ int kdev_rpc_server_add_method(struct kdev_rpc_server *srv, const char *path, bo
                 free(p);
                 return -ENOMEM;
         }
-        *m = (struct method){ p, server_streaming, handler, user_data };
+        *m = (struct method){ p, strlen(p), server_streaming, handler, user_data };
         nm[srv->nmethods++] = m;
         return 0;
 }
