@@ -104,6 +104,9 @@ struct kdev_rpc_server {
         uv_pipe_t listener;
         uv_idle_t closer;  /* only closed: makes freeing always asynchronous */
         uv_timer_t sweep;  /* stall check, every sweep_every ms */
+        uv_pipe_t reject;  /* rejects a connection when out of memory */
+        bool reject_busy;  /* |reject| open or closing (counted in handles) */
+        bool reject_owed;  /* a connection waits, unaccepted, for |reject| */
         uint64_t sweep_every; /* stall_ms / 4, at least 1 */
         uint64_t last_sweep;  /* loop time of the last stall check */
         unsigned handles;  /* listener + closer + sweep while open */
@@ -1194,16 +1197,34 @@ static const struct kdev_rpc_conn_ops sconn_ops = {
         .closed = sconn_closed,
 };
 
+static void srv_reject(struct kdev_rpc_server *srv, uv_stream_t *listener);
+
 static void reject_closed(uv_handle_t *h)
 {
         free(h);
+}
+
+static void reject_spare_closed(uv_handle_t *h)
+{
+        struct kdev_rpc_server *srv = h->data;
+        srv->reject_busy = false;
+        srv->handles--;
+        if (srv->reject_owed && !srv->closing) {
+                srv->reject_owed = false;
+                srv_reject(srv, (uv_stream_t *)&srv->listener);
+        }
+        srv_maybe_free(srv);
 }
 
 /* Accepts and closes a connection over the cap (or one we have no memory
  * for). The peer gets the server
  * preface (an empty SETTINGS frame) and GOAWAY ENHANCE_YOUR_CALM with the
  * reason as debug data, written without blocking (best effort: a few bytes
- * into an empty socket buffer). */
+ * into an empty socket buffer). Out of memory, the server's own reject
+ * handle serves: a connection left unaccepted would wait for its deadline
+ * (its client sees nothing) and libuv stops listening until an accept. When
+ * that handle is still closing, the connection waits for its close
+ * callback. */
 static void srv_reject(struct kdev_rpc_server *srv, uv_stream_t *listener)
 {
         static const char bye[] =
@@ -1212,14 +1233,22 @@ static void srv_reject(struct kdev_rpc_server *srv, uv_stream_t *listener)
                 "\x00\x00\x00\x00\x00\x00\x00\x0b"     /* last 0, ENHANCE_YOUR_CALM */
                 "too many connections";
         uv_pipe_t *p = malloc(sizeof(*p));
-        if (!p)
-                return; /* out of memory: libuv pauses the listener until an accept */
-        uv_pipe_init(srv->loop, p, 0);
+        if (!p) {
+                if (srv->reject_busy) {
+                        srv->reject_owed = true; /* libuv holds it until an accept */
+                        return;
+                }
+                p = &srv->reject;
+                srv->reject_busy = true;
+                srv->handles++;
+        }
+        uv_pipe_init(srv->loop, p, 0); /* cannot fail on Unix: it fills in the struct */
+        p->data = srv;
         if (uv_accept(listener, (uv_stream_t *)p) == 0) {
                 uv_buf_t b = uv_buf_init((char *)bye, sizeof(bye) - 1);
                 (void)uv_try_write((uv_stream_t *)p, &b, 1);
         }
-        uv_close((uv_handle_t *)p, reject_closed);
+        uv_close((uv_handle_t *)p, p == &srv->reject ? reject_spare_closed : reject_closed);
 }
 
 /* Adds a connection: its pipe is accepted from |listener|, or, when
