@@ -245,7 +245,19 @@ int kdev_rpc__prefix_check(uint8_t flags, uint32_t len, size_t max_recv, bool re
 
 size_t kdev_rpc__status_nv(nghttp2_nv *nv, char code[16], int status, const char *enc_msg)
 {
-        snprintf(code, 16, "%d", status);
+        /* "%d" by hand: snprintf costs more than the rest of the trailers */
+        char tmp[12];
+        size_t n = 0, o = 0;
+        unsigned int u = status < 0 ? 0u - (unsigned int)status : (unsigned int)status;
+        do {
+                tmp[n++] = (char)('0' + u % 10);
+                u /= 10;
+        } while (u);
+        if (status < 0)
+                code[o++] = '-';
+        while (n)
+                code[o++] = tmp[--n];
+        code[o] = '\0';
         nv[0] = (nghttp2_nv)KDEV_RPC_NV("grpc-status", code);
         if (!enc_msg || !enc_msg[0])
                 return 1;

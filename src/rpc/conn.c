@@ -90,63 +90,51 @@ static void conn_write_done(uv_write_t *req, int status)
         kdev_rpc__conn_flush(c);
 }
 
-/* Moves frames from nghttp2 to the socket. With |final| it takes up to
- * KDEV_RPC_WQ_HIGH bytes whatever is already queued (the GOAWAY must go out
- * even behind a full queue). Returns 0, or a negative libuv error when the
- * connection must be dropped. */
-static int conn_pump(struct kdev_rpc_conn *c, bool final)
-{
-        uint8_t *buf = NULL;
-        size_t len = 0, cap = 0;
-        int err = 0;
+/* Frames gathered on the stack before they go to the socket: one unary
+ * response (HEADERS, DATA, trailers) is a few hundred bytes. */
+#define PUMP_STACK_BUF 16384u
 
-        c->depth++;
-        while ((final ? 0 : c->wq_bytes) + len < KDEV_RPC_WQ_HIGH) {
-                const uint8_t *data;
-                ssize_t n = nghttp2_session_mem_send(c->session, &data);
-                if (n < 0) {
-                        err = UV_EPROTO;
-                        break;
+/* Hands the |len| bytes at |data| to the socket: written at once when
+ * nothing of ours is queued and the socket takes them (no request, no
+ * completion callback, no change of the poll set), else (the rest) in a
+ * uv_write request. |heap| is NULL when |data| is borrowed (copied if it
+ * must be queued), else the malloc'd buffer holding |data| (ownership
+ * taken). A write error is left to the request's callback, as for any
+ * write, so that the owner hears of it from the loop. Returns 0 or a
+ * negative libuv error (nothing queued). */
+static int conn_write(struct kdev_rpc_conn *c, const uint8_t *data, size_t len, uint8_t *heap)
+{
+        if (c->wq_bytes == 0) {
+                uv_buf_t ub = uv_buf_init((char *)data, (unsigned int)len);
+                int n = uv_try_write((uv_stream_t *)&c->pipe, &ub, 1);
+                if (n > 0) {
+                        data += n;
+                        len -= (size_t)n;
                 }
-                if (n == 0)
-                        break;
-                if (len + (size_t)n > cap) {
-                        size_t ncap = cap ? cap * 2 : 16384;
-                        while (ncap < len + (size_t)n)
-                                ncap *= 2;
-                        uint8_t *nb = realloc(buf, ncap);
-                        if (!nb) {
-                                err = UV_ENOMEM;
-                                break;
-                        }
-                        buf = nb;
-                        cap = ncap;
+                if (len == 0) {
+                        free(heap);
+                        return 0;
                 }
-                memcpy(buf + len, data, (size_t)n);
-                len += (size_t)n;
         }
-        c->depth--;
-        if (len == 0 || uv_is_closing((uv_handle_t *)&c->pipe)) {
-                free(buf);
-                return err;
-        }
-        if (cap - len >= 4096) {
-                uint8_t *nb = realloc(buf, len); /* give the unused tail back */
-                if (nb)
-                        buf = nb;
+        if (!heap) {
+                heap = malloc(len);
+                if (!heap)
+                        return UV_ENOMEM;
+                memcpy(heap, data, len);
+                data = heap;
         }
         struct wreq *w = malloc(sizeof(*w));
         if (!w) {
-                free(buf);
+                free(heap);
                 return UV_ENOMEM;
         }
         w->c = c;
         w->len = len + sizeof(*w);
-        w->data = buf;
-        uv_buf_t ub = uv_buf_init((char *)buf, (unsigned int)len);
+        w->data = heap;
+        uv_buf_t ub = uv_buf_init((char *)data, (unsigned int)len);
         int rv = uv_write(&w->req, (uv_stream_t *)&c->pipe, &ub, 1, conn_write_done);
         if (rv < 0) {
-                free(buf);
+                free(heap);
                 free(w);
                 return rv;
         }
@@ -156,7 +144,75 @@ static int conn_pump(struct kdev_rpc_conn *c, bool final)
                 if (uv_read_stop((uv_stream_t *)&c->pipe) == 0)
                         c->read_paused = true;
         }
-        return err;
+        return 0;
+}
+
+/* Moves frames from nghttp2 to the socket, in batches of up to
+ * KDEV_RPC_WQ_HIGH bytes less what is queued, each handed over in one write
+ * (gathered on the stack while they fit, else in a growing heap buffer).
+ * With |final| it takes one batch of up to KDEV_RPC_WQ_HIGH bytes whatever
+ * is already queued (the GOAWAY must go out even behind a full queue);
+ * otherwise it goes on with another batch while the socket took all of the
+ * last one. Returns 0, or a negative libuv error when the connection must
+ * be dropped. */
+static int conn_pump(struct kdev_rpc_conn *c, bool final)
+{
+        uint8_t stack[PUMP_STACK_BUF];
+        int err = 0;
+
+        for (;;) {
+                uint8_t *buf = NULL; /* heap buffer once the stack is too small */
+                size_t len = 0, cap = 0;
+                bool more = false; /* stopped at the size bound, not for lack of frames */
+
+                c->depth++;
+                for (;;) {
+                        if ((final ? 0 : c->wq_bytes) + len >= KDEV_RPC_WQ_HIGH) {
+                                more = true;
+                                break;
+                        }
+                        const uint8_t *data;
+                        ssize_t n = nghttp2_session_mem_send(c->session, &data);
+                        if (n < 0) {
+                                err = UV_EPROTO;
+                                break;
+                        }
+                        if (n == 0)
+                                break;
+                        if (!buf && len + (size_t)n <= sizeof(stack)) {
+                                memcpy(stack + len, data, (size_t)n);
+                                len += (size_t)n;
+                                continue;
+                        }
+                        if (len + (size_t)n > cap) {
+                                size_t ncap = cap ? cap * 2 : 2 * sizeof(stack);
+                                while (ncap < len + (size_t)n)
+                                        ncap *= 2;
+                                uint8_t *nb = realloc(buf, ncap);
+                                if (!nb) {
+                                        err = UV_ENOMEM;
+                                        break;
+                                }
+                                if (!buf)
+                                        memcpy(nb, stack, len);
+                                buf = nb;
+                                cap = ncap;
+                        }
+                        memcpy(buf + len, data, (size_t)n);
+                        len += (size_t)n;
+                }
+                c->depth--;
+                if (len == 0 || uv_is_closing((uv_handle_t *)&c->pipe)) {
+                        free(buf);
+                        return err;
+                }
+                size_t queued = c->wq_bytes;
+                int rv = conn_write(c, buf ? buf : stack, len, buf);
+                if (rv < 0)
+                        return rv;
+                if (err || final || !more || c->wq_bytes != queued)
+                        return err; /* done, or the rest waits for the queue */
+        }
 }
 
 static void conn_linger_cb(uv_timer_t *t)
@@ -191,6 +247,9 @@ void kdev_rpc__conn_flush(struct kdev_rpc_conn *c)
                 uv_idle_start(&c->idle, conn_idle_cb);
                 return;
         }
+        /* flushing now: a flush deferred from inside nghttp2 is done by this
+         * one (the idle handle serves nothing else on a live connection) */
+        uv_idle_stop(&c->idle);
         int rv = conn_pump(c, false);
         if (c->dead)
                 return;
@@ -205,10 +264,16 @@ void kdev_rpc__conn_flush(struct kdev_rpc_conn *c)
 
 static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-        (void)h;
         (void)suggested;
-        buf->base = malloc(KDEV_RPC_READ_BUF);
+        struct kdev_rpc_conn *c = h->data;
+        buf->base = c->rbuf ? (char *)c->rbuf : malloc(KDEV_RPC_READ_BUF);
         buf->len = buf->base ? KDEV_RPC_READ_BUF : 0;
+}
+
+static void conn_read_buf_done(struct kdev_rpc_conn *c, const uv_buf_t *buf)
+{
+        if (buf->base != (char *)c->rbuf)
+                free(buf->base);
 }
 
 static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -219,7 +284,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
                 ssize_t rv = nghttp2_session_mem_recv(c->session, (const uint8_t *)buf->base,
                                                       (size_t)nread);
                 c->depth--;
-                free(buf->base);
+                conn_read_buf_done(c, buf);
                 if (c->dead)
                         return;
                 if (rv < 0) {
@@ -231,7 +296,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
                 kdev_rpc__conn_flush(c);
                 return;
         }
-        free(buf->base);
+        conn_read_buf_done(c, buf);
         if (nread < 0 && !c->dead)
                 c->ops->lost(c, (int)nread);
 }

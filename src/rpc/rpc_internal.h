@@ -30,7 +30,8 @@
  * message waits as the single pending one. */
 #define KDEV_RPC_STREAM_QUEUE_MAX (64u * 1024u)
 
-/* Size of each socket read buffer. */
+/* Size of each socket read buffer (a server's connections share one, see
+ * struct kdev_rpc_conn). */
 #define KDEV_RPC_READ_BUF (64u * 1024u)
 
 /* A graceful close waits at most this long (milliseconds) for queued frames
@@ -226,6 +227,13 @@ struct kdev_rpc_conn {
         uv_idle_t idle;              /* deferred flush / final flush */
         uv_timer_t linger;           /* bounds the final flush */
         nghttp2_session *session;    /* owned by the owner; may be NULL */
+        uint8_t *rbuf;               /* read buffer lent by the owner
+                                      * (KDEV_RPC_READ_BUF bytes, outliving the
+                                      * connection; reads never nest, and
+                                      * nothing keeps pointers into it after
+                                      * nghttp2_session_mem_recv() returns, so
+                                      * connections of one loop may share it),
+                                      * or NULL: one is allocated per read */
         const struct kdev_rpc_conn_ops *ops;
         void *owner;
         size_t wq_bytes;             /* bytes in uv_write requests in flight,

@@ -74,6 +74,7 @@
 
 struct method {
         char *path;
+        size_t path_len;
         bool streaming;
         kdev_rpc_handler_fn fn;
         void *user_data;
@@ -96,12 +97,16 @@ struct kdev_rpc_server {
         size_t req_alloc;     /* bytes allocated for request buffers now */
         size_t nconns;        /* connections in |conns| (closing ones too) */
         nghttp2_option *h2opt;
+        uint8_t *rbuf;           /* read buffer of every connection (conn.c) */
         struct method **methods; /* stable pointers: calls point at them */
         size_t nmethods;
         nghttp2_session_callbacks *cbs;
         uv_pipe_t listener;
         uv_idle_t closer;  /* only closed: makes freeing always asynchronous */
         uv_timer_t sweep;  /* stall check, every sweep_every ms */
+        uv_pipe_t reject;  /* rejects a connection when out of memory */
+        bool reject_busy;  /* |reject| open or closing (counted in handles) */
+        bool reject_owed;  /* a connection waits, unaccepted, for |reject| */
         uint64_t sweep_every; /* stall_ms / 4, at least 1 */
         uint64_t last_sweep;  /* loop time of the last stall check */
         unsigned handles;  /* listener + closer + sweep while open */
@@ -114,6 +119,14 @@ struct kdev_rpc_server {
         void *done_arg;
 };
 
+/* Deadline timers a connection keeps, stopped, for its next calls: a call
+ * with a grpc-timeout then costs a timer start and stop, not a timer's
+ * allocation, start, close and free. */
+#define SPARE_TIMERS 4u
+
+/* :path values up to this length (with the NUL) are kept in the call. */
+#define PATH_INLINE 64u
+
 struct sconn {
         struct kdev_rpc_conn c;
         struct kdev_rpc_server *srv;
@@ -121,6 +134,9 @@ struct sconn {
         struct kdev_rpc_call *calls;
         size_t reserved; /* request bytes reserved by this connection's calls */
         uint64_t id; /* serial number within the server, from 1 */
+        uv_timer_t *spare_timers[SPARE_TIMERS]; /* stopped deadline timers to reuse */
+        struct kdev_rpc_call *spare_call; /* a freed call struct to reuse, or NULL */
+        unsigned nspare;
         bool gone;   /* calls cancelled, close requested */
         bool stall_logged; /* a stall on this connection was logged */
 };
@@ -133,7 +149,8 @@ struct kdev_rpc_call {
         int32_t stream_id;
         enum call_state state;
         const struct method *m;
-        char *path;
+        char *path;       /* path_buf, or malloc'd when longer; NULL until :path */
+        char path_buf[PATH_INLINE];
 
         /* request headers */
         bool hdrs_done;   /* the request header block is complete */
@@ -184,7 +201,39 @@ static void sconn_kill(struct sconn *sc, bool goaway);
 
 static void call_stop_timer(struct kdev_rpc_call *call)
 {
+        struct sconn *sc = call->sc;
+        if (call->timer && !sc->gone && sc->nspare < SPARE_TIMERS) {
+                uv_timer_stop(call->timer);
+                sc->spare_timers[sc->nspare++] = call->timer;
+                call->timer = NULL;
+                return;
+        }
         kdev_rpc__timer_close(&call->timer);
+}
+
+/* A stopped deadline timer for |call|: a spare of its connection, or a new
+ * one. NULL when out of memory. */
+static uv_timer_t *call_timer(struct kdev_rpc_call *call)
+{
+        struct sconn *sc = call->sc;
+        if (sc->nspare == 0)
+                return kdev_rpc__timer_new(sc->srv->loop, call);
+        uv_timer_t *t = sc->spare_timers[--sc->nspare];
+        t->data = call;
+        return t;
+}
+
+static void sconn_close_spare_timers(struct sconn *sc)
+{
+        while (sc->nspare)
+                kdev_rpc__timer_close(&sc->spare_timers[--sc->nspare]);
+}
+
+static void call_free_path(struct kdev_rpc_call *call)
+{
+        if (call->path != call->path_buf)
+                free(call->path);
+        call->path = NULL;
 }
 
 static void call_unlink(struct kdev_rpc_call *call)
@@ -274,9 +323,10 @@ static int req_grow(struct kdev_rpc_call *call, size_t need, char *msg, size_t s
                 cap *= 2;
         if (cap > call->req_len)
                 cap = call->req_len;
-        size_t page = (size_t)sysconf(_SC_PAGESIZE);
-        if (cap >= REQ_MAP_MIN)
+        if (cap >= REQ_MAP_MIN) {
+                size_t page = (size_t)sysconf(_SC_PAGESIZE);
                 cap = (cap + page - 1) / page * page;
+        }
         if (!call_budget_ok(call, cap - call->req_cap, msg, size))
                 return -ENOBUFS;
         uint8_t *nb;
@@ -329,13 +379,17 @@ static void call_free(struct kdev_rpc_call *call)
         call_stop_timer(call);
         call_release(call);
         call->sc->srv->ncalls--;
-        free(call->path);
+        call_free_path(call);
         free(call->hdr_bad);
         call_drop_req(call);
         free(call->fin_msg);
         kdev_rpc__outq_free(&call->out);
         kdev_rpc__outq_free(&call->pend);
-        free(call);
+        struct sconn *sc = call->sc;
+        if (!sc->spare_call && !sc->gone)
+                sc->spare_call = call; /* the next call on the connection takes it */
+        else
+                free(call);
 }
 
 /* Trailers-only response (HEADERS with END_STREAM). */
@@ -701,9 +755,13 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, void
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
         if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
                 return 0;
-        struct kdev_rpc_call *call = calloc(1, sizeof(*call));
+        /* the connection's spare, else malloc + memset (glibc's calloc
+         * bypasses its per-thread cache) */
+        struct kdev_rpc_call *call = sc->spare_call ? sc->spare_call : malloc(sizeof(*call));
         if (!call)
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
+        sc->spare_call = NULL;
+        memset(call, 0, sizeof(*call));
         call->sc = sc;
         call->stream_id = frame->hd.stream_id;
         call->progress = uv_now(sc->srv->loop);
@@ -840,8 +898,14 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
         if (bad > 0)
                 return 0;
         if (HDR_IS(":path")) {
-                free(call->path);
-                call->path = strndup((const char *)value, valuelen);
+                call_free_path(call);
+                if (valuelen < sizeof(call->path_buf)) {
+                        memcpy(call->path_buf, value, valuelen); /* no NUL: checked above */
+                        call->path_buf[valuelen] = '\0';
+                        call->path = call->path_buf;
+                } else {
+                        call->path = strndup((const char *)value, valuelen);
+                }
                 if (!call->path)
                         return NGHTTP2_ERR_CALLBACK_FAILURE;
         } else if (HDR_IS(":method")) {
@@ -867,8 +931,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
 
 static const struct method *find_method(const struct kdev_rpc_server *srv, const char *path)
 {
+        size_t len = strlen(path);
         for (size_t i = 0; i < srv->nmethods; i++)
-                if (strcmp(srv->methods[i]->path, path) == 0)
+                if (srv->methods[i]->path_len == len && memcmp(srv->methods[i]->path, path, len) == 0)
                         return srv->methods[i];
         return NULL;
 }
@@ -920,7 +985,7 @@ static void call_headers_done(struct kdev_rpc_call *call)
         }
         if (call->has_timeout) {
                 call->deadline = uv_now(srv->loop) + call->timeout_ms;
-                call->timer = kdev_rpc__timer_new(srv->loop, call);
+                call->timer = call_timer(call);
                 if (!call->timer) {
                         call_respond_error(call, "200", KDEV_RPC_RESOURCE_EXHAUSTED,
                                            "out of memory");
@@ -1087,6 +1152,8 @@ static void sconn_closed(struct kdev_rpc_conn *c)
                 call_unlink(call);
                 call_free(call);
         }
+        sconn_close_spare_timers(sc);
+        free(sc->spare_call);
         nghttp2_session_del(c->session);
         free(sc);
         srv_maybe_free(srv);
@@ -1117,6 +1184,7 @@ static void sconn_kill(struct sconn *sc, bool goaway)
                 }
                 call_free(call);
         }
+        sconn_close_spare_timers(sc);
 }
 
 static void sconn_lost(struct kdev_rpc_conn *c, int uv_status)
@@ -1129,16 +1197,34 @@ static const struct kdev_rpc_conn_ops sconn_ops = {
         .closed = sconn_closed,
 };
 
+static void srv_reject(struct kdev_rpc_server *srv, uv_stream_t *listener);
+
 static void reject_closed(uv_handle_t *h)
 {
         free(h);
+}
+
+static void reject_spare_closed(uv_handle_t *h)
+{
+        struct kdev_rpc_server *srv = h->data;
+        srv->reject_busy = false;
+        srv->handles--;
+        if (srv->reject_owed && !srv->closing) {
+                srv->reject_owed = false;
+                srv_reject(srv, (uv_stream_t *)&srv->listener);
+        }
+        srv_maybe_free(srv);
 }
 
 /* Accepts and closes a connection over the cap (or one we have no memory
  * for). The peer gets the server
  * preface (an empty SETTINGS frame) and GOAWAY ENHANCE_YOUR_CALM with the
  * reason as debug data, written without blocking (best effort: a few bytes
- * into an empty socket buffer). */
+ * into an empty socket buffer). Out of memory, the server's own reject
+ * handle serves: a connection left unaccepted would wait for its deadline
+ * (its client sees nothing) and libuv stops listening until an accept. When
+ * that handle is still closing, the connection waits for its close
+ * callback. */
 static void srv_reject(struct kdev_rpc_server *srv, uv_stream_t *listener)
 {
         static const char bye[] =
@@ -1147,14 +1233,22 @@ static void srv_reject(struct kdev_rpc_server *srv, uv_stream_t *listener)
                 "\x00\x00\x00\x00\x00\x00\x00\x0b"     /* last 0, ENHANCE_YOUR_CALM */
                 "too many connections";
         uv_pipe_t *p = malloc(sizeof(*p));
-        if (!p)
-                return; /* out of memory: libuv pauses the listener until an accept */
-        uv_pipe_init(srv->loop, p, 0);
+        if (!p) {
+                if (srv->reject_busy) {
+                        srv->reject_owed = true; /* libuv holds it until an accept */
+                        return;
+                }
+                p = &srv->reject;
+                srv->reject_busy = true;
+                srv->handles++;
+        }
+        uv_pipe_init(srv->loop, p, 0); /* cannot fail on Unix: it fills in the struct */
+        p->data = srv;
         if (uv_accept(listener, (uv_stream_t *)p) == 0) {
                 uv_buf_t b = uv_buf_init((char *)bye, sizeof(bye) - 1);
                 (void)uv_try_write((uv_stream_t *)p, &b, 1);
         }
-        uv_close((uv_handle_t *)p, reject_closed);
+        uv_close((uv_handle_t *)p, p == &srv->reject ? reject_spare_closed : reject_closed);
 }
 
 /* Adds a connection: its pipe is accepted from |listener|, or, when
@@ -1175,6 +1269,7 @@ static int sconn_add(struct kdev_rpc_server *srv, uv_stream_t *listener, int fd)
         sc->srv = srv;
         sc->id = ++srv->last_conn_id;
         int rv = kdev_rpc__conn_init(&sc->c, srv->loop, &sconn_ops, sc);
+        sc->c.rbuf = srv->rbuf;
         if (rv < 0) {
                 free(sc);
                 if (!listener)
@@ -1255,7 +1350,9 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
                 srv->prio_share = srv->srv_budget;
         srv->stall_ms = opts && opts->recv_stall_ms ? opts->recv_stall_ms
                                                     : KDEV_RPC_DEFAULT_RECV_STALL_MS;
-        if (nghttp2_option_new(&srv->h2opt) != 0) {
+        srv->rbuf = malloc(KDEV_RPC_READ_BUF);
+        if (!srv->rbuf || nghttp2_option_new(&srv->h2opt) != 0) {
+                free(srv->rbuf);
                 free(srv);
                 return NULL;
         }
@@ -1276,6 +1373,7 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
         nghttp2_option_set_no_http_messaging(srv->h2opt, 1);
         if (nghttp2_session_callbacks_new(&srv->cbs) != 0) {
                 nghttp2_option_del(srv->h2opt);
+                free(srv->rbuf);
                 free(srv);
                 return NULL;
         }
@@ -1289,6 +1387,7 @@ struct kdev_rpc_server *kdev_rpc_server_new(uv_loop_t *loop,
             uv_timer_init(loop, &srv->sweep) < 0) {
                 nghttp2_session_callbacks_del(srv->cbs);
                 nghttp2_option_del(srv->h2opt);
+                free(srv->rbuf);
                 free(srv);
                 return NULL;
         }
@@ -1319,7 +1418,7 @@ int kdev_rpc_server_add_method(struct kdev_rpc_server *srv, const char *path, bo
                 free(p);
                 return -ENOMEM;
         }
-        *m = (struct method){ p, server_streaming, handler, user_data };
+        *m = (struct method){ p, strlen(p), server_streaming, handler, user_data };
         nm[srv->nmethods++] = m;
         return 0;
 }
@@ -1399,6 +1498,7 @@ static void srv_maybe_free(struct kdev_rpc_server *srv)
         free(srv->methods);
         nghttp2_session_callbacks_del(srv->cbs);
         nghttp2_option_del(srv->h2opt);
+        free(srv->rbuf);
         free(srv);
         if (done)
                 done(arg);

@@ -595,6 +595,67 @@ static void test_deadline_server_and_client(void **state)
         close_client(e, cl);
 }
 
+/* A connection reuses its stopped deadline timers, its spare call struct
+ * and a read buffer shared with other connections: calls with a
+ * grpc-timeout one after the other still each get their own deadline, a
+ * :path longer than the in-call copy is named in full, and two connections
+ * whose reads take turns each get their own bytes back. */
+static void test_reused_call_state(void **state)
+{
+        struct env *e = *state;
+        e->srv = start_server(e, NULL);
+        struct kdev_rpc_client *cl = kdev_rpc_client_new(&e->loop, e->sock, NULL);
+        struct kdev_rpc_client *cl2 = kdev_rpc_client_new(&e->loop, e->sock, NULL);
+        struct result r, r2;
+        for (int i = 0; i < 6; i++) { /* more calls than the spare timers */
+                do_call(e, cl, "/t.S/Echo", "tick", 5000, &r);
+                assert_int_equal(r.status, KDEV_RPC_OK);
+                assert_memory_equal(r.last, "tick", 4);
+        }
+        /* a reused timer fires at this call's deadline, not a former one's */
+        uint64_t t0 = uv_hrtime();
+        memset(&r, 0, sizeof(r));
+        start_call(cl, "/t.S/Hold", "", 200, &r);
+        assert_true(run_until(e, &r.done, 5000));
+        uint64_t ms = (uv_hrtime() - t0) / 1000000u;
+        assert_int_equal(r.status, KDEV_RPC_DEADLINE_EXCEEDED);
+        assert_string_equal(r.message, "deadline exceeded");
+        assert_true(ms >= 190);
+        assert_true(run_until_int(e, &e->cancels, 1, 5000));
+        /* and the timer it leaves behind serves the next call */
+        do_call(e, cl, "/t.S/Echo", "tock", 5000, &r);
+        assert_int_equal(r.status, KDEV_RPC_OK);
+        assert_memory_equal(r.last, "tock", 4);
+        /* a 100-byte :path (past the 64 bytes kept in the call) */
+        char path[101];
+        memset(path, 'p', sizeof(path) - 1);
+        memcpy(path, "/t.S/", 5);
+        path[100] = '\0';
+        char want[128];
+        snprintf(want, sizeof(want), "unknown method %s", path);
+        do_call(e, cl, path, "x", 0, &r);
+        assert_int_equal(r.status, KDEV_RPC_UNIMPLEMENTED);
+        assert_string_equal(r.message, want);
+        /* two connections in flight at once, each its own answer */
+        for (int i = 0; i < 4; i++) {
+                memset(&r, 0, sizeof(r));
+                memset(&r2, 0, sizeof(r2));
+                start_call(cl, "/t.S/Echo", "first connection", 5000, &r);
+                start_call(cl2, "/t.S/Echo", "second", 5000, &r2);
+                assert_true(run_until(e, &r.done, 5000));
+                assert_true(run_until(e, &r2.done, 5000));
+                assert_int_equal(r.status, KDEV_RPC_OK);
+                assert_int_equal(r2.status, KDEV_RPC_OK);
+                assert_int_equal(r.last_len, 16);
+                assert_memory_equal(r.last, "first connection", 16);
+                assert_int_equal(r2.last_len, 6);
+                assert_memory_equal(r2.last, "second", 6);
+        }
+        assert_true(run_until_calls(e, 0, 5000));
+        close_client(e, cl2);
+        close_client(e, cl);
+}
+
 static void test_client_local_deadline(void **state)
 {
         struct env *e = *state;
@@ -1007,6 +1068,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_client_recv_limit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_send_limits, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_deadline_server_and_client, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reused_call_state, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_client_local_deadline, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_client_cancel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_client_close_cancels, setup, teardown),

@@ -271,6 +271,12 @@ static void test_status_trailers(void **state)
         assert_int_equal(kdev_rpc__status_nv(nv, code, 0, ""), 1);
         assert_int_equal(kdev_rpc__status_nv(nv, code, 0, NULL), 1);
         assert_memory_equal(nv[0].value, "0", 1);
+        assert_int_equal(kdev_rpc__status_nv(nv, code, 16, NULL), 1);
+        assert_int_equal(nv[0].valuelen, 2);
+        assert_memory_equal(nv[0].value, "16", 2);
+        kdev_rpc__status_nv(nv, code, -2147483647 - 1, NULL);
+        assert_string_equal(code, "-2147483648");
+        assert_int_equal(nv[0].valuelen, 11);
 
         assert_int_equal(kdev_rpc__status_parse((const uint8_t *)"5", 1), KDEV_RPC_NOT_FOUND);
         assert_int_equal(kdev_rpc__status_parse((const uint8_t *)"x", 1), KDEV_RPC_UNKNOWN);
