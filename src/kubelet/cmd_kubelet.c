@@ -15,7 +15,7 @@ static void usage(FILE *f)
         fprintf(f,
                 "Usage: kdevctl kubelet --dir DIR [--scenario FILE] [--hold SEC] [-o table|json]\n"
                 "                       [--restart-after SEC] [--dial-timeout SEC]\n"
-                "                       [--socket-name NAME]\n"
+                "                       [--socket-name NAME] [--state FILE]\n"
                 "                       [--log-level LEVEL] [--log-format FORMAT]\n"
                 "\n"
                 "Acts as kubelet's device manager on the device-plugin directory DIR:\n"
@@ -45,6 +45,9 @@ static void usage(FILE *f)
                 "      --socket-name NAME   file name of the Registration socket in DIR\n"
                 "                           (default kubelet.sock), for plugins told\n"
                 "                           another kubelet socket path\n"
+                "      --state FILE         rewrite FILE (JSON, atomically) with the node's\n"
+                "                           resources after every change: registration,\n"
+                "                           ListAndWatch update, stream end, restart\n"
                 "  -o, --output FORMAT      table (default) or json\n"
                 "      --log-level LEVEL    debug, info, warn or error (default info); logs\n"
                 "                           go to stderr, one line per event\n"
@@ -66,6 +69,8 @@ static void usage(FILE *f)
                 "  DIR/kubelet.sock                     the Registration server (removed at exit;\n"
                 "                                       DIR/NAME with --socket-name)\n"
                 "  DIR/" KDEV_CKPT_FILE "  kubelet's device manager checkpoint\n"
+                "  FILE (--state)                       {\"updates\": N, \"resources\": [...]}, the\n"
+                "                                       resources as in -o json\n"
                 "\n"
                 "Exit status: 0 served / scenario ran; 1 setup failure (directory, socket,\n"
                 "scenario file); 2 usage error.\n"
@@ -265,6 +270,7 @@ static int restart_kubelet(struct kubelet *k, char **summary)
                 shutdown_kubelet(k);
                 return rc;
         }
+        state_write(k);
         return 0;
 }
 
@@ -685,6 +691,7 @@ static void on_kick(uv_idle_t *h)
  * inside an RPC callback). */
 void scenario_kick(struct kubelet *k)
 {
+        state_write(k); /* every change of the resources kicks the scenario */
         if (!k->have_scenario || k->stopping || k->kick_active)
                 return;
         k->kick_active = true;
@@ -706,12 +713,14 @@ enum {
         OPT_LOGFORMAT,
         OPT_LOGJSON,
         OPT_SOCKET_NAME,
+        OPT_STATE,
 };
 
 struct args {
         const char *dir;
         const char *scenario;
         const char *socket_name;  /* NULL = kubelet.sock */
+        const char *state;        /* --state FILE, or NULL */
         int64_t hold_ms;          /* -1 = no --hold */
         int64_t restart_after_ms; /* -1 = no --restart-after */
         uint64_t dial_ms;
@@ -731,6 +740,11 @@ static int on_arg(int id, const char *value, void *ud, struct kdev_err *err)
                 return 0;
         case OPT_SCENARIO:
                 a->scenario = value;
+                return 0;
+        case OPT_STATE:
+                if (!*value)
+                        return kdev_err_set(err, EINVAL, "invalid --state \"\" (want a file path)");
+                a->state = value;
                 return 0;
         case OPT_SOCKET_NAME:
                 if (!*value || strchr(value, '/') || strcmp(value, ".") == 0 ||
@@ -795,6 +809,7 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
                 {"log-format", 0, true, OPT_LOGFORMAT},
                 {"log-json", 0, false, OPT_LOGJSON},
                 {"socket-name", 0, true, OPT_SOCKET_NAME},
+                {"state", 0, true, OPT_STATE},
         };
         struct args a = {
                 .hold_ms = -1, .restart_after_ms = -1, .dial_ms = 10000, .log_level = KDEV_LOG_INFO};
@@ -815,6 +830,7 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
         k.hold_ms = a.hold_ms;
         k.dial_timeout_ms = a.dial_ms;
         k.exit_code = KDEV_CLI_OK;
+        k.state_path = a.state;
         size_t dl = strlen(a.dir);
         while (dl > 1 && a.dir[dl - 1] == '/')
                 dl--;
@@ -873,6 +889,7 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
                 k.printed = true;
                 shutdown_kubelet(&k);
         } else {
+                state_write(&k);
                 if (a.restart_after_ms >= 0)
                         uv_timer_start(&k.restart_timer, on_restart_timer,
                                        (uint64_t)a.restart_after_ms, 0);

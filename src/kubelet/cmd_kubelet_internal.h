@@ -151,6 +151,9 @@ struct kubelet {
         char *dir;
         char *sock_path;
         char *ckpt_path;
+        const char *state_path;  /* --state FILE (argv's), or NULL */
+        uint64_t state_writes;   /* --state: files written so far */
+        bool state_failed;       /* --state: the last write failed (logged once) */
         struct kdev_rpc_server *srv;
         struct kdev_devmgr *dm;
         struct endpoint *eps;
@@ -238,6 +241,11 @@ const char *kind_text(enum kdev_scn_kind kind);
 void print_results(struct kubelet *k);
 struct step_result *result_new(struct kubelet *k, enum kdev_scn_kind kind);
 void results_free(struct kubelet *k);
+/* --state: replaces k->state_path atomically with {"updates": N,
+ * "resources": [...]} (N counts the writes, from 1; the resources as in -o
+ * json's "resources"); nothing without --state or while stopping. A failure
+ * is logged (warn, once until a write succeeds again) and never fatal. */
+void state_write(struct kubelet *k);
 const char *state_text(const struct kdev_dm_resource *r);
 
 #endif /* KDEV_KUBELET_CMD_KUBELET_INTERNAL_H */

@@ -1,5 +1,6 @@
 /* kdevctl kubelet: the results of a scenario, as a table or JSON
  * (cmd_kubelet_internal.h). Moved from cmd_kubelet.c. */
+#include "common/file.h"
 #include "kubelet/cmd_kubelet_internal.h"
 
 /* ------------------------------------------------------------------------ */
@@ -75,6 +76,33 @@ static json_t *resources_json(struct kubelet *k)
                                      state_text(r), "devices", devs));
         }
         return a;
+}
+
+void state_write(struct kubelet *k)
+{
+        if (!k->state_path || k->stopping)
+                return;
+        json_t *j = json_pack("{s:I,s:o}", "updates", (json_int_t)(k->state_writes + 1), "resources",
+                              resources_json(k));
+        char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(j);
+        if (!s) {
+                fprintf(stderr, "kdevctl kubelet: out of memory\n");
+                abort();
+        }
+        char *tmpl = xasprintf("%s.XXXXXX", k->state_path);
+        struct kdev_err err = {0};
+        int rc = kdev_file_write_atomic(k->state_path, tmpl, s, strlen(s), 0644, false, &err);
+        free(tmpl);
+        free(s);
+        if (rc < 0) {
+                if (!k->state_failed)
+                        kdev_log_warn("cannot write the state file", "error", err.msg);
+                k->state_failed = true;
+                return;
+        }
+        k->state_failed = false;
+        k->state_writes++;
 }
 
 const char *kind_text(enum kdev_scn_kind kind)

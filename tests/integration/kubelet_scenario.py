@@ -1181,6 +1181,54 @@ def test_plugin_flood_log_bounded():
         assert lines("Register", "resource=%s " % other) == [
             'info msg="Register" resource=%s endpoint=other.sock version=v1beta1' % other]
 
+
+def test_state_file():
+    """--state FILE: rewritten after every change of the resources, with
+    exactly what -o json prints as "resources" (devices with their health)."""
+    with TempDir() as d:
+        state = os.path.join(os.path.dirname(d), "state.json")
+        k = Kubelet(d, None, "--state", state)
+        p = Plugin(d, devices=2)
+
+        def read():
+            with open(state) as f:
+                return json.load(f)
+
+        def res(devices, st="connected", endpoint="fake.sock"):
+            healthy = sum(1 for _, h in devices if h == "Healthy")
+            return {"name": RES, "capacity": len(devices), "allocatable": healthy,
+                    "allocated": 0, "endpoint": endpoint, "state": st,
+                    "devices": [{"id": i, "health": h} for i, h in devices]}
+        try:
+            k.wait_serving()
+            wait_for(lambda: os.path.exists(state), what="state file written once serving")
+            expect_eq(read(), {"updates": 1, "resources": []}, "state before any plugin")
+            p.start()
+            assert p.register() is None
+            want = res([("d0", "Healthy"), ("d1", "Healthy")])
+            wait_for(lambda: read()["resources"] == [want], what="state: first list")
+            n = read()["updates"]
+            assert n == 3, n  # registered, then the first list
+            p.push([("d0", "Healthy"), ("d1", "Unhealthy"), ("d2", "Healthy")])
+            want = res([("d0", "Healthy"), ("d1", "Unhealthy"), ("d2", "Healthy")])
+            wait_for(lambda: read()["resources"] == [want], what="state: second list")
+            expect_eq(read(), {"updates": n + 1, "resources": [want]}, "state after an update")
+            p.end_stream.set()
+            want = res([("d0", "Unhealthy"), ("d1", "Unhealthy"), ("d2", "Unhealthy")],
+                       "stopped")
+            wait_for(lambda: read()["resources"] == [want], what="state: stream ended")
+            k.proc.send_signal(signal.SIGHUP)
+            want = {"name": RES, "capacity": 0, "allocatable": 0, "allocated": 0,
+                    "endpoint": None, "state": "stopped", "devices": []}
+            wait_for(lambda: read()["resources"] == [want], what="state: restarted")
+            assert sorted(os.listdir(os.path.dirname(state))) == [
+                "device-plugins", "kubelet.err", "state.json"], os.listdir(os.path.dirname(state))
+            rc, out = k.stop()
+        finally:
+            p.stop()
+            k.kill()
+        assert rc == 0
+
 if __name__ == "__main__":
     if not os.access(KDEVCTL, os.X_OK):
         print("FAIL: kdevctl not built at", KDEVCTL)
@@ -1193,4 +1241,4 @@ if __name__ == "__main__":
                   test_wait_allocatable_after_restart, test_exec_steps,
                   test_exec_sigterm, test_usage, test_checkpoint_none_and_paths,
                   test_fractional_seconds, test_scenario_unknown_key,
-                  test_plugin_flood_log_bounded])
+                  test_plugin_flood_log_bounded, test_state_file])

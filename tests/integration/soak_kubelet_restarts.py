@@ -22,6 +22,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
 from kdevtest import FakeKubelet, Plugin, TempDir, NULL_CONFIG, wait_for  # noqa: E402
+from kdevtest import fd_count, rss_kib, sanitized  # noqa: E402
 
 RES = "example.com/null"
 SOCK = "kdev-example.com_null.sock"
@@ -29,13 +30,6 @@ RESTARTS = int(os.environ.get("KDEV_SOAK_RESTARTS") or 500)
 RSS_BOUND_KIB = int(os.environ.get("KDEV_SOAK_RSS_KIB") or 512)
 WARMUP = 20
 
-
-def sanitized():
-    try:
-        with open(os.path.join(kt.BUILD_DIR, "CMakeCache.txt")) as f:
-            return any(line.startswith("KDEV_SANITIZE:BOOL=ON") for line in f)
-    except FileNotFoundError:
-        return False
 
 
 class CountingKubelet(FakeKubelet):
@@ -64,16 +58,6 @@ class CountingKubelet(FakeKubelet):
             return self.per_gen.get(gen, 0)
 
 
-def fd_count(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for pid %d" % pid)
 
 
 def test_kubelet_restart_soak():

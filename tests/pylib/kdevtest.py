@@ -315,6 +315,29 @@ def write_kubeconfig(path, server, token):
                 % (server, token))
 
 
+def fd_count(pid):
+    """Open file descriptors of process |pid| (/proc/PID/fd)."""
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def rss_kib(pid):
+    """Resident set size of process |pid| in KiB (VmRSS of /proc/PID/status)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS for pid %d" % pid)
+
+
+def sanitized():
+    """Whether BUILD_DIR is a sanitizer build (KDEV_SANITIZE=ON)."""
+    try:
+        with open(os.path.join(BUILD_DIR, "CMakeCache.txt")) as f:
+            return any(line.startswith("KDEV_SANITIZE:BOOL=ON") for line in f)
+    except FileNotFoundError:
+        return False
+
+
 class TempDir:
     def __enter__(self):
         self.path = tempfile.mkdtemp(prefix="kdev-it-")
