@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/wait.h"
 #include "kdev_mock_nvml.h"
 #include "mock.h"
 
@@ -54,11 +55,7 @@ static unsigned g_n_storms;
 
 __attribute__((constructor)) static void mock_ctor(void)
 {
-        pthread_condattr_t a;
-        pthread_condattr_init(&a);
-        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-        pthread_cond_init(&g_cond, &a);
-        pthread_condattr_destroy(&a);
+        kdev_cond_init_monotonic(&g_cond);
 }
 
 __attribute__((destructor)) static void mock_dtor(void)
@@ -1149,17 +1146,6 @@ static nvmlReturn_t m_register(nvmlDevice_t d, unsigned long long types, nvmlEve
         return NVML_SUCCESS;
 }
 
-static void deadline_after(struct timespec *ts, unsigned ms)
-{
-        clock_gettime(CLOCK_MONOTONIC, ts);
-        ts->tv_sec += ms / 1000;
-        ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts->tv_nsec >= 1000000000L) {
-                ts->tv_sec++;
-                ts->tv_nsec -= 1000000000L;
-        }
-}
-
 static bool before(const struct timespec *a, const struct timespec *b)
 {
         return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
@@ -1171,7 +1157,7 @@ static nvmlReturn_t m_wait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned t
         if (!data || !valid_set(set))
                 return NVML_ERROR_INVALID_ARGUMENT;
         struct timespec deadline;
-        deadline_after(&deadline, timeout_ms);
+        kdev_deadline_after_ms(timeout_ms, &deadline);
         for (;;) {
                 if (!valid_set(set))
                         return NVML_ERROR_INVALID_ARGUMENT;   /* freed while waiting */
@@ -1197,7 +1183,7 @@ static nvmlReturn_t m_wait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned t
                 const char *ctl = getenv("KDEV_MOCK_NVML_CONTROL");
                 if ((ctl && ctl[0]) || g_n_storms > 0) {
                         struct timespec slice;
-                        deadline_after(&slice, 20);
+                        kdev_deadline_after_ms(20, &slice);
                         if (before(&slice, &until))
                                 until = slice;
                 }
