@@ -667,6 +667,8 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
                 if (q && !q->healthy && !kdev_nvidia_backend_cleared(old.nvidia, p->id))
                         kdev_physical_set_health(g.set, p, false, NULL);
         }
+        /* a MIG device created on a faulted GPU starts Unhealthy */
+        kdev_nvidia_carry_gpu_health(g.set, old.set);
         size_t unchanged = 0, changed = 0, added = 0, removed = 0;
         for (size_t i = 0; i < g.set->n_resources; i++) {
                 struct kdev_resource *r = &g.set->resources[i];

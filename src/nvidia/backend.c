@@ -188,6 +188,10 @@ int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
         r = kdev_nvidia_build(b->gpus ? b->gpus : &none, opts->cfg, &bopts, opts->set, err);
         if (r == 0)
                 r = kdev_nvidia_apply_sharing(opts->set, opts->cfg, log_warning, NULL, err);
+        if (r == 0 && opts->previous && b->gpus) {
+                int carried = kdev_nvidia_carry_faulted(opts->set, opts->previous, b->gpus, err);
+                r = carried < 0 ? carried : 0;
+        }
         if (r == 0 && opts->previous && opts->keep_withdrawn) {
                 int kept = kdev_nvidia_keep_withdrawn(opts->set, opts->previous,
                                                       opts->keep_withdrawn, opts->keep_arg, err);
