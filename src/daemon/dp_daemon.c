@@ -513,6 +513,7 @@ static int gen_load(struct kdev_dp_daemon *d, const char *path, const char *name
                         .previous = d->cur.set, /* NULL at start (g is d->cur, emptied) */
                         .keep_withdrawn = keep_withdrawn,
                         .keep_arg = d,
+                        .replaces = d->cur.nvidia, /* retired after the new one starts */
                 };
                 d->round++;
                 if (d->metrics) {

@@ -44,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import time
+import grpc
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
@@ -497,8 +498,9 @@ class Soak:
         return "mig-destroy %s (%s)" % (d.id, d.res), BOUND_S, [(d.res, d.id, "Unhealthy")]
 
     def kubelet_restart(self, rng, now):
+        n = read_state(self.state)["updates"]  # before the signal: its update may be quick
         self.k.proc.send_signal(signal.SIGHUP)
-        self.wait_updates()
+        self.wait_updates(n)
         return "kubelet restart (SIGHUP)", BOUND_S, []
 
     def kubelet_exit(self, rng, now):
@@ -514,12 +516,22 @@ class Soak:
         self.k = self.kubelet()
         return "device-plugins directory re-created", BOUND_S, []
 
-    def wait_updates(self):
+    def wait_updates(self, n):
         """After SIGHUP: the state file shows the restart (no resource connected
-        for a moment) or later updates; returns at once when it did."""
-        n = read_state(self.state)["updates"]
+        for a moment) or later updates than the |n| read before the signal;
+        returns at once when it did."""
         wait_for(lambda: read_state(self.state)["updates"] > n, timeout=5 * SCALE,
                  what="kubelet state after the restart")
+
+
+def allocated(d, sock, n):
+    """Allocate's (container path, host path) pairs for device |n|, or None
+    while the socket is being served again (after a kubelet restart kdev
+    re-creates it; kubelet retries as well)."""
+    try:
+        return [(x.container_path, x.host_path) for x in kt.allocate(d, sock, [n]).devices]
+    except grpc.RpcError:
+        return None
 
 
 STEP_TYPES = [  # (name, weight, enabled)
@@ -564,9 +576,8 @@ def test_live_inventory_soak():
                     if s.repointed:
                         n, t = s.repointed
                         sock = sock_name(GEN)
-                        wait_for(lambda: [(x.container_path, x.host_path) for x in
-                                          kt.allocate(d, sock, [n]).devices] ==
-                                 [("/dev/" + n, t)], timeout=bound * SCALE, interval=0.02,
+                        wait_for(lambda: allocated(d, sock, n) == [("/dev/" + n, t)],
+                                 timeout=bound * SCALE, interval=0.02,
                                  what="Allocate answering %s for %s" % (t, n))
                         took = time.monotonic() - now
                 except AssertionError:
