@@ -314,6 +314,19 @@ static bool gpu_faulted(const struct kdev_resource_set *old, const char *parent)
         return n > 0;
 }
 
+/* Whether |old| knows physical device |id| other than as withdrawn (a MIG
+ * device destroyed and created again is new to the GPU's health). */
+static bool known_live(const struct kdev_resource_set *old, const char *id)
+{
+        const struct kdev_physical *q = kdev_physical_find(old, id);
+        if (!q || q->n_logical == 0)
+                return q != NULL;
+        const struct kdev_resource *r = &old->resources[q->logical[0].resource];
+        const struct kdev_nvidia_devinfo *in =
+                kdev_nvidia_device_info(r, &r->devices[q->logical[0].device]);
+        return !in || !in->withdrawn;
+}
+
 size_t kdev_nvidia_carry_gpu_health(struct kdev_resource_set *set,
                                     const struct kdev_resource_set *old)
 {
@@ -325,7 +338,7 @@ size_t kdev_nvidia_carry_gpu_health(struct kdev_resource_set *set,
                         const struct kdev_nvidia_devinfo *in = kdev_nvidia_device_info(res, d);
                         struct kdev_physical *p = d->physical;
                         if (!in || in->withdrawn || !p || !p->healthy ||
-                            kdev_physical_find(old, p->id) || !gpu_faulted(old, in->parent_uuid))
+                            known_live(old, p->id) || !gpu_faulted(old, in->parent_uuid))
                                 continue;
                         marked += kdev_physical_set_health(set, p, false, NULL);
                 }

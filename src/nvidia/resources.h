@@ -180,7 +180,8 @@ KDEV_API int kdev_nvidia_carry_faulted(struct kdev_resource_set *set,
 
 /* Health follows the physical GPU: after kdev_nvidia_attach_physical, every
  * NVIDIA physical device of |set| that |old| (the set served before,
- * borrowed, linked) lacks (a MIG device created since) and whose parent GPU
+ * borrowed, linked) lacks or has only withdrawn (a MIG device created since,
+ * or destroyed and created again) and whose parent GPU
  * was faulted in |old| (it had devices there, not withdrawn, and all of them
  * Unhealthy) is marked Unhealthy with its logical devices
  * (kdev_physical_set_health); the health monitor then adopts it and probes

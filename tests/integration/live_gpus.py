@@ -449,6 +449,18 @@ def test_mig_device_created_on_a_faulted_gpu_unhealthy():
             assert time.monotonic() - t0 <= (INTERVAL + 1) * SCALE
             time.sleep(2 + 1 + 1)  # past quiet period + probe: the remap is still pending
             assert last(k, res) == want, last(k, res)
+            # destroyed and created again while still withdrawn: Unhealthy too
+            t0 = time.monotonic()
+            control(root, "mig-destroy %s" % MIG_GONE)
+            wait_list(k, [(MIG_KEPT[0], "Unhealthy"), (MIG_KEPT[1], "Healthy"),
+                          (MIG_GONE, "Unhealthy")], t0, INTERVAL + 1, res,
+                      what="destroyed MIG device withdrawn")
+            control(root, "mig-create %s" % MIG_GONE)
+            wait_for(lambda: last(k, res)[0][0] == MIG_GONE, timeout=10 * SCALE,
+                     what="MIG device created again")
+            assert last(k, res) == want, last(k, res)
+            time.sleep(2 + 1 + 1)
+            assert last(k, res) == want, last(k, res)
         finally:
             assert p.stop() == 0
             k.stop()
