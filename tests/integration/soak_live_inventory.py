@@ -564,7 +564,11 @@ def test_live_inventory_soak():
                 name = rng.choices([n for n, _ in types], [w for _, w in types])[0]
                 s.repointed = None
                 now = time.monotonic()
-                r = getattr(s, name.replace("-", "_"))(rng, now)
+                try:
+                    r = getattr(s, name.replace("-", "_"))(rng, now)
+                except AssertionError:
+                    print("steps so far:\n  " + "\n  ".join(log + ["(%s)" % name]), flush=True)
+                    raise
                 if r is None:
                     continue
                 what, bound, must = r
