@@ -498,14 +498,14 @@ class Soak:
         return "mig-destroy %s (%s)" % (d.id, d.res), BOUND_S, [(d.res, d.id, "Unhealthy")]
 
     def kubelet_restart(self, rng, now):
-        n = read_state(self.state)["updates"]  # before the signal: its update may be quick
+        n = self.state_version()  # before the signal: its update may be quick
         self.k.proc.send_signal(signal.SIGHUP)
         self.wait_updates(n)
         return "kubelet restart (SIGHUP)", BOUND_S, []
 
     def kubelet_exit(self, rng, now):
         assert self.k.stop() == 0
-        self.k = self.kubelet()
+        self.k = self.started_kubelet()
         return "kubelet stopped and started", BOUND_S, []
 
     def dir_recreate(self, rng, now):
@@ -513,14 +513,34 @@ class Soak:
         shutil.rmtree(self.d)
         os.mkdir(self.d)
         time.sleep(rng.choice([0, 0.05, 0.15]))  # before or after kdev-plugin notices
-        self.k = self.kubelet()
+        self.k = self.started_kubelet()
         return "device-plugins directory re-created", BOUND_S, []
+
+    def started_kubelet(self):
+        """A new kubelet, once it wrote its state file: it handles SIGHUP
+        from then on (before, a SIGHUP of a kubelet-restart step would end
+        it)."""
+        n = self.state_version()
+        k = self.kubelet()
+        wait_for(lambda: self.state_version() != n, timeout=5 * SCALE,
+                 what="the new kubelet's state file")
+        return k
+
+    def state_version(self):
+        """The state file's version: (inode, updates). Each write replaces the
+        file (a new inode), and a kubelet started again counts its updates
+        from 1, so the count alone can go back."""
+        try:
+            ino = os.stat(self.state).st_ino
+        except FileNotFoundError:
+            ino = None
+        return ino, read_state(self.state)["updates"]
 
     def wait_updates(self, n):
         """After SIGHUP: the state file shows the restart (no resource connected
-        for a moment) or later updates than the |n| read before the signal;
-        returns at once when it did."""
-        wait_for(lambda: read_state(self.state)["updates"] > n, timeout=5 * SCALE,
+        for a moment) or a later write than version |n|, read before the
+        signal; returns at once when it did."""
+        wait_for(lambda: self.state_version() != n, timeout=5 * SCALE,
                  what="kubelet state after the restart")
 
 
