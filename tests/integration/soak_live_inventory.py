@@ -57,21 +57,15 @@ RSS_BOUND_KIB = int(os.environ.get("KDEV_SOAK_RSS_KIB") or 512)
 # socket vanishing and registers again in the new directory.
 DIR_RECREATE = os.environ.get("KDEV_SOAK_DIR_RECREATE", "0") == "1"
 # A GPU resource whose last device left the node (the only MIG device of a
-# profile destroyed) is stopped at once instead of advertising the device
-# Unhealthy for KDEV_NVIDIA_WITHDRAW_GRACE (kdev_nvidia_keep_withdrawn keeps
-# withdrawn devices only in resources the new inventory still has). kubelet
-# then marks the devices Unhealthy itself; until that is fixed the model
-# accepts that view: set True once the resource is kept.
-# A lost GPU (NVML GPU_IS_LOST) is left out of the next inventory rebuild,
-# which any GPU or MIG change elsewhere triggers: its devices are withdrawn
-# and dropped after the grace period (its MIG resources of profiles only it
-# had are stopped at once) although the GPU is not gone. Until that is
-# fixed, "lost" is not drawn: set True (KDEV_SOAK_LOST_KEPT=1) once it is.
-# The same for a MIG-enabled GPU that needs a reset: its MIG devices are
-# withdrawn on the next rebuild, so "reset-required" is drawn only for GPUs
-# without MIG until then.
-LOST_KEPT = os.environ.get("KDEV_SOAK_LOST_KEPT", "0") == "1"
-LAST_DEVICE_KEPT = os.environ.get("KDEV_SOAK_LAST_DEVICE_KEPT", "0") == "1"
+# profile destroyed) is served on, the device Unhealthy for
+# KDEV_NVIDIA_WITHDRAW_GRACE (KDEV_SOAK_LAST_DEVICE_KEPT, default on; 0
+# accepts the resource being stopped at once, kubelet marking its devices
+# Unhealthy itself). A lost GPU (NVML GPU_IS_LOST) or one needing a reset
+# keeps its devices, Unhealthy, through the rebuilds other changes trigger
+# (kdev_nvidia_carry_faulted): "lost", and "reset-required" on MIG-enabled
+# GPUs, are drawn (KDEV_SOAK_LOST_KEPT, default on; 0 draws neither).
+LOST_KEPT = os.environ.get("KDEV_SOAK_LOST_KEPT", "1") == "1"
+LAST_DEVICE_KEPT = os.environ.get("KDEV_SOAK_LAST_DEVICE_KEPT", "1") == "1"
 SCALE = kt.TIMEOUT_SCALE
 KDEVCTL = os.path.join(kt.BUILD_DIR, "kdevctl")
 
@@ -475,8 +469,10 @@ class Soak:
         return "gpu-remove %s" % g.uuid, BOUND_S, must
 
     def mig_create(self, rng, now):
-        cands = [d for g in self.m.gpus if g.present and g.mode == 1 for d in g.devs
-                 if not d.present]
+        # A GPU lost or needing a reset has a MIG layout nobody can change
+        # or read (kdev carries its last known devices): not drawn.
+        cands = [d for g in self.m.gpus if g.present and g.mode == 1 and g.fault not in
+                 ("lost", "reset-required") for d in g.devs if not d.present]
         if not cands:
             return None
         d = rng.choice(cands)
@@ -488,8 +484,8 @@ class Soak:
             if healthy else []
 
     def mig_destroy(self, rng, now):
-        cands = [d for g in self.m.gpus if g.present and g.mode == 1 for d in g.devs
-                 if d.present]
+        cands = [d for g in self.m.gpus if g.present and g.mode == 1 and g.fault not in
+                 ("lost", "reset-required") for d in g.devs if d.present]
         if not cands:
             return None
         d = rng.choice(cands)
