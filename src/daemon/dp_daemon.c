@@ -513,6 +513,7 @@ static int gen_load(struct kdev_dp_daemon *d, const char *path, const char *name
                         .previous = d->cur.set, /* NULL at start (g is d->cur, emptied) */
                         .keep_withdrawn = keep_withdrawn,
                         .keep_arg = d,
+                        .replaces = d->cur.nvidia, /* retired after the new one starts */
                 };
                 d->round++;
                 if (d->metrics) {
@@ -667,6 +668,8 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
                 if (q && !q->healthy && !kdev_nvidia_backend_cleared(old.nvidia, p->id))
                         kdev_physical_set_health(g.set, p, false, NULL);
         }
+        /* a MIG device created on a faulted GPU starts Unhealthy */
+        kdev_nvidia_carry_gpu_health(g.set, old.set);
         size_t unchanged = 0, changed = 0, added = 0, removed = 0;
         for (size_t i = 0; i < g.set->n_resources; i++) {
                 struct kdev_resource *r = &g.set->resources[i];

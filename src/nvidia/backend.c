@@ -188,6 +188,10 @@ int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
         r = kdev_nvidia_build(b->gpus ? b->gpus : &none, opts->cfg, &bopts, opts->set, err);
         if (r == 0)
                 r = kdev_nvidia_apply_sharing(opts->set, opts->cfg, log_warning, NULL, err);
+        if (r == 0 && opts->previous && b->gpus) {
+                int carried = kdev_nvidia_carry_faulted(opts->set, opts->previous, b->gpus, err);
+                r = carried < 0 ? carried : 0;
+        }
         if (r == 0 && opts->previous && opts->keep_withdrawn) {
                 int kept = kdev_nvidia_keep_withdrawn(opts->set, opts->previous,
                                                       opts->keep_withdrawn, opts->keep_arg, err);
@@ -261,7 +265,9 @@ static int start_health(struct kdev_nvidia_backend *b, struct kdev_err *err)
                 .start_checks = true,
                 .reread = on_reread,
                 .reread_arg = b,
+                .previous = b->opts.replaces ? b->opts.replaces->health : NULL,
         };
+        b->opts.replaces = NULL; /* borrowed until now */
         char desc[160];
         kdev_xid_policy_describe(&b->policy, desc, sizeof(desc));
         kdev_log_info("health checks", "policy", desc);
@@ -374,12 +380,15 @@ int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *er
         if (!b)
                 return 0;
         int r = kdev_xid_policy_from_env(&b->policy, log_policy_warning, NULL, err);
-        if (r < 0)
+        if (r < 0) {
+                b->opts.replaces = NULL;
                 return r;
+        }
         if (b->lib) {
                 r = start_health(b, err);
                 return r < 0 ? r : start_watch(b, err);
         }
+        b->opts.replaces = NULL; /* borrowed until now: no monitor yet */
         struct kdev_nvml_options nopts;
         char nvml_path[PATH_MAX];
         r = nvml_options(b->opts.cfg, &nopts, nvml_path, sizeof(nvml_path), NULL, err);

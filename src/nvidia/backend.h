@@ -57,6 +57,10 @@ struct kdev_nvidia_backend_options {
         const struct kdev_resource_set *previous;
         bool (*keep_withdrawn)(void *arg, const char *resource, const char *id);
         void *keep_arg;
+        /* The backend this one replaces (borrowed until this one's
+         * kdev_nvidia_backend_start; may be NULL): its health monitor's
+         * quiet periods carry over (kdev_nvidia_health_options.previous). */
+        const struct kdev_nvidia_backend *replaces;
         /* Do not write the CDI spec (kdev-plugin --check). */
         bool skip_cdi;
         /* Observer of health events (kdev_nvidia_health_options.event; may be

@@ -99,6 +99,12 @@ static int gpu_by_uuid(const struct kdev_nvidia_health *h, const char *uuid)
         return -1;
 }
 
+/* gpu_by_uuid of |h|, -1 when |h| is NULL. */
+static int gpu_by_uuid_in(const struct kdev_nvidia_health *h, const char *uuid)
+{
+        return h ? gpu_by_uuid(h, uuid) : -1;
+}
+
 static void want_probe(struct kdev_nvidia_health *h, const struct hgpu *g, bool on)
 {
         kdev_nvml_events_want_probe(h->events, (size_t)(g - h->gpus), on);
@@ -677,7 +683,14 @@ struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_n
                 hg->marked += d->n_logical;
                 hg->quiet_since = now;
                 want_probe(h, hg, true);
-                if (d->incomplete)
+                int was = gpu_by_uuid_in(h->o.previous, hg->uuid);
+                const struct hgpu *pg = was >= 0 ? &h->o.previous->gpus[was] : NULL;
+                if (pg && pg->marked) {
+                        /* carried over a rebuild: the same quiet period */
+                        hg->quiet_since = pg->quiet_since;
+                        hg->last_xid = pg->last_xid;
+                        snprintf(hg->reason, sizeof(hg->reason), "%s", pg->reason);
+                } else if (d->incomplete)
                         snprintf(hg->reason, sizeof(hg->reason), "found at start: %s",
                                  nvstr(h, (nvmlReturn_t)d->fault));
                 else
@@ -687,6 +700,7 @@ struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, struct kdev_n
                         kdev_log_warn("GPU unhealthy", "uuid", hg->uuid, "xid", "none",
                                       "reason", hg->reason);
         }
+        h->o.previous = NULL; /* borrowed for the adoption only */
         for (size_t k = 0; h->o.start_checks && k < h->n_gpus; k++) {
                 if (h->gpus[k].marked)
                         continue;

@@ -160,6 +160,12 @@ struct kdev_nvidia_health_options {
         bool start_checks;
         void (*reread)(void *arg, const char *uuid);
         void *reread_arg;
+        /* The monitor this one replaces (an inventory or configuration
+         * rebuild; borrowed for kdev_nvidia_health_new only, may be NULL): a
+         * GPU that both mark Unhealthy keeps the previous one's quiet-period
+         * start, last XID and reason, so that rebuilds following each other
+         * faster than the quiet period do not hold its recovery back. */
+        const struct kdev_nvidia_health *previous;
 };
 
 struct kdev_nvidia_health;

@@ -142,9 +142,11 @@ static bool uuid_live(const struct kdev_resource_set *set, const char *uuid)
         return false;
 }
 
-/* Appends an Unhealthy copy of |src| (devinfo |in|) to |r|. */
-static int append_withdrawn(struct kdev_resource *r, const struct kdev_device *src,
-                            const struct kdev_nvidia_devinfo *in)
+/* Appends an Unhealthy copy of |src| (devinfo |in|) to |r|: withdrawn (gone
+ * from the node), or, when |fault| is not 0, carried from the previous build
+ * for a GPU that discovery read faulted (incomplete, that fault). */
+static int append_copy(struct kdev_resource *r, const struct kdev_device *src,
+                       const struct kdev_nvidia_devinfo *in, int fault)
 {
         struct kdev_nvidia_rdata *d = r->ops_data;
         char *id = strdup(src->id);
@@ -162,7 +164,13 @@ static int append_withdrawn(struct kdev_resource *r, const struct kdev_device *s
         for (size_t i = 0; i < r->n_devices; i++)
                 r->devices[i].data = &d->infos[i]; /* one per device, same order */
         d->infos[d->n_infos] = *in;
-        d->infos[d->n_infos].withdrawn = true;
+        if (fault) {
+                d->infos[d->n_infos].incomplete = true;
+                d->infos[d->n_infos].fault = fault;
+                d->infos[d->n_infos].withdrawn = false;
+        } else {
+                d->infos[d->n_infos].withdrawn = true;
+        }
         r->devices[r->n_devices] = (struct kdev_device){
                 .id = id, .healthy = false, .numa_node = src->numa_node,
                 .data = &d->infos[d->n_infos]};
@@ -171,36 +179,171 @@ static int append_withdrawn(struct kdev_resource *r, const struct kdev_device *s
         return 0;
 }
 
+/* The resource of |set| named like |was| (an NVIDIA resource of the
+ * previous build): found, or, with |create|, appended empty with |was|'s
+ * Allocate settings. Sets *|out| (NULL when absent and not created);
+ * returns 0, 1 when it was created, or -ENOMEM. */
+static int resource_for(struct kdev_resource_set *set, const struct kdev_resource *was,
+                        bool create, struct kdev_resource **out)
+{
+        *out = NULL;
+        for (size_t k = 0; k < set->n_resources; k++)
+                if (strcmp(set->resources[k].name, was->name) == 0) {
+                        *out = &set->resources[k];
+                        return 0;
+                }
+        if (!create)
+                return 0;
+        char *name = strdup(was->name);
+        struct kdev_nvidia_rdata *d = name ? kdev_nvidia_rdata_dup(was->ops_data) : NULL;
+        struct kdev_resource *grown =
+                d ? realloc(set->resources, (set->n_resources + 1) * sizeof(*grown)) : NULL;
+        if (!grown) {
+                free(name);
+                kdev_nvidia_rdata_free(d);
+                return -ENOMEM;
+        }
+        set->resources = grown;
+        set->resources[set->n_resources] = (struct kdev_resource){
+                .name = name, .ops = &kdev_nvidia_resource_ops, .ops_data = d};
+        *out = &set->resources[set->n_resources++];
+        return 1;
+}
+
+/* Whether the resource |res| of the new build has a device with ID |id|. */
+static bool has_id(const struct kdev_resource *res, size_t n, const char *id)
+{
+        for (size_t k = 0; res && k < n; k++)
+                if (strcmp(res->devices[k].id, id) == 0)
+                        return true;
+        return false;
+}
+
 int kdev_nvidia_keep_withdrawn(struct kdev_resource_set *set, const struct kdev_resource_set *old,
                                kdev_nvidia_keep_fn keep, void *arg, struct kdev_err *err)
 {
         int kept = 0;
-        for (size_t r = 0; old && keep && r < set->n_resources; r++) {
-                struct kdev_resource *res = &set->resources[r];
-                const struct kdev_resource *was = NULL;
-                for (size_t k = 0; k < old->n_resources && !was; k++)
-                        if (strcmp(old->resources[k].name, res->name) == 0)
-                                was = &old->resources[k];
-                if (!was || res->ops != &kdev_nvidia_resource_ops ||
-                    was->ops != &kdev_nvidia_resource_ops ||
-                    res->n_devices != ((struct kdev_nvidia_rdata *)res->ops_data)->n_infos)
+        for (size_t w = 0; old && keep && w < old->n_resources; w++) {
+                const struct kdev_resource *was = &old->resources[w];
+                if (was->ops != &kdev_nvidia_resource_ops)
                         continue;
-                size_t n_new = res->n_devices;
+                struct kdev_resource *res;
+                resource_for(set, was, false, &res);
+                if (res && (res->ops != &kdev_nvidia_resource_ops ||
+                            res->n_devices !=
+                                    ((struct kdev_nvidia_rdata *)res->ops_data)->n_infos))
+                        continue;
+                size_t n_new = res ? res->n_devices : 0;
                 for (size_t i = 0; i < was->n_devices; i++) {
                         const struct kdev_device *dev = &was->devices[i];
                         const struct kdev_nvidia_devinfo *in = dev->data;
-                        bool present = false;
-                        for (size_t k = 0; k < n_new && !present; k++)
-                                present = strcmp(res->devices[k].id, dev->id) == 0;
-                        if (!in || present || uuid_live(set, in->uuid) ||
-                            !keep(arg, res->name, dev->id))
+                        if (!in || has_id(res, n_new, dev->id) || uuid_live(set, in->uuid) ||
+                            !keep(arg, was->name, dev->id))
                                 continue;
-                        if (append_withdrawn(res, dev, in) < 0)
+                        /* the resource's last device left: it is served on,
+                         * with its withdrawn devices, until they are dropped */
+                        if (resource_for(set, was, true, &res) < 0 ||
+                            append_copy(res, dev, in, 0) < 0)
                                 return kdev_err_set(err, ENOMEM, "out of memory");
                         kept++;
                 }
         }
         return kept;
+}
+
+/* The fault of GPU |uuid| as |gpus| reads it now: its NVML fault when it is
+ * there faulted, GPU_IS_LOST when it is missing while a GPU without a UUID
+ * (lost before its UUID was read) is there, 0 otherwise. */
+static int gpu_fault_now(const struct kdev_gpu_set *gpus, const char *uuid)
+{
+        bool unnamed = false;
+        for (size_t i = 0; gpus && i < gpus->n_gpus; i++) {
+                const struct kdev_gpu *g = &gpus->gpus[i];
+                if (strcmp(g->uuid, uuid) == 0)
+                        return g->fault != NVML_SUCCESS ? (int)g->fault : 0;
+                if (!g->uuid[0])
+                        unnamed = true;
+        }
+        return unnamed ? (int)NVML_ERROR_GPU_IS_LOST : 0;
+}
+
+int kdev_nvidia_carry_faulted(struct kdev_resource_set *set, const struct kdev_resource_set *old,
+                              const struct kdev_gpu_set *gpus, struct kdev_err *err)
+{
+        int carried = 0;
+        for (size_t w = 0; old && w < old->n_resources; w++) {
+                const struct kdev_resource *was = &old->resources[w];
+                if (was->ops != &kdev_nvidia_resource_ops)
+                        continue;
+                struct kdev_resource *res;
+                resource_for(set, was, false, &res);
+                if (res && res->ops != &kdev_nvidia_resource_ops)
+                        continue;
+                size_t n_new = res ? res->n_devices : 0;
+                for (size_t i = 0; i < was->n_devices; i++) {
+                        const struct kdev_device *dev = &was->devices[i];
+                        const struct kdev_nvidia_devinfo *in = dev->data;
+                        int fault = in && !in->withdrawn ? gpu_fault_now(gpus, in->parent_uuid)
+                                                         : 0;
+                        if (!fault || has_id(res, n_new, dev->id) || uuid_live(set, in->uuid))
+                                continue;
+                        if (resource_for(set, was, true, &res) < 0 ||
+                            append_copy(res, dev, in, fault) < 0)
+                                return kdev_err_set(err, ENOMEM, "out of memory");
+                        carried++;
+                }
+        }
+        return carried;
+}
+
+static bool gpu_faulted(const struct kdev_resource_set *old, const char *parent)
+{
+        size_t n = 0;
+        for (size_t r = 0; old && r < old->n_resources; r++) {
+                const struct kdev_resource *res = &old->resources[r];
+                for (size_t i = 0; i < res->n_devices; i++) {
+                        const struct kdev_device *d = &res->devices[i];
+                        const struct kdev_nvidia_devinfo *in = kdev_nvidia_device_info(res, d);
+                        if (!in || in->withdrawn || strcmp(in->parent_uuid, parent) != 0)
+                                continue;
+                        if (d->healthy && (!d->physical || d->physical->healthy))
+                                return false;
+                        n++;
+                }
+        }
+        return n > 0;
+}
+
+/* Whether |old| knows physical device |id| other than as withdrawn (a MIG
+ * device destroyed and created again is new to the GPU's health). */
+static bool known_live(const struct kdev_resource_set *old, const char *id)
+{
+        const struct kdev_physical *q = kdev_physical_find(old, id);
+        if (!q || q->n_logical == 0)
+                return q != NULL;
+        const struct kdev_resource *r = &old->resources[q->logical[0].resource];
+        const struct kdev_nvidia_devinfo *in =
+                kdev_nvidia_device_info(r, &r->devices[q->logical[0].device]);
+        return !in || !in->withdrawn;
+}
+
+size_t kdev_nvidia_carry_gpu_health(struct kdev_resource_set *set,
+                                    const struct kdev_resource_set *old)
+{
+        size_t marked = 0;
+        for (size_t r = 0; old && r < set->n_resources; r++) {
+                struct kdev_resource *res = &set->resources[r];
+                for (size_t i = 0; i < res->n_devices; i++) {
+                        struct kdev_device *d = &res->devices[i];
+                        const struct kdev_nvidia_devinfo *in = kdev_nvidia_device_info(res, d);
+                        struct kdev_physical *p = d->physical;
+                        if (!in || in->withdrawn || !p || !p->healthy ||
+                            known_live(old, p->id) || !gpu_faulted(old, in->parent_uuid))
+                                continue;
+                        marked += kdev_physical_set_health(set, p, false, NULL);
+                }
+        }
+        return marked;
 }
 
 void kdev_nvidia_warnf(kdev_nvidia_warn_fn warn, void *arg, const char *fmt, ...)

@@ -145,13 +145,49 @@ typedef bool (*kdev_nvidia_keep_fn)(void *arg, const char *resource, const char 
  * kubelet then stops offering it but keeps accounting for pods that hold it
  * (capacity stays, allocatable drops); the caller decides when |keep| says
  * no. Devices of resources |set| no longer has are not kept (the runtime
- * stops serving the resource; kubelet marks its devices Unhealthy itself).
+ * When a resource of |old| has no counterpart in |set| (its last device
+ * left: the only MIG device of a profile destroyed), it is appended to |set|
+ * with |old|'s Allocate settings as soon as one of its devices is kept, so
+ * that the resource is served on, its devices Unhealthy, for the grace
+ * period (README: KDEV_NVIDIA_WITHDRAW_GRACE); with none kept it stays out
+ * and the runtime stops serving it (kubelet marks its devices Unhealthy).
  * Returns the number of devices kept, or -ENOMEM with |err| (|set| is then
  * as it was, or with some kept devices: still consistent). */
 KDEV_API int kdev_nvidia_keep_withdrawn(struct kdev_resource_set *set,
                                         const struct kdev_resource_set *old,
                                         kdev_nvidia_keep_fn keep, void *arg,
                                         struct kdev_err *err);
+
+/* A GPU that is on the node but faulted is not dropped by a rebuild: for
+ * each NVIDIA resource of |old| (the set built before, borrowed), every
+ * device that is not withdrawn, whose parent GPU (devinfo parent_uuid) |gpus|
+ * (the discovery of this build) reads faulted, whose ID the resource of
+ * |set| lacks and whose UUID is no device of |set|, is appended to that
+ * resource (created with |old|'s Allocate settings when |set| lacks it):
+ * same ID and NUMA node, Unhealthy, its devinfo copied with incomplete true
+ * and fault the GPU's (NVML GPU_IS_LOST or RESET_REQUIRED), so the health
+ * monitor probes the GPU and a re-read advertises it whole once it answers.
+ * A GPU is read faulted when |gpus| has it with kdev_gpu.fault set, or lacks
+ * it while holding a GPU without a UUID (lost before its UUID was read).
+ * Call it after kdev_nvidia_apply_sharing and before
+ * kdev_nvidia_keep_withdrawn (carried devices are not withdrawn). NVIDIA's
+ * plugin reads its devices once; a faulted device stays Unhealthy there too
+ * (internal/rm/health.go). Returns the number of devices carried, or -ENOMEM
+ * with |err| (|set| then consistent, with some carried). */
+KDEV_API int kdev_nvidia_carry_faulted(struct kdev_resource_set *set,
+                                       const struct kdev_resource_set *old,
+                                       const struct kdev_gpu_set *gpus, struct kdev_err *err);
+
+/* Health follows the physical GPU: after kdev_nvidia_attach_physical, every
+ * NVIDIA physical device of |set| that |old| (the set served before,
+ * borrowed, linked) lacks or has only withdrawn (a MIG device created since,
+ * or destroyed and created again) and whose parent GPU
+ * was faulted in |old| (it had devices there, not withdrawn, and all of them
+ * Unhealthy) is marked Unhealthy with its logical devices
+ * (kdev_physical_set_health); the health monitor then adopts it and probes
+ * it with the GPU. Returns the number of logical devices marked. */
+KDEV_API size_t kdev_nvidia_carry_gpu_health(struct kdev_resource_set *set,
+                                             const struct kdev_resource_set *old);
 
 /* The ops of every NVIDIA resource (Allocate hook, free). */
 KDEV_API extern const struct kdev_resource_ops kdev_nvidia_resource_ops;

@@ -314,6 +314,158 @@ def test_dra_slice_follows_mig_layout():
             e.close()
 
 
+ME = "nvidia.com/mig-1g.5gb.me"
+MIG_ME = "MIG-fa0a443e-a85c-8cba-33fa-10b94f0ea046"   # the only 1g.5gb+me (GPU 1)
+
+
+def test_last_device_of_a_resource_kept_for_the_grace():
+    """The only MIG device of a profile destroyed: the resource is served on,
+    the device Unhealthy, for the withdraw grace, then stopped."""
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        root = os.path.dirname(d)
+        p = start(d, MIG_TOPO, strategy="mixed", grace="2", proc=os.path.join(root, "proc"))
+        try:
+            wait_for(lambda: last(k, ME), what="ListAndWatch of %s" % ME)
+            assert last(k, ME) == [(MIG_ME, "Healthy")], last(k, ME)
+            t0 = time.monotonic()
+            control(root, "mig-destroy %s" % MIG_ME)
+            took = wait_list(k, [(MIG_ME, "Unhealthy")], t0, INTERVAL + 1, ME,
+                             what="the last device of %s Unhealthy" % ME)
+            print("last MIG device of its profile Unhealthy after %.3f s" % took)
+            stopped = 'msg="resource removed: stopped serving it" resource=%s' % ME
+            assert stopped not in p.logtext(), p.logtext()
+            wait_for(lambda: stopped in p.logtext(), timeout=(INTERVAL + 2 + 2) * SCALE,
+                     what="%s stopped after the grace period" % ME)
+            took = time.monotonic() - t0
+            assert 2 <= took <= (INTERVAL + 2 + 1) * SCALE, took
+            print("its resource stopped after %.3f s (grace 2 s)" % took)
+            assert ('msg="withdrawn device dropped: its grace period is over" resource=%s '
+                    'id=%s grace_s=2' % (ME, MIG_ME)) in p.logtext()
+            assert last(k, ME) == [(MIG_ME, "Unhealthy")], last(k, ME)
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_lost_mig_gpu_kept_over_rebuilds():
+    """A lost MIG-enabled GPU stays advertised, Unhealthy, with its MIG
+    devices when a MIG change elsewhere rebuilds the resources; the
+    resources only it has are served on."""
+    gpu0 = {"nvidia.com/mig-3g.20gb": "MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f",
+            "nvidia.com/mig-2g.10gb": "MIG-9d0efe1e-fdc2-4aea-57e7-810aa03ca6ce"}
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        root = os.path.dirname(d)
+        p = start(d, MIG_TOPO, strategy="mixed", grace="2", proc=os.path.join(root, "proc"))
+        try:
+            wait_for(lambda: all(last(k, r) for r in gpu0), what="ListAndWatch")
+            assert last(k, "nvidia.com/mig-3g.20gb") == \
+                [("MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f", "Healthy")]
+            assert last(k, "nvidia.com/mig-2g.10gb") == \
+                [("MIG-9d0efe1e-fdc2-4aea-57e7-810aa03ca6ce", "Healthy")]
+            one = last(k, "nvidia.com/mig-1g.5gb")
+            assert one == [(MIG_GONE, "Healthy"), (MIG_KEPT[0], "Healthy"),
+                           (MIG_KEPT[1], "Healthy")], one
+            control(root, "lost %s 1" % A100[0])
+            for r, m in gpu0.items():
+                wait_list(k, [(m, "Unhealthy")], time.monotonic(), 2 + 1 + INTERVAL + 1, r,
+                          what="%s of the lost GPU Unhealthy" % m)
+            want1 = [(MIG_GONE, "Unhealthy"), (MIG_KEPT[0], "Unhealthy"), (MIG_KEPT[1], "Healthy")]
+            wait_for(lambda: last(k, "nvidia.com/mig-1g.5gb") == want1, timeout=10 * SCALE,
+                     what="the other GPUs Healthy again after the quiet period")
+            t0 = time.monotonic()
+            control(root, "mig-destroy %s" % MIG_KEPT[1])
+            want1 = [(MIG_GONE, "Unhealthy"), (MIG_KEPT[0], "Unhealthy"),
+                     (MIG_KEPT[1], "Unhealthy")]
+            wait_list(k, want1, t0, INTERVAL + 1, "nvidia.com/mig-1g.5gb",
+                      what="destroyed MIG device Unhealthy")
+            assert 'why="MIG devices of GPU %s changed"' % A100[1] in p.logtext()
+            time.sleep(2 + INTERVAL + 1)  # past the withdraw grace
+            want1 = [(MIG_GONE, "Unhealthy"), (MIG_KEPT[0], "Unhealthy")]
+            wait_list(k, want1, t0, 2 + INTERVAL + 2, "nvidia.com/mig-1g.5gb",
+                      what="only the destroyed device dropped")
+            for r, m in gpu0.items():
+                assert last(k, r) == [(m, "Unhealthy")], (r, last(k, r))
+            assert "resource removed: stopped serving it" not in p.logtext(), p.logtext()
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_lost_gpu_kept_when_another_is_added():
+    """A lost whole GPU (its UUID unreadable) stays advertised Unhealthy when
+    a GPU hot-added elsewhere rebuilds nvidia.com/gpu."""
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        root = os.path.dirname(d)
+        p = start(d, topology(root, h100_with(g7="present: 0")))
+        try:
+            wait_for(lambda: last(k) == [(u, "Healthy") for u in UUIDS[:7]], what="ListAndWatch")
+            control(root, "lost %s 1" % UUIDS[2])
+            want = [(u, "Unhealthy" if i == 2 else "Healthy") for i, u in enumerate(UUIDS[:7])]
+            wait_for(lambda: last(k) == want, timeout=10 * SCALE,
+                     what="the lost GPU Unhealthy, the others Healthy again")
+            t0 = time.monotonic()
+            control(root, "gpu-add %s" % UUIDS[7])
+            # the lost GPU is carried from the previous build: after the others
+            want = [(u, "Healthy") for u in UUIDS if u != UUIDS[2]] + [(UUIDS[2], "Unhealthy")]
+            wait_list(k, want, t0, INTERVAL + 1, what="hot-added GPU advertised")
+            time.sleep(2 + INTERVAL + 1)  # past the withdraw grace
+            assert last(k) == want, last(k)
+            assert "device left the node" not in p.logtext(), p.logtext()
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
+def test_mig_device_created_on_a_faulted_gpu_unhealthy():
+    """A MIG device created on a GPU whose row remap is pending starts
+    Unhealthy, as the GPU's other MIG devices are."""
+    res = "nvidia.com/mig-1g.5gb"
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        root = os.path.dirname(d)
+        p = start(d, MIG_TOPO, strategy="mixed", grace="1", proc=os.path.join(root, "proc"))
+        try:
+            wait_for(lambda: last(k, res), what="ListAndWatch of %s" % res)
+            t0 = time.monotonic()
+            control(root, "mig-destroy %s" % MIG_GONE)
+            wait_list(k, [(m, "Healthy") for m in MIG_KEPT], t0, INTERVAL + 1 + 1 + 1, res,
+                      what="destroyed MIG device dropped")
+            control(root, "pending-remap %s 1" % A100[0], "xid %s 63" % A100[0])
+            wait_list(k, [(MIG_KEPT[0], "Unhealthy"), (MIG_KEPT[1], "Healthy")],
+                      time.monotonic(), 2, res, what="the faulted GPU's MIG devices Unhealthy")
+            t0 = time.monotonic()
+            control(root, "mig-create %s" % MIG_GONE)
+            want = [(MIG_GONE, "Unhealthy"), (MIG_KEPT[0], "Unhealthy"), (MIG_KEPT[1], "Healthy")]
+            wait_for(lambda: last(k, res) and len(last(k, res)) == 3, timeout=10 * SCALE,
+                     what="created MIG device advertised")
+            assert last(k, res) == want, last(k, res)
+            assert time.monotonic() - t0 <= (INTERVAL + 1) * SCALE
+            time.sleep(2 + 1 + 1)  # past quiet period + probe: the remap is still pending
+            assert last(k, res) == want, last(k, res)
+            # destroyed and created again while still withdrawn: Unhealthy too
+            t0 = time.monotonic()
+            control(root, "mig-destroy %s" % MIG_GONE)
+            wait_list(k, [(MIG_KEPT[0], "Unhealthy"), (MIG_KEPT[1], "Healthy"),
+                          (MIG_GONE, "Unhealthy")], t0, INTERVAL + 1, res,
+                      what="destroyed MIG device withdrawn")
+            control(root, "mig-create %s" % MIG_GONE)
+            wait_for(lambda: last(k, res)[0][0] == MIG_GONE, timeout=10 * SCALE,
+                     what="MIG device created again")
+            assert last(k, res) == want, last(k, res)
+            time.sleep(2 + 1 + 1)
+            assert last(k, res) == want, last(k, res)
+        finally:
+            assert p.stop() == 0
+            k.stop()
+
+
 if __name__ == "__main__":
     if not os.path.exists(os.path.join(MOCK_DIR, "libnvidia-ml.so.1")):
         print("the mock libnvidia-ml.so.1 is not built in", MOCK_DIR)
@@ -324,4 +476,8 @@ if __name__ == "__main__":
         test_faults_present_at_start_recover,
         test_dra_slice_follows_gpus,
         test_dra_slice_follows_mig_layout,
+        test_last_device_of_a_resource_kept_for_the_grace,
+        test_lost_mig_gpu_kept_over_rebuilds,
+        test_lost_gpu_kept_when_another_is_added,
+        test_mig_device_created_on_a_faulted_gpu_unhealthy,
     ])

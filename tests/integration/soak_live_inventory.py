@@ -44,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import time
+import grpc
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
@@ -56,21 +57,15 @@ RSS_BOUND_KIB = int(os.environ.get("KDEV_SOAK_RSS_KIB") or 512)
 # socket vanishing and registers again in the new directory.
 DIR_RECREATE = os.environ.get("KDEV_SOAK_DIR_RECREATE", "0") == "1"
 # A GPU resource whose last device left the node (the only MIG device of a
-# profile destroyed) is stopped at once instead of advertising the device
-# Unhealthy for KDEV_NVIDIA_WITHDRAW_GRACE (kdev_nvidia_keep_withdrawn keeps
-# withdrawn devices only in resources the new inventory still has). kubelet
-# then marks the devices Unhealthy itself; until that is fixed the model
-# accepts that view: set True once the resource is kept.
-# A lost GPU (NVML GPU_IS_LOST) is left out of the next inventory rebuild,
-# which any GPU or MIG change elsewhere triggers: its devices are withdrawn
-# and dropped after the grace period (its MIG resources of profiles only it
-# had are stopped at once) although the GPU is not gone. Until that is
-# fixed, "lost" is not drawn: set True (KDEV_SOAK_LOST_KEPT=1) once it is.
-# The same for a MIG-enabled GPU that needs a reset: its MIG devices are
-# withdrawn on the next rebuild, so "reset-required" is drawn only for GPUs
-# without MIG until then.
-LOST_KEPT = os.environ.get("KDEV_SOAK_LOST_KEPT", "0") == "1"
-LAST_DEVICE_KEPT = os.environ.get("KDEV_SOAK_LAST_DEVICE_KEPT", "0") == "1"
+# profile destroyed) is served on, the device Unhealthy for
+# KDEV_NVIDIA_WITHDRAW_GRACE (KDEV_SOAK_LAST_DEVICE_KEPT, default on; 0
+# accepts the resource being stopped at once, kubelet marking its devices
+# Unhealthy itself). A lost GPU (NVML GPU_IS_LOST) or one needing a reset
+# keeps its devices, Unhealthy, through the rebuilds other changes trigger
+# (kdev_nvidia_carry_faulted): "lost", and "reset-required" on MIG-enabled
+# GPUs, are drawn (KDEV_SOAK_LOST_KEPT, default on; 0 draws neither).
+LOST_KEPT = os.environ.get("KDEV_SOAK_LOST_KEPT", "1") == "1"
+LAST_DEVICE_KEPT = os.environ.get("KDEV_SOAK_LAST_DEVICE_KEPT", "1") == "1"
 SCALE = kt.TIMEOUT_SCALE
 KDEVCTL = os.path.join(kt.BUILD_DIR, "kdevctl")
 
@@ -474,8 +469,10 @@ class Soak:
         return "gpu-remove %s" % g.uuid, BOUND_S, must
 
     def mig_create(self, rng, now):
-        cands = [d for g in self.m.gpus if g.present and g.mode == 1 for d in g.devs
-                 if not d.present]
+        # A GPU lost or needing a reset has a MIG layout nobody can change
+        # or read (kdev carries its last known devices): not drawn.
+        cands = [d for g in self.m.gpus if g.present and g.mode == 1 and g.fault not in
+                 ("lost", "reset-required") for d in g.devs if not d.present]
         if not cands:
             return None
         d = rng.choice(cands)
@@ -487,8 +484,8 @@ class Soak:
             if healthy else []
 
     def mig_destroy(self, rng, now):
-        cands = [d for g in self.m.gpus if g.present and g.mode == 1 for d in g.devs
-                 if d.present]
+        cands = [d for g in self.m.gpus if g.present and g.mode == 1 and g.fault not in
+                 ("lost", "reset-required") for d in g.devs if d.present]
         if not cands:
             return None
         d = rng.choice(cands)
@@ -497,13 +494,14 @@ class Soak:
         return "mig-destroy %s (%s)" % (d.id, d.res), BOUND_S, [(d.res, d.id, "Unhealthy")]
 
     def kubelet_restart(self, rng, now):
+        n = self.state_version()  # before the signal: its update may be quick
         self.k.proc.send_signal(signal.SIGHUP)
-        self.wait_updates()
+        self.wait_updates(n)
         return "kubelet restart (SIGHUP)", BOUND_S, []
 
     def kubelet_exit(self, rng, now):
         assert self.k.stop() == 0
-        self.k = self.kubelet()
+        self.k = self.started_kubelet()
         return "kubelet stopped and started", BOUND_S, []
 
     def dir_recreate(self, rng, now):
@@ -511,15 +509,45 @@ class Soak:
         shutil.rmtree(self.d)
         os.mkdir(self.d)
         time.sleep(rng.choice([0, 0.05, 0.15]))  # before or after kdev-plugin notices
-        self.k = self.kubelet()
+        self.k = self.started_kubelet()
         return "device-plugins directory re-created", BOUND_S, []
 
-    def wait_updates(self):
+    def started_kubelet(self):
+        """A new kubelet, once it wrote its state file: it handles SIGHUP
+        from then on (before, a SIGHUP of a kubelet-restart step would end
+        it)."""
+        n = self.state_version()
+        k = self.kubelet()
+        wait_for(lambda: self.state_version() != n, timeout=5 * SCALE,
+                 what="the new kubelet's state file")
+        return k
+
+    def state_version(self):
+        """The state file's version: (inode, updates). Each write replaces the
+        file (a new inode), and a kubelet started again counts its updates
+        from 1, so the count alone can go back."""
+        try:
+            ino = os.stat(self.state).st_ino
+        except FileNotFoundError:
+            ino = None
+        return ino, read_state(self.state)["updates"]
+
+    def wait_updates(self, n):
         """After SIGHUP: the state file shows the restart (no resource connected
-        for a moment) or later updates; returns at once when it did."""
-        n = read_state(self.state)["updates"]
-        wait_for(lambda: read_state(self.state)["updates"] > n, timeout=5 * SCALE,
+        for a moment) or a later write than version |n|, read before the
+        signal; returns at once when it did."""
+        wait_for(lambda: self.state_version() != n, timeout=5 * SCALE,
                  what="kubelet state after the restart")
+
+
+def allocated(d, sock, n):
+    """Allocate's (container path, host path) pairs for device |n|, or None
+    while the socket is being served again (after a kubelet restart kdev
+    re-creates it; kubelet retries as well)."""
+    try:
+        return [(x.container_path, x.host_path) for x in kt.allocate(d, sock, [n]).devices]
+    except grpc.RpcError:
+        return None
 
 
 STEP_TYPES = [  # (name, weight, enabled)
@@ -552,7 +580,11 @@ def test_live_inventory_soak():
                 name = rng.choices([n for n, _ in types], [w for _, w in types])[0]
                 s.repointed = None
                 now = time.monotonic()
-                r = getattr(s, name.replace("-", "_"))(rng, now)
+                try:
+                    r = getattr(s, name.replace("-", "_"))(rng, now)
+                except AssertionError:
+                    print("steps so far:\n  " + "\n  ".join(log + ["(%s)" % name]), flush=True)
+                    raise
                 if r is None:
                     continue
                 what, bound, must = r
@@ -564,9 +596,8 @@ def test_live_inventory_soak():
                     if s.repointed:
                         n, t = s.repointed
                         sock = sock_name(GEN)
-                        wait_for(lambda: [(x.container_path, x.host_path) for x in
-                                          kt.allocate(d, sock, [n]).devices] ==
-                                 [("/dev/" + n, t)], timeout=bound * SCALE, interval=0.02,
+                        wait_for(lambda: allocated(d, sock, n) == [("/dev/" + n, t)],
+                                 timeout=bound * SCALE, interval=0.02,
                                  what="Allocate answering %s for %s" % (t, n))
                         took = time.monotonic() - now
                 except AssertionError:
