@@ -582,6 +582,18 @@ static void server_register(struct dp_server *s)
                 return;
         cancel_register(s);
         uv_timer_stop(&s->retry_timer);
+        if (!own_socket_present(s)) {
+                /* Removed (a starting kubelet removes the sockets it finds
+                 * before it serves kubelet.sock): kubelet could not dial
+                 * back, so serve a fresh socket before registering. */
+                s->restart_wanted = false;
+                if (server_start_service(s) < 0) {
+                        s->attempts++;
+                        note_register(s, false);
+                        register_failed(s, "cannot serve the resource socket");
+                        return;
+                }
+        }
         s->attempts++;
         if (!kubelet_socket_exists(rt)) {
                 struct stat st;
@@ -730,6 +742,7 @@ static void server_withdraw(struct dp_server *s)
  * another instance has it already, stop serving and wait for it. */
 static void server_lock_lost(struct dp_server *s)
 {
+
         close(s->lock_fd);
         s->lock_fd = -1;
         int fd = lock_take(s);
@@ -1065,7 +1078,8 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
                         schedule_check(rt); /* the lock file removed: lock again at once */
                         continue;
                 }
-                if (s->svc && strcmp(filename, s->socket_name) == 0 && !own_socket_present(s)) {
+                if (s->svc && s->sock_created && strcmp(filename, s->socket_name) == 0 &&
+                    !own_socket_present(s)) {
                         kdev_log_info("plugin socket removed, serving again", "resource",
                                       s->res->name, "socket", s->socket_path);
                         s->sock_created = false;
