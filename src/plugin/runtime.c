@@ -59,6 +59,8 @@ struct dp_server {
         bool lost_while_pending; /* kubelet's new stream ended before Register returned */
         bool lock_wait_logged;
         bool lock_before_loss;   /* held the lock when the directory went */
+        bool lock_seen;          /* waiting: the lock file was there at the last try */
+        uint64_t lock_gone_ms;   /* loop time the held lock's file was found gone, 0 = not */
         uint64_t reg_sent_ms;    /* loop time the last Register was sent, 0 = none */
         struct kdev_resource *res;
 };
@@ -585,14 +587,12 @@ static void server_register(struct dp_server *s)
         if (!own_socket_present(s)) {
                 /* Removed (a starting kubelet removes the sockets it finds
                  * before it serves kubelet.sock): kubelet could not dial
-                 * back, so serve a fresh socket before registering. */
-                s->restart_wanted = false;
-                if (server_start_service(s) < 0) {
-                        s->attempts++;
-                        note_register(s, false);
-                        register_failed(s, "cannot serve the resource socket");
-                        return;
-                }
+                 * back. A fresh socket and this registration come with the
+                 * flush (at once when kubelet.sock is created). */
+                s->state = REG_IDLE;
+                s->restart_wanted = true;
+                schedule_flush(rt, COALESCE_MS);
+                return;
         }
         s->attempts++;
         if (!kubelet_socket_exists(rt)) {
@@ -641,13 +641,14 @@ static void server_register(struct dp_server *s)
 
 /* ---- locking ------------------------------------------------------------ */
 
-/* Opens (creating it, 0600) and locks the file at s->lock_path without
- * waiting. Returns the locked descriptor, -EWOULDBLOCK when another process
- * holds the lock, -EAGAIN when the file was replaced between open and flock
- * (try again), or another negative errno from open/fchmod. */
-static int lock_take(struct dp_server *s)
+/* Opens (creating it, 0600, when |create|) and locks the file at
+ * s->lock_path without waiting. Returns the locked descriptor, -EWOULDBLOCK
+ * when another process holds the lock, -EAGAIN when the file was replaced
+ * between open and flock (try again), or another negative errno from
+ * open/fchmod (-ENOENT: no file and |create| false, or no directory). */
+static int lock_take(struct dp_server *s, bool create)
 {
-        int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        int fd = open(s->lock_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
         /* 0600 whatever the umask (open(2) applies it to a new file) */
         if (fd >= 0 && fchmod(fd, 0600) != 0) {
                 int e = errno;
@@ -681,13 +682,29 @@ static bool lock_current(const struct dp_server *s)
                held.st_ino == at_path.st_ino;
 }
 
+/* True when the directory is not at its path (checked now). */
+static bool dir_missing(const struct kdev_dp_runtime *rt)
+{
+        struct stat st;
+        return stat(rt->dir, &st) != 0;
+}
+
 static void server_try_lock(struct dp_server *s)
 {
         struct kdev_dp_runtime *rt = s->rt;
         if (rt->dir_lost || rt->stopping)
                 return; /* taken again when the directory is back */
         if (s->lock_fd < 0) {
-                int fd = lock_take(s);
+                /* A waiting instance that saw the lock file a moment ago
+                 * does not create it at once: its holder may be taking it
+                 * again (a lock file removed by hand) or the directory may
+                 * be on its way out (rm -rf); it tries again next time. */
+                int fd = lock_take(s, false);
+                if (fd == -ENOENT && !s->lock_seen && !dir_missing(rt))
+                        fd = lock_take(s, true);
+                else if (fd == -ENOENT && !dir_missing(rt))
+                        fd = -EAGAIN;
+                s->lock_seen = fd != -ENOENT && fd != -EAGAIN;
                 if (fd == -ENOENT) {
                         /* the directory went: the check finds out */
                         schedule_check(rt);
@@ -713,6 +730,7 @@ static void server_try_lock(struct dp_server *s)
                         return;
                 }
                 s->lock_fd = fd;
+                s->lock_seen = false;
                 if (s->lock_wait_logged)
                         kdev_log_info("acquired the socket lock", "resource", s->res->name);
         }
@@ -742,10 +760,10 @@ static void server_withdraw(struct dp_server *s)
  * another instance has it already, stop serving and wait for it. */
 static void server_lock_lost(struct dp_server *s)
 {
-
         close(s->lock_fd);
         s->lock_fd = -1;
-        int fd = lock_take(s);
+        s->lock_gone_ms = 0;
+        int fd = lock_take(s, true);
         if (fd >= 0) {
                 s->lock_fd = fd;
                 kdev_log_warn("socket lock file removed: locked again", "resource", s->res->name,
@@ -860,10 +878,12 @@ static void dir_back(struct kdev_dp_runtime *rt)
                 struct dp_server *s = rt->servers[i];
                 s->state = REG_WAIT_LOCK;
                 s->backoff_ms = rt->opts.backoff_initial_ms;
-                if (s->lock_before_loss)
+                if (s->lock_before_loss) {
+                        s->lock_seen = false; /* create it: the new directory has none */
                         server_try_lock(s);
-                else
+                } else {
                         uv_timer_start(&s->retry_timer, on_retry_timer, rt->opts.lock_poll_ms, 0);
+                }
                 s->lock_before_loss = false;
         }
 }
@@ -914,9 +934,24 @@ static void on_check(uv_timer_t *t)
                 if (s->state == REG_WAIT_LOCK || s->state == REG_WAIT_DIR)
                         continue;
                 if (s->lock_fd >= 0 && !lock_current(s)) {
-                        server_lock_lost(s);
-                        if (s->state == REG_WAIT_LOCK)
-                                continue;
+                        /* Locked again once it has been gone for
+                         * COALESCE_MS: a removal that is part of rm -rf is
+                         * then seen as the directory's, and no file is
+                         * created in a directory on its way out. */
+                        uint64_t now = uv_now(rt->loop);
+                        if (!s->lock_gone_ms)
+                                s->lock_gone_ms = now ? now : 1;
+                        if (now < s->lock_gone_ms + COALESCE_MS) {
+                                uv_timer_start(&rt->check_timer, on_check,
+                                               s->lock_gone_ms + COALESCE_MS - now,
+                                               rt->opts.check_ms);
+                        } else {
+                                server_lock_lost(s);
+                                if (s->state == REG_WAIT_LOCK)
+                                        continue;
+                        }
+                } else {
+                        s->lock_gone_ms = 0;
                 }
                 if (s->svc && s->sock_created && !own_socket_present(s)) {
                         kdev_log_info("plugin socket removed, serving again", "resource",
