@@ -62,6 +62,8 @@ struct dp_server {
         bool lock_seen;          /* waiting: the lock file was there at the last try */
         uint64_t lock_gone_ms;   /* loop time the held lock's file was found gone, 0 = not */
         uint64_t reg_sent_ms;    /* loop time the last Register was sent, 0 = none */
+        uint64_t fast_ms;        /* next retry delay while a new kubelet.sock may not
+                                    accept yet (1, 2, 4 ... ms), 0 = none */
         struct kdev_resource *res;
 };
 
@@ -536,6 +538,18 @@ static void register_failed(struct dp_server *s, const char *why)
 {
         s->state = REG_BACKOFF;
         s->lost_while_pending = false; /* the retry registers anyway */
+        if (s->fast_ms && s->fast_ms < s->backoff_ms) {
+                /* A kubelet.sock is reported at bind(), a moment before
+                 * kubelet listens on it: retry at once, a few times, before
+                 * the backoff (grpc-go waits 1 s there). */
+                kdev_log_debug("Register failed on a new kubelet socket, retrying", "resource",
+                               s->res->name, "error", why,
+                               KDEV_LOG_UINT("retry_in_ms", s->fast_ms));
+                uv_timer_start(&s->retry_timer, on_retry_timer, s->fast_ms, 0);
+                s->fast_ms *= 2;
+                return;
+        }
+        s->fast_ms = 0;
         char delay[32];
         snprintf(delay, sizeof(delay), "%llums", (unsigned long long)s->backoff_ms);
         kdev_log_warn("Register failed, retrying", "resource", s->res->name, "kubelet",
@@ -565,6 +579,7 @@ static void on_register_done(struct kdev_rpc_client_call *call, int status, cons
         }
         s->state = REG_DONE;
         s->registrations++;
+        s->fast_ms = 0;
         if (s->lost_while_pending) {
                 s->lost_while_pending = false;
                 PEER_LOG_INFO(s->rt, "ListAndWatch stream ended during Register, registering again",
@@ -1045,6 +1060,7 @@ static void kubelet_created(struct kdev_dp_runtime *rt)
                     s->reg_kubelet_dev == rt->kubelet_dev && s->reg_kubelet_ino == rt->kubelet_ino)
                         continue; /* already registered with this kubelet */
                 s->restart_wanted = true;
+                s->fast_ms = 1;
                 any = true;
         }
         if (any) {
