@@ -26,6 +26,13 @@
 #define METHOD_REGISTER "/v1beta1.Registration/Register"
 /* Events closer together than this are handled as one burst. */
 #define COALESCE_MS KDEV_DP_COALESCE_MS
+/* How long a waiting instance leaves a lock file that vanished to its
+ * holder (which takes it again after COALESCE_MS) before creating it. */
+#define LOCK_GRACE_MS 100
+/* How long a Register in flight when a new kubelet.sock appeared is given
+ * to answer (it may have reached the new kubelet) before registering anew;
+ * a kubelet that went away fails the call at once. */
+#define RECHECK_MS 1000
 
 enum reg_state {
         REG_WAIT_LOCK, /* another instance holds the lock */
@@ -59,9 +66,14 @@ struct dp_server {
         bool lost_while_pending; /* kubelet's new stream ended before Register returned */
         bool lock_wait_logged;
         bool lock_before_loss;   /* held the lock when the directory went */
-        bool lock_seen;          /* waiting: the lock file was there at the last try */
+        bool lock_seen;          /* waiting: the lock file was there at a try */
+        uint64_t lock_missing_ms; /* waiting: loop time it was found gone, 0 = not */
         uint64_t lock_gone_ms;   /* loop time the held lock's file was found gone, 0 = not */
         uint64_t reg_sent_ms;    /* loop time the last Register was sent, 0 = none */
+        bool sock_lost;          /* its socket was found removed: serve anew at the
+                                    next flush unless a fresh one is there by then */
+        bool recheck_kubelet;    /* a new kubelet.sock appeared while Register was in
+                                    flight: which kubelet it reached is known at its end */
         uint64_t fast_ms;        /* next retry delay while a new kubelet.sock may not
                                     accept yet (1, 2, 4 ... ms), 0 = none */
         struct kdev_resource *res;
@@ -537,6 +549,11 @@ static void note_register(struct dp_server *s, bool ok)
 static void register_failed(struct dp_server *s, const char *why)
 {
         s->state = REG_BACKOFF;
+        if (s->recheck_kubelet) {
+                s->recheck_kubelet = false; /* the retry goes to the new kubelet */
+                if (!s->fast_ms)
+                        s->fast_ms = 1;
+        }
         s->lost_while_pending = false; /* the retry registers anyway */
         if (s->fast_ms && s->fast_ms < s->backoff_ms) {
                 /* A kubelet.sock is reported at bind(), a moment before
@@ -580,12 +597,28 @@ static void on_register_done(struct kdev_rpc_client_call *call, int status, cons
         s->state = REG_DONE;
         s->registrations++;
         s->fast_ms = 0;
+        /* The call went to whatever kubelet.sock was at the path when it
+         * connected; answered OK, that is the one there now (a kubelet
+         * that answered and went away ends the stream: lost_while_pending). */
+        struct stat kst;
+        if (stat(s->rt->kubelet_path, &kst) == 0 && S_ISSOCK(kst.st_mode)) {
+                s->reg_kubelet_dev = kst.st_dev;
+                s->reg_kubelet_ino = kst.st_ino;
+        }
+        if (s->recheck_kubelet) {
+                s->recheck_kubelet = false;
+                if (s->reg_kubelet_dev != s->rt->kubelet_dev ||
+                    s->reg_kubelet_ino != s->rt->kubelet_ino)
+                        s->restart_wanted = true;
+                if (s->restart_wanted || s->sock_lost || s->register_wanted)
+                        schedule_flush(s->rt, 0); /* what waited for this answer */
+        }
         if (s->lost_while_pending) {
                 s->lost_while_pending = false;
                 PEER_LOG_INFO(s->rt, "ListAndWatch stream ended during Register, registering again",
                               "resource", s->res->name);
                 s->register_wanted = true;
-                schedule_flush(s->rt, 0);
+                schedule_flush(s->rt, COALESCE_MS);
         }
         s->backoff_ms = s->rt->opts.backoff_initial_ms;
         PEER_LOG_INFO(s->rt, "registered with kubelet", "resource", s->res->name, "endpoint",
@@ -599,6 +632,7 @@ static void server_register(struct dp_server *s)
                 return;
         cancel_register(s);
         uv_timer_stop(&s->retry_timer);
+        s->recheck_kubelet = false; /* this one goes to the kubelet there now */
         if (!own_socket_present(s)) {
                 /* Removed (a starting kubelet removes the sockets it finds
                  * before it serves kubelet.sock): kubelet could not dial
@@ -710,16 +744,24 @@ static void server_try_lock(struct dp_server *s)
         if (rt->dir_lost || rt->stopping)
                 return; /* taken again when the directory is back */
         if (s->lock_fd < 0) {
-                /* A waiting instance that saw the lock file a moment ago
-                 * does not create it at once: its holder may be taking it
-                 * again (a lock file removed by hand) or the directory may
-                 * be on its way out (rm -rf); it tries again next time. */
+                /* A waiting instance that saw the lock file does not create
+                 * it until it has been gone for LOCK_GRACE_MS: its holder
+                 * may be taking it again (a lock file removed by hand, taken
+                 * again after COALESCE_MS) or the directory may be on its
+                 * way out (rm -rf). */
                 int fd = lock_take(s, false);
-                if (fd == -ENOENT && !s->lock_seen && !dir_missing(rt))
-                        fd = lock_take(s, true);
-                else if (fd == -ENOENT && !dir_missing(rt))
-                        fd = -EAGAIN;
-                s->lock_seen = fd != -ENOENT && fd != -EAGAIN;
+                if (fd == -ENOENT && !dir_missing(rt)) {
+                        uint64_t now = uv_now(rt->loop);
+                        if (s->lock_seen && !s->lock_missing_ms)
+                                s->lock_missing_ms = now ? now : 1;
+                        if (!s->lock_seen || now >= s->lock_missing_ms + LOCK_GRACE_MS)
+                                fd = lock_take(s, true);
+                        else
+                                fd = -EAGAIN;
+                } else if (fd != -ENOENT) {
+                        s->lock_seen = true;
+                        s->lock_missing_ms = 0;
+                }
                 if (fd == -ENOENT) {
                         /* the directory went: the check finds out */
                         schedule_check(rt);
@@ -746,6 +788,7 @@ static void server_try_lock(struct dp_server *s)
                 }
                 s->lock_fd = fd;
                 s->lock_seen = false;
+                s->lock_missing_ms = 0;
                 if (s->lock_wait_logged)
                         kdev_log_info("acquired the socket lock", "resource", s->res->name);
         }
@@ -768,6 +811,8 @@ static void server_withdraw(struct dp_server *s)
         s->reg_kubelet_dev = 0;
         s->reg_kubelet_ino = 0;
         s->reg_sent_ms = 0;
+        s->recheck_kubelet = false;
+        s->sock_lost = false;
 }
 
 /* The lock file of a serving resource was removed or replaced while the
@@ -972,7 +1017,7 @@ static void on_check(uv_timer_t *t)
                         kdev_log_info("plugin socket removed, serving again", "resource",
                                       s->res->name, "socket", s->socket_path);
                         s->sock_created = false;
-                        s->restart_wanted = true;
+                        s->sock_lost = true;
                         schedule_flush(rt, COALESCE_MS);
                 }
         }
@@ -998,8 +1043,20 @@ static void on_debounce(uv_timer_t *t)
         for (size_t i = 0; i < rt->n_servers; i++) {
                 struct dp_server *s = rt->servers[i];
                 if (s->state == REG_WAIT_LOCK || s->state == REG_WAIT_DIR) {
-                        s->restart_wanted = s->register_wanted = false;
+                        s->restart_wanted = s->register_wanted = s->sock_lost = false;
                         continue;
+                }
+                if (s->recheck_kubelet && s->state == REG_PENDING) {
+                        if (now < s->reg_sent_ms + RECHECK_MS)
+                                continue; /* its answer decides (on_register_done) */
+                        s->recheck_kubelet = false; /* no answer yet: register anew */
+                        s->restart_wanted = true;
+                        s->fast_ms = 1;
+                }
+                if (s->sock_lost) {
+                        s->sock_lost = false;
+                        if (!own_socket_present(s))
+                                s->restart_wanted = true; /* else served anew meanwhile */
                 }
                 if (!s->restart_wanted && !s->register_wanted)
                         continue;
@@ -1016,7 +1073,7 @@ static void on_debounce(uv_timer_t *t)
                 if (s->restart_wanted) {
                         cancel_register(s);
                         if (server_start_service(s) < 0) {
-                                s->restart_wanted = s->register_wanted = false;
+                                s->restart_wanted = s->register_wanted = s->sock_lost = false;
                                 register_failed(s, "cannot serve the resource socket");
                                 continue;
                         }
@@ -1059,6 +1116,15 @@ static void kubelet_created(struct kdev_dp_runtime *rt)
                 if ((s->state == REG_PENDING || s->state == REG_DONE) &&
                     s->reg_kubelet_dev == rt->kubelet_dev && s->reg_kubelet_ino == rt->kubelet_ino)
                         continue; /* already registered with this kubelet */
+                if (s->state == REG_PENDING && s->reg_sent_ms &&
+                    uv_now(rt->loop) < s->reg_sent_ms + COALESCE_MS) {
+                        /* Sent a moment ago, it may have reached this new
+                         * kubelet: its answer tells (on_register_done), or
+                         * RECHECK_MS without one. */
+                        s->recheck_kubelet = true;
+                        schedule_flush(rt, s->reg_sent_ms + RECHECK_MS - uv_now(rt->loop));
+                        continue;
+                }
                 s->restart_wanted = true;
                 s->fast_ms = 1;
                 any = true;
@@ -1134,7 +1200,7 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
                         kdev_log_info("plugin socket removed, serving again", "resource",
                                       s->res->name, "socket", s->socket_path);
                         s->sock_created = false;
-                        s->restart_wanted = true;
+                        s->sock_lost = true;
                         /* a restarting kubelet creates kubelet.sock next,
                          * which registers at once: wait for it a moment */
                         schedule_flush(rt, COALESCE_MS);
@@ -1160,7 +1226,10 @@ static void on_stream_ended(void *arg, bool current)
                 PEER_LOG_INFO(rt, "ListAndWatch stream ended, registering again", "resource",
                               s->res->name);
                 s->register_wanted = true;
-                schedule_flush(rt, 0);
+                /* after COALESCE_MS: a kubelet that is restarting creates
+                 * its new kubelet.sock meanwhile, which registers at once,
+                 * and this becomes part of that one registration */
+                schedule_flush(rt, COALESCE_MS);
         } else {
                 /* Whatever kubelet.sock comes next is a new kubelet, even
                  * with the old inode number and unseen by a watch (polling). */

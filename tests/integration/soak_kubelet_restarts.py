@@ -49,11 +49,14 @@ class CountingKubelet(FakeKubelet):
     def start(self):
         with self.lock:
             self.generation += 1
-        super().start()
-
-    def _register(self, req, context):
-        with self.lock:
             gen = self.generation
+        # Each served instance counts the calls it received itself: a call
+        # that reached an instance which the test stopped a moment later is
+        # that instance's, whatever the generation is by the time its
+        # handler runs.
+        super().start(register=lambda req, context: self._register_gen(gen, req, context))
+
+    def _register_gen(self, gen, req, context):
         r = super()._register(req, context)
         with self.lock:
             self.per_gen[gen] = self.per_gen.get(gen, 0) + 1

@@ -173,11 +173,13 @@ class FakeKubelet:
         threading.Thread(target=consume, daemon=True).start()
         return api.Empty()
 
-    def start(self):
+    def start(self, register=None):
+        """Serves kubelet.sock; |register| (default self._register) handles
+        this server's Register calls."""
         path = os.path.join(self.dir, self.socket_name)
         handler = grpc.method_handlers_generic_handler("v1beta1.Registration", {
             "Register": grpc.unary_unary_rpc_method_handler(
-                self._register,
+                register or self._register,
                 request_deserializer=api.RegisterRequest.FromString,
                 response_serializer=api.Empty.SerializeToString),
         })
