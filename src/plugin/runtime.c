@@ -26,9 +26,15 @@
 #define METHOD_REGISTER "/v1beta1.Registration/Register"
 /* Events closer together than this are handled as one burst. */
 #define COALESCE_MS KDEV_DP_COALESCE_MS
+/* A socket or a held lock file found removed is created again after this
+ * long (ms): when the removal is part of an rm -rf of the directory, the
+ * directory is gone by then and nothing is created in it (which would make
+ * the rm fail); a starting kubelet's removal is followed by kubelet.sock,
+ * which registers at once. */
+#define LOST_GRACE_MS 50
 /* How long a waiting instance leaves a lock file that vanished to its
- * holder (which takes it again after COALESCE_MS) before creating it. */
-#define LOCK_GRACE_MS 100
+ * holder (which takes it again after LOST_GRACE_MS) before creating it. */
+#define LOCK_GRACE_MS 200
 /* How long a Register in flight when a new kubelet.sock appeared is given
  * to answer (it may have reached the new kubelet) before registering anew;
  * a kubelet that went away fails the call at once. */
@@ -640,7 +646,7 @@ static void server_register(struct dp_server *s)
                  * flush (at once when kubelet.sock is created). */
                 s->state = REG_IDLE;
                 s->restart_wanted = true;
-                schedule_flush(rt, COALESCE_MS);
+                schedule_flush(rt, LOST_GRACE_MS);
                 return;
         }
         s->attempts++;
@@ -747,7 +753,7 @@ static void server_try_lock(struct dp_server *s)
                 /* A waiting instance that saw the lock file does not create
                  * it until it has been gone for LOCK_GRACE_MS: its holder
                  * may be taking it again (a lock file removed by hand, taken
-                 * again after COALESCE_MS) or the directory may be on its
+                 * again after LOST_GRACE_MS) or the directory may be on its
                  * way out (rm -rf). */
                 int fd = lock_take(s, false);
                 if (fd == -ENOENT && !dir_missing(rt)) {
@@ -995,15 +1001,15 @@ static void on_check(uv_timer_t *t)
                         continue;
                 if (s->lock_fd >= 0 && !lock_current(s)) {
                         /* Locked again once it has been gone for
-                         * COALESCE_MS: a removal that is part of rm -rf is
+                         * LOST_GRACE_MS: a removal that is part of rm -rf is
                          * then seen as the directory's, and no file is
                          * created in a directory on its way out. */
                         uint64_t now = uv_now(rt->loop);
                         if (!s->lock_gone_ms)
                                 s->lock_gone_ms = now ? now : 1;
-                        if (now < s->lock_gone_ms + COALESCE_MS) {
+                        if (now < s->lock_gone_ms + LOST_GRACE_MS) {
                                 uv_timer_start(&rt->check_timer, on_check,
-                                               s->lock_gone_ms + COALESCE_MS - now,
+                                               s->lock_gone_ms + LOST_GRACE_MS - now,
                                                rt->opts.check_ms);
                         } else {
                                 server_lock_lost(s);
@@ -1018,7 +1024,7 @@ static void on_check(uv_timer_t *t)
                                       s->res->name, "socket", s->socket_path);
                         s->sock_created = false;
                         s->sock_lost = true;
-                        schedule_flush(rt, COALESCE_MS);
+                        schedule_flush(rt, LOST_GRACE_MS);
                 }
         }
 }
@@ -1203,7 +1209,7 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
                         s->sock_lost = true;
                         /* a restarting kubelet creates kubelet.sock next,
                          * which registers at once: wait for it a moment */
-                        schedule_flush(rt, COALESCE_MS);
+                        schedule_flush(rt, LOST_GRACE_MS);
                 }
         }
 }

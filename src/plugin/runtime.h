@@ -13,9 +13,10 @@
  * next loop iteration, so that the events of one inotify read are one);
  * what follows within KDEV_DP_COALESCE_MS of a Register sent to the same
  * kubelet is coalesced into one more registration at the end of that
- * window; an own socket that disappeared is served again after
- * KDEV_DP_COALESCE_MS (a restarting kubelet removes it just before it
- * creates kubelet.sock, which then brings the one registration).
+ * window; an own socket that disappeared is served again after 50 ms (a
+ * restarting kubelet removes it just before it creates kubelet.sock, which
+ * then brings the one registration; an rm -rf of the directory is over by
+ * then).
  * When kubelet is absent, Register is retried with exponential backoff.
  *
  * The directory itself is followed too: removed (or replaced by another
@@ -24,8 +25,9 @@
  * the path again, each resource takes its lock in it again (the instance
  * that held the lock before first, one that was waiting after
  * lock_poll_ms), serves and registers. A lock file removed while held is
- * taken again at once; when another instance got it first, this one stops
- * serving that resource and waits for the lock. The watch is inotify on the
+ * taken again after 50 ms (a waiting instance leaves it 200 ms); when
+ * another instance got it first, this one stops serving that resource and
+ * waits for the lock. The watch is inotify on the
  * directory and on its parent (libuv uv_fs_event), and a check of the
  * directory, kubelet.sock, the sockets and the locks every check_ms as a
  * safety net; when inotify cannot be used (uv_fs_event_start fails, e.g.

@@ -57,10 +57,17 @@ class CountingKubelet(FakeKubelet):
         super().start(register=lambda req, context: self._register_gen(gen, req, context))
 
     def _register_gen(self, gen, req, context):
-        r = super()._register(req, context)
+        # An instance the test already stopped dials no plugin back (its
+        # late handler would otherwise take the plugin's "kubelet
+        # connection" of the next instance's registration).
+        r = super()._register(req, context, alive=lambda: self.current(gen))
         with self.lock:
             self.per_gen[gen] = self.per_gen.get(gen, 0) + 1
         return r
+
+    def current(self, gen):
+        with self.lock:
+            return self.generation == gen and self.server is not None
 
     def gen_count(self, gen):
         with self.lock:
