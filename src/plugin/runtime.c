@@ -63,8 +63,8 @@ struct dp_server {
         bool restart_wanted;    /* fresh server needed at the next flush */
         bool register_wanted;   /* Register needed at the next flush */
         struct kdev_rpc_client_call *reg_call;
-        dev_t reg_kubelet_dev; /* the kubelet.sock the last Register was sent to */
-        ino_t reg_kubelet_ino;
+        unsigned reg_kubelet;  /* rt->kubelet_gen of the kubelet.sock the last Register
+                                  went to, 0 = none or not known */
         uint64_t backoff_ms;
         uv_timer_t retry_timer; /* backoff and lock polling */
         unsigned registrations;
@@ -112,8 +112,13 @@ struct kdev_dp_runtime {
         uv_timer_t log_timer;
         struct dp_server **servers;
         size_t n_servers;
-        dev_t kubelet_dev; /* identity of the kubelet.sock last seen, 0/0 = none */
+        /* identity of the kubelet.sock last seen (all 0 = none): device,
+         * inode and change time, as file systems give a socket created anew
+         * the inode number of the one just removed */
+        dev_t kubelet_dev;
         ino_t kubelet_ino;
+        struct timespec kubelet_ctime;
+        unsigned kubelet_gen; /* kubelet.sock files seen so far: 1, 2, ... */
         unsigned dir_events; /* kdev_dp_runtime_state() */
         unsigned dir_losses, checks;
         bool started;
@@ -385,21 +390,64 @@ static bool kubelet_socket_exists(const struct kdev_dp_runtime *rt)
         return stat(rt->kubelet_path, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
+/* Forgets the kubelet.sock seen last: whatever comes next is a new one. */
+static void kubelet_forget(struct kdev_dp_runtime *rt)
+{
+        rt->kubelet_dev = 0;
+        rt->kubelet_ino = 0;
+        rt->kubelet_ctime = (struct timespec){0};
+}
+
 /* True when kubelet.sock exists and is not the file seen last time (kubelet
- * created it anew); remembers the current one. Attribute changes (chmod,
- * touch) of the same file are not a restart. */
+ * created it anew: another inode, or the same inode number with another
+ * change time); remembers the current one (rt->kubelet_gen counts them).
+ * Attribute changes (chmod, touch) come as UV_CHANGE events, which only
+ * refresh the change time (kubelet_socket_touched). */
 static bool kubelet_socket_changed(struct kdev_dp_runtime *rt)
 {
         struct stat st;
         if (stat(rt->kubelet_path, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-                rt->kubelet_dev = 0;
-                rt->kubelet_ino = 0;
+                kubelet_forget(rt);
                 return false;
         }
-        bool changed = st.st_dev != rt->kubelet_dev || st.st_ino != rt->kubelet_ino;
+        bool changed = st.st_dev != rt->kubelet_dev || st.st_ino != rt->kubelet_ino ||
+                       st.st_ctim.tv_sec != rt->kubelet_ctime.tv_sec ||
+                       st.st_ctim.tv_nsec != rt->kubelet_ctime.tv_nsec;
         rt->kubelet_dev = st.st_dev;
         rt->kubelet_ino = st.st_ino;
+        rt->kubelet_ctime = st.st_ctim;
+        if (changed)
+                rt->kubelet_gen++;
         return changed;
+}
+
+/* An attribute change of kubelet.sock (chmod, touch): the same file with a
+ * new change time, not a restart. */
+static void kubelet_socket_touched(struct kdev_dp_runtime *rt)
+{
+        struct stat st;
+        if (stat(rt->kubelet_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+            st.st_dev == rt->kubelet_dev && st.st_ino == rt->kubelet_ino)
+                rt->kubelet_ctime = st.st_ctim;
+}
+
+/* rt->kubelet_gen when the kubelet.sock at the path now is the one seen
+ * last, else 0 (a new one whose event is still to come). */
+static unsigned kubelet_gen_now(const struct kdev_dp_runtime *rt)
+{
+        struct stat st;
+        if (stat(rt->kubelet_path, &st) != 0 || !S_ISSOCK(st.st_mode))
+                return 0;
+        bool same = st.st_dev == rt->kubelet_dev && st.st_ino == rt->kubelet_ino &&
+                    st.st_ctim.tv_sec == rt->kubelet_ctime.tv_sec &&
+                    st.st_ctim.tv_nsec == rt->kubelet_ctime.tv_nsec;
+        return same ? rt->kubelet_gen : 0;
+}
+
+/* True when the last Register of |s| went to the kubelet.sock seen last. */
+static bool registered_with_current(const struct dp_server *s)
+{
+        return s->reg_kubelet && s->reg_kubelet == s->rt->kubelet_gen;
 }
 
 /* True when the socket file we created is still at its path. */
@@ -606,15 +654,10 @@ static void on_register_done(struct kdev_rpc_client_call *call, int status, cons
         /* The call went to whatever kubelet.sock was at the path when it
          * connected; answered OK, that is the one there now (a kubelet
          * that answered and went away ends the stream: lost_while_pending). */
-        struct stat kst;
-        if (stat(s->rt->kubelet_path, &kst) == 0 && S_ISSOCK(kst.st_mode)) {
-                s->reg_kubelet_dev = kst.st_dev;
-                s->reg_kubelet_ino = kst.st_ino;
-        }
+        s->reg_kubelet = kubelet_gen_now(s->rt);
         if (s->recheck_kubelet) {
                 s->recheck_kubelet = false;
-                if (s->reg_kubelet_dev != s->rt->kubelet_dev ||
-                    s->reg_kubelet_ino != s->rt->kubelet_ino)
+                if (!registered_with_current(s))
                         s->restart_wanted = true;
                 if (s->restart_wanted || s->sock_lost || s->register_wanted)
                         schedule_flush(s->rt, 0); /* what waited for this answer */
@@ -674,11 +717,7 @@ static void server_register(struct dp_server *s)
         }
         v1beta1__register_request__pack(&req, buf);
         struct kdev_err err = {0};
-        struct stat kst;
-        if (stat(rt->kubelet_path, &kst) == 0) {
-                s->reg_kubelet_dev = kst.st_dev;
-                s->reg_kubelet_ino = kst.st_ino;
-        }
+        s->reg_kubelet = kubelet_gen_now(rt);
         s->state = REG_PENDING;
         s->lost_while_pending = false;
         s->reg_sent_ms = uv_now(rt->loop);
@@ -814,8 +853,7 @@ static void server_withdraw(struct dp_server *s)
         server_close_service(s);
         unlink_own_socket(s);
         s->restart_wanted = s->register_wanted = false;
-        s->reg_kubelet_dev = 0;
-        s->reg_kubelet_ino = 0;
+        s->reg_kubelet = 0;
         s->reg_sent_ms = 0;
         s->recheck_kubelet = false;
         s->sock_lost = false;
@@ -912,8 +950,7 @@ static void dir_lost(struct kdev_dp_runtime *rt, bool replaced)
         rt->dir_fd = -1;
         uv_fs_event_stop(&rt->watch);
         uv_fs_event_stop(&rt->parent_watch); /* re-armed: the parent may be new too */
-        rt->kubelet_dev = 0;
-        rt->kubelet_ino = 0;
+        kubelet_forget(rt);
         kdev_log_warn(replaced ? "device plugin directory replaced, serving in the new one"
                                : "device plugin directory removed, waiting for it to be created "
                                  "again",
@@ -1070,7 +1107,7 @@ static void on_debounce(uv_timer_t *t)
                  * followed it is done once, at the end of the window. */
                 if (s->reg_sent_ms && now < s->reg_sent_ms + COALESCE_MS &&
                     (s->state == REG_PENDING || s->state == REG_DONE) &&
-                    s->reg_kubelet_dev == rt->kubelet_dev && s->reg_kubelet_ino == rt->kubelet_ino) {
+                    registered_with_current(s)) {
                         uint64_t due = s->reg_sent_ms + COALESCE_MS - now;
                         if (!next || due < next)
                                 next = due;
@@ -1107,7 +1144,7 @@ static void schedule_flush(struct kdev_dp_runtime *rt, uint64_t delay_ms)
         uv_timer_start(&rt->debounce, on_debounce, delay_ms, 0);
 }
 
-/* kubelet.sock was created anew (rt->kubelet_dev/ino: the new one): a
+/* kubelet.sock was created anew (rt->kubelet_gen: the new one): a
  * fresh server and a registration for every resource not registered with
  * it yet, at once. */
 static void kubelet_created(struct kdev_dp_runtime *rt)
@@ -1120,7 +1157,7 @@ static void kubelet_created(struct kdev_dp_runtime *rt)
                 if (s->state == REG_WAIT_LOCK || s->state == REG_WAIT_DIR)
                         continue; /* not serving: nothing to redo */
                 if ((s->state == REG_PENDING || s->state == REG_DONE) &&
-                    s->reg_kubelet_dev == rt->kubelet_dev && s->reg_kubelet_ino == rt->kubelet_ino)
+                    registered_with_current(s))
                         continue; /* already registered with this kubelet */
                 if (s->state == REG_PENDING && s->reg_sent_ms &&
                     uv_now(rt->loop) < s->reg_sent_ms + COALESCE_MS) {
@@ -1162,7 +1199,6 @@ static void on_parent_event(uv_fs_event_t *h, const char *filename, int events, 
 static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int status)
 {
         struct kdev_dp_runtime *rt = h->data;
-        (void)events;
         if (rt->stopping)
                 return;
         rt->dir_events++;
@@ -1178,18 +1214,20 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
                 return;
         }
         if (strcmp(filename, rt->kubelet_name) == 0) {
+                if (!(events & UV_RENAME)) {
+                        kubelet_socket_touched(rt); /* chmod, touch: not a restart */
+                        return;
+                }
                 if (!kubelet_socket_changed(rt)) {
                         if (rt->kubelet_dev == 0 && rt->kubelet_ino == 0) {
                                 /* Removed: the kubelet.sock that comes back is a
                                  * new kubelet even when the file system gives it
                                  * the old inode number (ext4, tmpfs reuse them),
                                  * so no registration is with it yet. */
-                                for (size_t i = 0; i < rt->n_servers; i++) {
-                                        rt->servers[i]->reg_kubelet_dev = 0;
-                                        rt->servers[i]->reg_kubelet_ino = 0;
-                                }
+                                for (size_t i = 0; i < rt->n_servers; i++)
+                                        rt->servers[i]->reg_kubelet = 0;
                         }
-                        return; /* removed (wait for it to come back) or only touched */
+                        return; /* removed (wait for it to come back) */
                 }
                 kubelet_created(rt);
                 return;
@@ -1239,10 +1277,8 @@ static void on_stream_ended(void *arg, bool current)
         } else {
                 /* Whatever kubelet.sock comes next is a new kubelet, even
                  * with the old inode number and unseen by a watch (polling). */
-                rt->kubelet_dev = 0;
-                rt->kubelet_ino = 0;
-                s->reg_kubelet_dev = 0;
-                s->reg_kubelet_ino = 0;
+                kubelet_forget(rt);
+                s->reg_kubelet = 0;
                 kdev_log_info("ListAndWatch stream ended, waiting for kubelet", "resource",
                               s->res->name);
         }
