@@ -720,12 +720,10 @@ static void test_lock_held_by_another_waits(void **state_)
         assert_int_equal(f->k.registers, 1);
 }
 
-/* Two instances in one process: the second waits for the first's lock and
- * takes over when the first stops (which removes its lock file). */
-static void test_second_instance_takes_over(void **state_)
+/* A second runtime for the same resource in the same directory, started
+ * and waiting for the first one's lock (polled at least twice). */
+static struct kdev_dp_runtime *start_waiting_second(struct fx *f)
 {
-        struct fx *f = *state_;
-        start_registered(f);
         struct kdev_err err = {0};
         struct kdev_dp_runtime *second = kdev_dp_runtime_new(&f->loop, &f->opts, &err);
         assert_non_null(second);
@@ -733,6 +731,18 @@ static void test_second_instance_takes_over(void **state_)
         assert_int_equal(kdev_dp_runtime_start(second, &err), 0);
         struct kdev_dp_state s2;
         WAIT_FOR(f, kdev_dp_runtime_state(second, RES, &s2) == 0 && s2.lock_waits >= 2);
+        return second;
+}
+
+/* Two instances in one process: the second waits for the first's lock and
+ * takes over when the first stops (which removes its lock file). */
+static void test_second_instance_takes_over(void **state_)
+{
+        struct fx *f = *state_;
+        start_registered(f);
+        struct kdev_dp_runtime *second = start_waiting_second(f);
+        struct kdev_dp_state s2;
+        assert_int_equal(kdev_dp_runtime_state(second, RES, &s2), 0);
         assert_int_equal(s2.state, KDEV_DP_WAIT_LOCK);
         assert_int_equal(s2.generations, 0);
         stop_runtime(f);
@@ -904,13 +914,9 @@ static void test_directory_recreated_keeps_one_instance(void **state_)
         struct fx *f = *state_;
         f->opts.lock_poll_ms = 20;
         start_registered(f);
-        struct kdev_err err = {0};
-        struct kdev_dp_runtime *second = kdev_dp_runtime_new(&f->loop, &f->opts, &err);
-        assert_non_null(second);
-        assert_int_equal(kdev_dp_runtime_add_resource(second, &f->res, &err), 0);
-        assert_int_equal(kdev_dp_runtime_start(second, &err), 0);
+        struct kdev_dp_runtime *second = start_waiting_second(f);
         struct kdev_dp_state s2;
-        WAIT_FOR(f, kdev_dp_runtime_state(second, RES, &s2) == 0 && s2.lock_waits >= 2);
+        assert_int_equal(kdev_dp_runtime_state(second, RES, &s2), 0);
         kubelet_stop(&f->k);
         rm_rf(f->dir);
         WAIT_FOR(f, state(f).state == KDEV_DP_WAIT_DIR &&
