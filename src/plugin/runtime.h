@@ -9,8 +9,30 @@
  * It watches the directory: when kubelet.sock is (re-)created, or the
  * resource's own socket disappears, it starts a fresh server and registers
  * again; when a ListAndWatch stream ends while kubelet.sock exists it
- * registers again; bursts of such events are coalesced into one registration.
+ * registers again. A new kubelet.sock is registered with at once (on the
+ * next loop iteration, so that the events of one inotify read are one);
+ * what follows within KDEV_DP_COALESCE_MS of a Register sent to the same
+ * kubelet is coalesced into one more registration at the end of that
+ * window; an own socket that disappeared is served again after 50 ms (a
+ * restarting kubelet removes it just before it creates kubelet.sock, which
+ * then brings the one registration; an rm -rf of the directory is over by
+ * then).
  * When kubelet is absent, Register is retried with exponential backoff.
+ *
+ * The directory itself is followed too: removed (or replaced by another
+ * directory at the same path), every server is closed and every lock
+ * released (the lock file went with the directory); when a directory is at
+ * the path again, each resource takes its lock in it again (the instance
+ * that held the lock before first, one that was waiting after
+ * lock_poll_ms), serves and registers. A lock file removed while held is
+ * taken again after 50 ms (a waiting instance leaves it 200 ms); when
+ * another instance got it first, this one stops serving that resource and
+ * waits for the lock. The watch is inotify on the
+ * directory and on its parent (libuv uv_fs_event), and a check of the
+ * directory, kubelet.sock, the sockets and the locks every check_ms as a
+ * safety net; when inotify cannot be used (uv_fs_event_start fails, e.g.
+ * ENOSPC or EMFILE at the inotify watch or instance limits) one warning is
+ * logged and that check is the watch: nothing fails for want of inotify.
  *
  * The runtime knows nothing of backends: it serves struct kdev_resource
  * (src/model/model.h) and builds Allocate and GetPreferredAllocation answers
@@ -37,6 +59,10 @@ struct kdev_dp_runtime;
 #define KDEV_DP_DEFAULT_DIR "/var/lib/kubelet/device-plugins"
 #define KDEV_DP_KUBELET_SOCKET "kubelet.sock"
 #define KDEV_DP_DEFAULT_SOCKET_PREFIX "kdev-"
+/* Default of kdev_dp_options.check_ms: the directory check interval (ms). */
+#define KDEV_DP_DEFAULT_CHECK_MS 1000
+/* Registrations with one kubelet closer together than this (ms) coalesce. */
+#define KDEV_DP_COALESCE_MS 10
 
 /* Optional observers of the runtime, e.g. for metrics (kdev-plugin wires them
  * to src/metrics). Every callback may be NULL; each runs on the loop thread
@@ -73,6 +99,10 @@ struct kdev_dp_options {
         uint64_t backoff_initial_ms;  /* first Register retry delay; 0 = 100 */
         uint64_t backoff_max_ms;      /* retry delay cap; 0 = 5000 */
         uint64_t lock_poll_ms;        /* how often a waiting instance retries the lock; 0 = 100 */
+        /* how often the directory, kubelet.sock, the resource sockets and
+         * the locks are checked whatever inotify reports (the only watch
+         * when inotify cannot be used); 0 = KDEV_DP_DEFAULT_CHECK_MS */
+        uint64_t check_ms;
         const struct kdev_dp_hooks *hooks; /* NULL = none; borrowed, must outlive the runtime */
 };
 
@@ -98,8 +128,12 @@ KDEV_API int kdev_dp_runtime_add_resource(struct kdev_dp_runtime *rt, struct kde
 
 /* Starts serving: creates the directory when missing, watches it, and for
  * each resource takes the lock (or waits for it, logging so), listens and
- * registers. Returns 0, or a negative errno with |err| (directory cannot be
- * created or watched). Per-resource failures later are logged and retried. */
+ * registers. Returns 0, or a negative errno with |err| (the directory cannot
+ * be created or opened, or the path is not a directory). A directory that
+ * inotify cannot watch is not an error: the runtime logs "cannot watch the
+ * device plugin directory with inotify, checking it every <check_ms>ms
+ * instead" once (fields dir or path, error) and polls. Per-resource failures
+ * later are logged and retried. */
 KDEV_API int kdev_dp_runtime_start(struct kdev_dp_runtime *rt, struct kdev_err *err);
 
 /* Tells the runtime that the devices or health of resource |name| changed:
@@ -152,6 +186,7 @@ enum kdev_dp_reg_state {
         KDEV_DP_PENDING,    /* Register call in flight */
         KDEV_DP_REGISTERED, /* Register answered OK */
         KDEV_DP_BACKOFF,    /* waiting to retry */
+        KDEV_DP_WAIT_DIR,   /* the directory is gone: waiting for it to be created again */
 };
 
 /* A snapshot of one resource's state machine, for tests. Counts run from
@@ -170,6 +205,11 @@ struct kdev_dp_state {
                                    (runtime-wide debounce) */
         size_t streams;         /* open ListAndWatch streams of the current server */
         unsigned dir_events;    /* directory watch events seen (runtime-wide) */
+        unsigned dir_losses;    /* times the directory was found removed or replaced
+                                   (runtime-wide) */
+        unsigned checks;        /* directory checks run (runtime-wide) */
+        bool polling;           /* the directory has no inotify watch: only the
+                                   check every check_ms follows it (runtime-wide) */
 };
 
 /* Fills |out| with the state of resource |name|. Returns 0, or -ENOENT when

@@ -26,7 +26,7 @@ from kdevtest import FakeKubelet, Plugin, TempDir, wait_for  # noqa: E402
 
 RES = "example.com/kx"
 SOCK = "kdev-example.com_kx.sock"
-SHIM = os.path.join(kt.BUILD_DIR, "tests", "shim", "inotify_fail.so")
+SHIM = os.path.join(kt.BUILD_DIR, "tests", "libkdev_test_inotify_fail.so")
 
 
 def config(rescan=3600, grace=300):

@@ -254,10 +254,17 @@ def test_removed_lock_file_never_steals_a_live_socket():
             sock = os.path.join(d, SOCK)
             ino = os.lstat(sock).st_ino
             os.unlink(sock + ".lock")  # an admin cleaning the directory
+            # the first instance takes its lock again (50 ms after the
+            # removal), so the second one waits for it; had it got a lock,
+            # it would refuse the live socket
+            wait_for(lambda: os.path.exists(sock + ".lock"), what="lock file taken again")
             b = Plugin(d, NULL_CONFIG)
             wait_for(lambda: "another process serves the resource socket; not taking it"
+                     in b.logtext() or "another instance holds the socket lock, waiting"
                      in b.logtext(), what="second instance refusing the live socket")
             settle()
+            assert 'msg="serving"' not in b.logtext(), b.logtext()
+            assert "socket lock file removed: locked again" in a.logtext(), a.logtext()
             assert os.lstat(sock).st_ino == ino
             assert k.count(RES) == 1, "%d registrations" % k.count(RES)
             assert a.proc.poll() is None

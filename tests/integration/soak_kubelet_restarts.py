@@ -43,15 +43,25 @@ class CountingKubelet(FakeKubelet):
     def start(self):
         with self.lock:
             self.generation += 1
-        super().start()
-
-    def _register(self, req, context):
-        with self.lock:
             gen = self.generation
-        r = super()._register(req, context)
+        # Each served instance counts the calls it received itself: a call
+        # that reached an instance which the test stopped a moment later is
+        # that instance's, whatever the generation is by the time its
+        # handler runs.
+        super().start(register=lambda req, context: self._register_gen(gen, req, context))
+
+    def _register_gen(self, gen, req, context):
+        # An instance the test already stopped dials no plugin back (its
+        # late handler would otherwise take the plugin's "kubelet
+        # connection" of the next instance's registration).
+        r = super()._register(req, context, alive=lambda: self.current(gen))
         with self.lock:
             self.per_gen[gen] = self.per_gen.get(gen, 0) + 1
         return r
+
+    def current(self, gen):
+        with self.lock:
+            return self.generation == gen and self.server is not None
 
     def gen_count(self, gen):
         with self.lock:

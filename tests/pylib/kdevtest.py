@@ -143,16 +143,25 @@ class FakeKubelet:
         self.reject = reject       # answer the first N Register calls with an error
         self.server = None
 
-    def _register(self, req, context):
+    def _register(self, req, context, alive=None):
+        """|alive|: when given, called before dialing the plugin back and
+        before opening ListAndWatch; a false answer ends the call UNAVAILABLE
+        there (the instance that received it was stopped meanwhile, and a
+        stopped kubelet dials no plugin)."""
         with self.lock:
             if self.reject > 0:
                 self.reject -= 1
                 context.abort(grpc.StatusCode.UNKNOWN, "test: registration rejected")
+        if alive is not None and not alive():
+            context.abort(grpc.StatusCode.UNAVAILABLE, "test: kubelet instance stopped")
         ch = grpc.insecure_channel("unix:" + os.path.join(self.dir, req.endpoint))
         stub_opts = ch.unary_unary("/v1beta1.DevicePlugin/GetDevicePluginOptions",
                                    request_serializer=api.Empty.SerializeToString,
                                    response_deserializer=api.DevicePluginOptions.FromString)
         opts = stub_opts(api.Empty(), timeout=10)
+        if alive is not None and not alive():
+            ch.close()
+            context.abort(grpc.StatusCode.UNAVAILABLE, "test: kubelet instance stopped")
         lw = ch.unary_stream("/v1beta1.DevicePlugin/ListAndWatch",
                              request_serializer=api.Empty.SerializeToString,
                              response_deserializer=api.ListAndWatchResponse.FromString)
@@ -189,11 +198,13 @@ class FakeKubelet:
         threading.Thread(target=consume, daemon=True).start()
         return api.Empty()
 
-    def start(self):
+    def start(self, register=None):
+        """Serves kubelet.sock; |register| (default self._register) handles
+        this server's Register calls."""
         path = os.path.join(self.dir, self.socket_name)
         handler = grpc.method_handlers_generic_handler("v1beta1.Registration", {
             "Register": grpc.unary_unary_rpc_method_handler(
-                self._register,
+                register or self._register,
                 request_deserializer=api.RegisterRequest.FromString,
                 response_serializer=api.Empty.SerializeToString),
         })

@@ -155,6 +155,9 @@ static int on_loop(struct fix *f, int (*fn)(struct fix *f))
         return f->check_rc;
 }
 
+/* setup: the two sockets in directories of their own (plugin, registry) */
+static bool g_socket_dirs;
+
 static int probe_check_sockets(struct fix *f)
 {
         return kdev_dra_plugin_check_sockets(f->p, NULL);
@@ -183,8 +186,20 @@ static int setup(void **state)
         assert_non_null(mkdtemp(f->root));
         snprintf(f->data, sizeof(f->data), "%s/data", f->root);
         snprintf(f->cdi, sizeof(f->cdi), "%s/cdi", f->root);
-        snprintf(f->dra_sock, sizeof(f->dra_sock), "%s/dra.sock", f->root);
-        snprintf(f->reg_sock, sizeof(f->reg_sock), "%s/gpu.nvidia.com-reg.sock", f->root);
+        if (g_socket_dirs) {
+                /* kubelet's layout: <plugins>/<driver>/dra.sock and
+                 * <plugins_registry>/<driver>-reg.sock */
+                snprintf(f->dra_sock, sizeof(f->dra_sock), "%s/plugin", f->root);
+                assert_int_equal(mkdir(f->dra_sock, 0750), 0);
+                snprintf(f->reg_sock, sizeof(f->reg_sock), "%s/registry", f->root);
+                assert_int_equal(mkdir(f->reg_sock, 0750), 0);
+                snprintf(f->dra_sock, sizeof(f->dra_sock), "%s/plugin/dra.sock", f->root);
+                snprintf(f->reg_sock, sizeof(f->reg_sock), "%s/registry/gpu.nvidia.com-reg.sock",
+                         f->root);
+        } else {
+                snprintf(f->dra_sock, sizeof(f->dra_sock), "%s/dra.sock", f->root);
+                snprintf(f->reg_sock, sizeof(f->reg_sock), "%s/gpu.nvidia.com-reg.sock", f->root);
+        }
         f->gpus[0].minor = 0;
         strcpy(f->gpus[0].uuid, "GPU-00000000");
         f->set.gpus = f->gpus;
@@ -223,6 +238,14 @@ static int setup(void **state)
         assert_int_equal(pthread_create(&f->thread, NULL, loop_thread, f), 0);
         *state = f;
         return 0;
+}
+
+static int setup_socket_dirs(void **state)
+{
+        g_socket_dirs = true;
+        int r = setup(state);
+        g_socket_dirs = false;
+        return r;
 }
 
 static void rm_tree(const char *path)
@@ -597,6 +620,39 @@ static size_t pack_one_claim(bool prepare, const char *name, const char *uid, ui
         pr.n_claims = ur.n_claims = 1;
         assert_true(protobuf_c_message_get_packed_size(prepare ? &pr.base : &ur.base) <= 512);
         return protobuf_c_message_pack(prepare ? &pr.base : &ur.base, buf);
+}
+
+/* The plugin directory and the registry directory removed (rm -rf) and
+ * created again, in either order: no socket can be re-created while a
+ * directory is missing (an error, the plugin keeps running); once both are
+ * back, both sockets are served again, each exactly once. */
+static void test_socket_dirs_recreated(void **state)
+{
+        struct fix *f = *state;
+        char plugin[300], registry[300];
+
+        snprintf(plugin, sizeof(plugin), "%s/plugin", f->root);
+        snprintf(registry, sizeof(registry), "%s/registry", f->root);
+        get_info_ok(f);
+        assert_int_equal(unlink(f->dra_sock), 0);
+        assert_int_equal(rmdir(plugin), 0);
+        assert_int_equal(unlink(f->reg_sock), 0);
+        assert_int_equal(rmdir(registry), 0);
+        assert_int_equal(check_sockets(f), -ENOENT);
+        assert_int_equal(mkdir(registry, 0750), 0);
+        assert_int_equal(check_sockets(f), -ENOENT); /* the plugin directory still missing */
+        assert_int_equal(mkdir(plugin, 0750), 0);
+        assert_int_equal(check_sockets(f), 2);
+        get_info_ok(f);
+        assert_int_equal(check_sockets(f), 0);
+        /* the registry alone, removed and back before the next check */
+        assert_int_equal(unlink(f->reg_sock), 0);
+        assert_int_equal(rmdir(registry), 0);
+        assert_int_equal(mkdir(registry, 0750), 0);
+        assert_int_equal(check_sockets(f), 1);
+        get_info_ok(f);
+        assert_int_equal(check_sockets(f), 0);
+        stop(f);
 }
 
 struct prep_thread {
@@ -1149,6 +1205,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_v1_prepare_unprepare, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_uid_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sockets_recreated, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_socket_dirs_recreated, setup_socket_dirs,
+                                                teardown),
                 cmocka_unit_test_setup_teardown(test_slow_source, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_deadline, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_during_read, setup, teardown),

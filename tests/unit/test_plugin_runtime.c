@@ -12,6 +12,8 @@
  *
  * KDEV_TEST_LOG=1 prints the runtime's log lines; KDEV_TEST_FILTER=NAME runs
  * only the matching cases (cmocka_set_test_filter). */
+#include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,6 +42,35 @@
 #define SOCK "kdev-example.com_null.sock"
 #define DEADLINE_MS 20000 /* generous: valgrind runs this 20-50x slower */
 #define MAX_RETRIES 64
+
+/* ---- inotify that fails ------------------------------------------------- */
+
+/* libuv's uv_fs_event_start calls inotify_init1 and inotify_add_watch from
+ * libc; these definitions in the executable come first. While
+ * g_inotify_errno is set, both fail with it (the instance and watch limits:
+ * EMFILE, ENOSPC), as the LD_PRELOAD shim of the integration tests does. */
+static int g_inotify_errno;
+
+int inotify_init1(int flags)
+{
+        if (g_inotify_errno) {
+                errno = g_inotify_errno;
+                return -1;
+        }
+        int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "inotify_init1");
+        return real(flags);
+}
+
+int inotify_add_watch(int fd, const char *path, uint32_t mask)
+{
+        if (g_inotify_errno) {
+                errno = g_inotify_errno;
+                return -1;
+        }
+        int (*real)(int, const char *, uint32_t) =
+                (int (*)(int, const char *, uint32_t))dlsym(RTLD_NEXT, "inotify_add_watch");
+        return real(fd, path, mask);
+}
 
 /* ---- fake kubelet ------------------------------------------------------- */
 
@@ -329,6 +361,7 @@ static void stop_runtime(struct fx *f)
 static int teardown(void **state_)
 {
         struct fx *f = *state_;
+        g_inotify_errno = 0;
         stop_runtime(f);
         if (f->k.srv)
                 kubelet_stop(&f->k);
@@ -687,12 +720,10 @@ static void test_lock_held_by_another_waits(void **state_)
         assert_int_equal(f->k.registers, 1);
 }
 
-/* Two instances in one process: the second waits for the first's lock and
- * takes over when the first stops (which removes its lock file). */
-static void test_second_instance_takes_over(void **state_)
+/* A second runtime for the same resource in the same directory, started
+ * and waiting for the first one's lock (polled at least twice). */
+static struct kdev_dp_runtime *start_waiting_second(struct fx *f)
 {
-        struct fx *f = *state_;
-        start_registered(f);
         struct kdev_err err = {0};
         struct kdev_dp_runtime *second = kdev_dp_runtime_new(&f->loop, &f->opts, &err);
         assert_non_null(second);
@@ -700,6 +731,18 @@ static void test_second_instance_takes_over(void **state_)
         assert_int_equal(kdev_dp_runtime_start(second, &err), 0);
         struct kdev_dp_state s2;
         WAIT_FOR(f, kdev_dp_runtime_state(second, RES, &s2) == 0 && s2.lock_waits >= 2);
+        return second;
+}
+
+/* Two instances in one process: the second waits for the first's lock and
+ * takes over when the first stops (which removes its lock file). */
+static void test_second_instance_takes_over(void **state_)
+{
+        struct fx *f = *state_;
+        start_registered(f);
+        struct kdev_dp_runtime *second = start_waiting_second(f);
+        struct kdev_dp_state s2;
+        assert_int_equal(kdev_dp_runtime_state(second, RES, &s2), 0);
         assert_int_equal(s2.state, KDEV_DP_WAIT_LOCK);
         assert_int_equal(s2.generations, 0);
         stop_runtime(f);
@@ -749,6 +792,272 @@ static void test_restart_burst_is_one_registration(void **state_)
         assert_int_equal(f->k.registers, 2);
 }
 
+/* Removes every file in the directory, then the directory (rm -rf). */
+static void rm_rf(const char *dir)
+{
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                        continue;
+                assert_int_equal(unlinkat(dirfd(d), e->d_name, 0), 0);
+        }
+        closedir(d);
+        assert_int_equal(rmdir(dir), 0);
+}
+
+/* Kubelet starting as kubelet does: every socket in the directory removed
+ * (pkg/kubelet/cm/devicemanager removeContents), then kubelet.sock served. */
+static void kubelet_start_cleaning(struct fx *f)
+{
+        unlink(f->sock);
+        unlink(f->k.path);
+        kubelet_start(&f->k);
+}
+
+/* True when |path| is locked by someone (a LOCK_NB attempt fails). */
+static bool locked_by_other(const char *path)
+{
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        bool held = flock(fd, LOCK_EX | LOCK_NB) != 0;
+        close(fd);
+        return held;
+}
+
+/* Runs the loop for |ms| milliseconds. */
+static void run_for(struct fx *f, uint64_t ms)
+{
+        uv_update_time(&f->loop);
+        uint64_t end = uv_now(&f->loop) + ms;
+        WAIT_FOR(f, uv_now(&f->loop) >= end);
+}
+
+/* The reported case: kubelet stops, the directory is removed and created
+ * again (rm -rf; mkdir), the runtime serves in the new directory (socket,
+ * lock file locked), then a kubelet that removes the sockets it finds
+ * starts: exactly one more registration, on a server in the new directory. */
+static void test_directory_recreated_then_kubelet_returns(void **state_)
+{
+        struct fx *f = *state_;
+        start_registered(f);
+        kubelet_stop(&f->k);
+        WAIT_FOR(f, state(f).streams == 0);
+        rm_rf(f->dir);
+        WAIT_FOR(f, state(f).state == KDEV_DP_WAIT_DIR);
+        struct kdev_dp_state s = state(f);
+        assert_int_equal(s.dir_losses, 1);
+        assert_false(s.lock_held);
+        assert_int_equal(s.generations, 1);
+        assert_false(s.polling);
+        assert_int_equal(mkdir(f->dir, 0750), 0);
+        WAIT_FOR(f, is_socket(f->sock) && state(f).lock_held);
+        assert_true(exists(f->lock));
+        assert_true(locked_by_other(f->lock));
+        assert_int_equal(state(f).generations, 2);
+        assert_int_equal(f->k.registers, 1);
+        kubelet_start_cleaning(f);
+        WAIT_FOR(f, state(f).registrations == 2 && f->k.lw_messages == 2 && state(f).streams == 1);
+        run_for(f, 3 * KDEV_DP_COALESCE_MS);
+        s = state(f);
+        assert_int_equal(s.state, KDEV_DP_REGISTERED);
+        assert_int_equal(s.registrations, 2);
+        assert_int_equal(f->k.registers, 2);
+        assert_int_equal(s.dir_losses, 1);
+        assert_true(is_socket(f->sock));
+        assert_true(locked_by_other(f->lock));
+        assert_false(s.flush_pending);
+}
+
+/* The directory removed and created again while kubelet runs on: kubelet
+ * comes back (a new kubelet.sock) before the runtime saw the new directory,
+ * or after: one registration in the new directory each time. */
+static void test_directory_recreated_with_kubelet_back_first(void **state_)
+{
+        struct fx *f = *state_;
+        start_registered(f);
+        kubelet_stop(&f->k);
+        rm_rf(f->dir);
+        assert_int_equal(mkdir(f->dir, 0750), 0);
+        kubelet_start(&f->k); /* before the runtime ran at all */
+        WAIT_FOR(f, state(f).registrations == 2 && f->k.lw_messages == 2 && state(f).streams == 1);
+        run_for(f, 3 * KDEV_DP_COALESCE_MS);
+        struct kdev_dp_state s = state(f);
+        assert_int_equal(s.state, KDEV_DP_REGISTERED);
+        assert_int_equal(f->k.registers, 2);
+        assert_int_equal(s.dir_losses, 1);
+        assert_true(is_socket(f->sock));
+        assert_true(locked_by_other(f->lock));
+        /* again, the directory replaced by a rename (mv new DIR) */
+        char other[sizeof(f->dir) + 8];
+        snprintf(other, sizeof(other), "%s.new", f->dir);
+        assert_int_equal(mkdir(other, 0750), 0);
+        kubelet_stop(&f->k);
+        rm_rf(f->dir);
+        assert_int_equal(rename(other, f->dir), 0);
+        kubelet_start(&f->k);
+        WAIT_FOR(f, state(f).registrations == 3 && f->k.lw_messages == 3 && state(f).streams == 1);
+        run_for(f, 3 * KDEV_DP_COALESCE_MS);
+        assert_int_equal(f->k.registers, 3);
+        assert_int_equal(state(f).dir_losses, 2);
+        assert_true(locked_by_other(f->lock));
+}
+
+/* Two instances: the first serves, the second waits for the lock. The
+ * directory removed and created again: the first takes the lock in the new
+ * directory and serves, the second still waits; the lock file alone
+ * removed: the first locks it again at once, the second still waits. */
+static void test_directory_recreated_keeps_one_instance(void **state_)
+{
+        struct fx *f = *state_;
+        f->opts.lock_poll_ms = 20;
+        start_registered(f);
+        struct kdev_dp_runtime *second = start_waiting_second(f);
+        struct kdev_dp_state s2;
+        assert_int_equal(kdev_dp_runtime_state(second, RES, &s2), 0);
+        kubelet_stop(&f->k);
+        rm_rf(f->dir);
+        WAIT_FOR(f, state(f).state == KDEV_DP_WAIT_DIR &&
+                            kdev_dp_runtime_state(second, RES, &s2) == 0 &&
+                            s2.state == KDEV_DP_WAIT_DIR);
+        assert_int_equal(mkdir(f->dir, 0750), 0);
+        kubelet_start(&f->k);
+        WAIT_FOR(f, state(f).registrations == 2 && state(f).streams == 1);
+        run_for(f, 100);
+        assert_int_equal(kdev_dp_runtime_state(second, RES, &s2), 0);
+        assert_int_equal(s2.state, KDEV_DP_WAIT_LOCK);
+        assert_false(s2.lock_held);
+        assert_int_equal(s2.generations, 0);
+        assert_int_equal(s2.attempts, 0);
+        assert_true(state(f).lock_held);
+        assert_int_equal(f->k.registers, 2);
+
+        /* the lock file removed by hand */
+        unsigned waits = s2.lock_waits;
+        assert_int_equal(unlink(f->lock), 0);
+        WAIT_FOR(f, exists(f->lock) && locked_by_other(f->lock));
+        WAIT_FOR(f, kdev_dp_runtime_state(second, RES, &s2) == 0 && s2.lock_waits >= waits + 3);
+        assert_int_equal(s2.state, KDEV_DP_WAIT_LOCK);
+        assert_int_equal(s2.generations, 0);
+        struct kdev_dp_state s = state(f);
+        assert_true(s.lock_held);
+        assert_int_equal(s.state, KDEV_DP_REGISTERED);
+        assert_int_equal(f->k.registers, 2);
+
+        /* the first stops: the second takes over in the new directory */
+        stop_runtime(f);
+        f->rt = second;
+        WAIT_FOR(f, state(f).registrations == 1 && state(f).streams == 1);
+        assert_int_equal(f->k.registers, 3);
+}
+
+/* A lock file replaced by one another process holds: the runtime stops
+ * serving (its socket removed) and waits for the lock. */
+static void test_lock_taken_by_another_stops_serving(void **state_)
+{
+        struct fx *f = *state_;
+        start_registered(f);
+        assert_int_equal(unlink(f->lock), 0);
+        int fd = open(f->lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+        WAIT_FOR(f, state(f).state == KDEV_DP_WAIT_LOCK);
+        struct kdev_dp_state s = state(f);
+        assert_false(s.lock_held);
+        assert_false(exists(f->sock));
+        WAIT_FOR(f, f->k.lw == NULL); /* the stream ended with the server */
+        close(fd);
+        WAIT_FOR(f, state(f).registrations == 2 && state(f).streams == 1);
+        assert_true(state(f).lock_held);
+}
+
+/* A kubelet restart as kubelet does it (sockets removed, then kubelet.sock
+ * created) is exactly one Register, sent at once on kubelet.sock's event
+ * (not after a debounce), five times over. */
+static void test_kubelet_restart_is_one_register_at_once(void **state_)
+{
+        struct fx *f = *state_;
+        start_registered(f);
+        for (unsigned i = 2; i <= 6; i++) {
+                kubelet_stop(&f->k);
+                WAIT_FOR(f, state(f).streams == 0);
+                kubelet_start_cleaning(f);
+                WAIT_FOR(f, f->k.registers == i);
+                /* the Register left in the flush right after the event: no
+                 * coalescing window had to pass first */
+                WAIT_FOR(f, state(f).registrations == i && state(f).streams == 1);
+                run_for(f, 3 * KDEV_DP_COALESCE_MS);
+                assert_int_equal(f->k.registers, i);
+                assert_int_equal(state(f).registrations, i);
+                assert_false(state(f).flush_pending);
+        }
+        assert_int_equal(state(f).failures, 0);
+}
+
+/* Restarts (SIGHUP) asked again right after a registration: coalesced into
+ * one more Register at the end of the window, not one each. */
+static void test_restarts_after_register_coalesce(void **state_)
+{
+        struct fx *f = *state_;
+        start_registered(f);
+        kdev_dp_runtime_restart(f->rt);
+        WAIT_FOR(f, f->k.registers == 2);
+        for (int i = 0; i < 3; i++) {
+                kdev_dp_runtime_restart(f->rt);
+                uv_run(&f->loop, UV_RUN_NOWAIT);
+        }
+        WAIT_FOR(f, f->k.registers == 3 && state(f).streams == 1 && !state(f).flush_pending);
+        run_for(f, 3 * KDEV_DP_COALESCE_MS);
+        assert_int_equal(f->k.registers, 3);
+        assert_int_equal(state(f).generations, 3);
+}
+
+/* inotify unusable (ENOSPC at the watch limit, EMFILE at the instance
+ * limit): start succeeds, the runtime polls every check_ms, and a kubelet
+ * restart, a removed socket and a re-created directory are still followed. */
+static void inotify_fails(struct fx *f, int e)
+{
+        g_inotify_errno = e;
+        f->opts.check_ms = 20;
+        start_registered(f);
+        struct kdev_dp_state s = state(f);
+        assert_true(s.polling);
+        assert_int_equal(s.dir_events, 0);
+        kubelet_stop(&f->k);
+        WAIT_FOR(f, state(f).streams == 0);
+        kubelet_start_cleaning(f);
+        WAIT_FOR(f, state(f).registrations == 2 && state(f).streams == 1);
+        assert_int_equal(unlink(f->sock), 0);
+        WAIT_FOR(f, state(f).registrations == 3 && state(f).streams == 1);
+        kubelet_stop(&f->k);
+        rm_rf(f->dir);
+        WAIT_FOR(f, state(f).state == KDEV_DP_WAIT_DIR);
+        assert_int_equal(mkdir(f->dir, 0750), 0);
+        WAIT_FOR(f, state(f).lock_held && is_socket(f->sock));
+        kubelet_start_cleaning(f);
+        WAIT_FOR(f, state(f).registrations == 4 && state(f).streams == 1);
+        s = state(f);
+        assert_true(s.polling);
+        assert_int_equal(s.dir_events, 0);
+        assert_int_equal(s.dir_losses, 1);
+        assert_int_equal(f->k.registers, 4);
+        /* inotify usable again: the next check watches with it */
+        g_inotify_errno = 0;
+        WAIT_FOR(f, !state(f).polling);
+}
+
+static void test_no_inotify_enospc_polls(void **state_)
+{
+        inotify_fails(*state_, ENOSPC);
+}
+
+static void test_no_inotify_emfile_polls(void **state_)
+{
+        inotify_fails(*state_, EMFILE);
+}
+
 int main(void)
 {
         signal(SIGPIPE, SIG_IGN);
@@ -779,6 +1088,20 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_removed_socket_is_recreated, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_burst_is_one_registration, setup,
                                                 teardown),
+                cmocka_unit_test_setup_teardown(test_directory_recreated_then_kubelet_returns,
+                                                setup, teardown),
+                cmocka_unit_test_setup_teardown(test_directory_recreated_with_kubelet_back_first,
+                                                setup, teardown),
+                cmocka_unit_test_setup_teardown(test_directory_recreated_keeps_one_instance, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_lock_taken_by_another_stops_serving, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_kubelet_restart_is_one_register_at_once, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_restarts_after_register_coalesce, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_no_inotify_enospc_polls, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_no_inotify_emfile_polls, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
