@@ -204,7 +204,9 @@ def no_inotify(err, text):
             warn = ('level=warn msg="cannot watch the device plugin directory with inotify, '
                     'checking it every 1000ms instead" path=%s error="%s"' % (d, text))
             log = p.logtext()
-            assert log.count("cannot watch") == 1, log
+            # one warning for the directory watch (the generic devices'
+            # own watch warns once for itself: generic_live.py)
+            assert log.count("cannot watch the device plugin directory") == 1, log
             assert warn in log, log
             for i in range(2):
                 k.stop()
@@ -216,7 +218,7 @@ def no_inotify(err, text):
             k = Kdevctl(d)
             one_register(k, "new directory, no inotify")
             assert p.proc.poll() is None
-            assert p.logtext().count("cannot watch") == 1, p.logtext()
+            assert p.logtext().count("cannot watch the device plugin directory") == 1, p.logtext()
         finally:
             assert p.stop() == 0
             k.stop()
