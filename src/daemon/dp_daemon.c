@@ -26,6 +26,7 @@
 #include "generic/generic.h"
 #include "generic/live.h"
 #include "model/model.h"
+#include "model/withdrawn.h"
 #include "nvidia/backend.h"
 #include "nvidia/config.h"
 #include "nvidia/labels.h"
@@ -63,17 +64,13 @@ struct kdev_dp_daemon {
         struct kdev_plugin_metrics *metrics; /* NULL: metrics off */
         struct kdev_dp_options dpopts;       /* the runtime's options, hooks set */
         uint64_t rediscover_ms;
-        /* GPUs that come and go: devices withdrawn (gone from the node, still
-         * advertised Unhealthy until their grace period is over), the grace
-         * period, and the timer that applies an inventory change or drops
-         * the devices whose grace period ended */
-        struct dp_withdrawn {
-                char *resource, *id;
-                uint64_t since;     /* uv_now of the withdrawal, ms */
-                unsigned round;     /* the last build that asked for it */
-        } *withdrawn;
-        size_t n_withdrawn;
-        unsigned round;
+        /* devices that left the node, of every backend (model/withdrawn.h:
+         * advertised Unhealthy until their grace period is over, through
+         * every rebuild), the NVIDIA builds' round and grace period, and the
+         * timer that applies an inventory change or drops the NVIDIA
+         * devices whose grace period ended */
+        struct kdev_withdrawn *withdrawn;
+        uint64_t round;
         uint64_t withdraw_grace_ms;
         uv_timer_t inventory_timer;
         bool inventory_timer_on;
@@ -267,100 +264,67 @@ static void on_inventory_changed(void *arg, const char *why)
         uv_timer_start(&d->inventory_timer, on_inventory_timer, 0, 0);
 }
 
-static struct dp_withdrawn *withdrawn_find(struct kdev_dp_daemon *d, const char *resource,
-                                           const char *id)
-{
-        for (size_t i = 0; i < d->n_withdrawn; i++)
-                if (strcmp(d->withdrawn[i].resource, resource) == 0 &&
-                    strcmp(d->withdrawn[i].id, id) == 0)
-                        return &d->withdrawn[i];
-        return NULL;
-}
-
 /* kdev_nvidia_keep_fn: a device that left resource |resource| stays
  * advertised Unhealthy for the grace period from the build that first
- * missed it, then is dropped. */
+ * missed it, then is dropped (the model's withdrawal rule). */
 static bool keep_withdrawn(void *arg, const char *resource, const char *id)
 {
         struct kdev_dp_daemon *d = arg;
-        uint64_t now = uv_now(&d->loop);
         char grace[32];
         snprintf(grace, sizeof(grace), "%llu", (unsigned long long)(d->withdraw_grace_ms / 1000));
-        struct dp_withdrawn *w = withdrawn_find(d, resource, id);
-        if (!w) {
-                if (d->withdraw_grace_ms == 0) {
-                        kdev_log_warn("device left the node: dropped (grace period 0)",
-                                      "resource", resource, "id", id);
-                        return false;
-                }
-                struct dp_withdrawn *v =
-                        realloc(d->withdrawn, (d->n_withdrawn + 1) * sizeof(*v));
-                char *r = strdup(resource), *i = strdup(id);
-                if (!v || !r || !i) {
-                        if (v)
-                                d->withdrawn = v;
-                        free(r);
-                        free(i);
-                        kdev_log_warn("device left the node: dropped (out of memory)",
-                                      "resource", resource, "id", id);
-                        return false;
-                }
-                d->withdrawn = v;
-                d->withdrawn[d->n_withdrawn++] =
-                        (struct dp_withdrawn){.resource = r, .id = i, .since = now,
-                                              .round = d->round};
+        if (d->withdraw_grace_ms == 0 && !kdev_withdrawn_has(d->withdrawn, resource, id, NULL)) {
+                kdev_log_warn("device left the node: dropped (grace period 0)", "resource",
+                              resource, "id", id);
+                return false;
+        }
+        bool known = kdev_withdrawn_has(d->withdrawn, resource, id, NULL);
+        switch (kdev_withdrawn_miss(d->withdrawn, d, resource, id, uv_now(&d->loop),
+                                    d->withdraw_grace_ms, d->round)) {
+        case KDEV_WITHDRAWN_NEW:
                 kdev_log_warn("device left the node: advertised Unhealthy while pods may still "
                               "hold it, dropped after the grace period",
                               "resource", resource, "id", id, KDEV_LOG_NUM("grace_s", grace));
                 return true;
-        }
-        w->round = d->round;
-        if (now - w->since < d->withdraw_grace_ms)
+        case KDEV_WITHDRAWN_KEPT:
                 return true;
-        kdev_log_info("withdrawn device dropped: its grace period is over", "resource", resource,
-                      "id", id, KDEV_LOG_NUM("grace_s", grace));
-        w->round = d->round - 1; /* forgotten below */
+        case KDEV_WITHDRAWN_DROPPED:
+                break;
+        }
+        if (known)
+                kdev_log_info("withdrawn device dropped: its grace period is over", "resource",
+                              resource, "id", id, KDEV_LOG_NUM("grace_s", grace));
+        else
+                kdev_log_warn("device left the node: dropped (out of memory)", "resource",
+                              resource, "id", id);
         return false;
 }
 
-/* After a build: forgets the withdrawn devices it did not ask for (back on
- * the node, dropped, or their resource gone) and arms the timer at the end
- * of the next grace period. */
+static bool served_now(void *arg, const char *resource)
+{
+        struct kdev_dp_daemon *d = arg;
+        for (size_t i = 0; d->cur.set && i < d->cur.set->n_resources; i++)
+                if (strcmp(d->cur.set->resources[i].name, resource) == 0)
+                        return true;
+        return false;
+}
+
+/* After a build: forgets the NVIDIA withdrawn devices it did not ask for
+ * (back on the node, dropped, or their resource gone) and the entries of
+ * resources no longer served, and arms the timer at the end of the next
+ * NVIDIA grace period (the generic devices' own tracker drops theirs). */
 static void withdrawn_settle(struct kdev_dp_daemon *d)
 {
-        size_t k = 0;
-        uint64_t next = 0;
-        for (size_t i = 0; i < d->n_withdrawn; i++) {
-                struct dp_withdrawn *w = &d->withdrawn[i];
-                if (w->round != d->round) {
-                        free(w->resource);
-                        free(w->id);
-                        continue;
-                }
-                uint64_t end = w->since + d->withdraw_grace_ms;
-                if (!next || end < next)
-                        next = end;
-                d->withdrawn[k++] = *w;
-        }
-        d->n_withdrawn = k;
-        if (next && d->inventory_timer_on && !uv_is_active((uv_handle_t *)&d->inventory_timer)) {
+        kdev_withdrawn_sweep(d->withdrawn, d, d->round);
+        kdev_withdrawn_retain(d->withdrawn, served_now, d);
+        uint64_t next = kdev_withdrawn_due(d->withdrawn, d, NULL);
+        if (next != UINT64_MAX && d->inventory_timer_on &&
+            !uv_is_active((uv_handle_t *)&d->inventory_timer)) {
                 uint64_t now = uv_now(&d->loop);
                 snprintf(d->inventory_why, sizeof(d->inventory_why), "%s",
                          "the grace period of a withdrawn device is over");
                 uv_timer_start(&d->inventory_timer, on_inventory_timer,
                                next > now ? next - now : 0, 0);
         }
-}
-
-static void withdrawn_free(struct kdev_dp_daemon *d)
-{
-        for (size_t i = 0; i < d->n_withdrawn; i++) {
-                free(d->withdrawn[i].resource);
-                free(d->withdrawn[i].id);
-        }
-        free(d->withdrawn);
-        d->withdrawn = NULL;
-        d->n_withdrawn = 0;
 }
 
 /* The skip warnings of a rescan: the first discovery gave them as warnings. */
@@ -391,6 +355,7 @@ static void start_live(struct kdev_dp_daemon *d, struct dp_gen *g)
                 .changed = on_generic_changed,
                 .changed_arg = d,
                 .grace_period_ms = -1,
+                .withdrawn = d->withdrawn,
         };
         struct kdev_err err = {0};
         g->live = kdev_generic_live_start(&lo, &err);
@@ -657,6 +622,11 @@ static void reload(struct kdev_dp_daemon *d, const char *path, const char *name,
                 return;
         }
         struct dp_gen old = d->cur;
+        /* generic devices in their grace period stay listed through the
+         * rebuild (the NVIDIA build kept its own: keep_withdrawn) */
+        if (kdev_generic_carry_withdrawn(g.set, g.cfg, old.set) < 0)
+                kdev_log_warn("cannot keep the withdrawn generic devices listed (out of memory): "
+                              "kubelet sees them go before their grace period ends");
         /* health is physical: what the old configuration knew carries over
          * (the new monitor adopts it and probes for recovery) */
         for (size_t i = 0; i < g.set->n_physical; i++) {
@@ -992,6 +962,10 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
                 d.rediscover_ms = (uint64_t)(sec * 1000);
         }
         d.withdraw_grace_ms = 300000; /* kubelet's endpointStopGracePeriod */
+        if (!(d.withdrawn = kdev_withdrawn_new())) {
+                kdev_err_set(&err, ENOMEM, "out of memory");
+                goto out;
+        }
         if (o->withdraw_grace && *o->withdraw_grace) {
                 double sec;
                 if (!kdev_seconds_parse(o->withdraw_grace, 86400, &sec)) {
@@ -1136,7 +1110,7 @@ out:
         if (!d.cur.nv_owned)
                 d.cur.nv = NULL; /* the caller's */
         gen_clear(&d.cur);
-        withdrawn_free(&d);
+        kdev_withdrawn_free(d.withdrawn);
         kdev_file_guard_clear(&d.labels_guard);
         free(d.label_value);
         free(sel_name);

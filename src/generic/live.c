@@ -11,15 +11,19 @@
 
 #include "common/log.h"
 #include "generic/generic_internal.h"
+#include "model/withdrawn.h"
 
 #define DEBOUNCE_MS 50
+
+/* The owner of the generic devices' entries in the withdrawal registry (one
+ * for every tracker: a tracker started after a reload takes them over). */
+static const char kdev_generic_withdrawn_owner = 'g';
 
 /* What the tracker knows of one served device (aligned with the served
  * resource's device array). */
 struct dev_state {
         char *key;        /* generic_internal.h; NULL: not seen by a scan yet */
-        bool gone;        /* its nodes vanished: Unhealthy until |gone_at| + grace */
-        uint64_t gone_at; /* loop time (ms) it was first seen gone */
+        bool gone;        /* its nodes vanished: Unhealthy, withdrawn (model/withdrawn.h) */
 };
 
 struct live_res {
@@ -54,6 +58,9 @@ struct kdev_generic_live {
         struct watch *w;
         size_t n_w;
         uv_timer_t rescan, debounce, grace;
+        struct kdev_withdrawn *wd; /* the withdrawal rule's registry */
+        bool own_wd;               /* |wd| is the tracker's own (none given) */
+        uint64_t round;            /* scans done: the registry's round */
         unsigned open_handles;
         bool stopping;
         bool warned_watch;
@@ -238,11 +245,13 @@ static int merge(struct kdev_generic_live *l, struct live_res *lr, const struct 
         struct key_ref *keys = malloc((no ? no : 1) * sizeof(*keys));
         ssize_t *from = malloc((nf ? nf : 1) * sizeof(*from));
         bool *matched = calloc(no ? no : 1, sizeof(*matched));
+        /* per old device not found: the withdrawal rule's verdict */
+        enum kdev_withdrawn_verdict *verdict = calloc(no ? no : 1, sizeof(*verdict));
         char **ids = calloc(nf ? nf : 1, sizeof(*ids));
         struct strset taken = {0};
         int rc = -ENOMEM;
         memset(m, 0, sizeof(*m));
-        if (!keys || !from || !matched || !ids || strset_init(&taken, no + nf) < 0)
+        if (!keys || !from || !matched || !verdict || !ids || strset_init(&taken, no + nf) < 0)
                 goto out;
         size_t nk = 0;
         for (size_t j = 0; j < no; j++) {
@@ -268,12 +277,14 @@ static int merge(struct kdev_generic_live *l, struct live_res *lr, const struct 
                         strset_add(&taken, r->devices[j].id);
                 }
         }
-        /* 2. old devices not found: gone (kept Unhealthy) or dropped */
+        /* 2. old devices not found: withdrawn (kept Unhealthy) or dropped */
         size_t kept_gone = 0;
         for (size_t j = 0; j < no; j++) {
                 if (matched[j])
                         continue;
-                if (lr->st[j].gone && now - lr->st[j].gone_at >= l->grace_ms)
+                verdict[j] = kdev_withdrawn_miss(l->wd, &kdev_generic_withdrawn_owner, r->name,
+                                                 r->devices[j].id, now, l->grace_ms, l->round);
+                if (verdict[j] == KDEV_WITHDRAWN_DROPPED)
                         continue;
                 strset_add(&taken, r->devices[j].id);
                 kept_gone++;
@@ -339,7 +350,7 @@ static int merge(struct kdev_generic_live *l, struct live_res *lr, const struct 
                 if (j >= 0) {
                         free(d->id);
                         d->id = strdup(r->devices[j].id);
-                        if (lr->st[j].gone)
+                        if (kdev_withdrawn_back(l->wd, r->name, d->id) || lr->st[j].gone)
                                 log_device("generic device back: Healthy", r->name, d);
                         else if (!same_specs(d, &r->devices[j]))
                                 log_device("generic device changed: Allocate answers its new "
@@ -357,10 +368,9 @@ static int merge(struct kdev_generic_live *l, struct live_res *lr, const struct 
         for (size_t j = 0; j < no; j++) {
                 if (matched[j])
                         continue;
-                bool was_gone = lr->st[j].gone;
-                if (was_gone && now - lr->st[j].gone_at >= l->grace_ms) {
+                if (verdict[j] == KDEV_WITHDRAWN_DROPPED) {
                         kdev_log_info("generic device dropped: its grace period ended",
-                                      "resource", r->name, "device", r->devices[j].id);
+                                              "resource", r->name, "device", r->devices[j].id);
                         continue;
                 }
                 struct kdev_device *d = &m->v[m->n];
@@ -370,12 +380,11 @@ static int merge(struct kdev_generic_live *l, struct live_res *lr, const struct 
                         goto out;
                 d->healthy = false;
                 s->gone = true;
-                s->gone_at = was_gone ? lr->st[j].gone_at : now;
                 if (lr->st[j].key && !(s->key = strdup(lr->st[j].key)))
                         goto out;
                 if (!(m->phys[m->n - 1] = old_physical(r, j)))
                         goto out;
-                if (!was_gone)
+                if (verdict[j] == KDEV_WITHDRAWN_NEW)
                         kdev_log_warn("generic device gone: Unhealthy until it is back or its "
                                       "grace period ends",
                                       "resource", r->name, "device", d->id,
@@ -389,6 +398,7 @@ out:
         free(keys);
         free(from);
         free(matched);
+        free(verdict);
         free(taken.slot);
         if (rc < 0)
                 merged_clear(m);
@@ -410,7 +420,7 @@ static bool same_list(const struct kdev_resource *r, const struct merged *m)
 
 /* Puts |m| in place of |r|'s devices in the served set, with physical
  * devices made for them. Returns 0 or -ENOMEM (|r| unchanged). */
-static int swap_in(struct kdev_generic_live *l, struct kdev_resource *r, struct merged *m)
+static int swap_in(struct kdev_resource_set *set, struct kdev_resource *r, struct merged *m)
 {
         struct kdev_resource_set tmp = {0};
         struct kdev_physical *p = NULL;
@@ -435,7 +445,7 @@ static int swap_in(struct kdev_generic_live *l, struct kdev_resource *r, struct 
         size_t n_old = r->n_devices;
         for (size_t i = 0; i < n_old; i++)
                 old[i].physical = NULL;
-        kdev_physical_remove_if(l->o.set, drop_of_resource, r->name);
+        kdev_physical_remove_if(set, drop_of_resource, r->name);
         r->devices = m->v;
         r->n_devices = m->n;
         m->v = old;
@@ -445,14 +455,14 @@ static int swap_in(struct kdev_generic_live *l, struct kdev_resource *r, struct 
                               "device ID stay linear",
                               "resource", r->name);
         struct kdev_err err = {0};
-        if (kdev_physical_move(l->o.set, &tmp) < 0) {
+        if (kdev_physical_move(set, &tmp) < 0) {
                 for (size_t i = 0; i < r->n_devices; i++)
                         r->devices[i].physical = NULL;
                 kdev_physical_truncate(&tmp, 0);
                 kdev_log_warn("cannot map the generic devices to their physical devices",
                               "resource", r->name, "error", "out of memory");
         }
-        if (kdev_resource_set_link(l->o.set, &err) < 0)
+        if (kdev_resource_set_link(set, &err) < 0)
                 kdev_log_warn("cannot map the generic devices to their physical devices",
                               "resource", r->name, "error", err.msg);
         return 0;
@@ -494,7 +504,7 @@ static uint64_t scan_resource(struct kdev_generic_live *l, struct live_res *lr, 
         }
         kdev_generic_scan_clear(&sc);
         bool same = same_list(r, &m);
-        if (!same && swap_in(l, r, &m) < 0) {
+        if (!same && swap_in(l->o.set, r, &m) < 0) {
                 kdev_log_warn("cannot rescan the generic devices, the list stays as it is",
                               "resource", cr->name, "error", "out of memory");
                 merged_clear(&m);
@@ -513,10 +523,7 @@ static uint64_t scan_resource(struct kdev_generic_live *l, struct live_res *lr, 
                         l->o.changed(l->o.changed_arg, r->name);
         }
 dues:
-        for (size_t j = 0; j < lr->n; j++) {
-                if (lr->st[j].gone && lr->st[j].gone_at + l->grace_ms < due)
-                        due = lr->st[j].gone_at + l->grace_ms;
-        }
+        due = kdev_withdrawn_due(l->wd, &kdev_generic_withdrawn_owner, r->name);
         return due;
 }
 
@@ -696,6 +703,7 @@ static void scan(struct kdev_generic_live *l)
         if (l->stopping)
                 return;
         l->stats.scans++;
+        l->round++;
         refresh_watches(l);
         uv_update_time(l->o.loop);
         uint64_t now = uv_now(l->o.loop), due = UINT64_MAX;
@@ -739,6 +747,8 @@ static void live_free(struct kdev_generic_live *l)
                 free(l->w[i].path);
         }
         free(l->w);
+        if (l->own_wd)
+                kdev_withdrawn_free(l->wd);
         void (*done)(void *) = l->done;
         void *arg = l->done_arg;
         free(l);
@@ -757,6 +767,58 @@ static void on_handle_closed(uv_handle_t *h)
         handle_closed(h->data);
 }
 
+int kdev_generic_carry_withdrawn(struct kdev_resource_set *set,
+                                 const struct kdev_generic_config *cfg,
+                                 const struct kdev_resource_set *previous)
+{
+        for (size_t ri = 0; cfg && previous && ri < cfg->n_resources; ri++) {
+                const char *name = cfg->resources[ri].name;
+                struct kdev_resource *r = NULL;
+                const struct kdev_resource *was = NULL;
+                for (size_t i = 0; set && i < set->n_resources; i++)
+                        if (strcmp(set->resources[i].name, name) == 0)
+                                r = &set->resources[i];
+                for (size_t i = 0; i < previous->n_resources; i++)
+                        if (strcmp(previous->resources[i].name, name) == 0)
+                                was = &previous->resources[i];
+                if (!r || !was)
+                        continue;
+                size_t add = 0;
+                for (size_t j = 0; j < was->n_devices; j++)
+                        add += !kdev_resource_find(r, was->devices[j].id);
+                if (!add)
+                        continue;
+                struct merged m = {0};
+                size_t n = r->n_devices + add;
+                m.v = calloc(n, sizeof(*m.v));
+                m.phys = calloc(n, sizeof(*m.phys));
+                if (!m.v || !m.phys)
+                        goto oom;
+                for (size_t j = 0; j < r->n_devices; j++) {
+                        if (copy_device(&m.v[m.n], &r->devices[j]) < 0 ||
+                            !(m.phys[m.n++] = old_physical(r, j)))
+                                goto oom;
+                }
+                for (size_t j = 0; j < was->n_devices; j++) {
+                        const struct kdev_device *d = &was->devices[j];
+                        if (kdev_resource_find(r, d->id))
+                                continue;
+                        if (copy_device(&m.v[m.n], d) < 0 ||
+                            !(m.phys[m.n++] = old_physical(was, j)))
+                                goto oom;
+                        m.v[m.n - 1].healthy = false;
+                }
+                if (swap_in(set, r, &m) < 0)
+                        goto oom;
+                merged_clear(&m);
+                continue;
+oom:
+                merged_clear(&m);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 struct kdev_generic_live *kdev_generic_live_start(const struct kdev_generic_live_options *o,
                                                   struct kdev_err *err)
 {
@@ -770,6 +832,15 @@ struct kdev_generic_live *kdev_generic_live_start(const struct kdev_generic_live
                 return NULL;
         }
         l->o = *o;
+        l->wd = o->withdrawn;
+        if (!l->wd) {
+                l->own_wd = true;
+                if (!(l->wd = kdev_withdrawn_new())) {
+                        free(l);
+                        kdev_err_set(err, ENOMEM, "out of memory");
+                        return NULL;
+                }
+        }
         l->rescan_ms = o->rescan_interval_ms ? o->rescan_interval_ms
                                              : (uint64_t)o->cfg->rescan_interval * 1000;
         if (l->rescan_ms == 0)
@@ -798,6 +869,11 @@ struct kdev_generic_live *kdev_generic_live_start(const struct kdev_generic_live
                         kdev_err_set(err, ENOMEM, "out of memory");
                         goto fail;
                 }
+                /* devices carried Unhealthy from before a rebuild
+                 * (kdev_generic_carry_withdrawn) are withdrawn already */
+                for (size_t j = 0; j < lr->n; j++)
+                        lr->st[j].gone = !r->devices[j].healthy &&
+                                         kdev_withdrawn_has(l->wd, r->name, r->devices[j].id, NULL);
         }
         uv_timer_init(o->loop, &l->rescan);
         uv_timer_init(o->loop, &l->debounce);

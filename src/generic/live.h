@@ -46,6 +46,7 @@
 #include "common/export.h"
 #include "generic/generic.h"
 #include "model/model.h"
+#include "model/withdrawn.h"
 
 struct kdev_generic_live;
 
@@ -69,6 +70,11 @@ struct kdev_generic_live_options {
         int64_t grace_period_ms;     /* < 0: cfg->grace_period seconds */
         uint64_t debounce_ms;        /* delay from a watch event to the scan; 0: 50 */
         bool no_watch;               /* rescans only, no inotify (tests) */
+        /* the withdrawal rule's registry (model/withdrawn.h), borrowed, must
+         * outlive the tracker; NULL: the tracker's own. kdev-plugin passes
+         * one registry to every tracker it starts, so that a tracker started
+         * over a rebuilt set (a reload) takes over the grace periods */
+        struct kdev_withdrawn *withdrawn;
 };
 
 /* Counters for tests. */
@@ -90,6 +96,24 @@ struct kdev_generic_live_stats {
  * following them by rescans"). */
 KDEV_API struct kdev_generic_live *
 kdev_generic_live_start(const struct kdev_generic_live_options *o, struct kdev_err *err);
+
+/* A rebuild of the served set (a reload, a new GPU inventory) discovers the
+ * generic devices afresh, without those that left the node: for every
+ * resource of |cfg| that both |set| (the new set, changed in place) and
+ * |previous| (the set served before, borrowed) have, every device of
+ * |previous| whose ID |set| lacks is appended, Unhealthy, with its last
+ * device nodes and physical device, so that kubelet never sees a device
+ * vanish before its grace period ends: those in their grace period already
+ * and those that left since the last scan alike (the discovery of the
+ * rebuild may be the first to miss them). The tracker started over |set|
+ * with the same withdrawal registry then keeps or drops them by the rule:
+ * at the end of the grace period begun before the rebuild, or of one begun
+ * by its first scan. Call it before |set| is served. NULL |previous|:
+ * nothing to carry. Returns 0 or -ENOMEM (|set| then consistent, with some
+ * carried). */
+KDEV_API int kdev_generic_carry_withdrawn(struct kdev_resource_set *set,
+                                         const struct kdev_generic_config *cfg,
+                                         const struct kdev_resource_set *previous);
 
 /* Scans now (tests). */
 KDEV_API void kdev_generic_live_scan(struct kdev_generic_live *l);

@@ -21,6 +21,7 @@
 
 #include "generic/generic.h"
 #include "generic/live.h"
+#include "model/withdrawn.h"
 
 static char g_root[64];
 static char g_real_root[PATH_MAX];
@@ -132,6 +133,31 @@ static void on_changed(void *arg, const char *resource)
         snprintf(f->last, sizeof(f->last), "%s", resource);
 }
 
+/* The registry the next start() hands the tracker (NULL: its own). */
+static struct kdev_withdrawn *g_withdrawn;
+
+/* Starts a tracker over |f|'s config and set. */
+static void relive(struct fx *f, uint64_t rescan_ms, int64_t grace_ms, bool no_watch)
+{
+        struct kdev_err e = {0};
+        struct kdev_generic_options go = {.root = g_root, .allow_regular_files = true};
+        struct kdev_generic_live_options lo = {
+                .loop = &f->loop,
+                .cfg = f->cfg,
+                .discover = go,
+                .set = &f->set,
+                .changed = on_changed,
+                .changed_arg = f,
+                .rescan_interval_ms = rescan_ms,
+                .grace_period_ms = grace_ms,
+                .no_watch = no_watch,
+                .withdrawn = g_withdrawn,
+        };
+        f->live = kdev_generic_live_start(&lo, &e);
+        if (!f->live)
+                fail_msg("live: %s", e.msg);
+}
+
 static void start(struct fx *f, const char *yaml, uint64_t rescan_ms, int64_t grace_ms,
                   bool no_watch)
 {
@@ -143,20 +169,7 @@ static void start(struct fx *f, const char *yaml, uint64_t rescan_ms, int64_t gr
         struct kdev_generic_options go = {.root = g_root, .allow_regular_files = true};
         if (kdev_generic_discover(f->cfg, &go, &f->set, &e) != 0)
                 fail_msg("discover: %s", e.msg);
-        struct kdev_generic_live_options lo = {
-                .loop = &f->loop,
-                .cfg = f->cfg,
-                .discover = go,
-                .set = &f->set,
-                .changed = on_changed,
-                .changed_arg = f,
-                .rescan_interval_ms = rescan_ms,
-                .grace_period_ms = grace_ms,
-                .no_watch = no_watch,
-        };
-        f->live = kdev_generic_live_start(&lo, &e);
-        if (!f->live)
-                fail_msg("live: %s", e.msg);
+        relive(f, rescan_ms, grace_ms, no_watch);
 }
 
 static void stopped(void *arg)
@@ -452,6 +465,105 @@ static void test_ids_stay(void **state)
         finish(&f);
 }
 
+/* A rebuild of the served set (kdev-plugin's reload, a new GPU inventory)
+ * while a device is in its grace period: kdev_generic_carry_withdrawn keeps
+ * it listed, Unhealthy, in the fresh set, and the tracker started over that
+ * set with the same registry drops it when the grace period begun before the
+ * rebuild ends (1000 ms after the unlink), not a grace period later. */
+static void test_rebuild_keeps_the_grace_period(void **state)
+{
+        (void)state;
+        touch("/dev/ttyS0");
+        touch("/dev/ttyS1");
+        touch("/dev/ttyS2");
+        g_withdrawn = kdev_withdrawn_new();
+        struct fx f;
+        start(&f, TTY, 3600 * 1000, 1000, false);
+        rm("/dev/ttyS1");
+        uint64_t t0 = uv_hrtime();
+        wait_list(&f, "ttyS0=@/dev/ttyS0 ttyS2=@/dev/ttyS2 ttyS1!=@/dev/ttyS1", 2000);
+        assert_true(kdev_withdrawn_has(g_withdrawn, "example.com/tty", "ttyS1", NULL));
+        usleep(600 * 1000);
+        /* the rebuild: discovered afresh, the withdrawn device carried */
+        struct kdev_err e = {0};
+        struct kdev_generic_options go = {.root = g_root, .allow_regular_files = true};
+        struct kdev_resource_set fresh_set = {0};
+        assert_int_equal(kdev_generic_discover(f.cfg, &go, &fresh_set, &e), 0);
+        assert_string_equal(render(&fresh_set.resources[0]),
+                            "ttyS0=@/dev/ttyS0 ttyS2=@/dev/ttyS2");
+        assert_int_equal(kdev_generic_carry_withdrawn(&fresh_set, f.cfg, &f.set),
+                         0);
+        assert_string_equal(render(&fresh_set.resources[0]),
+                            "ttyS0=@/dev/ttyS0 ttyS2=@/dev/ttyS2 ttyS1!=@/dev/ttyS1");
+        assert_int_equal(fresh_set.n_physical, 3);
+        assert_false(kdev_physical_find(&fresh_set, "example.com/tty/ttyS1")->healthy);
+        bool done = false;
+        kdev_generic_live_stop(f.live, stopped, &done);
+        while (!done)
+                uv_run(&f.loop, UV_RUN_ONCE);
+        kdev_resource_set_clear(&f.set);
+        f.set = fresh_set;
+        f.changes = 0;
+        relive(&f, 3600 * 1000, 1000, false);
+        /* the new tracker's first scan keeps it, Unhealthy */
+        assert_string_equal(render(&f.set.resources[0]),
+                            "ttyS0=@/dev/ttyS0 ttyS2=@/dev/ttyS2 ttyS1!=@/dev/ttyS1");
+        assert_int_equal(f.changes, 0);
+        wait_list(&f, "ttyS0=@/dev/ttyS0 ttyS2=@/dev/ttyS2", 2000);
+        uint64_t ms = (uv_hrtime() - t0) / 1000000;
+        assert_true(ms >= 999); /* the loop's clock counts whole milliseconds */
+        assert_true(ms < 1550); /* a grace period restarted at the rebuild: >= 1600 */
+        assert_int_equal(f.changes, 1);
+        assert_int_equal(kdev_withdrawn_count(g_withdrawn), 0);
+        /* nothing to carry now */
+        struct kdev_resource_set again = {0};
+        assert_int_equal(kdev_generic_discover(f.cfg, &go, &again, &e), 0);
+        assert_int_equal(kdev_generic_carry_withdrawn(&again, f.cfg, &f.set), 0);
+        assert_string_equal(render(&again.resources[0]), "ttyS0=@/dev/ttyS0 ttyS2=@/dev/ttyS2");
+        kdev_resource_set_clear(&again);
+        finish(&f);
+        kdev_withdrawn_free(g_withdrawn);
+        g_withdrawn = NULL;
+}
+
+/* The rebuild is the first to miss a device (it left after the tracker's
+ * last scan): carried Unhealthy all the same, its grace period begun by the
+ * new tracker's first scan, dropped 300 ms later. */
+static void test_rebuild_first_to_miss(void **state)
+{
+        (void)state;
+        touch("/dev/ttyS0");
+        touch("/dev/ttyS1");
+        g_withdrawn = kdev_withdrawn_new();
+        struct fx f;
+        start(&f, TTY, 3600 * 1000, 300, true); /* no watch: it scans at start only */
+        rm("/dev/ttyS0");
+        struct kdev_err e = {0};
+        struct kdev_generic_options go = {.root = g_root, .allow_regular_files = true};
+        struct kdev_resource_set fresh_set = {0};
+        assert_int_equal(kdev_generic_discover(f.cfg, &go, &fresh_set, &e), 0);
+        assert_int_equal(kdev_generic_carry_withdrawn(&fresh_set, f.cfg, &f.set), 0);
+        assert_string_equal(render(&fresh_set.resources[0]),
+                            "ttyS1=@/dev/ttyS1 ttyS0!=@/dev/ttyS0");
+        assert_int_equal(kdev_withdrawn_count(g_withdrawn), 0);
+        bool done = false;
+        kdev_generic_live_stop(f.live, stopped, &done);
+        while (!done)
+                uv_run(&f.loop, UV_RUN_ONCE);
+        kdev_resource_set_clear(&f.set);
+        f.set = fresh_set;
+        uint64_t t0 = uv_hrtime();
+        relive(&f, 3600 * 1000, 300, true);
+        assert_true(kdev_withdrawn_has(g_withdrawn, "example.com/tty", "ttyS0", NULL));
+        assert_string_equal(render(&f.set.resources[0]), "ttyS1=@/dev/ttyS1 ttyS0!=@/dev/ttyS0");
+        wait_list(&f, "ttyS1=@/dev/ttyS1", 2000);
+        /* the loop's clock counts whole milliseconds: 1 ms early at most */
+        assert_true((uv_hrtime() - t0) / 1000000 >= 299);
+        finish(&f);
+        kdev_withdrawn_free(g_withdrawn);
+        g_withdrawn = NULL;
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -462,6 +574,8 @@ int main(void)
                 cmocka_unit_test_setup(test_rescan_only, fresh),
                 cmocka_unit_test_setup(test_directory_created_later, fresh),
                 cmocka_unit_test_setup(test_ids_stay, fresh),
+                cmocka_unit_test_setup(test_rebuild_keeps_the_grace_period, fresh),
+                cmocka_unit_test_setup(test_rebuild_first_to_miss, fresh),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
