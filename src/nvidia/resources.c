@@ -251,26 +251,76 @@ int kdev_nvidia_keep_withdrawn(struct kdev_resource_set *set, const struct kdev_
         return kept;
 }
 
-/* The fault of GPU |uuid| as |gpus| reads it now: its NVML fault when it is
- * there faulted, GPU_IS_LOST when it is missing while a GPU without a UUID
- * (lost before its UUID was read) is there, 0 otherwise. */
-static int gpu_fault_now(const struct kdev_gpu_set *gpus, const char *uuid)
+/* What a rebuild's discovery |gpus| says of the GPUs without a UUID (lost
+ * before their UUID was read): how many there are, and how many of the GPUs
+ * it lacks were known lost already (their devices in |old| carried
+ * incomplete with GPU_IS_LOST), each of which one of them stands for. */
+struct unnamed {
+        size_t n, known;
+};
+
+static bool gpu_missing(const struct kdev_gpu_set *gpus, const char *uuid)
 {
-        bool unnamed = false;
-        for (size_t i = 0; gpus && i < gpus->n_gpus; i++) {
-                const struct kdev_gpu *g = &gpus->gpus[i];
-                if (strcmp(g->uuid, uuid) == 0)
-                        return g->fault != NVML_SUCCESS ? (int)g->fault : 0;
-                if (!g->uuid[0])
-                        unnamed = true;
+        return !kdev_gpu_set_find(gpus, uuid);
+}
+
+static bool known_lost(const struct kdev_nvidia_devinfo *in)
+{
+        return in->incomplete && in->fault == (int)NVML_ERROR_GPU_IS_LOST;
+}
+
+static struct unnamed count_unnamed(const struct kdev_resource_set *old,
+                                    const struct kdev_gpu_set *gpus)
+{
+        struct unnamed u = {0, 0};
+        for (size_t i = 0; gpus && i < gpus->n_gpus; i++)
+                u.n += !gpus->gpus[i].uuid[0];
+        /* distinct parent GPUs: the first device of each counts */
+        const char *seen[64];
+        size_t n_seen = 0;
+        for (size_t w = 0; u.n && old && w < old->n_resources; w++) {
+                const struct kdev_resource *was = &old->resources[w];
+                if (was->ops != &kdev_nvidia_resource_ops)
+                        continue;
+                for (size_t i = 0; i < was->n_devices; i++) {
+                        const struct kdev_nvidia_devinfo *in = was->devices[i].data;
+                        if (!in || in->withdrawn || !known_lost(in) ||
+                            !gpu_missing(gpus, in->parent_uuid))
+                                continue;
+                        bool dup = false;
+                        for (size_t k = 0; k < n_seen && !dup; k++)
+                                dup = strcmp(seen[k], in->parent_uuid) == 0;
+                        if (dup)
+                                continue;
+                        if (n_seen < sizeof(seen) / sizeof(seen[0]))
+                                seen[n_seen++] = in->parent_uuid;
+                        u.known++;
+                }
         }
-        return unnamed ? (int)NVML_ERROR_GPU_IS_LOST : 0;
+        return u;
+}
+
+/* The fault of GPU |uuid| (|in|: one of its devices in the old set) as
+ * |gpus| reads it now: its NVML fault when it is there faulted; when it is
+ * missing, GPU_IS_LOST if a GPU without a UUID may be it (|u|: one known
+ * lost already is; another only while there are more GPUs without a UUID
+ * than known lost ones), 0 otherwise (gone from the node: withdrawn). */
+static int gpu_fault_now(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_devinfo *in,
+                         struct unnamed u)
+{
+        const struct kdev_gpu *g = kdev_gpu_set_find(gpus, in->parent_uuid);
+        if (g)
+                return g->fault != NVML_SUCCESS ? (int)g->fault : 0;
+        if (u.n && (known_lost(in) || u.n > u.known))
+                return (int)NVML_ERROR_GPU_IS_LOST;
+        return 0;
 }
 
 int kdev_nvidia_carry_faulted(struct kdev_resource_set *set, const struct kdev_resource_set *old,
                               const struct kdev_gpu_set *gpus, struct kdev_err *err)
 {
         int carried = 0;
+        struct unnamed u = count_unnamed(old, gpus);
         for (size_t w = 0; old && w < old->n_resources; w++) {
                 const struct kdev_resource *was = &old->resources[w];
                 if (was->ops != &kdev_nvidia_resource_ops)
@@ -283,8 +333,7 @@ int kdev_nvidia_carry_faulted(struct kdev_resource_set *set, const struct kdev_r
                 for (size_t i = 0; i < was->n_devices; i++) {
                         const struct kdev_device *dev = &was->devices[i];
                         const struct kdev_nvidia_devinfo *in = dev->data;
-                        int fault = in && !in->withdrawn ? gpu_fault_now(gpus, in->parent_uuid)
-                                                         : 0;
+                        int fault = in && !in->withdrawn ? gpu_fault_now(gpus, in, u) : 0;
                         if (!fault || has_id(res, n_new, dev->id) || uuid_live(set, in->uuid))
                                 continue;
                         if (resource_for(set, was, true, &res) < 0 ||

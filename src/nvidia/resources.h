@@ -168,7 +168,11 @@ KDEV_API int kdev_nvidia_keep_withdrawn(struct kdev_resource_set *set,
  * and fault the GPU's (NVML GPU_IS_LOST or RESET_REQUIRED), so the health
  * monitor probes the GPU and a re-read advertises it whole once it answers.
  * A GPU is read faulted when |gpus| has it with kdev_gpu.fault set, or lacks
- * it while holding a GPU without a UUID (lost before its UUID was read).
+ * it while holding a GPU without a UUID (lost before its UUID was read) that
+ * may be it: a GPU known lost already (its devices in |old| carried
+ * incomplete with GPU_IS_LOST) may; another only while |gpus| has more GPUs
+ * without a UUID than there are such known lost GPUs missing (a GPU removed
+ * while another one is lost is withdrawn, not carried).
  * Call it after kdev_nvidia_apply_sharing and before
  * kdev_nvidia_keep_withdrawn (carried devices are not withdrawn). NVIDIA's
  * plugin reads its devices once; a faulted device stays Unhealthy there too

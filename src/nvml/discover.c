@@ -650,16 +650,24 @@ bool kdev_gpu_set_inventory_differs(const struct kdev_gpu_set *was, const struct
                 if (!same_migs(o, g))
                         return differs(why, size, "MIG devices of GPU ", g->uuid, " changed");
         }
+        size_t unnamed_was = 0;
         for (size_t i = 0; i < was->n_gpus; i++) {
                 const struct kdev_gpu *o = &was->gpus[i];
-                if (o->uuid[0] && !kdev_gpu_set_find(now, o->uuid)) {
+                if (!o->uuid[0])
+                        unnamed_was++;
+                else if (!kdev_gpu_set_find(now, o->uuid)) {
                         missing++;
                         if (!gone)
                                 gone = o->uuid;
                 }
         }
-        if (missing > unnamed)
+        /* only a GPU that lost its name since can be one of the missing: the
+         * GPUs without a UUID before stand for GPUs already missing then */
+        if (missing > (unnamed > unnamed_was ? unnamed - unnamed_was : 0))
                 return differs(why, size, "GPU ", gone, " is gone");
+        if (unnamed < unnamed_was)
+                return differs(why, size, "a GPU lost before its UUID was read", "",
+                               " is gone");
         return false;
 }
 

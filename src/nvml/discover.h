@@ -189,15 +189,19 @@ KDEV_API const struct kdev_gpu *kdev_gpu_set_find(const struct kdev_gpu_set *set
 /* Whether the GPU inventory of |now| differs from |was|'s (both from
  * kdev_nvml_discover; NULL counts as no GPU): a GPU UUID of |now| that |was|
  * lacks (hot-added, driver reloaded), more GPUs of |was| missing from |now|
- * than |now| has GPUs without a UUID (a GPU lost before its UUID was read
- * cannot be named, so it may be one of the missing), or, for a GPU in both
+ * than |now| has GPUs without a UUID beyond those |was| had (a GPU lost
+ * before its UUID was read cannot be named, so one that lost its UUID since
+ * may be one of the missing; one without a UUID in |was| already stood for
+ * a GPU missing then), fewer GPUs without a UUID than |was| had (a lost GPU
+ * gone from the node), or, for a GPU in both
  * without a fault on either side (kdev_gpu.fault; a faulted GPU's MIG devices
  * may not have been read), another MIG mode or another list of MIG devices
  * (UUID, GPU- and compute-instance profile index, in order). Faults, health,
  * memory and links are not compared: the health monitor follows faults.
  * With a difference, |why| (|size| bytes, may be NULL) names the first one
- * found: "GPU <uuid> appeared", "GPU <uuid> is gone", "MIG mode of GPU <uuid>
- * changed", "MIG devices of GPU <uuid> changed". */
+ * found: "GPU <uuid> appeared", "GPU <uuid> is gone", "a GPU lost before its
+ * UUID was read is gone", "MIG mode of GPU <uuid> changed", "MIG devices of
+ * GPU <uuid> changed". */
 KDEV_API bool kdev_gpu_set_inventory_differs(const struct kdev_gpu_set *was,
                                              const struct kdev_gpu_set *now, char *why,
                                              size_t size);

@@ -292,6 +292,64 @@ static void test_faulty_gpus(void **state)
         kdev_gpu_set_free(set);
 }
 
+/* kdev_nvidia_carry_faulted across rebuilds: a GPU lost before its UUID was
+ * read is carried (Unhealthy, incomplete, GPU_IS_LOST) by every rebuild
+ * while it stays lost; a GPU removed meanwhile is not taken for it (it is
+ * withdrawn: not carried), unless the lost one was not known lost yet (then
+ * either missing GPU may be the one without a UUID: both carried). */
+static void test_carry_faulted_lost_and_removed(void **state)
+{
+        struct fx *f = *state;
+        const char *lost = "GPU-a288dd1f-391c-ec59-8d1d-b582a91b7759";
+        const char *removed = "GPU-e468c3ab-0f10-9911-df74-2436cb131826";
+        setenv("KDEV_MOCK_NVML_TOPOLOGY", TOPO("h100-80gb-8x-nvswitch.yaml"), 1);
+        f->m.reset();
+        struct kdev_nvidia_config cfg;
+        config(&cfg, NULL, KDEV_NVIDIA_LIST_ENVVAR, KDEV_NVIDIA_ID_UUID, false, false);
+        struct mock_warns w = {0};
+        struct kdev_gpu_set *s0 = mock_nvml_discover_loaded(&f->m, f->sysfs, 0, NULL);
+        struct kdev_resource_set r0 = {0}, r1 = {0}, r2 = {0}, r3 = {0};
+        build(s0, &cfg, &r0, &w);
+        assert_int_equal(r0.resources[0].n_devices, 8);
+        /* lost: the rebuild carries it */
+        assert_int_equal(f->m.set_lost(lost, 1), NVML_SUCCESS);
+        struct kdev_gpu_set *s1 = mock_nvml_discover_loaded(&f->m, f->sysfs, 0, NULL);
+        build(s1, &cfg, &r1, &w);
+        assert_int_equal(r1.resources[0].n_devices, 7);
+        struct kdev_err e = {0};
+        assert_int_equal(kdev_nvidia_carry_faulted(&r1, &r0, s1, &e), 1);
+        const struct kdev_device *d = kdev_resource_find(&r1.resources[0], lost);
+        assert_non_null(d);
+        assert_false(d->healthy);
+        const struct kdev_nvidia_devinfo *in = d->data;
+        assert_true(in->incomplete);
+        assert_int_equal(in->fault, NVML_ERROR_GPU_IS_LOST);
+        /* another GPU removed while it is lost: withdrawn, not carried */
+        assert_int_equal(f->m.set_present(removed, 0), NVML_SUCCESS);
+        struct kdev_gpu_set *s2 = mock_nvml_discover_loaded(&f->m, f->sysfs, 0, NULL);
+        build(s2, &cfg, &r2, &w);
+        assert_int_equal(r2.resources[0].n_devices, 6);
+        assert_int_equal(kdev_nvidia_carry_faulted(&r2, &r1, s2, &e), 1);
+        assert_non_null(kdev_resource_find(&r2.resources[0], lost));
+        assert_null(kdev_resource_find(&r2.resources[0], removed));
+        /* both at once since the last build (nothing known lost): either may
+         * be the GPU without a UUID, both carried */
+        build(s2, &cfg, &r3, &w);
+        assert_int_equal(kdev_nvidia_carry_faulted(&r3, &r0, s2, &e), 2);
+        assert_non_null(kdev_resource_find(&r3.resources[0], lost));
+        assert_non_null(kdev_resource_find(&r3.resources[0], removed));
+        assert_int_equal(f->m.set_present(removed, 1), NVML_SUCCESS);
+        assert_int_equal(f->m.set_lost(lost, 0), NVML_SUCCESS);
+        kdev_resource_set_clear(&r0);
+        kdev_resource_set_clear(&r1);
+        kdev_resource_set_clear(&r2);
+        kdev_resource_set_clear(&r3);
+        kdev_gpu_set_free(s0);
+        kdev_gpu_set_free(s1);
+        kdev_gpu_set_free(s2);
+        kdev_nvidia_config_clear(&cfg);
+}
+
 /* --- Allocate ------------------------------------------------------------------ */
 
 #define H100_3 "GPU-e468c3ab-0f10-9911-df74-2436cb131826"
@@ -920,6 +978,7 @@ int main(void)
                 cmocka_unit_test(test_every_topology),
                 cmocka_unit_test(test_no_gpus_and_errors),
                 cmocka_unit_test(test_faulty_gpus),
+                cmocka_unit_test(test_carry_faulted_lost_and_removed),
                 cmocka_unit_test(test_allocate_matrix),
                 cmocka_unit_test(test_allocate_exact),
                 cmocka_unit_test(test_allocate_control_node_cache),

@@ -689,6 +689,23 @@ static void test_inventory_changes(void **state)
         b = now_set(f);
         assert_string_equal(b->gpus[0].uuid, "");
         assert_false(kdev_gpu_set_inventory_differs(a, b, why, sizeof(why)));
+        /* ...but not one missing besides: the GPU without a UUID was read so
+         * before (a rebuild while it is lost), and GPU 1 is removed now */
+        assert_int_equal(f->m.set_present(g1, 0), NVML_SUCCESS);
+        struct kdev_gpu_set *c = now_set(f);
+        assert_int_equal(c->n_gpus, 3);
+        assert_true(kdev_gpu_set_inventory_differs(b, c, why, sizeof(why)));
+        assert_string_equal(why, "GPU GPU-4603f764-b00c-271e-0980-eda368e40931 is gone");
+        /* the lost GPU removed in turn (GPU 1 back) */
+        assert_int_equal(f->m.set_present(g1, 1), NVML_SUCCESS);
+        assert_int_equal(f->m.set_present(g0, 0), NVML_SUCCESS);
+        kdev_gpu_set_free(c);
+        c = now_set(f);
+        assert_int_equal(c->n_gpus, 3);
+        assert_true(kdev_gpu_set_inventory_differs(b, c, why, sizeof(why)));
+        assert_string_equal(why, "a GPU lost before its UUID was read is gone");
+        kdev_gpu_set_free(c);
+        assert_int_equal(f->m.set_present(g0, 1), NVML_SUCCESS);
         kdev_gpu_set_free(b);
         assert_int_equal(f->m.set_lost(g0, 0), NVML_SUCCESS);
         assert_int_equal(f->m.set_present("GPU-nope", 0), NVML_ERROR_NOT_FOUND);
