@@ -267,6 +267,7 @@ static int start_health(struct kdev_nvidia_backend *b, struct kdev_err *err)
                 .reread_arg = b,
                 .previous = b->opts.replaces ? b->opts.replaces->health : NULL,
         };
+        struct kdev_nvidia_health *previous = b->opts.replaces ? b->opts.replaces->health : NULL;
         b->opts.replaces = NULL; /* borrowed until now */
         char desc[160];
         kdev_xid_policy_describe(&b->policy, desc, sizeof(desc));
@@ -279,6 +280,9 @@ static int start_health(struct kdev_nvidia_backend *b, struct kdev_err *err)
         if (r < 0) {
                 kdev_nvidia_health_stop(b->health, NULL, NULL);
                 b->health = NULL;
+        } else {
+                /* registered now: what the monitor replaced saw until then */
+                kdev_nvidia_health_take_over(b->health, previous);
         }
         return r;
 }

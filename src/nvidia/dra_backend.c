@@ -146,6 +146,9 @@ int kdev_nvidia_dra_backend_rediscover(struct kdev_nvidia_dra_backend *b, struct
                         kdev_physical_set_health(&watched, p, false, NULL);
         }
         bool ran = b->health != NULL;
+        /* stopping, not freed before the loop runs again: its pending
+         * events are handed to the new monitor below */
+        struct kdev_nvidia_health *old = b->health;
         kdev_nvidia_dra_backend_health_stop(b); /* from here the old devices are untouched */
         kdev_resource_set_clear(&b->watched);
         b->watched = watched;
@@ -160,6 +163,8 @@ int kdev_nvidia_dra_backend_rediscover(struct kdev_nvidia_dra_backend *b, struct
                                                          b->physical_arg, &e) < 0)
                         kdev_log_error("health checks not restarted after the GPU rediscovery",
                                        "error", e.msg);
+                else
+                        kdev_nvidia_health_take_over(b->health, old);
         }
         return 0;
 }

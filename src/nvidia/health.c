@@ -725,6 +725,47 @@ int kdev_nvidia_health_start(struct kdev_nvidia_health *h, struct kdev_err *err)
         return rc;
 }
 
+struct take_over {
+        struct kdev_nvidia_health *h, *previous;
+};
+
+/* kdev_nvml_events_fn over |previous|'s pending events: those that say
+ * something of a GPU, re-indexed into |h|'s watched list. */
+static void on_taken(void *arg, const struct kdev_nvml_event *ev, size_t n, bool overflow)
+{
+        struct take_over *t = arg;
+        struct kdev_nvidia_health *h = t->h;
+        for (size_t i = 0; i < n && !h->stopping; i++) {
+                struct kdev_nvml_event e = ev[i];
+                if (e.kind == KDEV_NVML_EVENT_REGISTER || e.kind == KDEV_NVML_EVENT_PROBE)
+                        continue;
+                if (e.gpu >= 0) {
+                        const char *uuid = t->previous->gpus[e.gpu].uuid;
+                        e.gpu = gpu_by_uuid(h, uuid);
+                        if (e.gpu < 0 && e.kind != KDEV_NVML_EVENT_XID)
+                                continue;
+                        if (e.gpu < 0)
+                                snprintf(e.uuid, sizeof(e.uuid), "%s", uuid);
+                } else if (e.kind == KDEV_NVML_EVENT_OTHER) {
+                        continue;
+                }
+                apply(h, &e);
+        }
+        if (overflow && !h->stopping)
+                mark_all(h, "health event queue overflow", 1);
+        flush_notify(h);
+        arm_log_timer(h);
+}
+
+void kdev_nvidia_health_take_over(struct kdev_nvidia_health *h,
+                                  struct kdev_nvidia_health *previous)
+{
+        if (!h || !previous || previous == h)
+                return;
+        struct take_over t = {h, previous};
+        kdev_nvml_events_take(previous->events, on_taken, &t);
+}
+
 void kdev_nvidia_health_stop(struct kdev_nvidia_health *h, void (*done)(void *arg), void *arg)
 {
         if (!h || h->stopping)

@@ -198,6 +198,18 @@ KDEV_API struct kdev_nvidia_health *kdev_nvidia_health_new(uv_loop_t *loop, stru
  * Per-GPU registration failures are not errors (the GPU goes Unhealthy). */
 KDEV_API int kdev_nvidia_health_start(struct kdev_nvidia_health *h, struct kdev_err *err);
 
+/* A rebuild: |h| (started, its events registered) replaces |previous|
+ * (borrowed; the monitor it adopted at kdev_nvidia_health_new, still running
+ * or stopping; NULL: nothing). The events |previous|'s watcher saw and the
+ * loop has not delivered yet (kdev_nvml_events_take) are applied to |h|:
+ * XIDs, other events and event-wait failures, each GPU's by its UUID (a GPU
+ * |h| does not watch: ignored, as by |previous|), so that a fault that
+ * occurred before |h|'s event set existed is not lost with the old monitor
+ * (NVML delivers an event only to the sets registered when it occurs). Its
+ * probe and registration results are |previous|'s own and are dropped. */
+KDEV_API void kdev_nvidia_health_take_over(struct kdev_nvidia_health *h,
+                                           struct kdev_nvidia_health *previous);
+
 /* Stops and frees |h| (NULL-safe), in any state. From the return on, the
  * monitor no longer reads or writes the resource set nor calls |notify|; the
  * thread ends after its current nvmlEventSetWait (at most wait_timeout_ms),

@@ -397,9 +397,10 @@ static void on_async_closed(uv_handle_t *handle)
                 done(arg);
 }
 
-static void on_async(uv_async_t *a)
+/* Moves the posted events to the work queue (w->work, w->workn); returns
+ * the overflow flag, and whether the thread exited in |*exited|. */
+static bool take_posted(struct kdev_nvml_events *w, bool *exited)
 {
-        struct kdev_nvml_events *w = a->data;
         pthread_mutex_lock(&w->mu);
         struct kdev_nvml_event *tq = w->q;
         size_t tn = w->qn, tcap = w->qcap;
@@ -411,9 +412,27 @@ static void on_async(uv_async_t *a)
         w->workcap = tcap;
         bool overflow = w->overflow;
         w->overflow = false;
-        bool exited = w->exited;
+        *exited = w->exited;
         pthread_mutex_unlock(&w->mu);
+        return overflow;
+}
 
+void kdev_nvml_events_take(struct kdev_nvml_events *w, kdev_nvml_events_fn fn, void *arg)
+{
+        if (!w || !fn)
+                return;
+        bool exited;
+        bool overflow = take_posted(w, &exited);
+        if (w->workn > 0 || overflow)
+                fn(arg, w->work, w->workn, overflow);
+        w->workn = 0;
+}
+
+static void on_async(uv_async_t *a)
+{
+        struct kdev_nvml_events *w = a->data;
+        bool exited;
+        bool overflow = take_posted(w, &exited);
         if (!w->stopping && (w->workn > 0 || overflow))
                 w->o.on_events(w->o.arg, w->work, w->workn, overflow);
         w->workn = 0;

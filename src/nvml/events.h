@@ -159,6 +159,15 @@ KDEV_API int kdev_nvml_events_start(struct kdev_nvml_events *w, struct kdev_err 
  * others are ignored). May be called before start. */
 KDEV_API void kdev_nvml_events_want_probe(struct kdev_nvml_events *w, size_t gpu, bool on);
 
+/* Hands the events |w|'s thread posted and the loop has not delivered yet to
+ * |fn| (with |arg|) now, on the loop thread, instead of options.on_events,
+ * whether |w| is running or stopping (not once stopped). For a watcher being
+ * replaced: what it saw before its successor's event set was registered
+ * (NVML delivers an event only to the sets registered when it occurs) would
+ * otherwise be lost with it. NULL-safe. */
+KDEV_API void kdev_nvml_events_take(struct kdev_nvml_events *w, kdev_nvml_events_fn fn,
+                                    void *arg);
+
 /* Stops and frees |w| (NULL-safe), in any state. From the return on
  * options.on_events is not called; the thread ends after its current
  * nvmlEventSetWait (at most wait_timeout_ms) or probe, frees the event set

@@ -381,6 +381,55 @@ static void test_xid_marks_every_replica_once(void **state)
         stop_monitor(f);
 }
 
+/* A rebuild replaces the monitor: an XID the old monitor's watcher saw but
+ * the loop had not delivered when the new monitor registered its own event
+ * set (NVML gives it to the sets registered then: not the new one) is
+ * applied to the new monitor by kdev_nvidia_health_take_over, not lost
+ * with the old one. */
+static void test_take_over_pending_events(void **state)
+{
+        struct fx *f = *state;
+        start_monitor(f, NULL, NULL, LONG);
+        struct kdev_nvidia_health *old = f->mon;
+        assert_int_equal(f->m.xid(G2, 79, NO, NO), NVML_SUCCESS);
+        usleep(150 * 1000); /* the old watcher's thread posts it; the loop does not run */
+        struct kdev_xid_policy p;
+        struct kdev_err e;
+        assert_int_equal(kdev_xid_policy_parse(NULL, NULL, &p, NULL, NULL, &e), 0);
+        struct kdev_nvidia_health_options o = {
+                .probe_interval_ms = PROBE_MS,
+                .quiet_period_ms = LONG,
+                .wait_timeout_ms = WAIT_MS,
+                .notify = on_notify,
+                .notify_arg = f,
+                .previous = old,
+        };
+        struct kdev_nvidia_health *now = kdev_nvidia_health_new(&f->loop, f->m.lib, &f->set, &p,
+                                                                &o, &e);
+        kdev_xid_policy_clear(&p);
+        assert_non_null(now);
+        assert_int_equal(kdev_nvidia_health_start(now, &e), 0);
+        assert_true(gpu(f, G2).healthy); /* f->mon: the old one has not applied it */
+        kdev_nvidia_health_take_over(now, old);
+        f->mon = now;
+        struct kdev_nvidia_gpu_health g = gpu(f, G2);
+        assert_false(g.healthy);
+        assert_true(g.last_xid == 79);
+        assert_string_equal(g.reason, "critical XID 79");
+        assert_health(f, "100011111");
+        /* the old one, stopped, never applies it */
+        f->mon = old;
+        assert_true(gpu(f, G2).healthy);
+        f->stopped = false;
+        kdev_nvidia_health_stop(old, on_stopped, f);
+        assert_true(run_until(f, is_stopped, NULL));
+        f->mon = now;
+        assert_false(gpu(f, G2).healthy);
+        assert_true(gpu(f, G3).healthy);
+        kdev_nvidia_health_take_over(now, NULL); /* nothing */
+        stop_monitor(f);
+}
+
 /* A burst of 200 XIDs (the mock queues 256 per event set): all applied,
  * still one update, no queue overflow (which would mark every GPU). */
 static void test_xid_burst(void **state)
@@ -1140,6 +1189,8 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_xid_marks_every_replica_once, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_take_over_pending_events, setup,
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_xid_burst, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_xid_storm_log_bounded, setup, teardown),
