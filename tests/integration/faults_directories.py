@@ -87,7 +87,14 @@ def locked(path):
 
 
 def recreate(d):
-    r = subprocess.run(["rm", "-rf", d], capture_output=True, text=True)
+    # kdev-plugin follows its files as they go and may take its lock again in
+    # the directory while rm empties it: rm then says "Directory not empty"
+    # and is run again, as a user would (a few times at most).
+    for _ in range(20):
+        r = subprocess.run(["rm", "-rf", d], capture_output=True, text=True)
+        if r.returncode == 0:
+            break
+        time.sleep(0.01)
     assert r.returncode == 0, "rm -rf %s: %s; left: %s" % (d, r.stderr, os.listdir(d))
     os.mkdir(d, 0o750)
 
