@@ -465,6 +465,19 @@ static void test_ids_stay(void **state)
         finish(&f);
 }
 
+/* A rebuild: the tracker stopped, |fresh| served in place of f->set (taken
+ * over; a tracker is started over it by the caller). */
+static void swap_set(struct fx *f, struct kdev_resource_set *fresh)
+{
+        bool done = false;
+        kdev_generic_live_stop(f->live, stopped, &done);
+        while (!done)
+                uv_run(&f->loop, UV_RUN_ONCE);
+        kdev_resource_set_clear(&f->set);
+        f->set = *fresh;
+        memset(fresh, 0, sizeof(*fresh));
+}
+
 /* A rebuild of the served set (kdev-plugin's reload, a new GPU inventory)
  * while a device is in its grace period: kdev_generic_carry_withdrawn keeps
  * it listed, Unhealthy, in the fresh set, and the tracker started over that
@@ -497,12 +510,7 @@ static void test_rebuild_keeps_the_grace_period(void **state)
                             "ttyS0=@/dev/ttyS0 ttyS2=@/dev/ttyS2 ttyS1!=@/dev/ttyS1");
         assert_int_equal(fresh_set.n_physical, 3);
         assert_false(kdev_physical_find(&fresh_set, "example.com/tty/ttyS1")->healthy);
-        bool done = false;
-        kdev_generic_live_stop(f.live, stopped, &done);
-        while (!done)
-                uv_run(&f.loop, UV_RUN_ONCE);
-        kdev_resource_set_clear(&f.set);
-        f.set = fresh_set;
+        swap_set(&f, &fresh_set);
         f.changes = 0;
         relive(&f, 3600 * 1000, 1000, false);
         /* the new tracker's first scan keeps it, Unhealthy */
@@ -546,12 +554,7 @@ static void test_rebuild_first_to_miss(void **state)
         assert_string_equal(render(&fresh_set.resources[0]),
                             "ttyS1=@/dev/ttyS1 ttyS0!=@/dev/ttyS0");
         assert_int_equal(kdev_withdrawn_count(g_withdrawn), 0);
-        bool done = false;
-        kdev_generic_live_stop(f.live, stopped, &done);
-        while (!done)
-                uv_run(&f.loop, UV_RUN_ONCE);
-        kdev_resource_set_clear(&f.set);
-        f.set = fresh_set;
+        swap_set(&f, &fresh_set);
         uint64_t t0 = uv_hrtime();
         relive(&f, 3600 * 1000, 300, true);
         assert_true(kdev_withdrawn_has(g_withdrawn, "example.com/tty", "ttyS0", NULL));

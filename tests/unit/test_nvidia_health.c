@@ -285,8 +285,11 @@ static void wait_more_probes(struct fx *f, unsigned long n)
 /* Starts a monitor with policy (disable, enable) and quiet period |quiet| ms
  * (tests that do not look at recovery use LONG so that nothing recovers
  * behind their back on a slow machine). */
-static void start_monitor(struct fx *f, const char *disable, const char *enable,
-                          uint64_t quiet)
+/* A started monitor over f->set with policy (disable, enable), quiet period
+ * |quiet| ms, adopting |previous| (may be NULL). */
+static struct kdev_nvidia_health *new_monitor(struct fx *f, const char *disable,
+                                              const char *enable, uint64_t quiet,
+                                              const struct kdev_nvidia_health *previous)
 {
         struct kdev_xid_policy p;
         struct kdev_err e;
@@ -299,13 +302,22 @@ static void start_monitor(struct fx *f, const char *disable, const char *enable,
                 .notify_arg = f,
                 .physical = f->subscribe ? on_physical : NULL,
                 .physical_arg = f,
+                .previous = previous,
         };
-        f->mon = kdev_nvidia_health_new(&f->loop, f->m.lib, &f->set, &p, &o, &e);
+        struct kdev_nvidia_health *h = kdev_nvidia_health_new(&f->loop, f->m.lib, &f->set, &p,
+                                                              &o, &e);
         kdev_xid_policy_clear(&p);
-        assert_non_null(f->mon);
-        int rc = kdev_nvidia_health_start(f->mon, &e);
+        assert_non_null(h);
+        int rc = kdev_nvidia_health_start(h, &e);
         if (rc != 0)
                 fail_msg("start: %s", e.msg);
+        return h;
+}
+
+static void start_monitor(struct fx *f, const char *disable, const char *enable,
+                          uint64_t quiet)
+{
+        f->mon = new_monitor(f, disable, enable, quiet, NULL);
 }
 
 static void on_stopped(void *arg)
@@ -393,22 +405,7 @@ static void test_take_over_pending_events(void **state)
         struct kdev_nvidia_health *old = f->mon;
         assert_int_equal(f->m.xid(G2, 79, NO, NO), NVML_SUCCESS);
         usleep(150 * 1000); /* the old watcher's thread posts it; the loop does not run */
-        struct kdev_xid_policy p;
-        struct kdev_err e;
-        assert_int_equal(kdev_xid_policy_parse(NULL, NULL, &p, NULL, NULL, &e), 0);
-        struct kdev_nvidia_health_options o = {
-                .probe_interval_ms = PROBE_MS,
-                .quiet_period_ms = LONG,
-                .wait_timeout_ms = WAIT_MS,
-                .notify = on_notify,
-                .notify_arg = f,
-                .previous = old,
-        };
-        struct kdev_nvidia_health *now = kdev_nvidia_health_new(&f->loop, f->m.lib, &f->set, &p,
-                                                                &o, &e);
-        kdev_xid_policy_clear(&p);
-        assert_non_null(now);
-        assert_int_equal(kdev_nvidia_health_start(now, &e), 0);
+        struct kdev_nvidia_health *now = new_monitor(f, NULL, NULL, LONG, old);
         assert_true(gpu(f, G2).healthy); /* f->mon: the old one has not applied it */
         kdev_nvidia_health_take_over(now, old);
         f->mon = now;
