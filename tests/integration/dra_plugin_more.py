@@ -265,14 +265,8 @@ def test_mig_with_proc_root():
     with TempDir() as d:
         root = os.path.dirname(d)
         proc = os.path.join(root, "proc")
-        drv = os.path.join(root, "driver-root")
         # --driver-root: the NVML library and the control device nodes under it
-        os.makedirs(os.path.join(drv, "usr", "lib64"))
-        os.symlink(os.path.join(kt.MOCK_NVML_DIR, "libnvidia-ml.so.1"),
-                   os.path.join(drv, "usr", "lib64", "libnvidia-ml.so.1"))
-        os.makedirs(os.path.join(drv, "dev"))
-        for n in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
-            open(os.path.join(drv, "dev", n), "w").close()
+        drv = kt.mock_driver_root(root, kt.CONTROL_NODES)
         dev_name = "gpu-0-mig-3g20gb-9-4"   # NVIDIA's name: profile, GI profile id, start
         e = dp.Env(root, topology=MIG_TOPO, env_extra={"KDEV_MOCK_NVML_PROC": proc},
                    objects=[claim_obj("claim-m", uid, dev_name)],

@@ -283,11 +283,7 @@ def test_dra_slice_follows_mig_layout():
     with TempDir() as d:
         root = os.path.dirname(d)
         proc = os.path.join(root, "proc")
-        drv = os.path.join(root, "driver-root")
-        os.makedirs(os.path.join(drv, "usr", "lib64"))
-        os.symlink(os.path.join(kt.MOCK_NVML_DIR, "libnvidia-ml.so.1"),
-                   os.path.join(drv, "usr", "lib64", "libnvidia-ml.so.1"))
-        os.makedirs(os.path.join(drv, "dev"))
+        drv = kt.mock_driver_root(root)
         dp_env = e = dp.Env(root, topology=mig_topology(root),
                             env_extra={"KDEV_MOCK_NVML_PROC": proc,
                                        "KDEV_NVIDIA_REDISCOVER_INTERVAL": str(INTERVAL)},

@@ -67,6 +67,24 @@ H100_UUIDS = [
     "GPU-c64278a1-b3c9-975f-f3b4-2ad25c978906",
 ]
 
+# NVIDIA's control device nodes, as kdev looks for them under a driver root's dev/.
+CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
+
+
+def mock_driver_root(base, control_nodes=()):
+    """A driver root for --driver-root at |base|/driver-root: the mock NVML
+    library at usr/lib64/libnvidia-ml.so.1 (a link to MOCK_NVML_DIR's) and a
+    dev/ folder holding an empty file for each name in |control_nodes| (for
+    instance CONTROL_NODES). Returns its path."""
+    root = os.path.join(base, "driver-root")
+    os.makedirs(os.path.join(root, "usr", "lib64"))
+    os.symlink(os.path.join(MOCK_NVML_DIR, "libnvidia-ml.so.1"),
+               os.path.join(root, "usr", "lib64", "libnvidia-ml.so.1"))
+    os.makedirs(os.path.join(root, "dev"))
+    for n in control_nodes:
+        open(os.path.join(root, "dev", n), "w").close()
+    return root
+
 
 def plugin_options(directory, sock, timeout=5):
     """GetDevicePluginOptions of the plugin serving directory/sock; returns the
