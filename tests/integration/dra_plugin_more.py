@@ -95,7 +95,7 @@ def test_loop_responsive_while_reconcile_stuck():
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-r", uid, "gpu-2")],
                    extra=("--health-probe-interval", "1", "--health-quiet-period", "600"))
-        try:
+        with kt.logged(e, lambda: e.api.admin("DELETE", "/_admin/delay")):
             sl = wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
             assert len(sl[0]["spec"]["devices"]) == 8, sl
             gen0 = sl[0]["spec"]["pool"]["generation"]
@@ -140,18 +140,12 @@ def test_loop_responsive_while_reconcile_stuck():
             assert len(gone[0]["spec"]["devices"]) == 7, gone
             assert gone[0]["spec"]["pool"]["generation"] > gen0, gone
             e.stop()
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.api.admin("DELETE", "/_admin/delay")
-            e.close()
 
 
 def test_sigterm_while_reconcile_stuck():
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d))
-        try:
+        with kt.logged(e, lambda: e.api.admin("DELETE", "/_admin/delay")):
             wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
             st, _ = e.api.admin("POST", "/_admin/delay",
                                 {"seconds": 120, "path": "/apis/resource.k8s.io/v1/resourceslices"})
@@ -166,12 +160,6 @@ def test_sigterm_while_reconcile_stuck():
             assert took < 8.0 * kt.TIMEOUT_SCALE, took
             assert "stopped" in e.logtext()
             assert not os.path.exists(e.reg_sock())
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.api.admin("DELETE", "/_admin/delay")
-            e.close()
 
 
 def test_sigterm_while_claim_read_stuck():
@@ -179,7 +167,7 @@ def test_sigterm_while_claim_read_stuck():
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-s", uid, "gpu-0")])
         result = {}
-        try:
+        with kt.logged(e, lambda: e.api.admin("DELETE", "/_admin/delay")):
             wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
             st, _ = e.api.admin("POST", "/_admin/delay",
                                 {"seconds": 120,
@@ -209,12 +197,6 @@ def test_sigterm_while_claim_read_stuck():
             # never a success: either the claim's error or a closed connection
             if isinstance(r, dra_pb.NodePrepareResourcesResponse):
                 assert r.claims[uid].error and not r.claims[uid].devices, r
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.api.admin("DELETE", "/_admin/delay")
-            e.close()
 
 
 def test_prepare_refuses_unhealthy_gpu():
@@ -223,7 +205,7 @@ def test_prepare_refuses_unhealthy_gpu():
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-u", uid, "gpu-3")],
                    extra=("--health-probe-interval", "1", "--health-quiet-period", "3"))
-        try:
+        with kt.logged(e):
             sl = wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
             assert devs_by_uuid(sl)[bad] == "gpu-3"
             with open(os.path.join(e.root, "control"), "a") as f:
@@ -248,11 +230,6 @@ def test_prepare_refuses_unhealthy_gpu():
             assert os.path.exists(spec_path(e, uid))
             assert uid in checkpoint_text(e)
             e.stop()
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 MIG0 = "MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f"   # GPU 0, 3g.20gb, GI 2, CI 0, start 4
@@ -271,7 +248,7 @@ def test_mig_with_proc_root():
         e = dp.Env(root, topology=MIG_TOPO, env_extra={"KDEV_MOCK_NVML_PROC": proc},
                    objects=[claim_obj("claim-m", uid, dev_name)],
                    extra=("--proc-root", proc, "--driver-root", drv))
-        try:
+        with kt.logged(e):
             sl = wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
             devs = {x["name"]: x for x in sl[0]["spec"]["devices"]}
             assert sorted(devs) == sorted([
@@ -323,11 +300,6 @@ def test_mig_with_proc_root():
             assert u.claims[uid].error == "", u
             assert not os.path.exists(spec_path(e, uid))
             e.stop()
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_dead_batch_does_not_block_later_calls():
@@ -342,7 +314,7 @@ def test_dead_batch_does_not_block_later_calls():
     uid = "5e0f3a11-0000-4000-8000-00000000000b"
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-late", uid, "gpu-3")])
-        try:
+        with kt.logged(e):
             wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
             st, _ = e.api.admin("POST", "/_admin/delay",
                                 {"seconds": 60, "path": "/apis/resource.k8s.io/v1/namespaces/"
@@ -425,11 +397,6 @@ def test_dead_batch_does_not_block_later_calls():
             assert not os.path.exists(spec_path(e, "5e0f3a11-0000-4000-8000-100000000000"))
             u = unprepare(e, "claim-late", uid)
             assert u.claims[uid].error == "", u
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def log_events(e, msgs):
@@ -460,7 +427,7 @@ def test_claim_log_lines_and_unknown_device():
         root = os.path.dirname(d)
         e = dp.Env(root, objects=[claim_obj("claim-u", uid_u, "gpu-99"),
                                   claim_obj("claim-d", uid_d, "gpu-1")])
-        try:
+        with kt.logged(e):
             wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
                      what="registration socket")
             assert e.proc.poll() is None, e.logtext()
@@ -519,11 +486,6 @@ def test_claim_log_lines_and_unknown_device():
             got = log_events(e, CLAIM_MSGS)
             assert got == want, "\n".join(got)
             e.stop()
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_stale_temp_files_removed_at_start():
@@ -548,7 +510,7 @@ def test_stale_temp_files_removed_at_start():
 
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), before_start=plant)
-        try:
+        with kt.logged(e):
             wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
                      what="registration socket")
             assert e.proc.poll() is None, e.logtext()
@@ -564,11 +526,6 @@ def test_stale_temp_files_removed_at_start():
                        dra_pb.NodePrepareResourcesResponse)
             assert r.claims[uid].error == "", r
             e.stop()
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_newer_checkpoint_refuses_start():
@@ -583,7 +540,7 @@ def test_newer_checkpoint_refuses_start():
 
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), before_start=plant)
-        try:
+        with kt.logged(e):
             rc = e.proc.wait(timeout=60 * kt.TIMEOUT_SCALE)
             assert rc == 1, (rc, e.logtext())
             cp = os.path.join(os.path.realpath(e.plugin_dir), "dra-claims.json")
@@ -596,11 +553,6 @@ def test_newer_checkpoint_refuses_start():
             assert sorted(os.listdir(e.plugin_dir)) == ["dra-claims.json"], \
                 os.listdir(e.plugin_dir)
             assert not os.path.exists(e.reg_sock())
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_odd_checkpoint_refuses_start():
@@ -637,7 +589,7 @@ def test_odd_checkpoint_refuses_start():
 
         with TempDir() as d:
             e = dp.Env(os.path.dirname(d), before_start=plant)
-            try:
+            with kt.logged(e):
                 rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
                 assert rc == 1, (make.__name__, rc, e.logtext())
                 cp = os.path.join(os.path.realpath(e.plugin_dir), "dra-claims.json")
@@ -647,11 +599,6 @@ def test_odd_checkpoint_refuses_start():
                 assert sorted(os.listdir(e.plugin_dir)) == ["dra-claims.json"], \
                     os.listdir(e.plugin_dir)
                 assert not os.path.exists(e.reg_sock())
-            except Exception:
-                print(e.logtext()[-20000:])
-                raise
-            finally:
-                e.close()
 
 
 def test_nul_byte_checkpoint_moved_aside():
@@ -665,7 +612,7 @@ def test_nul_byte_checkpoint_moved_aside():
 
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), before_start=plant)
-        try:
+        with kt.logged(e):
             kt.wait_for(lambda: os.path.exists(e.reg_sock()), 30,
                         what="registration socket")
             cp = os.path.join(os.path.realpath(e.plugin_dir), "dra-claims.json")
@@ -676,11 +623,6 @@ def test_nul_byte_checkpoint_moved_aside():
                     '%s.corrupt-' % (cp, cp))
             assert lines[0].startswith(want), lines[0]
             assert not os.path.exists(cp)
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_state_files_moved_aside_and_devices_held():
@@ -697,7 +639,7 @@ def test_state_files_moved_aside_and_devices_held():
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-d", uid_d, "gpu-1"),
                                                 claim_obj("claim-x", uid_x, "gpu-0"), admin])
-        try:
+        with kt.logged(e):
             kt.wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
                         what="registration socket")
             assert e.proc.poll() is None, e.logtext()
@@ -749,11 +691,6 @@ def test_state_files_moved_aside_and_devices_held():
             recs = json.loads(checkpoint_text(e))["data"]["claims"]
             assert recs[uid_a]["devices"][0].get("adminAccess") is True, recs
             assert "adminAccess" not in recs[uid1]["devices"][0], recs
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 if __name__ == "__main__":

@@ -379,6 +379,23 @@ class TempDir:
 
 
 @contextlib.contextmanager
+def logged(proc, before_close=None):
+    """Yields |proc| (a daemon under test with logtext() and close()); when
+    the block raises an Exception, prints the last 20000 characters of its
+    log before the exception goes on; in every case then calls
+    |before_close| (when given, no arguments) and closes |proc|."""
+    try:
+        yield proc
+    except Exception:
+        print(proc.logtext()[-20000:])
+        raise
+    finally:
+        if before_close:
+            before_close()
+        proc.close()
+
+
+@contextlib.contextmanager
 def registered_plugin(config_text=NULL_CONFIG, resource="example.com/null"):
     """A device-plugin directory with a FakeKubelet and a kdev-plugin serving
     |config_text|, once the plugin registered |resource|. Yields
