@@ -215,30 +215,21 @@ static struct kdev_nvidia_health_stats stats(struct fx *f)
         return s;
 }
 
-static bool critical_at_least(struct fx *f, const void *arg)
-{
-        return stats(f).xid_critical >= *(const unsigned long *)arg;
-}
-static bool ignored_at_least(struct fx *f, const void *arg)
-{
-        return stats(f).xid_ignored >= *(const unsigned long *)arg;
-}
-static bool other_at_least(struct fx *f, const void *arg)
-{
-        return stats(f).other_events >= *(const unsigned long *)arg;
-}
-static bool recoveries_at_least(struct fx *f, const void *arg)
-{
-        return stats(f).recoveries >= *(const unsigned long *)arg;
-}
-static bool probes_at_least(struct fx *f, const void *arg)
-{
-        return stats(f).probes >= *(const unsigned long *)arg;
-}
-static bool wait_errors_at_least(struct fx *f, const void *arg)
-{
-        return stats(f).wait_errors >= *(const unsigned long *)arg;
-}
+/* NAME_at_least(f, arg): the monitor's counter FIELD is at least
+ * *(const unsigned long *)arg (a run_until predicate). */
+#define AT_LEAST(name, field)                                                    \
+        static bool name##_at_least(struct fx *f, const void *arg)               \
+        {                                                                        \
+                return stats(f).field >= *(const unsigned long *)arg;            \
+        }
+AT_LEAST(critical, xid_critical)
+AT_LEAST(ignored, xid_ignored)
+AT_LEAST(other, other_events)
+AT_LEAST(recoveries, recoveries)
+AT_LEAST(probes, probes)
+AT_LEAST(wait_errors, wait_errors)
+#undef AT_LEAST
+
 static bool is_stopped(struct fx *f, const void *arg)
 {
         (void)arg;
