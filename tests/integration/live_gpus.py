@@ -20,6 +20,7 @@ one, publishes a GPU faulted at start once it recovers, and follows a MIG
 layout change (one MIG device destroyed, one created on another GPU), each
 within the interval + 1 s (the recovery: quiet period + probe interval + 1 s).
 """
+import contextlib
 import os
 import sys
 import time
@@ -87,6 +88,21 @@ def start(d, topo, strategy="none", grace="2", proc=None):
     return Plugin(d, CONFIG % strategy, extra=tuple(extra), env=env)
 
 
+@contextlib.contextmanager
+def served(d, topo, **kw):
+    """A FakeKubelet on |d| and kdev-plugin as start(d, topo, **kw) starts it;
+    yields (kubelet, plugin); on leaving, the plugin must exit 0 on SIGTERM
+    and the kubelet is stopped."""
+    k = FakeKubelet(d)
+    k.start()
+    p = start(d, topo, **kw)
+    try:
+        yield k, p
+    finally:
+        assert p.stop() == 0
+        k.stop()
+
+
 def last(k, res=RES):
     with k.lock:
         u = k.updates.get(res)
@@ -104,11 +120,8 @@ def wait_list(k, want, t0, bound, res=RES, what="list"):
 
 def test_gpu_hot_added_then_removed():
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         topo = topology(os.path.dirname(d), h100_with(g7="present: 0"))
-        p = start(d, topo)
-        try:
+        with served(d, topo) as (k, p):
             wait_for(lambda: last(k), what="ListAndWatch")
             assert last(k) == [(u, "Healthy") for u in UUIDS[:7]], last(k)
             t0 = time.monotonic()
@@ -140,9 +153,6 @@ def test_gpu_hot_added_then_removed():
             assert ('msg="withdrawn device dropped: its grace period is over" '
                     'resource=nvidia.com/gpu id=%s grace_s=2' % UUIDS[3]) in p.logtext()
             assert k.count(RES) == 1
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def mig_topology(d):
@@ -158,12 +168,9 @@ def mig_topology(d):
 def test_mig_layout_changed_mixed():
     res = "nvidia.com/mig-1g.5gb"
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         root = os.path.dirname(d)
         proc = os.path.join(root, "proc")
-        p = start(d, mig_topology(root), strategy="mixed", grace="60", proc=proc)
-        try:
+        with served(d, mig_topology(root), strategy="mixed", grace="60", proc=proc) as (k, p):
             wait_for(lambda: last(k, res), what="ListAndWatch of %s" % res)
             assert last(k, res) == [(MIG_GONE, "Healthy")] + [(m, "Healthy") for m in MIG_KEPT], \
                 last(k, res)
@@ -187,20 +194,14 @@ def test_mig_layout_changed_mixed():
             assert 'why="MIG devices of GPU %s changed"' % A100[0] in log, log
             assert 'why="MIG devices of GPU %s changed"' % A100[2] in log, log
             assert k.count(res) == 1
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def test_faults_present_at_start_recover():
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         topo = topology(os.path.dirname(d), h100_with(g2="reset_required: 1",
                                                       g5="pending_remap: 1"))
-        p = start(d, topo)
         want = [(u, "Unhealthy" if i in (2, 5) else "Healthy") for i, u in enumerate(UUIDS)]
-        try:
+        with served(d, topo) as (k, p):
             wait_for(lambda: last(k) == want, timeout=10 * SCALE,
                      what="both faulted GPUs Unhealthy")
             log = p.logtext()
@@ -220,9 +221,6 @@ def test_faults_present_at_start_recover():
             assert 'msg="GPU answers again; reading it again to advertise it" uuid=%s' \
                 % UUIDS[2] in log, log
             assert 'msg="GPU healthy again" uuid=%s' % UUIDS[5] in log, log
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def slice_uuids(dp):
@@ -318,11 +316,9 @@ def test_last_device_of_a_resource_kept_for_the_grace():
     """The only MIG device of a profile destroyed: the resource is served on,
     the device Unhealthy, for the withdraw grace, then stopped."""
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         root = os.path.dirname(d)
-        p = start(d, MIG_TOPO, strategy="mixed", grace="2", proc=os.path.join(root, "proc"))
-        try:
+        with served(d, MIG_TOPO, strategy="mixed", grace="2",
+                    proc=os.path.join(root, "proc")) as (k, p):
             wait_for(lambda: last(k, ME), what="ListAndWatch of %s" % ME)
             assert last(k, ME) == [(MIG_ME, "Healthy")], last(k, ME)
             t0 = time.monotonic()
@@ -340,9 +336,6 @@ def test_last_device_of_a_resource_kept_for_the_grace():
             assert ('msg="withdrawn device dropped: its grace period is over" resource=%s '
                     'id=%s grace_s=2' % (ME, MIG_ME)) in p.logtext()
             assert last(k, ME) == [(MIG_ME, "Unhealthy")], last(k, ME)
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def test_lost_mig_gpu_kept_over_rebuilds():
@@ -352,11 +345,9 @@ def test_lost_mig_gpu_kept_over_rebuilds():
     gpu0 = {"nvidia.com/mig-3g.20gb": "MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f",
             "nvidia.com/mig-2g.10gb": "MIG-9d0efe1e-fdc2-4aea-57e7-810aa03ca6ce"}
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         root = os.path.dirname(d)
-        p = start(d, MIG_TOPO, strategy="mixed", grace="2", proc=os.path.join(root, "proc"))
-        try:
+        with served(d, MIG_TOPO, strategy="mixed", grace="2",
+                    proc=os.path.join(root, "proc")) as (k, p):
             wait_for(lambda: all(last(k, r) for r in gpu0), what="ListAndWatch")
             assert last(k, "nvidia.com/mig-3g.20gb") == \
                 [("MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f", "Healthy")]
@@ -386,20 +377,14 @@ def test_lost_mig_gpu_kept_over_rebuilds():
             for r, m in gpu0.items():
                 assert last(k, r) == [(m, "Unhealthy")], (r, last(k, r))
             assert "resource removed: stopped serving it" not in p.logtext(), p.logtext()
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def test_lost_gpu_kept_when_another_is_added():
     """A lost whole GPU (its UUID unreadable) stays advertised Unhealthy when
     a GPU hot-added elsewhere rebuilds nvidia.com/gpu."""
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         root = os.path.dirname(d)
-        p = start(d, topology(root, h100_with(g7="present: 0")))
-        try:
+        with served(d, topology(root, h100_with(g7="present: 0"))) as (k, p):
             wait_for(lambda: last(k) == [(u, "Healthy") for u in UUIDS[:7]], what="ListAndWatch")
             control(root, "lost %s 1" % UUIDS[2])
             want = [(u, "Unhealthy" if i == 2 else "Healthy") for i, u in enumerate(UUIDS[:7])]
@@ -413,9 +398,6 @@ def test_lost_gpu_kept_when_another_is_added():
             time.sleep(2 + INTERVAL + 1)  # past the withdraw grace
             assert last(k) == want, last(k)
             assert "device left the node" not in p.logtext(), p.logtext()
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def test_mig_device_created_on_a_faulted_gpu_unhealthy():
@@ -423,11 +405,9 @@ def test_mig_device_created_on_a_faulted_gpu_unhealthy():
     Unhealthy, as the GPU's other MIG devices are."""
     res = "nvidia.com/mig-1g.5gb"
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         root = os.path.dirname(d)
-        p = start(d, MIG_TOPO, strategy="mixed", grace="1", proc=os.path.join(root, "proc"))
-        try:
+        with served(d, MIG_TOPO, strategy="mixed", grace="1",
+                    proc=os.path.join(root, "proc")) as (k, p):
             wait_for(lambda: last(k, res), what="ListAndWatch of %s" % res)
             t0 = time.monotonic()
             control(root, "mig-destroy %s" % MIG_GONE)
@@ -457,9 +437,6 @@ def test_mig_device_created_on_a_faulted_gpu_unhealthy():
             assert last(k, res) == want, last(k, res)
             time.sleep(2 + 1 + 1)
             assert last(k, res) == want, last(k, res)
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 if __name__ == "__main__":
