@@ -20,6 +20,7 @@
   temporary files of a killed atomic write removed at start (logged, nothing
   else touched); a checkpoint of a newer kdev refuses the start (exit 1,
   exact message, file untouched)."""
+import contextlib
 import json
 import os
 import re
@@ -49,11 +50,41 @@ def claim_obj(name, uid, device):
                 {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": device}]}}}}
 
 
-def req(cls, name, uid):
+def req_claims(cls, claims):
+    """A request of class |cls| for the claims (name, uid) of |claims|, all
+    in namespace default."""
     r = cls()
-    c = r.claims.add()
-    c.namespace, c.uid, c.name = "default", uid, name
+    for name, uid in claims:
+        c = r.claims.add()
+        c.namespace, c.uid, c.name = "default", uid, name
     return r
+
+
+def req(cls, name, uid):
+    return req_claims(cls, [(name, uid)])
+
+
+def batch_req(prefix, digit, n=50):
+    """A NodePrepareResourcesRequest for the |n| claims default/PREFIX-<i>
+    with uid 5e0f3a11-0000-4000-8000-<digit><i in 11 digits>."""
+    return req_claims(dra_pb.NodePrepareResourcesRequest,
+                      [("%s-%d" % (prefix, i), "5e0f3a11-0000-4000-8000-%d%011d" % (digit, i))
+                       for i in range(n)])
+
+
+@contextlib.contextmanager
+def prepare_callable(e):
+    """NodePrepareResources of |e|'s DRA socket as a grpc callable, over a
+    channel of its own that is closed on leaving."""
+    ch = dp.grpc.insecure_channel("unix:" + e.dra_sock())
+    try:
+        yield ch.unary_unary(dp.PREPARE,
+                             request_serializer=dra_pb.NodePrepareResourcesRequest
+                             .SerializeToString,
+                             response_deserializer=dra_pb.NodePrepareResourcesResponse
+                             .FromString)
+    finally:
+        ch.close()
 
 
 def prepare(e, name, uid):
@@ -320,22 +351,11 @@ def test_dead_batch_does_not_block_later_calls():
                                 {"seconds": 60, "path": "/apis/resource.k8s.io/v1/namespaces/"
                                                         "default/resourceclaims/batch-"})
             assert st == 200
-            batch = dra_pb.NodePrepareResourcesRequest()
-            for i in range(50):
-                c = batch.claims.add()
-                c.namespace, c.name = "default", "batch-%d" % i
-                c.uid = "5e0f3a11-0000-4000-8000-1%011d" % i
-            ch = dp.grpc.insecure_channel("unix:" + e.dra_sock())
-            try:
-                f = ch.unary_unary(dp.PREPARE,
-                                   request_serializer=type(batch).SerializeToString,
-                                   response_deserializer=dra_pb.NodePrepareResourcesResponse
-                                   .FromString)
+            batch = batch_req("batch", 1)
+            with prepare_callable(e) as f:
                 t0 = time.monotonic()
                 r = f(batch, timeout=3.0)
                 took = time.monotonic() - t0
-            finally:
-                ch.close()
             # answered before the deadline (3 s less 10 %): the first claim's
             # read (held by the server) stopped by the deadline, the others
             # not read at all
@@ -359,22 +379,11 @@ def test_dead_batch_does_not_block_later_calls():
             st, _ = e.api.admin("POST", "/_admin/down", {})
             assert st == 200
             # a batch without deadline that kubelet cancels (RST_STREAM)
-            cancelled = dra_pb.NodePrepareResourcesRequest()
-            for i in range(50):
-                c = cancelled.claims.add()
-                c.namespace, c.name = "default", "cbatch-%d" % i
-                c.uid = "5e0f3a11-0000-4000-8000-2%011d" % i
-            ch = dp.grpc.insecure_channel("unix:" + e.dra_sock())
-            try:
-                f = ch.unary_unary(dp.PREPARE,
-                                   request_serializer=type(cancelled).SerializeToString,
-                                   response_deserializer=dra_pb.NodePrepareResourcesResponse
-                                   .FromString)
+            cancelled = batch_req("cbatch", 2)
+            with prepare_callable(e) as f:
                 fut = f.future(cancelled)
                 time.sleep(1.0)
                 assert fut.cancel()
-            finally:
-                ch.close()
             st, _ = e.api.admin("POST", "/_admin/up", {})
             assert st == 200
             st, _ = e.api.admin("DELETE", "/_admin/requests")
@@ -436,10 +445,8 @@ def test_claim_log_lines_and_unknown_device():
                        dra_pb.NodePrepareResourcesResponse)
             assert r.claims[uid1].error == "", r
             # one call, two claims: one line each
-            rq = dra_pb.NodePrepareResourcesRequest()
-            for name, uid in (("claim-1", uid1), ("claim-u", uid_u)):
-                c = rq.claims.add()
-                c.namespace, c.uid, c.name = "default", uid, name
+            rq = req_claims(dra_pb.NodePrepareResourcesRequest,
+                            [("claim-1", uid1), ("claim-u", uid_u)])
             r = e.call(e.dra_sock(), dp.PREPARE, rq, dra_pb.NodePrepareResourcesResponse)
             unknown = ("claim default/claim-u (%s): device gpu-99 is not published by this "
                        "node (pool %s)" % (uid_u, NODE))
@@ -458,10 +465,8 @@ def test_claim_log_lines_and_unknown_device():
             os.rmdir(spec_d)
             u = unprepare(e, "claim-d", uid_d)
             assert u.claims[uid_d].error == "", u
-            ur = dra_pb.NodeUnprepareResourcesRequest()
-            for name, uid in (("claim-1", uid1), ("claim-u", uid_u)):
-                c = ur.claims.add()
-                c.namespace, c.uid, c.name = "default", uid, name
+            ur = req_claims(dra_pb.NodeUnprepareResourcesRequest,
+                            [("claim-1", uid1), ("claim-u", uid_u)])
             u = e.call(e.dra_sock(), dp.UNPREPARE, ur, dra_pb.NodeUnprepareResourcesResponse)
             assert u.claims[uid1].error == "" and u.claims[uid_u].error == "", u
             cdi_d = "k8s.gpu.nvidia.com/claim=%s-gpu-1" % uid_d
