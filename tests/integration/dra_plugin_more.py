@@ -116,6 +116,29 @@ def waiting(e):
     return body["waiting"]
 
 
+SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+def hold(e, path, seconds=120):
+    """Makes the stand-in API server of |e| hold every request whose path
+    starts with |path| for |seconds| s."""
+    st, _ = e.api.admin("POST", "/_admin/delay", {"seconds": seconds, "path": path})
+    assert st == 200
+
+
+def sigterm_while_held(e, what):
+    """Once the API server holds a request of kdev-dra-plugin (|what|),
+    SIGTERM: the plugin must exit 0 within 60 s (scaled); returns the seconds
+    its exit took."""
+    wait_for(lambda: waiting(e) >= 1, what=what)
+    t0 = time.monotonic()
+    e.proc.send_signal(signal.SIGTERM)
+    rc = e.proc.wait(timeout=60 * kt.TIMEOUT_SCALE)
+    took = time.monotonic() - t0
+    assert rc == 0, (rc, e.logtext())
+    return took
+
+
 def devs_by_uuid(sl):
     assert len(sl) == 1, sl
     return {d["attributes"]["uuid"]["string"]: d["name"] for d in sl[0]["spec"]["devices"]}
@@ -132,9 +155,7 @@ def test_loop_responsive_while_reconcile_stuck():
             gen0 = sl[0]["spec"]["pool"]["generation"]
             # every ResourceSlice request is now held 120 s (more than the
             # plugin's 3 x 10 s per request): the next resync (1 s) gets stuck
-            st, _ = e.api.admin("POST", "/_admin/delay",
-                                {"seconds": 120, "path": "/apis/resource.k8s.io/v1/resourceslices"})
-            assert st == 200
+            hold(e, SLICES_PATH)
             wait_for(lambda: waiting(e) >= 1, what="reconcile held by the API server")
             t0 = time.monotonic()
             info = e.call(e.reg_sock(), GETINFO, reg_pb.InfoRequest(), reg_pb.PluginInfo)
@@ -178,15 +199,8 @@ def test_sigterm_while_reconcile_stuck():
         e = dp.Env(os.path.dirname(d))
         with kt.logged(e, lambda: e.api.admin("DELETE", "/_admin/delay")):
             wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
-            st, _ = e.api.admin("POST", "/_admin/delay",
-                                {"seconds": 120, "path": "/apis/resource.k8s.io/v1/resourceslices"})
-            assert st == 200
-            wait_for(lambda: waiting(e) >= 1, what="reconcile held by the API server")
-            t0 = time.monotonic()
-            e.proc.send_signal(signal.SIGTERM)
-            rc = e.proc.wait(timeout=60 * kt.TIMEOUT_SCALE)
-            took = time.monotonic() - t0
-            assert rc == 0, (rc, e.logtext())
+            hold(e, SLICES_PATH)
+            took = sigterm_while_held(e, "reconcile held by the API server")
             # the client alone would need 10 s (one try's timeout) or more
             assert took < 8.0 * kt.TIMEOUT_SCALE, took
             assert "stopped" in e.logtext()
@@ -200,11 +214,7 @@ def test_sigterm_while_claim_read_stuck():
         result = {}
         with kt.logged(e, lambda: e.api.admin("DELETE", "/_admin/delay")):
             wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
-            st, _ = e.api.admin("POST", "/_admin/delay",
-                                {"seconds": 120,
-                                 "path": "/apis/resource.k8s.io/v1/namespaces/default/"
-                                         "resourceclaims/claim-s"})
-            assert st == 200
+            hold(e, "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/claim-s")
 
             def call():
                 try:
@@ -213,12 +223,7 @@ def test_sigterm_while_claim_read_stuck():
                     result["r"] = ex
             t = threading.Thread(target=call, daemon=True)
             t.start()
-            wait_for(lambda: waiting(e) >= 1, what="claim read held by the API server")
-            t0 = time.monotonic()
-            e.proc.send_signal(signal.SIGTERM)
-            rc = e.proc.wait(timeout=60 * kt.TIMEOUT_SCALE)
-            took = time.monotonic() - t0
-            assert rc == 0, (rc, e.logtext())
+            took = sigterm_while_held(e, "claim read held by the API server")
             # without the abort: 5 tries of up to 30 s each
             assert took < 8.0 * kt.TIMEOUT_SCALE, took
             assert not os.path.exists(e.reg_sock())
@@ -347,10 +352,7 @@ def test_dead_batch_does_not_block_later_calls():
         e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-late", uid, "gpu-3")])
         with kt.logged(e):
             wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
-            st, _ = e.api.admin("POST", "/_admin/delay",
-                                {"seconds": 60, "path": "/apis/resource.k8s.io/v1/namespaces/"
-                                                        "default/resourceclaims/batch-"})
-            assert st == 200
+            hold(e, "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/batch-", 60)
             batch = batch_req("batch", 1)
             with prepare_callable(e) as f:
                 t0 = time.monotonic()
