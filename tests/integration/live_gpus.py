@@ -20,7 +20,6 @@ one, publishes a GPU faulted at start once it recovers, and follows a MIG
 layout change (one MIG device destroyed, one created on another GPU), each
 within the interval + 1 s (the recovery: quiet period + probe interval + 1 s).
 """
-import contextlib
 import os
 import sys
 import time
@@ -28,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
-from kdevtest import FakeKubelet, Plugin, TempDir, wait_for  # noqa: E402
+from kdevtest import Plugin, TempDir, wait_for  # noqa: E402
 
 RES = "nvidia.com/gpu"
 MOCK_DIR = kt.MOCK_NVML_DIR
@@ -88,21 +87,6 @@ def start(d, topo, strategy="none", grace="2", proc=None):
     return Plugin(d, CONFIG % strategy, extra=tuple(extra), env=env)
 
 
-@contextlib.contextmanager
-def served(d, topo, **kw):
-    """A FakeKubelet on |d| and kdev-plugin as start(d, topo, **kw) starts it;
-    yields (kubelet, plugin); on leaving, the plugin must exit 0 on SIGTERM
-    and the kubelet is stopped."""
-    k = FakeKubelet(d)
-    k.start()
-    p = start(d, topo, **kw)
-    try:
-        yield k, p
-    finally:
-        assert p.stop() == 0
-        k.stop()
-
-
 def last(k, res=RES):
     with k.lock:
         u = k.updates.get(res)
@@ -121,7 +105,7 @@ def wait_list(k, want, t0, bound, res=RES, what="list"):
 def test_gpu_hot_added_then_removed():
     with TempDir() as d:
         topo = topology(os.path.dirname(d), h100_with(g7="present: 0"))
-        with served(d, topo) as (k, p):
+        with kt.kubelet_and_plugin(d, start, topo) as (k, p):
             wait_for(lambda: last(k), what="ListAndWatch")
             assert last(k) == [(u, "Healthy") for u in UUIDS[:7]], last(k)
             t0 = time.monotonic()
@@ -170,7 +154,8 @@ def test_mig_layout_changed_mixed():
     with TempDir() as d:
         root = os.path.dirname(d)
         proc = os.path.join(root, "proc")
-        with served(d, mig_topology(root), strategy="mixed", grace="60", proc=proc) as (k, p):
+        with kt.kubelet_and_plugin(d, start, mig_topology(root), strategy="mixed", grace="60",
+                                   proc=proc) as (k, p):
             wait_for(lambda: last(k, res), what="ListAndWatch of %s" % res)
             assert last(k, res) == [(MIG_GONE, "Healthy")] + [(m, "Healthy") for m in MIG_KEPT], \
                 last(k, res)
@@ -201,7 +186,7 @@ def test_faults_present_at_start_recover():
         topo = topology(os.path.dirname(d), h100_with(g2="reset_required: 1",
                                                       g5="pending_remap: 1"))
         want = [(u, "Unhealthy" if i in (2, 5) else "Healthy") for i, u in enumerate(UUIDS)]
-        with served(d, topo) as (k, p):
+        with kt.kubelet_and_plugin(d, start, topo) as (k, p):
             wait_for(lambda: last(k) == want, timeout=10 * SCALE,
                      what="both faulted GPUs Unhealthy")
             log = p.logtext()
@@ -317,8 +302,8 @@ def test_last_device_of_a_resource_kept_for_the_grace():
     the device Unhealthy, for the withdraw grace, then stopped."""
     with TempDir() as d:
         root = os.path.dirname(d)
-        with served(d, MIG_TOPO, strategy="mixed", grace="2",
-                    proc=os.path.join(root, "proc")) as (k, p):
+        with kt.kubelet_and_plugin(d, start, MIG_TOPO, strategy="mixed", grace="2",
+                                   proc=os.path.join(root, "proc")) as (k, p):
             wait_for(lambda: last(k, ME), what="ListAndWatch of %s" % ME)
             assert last(k, ME) == [(MIG_ME, "Healthy")], last(k, ME)
             t0 = time.monotonic()
@@ -346,8 +331,8 @@ def test_lost_mig_gpu_kept_over_rebuilds():
             "nvidia.com/mig-2g.10gb": "MIG-9d0efe1e-fdc2-4aea-57e7-810aa03ca6ce"}
     with TempDir() as d:
         root = os.path.dirname(d)
-        with served(d, MIG_TOPO, strategy="mixed", grace="2",
-                    proc=os.path.join(root, "proc")) as (k, p):
+        with kt.kubelet_and_plugin(d, start, MIG_TOPO, strategy="mixed", grace="2",
+                                   proc=os.path.join(root, "proc")) as (k, p):
             wait_for(lambda: all(last(k, r) for r in gpu0), what="ListAndWatch")
             assert last(k, "nvidia.com/mig-3g.20gb") == \
                 [("MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f", "Healthy")]
@@ -384,7 +369,7 @@ def test_lost_gpu_kept_when_another_is_added():
     a GPU hot-added elsewhere rebuilds nvidia.com/gpu."""
     with TempDir() as d:
         root = os.path.dirname(d)
-        with served(d, topology(root, h100_with(g7="present: 0"))) as (k, p):
+        with kt.kubelet_and_plugin(d, start, topology(root, h100_with(g7="present: 0"))) as (k, p):
             wait_for(lambda: last(k) == [(u, "Healthy") for u in UUIDS[:7]], what="ListAndWatch")
             control(root, "lost %s 1" % UUIDS[2])
             want = [(u, "Unhealthy" if i == 2 else "Healthy") for i, u in enumerate(UUIDS[:7])]
@@ -406,8 +391,8 @@ def test_mig_device_created_on_a_faulted_gpu_unhealthy():
     res = "nvidia.com/mig-1g.5gb"
     with TempDir() as d:
         root = os.path.dirname(d)
-        with served(d, MIG_TOPO, strategy="mixed", grace="1",
-                    proc=os.path.join(root, "proc")) as (k, p):
+        with kt.kubelet_and_plugin(d, start, MIG_TOPO, strategy="mixed", grace="1",
+                                   proc=os.path.join(root, "proc")) as (k, p):
             wait_for(lambda: last(k, res), what="ListAndWatch of %s" % res)
             t0 = time.monotonic()
             control(root, "mig-destroy %s" % MIG_GONE)

@@ -396,21 +396,30 @@ def logged(proc, before_close=None):
 
 
 @contextlib.contextmanager
+def kubelet_and_plugin(d, start, *args, **kw):
+    """A FakeKubelet on device-plugin directory |d|, then the kdev-plugin
+    (a Plugin) that start(d, *args, **kw) starts. Yields (kubelet, plugin);
+    on leaving, the plugin must exit 0 on SIGTERM and the kubelet is stopped."""
+    k = FakeKubelet(d)
+    k.start()
+    p = start(d, *args, **kw)
+    try:
+        yield k, p
+    finally:
+        assert p.stop() == 0
+        k.stop()
+
+
+@contextlib.contextmanager
 def registered_plugin(config_text=NULL_CONFIG, resource="example.com/null"):
     """A device-plugin directory with a FakeKubelet and a kdev-plugin serving
     |config_text|, once the plugin registered |resource|. Yields
     (directory, kubelet, plugin); on leaving, the plugin must exit 0 on
     SIGTERM and the kubelet is stopped."""
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
-        p = Plugin(d, config_text)
-        try:
+        with kubelet_and_plugin(d, Plugin, config_text) as (k, p):
             wait_for(lambda: k.count(resource) == 1, what="registration")
             yield d, k, p
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def run_tests(tests):
