@@ -469,7 +469,8 @@ static unsigned long long parse_ull(const char *s, bool *ok)
 /* The handlers of the control file's commands: |w| is the line's words
  * (w[0] the command, w[1] most often a UUID), |num| the numeric words after
  * w[1] in order, the optional ones missing from the line given their
- * defaults, |arg| the command's entry's own argument. */
+ * defaults (or, for a command with a return code word, num[0] that code),
+ * |arg| the command's entry's own argument. */
 typedef nvmlReturn_t control_fn(char **w, const unsigned long long *num, int arg);
 
 static nvmlReturn_t ctl_event(char **w, const unsigned long long *num, int arg)
@@ -519,23 +520,16 @@ static nvmlReturn_t ctl_mig_mode(char **w, const unsigned long long *num, int ar
 
 static nvmlReturn_t ctl_init_error(char **w, const unsigned long long *num, int arg)
 {
-        (void)num;
+        (void)w;
         (void)arg;
-        nvmlReturn_t code;
-        if (mock_parse_return(w[1], &code) != 0)
-                return NVML_ERROR_INVALID_ARGUMENT;
-        g_init_error = code;
+        g_init_error = (nvmlReturn_t)num[0];
         return NVML_SUCCESS;
 }
 
 static nvmlReturn_t ctl_error(char **w, const unsigned long long *num, int arg)
 {
-        (void)num;
         (void)arg;
-        nvmlReturn_t code;
-        if (mock_parse_return(w[3], &code) != 0)
-                return NVML_ERROR_INVALID_ARGUMENT;
-        return set_error_locked(w[1], w[2], code);
+        return set_error_locked(w[1], w[2], (nvmlReturn_t)num[0]);
 }
 
 #define NO_INST ((unsigned long long)KDEV_NVML_NO_INSTANCE)
@@ -544,28 +538,31 @@ static nvmlReturn_t ctl_error(char **w, const unsigned long long *num, int arg)
 /* The control file's commands (mock/nvml/README.md): a line is the command
  * and |words| more words, or |words| + |n_opt| with the optional trailing
  * ones; with |numeric| every word after the first argument is a number
- * (strtoull base 0, no sign), the missing optional ones taking |dflt|. */
+ * (strtoull base 0, no sign), the missing optional ones taking |dflt|;
+ * |code|, when not 0, is the index of the word that names an nvmlReturn_t
+ * (mock_parse_return). */
 static const struct control_cmd {
         const char *name;
         int words, n_opt;
         bool numeric;
         unsigned long long dflt[2];
+        int code;
         control_fn *run;
         int arg;
 } control_cmds[] = {
-        { "xid", 2, 2, true, { NO_INST, NO_INST }, ctl_xid, 0 },
-        { "xid-storm", 4, 2, true, { NO_INST, NO_INST }, ctl_xid_storm, 0 },
-        { "event", 3, 2, true, { NO_INST, NO_INST }, ctl_event, 0 },
-        { "lost", 1, 1, true, { 1 }, ctl_flag, 0 },
-        { "reset-required", 1, 1, true, { 1 }, ctl_flag, 1 },
-        { "pending-remap", 1, 1, true, { 1 }, ctl_flag, 2 },
-        { "gpu-add", 1, 0, false, { 0 }, ctl_present, CTL_ADD },
-        { "gpu-remove", 1, 0, false, { 0 }, ctl_present, 0 },
-        { "mig-create", 1, 0, false, { 0 }, ctl_present, CTL_ADD | CTL_MIG },
-        { "mig-destroy", 1, 0, false, { 0 }, ctl_present, CTL_MIG },
-        { "mig-mode", 2, 0, true, { 0 }, ctl_mig_mode, 0 },
-        { "init-error", 1, 0, false, { 0 }, ctl_init_error, 0 },
-        { "error", 3, 0, false, { 0 }, ctl_error, 0 },
+        { "xid", 2, 2, true, { NO_INST, NO_INST }, 0, ctl_xid, 0 },
+        { "xid-storm", 4, 2, true, { NO_INST, NO_INST }, 0, ctl_xid_storm, 0 },
+        { "event", 3, 2, true, { NO_INST, NO_INST }, 0, ctl_event, 0 },
+        { "lost", 1, 1, true, { 1 }, 0, ctl_flag, 0 },
+        { "reset-required", 1, 1, true, { 1 }, 0, ctl_flag, 1 },
+        { "pending-remap", 1, 1, true, { 1 }, 0, ctl_flag, 2 },
+        { "gpu-add", 1, 0, false, { 0 }, 0, ctl_present, CTL_ADD },
+        { "gpu-remove", 1, 0, false, { 0 }, 0, ctl_present, 0 },
+        { "mig-create", 1, 0, false, { 0 }, 0, ctl_present, CTL_ADD | CTL_MIG },
+        { "mig-destroy", 1, 0, false, { 0 }, 0, ctl_present, CTL_MIG },
+        { "mig-mode", 2, 0, true, { 0 }, 0, ctl_mig_mode, 0 },
+        { "init-error", 1, 0, false, { 0 }, 1, ctl_init_error, 0 },
+        { "error", 3, 0, false, { 0 }, 3, ctl_error, 0 },
 };
 
 /* Runs one control-file line |line| (cut into words in place); a line that
@@ -596,6 +593,11 @@ static void control_line(char *line)
                         for (int k = 0; k < n; k++)
                                 num[k] = k + 2 < argc ? parse_ull(argv[k + 2], &ok)
                                                       : c->dflt[k - (c->words - 1)];
+                }
+                nvmlReturn_t code = NVML_SUCCESS;
+                if (c->code) {
+                        ok = mock_parse_return(argv[c->code], &code) == 0;
+                        num[0] = (unsigned long long)code;
                 }
                 if (ok)
                         r = c->run(argv, num, c->arg);
