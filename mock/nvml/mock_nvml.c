@@ -466,6 +466,108 @@ static unsigned long long parse_ull(const char *s, bool *ok)
         return v;
 }
 
+/* The handlers of the control file's commands: |w| is the line's words
+ * (w[0] the command, w[1] most often a UUID), |num| the numeric words after
+ * w[1] in order, the optional ones missing from the line given their
+ * defaults (or, for a command with a return code word, num[0] that code),
+ * |arg| the command's entry's own argument. */
+typedef nvmlReturn_t control_fn(char **w, const unsigned long long *num, int arg);
+
+static nvmlReturn_t ctl_event(char **w, const unsigned long long *num, int arg)
+{
+        (void)arg;
+        return inject_event_locked(w[1], num[0], num[1], (unsigned)num[2], (unsigned)num[3]);
+}
+
+static nvmlReturn_t ctl_xid(char **w, const unsigned long long *num, int arg)
+{
+        (void)arg;
+        return inject_event_locked(w[1], (unsigned long long)nvmlEventTypeXidCriticalError,
+                                   num[0], (unsigned)num[1], (unsigned)num[2]);
+}
+
+static nvmlReturn_t ctl_xid_storm(char **w, const unsigned long long *num, int arg)
+{
+        (void)arg;
+        return start_storm_locked(w[1], num[0], num[1], num[2], (unsigned)num[3],
+                                  (unsigned)num[4]);
+}
+
+/* |arg|: set_flag_locked's |which|. */
+static nvmlReturn_t ctl_flag(char **w, const unsigned long long *num, int arg)
+{
+        return set_flag_locked(w[1], arg, (int)num[0]);
+}
+
+#define CTL_ADD 1 /* ctl_present: added (else removed) */
+#define CTL_MIG 2 /* ctl_present: a MIG device's UUID (else a GPU's) */
+
+static nvmlReturn_t ctl_present(char **w, const unsigned long long *num, int arg)
+{
+        (void)num;
+        struct mock_mig *mig = NULL;
+        if (ensure_loaded_locked() == NVML_SUCCESS && gpu_by_uuid(w[1], &mig) &&
+            (mig != NULL) != ((arg & CTL_MIG) != 0))
+                return NVML_ERROR_INVALID_ARGUMENT; /* a GPU UUID for mig-*, or the reverse */
+        return set_present_locked(w[1], (arg & CTL_ADD) != 0);
+}
+
+static nvmlReturn_t ctl_mig_mode(char **w, const unsigned long long *num, int arg)
+{
+        (void)arg;
+        return set_mig_mode_locked(w[1], (unsigned)num[0]);
+}
+
+static nvmlReturn_t ctl_init_error(char **w, const unsigned long long *num, int arg)
+{
+        (void)w;
+        (void)arg;
+        g_init_error = (nvmlReturn_t)num[0];
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t ctl_error(char **w, const unsigned long long *num, int arg)
+{
+        (void)arg;
+        return set_error_locked(w[1], w[2], (nvmlReturn_t)num[0]);
+}
+
+#define NO_INST ((unsigned long long)KDEV_NVML_NO_INSTANCE)
+#define MAX_CTL_NUM 5
+
+/* The control file's commands (mock/nvml/README.md): a line is the command
+ * and |words| more words, or |words| + |n_opt| with the optional trailing
+ * ones; with |numeric| every word after the first argument is a number
+ * (strtoull base 0, no sign), the missing optional ones taking |dflt|;
+ * |code|, when not 0, is the index of the word that names an nvmlReturn_t
+ * (mock_parse_return). */
+static const struct control_cmd {
+        const char *name;
+        int words, n_opt;
+        bool numeric;
+        unsigned long long dflt[2];
+        int code;
+        control_fn *run;
+        int arg;
+} control_cmds[] = {
+        { "xid", 2, 2, true, { NO_INST, NO_INST }, 0, ctl_xid, 0 },
+        { "xid-storm", 4, 2, true, { NO_INST, NO_INST }, 0, ctl_xid_storm, 0 },
+        { "event", 3, 2, true, { NO_INST, NO_INST }, 0, ctl_event, 0 },
+        { "lost", 1, 1, true, { 1 }, 0, ctl_flag, 0 },
+        { "reset-required", 1, 1, true, { 1 }, 0, ctl_flag, 1 },
+        { "pending-remap", 1, 1, true, { 1 }, 0, ctl_flag, 2 },
+        { "gpu-add", 1, 0, false, { 0 }, 0, ctl_present, CTL_ADD },
+        { "gpu-remove", 1, 0, false, { 0 }, 0, ctl_present, 0 },
+        { "mig-create", 1, 0, false, { 0 }, 0, ctl_present, CTL_ADD | CTL_MIG },
+        { "mig-destroy", 1, 0, false, { 0 }, 0, ctl_present, CTL_MIG },
+        { "mig-mode", 2, 0, true, { 0 }, 0, ctl_mig_mode, 0 },
+        { "init-error", 1, 0, false, { 0 }, 1, ctl_init_error, 0 },
+        { "error", 3, 0, false, { 0 }, 3, ctl_error, 0 },
+};
+
+/* Runs one control-file line |line| (cut into words in place); a line that
+ * fails (unknown command, wrong word count, a bad number, or the command's
+ * own error) is reported on stderr. */
 static void control_line(char *line)
 {
         char *argv[8];
@@ -476,63 +578,30 @@ static void control_line(char *line)
                 argv[argc++] = t;
         if (argc == 0 || argv[0][0] == '#')
                 return;
-        bool ok = true;
         nvmlReturn_t r = NVML_ERROR_INVALID_ARGUMENT;
         const char *cmd = argv[0];
-        if (strcmp(cmd, "xid") == 0 && (argc == 3 || argc == 5)) {
-                unsigned long long xid = parse_ull(argv[2], &ok);
-                unsigned gi = argc == 5 ? (unsigned)parse_ull(argv[3], &ok) : KDEV_NVML_NO_INSTANCE;
-                unsigned ci = argc == 5 ? (unsigned)parse_ull(argv[4], &ok) : KDEV_NVML_NO_INSTANCE;
-                if (ok)
-                        r = inject_event_locked(argv[1], (unsigned long long)nvmlEventTypeXidCriticalError,
-                                                xid, gi, ci);
-        } else if (strcmp(cmd, "xid-storm") == 0 && (argc == 5 || argc == 7)) {
-                unsigned long long xid = parse_ull(argv[2], &ok);
-                unsigned long long count = parse_ull(argv[3], &ok);
-                unsigned long long rate = parse_ull(argv[4], &ok);
-                unsigned gi = argc == 7 ? (unsigned)parse_ull(argv[5], &ok) : KDEV_NVML_NO_INSTANCE;
-                unsigned ci = argc == 7 ? (unsigned)parse_ull(argv[6], &ok) : KDEV_NVML_NO_INSTANCE;
-                if (ok)
-                        r = start_storm_locked(argv[1], xid, count, rate, gi, ci);
-        } else if (strcmp(cmd, "event") == 0 && (argc == 4 || argc == 6)) {
-                unsigned long long type = parse_ull(argv[2], &ok);
-                unsigned long long data = parse_ull(argv[3], &ok);
-                unsigned gi = argc == 6 ? (unsigned)parse_ull(argv[4], &ok) : KDEV_NVML_NO_INSTANCE;
-                unsigned ci = argc == 6 ? (unsigned)parse_ull(argv[5], &ok) : KDEV_NVML_NO_INSTANCE;
-                if (ok)
-                        r = inject_event_locked(argv[1], type, data, gi, ci);
-        } else if ((strcmp(cmd, "lost") == 0 || strcmp(cmd, "reset-required") == 0 ||
-                    strcmp(cmd, "pending-remap") == 0) &&
-                   (argc == 2 || argc == 3)) {
-                int on = argc == 3 ? (int)parse_ull(argv[2], &ok) : 1;
-                int which = cmd[0] == 'l' ? 0 : cmd[0] == 'r' ? 1 : 2;
-                if (ok)
-                        r = set_flag_locked(argv[1], which, on);
-        } else if ((strcmp(cmd, "gpu-add") == 0 || strcmp(cmd, "gpu-remove") == 0 ||
-                    strcmp(cmd, "mig-create") == 0 || strcmp(cmd, "mig-destroy") == 0) &&
-                   argc == 2) {
-                bool add = strcmp(cmd, "gpu-add") == 0 || strcmp(cmd, "mig-create") == 0;
-                bool want_mig = strncmp(cmd, "mig", 3) == 0;
-                struct mock_mig *mig = NULL;
-                if (ensure_loaded_locked() == NVML_SUCCESS && gpu_by_uuid(argv[1], &mig) &&
-                    (mig != NULL) != want_mig)
-                        r = NVML_ERROR_INVALID_ARGUMENT; /* a GPU UUID for mig-*, or the reverse */
-                else
-                        r = set_present_locked(argv[1], add);
-        } else if (strcmp(cmd, "mig-mode") == 0 && argc == 3) {
-                unsigned long long mode = parse_ull(argv[2], &ok);
-                if (ok)
-                        r = set_mig_mode_locked(argv[1], (unsigned)mode);
-        } else if (strcmp(cmd, "init-error") == 0 && argc == 2) {
-                nvmlReturn_t code;
-                if (mock_parse_return(argv[1], &code) == 0) {
-                        g_init_error = code;
-                        r = NVML_SUCCESS;
+        for (size_t i = 0; i < sizeof(control_cmds) / sizeof(control_cmds[0]); i++) {
+                const struct control_cmd *c = &control_cmds[i];
+                int given = argc - 1;
+                if (strcmp(cmd, c->name) != 0 ||
+                    (given != c->words && (c->n_opt == 0 || given != c->words + c->n_opt)))
+                        continue;
+                unsigned long long num[MAX_CTL_NUM] = { 0 };
+                bool ok = true;
+                if (c->numeric) {
+                        int n = c->words + c->n_opt - 1;
+                        for (int k = 0; k < n; k++)
+                                num[k] = k + 2 < argc ? parse_ull(argv[k + 2], &ok)
+                                                      : c->dflt[k - (c->words - 1)];
                 }
-        } else if (strcmp(cmd, "error") == 0 && argc == 4) {
-                nvmlReturn_t code;
-                if (mock_parse_return(argv[3], &code) == 0)
-                        r = set_error_locked(argv[1], argv[2], code);
+                nvmlReturn_t code = NVML_SUCCESS;
+                if (c->code) {
+                        ok = mock_parse_return(argv[c->code], &code) == 0;
+                        num[0] = (unsigned long long)code;
+                }
+                if (ok)
+                        r = c->run(argv, num, c->arg);
+                break;
         }
         if (r != NVML_SUCCESS)
                 fprintf(stderr, "kdev mock nvml: control: \"%s\" failed: %s\n", cmd,
@@ -914,30 +983,29 @@ static nvmlReturn_t m_parent(nvmlDevice_t d, nvmlDevice_t *out)
         return NVML_SUCCESS;
 }
 
-static nvmlReturn_t m_gi_id(nvmlDevice_t d, unsigned *id)
+/* The GPU instance id (|ci| false) or compute instance id (|ci| true) of MIG
+ * device |d|, for NVML function |fn|. */
+static nvmlReturn_t instance_id(nvmlDevice_t d, const char *fn, bool ci, unsigned *id)
 {
-        nvmlReturn_t r = dev(d, "nvmlDeviceGetGpuInstanceId", true);
+        nvmlReturn_t r = dev(d, fn, true);
         if (r != NVML_SUCCESS)
                 return r;
         if (!id)
                 return NVML_ERROR_INVALID_ARGUMENT;
         if (!d->mig)
                 return NVML_ERROR_NOT_SUPPORTED;
-        *id = d->mig->gi->id;
+        *id = ci ? d->mig->ci.id : d->mig->gi->id;
         return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_gi_id(nvmlDevice_t d, unsigned *id)
+{
+        return instance_id(d, "nvmlDeviceGetGpuInstanceId", false, id);
 }
 
 static nvmlReturn_t m_ci_id(nvmlDevice_t d, unsigned *id)
 {
-        nvmlReturn_t r = dev(d, "nvmlDeviceGetComputeInstanceId", true);
-        if (r != NVML_SUCCESS)
-                return r;
-        if (!id)
-                return NVML_ERROR_INVALID_ARGUMENT;
-        if (!d->mig)
-                return NVML_ERROR_NOT_SUPPORTED;
-        *id = d->mig->ci.id;
-        return NVML_SUCCESS;
+        return instance_id(d, "nvmlDeviceGetComputeInstanceId", true, id);
 }
 
 static const unsigned ci_slices[NVML_COMPUTE_INSTANCE_PROFILE_COUNT] = { 1, 2, 3, 4, 7, 8, 6,

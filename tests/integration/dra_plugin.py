@@ -212,7 +212,7 @@ def pool_slices(api, down_ok=False):
 def test_dra_plugin_end_to_end():
     with TempDir() as d:
         e = Env(os.path.dirname(d))
-        try:
+        with kt.logged(e):
             wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
                      what="registration socket")
             assert e.proc.poll() is None, e.logtext()
@@ -297,11 +297,6 @@ def test_dra_plugin_end_to_end():
             assert not os.path.exists(e.reg_sock())
             assert not os.path.exists(e.dra_sock())
             assert len(pool_slices(e.api)) == 1
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_api_server_down_at_start_v1beta1():
@@ -315,7 +310,7 @@ def test_api_server_down_at_start_v1beta1():
     with TempDir() as d:
         e = Env(os.path.dirname(d), extra=("--resource-api-version", "v1beta1"),
                 before_start=down)
-        try:
+        with kt.logged(e):
             wait_for(lambda: "cannot publish the ResourceSlices" in e.logtext(),
                      what="reconcile error logged")
             assert e.proc.poll() is None, e.logtext()
@@ -333,11 +328,6 @@ def test_api_server_down_at_start_v1beta1():
             assert all(p.startswith("/apis/resource.k8s.io/v1beta1/") for p in paths), paths
             assert "/apis/resource.k8s.io/v1beta1/resourceslices" in paths, paths
             e.stop()
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_health_withdraws_and_restores():
@@ -353,7 +343,7 @@ def test_health_withdraws_and_restores():
     with TempDir() as d:
         e = Env(os.path.dirname(d),
                 extra=("--health-probe-interval", "1", "--health-quiet-period", "2"))
-        try:
+        with kt.logged(e):
             sl = wait_for(lambda: pool_slices(e.api), what="ResourceSlices")
             before = devs(sl)
             assert len(before) == 8, before
@@ -373,11 +363,6 @@ def test_health_withdraws_and_restores():
                             timeout=40, what="recovered GPU published again")
             assert devs(back) == before, devs(back)
             e.stop()
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_flags():

@@ -20,6 +20,7 @@
   temporary files of a killed atomic write removed at start (logged, nothing
   else touched); a checkpoint of a newer kdev refuses the start (exit 1,
   exact message, file untouched)."""
+import contextlib
 import json
 import os
 import re
@@ -49,11 +50,41 @@ def claim_obj(name, uid, device):
                 {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": device}]}}}}
 
 
-def req(cls, name, uid):
+def req_claims(cls, claims):
+    """A request of class |cls| for the claims (name, uid) of |claims|, all
+    in namespace default."""
     r = cls()
-    c = r.claims.add()
-    c.namespace, c.uid, c.name = "default", uid, name
+    for name, uid in claims:
+        c = r.claims.add()
+        c.namespace, c.uid, c.name = "default", uid, name
     return r
+
+
+def req(cls, name, uid):
+    return req_claims(cls, [(name, uid)])
+
+
+def batch_req(prefix, digit, n=50):
+    """A NodePrepareResourcesRequest for the |n| claims default/PREFIX-<i>
+    with uid 5e0f3a11-0000-4000-8000-<digit><i in 11 digits>."""
+    return req_claims(dra_pb.NodePrepareResourcesRequest,
+                      [("%s-%d" % (prefix, i), "5e0f3a11-0000-4000-8000-%d%011d" % (digit, i))
+                       for i in range(n)])
+
+
+@contextlib.contextmanager
+def prepare_callable(e):
+    """NodePrepareResources of |e|'s DRA socket as a grpc callable, over a
+    channel of its own that is closed on leaving."""
+    ch = dp.grpc.insecure_channel("unix:" + e.dra_sock())
+    try:
+        yield ch.unary_unary(dp.PREPARE,
+                             request_serializer=dra_pb.NodePrepareResourcesRequest
+                             .SerializeToString,
+                             response_deserializer=dra_pb.NodePrepareResourcesResponse
+                             .FromString)
+    finally:
+        ch.close()
 
 
 def prepare(e, name, uid):
@@ -85,6 +116,29 @@ def waiting(e):
     return body["waiting"]
 
 
+SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+def hold(e, path, seconds=120):
+    """Makes the stand-in API server of |e| hold every request whose path
+    starts with |path| for |seconds| s."""
+    st, _ = e.api.admin("POST", "/_admin/delay", {"seconds": seconds, "path": path})
+    assert st == 200
+
+
+def sigterm_while_held(e, what):
+    """Once the API server holds a request of kdev-dra-plugin (|what|),
+    SIGTERM: the plugin must exit 0 within 60 s (scaled); returns the seconds
+    its exit took."""
+    wait_for(lambda: waiting(e) >= 1, what=what)
+    t0 = time.monotonic()
+    e.proc.send_signal(signal.SIGTERM)
+    rc = e.proc.wait(timeout=60 * kt.TIMEOUT_SCALE)
+    took = time.monotonic() - t0
+    assert rc == 0, (rc, e.logtext())
+    return took
+
+
 def devs_by_uuid(sl):
     assert len(sl) == 1, sl
     return {d["attributes"]["uuid"]["string"]: d["name"] for d in sl[0]["spec"]["devices"]}
@@ -95,15 +149,13 @@ def test_loop_responsive_while_reconcile_stuck():
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-r", uid, "gpu-2")],
                    extra=("--health-probe-interval", "1", "--health-quiet-period", "600"))
-        try:
+        with kt.logged(e, lambda: e.api.admin("DELETE", "/_admin/delay")):
             sl = wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
             assert len(sl[0]["spec"]["devices"]) == 8, sl
             gen0 = sl[0]["spec"]["pool"]["generation"]
             # every ResourceSlice request is now held 120 s (more than the
             # plugin's 3 x 10 s per request): the next resync (1 s) gets stuck
-            st, _ = e.api.admin("POST", "/_admin/delay",
-                                {"seconds": 120, "path": "/apis/resource.k8s.io/v1/resourceslices"})
-            assert st == 200
+            hold(e, SLICES_PATH)
             wait_for(lambda: waiting(e) >= 1, what="reconcile held by the API server")
             t0 = time.monotonic()
             info = e.call(e.reg_sock(), GETINFO, reg_pb.InfoRequest(), reg_pb.PluginInfo)
@@ -140,38 +192,19 @@ def test_loop_responsive_while_reconcile_stuck():
             assert len(gone[0]["spec"]["devices"]) == 7, gone
             assert gone[0]["spec"]["pool"]["generation"] > gen0, gone
             e.stop()
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.api.admin("DELETE", "/_admin/delay")
-            e.close()
 
 
 def test_sigterm_while_reconcile_stuck():
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d))
-        try:
+        with kt.logged(e, lambda: e.api.admin("DELETE", "/_admin/delay")):
             wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
-            st, _ = e.api.admin("POST", "/_admin/delay",
-                                {"seconds": 120, "path": "/apis/resource.k8s.io/v1/resourceslices"})
-            assert st == 200
-            wait_for(lambda: waiting(e) >= 1, what="reconcile held by the API server")
-            t0 = time.monotonic()
-            e.proc.send_signal(signal.SIGTERM)
-            rc = e.proc.wait(timeout=60 * kt.TIMEOUT_SCALE)
-            took = time.monotonic() - t0
-            assert rc == 0, (rc, e.logtext())
+            hold(e, SLICES_PATH)
+            took = sigterm_while_held(e, "reconcile held by the API server")
             # the client alone would need 10 s (one try's timeout) or more
             assert took < 8.0 * kt.TIMEOUT_SCALE, took
             assert "stopped" in e.logtext()
             assert not os.path.exists(e.reg_sock())
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.api.admin("DELETE", "/_admin/delay")
-            e.close()
 
 
 def test_sigterm_while_claim_read_stuck():
@@ -179,13 +212,9 @@ def test_sigterm_while_claim_read_stuck():
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-s", uid, "gpu-0")])
         result = {}
-        try:
+        with kt.logged(e, lambda: e.api.admin("DELETE", "/_admin/delay")):
             wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
-            st, _ = e.api.admin("POST", "/_admin/delay",
-                                {"seconds": 120,
-                                 "path": "/apis/resource.k8s.io/v1/namespaces/default/"
-                                         "resourceclaims/claim-s"})
-            assert st == 200
+            hold(e, "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/claim-s")
 
             def call():
                 try:
@@ -194,12 +223,7 @@ def test_sigterm_while_claim_read_stuck():
                     result["r"] = ex
             t = threading.Thread(target=call, daemon=True)
             t.start()
-            wait_for(lambda: waiting(e) >= 1, what="claim read held by the API server")
-            t0 = time.monotonic()
-            e.proc.send_signal(signal.SIGTERM)
-            rc = e.proc.wait(timeout=60 * kt.TIMEOUT_SCALE)
-            took = time.monotonic() - t0
-            assert rc == 0, (rc, e.logtext())
+            took = sigterm_while_held(e, "claim read held by the API server")
             # without the abort: 5 tries of up to 30 s each
             assert took < 8.0 * kt.TIMEOUT_SCALE, took
             assert not os.path.exists(e.reg_sock())
@@ -209,12 +233,6 @@ def test_sigterm_while_claim_read_stuck():
             # never a success: either the claim's error or a closed connection
             if isinstance(r, dra_pb.NodePrepareResourcesResponse):
                 assert r.claims[uid].error and not r.claims[uid].devices, r
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.api.admin("DELETE", "/_admin/delay")
-            e.close()
 
 
 def test_prepare_refuses_unhealthy_gpu():
@@ -223,7 +241,7 @@ def test_prepare_refuses_unhealthy_gpu():
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-u", uid, "gpu-3")],
                    extra=("--health-probe-interval", "1", "--health-quiet-period", "3"))
-        try:
+        with kt.logged(e):
             sl = wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
             assert devs_by_uuid(sl)[bad] == "gpu-3"
             with open(os.path.join(e.root, "control"), "a") as f:
@@ -248,11 +266,6 @@ def test_prepare_refuses_unhealthy_gpu():
             assert os.path.exists(spec_path(e, uid))
             assert uid in checkpoint_text(e)
             e.stop()
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 MIG0 = "MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f"   # GPU 0, 3g.20gb, GI 2, CI 0, start 4
@@ -265,19 +278,13 @@ def test_mig_with_proc_root():
     with TempDir() as d:
         root = os.path.dirname(d)
         proc = os.path.join(root, "proc")
-        drv = os.path.join(root, "driver-root")
         # --driver-root: the NVML library and the control device nodes under it
-        os.makedirs(os.path.join(drv, "usr", "lib64"))
-        os.symlink(os.path.join(kt.MOCK_NVML_DIR, "libnvidia-ml.so.1"),
-                   os.path.join(drv, "usr", "lib64", "libnvidia-ml.so.1"))
-        os.makedirs(os.path.join(drv, "dev"))
-        for n in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
-            open(os.path.join(drv, "dev", n), "w").close()
+        drv = kt.mock_driver_root(root, kt.CONTROL_NODES)
         dev_name = "gpu-0-mig-3g20gb-9-4"   # NVIDIA's name: profile, GI profile id, start
         e = dp.Env(root, topology=MIG_TOPO, env_extra={"KDEV_MOCK_NVML_PROC": proc},
                    objects=[claim_obj("claim-m", uid, dev_name)],
                    extra=("--proc-root", proc, "--driver-root", drv))
-        try:
+        with kt.logged(e):
             sl = wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
             devs = {x["name"]: x for x in sl[0]["spec"]["devices"]}
             assert sorted(devs) == sorted([
@@ -329,11 +336,6 @@ def test_mig_with_proc_root():
             assert u.claims[uid].error == "", u
             assert not os.path.exists(spec_path(e, uid))
             e.stop()
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_dead_batch_does_not_block_later_calls():
@@ -348,28 +350,14 @@ def test_dead_batch_does_not_block_later_calls():
     uid = "5e0f3a11-0000-4000-8000-00000000000b"
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-late", uid, "gpu-3")])
-        try:
+        with kt.logged(e):
             wait_for(lambda: dp.pool_slices(e.api), what="ResourceSlices")
-            st, _ = e.api.admin("POST", "/_admin/delay",
-                                {"seconds": 60, "path": "/apis/resource.k8s.io/v1/namespaces/"
-                                                        "default/resourceclaims/batch-"})
-            assert st == 200
-            batch = dra_pb.NodePrepareResourcesRequest()
-            for i in range(50):
-                c = batch.claims.add()
-                c.namespace, c.name = "default", "batch-%d" % i
-                c.uid = "5e0f3a11-0000-4000-8000-1%011d" % i
-            ch = dp.grpc.insecure_channel("unix:" + e.dra_sock())
-            try:
-                f = ch.unary_unary(dp.PREPARE,
-                                   request_serializer=type(batch).SerializeToString,
-                                   response_deserializer=dra_pb.NodePrepareResourcesResponse
-                                   .FromString)
+            hold(e, "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/batch-", 60)
+            batch = batch_req("batch", 1)
+            with prepare_callable(e) as f:
                 t0 = time.monotonic()
                 r = f(batch, timeout=3.0)
                 took = time.monotonic() - t0
-            finally:
-                ch.close()
             # answered before the deadline (3 s less 10 %): the first claim's
             # read (held by the server) stopped by the deadline, the others
             # not read at all
@@ -393,22 +381,11 @@ def test_dead_batch_does_not_block_later_calls():
             st, _ = e.api.admin("POST", "/_admin/down", {})
             assert st == 200
             # a batch without deadline that kubelet cancels (RST_STREAM)
-            cancelled = dra_pb.NodePrepareResourcesRequest()
-            for i in range(50):
-                c = cancelled.claims.add()
-                c.namespace, c.name = "default", "cbatch-%d" % i
-                c.uid = "5e0f3a11-0000-4000-8000-2%011d" % i
-            ch = dp.grpc.insecure_channel("unix:" + e.dra_sock())
-            try:
-                f = ch.unary_unary(dp.PREPARE,
-                                   request_serializer=type(cancelled).SerializeToString,
-                                   response_deserializer=dra_pb.NodePrepareResourcesResponse
-                                   .FromString)
+            cancelled = batch_req("cbatch", 2)
+            with prepare_callable(e) as f:
                 fut = f.future(cancelled)
                 time.sleep(1.0)
                 assert fut.cancel()
-            finally:
-                ch.close()
             st, _ = e.api.admin("POST", "/_admin/up", {})
             assert st == 200
             st, _ = e.api.admin("DELETE", "/_admin/requests")
@@ -431,11 +408,6 @@ def test_dead_batch_does_not_block_later_calls():
             assert not os.path.exists(spec_path(e, "5e0f3a11-0000-4000-8000-100000000000"))
             u = unprepare(e, "claim-late", uid)
             assert u.claims[uid].error == "", u
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def log_events(e, msgs):
@@ -466,7 +438,7 @@ def test_claim_log_lines_and_unknown_device():
         root = os.path.dirname(d)
         e = dp.Env(root, objects=[claim_obj("claim-u", uid_u, "gpu-99"),
                                   claim_obj("claim-d", uid_d, "gpu-1")])
-        try:
+        with kt.logged(e):
             wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
                      what="registration socket")
             assert e.proc.poll() is None, e.logtext()
@@ -475,10 +447,8 @@ def test_claim_log_lines_and_unknown_device():
                        dra_pb.NodePrepareResourcesResponse)
             assert r.claims[uid1].error == "", r
             # one call, two claims: one line each
-            rq = dra_pb.NodePrepareResourcesRequest()
-            for name, uid in (("claim-1", uid1), ("claim-u", uid_u)):
-                c = rq.claims.add()
-                c.namespace, c.uid, c.name = "default", uid, name
+            rq = req_claims(dra_pb.NodePrepareResourcesRequest,
+                            [("claim-1", uid1), ("claim-u", uid_u)])
             r = e.call(e.dra_sock(), dp.PREPARE, rq, dra_pb.NodePrepareResourcesResponse)
             unknown = ("claim default/claim-u (%s): device gpu-99 is not published by this "
                        "node (pool %s)" % (uid_u, NODE))
@@ -497,10 +467,8 @@ def test_claim_log_lines_and_unknown_device():
             os.rmdir(spec_d)
             u = unprepare(e, "claim-d", uid_d)
             assert u.claims[uid_d].error == "", u
-            ur = dra_pb.NodeUnprepareResourcesRequest()
-            for name, uid in (("claim-1", uid1), ("claim-u", uid_u)):
-                c = ur.claims.add()
-                c.namespace, c.uid, c.name = "default", uid, name
+            ur = req_claims(dra_pb.NodeUnprepareResourcesRequest,
+                            [("claim-1", uid1), ("claim-u", uid_u)])
             u = e.call(e.dra_sock(), dp.UNPREPARE, ur, dra_pb.NodeUnprepareResourcesResponse)
             assert u.claims[uid1].error == "" and u.claims[uid_u].error == "", u
             cdi_d = "k8s.gpu.nvidia.com/claim=%s-gpu-1" % uid_d
@@ -525,11 +493,6 @@ def test_claim_log_lines_and_unknown_device():
             got = log_events(e, CLAIM_MSGS)
             assert got == want, "\n".join(got)
             e.stop()
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_stale_temp_files_removed_at_start():
@@ -554,7 +517,7 @@ def test_stale_temp_files_removed_at_start():
 
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), before_start=plant)
-        try:
+        with kt.logged(e):
             wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
                      what="registration socket")
             assert e.proc.poll() is None, e.logtext()
@@ -570,11 +533,6 @@ def test_stale_temp_files_removed_at_start():
                        dra_pb.NodePrepareResourcesResponse)
             assert r.claims[uid].error == "", r
             e.stop()
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_newer_checkpoint_refuses_start():
@@ -589,7 +547,7 @@ def test_newer_checkpoint_refuses_start():
 
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), before_start=plant)
-        try:
+        with kt.logged(e):
             rc = e.proc.wait(timeout=60 * kt.TIMEOUT_SCALE)
             assert rc == 1, (rc, e.logtext())
             cp = os.path.join(os.path.realpath(e.plugin_dir), "dra-claims.json")
@@ -602,11 +560,6 @@ def test_newer_checkpoint_refuses_start():
             assert sorted(os.listdir(e.plugin_dir)) == ["dra-claims.json"], \
                 os.listdir(e.plugin_dir)
             assert not os.path.exists(e.reg_sock())
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_odd_checkpoint_refuses_start():
@@ -643,7 +596,7 @@ def test_odd_checkpoint_refuses_start():
 
         with TempDir() as d:
             e = dp.Env(os.path.dirname(d), before_start=plant)
-            try:
+            with kt.logged(e):
                 rc = e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
                 assert rc == 1, (make.__name__, rc, e.logtext())
                 cp = os.path.join(os.path.realpath(e.plugin_dir), "dra-claims.json")
@@ -653,11 +606,6 @@ def test_odd_checkpoint_refuses_start():
                 assert sorted(os.listdir(e.plugin_dir)) == ["dra-claims.json"], \
                     os.listdir(e.plugin_dir)
                 assert not os.path.exists(e.reg_sock())
-            except Exception:
-                print(e.logtext()[-20000:])
-                raise
-            finally:
-                e.close()
 
 
 def test_nul_byte_checkpoint_moved_aside():
@@ -671,7 +619,7 @@ def test_nul_byte_checkpoint_moved_aside():
 
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), before_start=plant)
-        try:
+        with kt.logged(e):
             kt.wait_for(lambda: os.path.exists(e.reg_sock()), 30,
                         what="registration socket")
             cp = os.path.join(os.path.realpath(e.plugin_dir), "dra-claims.json")
@@ -682,11 +630,6 @@ def test_nul_byte_checkpoint_moved_aside():
                     '%s.corrupt-' % (cp, cp))
             assert lines[0].startswith(want), lines[0]
             assert not os.path.exists(cp)
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 def test_state_files_moved_aside_and_devices_held():
@@ -703,7 +646,7 @@ def test_state_files_moved_aside_and_devices_held():
     with TempDir() as d:
         e = dp.Env(os.path.dirname(d), objects=[claim_obj("claim-d", uid_d, "gpu-1"),
                                                 claim_obj("claim-x", uid_x, "gpu-0"), admin])
-        try:
+        with kt.logged(e):
             kt.wait_for(lambda: kt.sock_accepts(e.reg_sock()) or e.proc.poll() is not None,
                         what="registration socket")
             assert e.proc.poll() is None, e.logtext()
@@ -755,11 +698,6 @@ def test_state_files_moved_aside_and_devices_held():
             recs = json.loads(checkpoint_text(e))["data"]["claims"]
             assert recs[uid_a]["devices"][0].get("adminAccess") is True, recs
             assert "adminAccess" not in recs[uid1]["devices"][0], recs
-        except Exception:
-            print(e.logtext()[-20000:])
-            raise
-        finally:
-            e.close()
 
 
 if __name__ == "__main__":

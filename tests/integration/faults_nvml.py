@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
-from kdevtest import FakeKubelet, Plugin, TempDir, wait_for  # noqa: E402
+from kdevtest import Plugin, TempDir, wait_for  # noqa: E402
 
 RES = "nvidia.com/gpu"
 NULL = "example.com/null"
@@ -74,11 +74,8 @@ def updates(k):
 
 def test_gpu_lost_after_xid79_only_that_gpu_unhealthy():
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         control(d, "")
-        p = start(d)
-        try:
+        with kt.kubelet_and_plugin(d, start) as (k, p):
             wait_for(lambda: updates(k), what="ListAndWatch")
             assert updates(k) == [ALL_HEALTHY], updates(k)
             # The GPU falls off the bus: XID 79, then every probe call fails.
@@ -96,18 +93,12 @@ def test_gpu_lost_after_xid79_only_that_gpu_unhealthy():
             wait_for(lambda: len(updates(k)) >= 3, timeout=30, what="recovery update")
             time.sleep(1.5)
             assert updates(k) == [ALL_HEALTHY, only_unhealthy(4), ALL_HEALTHY], updates(k)
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def test_event_wait_error_all_unhealthy_then_others_recover():
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         control(d, "")
-        p = start(d)
-        try:
+        with kt.kubelet_and_plugin(d, start) as (k, p):
             wait_for(lambda: updates(k), what="ListAndWatch")
             control(d, "lost %s" % UUIDS[6])
             wait_for(lambda: len(updates(k)) >= 2, what="update after the wait error")
@@ -136,9 +127,6 @@ def test_event_wait_error_all_unhealthy_then_others_recover():
             wait_for(lambda: updates(k)[-1] == ALL_HEALTHY, timeout=30,
                      what="the lost GPU recovering once back")
             assert 'msg="GPU healthy again" uuid=%s' % UUIDS[6] in p.logtext()
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def test_init_failure_with_fail_on_init_error_exits_1():
@@ -154,11 +142,9 @@ def test_init_failure_with_fail_on_init_error_exits_1():
 
 def test_init_failure_without_fail_on_init_error_serves_generic_and_no_gpus():
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         control(d, "init-error UNKNOWN")
-        p = start(d, fail_on_init="false", KDEV_NVIDIA_REDISCOVER_INTERVAL="0.2")
-        try:
+        with kt.kubelet_and_plugin(d, start, fail_on_init="false",
+                                   KDEV_NVIDIA_REDISCOVER_INTERVAL="0.2") as (k, p):
             wait_for(lambda: k.updates.get(NULL) and k.updates.get(RES) is not None,
                      what="both ListAndWatch streams")
             assert k.updates[NULL][0] == [("null::0", "Healthy"), ("null::1", "Healthy")], \
@@ -169,9 +155,6 @@ def test_init_failure_without_fail_on_init_error_serves_generic_and_no_gpus():
             assert k.count(RES) == 1 and k.count(NULL) == 1
             assert "no NVIDIA GPUs for now, will retry discovery" in p.logtext()
             assert p.proc.poll() is None
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 if __name__ == "__main__":

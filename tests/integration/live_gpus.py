@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
-from kdevtest import FakeKubelet, Plugin, TempDir, wait_for  # noqa: E402
+from kdevtest import Plugin, TempDir, wait_for  # noqa: E402
 
 RES = "nvidia.com/gpu"
 MOCK_DIR = kt.MOCK_NVML_DIR
@@ -50,6 +50,12 @@ health:
   quietPeriod: 2
 """
 
+
+
+def logged(p, text):
+    """Waits (briefly) for |text| in kdev-plugin's log: the line is written
+    before the update it goes with, but read from the log file."""
+    wait_for(lambda: text in p.logtext(), timeout=2 * SCALE, what="log line %r" % text)
 
 def topology(d, text, name="topology.yaml"):
     path = os.path.join(d, name)
@@ -104,11 +110,8 @@ def wait_list(k, want, t0, bound, res=RES, what="list"):
 
 def test_gpu_hot_added_then_removed():
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         topo = topology(os.path.dirname(d), h100_with(g7="present: 0"))
-        p = start(d, topo)
-        try:
+        with kt.kubelet_and_plugin(d, start, topo) as (k, p):
             wait_for(lambda: last(k), what="ListAndWatch")
             assert last(k) == [(u, "Healthy") for u in UUIDS[:7]], last(k)
             t0 = time.monotonic()
@@ -130,19 +133,16 @@ def test_gpu_hot_added_then_removed():
             took = wait_list(k, [(u, "Healthy") for u in rest] + [(UUIDS[3], "Unhealthy")],
                              t0, INTERVAL + 1, what="removed GPU Unhealthy")
             print("removed GPU Unhealthy after %.3f s" % took)
-            assert ('msg="device left the node: advertised Unhealthy while pods may still hold '
-                    'it, dropped after the grace period" resource=nvidia.com/gpu id=%s grace_s=2'
-                    % UUIDS[3]) in p.logtext(), p.logtext()
+            logged(p, 'msg="device left the node: advertised Unhealthy while pods may still hold '
+                   'it, dropped after the grace period" resource=nvidia.com/gpu id=%s grace_s=2'
+                   % UUIDS[3])
             took = wait_list(k, [(u, "Healthy") for u in rest], t0, INTERVAL + 2 + 1,
                              what="removed GPU dropped after the grace period")
             print("removed GPU dropped after %.3f s (grace 2 s)" % took)
             assert took >= 2, took
-            assert ('msg="withdrawn device dropped: its grace period is over" '
-                    'resource=nvidia.com/gpu id=%s grace_s=2' % UUIDS[3]) in p.logtext()
+            logged(p, 'msg="withdrawn device dropped: its grace period is over" '
+                   'resource=nvidia.com/gpu id=%s grace_s=2' % UUIDS[3])
             assert k.count(RES) == 1
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def mig_topology(d):
@@ -158,13 +158,12 @@ def mig_topology(d):
 def test_mig_layout_changed_mixed():
     res = "nvidia.com/mig-1g.5gb"
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         root = os.path.dirname(d)
         proc = os.path.join(root, "proc")
-        p = start(d, mig_topology(root), strategy="mixed", grace="60", proc=proc)
-        try:
-            wait_for(lambda: last(k, res), what="ListAndWatch of %s" % res)
+        with kt.kubelet_and_plugin(d, start, mig_topology(root), strategy="mixed", grace="60",
+                                   proc=proc) as (k, p):
+            wait_for(lambda: last(k, res) and last(k, "nvidia.com/mig-2g.10gb"),
+                     what="ListAndWatch of %s and nvidia.com/mig-2g.10gb" % res)
             assert last(k, res) == [(MIG_GONE, "Healthy")] + [(m, "Healthy") for m in MIG_KEPT], \
                 last(k, res)
             other = last(k, "nvidia.com/mig-2g.10gb")
@@ -187,20 +186,14 @@ def test_mig_layout_changed_mixed():
             assert 'why="MIG devices of GPU %s changed"' % A100[0] in log, log
             assert 'why="MIG devices of GPU %s changed"' % A100[2] in log, log
             assert k.count(res) == 1
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def test_faults_present_at_start_recover():
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         topo = topology(os.path.dirname(d), h100_with(g2="reset_required: 1",
                                                       g5="pending_remap: 1"))
-        p = start(d, topo)
         want = [(u, "Unhealthy" if i in (2, 5) else "Healthy") for i, u in enumerate(UUIDS)]
-        try:
+        with kt.kubelet_and_plugin(d, start, topo) as (k, p):
             wait_for(lambda: last(k) == want, timeout=10 * SCALE,
                      what="both faulted GPUs Unhealthy")
             log = p.logtext()
@@ -220,9 +213,6 @@ def test_faults_present_at_start_recover():
             assert 'msg="GPU answers again; reading it again to advertise it" uuid=%s' \
                 % UUIDS[2] in log, log
             assert 'msg="GPU healthy again" uuid=%s' % UUIDS[5] in log, log
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def slice_uuids(dp):
@@ -283,11 +273,7 @@ def test_dra_slice_follows_mig_layout():
     with TempDir() as d:
         root = os.path.dirname(d)
         proc = os.path.join(root, "proc")
-        drv = os.path.join(root, "driver-root")
-        os.makedirs(os.path.join(drv, "usr", "lib64"))
-        os.symlink(os.path.join(kt.MOCK_NVML_DIR, "libnvidia-ml.so.1"),
-                   os.path.join(drv, "usr", "lib64", "libnvidia-ml.so.1"))
-        os.makedirs(os.path.join(drv, "dev"))
+        drv = kt.mock_driver_root(root)
         dp_env = e = dp.Env(root, topology=mig_topology(root),
                             env_extra={"KDEV_MOCK_NVML_PROC": proc,
                                        "KDEV_NVIDIA_REDISCOVER_INTERVAL": str(INTERVAL)},
@@ -322,11 +308,9 @@ def test_last_device_of_a_resource_kept_for_the_grace():
     """The only MIG device of a profile destroyed: the resource is served on,
     the device Unhealthy, for the withdraw grace, then stopped."""
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         root = os.path.dirname(d)
-        p = start(d, MIG_TOPO, strategy="mixed", grace="2", proc=os.path.join(root, "proc"))
-        try:
+        with kt.kubelet_and_plugin(d, start, MIG_TOPO, strategy="mixed", grace="2",
+                                   proc=os.path.join(root, "proc")) as (k, p):
             wait_for(lambda: last(k, ME), what="ListAndWatch of %s" % ME)
             assert last(k, ME) == [(MIG_ME, "Healthy")], last(k, ME)
             t0 = time.monotonic()
@@ -341,12 +325,9 @@ def test_last_device_of_a_resource_kept_for_the_grace():
             took = time.monotonic() - t0
             assert 2 <= took <= (INTERVAL + 2 + 1) * SCALE, took
             print("its resource stopped after %.3f s (grace 2 s)" % took)
-            assert ('msg="withdrawn device dropped: its grace period is over" resource=%s '
-                    'id=%s grace_s=2' % (ME, MIG_ME)) in p.logtext()
+            logged(p, 'msg="withdrawn device dropped: its grace period is over" resource=%s '
+                   'id=%s grace_s=2' % (ME, MIG_ME))
             assert last(k, ME) == [(MIG_ME, "Unhealthy")], last(k, ME)
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def test_lost_mig_gpu_kept_over_rebuilds():
@@ -356,11 +337,9 @@ def test_lost_mig_gpu_kept_over_rebuilds():
     gpu0 = {"nvidia.com/mig-3g.20gb": "MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f",
             "nvidia.com/mig-2g.10gb": "MIG-9d0efe1e-fdc2-4aea-57e7-810aa03ca6ce"}
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         root = os.path.dirname(d)
-        p = start(d, MIG_TOPO, strategy="mixed", grace="2", proc=os.path.join(root, "proc"))
-        try:
+        with kt.kubelet_and_plugin(d, start, MIG_TOPO, strategy="mixed", grace="2",
+                                   proc=os.path.join(root, "proc")) as (k, p):
             wait_for(lambda: all(last(k, r) for r in list(gpu0) + ["nvidia.com/mig-1g.5gb"]),
                      what="ListAndWatch")
             assert last(k, "nvidia.com/mig-3g.20gb") == \
@@ -383,7 +362,7 @@ def test_lost_mig_gpu_kept_over_rebuilds():
                      (MIG_KEPT[1], "Unhealthy")]
             wait_list(k, want1, t0, INTERVAL + 1, "nvidia.com/mig-1g.5gb",
                       what="destroyed MIG device Unhealthy")
-            assert 'why="MIG devices of GPU %s changed"' % A100[1] in p.logtext()
+            logged(p, 'why="MIG devices of GPU %s changed"' % A100[1])
             time.sleep(2 + INTERVAL + 1)  # past the withdraw grace
             want1 = [(MIG_GONE, "Unhealthy"), (MIG_KEPT[0], "Unhealthy")]
             wait_list(k, want1, t0, 2 + INTERVAL + 2, "nvidia.com/mig-1g.5gb",
@@ -391,20 +370,14 @@ def test_lost_mig_gpu_kept_over_rebuilds():
             for r, m in gpu0.items():
                 assert last(k, r) == [(m, "Unhealthy")], (r, last(k, r))
             assert "resource removed: stopped serving it" not in p.logtext(), p.logtext()
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def test_lost_gpu_kept_when_another_is_added():
     """A lost whole GPU (its UUID unreadable) stays advertised Unhealthy when
     a GPU hot-added elsewhere rebuilds nvidia.com/gpu."""
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         root = os.path.dirname(d)
-        p = start(d, topology(root, h100_with(g7="present: 0")))
-        try:
+        with kt.kubelet_and_plugin(d, start, topology(root, h100_with(g7="present: 0"))) as (k, p):
             wait_for(lambda: last(k) == [(u, "Healthy") for u in UUIDS[:7]], what="ListAndWatch")
             control(root, "lost %s 1" % UUIDS[2])
             want = [(u, "Unhealthy" if i == 2 else "Healthy") for i, u in enumerate(UUIDS[:7])]
@@ -418,9 +391,6 @@ def test_lost_gpu_kept_when_another_is_added():
             time.sleep(2 + INTERVAL + 1)  # past the withdraw grace
             assert last(k) == want, last(k)
             assert "device left the node" not in p.logtext(), p.logtext()
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def test_mig_device_created_on_a_faulted_gpu_unhealthy():
@@ -428,11 +398,9 @@ def test_mig_device_created_on_a_faulted_gpu_unhealthy():
     Unhealthy, as the GPU's other MIG devices are."""
     res = "nvidia.com/mig-1g.5gb"
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
         root = os.path.dirname(d)
-        p = start(d, MIG_TOPO, strategy="mixed", grace="1", proc=os.path.join(root, "proc"))
-        try:
+        with kt.kubelet_and_plugin(d, start, MIG_TOPO, strategy="mixed", grace="1",
+                                   proc=os.path.join(root, "proc")) as (k, p):
             wait_for(lambda: last(k, res), what="ListAndWatch of %s" % res)
             t0 = time.monotonic()
             control(root, "mig-destroy %s" % MIG_GONE)
@@ -462,9 +430,6 @@ def test_mig_device_created_on_a_faulted_gpu_unhealthy():
             assert last(k, res) == want, last(k, res)
             time.sleep(2 + 1 + 1)
             assert last(k, res) == want, last(k, res)
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 if __name__ == "__main__":

@@ -179,7 +179,7 @@ def kdev_dra_plugin(mask):
         root = os.path.dirname(d)
         with Umask(mask):
             e = dra.Env(root)
-            try:
+            with kt.logged(e):
                 info = e.register()
                 r = e.call(info.endpoint, dra.PREPARE, dra.prepare_req(),
                            dra.dra_pb.NodePrepareResourcesResponse)
@@ -197,11 +197,6 @@ def kdev_dra_plugin(mask):
                 assert files == ["dra-claims.json", "dra.sock"], files
                 assert_mode(os.path.join(e.plugin_dir, "dra-claims.json"), 0o600, "file")
                 e.stop()
-            except Exception:
-                print(e.logtext()[-20000:])
-                raise
-            finally:
-                e.close()
 
 
 def test_kdevctl_kubelet_and_kdev_plugin_umask_0():

@@ -404,7 +404,7 @@ def run_dra_plugin(layout, base, hook, label, topology, uid, device, dev_nodes):
     e = dp.Env(run, topology=topology, objects=[claim],
                env_extra={**nvidia_env(run, topology, proc), "NVIDIA_CDI_HOOK_PATH": hook},
                extra=("--driver-root", layout.driver_root, "--proc-root", proc))
-    try:
+    with kt.logged(e):
         kt.wait_for(lambda: kt.sock_accepts(e.dra_sock()) or e.proc.poll() is not None,
                     what="DRA socket")
         assert e.proc.poll() is None, e.logtext()
@@ -420,11 +420,6 @@ def run_dra_plugin(layout, base, hook, label, topology, uid, device, dev_nodes):
         shutil.copy(os.path.join(e.cdi, name), os.path.join(spec_dir, name))
         nodes0, env, mounts, hooks = common_edits(layout, hook)
         e.stop()
-    except Exception:
-        print(e.logtext()[-20000:])
-        raise
-    finally:
-        e.close()
     return Case("kdev-dra-plugin %s claim %s" % (label, device), spec_dir, ids[0],
                 nodes0 + dev_nodes, env, mounts, hooks)
 

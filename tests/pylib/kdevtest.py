@@ -67,6 +67,24 @@ H100_UUIDS = [
     "GPU-c64278a1-b3c9-975f-f3b4-2ad25c978906",
 ]
 
+# NVIDIA's control device nodes, as kdev looks for them under a driver root's dev/.
+CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
+
+
+def mock_driver_root(base, control_nodes=()):
+    """A driver root for --driver-root at |base|/driver-root: the mock NVML
+    library at usr/lib64/libnvidia-ml.so.1 (a link to MOCK_NVML_DIR's) and a
+    dev/ folder holding an empty file for each name in |control_nodes| (for
+    instance CONTROL_NODES). Returns its path."""
+    root = os.path.join(base, "driver-root")
+    os.makedirs(os.path.join(root, "usr", "lib64"))
+    os.symlink(os.path.join(MOCK_NVML_DIR, "libnvidia-ml.so.1"),
+               os.path.join(root, "usr", "lib64", "libnvidia-ml.so.1"))
+    os.makedirs(os.path.join(root, "dev"))
+    for n in control_nodes:
+        open(os.path.join(root, "dev", n), "w").close()
+    return root
+
 
 def plugin_options(directory, sock, timeout=5):
     """GetDevicePluginOptions of the plugin serving directory/sock; returns the
@@ -361,21 +379,47 @@ class TempDir:
 
 
 @contextlib.contextmanager
+def logged(proc, before_close=None):
+    """Yields |proc| (a daemon under test with logtext() and close()); when
+    the block raises an Exception, prints the last 20000 characters of its
+    log before the exception goes on; in every case then calls
+    |before_close| (when given, no arguments) and closes |proc|."""
+    try:
+        yield proc
+    except Exception:
+        print(proc.logtext()[-20000:])
+        raise
+    finally:
+        if before_close:
+            before_close()
+        proc.close()
+
+
+@contextlib.contextmanager
+def kubelet_and_plugin(d, start, *args, **kw):
+    """A FakeKubelet on device-plugin directory |d|, then the kdev-plugin
+    (a Plugin) that start(d, *args, **kw) starts. Yields (kubelet, plugin);
+    on leaving, the plugin must exit 0 on SIGTERM and the kubelet is stopped."""
+    k = FakeKubelet(d)
+    k.start()
+    p = start(d, *args, **kw)
+    try:
+        yield k, p
+    finally:
+        assert p.stop() == 0
+        k.stop()
+
+
+@contextlib.contextmanager
 def registered_plugin(config_text=NULL_CONFIG, resource="example.com/null"):
     """A device-plugin directory with a FakeKubelet and a kdev-plugin serving
     |config_text|, once the plugin registered |resource|. Yields
     (directory, kubelet, plugin); on leaving, the plugin must exit 0 on
     SIGTERM and the kubelet is stopped."""
     with TempDir() as d:
-        k = FakeKubelet(d)
-        k.start()
-        p = Plugin(d, config_text)
-        try:
+        with kubelet_and_plugin(d, Plugin, config_text) as (k, p):
             wait_for(lambda: k.count(resource) == 1, what="registration")
             yield d, k, p
-        finally:
-            assert p.stop() == 0
-            k.stop()
 
 
 def run_tests(tests):

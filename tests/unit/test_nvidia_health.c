@@ -25,6 +25,7 @@
 
 #include "common/log.h"
 #include "mock_fixture.h"
+#include "mock_loop.h"
 #include "model/model.h"
 #include "nvidia/devinfo.h"
 #include "nvidia/health.h"
@@ -158,23 +159,11 @@ static void build_set(struct fx *f)
         assert_int_equal(kdev_resource_set_link(&f->set, NULL), 0);
 }
 
-static void on_tick(uv_timer_t *t)
-{
-        (void)t;
-}
-
 static int setup(void **state)
 {
         struct fx *f = calloc(1, sizeof(*f));
-        if (!f || mock_nvml_open(&f->m) != 0)
+        if (!f || mock_loop_open(&f->m, &f->loop, &f->tick, TOPO("mig-a100-40gb.yaml")) != 0)
                 return -1;
-        setenv("KDEV_MOCK_NVML_TOPOLOGY", TOPO("mig-a100-40gb.yaml"), 1);
-        unsetenv("KDEV_MOCK_NVML_CONTROL");
-        f->m.reset();
-        uv_loop_init(&f->loop);
-        /* a steady tick so that UV_RUN_ONCE returns regularly while polling */
-        uv_timer_init(&f->loop, &f->tick);
-        uv_timer_start(&f->tick, on_tick, 5, 5);
         build_set(f);
         *state = f;
         return 0;
@@ -193,9 +182,7 @@ static int teardown(void **state)
                 kdev_nvidia_rediscover_stop(f->redisc, NULL, NULL);
                 f->redisc = NULL;
         }
-        uv_close((uv_handle_t *)&f->tick, NULL);
-        uv_run(&f->loop, UV_RUN_DEFAULT);
-        assert_int_equal(uv_loop_close(&f->loop), 0);
+        mock_loop_close(&f->loop, &f->tick);
         kdev_physical_truncate(&f->set, 0);
         while (f->m.count() > 0)
                 kdev_nvml_api(f->m.lib)->nvmlShutdown();
@@ -211,19 +198,12 @@ static int teardown(void **state)
         return 0;
 }
 
-static uint64_t ms_now(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Runs the loop until |pred| holds or DEADLINE_MS passed; returns pred(). */
 static bool run_until(struct fx *f, bool (*pred)(struct fx *f, const void *arg),
                       const void *arg)
 {
-        uint64_t end = ms_now() + DEADLINE_MS;
-        while (!pred(f, arg) && ms_now() < end)
+        uint64_t end = mock_ms_now() + DEADLINE_MS;
+        while (!pred(f, arg) && mock_ms_now() < end)
                 uv_run(&f->loop, UV_RUN_ONCE);
         return pred(f, arg);
 }
@@ -235,30 +215,21 @@ static struct kdev_nvidia_health_stats stats(struct fx *f)
         return s;
 }
 
-static bool critical_at_least(struct fx *f, const void *arg)
-{
-        return stats(f).xid_critical >= *(const unsigned long *)arg;
-}
-static bool ignored_at_least(struct fx *f, const void *arg)
-{
-        return stats(f).xid_ignored >= *(const unsigned long *)arg;
-}
-static bool other_at_least(struct fx *f, const void *arg)
-{
-        return stats(f).other_events >= *(const unsigned long *)arg;
-}
-static bool recoveries_at_least(struct fx *f, const void *arg)
-{
-        return stats(f).recoveries >= *(const unsigned long *)arg;
-}
-static bool probes_at_least(struct fx *f, const void *arg)
-{
-        return stats(f).probes >= *(const unsigned long *)arg;
-}
-static bool wait_errors_at_least(struct fx *f, const void *arg)
-{
-        return stats(f).wait_errors >= *(const unsigned long *)arg;
-}
+/* NAME_at_least(f, arg): the monitor's counter FIELD is at least
+ * *(const unsigned long *)arg (a run_until predicate). */
+#define AT_LEAST(name, field)                                                    \
+        static bool name##_at_least(struct fx *f, const void *arg)               \
+        {                                                                        \
+                return stats(f).field >= *(const unsigned long *)arg;            \
+        }
+AT_LEAST(critical, xid_critical)
+AT_LEAST(ignored, xid_ignored)
+AT_LEAST(other, other_events)
+AT_LEAST(recoveries, recoveries)
+AT_LEAST(probes, probes)
+AT_LEAST(wait_errors, wait_errors)
+#undef AT_LEAST
+
 static bool is_stopped(struct fx *f, const void *arg)
 {
         (void)arg;
@@ -555,12 +526,12 @@ static void test_recovery_after_quiet_period(void **state)
 {
         struct fx *f = *state;
         start_monitor(f, NULL, NULL, QUIET_MS);
-        uint64_t t0 = ms_now();
+        uint64_t t0 = mock_ms_now();
         assert_int_equal(f->m.xid(G2, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         assert_health(f, "100011111");
         wait_recoveries(f, 1);
-        uint64_t dt = ms_now() - t0;
+        uint64_t dt = mock_ms_now() - t0;
         assert_true(dt >= QUIET_MS);
         assert_health(f, "111111111");
         assert_notified(f, 0, 2, 0, 0, 0);
@@ -584,16 +555,14 @@ static void test_new_xid_restarts_quiet_period(void **state)
         assert_int_equal(f->m.xid(G3, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         /* let probes pass for 2/3 of the quiet period, then a new XID */
-        uint64_t until = ms_now() + QUIET_MS * 2 / 3;
-        while (ms_now() < until)
-                uv_run(&f->loop, UV_RUN_ONCE);
+        mock_loop_run_for(&f->loop, QUIET_MS * 2 / 3);
         assert_int_equal(stats(f).recoveries, 0);
-        uint64_t t1 = ms_now();
+        uint64_t t1 = mock_ms_now();
         assert_int_equal(f->m.xid(G3, 94, NO, NO), NVML_SUCCESS);
         wait_critical(f, 2);
         assert_health(f, "011111111");
         wait_recoveries(f, 1);
-        assert_true(ms_now() - t1 >= QUIET_MS);
+        assert_true(mock_ms_now() - t1 >= QUIET_MS);
         assert_health(f, "111111111");
         assert_notified(f, 2, 0, 0, 0, 0);
         assert_true(gpu(f, G3).last_xid == 94);
@@ -609,9 +578,7 @@ static void no_recovery_while(struct fx *f, kdevMockSetResetRequired_fn *set_fla
         assert_int_equal(f->m.xid(G3, 79, NO, NO), NVML_SUCCESS);
         wait_critical(f, 1);
         /* well past the quiet period */
-        uint64_t until = ms_now() + 2 * QUIET_MS;
-        while (ms_now() < until)
-                uv_run(&f->loop, UV_RUN_ONCE);
+        mock_loop_run_for(&f->loop, 2 * QUIET_MS);
         wait_more_probes(f, 2);
         assert_health(f, "011111111");
         assert_int_equal(stats(f).recoveries, 0);
@@ -619,11 +586,11 @@ static void no_recovery_while(struct fx *f, kdevMockSetResetRequired_fn *set_fla
         /* clear right after a failed probe was applied: the quiet period
          * starts about now */
         wait_more_probes(f, 1);
-        uint64_t t1 = ms_now();
+        uint64_t t1 = mock_ms_now();
         assert_int_equal(set_flag(G3, 0), NVML_SUCCESS);
         wait_recoveries(f, 1);
         /* (with a margin of one probe interval for a preempted test thread) */
-        assert_true(ms_now() - t1 + PROBE_MS >= QUIET_MS);
+        assert_true(mock_ms_now() - t1 + PROBE_MS >= QUIET_MS);
         assert_health(f, "111111111");
         assert_notified(f, 2, 0, 0, 0, 0);
         stop_monitor(f);
@@ -655,9 +622,7 @@ static void test_lost_gpu_wait_error(void **state)
         assert_notified(f, 1, 1, 1, 1, 1);
         /* GPUs 0, 1, 2 recover; GPU 3 stays */
         wait_recoveries(f, 3);
-        uint64_t until = ms_now() + QUIET_MS;
-        while (ms_now() < until)
-                uv_run(&f->loop, UV_RUN_ONCE);
+        mock_loop_run_for(&f->loop, QUIET_MS);
         wait_more_probes(f, 2);
         assert_health(f, "011111111");
         /* GPUs 0 and 1 share nvidia.com/mig-1g.5gb: their recoveries are one
@@ -727,9 +692,7 @@ static void test_register_failure(void **state)
                             "cannot register health events: "
                             "nvmlDeviceGetSupportedEventTypes: Not Supported");
         /* probes retry the registration, which still fails */
-        uint64_t until = ms_now() + 2 * QUIET_MS;
-        while (ms_now() < until)
-                uv_run(&f->loop, UV_RUN_ONCE);
+        mock_loop_run_for(&f->loop, 2 * QUIET_MS);
         wait_more_probes(f, 2);
         assert_health(f, "000011111");
         assert_string_equal(gpu(f, G2).reason,
@@ -853,9 +816,9 @@ static void test_stop(void **state)
         assert_int_equal(kdev_nvidia_health_start(f->mon, &e), 0);
         assert_int_equal(kdev_nvml_refs(f->m.lib), 1);
         assert_int_equal(kdev_nvidia_health_start(f->mon, &e), -EALREADY);
-        uint64_t t0 = ms_now();
+        uint64_t t0 = mock_ms_now();
         stop_monitor(f);
-        assert_true(ms_now() - t0 < 5000);
+        assert_true(mock_ms_now() - t0 < 5000);
         assert_int_equal(kdev_nvml_refs(f->m.lib), 0);
         assert_int_equal(f->m.count(), 0);
         /* bad options */
@@ -969,9 +932,7 @@ static void test_rediscover_after_init_error(void **state)
         assert_string_equal(d.gpus->gpus[3].uuid, G3);
         /* no attempt after success */
         unsigned n = kdev_nvidia_rediscover_attempts(d.r);
-        uint64_t until = ms_now() + 150;
-        while (ms_now() < until)
-                uv_run(&f->loop, UV_RUN_ONCE);
+        mock_loop_run_for(&f->loop, 150);
         assert_int_equal(kdev_nvidia_rediscover_attempts(d.r), n);
         assert_int_equal(d.found, 1);
         assert_int_equal(kdev_nvml_refs(d.lib), 0);

@@ -23,6 +23,7 @@
 #include <uv.h>
 
 #include "mock_fixture.h"
+#include "mock_loop.h"
 #include "nvml/events.h"
 #include "nvml/loader.h"
 
@@ -64,23 +65,11 @@ static void on_events(void *arg, const struct kdev_nvml_event *ev, size_t n, boo
         }
 }
 
-static void on_tick(uv_timer_t *t)
-{
-        (void)t;
-}
-
 static int setup(void **state)
 {
         struct fx *f = calloc(1, sizeof(*f));
-        if (!f || mock_nvml_open(&f->m) != 0)
+        if (!f || mock_loop_open(&f->m, &f->loop, &f->tick, TOPO("mig-a100-40gb.yaml")) != 0)
                 return -1;
-        setenv("KDEV_MOCK_NVML_TOPOLOGY", TOPO("mig-a100-40gb.yaml"), 1);
-        unsetenv("KDEV_MOCK_NVML_CONTROL");
-        f->m.reset();
-        uv_loop_init(&f->loop);
-        /* a steady tick so that UV_RUN_ONCE returns regularly while polling */
-        uv_timer_init(&f->loop, &f->tick);
-        uv_timer_start(&f->tick, on_tick, 5, 5);
         *state = f;
         return 0;
 }
@@ -91,27 +80,12 @@ static void on_stopped(void *arg)
         f->stopped = true;
 }
 
-static uint64_t ms_now(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Runs the loop until |n| events arrived (or, with |stopped|, the stop's
  * done ran) or DEADLINE_MS passed. */
 static void run_until(struct fx *f, size_t n, bool stopped)
 {
-        uint64_t end = ms_now() + DEADLINE_MS;
-        while ((stopped ? !f->stopped : f->n_ev < n) && ms_now() < end)
-                uv_run(&f->loop, UV_RUN_ONCE);
-}
-
-/* Runs the loop for |ms| milliseconds. */
-static void run_for(struct fx *f, unsigned ms)
-{
-        uint64_t end = ms_now() + ms;
-        while (ms_now() < end)
+        uint64_t end = mock_ms_now() + DEADLINE_MS;
+        while ((stopped ? !f->stopped : f->n_ev < n) && mock_ms_now() < end)
                 uv_run(&f->loop, UV_RUN_ONCE);
 }
 
@@ -131,9 +105,7 @@ static int teardown(void **state)
         struct fx *f = *state;
         if (f->w)
                 stop_watcher(f);
-        uv_close((uv_handle_t *)&f->tick, NULL);
-        uv_run(&f->loop, UV_RUN_DEFAULT);
-        assert_int_equal(uv_loop_close(&f->loop), 0);
+        mock_loop_close(&f->loop, &f->tick);
         assert_int_equal(kdev_nvml_refs(f->m.lib), 0);
         assert_int_equal(f->m.count(), 0);
         mock_nvml_close(&f->m);
@@ -317,7 +289,7 @@ static void test_lost_gpu_and_probes(void **state)
         assert_register(f, 5, W_G0, G0, NVML_SUCCESS, "nvmlDeviceRegisterEvents");
         assert_register(f, 6, W_NOPE, NOPE, NVML_ERROR_NOT_FOUND, "nvmlDeviceGetHandleByUUID");
         /* probes only when asked for */
-        run_for(f, 3 * PROBE_MS);
+        mock_loop_run_for(&f->loop, 3 * PROBE_MS);
         assert_int_equal(f->n_ev, 7);
         kdev_nvml_events_want_probe(f->w, W_G3, true);
         kdev_nvml_events_want_probe(f->w, N_WATCHED, true); /* not a GPU: ignored */
@@ -328,8 +300,8 @@ static void test_lost_gpu_and_probes(void **state)
         /* back: the probe passes and registers the GPU again */
         assert_int_equal(f->m.set_lost(G3, 0), NVML_SUCCESS);
         size_t i;
-        uint64_t end = ms_now() + DEADLINE_MS;
-        for (i = f->n_ev; ms_now() < end; i++) {
+        uint64_t end = mock_ms_now() + DEADLINE_MS;
+        for (i = f->n_ev; mock_ms_now() < end; i++) {
                 run_until(f, i + 1, false);
                 assert_true(i < f->n_ev);
                 if (f->ev[i].probe == KDEV_NVML_PROBE_PASSED)
@@ -343,7 +315,7 @@ static void test_lost_gpu_and_probes(void **state)
         assert_probe(f, i + 1, W_G3, KDEV_NVML_PROBE_PASSED, NVML_SUCCESS, "", false,
                      NVML_SUCCESS);
         kdev_nvml_events_want_probe(f->w, W_G3, false);
-        run_for(f, 2 * PROBE_MS); /* a probe already under way may still arrive */
+        mock_loop_run_for(&f->loop, 2 * PROBE_MS); /* a probe already under way may still arrive */
         size_t n = f->n_ev;
         assert_int_equal(f->m.xid(G3, 79, NO, NO), NVML_SUCCESS);
         run_until(f, n + 1, false);
@@ -365,7 +337,7 @@ static void test_probe_outcomes(void **state)
                      "nvmlDeviceGetRemappedRows", false, NVML_SUCCESS);
         kdev_nvml_events_want_probe(f->w, W_G3, false);
         assert_int_equal(f->m.set_reset(G3, 0), NVML_SUCCESS);
-        run_for(f, 2 * PROBE_MS);
+        mock_loop_run_for(&f->loop, 2 * PROBE_MS);
 
         size_t n = f->n_ev;
         assert_int_equal(f->m.set_remap(G0, 1), NVML_SUCCESS);
@@ -374,7 +346,7 @@ static void test_probe_outcomes(void **state)
         assert_probe(f, n, W_G0, KDEV_NVML_PROBE_REMAP_PENDING, NVML_SUCCESS, "", false,
                      NVML_SUCCESS);
         kdev_nvml_events_want_probe(f->w, W_G0, false);
-        run_for(f, 2 * PROBE_MS);
+        mock_loop_run_for(&f->loop, 2 * PROBE_MS);
 
         n = f->n_ev;
         kdev_nvml_events_want_probe(f->w, W_NOPE, true);
@@ -382,7 +354,7 @@ static void test_probe_outcomes(void **state)
         assert_probe(f, n, W_NOPE, KDEV_NVML_PROBE_FAILED, NVML_ERROR_NOT_FOUND,
                      "nvmlDeviceGetHandleByUUID", false, NVML_SUCCESS);
         kdev_nvml_events_want_probe(f->w, W_NOPE, false);
-        run_for(f, 2 * PROBE_MS);
+        mock_loop_run_for(&f->loop, 2 * PROBE_MS);
 
         n = f->n_ev;
         assert_int_equal(f->m.set_error(G3, "nvmlDeviceGetMemoryInfo", NVML_ERROR_UNKNOWN),
@@ -463,9 +435,9 @@ static void test_errors_and_stop(void **state)
         assert_non_null(f->w);
         assert_int_equal(kdev_nvml_events_start(f->w, &e), 0);
         assert_int_equal(f->n_batches, 0);
-        uint64_t t0 = ms_now();
+        uint64_t t0 = mock_ms_now();
         stop_watcher(f);
-        assert_true(ms_now() - t0 < 5000);
+        assert_true(mock_ms_now() - t0 < 5000);
         kdev_nvml_events_stop(NULL, NULL, NULL);
 }
 
