@@ -51,11 +51,11 @@ health:
 """
 
 
-
 def logged(p, text):
     """Waits (briefly) for |text| in kdev-plugin's log: the line is written
     before the update it goes with, but read from the log file."""
     wait_for(lambda: text in p.logtext(), timeout=2 * SCALE, what="log line %r" % text)
+
 
 def topology(d, text, name="topology.yaml"):
     path = os.path.join(d, name)
