@@ -128,18 +128,96 @@ bool kdev_nvidia_resource_same(const struct kdev_resource *a, const struct kdev_
 }
 
 /* Whether some device of |set| that is not withdrawn has the UUID |uuid|. */
-static bool uuid_live(const struct kdev_resource_set *set, const char *uuid)
+/* What a build has, for the carry-over rules below: the UUIDs of its
+ * NVIDIA devices that are not withdrawn, and the IDs of each resource, as
+ * they were before anything was appended ("<resource>\x1f<ID>"), in one
+ * open-addressing hash set, so that each lookup costs O(1) (a linear search
+ * made a rebuild at 8 GPUs x 4096 replicas take seconds). */
+struct built {
+        char **slot; /* owned keys; NULL: empty */
+        size_t mask;
+};
+
+static void built_free(struct built *b)
 {
+        for (size_t i = 0; b->slot && i <= b->mask; i++)
+                free(b->slot[i]);
+        free(b->slot);
+        b->slot = NULL;
+}
+
+static uint32_t key_hash(char kind, const char *a, const char *b)
+{
+        return (kdev_str_hash(a) * 31u ^ kdev_str_hash(b)) + (uint32_t)kind;
+}
+
+static bool key_is(const char *k, char kind, const char *a, const char *b)
+{
+        size_t la = strlen(a);
+        return k[0] == kind && strncmp(k + 1, a, la) == 0 && k[1 + la] == '\x1f' &&
+               strcmp(k + 2 + la, b) == 0;
+}
+
+static bool built_has(const struct built *b, char kind, const char *a, const char *c)
+{
+        for (size_t i = key_hash(kind, a, c) & b->mask; b->slot[i]; i = (i + 1) & b->mask)
+                if (key_is(b->slot[i], kind, a, c))
+                        return true;
+        return false;
+}
+
+static int built_add(struct built *b, char kind, const char *a, const char *c)
+{
+        size_t i = key_hash(kind, a, c) & b->mask;
+        for (; b->slot[i]; i = (i + 1) & b->mask)
+                if (key_is(b->slot[i], kind, a, c))
+                        return 0;
+        if (asprintf(&b->slot[i], "%c%s\x1f%s", kind, a, c) < 0) {
+                b->slot[i] = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* Fills |b| from |set|: 'u' keys (UUID of a device not withdrawn, "") and
+ * 'i' keys (resource name, device ID). Returns 0 or -ENOMEM. */
+static int built_init(struct built *b, const struct kdev_resource_set *set)
+{
+        size_t n = 0;
+        for (size_t r = 0; r < set->n_resources; r++)
+                n += set->resources[r].n_devices;
+        size_t cap = 16;
+        while (cap < 4 * n + 2)
+                cap *= 2;
+        b->slot = calloc(cap, sizeof(*b->slot));
+        b->mask = cap - 1;
+        if (!b->slot)
+                return -ENOMEM;
         for (size_t r = 0; r < set->n_resources; r++) {
                 const struct kdev_resource *res = &set->resources[r];
                 for (size_t i = 0; i < res->n_devices; i++) {
                         const struct kdev_nvidia_devinfo *in =
                                 kdev_nvidia_device_info(res, &res->devices[i]);
-                        if (in && !in->withdrawn && strcmp(in->uuid, uuid) == 0)
-                                return true;
+                        if (built_add(b, 'i', res->name, res->devices[i].id) < 0 ||
+                            (in && !in->withdrawn && built_add(b, 'u', in->uuid, "") < 0)) {
+                                built_free(b);
+                                return -ENOMEM;
+                        }
                 }
         }
-        return false;
+        return 0;
+}
+
+/* Whether a device of |set| as built has the UUID |uuid| (not withdrawn). */
+static bool uuid_live(const struct built *b, const char *uuid)
+{
+        return built_has(b, 'u', uuid, "");
+}
+
+/* Whether resource |name| of the set as built has device |id|. */
+static bool has_id(const struct built *b, const char *name, const char *id)
+{
+        return built_has(b, 'i', name, id);
 }
 
 /* Appends an Unhealthy copy of |src| (devinfo |in|) to |r|: withdrawn (gone
@@ -154,6 +232,7 @@ static int append_copy(struct kdev_resource *r, const struct kdev_device *src,
                                       : NULL;
         if (devs)
                 r->devices = devs;
+        struct kdev_nvidia_devinfo *was = d->infos;
         struct kdev_nvidia_devinfo *infos =
                 devs ? realloc(d->infos, (d->n_infos + 1) * sizeof(*infos)) : NULL;
         if (!infos) {
@@ -161,8 +240,11 @@ static int append_copy(struct kdev_resource *r, const struct kdev_device *src,
                 return -ENOMEM;
         }
         d->infos = infos;
-        for (size_t i = 0; i < r->n_devices; i++)
-                r->devices[i].data = &d->infos[i]; /* one per device, same order */
+        /* one per device, same order: pointed to again only when they moved
+         * (each append re-pointing every device made a rebuild that keeps
+         * thousands of replicas quadratic) */
+        for (size_t i = 0; infos != was && i < r->n_devices; i++)
+                r->devices[i].data = &d->infos[i];
         d->infos[d->n_infos] = *in;
         if (fault) {
                 d->infos[d->n_infos].incomplete = true;
@@ -211,18 +293,13 @@ static int resource_for(struct kdev_resource_set *set, const struct kdev_resourc
 }
 
 /* Whether the resource |res| of the new build has a device with ID |id|. */
-static bool has_id(const struct kdev_resource *res, size_t n, const char *id)
-{
-        for (size_t k = 0; res && k < n; k++)
-                if (strcmp(res->devices[k].id, id) == 0)
-                        return true;
-        return false;
-}
-
 int kdev_nvidia_keep_withdrawn(struct kdev_resource_set *set, const struct kdev_resource_set *old,
                                kdev_nvidia_keep_fn keep, void *arg, struct kdev_err *err)
 {
         int kept = 0;
+        struct built b = {0};
+        if (old && keep && built_init(&b, set) < 0)
+                return kdev_err_set(err, ENOMEM, "out of memory");
         for (size_t w = 0; old && keep && w < old->n_resources; w++) {
                 const struct kdev_resource *was = &old->resources[w];
                 if (was->ops != &kdev_nvidia_resource_ops)
@@ -233,21 +310,23 @@ int kdev_nvidia_keep_withdrawn(struct kdev_resource_set *set, const struct kdev_
                             res->n_devices !=
                                     ((struct kdev_nvidia_rdata *)res->ops_data)->n_infos))
                         continue;
-                size_t n_new = res ? res->n_devices : 0;
                 for (size_t i = 0; i < was->n_devices; i++) {
                         const struct kdev_device *dev = &was->devices[i];
                         const struct kdev_nvidia_devinfo *in = dev->data;
-                        if (!in || has_id(res, n_new, dev->id) || uuid_live(set, in->uuid) ||
-                            !keep(arg, was->name, dev->id))
+                        if (!in || (res && has_id(&b, res->name, dev->id)) ||
+                            uuid_live(&b, in->uuid) || !keep(arg, was->name, dev->id))
                                 continue;
                         /* the resource's last device left: it is served on,
                          * with its withdrawn devices, until they are dropped */
                         if (resource_for(set, was, true, &res) < 0 ||
-                            append_copy(res, dev, in, 0) < 0)
+                            append_copy(res, dev, in, 0) < 0) {
+                                built_free(&b);
                                 return kdev_err_set(err, ENOMEM, "out of memory");
+                        }
                         kept++;
                 }
         }
+        built_free(&b);
         return kept;
 }
 
@@ -321,6 +400,9 @@ int kdev_nvidia_carry_faulted(struct kdev_resource_set *set, const struct kdev_r
 {
         int carried = 0;
         struct unnamed u = count_unnamed(old, gpus);
+        struct built b = {0};
+        if (old && built_init(&b, set) < 0)
+                return kdev_err_set(err, ENOMEM, "out of memory");
         for (size_t w = 0; old && w < old->n_resources; w++) {
                 const struct kdev_resource *was = &old->resources[w];
                 if (was->ops != &kdev_nvidia_resource_ops)
@@ -329,19 +411,22 @@ int kdev_nvidia_carry_faulted(struct kdev_resource_set *set, const struct kdev_r
                 resource_for(set, was, false, &res);
                 if (res && res->ops != &kdev_nvidia_resource_ops)
                         continue;
-                size_t n_new = res ? res->n_devices : 0;
                 for (size_t i = 0; i < was->n_devices; i++) {
                         const struct kdev_device *dev = &was->devices[i];
                         const struct kdev_nvidia_devinfo *in = dev->data;
                         int fault = in && !in->withdrawn ? gpu_fault_now(gpus, in, u) : 0;
-                        if (!fault || has_id(res, n_new, dev->id) || uuid_live(set, in->uuid))
+                        if (!fault || (res && has_id(&b, res->name, dev->id)) ||
+                            uuid_live(&b, in->uuid))
                                 continue;
                         if (resource_for(set, was, true, &res) < 0 ||
-                            append_copy(res, dev, in, fault) < 0)
+                            append_copy(res, dev, in, fault) < 0) {
+                                built_free(&b);
                                 return kdev_err_set(err, ENOMEM, "out of memory");
+                        }
                         carried++;
                 }
         }
+        built_free(&b);
         return carried;
 }
 
