@@ -13,6 +13,7 @@
 
 #include "model/model.h"
 #include "plugin/allocate.h"
+#include "edits_pool.h"
 
 /* Test resource builder: devices "id:numa:healthy" with specs
  * "container=host:perms" separated by ','. */
@@ -384,27 +385,6 @@ static void test_allocate_ops_hook(void **state)
         kdev_resource_clear(&r);
 }
 
-struct pool {
-        _Alignas(max_align_t) char buf[8192];
-        size_t used;
-};
-
-static void *pool_alloc(void *data, size_t size)
-{
-        struct pool *p = data;
-        size = (size + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
-        if (size > sizeof(p->buf) - p->used)
-                return NULL;
-        void *r = p->buf + p->used;
-        p->used += size;
-        return r;
-}
-
-static bool in_pool(const struct pool *p, const void *ptr)
-{
-        return (const char *)ptr >= p->buf && (const char *)ptr < p->buf + p->used;
-}
-
 /* kdev_resource_edits into edits with an allocator (the device plugin's
  * Allocate): the same nodes, merges and errors as without one, everything
  * (the hook's env too) from the allocator; such edits cannot be taken over
@@ -424,7 +404,7 @@ static void test_allocate_with_allocator(void **state)
         static const struct kdev_resource_ops ops = {.allocate = hook_allocate};
         r.ops = &ops;
         r.ops_data = &calls;
-        static struct pool pool;
+        static struct pool pool = {.left = -1};
         const struct kdev_edits_allocator alloc = {pool_alloc, &pool};
         struct kdev_container_edits e = {.allocator = &alloc};
         struct kdev_err err = {0};

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "model/edits.h"
+#include "edits_pool.h"
 
 static void test_edits_add_and_clear(void **state)
 {
@@ -76,34 +77,6 @@ static void test_edits_add_and_clear(void **state)
         assert_int_equal(e.n_hooks, 0);
         kdev_container_edits_clear(&e);
         kdev_container_edits_clear(NULL);
-}
-
-/* A test allocator: bump allocation in one static buffer, |left|
- * allocations before it fails (-1: never). */
-struct pool {
-        _Alignas(max_align_t) char buf[16384];
-        size_t used;
-        int left;
-        int calls;
-};
-
-static void *pool_alloc(void *data, size_t size)
-{
-        struct pool *p = data;
-        p->calls++;
-        size = (size + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
-        if (p->left == 0 || size > sizeof(p->buf) - p->used)
-                return NULL;
-        if (p->left > 0)
-                p->left--;
-        void *r = p->buf + p->used;
-        p->used += size;
-        return r;
-}
-
-static bool in_pool(const struct pool *p, const void *ptr)
-{
-        return (const char *)ptr >= p->buf && (const char *)ptr < p->buf + p->used;
 }
 
 /* Edits with an allocator hold what edits without one hold (the same adds:
