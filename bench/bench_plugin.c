@@ -44,6 +44,8 @@
  *   --cpu N               run this benchmark and the plugin on CPU N-1 only (1: the first)
  *                         (sched_setaffinity before the fork), so that a round
  *                         trip does not wait for another, idle CPU to wake up
+ *   --start-timeout S     seconds the plugin has to register (default 10; more for a
+ *                         plugin started under valgrind, e.g. callgrind instruction counts)
  * Figures only: it asserts nothing (tests assert behaviour).
  */
 #include <dirent.h>
@@ -601,7 +603,7 @@ static void usage(const char *argv0)
         fprintf(stderr, "usage: %s [--kv] [--registrations N] [--resource NAME] "
                 "[--plugin-arg ARG]... [--client CMD] [--health-control FILE "
                 "--health-uuid UUID...] [--metrics-scrapes N [--metrics-timed M]] "
-                "[--alloc-sizes K,K...] [--allocate-only] [--cpu N (1-based)] KDEV_PLUGIN CONFIG [ALLOCATE_CALLS [RESTARTS]]\n", argv0);
+                "[--alloc-sizes K,K...] [--allocate-only] [--cpu N (1-based)] [--start-timeout S] KDEV_PLUGIN CONFIG [ALLOCATE_CALLS [RESTARTS]]\n", argv0);
 }
 
 int main(int argc, char **argv)
@@ -621,13 +623,14 @@ int main(int argc, char **argv)
                 {"alloc-sizes", required_argument, NULL, 's'},
                 {"allocate-only", no_argument, NULL, 'A'},
                 {"cpu", required_argument, NULL, 'C'},
+                {"start-timeout", required_argument, NULL, 'T'},
                 {NULL, 0, NULL, 0},
         };
         enum { MAX_EXTRA = 16 };
         const char *extra[MAX_EXTRA], *uuids[64], *client = NULL, *control = NULL;
         const char *want_resource = NULL;
         int n_extra = 0, n_uuids = 0, want_regs = 1, scrapes = 0, timed = 200;
-        int alloc_sizes[16], n_sizes = 0, allocate_only = 0, cpu = -1;
+        int alloc_sizes[16], n_sizes = 0, allocate_only = 0, cpu = -1, start_timeout_s = 10;
         for (int o; (o = getopt_long(argc, argv, "+", longopts, NULL)) != -1;) {
                 switch (o) {
                 case 'k': g_kv = 1; break;
@@ -639,6 +642,7 @@ int main(int argc, char **argv)
                 case 'H': control = optarg; break;
                 case 'A': allocate_only = 1; break;
                 case 'C': cpu = parse_count(optarg, "--cpu") - 1; break; /* 1-based */
+                case 'T': start_timeout_s = parse_count(optarg, "--start-timeout"); break;
                 case 's':
                         for (char *save = NULL, *tok = strtok_r(optarg, ",", &save); tok;
                              tok = strtok_r(NULL, ",", &save)) {
@@ -724,10 +728,13 @@ int main(int argc, char **argv)
                 _exit(127);
         }
         g_child = pid;
-        int wr = wait_count(&b, &b.registrations, (unsigned)want_regs, 10000);
+        int wr = wait_count(&b, &b.registrations, (unsigned)want_regs, start_timeout_s * 1000.0);
         if (wr < 0) {
-                fprintf(stderr, "bench_plugin: kdev-plugin %s\n",
-                        wr == -2 ? "exited before registering" : "did not register within 10 s");
+                if (wr == -2)
+                        fprintf(stderr, "bench_plugin: kdev-plugin exited before registering\n");
+                else
+                        fprintf(stderr, "bench_plugin: kdev-plugin did not register within %d s\n",
+                                start_timeout_s);
                 if (wr == -1) {
                         kill(pid, SIGKILL);
                         waitpid(pid, NULL, 0);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/edits_internal.h"
 #include "model/lookup_internal.h"
 
 enum { PERM_R = 1, PERM_W = 2, PERM_M = 4 };
@@ -62,14 +63,11 @@ static size_t table_size(size_t n)
         return size;
 }
 
-static char *dup_or_empty(const char *s)
-{
-        return strdup(s ? s : "");
-}
-
-/* Resolves and checks the requested IDs; fills devs[0..n_ids). */
+/* Resolves and checks the requested IDs; fills devs[0..n_ids). Its working
+ * memory is |out|'s scratch (kdev_edits_scratch). */
 static int resolve_request(const struct kdev_resource *r, const char *const *ids, size_t n_ids,
-                           const struct kdev_device **devs, struct kdev_err *err)
+                           const struct kdev_device **devs, const struct kdev_container_edits *out,
+                           struct kdev_err *err)
 {
         struct kdev_lookup lk;
         int rc = kdev_lookup_init(&lk, r, n_ids);
@@ -100,9 +98,10 @@ static int resolve_request(const struct kdev_resource *r, const char *const *ids
         unsigned shift = 64;
         for (size_t z = size; z > 1; z >>= 1)
                 shift--;
-        const struct kdev_device **seen = calloc(size, sizeof(*seen));
+        const struct kdev_device **seen = kdev_edits_scratch(out, size * sizeof(*seen));
         if (!seen)
                 return kdev_err_set(err, ENOMEM, "out of memory");
+        memset(seen, 0, size * sizeof(*seen));
         for (size_t i = 0; i < n_ids && dup == SIZE_MAX; i++) {
                 /* the high bits of a 64-bit multiplicative hash: devices a
                  * request spreads evenly over the array are pointers a
@@ -115,7 +114,7 @@ static int resolve_request(const struct kdev_resource *r, const char *const *ids
                         dup = i;
                 seen[s] = devs[i];
         }
-        free(seen);
+        kdev_edits_scratch_free(out, seen);
         if (dup != SIZE_MAX)
                 return kdev_err_set(err, EINVAL,
                                     "device \"%s\" of resource %s is requested more than once",
@@ -131,7 +130,9 @@ static int build_nodes(const struct kdev_resource *r, const struct kdev_device *
         size_t k = 0;
         for (size_t i = 0; i < n_ids; i++)
                 k += devs[i]->n_specs;
-        struct spec_ent *ents = malloc((k ? k : 1) * sizeof(*ents));
+        if (k == 0)
+                return 0; /* no nodes (out->nodes stays empty) */
+        struct spec_ent *ents = kdev_edits_scratch(out, k * sizeof(*ents));
         if (!ents)
                 return kdev_err_set(err, ENOMEM, "out of memory");
         size_t o = 0;
@@ -155,11 +156,13 @@ static int build_nodes(const struct kdev_resource *r, const struct kdev_device *
          * first (strcmp) is reported, with its first entry and the first
          * differing one. */
         size_t size = table_size(k), mask = size - 1, kept = 0;
-        size_t *first = calloc(size, sizeof(*first)); /* entry index + 1; 0: empty */
+        /* entry index + 1; 0: empty */
+        size_t *first = kdev_edits_scratch(out, size * sizeof(*first));
         if (!first) {
-                free(ents);
+                kdev_edits_scratch_free(out, ents);
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
+        memset(first, 0, size * sizeof(*first));
         const struct spec_ent *bad_a = NULL, *bad_b = NULL;
         for (size_t j = 0; j < k; j++) {
                 const char *cp = ents[j].spec->container_path ? ents[j].spec->container_path : "";
@@ -193,7 +196,7 @@ static int build_nodes(const struct kdev_resource *r, const struct kdev_device *
                         bad_b = &ents[j];
                 }
         }
-        free(first);
+        kdev_edits_scratch_free(out, first);
         if (bad_a) {
                 rc = kdev_err_set(err, EINVAL,
                                   "devices \"%s\" and \"%s\" of resource %s both use container "
@@ -202,13 +205,15 @@ static int build_nodes(const struct kdev_resource *r, const struct kdev_device *
                                   bad_a->spec->container_path ? bad_a->spec->container_path : "",
                                   bad_a->spec->host_path ? bad_a->spec->host_path : "",
                                   bad_b->spec->host_path ? bad_b->spec->host_path : "");
-                free(ents);
+                kdev_edits_scratch_free(out, ents);
                 return rc;
         }
 
-        struct kdev_edit_node *nodes = calloc(kept ? kept : 1, sizeof(*nodes));
+        /* the nodes array with the room that later additions (the
+         * backend's hook) expect */
+        struct kdev_edit_node *nodes = kdev_edits_array(out, kept, sizeof(*nodes));
         if (!nodes) {
-                free(ents);
+                kdev_edits_scratch_free(out, ents);
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
         size_t n = 0;
@@ -218,29 +223,22 @@ static int build_nodes(const struct kdev_resource *r, const struct kdev_device *
                 struct kdev_edit_node *nd = &nodes[n++];
                 char p[4];
                 perms_text(ents[i].perms, p);
-                nd->path = dup_or_empty(ents[i].spec->container_path);
-                nd->host_path = dup_or_empty(ents[i].spec->host_path);
-                nd->permissions = strdup(p);
+                nd->path = kdev_edits_strdup(out, ents[i].spec->container_path);
+                nd->host_path = kdev_edits_strdup(out, ents[i].spec->host_path);
+                nd->permissions = kdev_edits_strdup(out, p);
                 if (!nd->path || !nd->host_path || !nd->permissions)
                         goto nomem;
         }
-        free(ents);
-        if (n == 0) {
-                free(nodes);
-                nodes = NULL;
-        }
+        kdev_edits_scratch_free(out, ents);
         out->nodes = nodes;
-        out->n_nodes = n;
+        out->n_nodes = n; /* > 0: every group keeps its first entry */
         return 0;
 
 nomem:
-        free(ents);
-        for (size_t i = 0; i < n; i++) {
-                free(nodes[i].path);
-                free(nodes[i].host_path);
-                free(nodes[i].permissions);
-        }
-        free(nodes);
+        kdev_edits_scratch_free(out, ents);
+        out->nodes = nodes;
+        out->n_nodes = n;
+        kdev_container_edits_clear(out); /* the nodes so far (and the last one's strings) */
         return kdev_err_set(err, ENOMEM, "out of memory");
 }
 
@@ -253,10 +251,10 @@ int kdev_resource_edits(const struct kdev_resource *r, const char *const *ids, s
                 return kdev_err_set(err, EINVAL, "empty allocation request for resource %s",
                                     r->name);
 
-        const struct kdev_device **devs = malloc(n_ids * sizeof(*devs));
+        const struct kdev_device **devs = kdev_edits_scratch(out, n_ids * sizeof(*devs));
         if (!devs)
                 return kdev_err_set(err, ENOMEM, "out of memory");
-        int rc = resolve_request(r, ids, n_ids, devs, err);
+        int rc = resolve_request(r, ids, n_ids, devs, out, err);
         if (rc == 0)
                 rc = build_nodes(r, devs, n_ids, out, err);
         if (rc == 0 && r->ops && r->ops->allocate) {
@@ -264,6 +262,6 @@ int kdev_resource_edits(const struct kdev_resource *r, const char *const *ids, s
                 if (rc < 0)
                         kdev_container_edits_clear(out);
         }
-        free(devs);
+        kdev_edits_scratch_free(out, devs);
         return rc;
 }

@@ -14,6 +14,11 @@
  * Every string is malloc'ed and owned by the edits (never NULL once added:
  * a NULL argument is stored as ""); a converter may take them over, leaving
  * NULL behind, which kdev_container_edits_clear() skips.
+ * Edits with an allocator (struct kdev_edits_allocator, set before the first
+ * addition) take their arrays and strings from it instead, and nothing of
+ * them is freed one by one: the allocator's owner releases it all at once
+ * (the device plugin's Allocate answer, built and packed within one request,
+ * src/plugin/service.c). Their strings cannot be taken over.
  */
 #ifndef KDEV_MODEL_EDITS_H
 #define KDEV_MODEL_EDITS_H
@@ -54,6 +59,14 @@ struct kdev_edit_hook {
         size_t n_env;
 };
 
+/* Memory for container edits that is not malloc'ed: |alloc|(|data|, size)
+ * returns |size| bytes (size > 0) aligned for any object, or NULL when out of
+ * memory; the memory lives until the allocator's owner releases all of it. */
+struct kdev_edits_allocator {
+        void *(*alloc)(void *data, size_t size);
+        void *data;
+};
+
 struct kdev_container_edits {
         struct kdev_edit_node *nodes;
         size_t n_nodes;
@@ -67,6 +80,10 @@ struct kdev_container_edits {
         size_t n_cdi_devices;
         struct kdev_edit_hook *hooks;
         size_t n_hooks;
+        /* NULL: arrays and strings are malloc'ed, owned and freed by
+         * kdev_container_edits_clear(); otherwise borrowed, they come from
+         * it (see above). */
+        const struct kdev_edits_allocator *allocator;
 };
 
 /* Appends device node {path, host_path, permissions} (copies; NULL: ""). No
@@ -105,8 +122,21 @@ KDEV_API int kdev_edits_add_cdi_device(struct kdev_container_edits *e, const cha
 KDEV_API int kdev_edits_add_hook(struct kdev_container_edits *e, const struct kdev_edit_hook *h,
                                  struct kdev_err *err);
 
-/* Frees what |e| owns (NULL strings, taken over by a converter, are skipped)
- * and zeroes it. NULL-safe. */
+/* Frees what |e| owns (NULL strings, taken over by a converter, are skipped;
+ * nothing for edits with an allocator) and zeroes it, keeping its allocator.
+ * NULL-safe. */
 KDEV_API void kdev_container_edits_clear(struct kdev_container_edits *e);
+
+/* |size| bytes (uninitialised) of working memory for code that builds |e|
+ * (a backend's allocate hook: per-request tables and lists), from e's
+ * allocator when it has one, else from malloc. Free it with
+ * kdev_edits_scratch_free(|e|, p) (which does nothing for an allocator's
+ * memory: that lives until the allocator is released). Returns NULL when
+ * out of memory (or |size| is 0 and malloc returns NULL for it). */
+KDEV_API void *kdev_edits_scratch(const struct kdev_container_edits *e, size_t size);
+
+/* Frees |p| from kdev_edits_scratch(|e|, ...) (|e| with the same allocator
+ * as then; clearing |e| keeps it). NULL-safe. */
+KDEV_API void kdev_edits_scratch_free(const struct kdev_container_edits *e, void *p);
 
 #endif /* KDEV_MODEL_EDITS_H */

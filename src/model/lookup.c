@@ -22,29 +22,39 @@ struct kdev_id_index {
 
 uint32_t kdev_str_hash(const char *s)
 {
-        /* 8 bytes a step (device IDs are often 40+ bytes with a long common
-         * prefix: "GPU-<uuid>::<n>"), then a final mix so that the low bits,
-         * which pick the slot, depend on every byte. */
+        /* 16 bytes a step in two independent lanes (device IDs are often 40+
+         * bytes with a long common prefix: "GPU-<uuid>::<n>"), then a final
+         * mix of both so that the low bits, which pick the slot, depend on
+         * every byte. */
         size_t len = strlen(s);
-        uint64_t h = 0x9e3779b97f4a7c15u ^ len, k = 0;
-        const uint64_t m = 0xff51afd7ed558ccdu;
+        const uint64_t m1 = 0xff51afd7ed558ccdu, m2 = 0xc4ceb9fe1a85ec53u;
+        uint64_t a = 0x9e3779b97f4a7c15u ^ len, b = 0x2545f4914f6cdd1du, k = 0, j = 0;
         const char *end = s + len;
-        for (; end - s > 8; s += 8) {
+        for (; end - s > 16; s += 16) {
                 memcpy(&k, s, 8);
-                h = (h ^ k) * m;
-                h ^= h >> 29;
+                memcpy(&j, s + 8, 8);
+                a = (a ^ k) * m1;
+                b = (b ^ j) * m2;
+                a ^= a >> 29;
+                b ^= b >> 29;
         }
-        /* the last 1..8 bytes: the string's last 8 when it has 8 or more
-         * (overlapping the step before; fixed-size loads, no memcpy call) */
-        if (len >= 8) {
-                memcpy(&k, end - 8, 8);
+        /* the last 1..16 bytes: fixed-size loads of the string's last 16
+         * (or 8) bytes, overlapping the step before, no memcpy call */
+        if (len >= 16) {
+                memcpy(&k, end - 16, 8);
+                memcpy(&j, end - 8, 8);
+        } else if (len >= 8) {
+                memcpy(&k, s, 8);
+                memcpy(&j, end - 8, 8);
         } else {
                 for (size_t i = 0; i < len; i++)
                         k |= (uint64_t)(unsigned char)s[i] << (8 * i);
         }
-        h = (h ^ k) * m;
+        a = (a ^ k) * m1;
+        b = (b ^ j) * m2;
+        uint64_t h = a ^ (b >> 32 | b << 32);
         h ^= h >> 32;
-        h *= 0xc4ceb9fe1a85ec53u;
+        h *= m2;
         h ^= h >> 29;
         return (uint32_t)h;
 }
@@ -118,21 +128,22 @@ void kdev_id_index_free(struct kdev_id_index *ix)
 int kdev_lookup_init(struct kdev_lookup *lk, const struct kdev_resource *r, size_t n_queries)
 {
         lk->r = r;
+        lk->ix = NULL;
         lk->tmp = NULL;
-        if (r->n_devices == 0 || kdev_id_index_covers(r->index, r->devices, r->n_devices) ||
-            n_queries <= LINEAR_WORK_MAX / r->n_devices)
+        if (r->n_devices == 0)
                 return 0;
-        lk->tmp = kdev_id_index_new(r->devices, r->n_devices);
+        if (kdev_id_index_covers(r->index, r->devices, r->n_devices)) {
+                lk->ix = r->index;
+                return 0;
+        }
+        if (n_queries <= LINEAR_WORK_MAX / r->n_devices)
+                return 0;
+        lk->ix = lk->tmp = kdev_id_index_new(r->devices, r->n_devices);
         return lk->tmp ? 0 : -ENOMEM;
-}
-
-const struct kdev_device *kdev_lookup_find(const struct kdev_lookup *lk, const char *id)
-{
-        return lk->tmp ? kdev_id_index_find(lk->tmp, id) : kdev_resource_find(lk->r, id);
 }
 
 void kdev_lookup_free(struct kdev_lookup *lk)
 {
         kdev_id_index_free(lk->tmp);
-        lk->tmp = NULL;
+        lk->ix = lk->tmp = NULL;
 }

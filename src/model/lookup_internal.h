@@ -35,14 +35,19 @@ void kdev_id_index_free(struct kdev_id_index *ix);
  * for the request when (queries x devices) is large. */
 struct kdev_lookup {
         const struct kdev_resource *r;
-        struct kdev_id_index *tmp; /* owned; NULL: r->index or linear */
+        const struct kdev_id_index *ix; /* r->index or tmp; NULL: linear */
+        struct kdev_id_index *tmp;      /* owned; NULL: r->index or linear */
 };
 
 /* Prepares lookups in |r| for about |n_queries| IDs. Returns 0 or -ENOMEM. */
 int kdev_lookup_init(struct kdev_lookup *lk, const struct kdev_resource *r, size_t n_queries);
 
-/* Returns the device with ID |id| or NULL, as kdev_resource_find(). */
-const struct kdev_device *kdev_lookup_find(const struct kdev_lookup *lk, const char *id);
+/* Returns the device with ID |id| (not NULL) or NULL, as kdev_resource_find(). */
+static inline const struct kdev_device *kdev_lookup_find(const struct kdev_lookup *lk,
+                                                         const char *id)
+{
+        return lk->ix ? kdev_id_index_find(lk->ix, id) : kdev_resource_find(lk->r, id);
+}
 
 void kdev_lookup_free(struct kdev_lookup *lk);
 

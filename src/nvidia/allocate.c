@@ -68,31 +68,34 @@ struct strset {
         const char **slot; /* NULL: empty */
         size_t mask;
         const char **stack; /* the caller's slots, used when the table fits */
+        const struct kdev_container_edits *out; /* whose scratch holds a bigger table */
 };
 
 #define STRSET_STACK 128 /* slots of a caller's table: sets of up to 64 strings */
 
-/* |stack|: STRSET_STACK slots of the caller's, or NULL. */
-static int strset_init(struct strset *set, size_t max_items, const char **stack)
+/* |stack|: STRSET_STACK slots of the caller's, or NULL; a bigger table is
+ * |out|'s scratch (model/edits.h). */
+static int strset_init(struct strset *set, size_t max_items, const char **stack,
+                       const struct kdev_container_edits *out)
 {
         size_t size = 16;
         while (size < 2 * max_items)
                 size *= 2;
         set->stack = stack;
-        if (stack && size <= STRSET_STACK) {
-                memset(stack, 0, size * sizeof(*stack));
-                set->slot = stack;
-        } else {
-                set->slot = calloc(size, sizeof(*set->slot));
-        }
+        set->out = out;
+        set->slot = stack && size <= STRSET_STACK
+                            ? stack
+                            : kdev_edits_scratch(out, size * sizeof(*set->slot));
+        if (set->slot)
+                memset(set->slot, 0, size * sizeof(*set->slot));
         set->mask = size - 1;
         return set->slot ? 0 : -ENOMEM;
 }
 
 static void strset_free(struct strset *set)
 {
-        if (set->slot != set->stack)
-                free(set->slot);
+        if (set->slot && set->slot != set->stack)
+                kdev_edits_scratch_free(set->out, set->slot);
         set->slot = NULL;
 }
 
@@ -121,21 +124,18 @@ static int add_spec(struct kdev_container_edits *out, struct strset *paths, cons
 
 /* The host side of passDeviceSpecs. kdev_nvidia_join(root, p) for a clean
  * absolute p is the join of root with "x", less the "x", followed by p
- * without its leading '/': *|buf| (malloc'ed, room for a path of
+ * without its leading '/': *|buf| (|out|'s scratch, room for a path of
  * KDEV_NVIDIA_NODE_PATH_MAX after the |*len| bytes of the root) holds that
  * root. Returns 0 or -ENOMEM. */
 #define KDEV_NVIDIA_NODE_PATH_MAX 96
-static int host_root(const char *dev_root, char **buf, size_t *len)
+static int host_root(const struct kdev_container_edits *out, const char *dev_root, char **buf,
+                     size_t *len)
 {
-        char *j = kdev_nvidia_join(dev_root && dev_root[0] ? dev_root : "/", "x");
-        if (!j)
+        const char *root = dev_root && dev_root[0] ? dev_root : "/";
+        char *b = kdev_edits_scratch(out, strlen(root) + 3 + KDEV_NVIDIA_NODE_PATH_MAX);
+        if (!b)
                 return -ENOMEM;
-        size_t n = strlen(j) - 1;
-        char *b = realloc(j, n + KDEV_NVIDIA_NODE_PATH_MAX);
-        if (!b) {
-                free(j);
-                return -ENOMEM;
-        }
+        size_t n = kdev_nvidia_join_to(b, root, "x") - 1;
         b[n] = '\0';
         *buf = b;
         *len = n;
@@ -247,25 +247,33 @@ static const char *payload_id(const struct kdev_nvidia_rdata *d,
         return d->id_strategy == KDEV_NVIDIA_ID_INDEX ? info->index : info->uuid;
 }
 
+/* *|ids| and *|infos|: |out|'s scratch, one block (free *|ids|). */
 static int payload_ids(const struct kdev_nvidia_rdata *d, const struct kdev_device *const *devs,
-                       size_t n, const char ***ids, const struct kdev_nvidia_devinfo ***infos,
-                       size_t *n_ids)
+                       size_t n, const struct kdev_container_edits *out, const char ***ids,
+                       const struct kdev_nvidia_devinfo ***infos, size_t *n_ids)
 {
-        const char **v = calloc(n ? n : 1, sizeof(*v));
-        const struct kdev_nvidia_devinfo **fi = calloc(n ? n : 1, sizeof(*fi));
+        void **block = kdev_edits_scratch(out, 2 * (n ? n : 1) * sizeof(*block));
         const char *stack[STRSET_STACK];
         struct strset seen = {0};
-        if (!v || !fi || strset_init(&seen, n, stack) < 0) {
-                free(v);
-                free(fi);
+        if (!block || strset_init(&seen, n, stack, out) < 0) {
+                kdev_edits_scratch_free(out, block);
                 return -ENOMEM;
         }
+        const char **v = (const char **)block;
+        const struct kdev_nvidia_devinfo **fi =
+                (const struct kdev_nvidia_devinfo **)(block + (n ? n : 1));
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
                 const struct kdev_nvidia_devinfo *info = devs[i]->data;
                 const char *id = payload_id(d, info);
                 /* replicas of one GPU often come one after another: the ID
-                 * of the device before is in the set already */
+                 * of the device before is in the set already. A UUID is
+                 * its physical device's ID (kdev_nvidia_attach_physical
+                 * points a device at the record of its info->uuid), so the
+                 * same record is the same UUID, without comparing it. */
+                if (i > 0 && d->id_strategy == KDEV_NVIDIA_ID_UUID && devs[i]->physical &&
+                    devs[i]->physical == devs[i - 1]->physical)
+                        continue;
                 if (i > 0 && strcmp(id, payload_id(d, devs[i - 1]->data)) == 0)
                         continue;
                 const char **slot = strset_slot(&seen, id);
@@ -279,6 +287,26 @@ static int payload_ids(const struct kdev_nvidia_rdata *d, const struct kdev_devi
         *infos = fi;
         *n_ids = k;
         return 0;
+}
+
+/* |ids| comma-joined in |out|'s scratch, or NULL when out of memory. */
+static char *join_ids(const struct kdev_container_edits *out, const char *const *ids, size_t n)
+{
+        size_t len = 0;
+        for (size_t i = 0; i < n; i++)
+                len += strlen(ids[i]) + 1;
+        char *s = kdev_edits_scratch(out, len ? len : 1), *p = s;
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                size_t k = strlen(ids[i]);
+                if (i)
+                        *p++ = ',';
+                memcpy(p, ids[i], k);
+                p += k;
+        }
+        *p = '\0';
+        return s;
 }
 
 static int add_cdi(const struct kdev_nvidia_rdata *d, const char *const *ids, size_t n_ids,
@@ -390,7 +418,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
         int rc = check_shared_request(d, r, devs, n, err);
         if (rc < 0)
                 return rc;
-        rc = payload_ids(d, devs, n, &ids, &infos, &n_ids);
+        rc = payload_ids(d, devs, n, out, &ids, &infos, &n_ids);
         if (rc < 0)
                 return kdev_err_set(err, ENOMEM, "out of memory");
 
@@ -409,12 +437,11 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                 goto done;
         }
         if (d->strategies & KDEV_NVIDIA_LIST_ENVVAR) {
-                for (size_t i = 0; i < n_ids; i++) {
-                        if (sb_add(&list, ids[i]) < 0)
-                                goto nomem;
-                }
-                if (kdev_edits_set_env(out, "NVIDIA_VISIBLE_DEVICES", list.s ? list.s : "",
-                                       NULL) < 0)
+                char *joined = join_ids(out, ids, n_ids);
+                int r2 = joined ? kdev_edits_set_env(out, "NVIDIA_VISIBLE_DEVICES", joined, NULL)
+                                : -ENOMEM;
+                kdev_edits_scratch_free(out, joined);
+                if (r2 < 0)
                         goto nomem;
                 if (d->n_imex_channels) {
                         list.len = 0;
@@ -454,7 +481,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                  * ID's once: the other devices of an ID (replicas) would
                  * only repeat them */
                 if (strset_init(&paths, out->n_nodes + 4 + 3 * n_ids + d->n_imex_channels,
-                                path_stack) < 0)
+                                path_stack, out) < 0)
                         goto nomem;
                 for (size_t i = 0; i < out->n_nodes; i++) {
                         const char **slot = strset_slot(&paths, out->nodes[i].path);
@@ -466,7 +493,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                  * once per answer instead of once per node) */
                 char *host = NULL;
                 size_t root_len = 0;
-                if (host_root(d->dev_root, &host, &root_len) < 0)
+                if (host_root(out, d->dev_root, &host, &root_len) < 0)
                         goto nomem;
                 unsigned present = control_nodes_present(d);
                 rc = 0;
@@ -488,7 +515,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                         fmt_u(path, KDEV_NVIDIA_CAPS_DEV_DIR "/nvidia-cap", info->ci_cap);
                         rc = add_node_at(out, &paths, path, host, root_len);
                 }
-                free(host);
+                kdev_edits_scratch_free(out, host);
                 if (rc < 0)
                         goto nomem;
                 for (size_t i = 0; i < d->n_imex_channels; i++) {
@@ -506,8 +533,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
 nomem:
         rc = kdev_err_set(err, ENOMEM, "out of memory");
 done:
-        free(ids);
-        free(infos);
+        kdev_edits_scratch_free(out, ids); /* infos too: one block */
         free(list.s);
         strset_free(&paths);
         return rc;

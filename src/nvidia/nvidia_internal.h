@@ -64,6 +64,10 @@ struct kdev_nvidia_rdata *kdev_nvidia_rdata_dup(const struct kdev_nvidia_rdata *
  * trailing slashes dropped ("/" + "/dev/x" -> "/dev/x"). Malloc'ed or NULL. */
 char *kdev_nvidia_join(const char *a, const char *b);
 
+/* kdev_nvidia_join(a, b) written into |out| (room for strlen(a) + strlen(b)
+ * + 2 bytes); returns its length. */
+size_t kdev_nvidia_join_to(char *out, const char *a, const char *b);
+
 /* Formats one warning (printf |fmt|; cut at 511 bytes) and hands it to
  * |warn| with |arg|, valid during the call; nothing when |warn| is NULL.
  * The building and time-slicing warnings (resources.c, sharing.c). */

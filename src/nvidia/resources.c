@@ -31,10 +31,14 @@ void kdev_nvidia_rdata_free(void *data)
 
 char *kdev_nvidia_join(const char *a, const char *b)
 {
-        size_t la = strlen(a), lb = strlen(b);
-        char *out = malloc(la + lb + 2);
-        if (!out)
-                return NULL;
+        char *out = malloc(strlen(a) + strlen(b) + 2);
+        if (out)
+                kdev_nvidia_join_to(out, a, b);
+        return out;
+}
+
+size_t kdev_nvidia_join_to(char *out, const char *a, const char *b)
+{
         size_t n = 0;
         const char *parts[2] = {a, b};
         for (size_t k = 0; k < 2; k++) {
@@ -51,7 +55,7 @@ char *kdev_nvidia_join(const char *a, const char *b)
         while (n > 1 && out[n - 1] == '/')
                 n--;
         out[n] = '\0';
-        return out;
+        return n;
 }
 
 int kdev_nvidia_uuid4(char *buf, size_t size)

@@ -178,6 +178,9 @@ static int move_cdi_devices(struct kdev_container_edits *e,
 int kdev_plugin_allocate_response(struct kdev_container_edits *e,
                                   V1beta1__ContainerAllocateResponse *out, struct kdev_err *err)
 {
+        if (e->allocator)
+                return kdev_err_set(err, EINVAL, "kdev_plugin_allocate_response: the edits' "
+                                    "strings come from an allocator and cannot be taken over");
         if (move_nodes(e, out) < 0 || move_env(e, out) < 0 || move_mounts(e, out) < 0 ||
             move_annotations(e, out) < 0 || move_cdi_devices(e, out) < 0)
                 return kdev_err_set(err, ENOMEM, "out of memory");

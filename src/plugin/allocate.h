@@ -24,7 +24,9 @@
  * only its hooks and mount options (clear it with
  * kdev_container_edits_clear). Returns 0, or -ENOMEM with |err|: |out| then
  * holds a part of the entries (free it with
- * kdev_allocate_response_free_contents) and |e| the rest (clear it too). */
+ * kdev_allocate_response_free_contents) and |e| the rest (clear it too);
+ * -EINVAL with |err| (nothing moved) when |e| has an allocator (its strings
+ * are not malloc'ed, model/edits.h). */
 KDEV_API int kdev_plugin_allocate_response(struct kdev_container_edits *e,
                                            V1beta1__ContainerAllocateResponse *out,
                                            struct kdev_err *err);

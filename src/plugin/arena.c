@@ -33,26 +33,26 @@ void kdev_arena_init(struct kdev_arena *a, void *buf, size_t size)
         a->first_size = a->first ? (size - (al - b)) & ~(ALIGN - 1) : 0;
         a->used = 0;
         a->big = NULL;
+        a->cur = a->first;
+        a->cap = a->first_size;
         a->pb.alloc = pb_alloc;
         a->pb.free = pb_free;
         a->pb.allocator_data = a;
 }
 
-void *kdev_arena_alloc(struct kdev_arena *a, size_t size)
+void *kdev_arena_alloc_block(struct kdev_arena *a, size_t size)
 {
         if (size > SIZE_MAX / 2 - ALIGN) {
                 errno = ENOMEM;
                 return NULL;
         }
         size = size ? (size + ALIGN - 1) & ~(ALIGN - 1) : ALIGN;
-        char *base = a->big ? a->big->data : a->first;
-        size_t cap = a->big ? a->big->size : a->first_size;
-        if (base && cap - a->used >= size) {
-                void *p = base + a->used;
+        if (a->cur && a->cap - a->used >= size) { /* size 0 in a block with room */
+                void *p = a->cur + a->used;
                 a->used += size;
                 return p;
         }
-        size_t want = cap ? 2 * cap : 4096;
+        size_t want = a->cap ? 2 * a->cap : 4096;
         while (want < size)
                 want *= 2;
         struct kdev_arena_block *blk = malloc(sizeof(*blk) + want);
@@ -61,6 +61,8 @@ void *kdev_arena_alloc(struct kdev_arena *a, size_t size)
         blk->next = a->big;
         blk->size = want;
         a->big = blk;
+        a->cur = blk->data;
+        a->cap = want;
         a->used = size;
         return blk->data;
 }
@@ -72,5 +74,7 @@ void kdev_arena_release(struct kdev_arena *a)
                 free(a->big);
                 a->big = next;
         }
+        a->cur = a->first;
+        a->cap = a->first_size;
         a->used = 0;
 }

@@ -267,4 +267,26 @@ void kdev_rpc__conn_flush(struct kdev_rpc_conn *c);
  * closed. Idempotent. */
 void kdev_rpc__conn_close(struct kdev_rpc_conn *c, bool flush_first);
 
+/* nghttp2's memory for one server connection's session
+ * (nghttp2_session_server_new3): blocks of a few size classes (64 bytes to
+ * 4 KiB) that a freed block goes back to, up to KDEV_RPC_H2MEM_KEEP per
+ * class, so that the streams, header buffers and frames of each call reuse
+ * the last call's instead of going through malloc and free; larger blocks
+ * are malloc'ed. Every block kept is freed by kdev_rpc__h2mem_release once
+ * the session is deleted. */
+#define KDEV_RPC_H2MEM_CLASSES 7u
+#define KDEV_RPC_H2MEM_KEEP 16u
+
+struct kdev_rpc_h2mem {
+        nghttp2_mem mem; /* mem_user_data = this */
+        void *spare[KDEV_RPC_H2MEM_CLASSES]; /* freed blocks, each class a list */
+        unsigned n_spare[KDEV_RPC_H2MEM_CLASSES];
+};
+
+/* Sets up |m| (kept nothing yet). */
+void kdev_rpc__h2mem_init(struct kdev_rpc_h2mem *m);
+
+/* Frees the blocks |m| keeps; no session may use |m| any more. */
+void kdev_rpc__h2mem_release(struct kdev_rpc_h2mem *m);
+
 #endif /* KDEV_RPC_RPC_INTERNAL_H */

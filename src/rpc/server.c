@@ -137,6 +137,7 @@ struct sconn {
         uv_timer_t *spare_timers[SPARE_TIMERS]; /* stopped deadline timers to reuse */
         struct kdev_rpc_call *spare_call; /* a freed call struct to reuse, or NULL */
         unsigned nspare;
+        struct kdev_rpc_h2mem h2mem; /* the session's memory */
         bool gone;   /* calls cancelled, close requested */
         bool stall_logged; /* a stall on this connection was logged */
 };
@@ -456,8 +457,9 @@ static int call_start_response(struct kdev_rpc_call *call)
                 KDEV_RPC_NV("grpc-accept-encoding", "identity"),
         };
         nghttp2_data_provider prd = { .source.ptr = call, .read_callback = srv_data_read };
-        if (nghttp2_submit_response(call->sc->c.session, call->stream_id, nva, 3, &prd) != 0)
-                return -EIO;
+        int rv = nghttp2_submit_response(call->sc->c.session, call->stream_id, nva, 3, &prd);
+        if (rv != 0)
+                return rv == NGHTTP2_ERR_NOMEM ? -ENOMEM : -EIO; /* nghttp2's memory: h2mem.c */
         call->headers_sent = true;
         return 0;
 }
@@ -509,9 +511,10 @@ static bool call_fits(const struct kdev_rpc_call *call, size_t need)
  * everything (unary replies); otherwise the coalescing rule applies. */
 static int call_queue(struct kdev_rpc_call *call, uint8_t *framed, size_t flen, bool force)
 {
-        if (call_start_response(call) < 0) {
+        int rs = call_start_response(call);
+        if (rs < 0) {
                 free(framed);
-                return -EIO;
+                return rs;
         }
         size_t unsent = kdev_rpc__outq_unsent(&call->out);
         int rv = 0;
@@ -580,7 +583,8 @@ static int call_reply_framed(struct kdev_rpc_call *call, uint8_t *framed, size_t
         }
         int rv = call_queue(call, framed, KDEV_RPC_PREFIX_LEN + len, true);
         if (rv < 0)
-                call_end(call, KDEV_RPC_INTERNAL, "server failed to queue the response");
+                call_end(call, KDEV_RPC_INTERNAL,
+                         rv == -ENOMEM ? "out of memory" : "server failed to queue the response");
         else
                 call_end(call, KDEV_RPC_OK, NULL);
         kdev_rpc__conn_flush(c); /* may free the call */
@@ -1155,6 +1159,7 @@ static void sconn_closed(struct kdev_rpc_conn *c)
         sconn_close_spare_timers(sc);
         free(sc->spare_call);
         nghttp2_session_del(c->session);
+        kdev_rpc__h2mem_release(&sc->h2mem);
         free(sc);
         srv_maybe_free(srv);
 }
@@ -1268,6 +1273,7 @@ static int sconn_add(struct kdev_rpc_server *srv, uv_stream_t *listener, int fd)
         }
         sc->srv = srv;
         sc->id = ++srv->last_conn_id;
+        kdev_rpc__h2mem_init(&sc->h2mem);
         int rv = kdev_rpc__conn_init(&sc->c, srv->loop, &sconn_ops, sc);
         sc->c.rbuf = srv->rbuf;
         if (rv < 0) {
@@ -1282,7 +1288,8 @@ static int sconn_add(struct kdev_rpc_server *srv, uv_stream_t *listener, int fd)
                       : uv_pipe_open(&sc->c.pipe, fd);
         if (rv < 0 && !listener)
                 close(fd); /* not the pipe's: closing the handle leaves it open */
-        if (rv < 0 || nghttp2_session_server_new2(&sc->c.session, srv->cbs, sc, srv->h2opt) != 0) {
+        if (rv < 0 || nghttp2_session_server_new3(&sc->c.session, srv->cbs, sc, srv->h2opt,
+                                                   &sc->h2mem.mem) != 0) {
                 sconn_kill(sc, false);
                 return rv < 0 ? rv : -ENOMEM;
         }

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "model/model.h"
 #include "plugin/allocate.h"
+#include "edits_pool.h"
 
 /* Test resource builder: devices "id:numa:healthy" with specs
  * "container=host:perms" separated by ','. */
@@ -383,6 +385,77 @@ static void test_allocate_ops_hook(void **state)
         kdev_resource_clear(&r);
 }
 
+/* kdev_resource_edits into edits with an allocator (the device plugin's
+ * Allocate): the same nodes, merges and errors as without one, everything
+ * (the hook's env too) from the allocator; such edits cannot be taken over
+ * by kdev_plugin_allocate_response. */
+static void test_allocate_with_allocator(void **state)
+{
+        (void)state;
+        static const struct tdev devs[] = {
+                {"pair", -1, true, "/dev/a=/real/a:r,/dev/b=/real/b:rw"},
+                {"pair2", -1, true, "/dev/b=/real/b:m,/dev/c=/real/c:rw"},
+                {"clash", -1, true, "/dev/a=/real/other:rw"},
+                {"bad", -1, true, "/dev/d=/dev/d:rw"},
+        };
+        struct kdev_resource r;
+        make_resource(&r, "example.com/x", devs, 4);
+        int calls = 0;
+        static const struct kdev_resource_ops ops = {.allocate = hook_allocate};
+        r.ops = &ops;
+        r.ops_data = &calls;
+        static struct pool pool = {.left = -1};
+        const struct kdev_edits_allocator alloc = {pool_alloc, &pool};
+        struct kdev_container_edits e = {.allocator = &alloc};
+        struct kdev_err err = {0};
+
+        const char *ids[] = {"pair2", "pair"};
+        assert_int_equal(kdev_resource_edits(&r, ids, 2, &e, &err), 0);
+        assert_int_equal(e.n_nodes, 3);
+        const char *want[][3] = {{"/dev/b", "/real/b", "rwm"},
+                                 {"/dev/c", "/real/c", "rw"},
+                                 {"/dev/a", "/real/a", "r"}};
+        for (size_t i = 0; i < 3; i++) {
+                assert_string_equal(e.nodes[i].path, want[i][0]);
+                assert_string_equal(e.nodes[i].host_path, want[i][1]);
+                assert_string_equal(e.nodes[i].permissions, want[i][2]);
+                assert_true(in_pool(&pool, e.nodes[i].path));
+                assert_true(in_pool(&pool, e.nodes[i].permissions));
+        }
+        assert_true(in_pool(&pool, e.nodes));
+        assert_int_equal(e.n_env, 1);
+        assert_string_equal(e.env[0].value, "pair2,pair");
+        assert_true(in_pool(&pool, e.env[0].value));
+
+        V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+        assert_int_equal(kdev_plugin_allocate_response(&e, &out, &err), -EINVAL);
+        assert_string_equal(err.msg, "kdev_plugin_allocate_response: the edits' strings come "
+                                     "from an allocator and cannot be taken over");
+        assert_int_equal(out.n_devices, 0);
+        assert_string_equal(e.nodes[0].path, "/dev/b"); /* nothing moved */
+        kdev_container_edits_clear(&e);
+        assert_ptr_equal(e.allocator, &alloc);
+
+        const char *clash[] = {"pair", "clash"};
+        assert_int_equal(kdev_resource_edits(&r, clash, 2, &e, &err), -EINVAL);
+        assert_string_equal(err.msg, "devices \"pair\" and \"clash\" of resource example.com/x "
+                                     "both use container path \"/dev/a\" for different host "
+                                     "paths \"/real/a\" and \"/real/other\"");
+        assert_int_equal(e.n_nodes, 0);
+        const char *bad[] = {"pair", "bad"};
+        assert_int_equal(kdev_resource_edits(&r, bad, 2, &e, &err), -EIO);
+        assert_string_equal(err.msg, "hook failed for example.com/x");
+        assert_int_equal(e.n_nodes, 0); /* cleared, the allocator kept */
+        assert_null(e.nodes);
+        assert_ptr_equal(e.allocator, &alloc);
+        const char *again[] = {"pair", "pair"};
+        assert_int_equal(kdev_resource_edits(&r, again, 2, &e, &err), -EINVAL);
+        assert_string_equal(err.msg,
+                            "device \"pair\" of resource example.com/x is requested more than once");
+        r.ops = NULL;
+        kdev_resource_clear(&r);
+}
+
 static void test_preferred(void **state)
 {
         (void)state;
@@ -540,6 +613,7 @@ int main(void)
                 cmocka_unit_test(test_allocate_runs_of_equal_nodes),
                 cmocka_unit_test(test_allocate_large),
                 cmocka_unit_test(test_allocate_ops_hook),
+                cmocka_unit_test(test_allocate_with_allocator),
                 cmocka_unit_test(test_free_contents_all_fields),
                 cmocka_unit_test(test_preferred),
                 cmocka_unit_test(test_preferred_errors),
