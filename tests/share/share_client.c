@@ -314,6 +314,21 @@ static int cmd_race(size_t gran)
         return 0;
 }
 
+/* churn GRAN: allocate and free GRAN pieces (up to 8 held) forever, to be
+ * killed at an arbitrary instruction */
+__attribute__((noreturn)) static void cmd_churn(size_t gran)
+{
+        CUdeviceptr p[8] = {0};
+        printf("churning\n");
+        fflush(stdout);
+        for (unsigned long i = 0;; i++) {
+                if (p[i % 8])
+                        cu.cuMemFree(p[i % 8]);
+                p[i % 8] = 0;
+                cu.cuMemAlloc(&p[i % 8], gran);
+        }
+}
+
 /* fork BYTES: allocate BYTES, fork; the child allocates BYTES too and
  * reports, then execs itself with `info 0` */
 static int cmd_fork(const char *self, size_t bytes)
@@ -392,7 +407,7 @@ static int cmd_procaddr(void)
 static void usage(void)
 {
         fprintf(stderr, "usage: kdev-share-client [-d DEV] boundary KIND LIMIT GRAN | info BYTES | "
-                "hold BYTES | race GRAN | fork BYTES | procaddr\n");
+                "hold BYTES | race GRAN | churn GRAN | fork BYTES | procaddr\n");
         exit(2);
 }
 
@@ -417,6 +432,8 @@ int main(int argc, char **argv)
                 return cmd_hold(strtoull(argv[a + 1], NULL, 0));
         if (strcmp(cmd, "race") == 0 && argc == a + 2)
                 return cmd_race(strtoull(argv[a + 1], NULL, 0));
+        if (strcmp(cmd, "churn") == 0 && argc == a + 2)
+                cmd_churn(strtoull(argv[a + 1], NULL, 0));
         if (strcmp(cmd, "fork") == 0 && argc == a + 2)
                 return cmd_fork(argv[0], strtoull(argv[a + 1], NULL, 0));
         if (strcmp(cmd, "procaddr") == 0)

@@ -150,6 +150,8 @@ static int table_take(enum table t, unsigned long long key, int *gpu, uint64_t *
 /* --- initialisation (once per process; the only place that reads the
  * environment and the limits file) -------------------------------------------- */
 
+static int my_slot(void);
+
 static void after_fork_child(void)
 {
         /* the child's allocations are its own: a new slot on first use, and
@@ -208,6 +210,9 @@ static void core_init(void)
         if (g_region->limits_error)
                 g_fail_closed = true;
         pthread_atfork(NULL, NULL, after_fork_child);
+        /* claimed now, not at the first allocation: claiming clears the slot
+         * an earlier image of this process left before it called exec */
+        my_slot();
 }
 
 static inline void core_ready(void)
