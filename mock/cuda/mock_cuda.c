@@ -302,7 +302,12 @@ static CUresult m_init(unsigned flags)
         return g_n ? KDEV_CUDA_SUCCESS : KDEV_CUDA_ERROR_NO_DEVICE;
 }
 EXPORT CUresult cuInit(unsigned flags);
-CUresult cuInit(unsigned flags) { LOCKED(m_init(flags)); }
+CUresult cuInit(unsigned flags)
+{
+        if (getenv("KDEV_MOCK_CUDA_TRACE"))
+                fprintf(stderr, "mock libcuda: cuInit %u\n", flags);
+        LOCKED(m_init(flags));
+}
 
 EXPORT CUresult cuDriverGetVersion(int *v);
 CUresult cuDriverGetVersion(int *v)
@@ -1012,6 +1017,13 @@ CUresult cuGetExportTable(const void **table, const kdev_cu_uuid *id)
 {
         if (!table || !id)
                 return KDEV_CUDA_ERROR_INVALID_VALUE;
+        if (getenv("KDEV_MOCK_CUDA_TRACE")) {
+                const unsigned char *u = (const unsigned char *)id->bytes;
+                fprintf(stderr, "mock libcuda: cuGetExportTable ");
+                for (int i = 0; i < 16; i++)
+                        fprintf(stderr, "%02x", u[i]);
+                fprintf(stderr, " -> CUDA_ERROR_NOT_SUPPORTED\n");
+        }
         *table = NULL;
         return KDEV_CUDA_ERROR_NOT_SUPPORTED;
 }
@@ -1142,6 +1154,9 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver, unsigned l
         if (best && strcmp(symbol, "cuGetProcAddress") == 0)
                 fn = best->version >= 12000 ? (void *)cuGetProcAddress_v2 : (void *)cuGetProcAddress;
         *pfn = fn;
+        if (getenv("KDEV_MOCK_CUDA_TRACE"))
+                fprintf(stderr, "mock libcuda: cuGetProcAddress %s %d %llu -> %s\n", symbol, ver,
+                        flags, fn ? "found" : known ? "version not sufficient" : "not found");
         if (status)
                 *status = fn ? KDEV_CU_GET_PROC_ADDRESS_SUCCESS
                              : known ? KDEV_CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT

@@ -308,6 +308,46 @@ def test_second_os_user():
         r.close()
 
 
+def test_cuda_runtime_against_the_mock():
+    """The real CUDA runtime (a program built with nvcc) on the mock, with
+    the library preloaded: the runtime asks for ~440 entry points through
+    cuGetProcAddress (the library's hook, reached through its dlsym), asks
+    the driver for a private export table, calls cuInit, asks for a second
+    export table, and stops there: the mock has no private tables, so every
+    runtime call fails with cudaErrorNotSupported. Beyond that point (the
+    allocations through the runtime) only a real GPU goes
+    (scripts/gpu-share-check.sh)."""
+    probe = os.path.join(kt.BUILD_DIR, "tests", "kdev-share-runtime-probe")
+    if not os.path.exists(probe):
+        print("SKIP test_cuda_runtime_against_the_mock: no nvcc at configure time "
+              "(-DKDEV_CUDA_ROOT=...), %s not built" % probe)
+        return
+    r = Region("%s %d 50\n" % (GPU0, GIB))
+    try:
+        e = r.env()
+        e["KDEV_MOCK_CUDA_TRACE"] = "1"
+        p = subprocess.run([probe], env=e, capture_output=True, text=True, timeout=60)
+        assert p.stdout.splitlines() == [
+            "cudaGetDeviceCount cudaErrorNotSupported -1",
+            "cudaMalloc cudaErrorNotSupported",
+            "cudaMemGetInfo cudaErrorNotSupported 0 0",
+        ], p.stdout
+        trace = [l for l in p.stderr.splitlines() if not l.startswith("mock libcuda: cuGetProcAddress")]
+        assert [l.split()[2] for l in trace] == ["cuGetExportTable", "cuInit", "cuGetExportTable"], trace
+        asked = [l for l in p.stderr.splitlines() if l.startswith("mock libcuda: cuGetProcAddress")]
+        assert len(asked) > 300, len(asked)
+        assert "mock libcuda: cuGetProcAddress cuMemAlloc 3020 0 -> found" in asked
+        # the library initialised through the runtime's resolution: the
+        # region exists and the process released its slot at exit
+        assert r.usage()["processes"] == []
+        # without the library the runtime stops at the same place
+        p2 = subprocess.run([probe], env=r.env(preload=False), capture_output=True, text=True,
+                            timeout=60)
+        assert p2.stdout == p.stdout
+    finally:
+        r.close()
+
+
 def test_kdevctl_share_errors():
     d = tempfile.mkdtemp(prefix="kdev-share-")
     try:
@@ -355,5 +395,6 @@ if __name__ == "__main__":
                   test_malformed_limits_fail_closed, test_procaddr_and_dlsym_doors,
                   test_sixteen_processes_never_exceed_the_share, test_sigkill_gives_memory_back,
                   test_sigkill_at_any_instruction,
-                  test_fork_and_exec, test_second_os_user, test_kdevctl_share_errors,
+                  test_fork_and_exec, test_second_os_user, test_cuda_runtime_against_the_mock,
+                  test_kdevctl_share_errors,
                   test_kdevctl_share_table])
