@@ -1,6 +1,7 @@
 /* The share region (region.h): creation, slots, reservations, the reader.
  * libc only; no allocation. */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -73,31 +74,30 @@ static int create(const char *dir, const struct kdev_share_limits *limits, bool 
                 return -1;
         }
         int rc = -1;
-        if (ftruncate(fd, sizeof(struct kdev_share_region_file)) != 0) {
-                snprintf(msg, msg_size, "%s: cannot size: %s", path, strerror(errno));
-                goto out;
-        }
-        struct kdev_share_region_file *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE,
-                                                MAP_SHARED, fd, 0);
-        if (r == MAP_FAILED) {
-                snprintf(msg, msg_size, "%s: cannot map: %s", path, strerror(errno));
-                goto out;
-        }
-        memcpy(r->magic, KDEV_SHARE_REGION_MAGIC, 8);
-        r->version = KDEV_SHARE_REGION_VERSION;
-        r->size = sizeof(*r);
-        r->max_procs = KDEV_SHARE_MAX_PROCS;
-        r->limits_error = limits_error;
+        /* the header and the GPU records are written, the process slots are
+         * the file's zeros (ftruncate): no page of them is touched here */
+        static struct kdev_share_region_file head;  /* only the bytes before proc[] are used */
+        const size_t head_size = offsetof(struct kdev_share_region_file, proc);
+        memset(&head, 0, head_size);
+        memcpy(head.magic, KDEV_SHARE_REGION_MAGIC, 8);
+        head.version = KDEV_SHARE_REGION_VERSION;
+        head.size = sizeof(head);
+        head.max_procs = KDEV_SHARE_MAX_PROCS;
+        head.limits_error = limits_error;
         if (limits) {
-                r->n_gpus = (uint32_t)limits->n;
-                r->policy = limits->policy;
+                head.n_gpus = (uint32_t)limits->n;
+                head.policy = limits->policy;
                 for (size_t i = 0; i < limits->n; i++) {
-                        memcpy(r->gpu[i].uuid, limits->gpu[i].uuid, KDEV_SHARE_UUID_MAX);
-                        r->gpu[i].memory = limits->gpu[i].memory;
-                        r->gpu[i].compute = limits->gpu[i].compute;
+                        memcpy(head.gpu[i].uuid, limits->gpu[i].uuid, KDEV_SHARE_UUID_MAX);
+                        head.gpu[i].memory = limits->gpu[i].memory;
+                        head.gpu[i].compute = limits->gpu[i].compute;
                 }
         }
-        munmap(r, sizeof(*r));
+        if (ftruncate(fd, sizeof(struct kdev_share_region_file)) != 0 ||
+            pwrite(fd, &head, head_size, 0) != (ssize_t)head_size) {
+                snprintf(msg, msg_size, "%s: cannot write: %s", path, strerror(errno));
+                goto out;
+        }
         /* 0666: a second OS user of the container maps it too (the directory
          * decides who may create it) */
         if (fchmod(fd, 0666) != 0) {
@@ -188,22 +188,25 @@ static void clear_slot(struct kdev_share_region_proc *s)
         s->start_time = 0;
 }
 
-static bool gone(const struct kdev_share_region_proc *s, int32_t pid)
+static bool gone(const struct kdev_share_region_proc *s, int32_t pid, bool reuse)
 {
         if (kill(pid, 0) != 0 && errno == ESRCH)
                 return true;
+        if (!reuse)
+                return false;
         uint64_t st = start_time_of(pid);
         return st != 0 && s->start_time != 0 && st != s->start_time;
 }
 
-int kdev_share_region_reap(struct kdev_share_region_file *r)
+/* |reuse|: also read each live pid's start time (a reused pid) */
+static int reap(struct kdev_share_region_file *r, bool reuse)
 {
         int n = 0;
         uint32_t hwm = atomic_load(&r->procs_hwm);
         for (uint32_t i = 0; i < hwm && i < KDEV_SHARE_MAX_PROCS; i++) {
                 struct kdev_share_region_proc *s = &r->proc[i];
                 int32_t pid = atomic_load(&s->pid);
-                if (pid <= 0 || !gone(s, pid))
+                if (pid <= 0 || !gone(s, pid, reuse))
                         continue;
                 if (!atomic_compare_exchange_strong(&s->pid, &pid, -1))
                         continue;  /* someone else reaps it */
@@ -214,10 +217,17 @@ int kdev_share_region_reap(struct kdev_share_region_file *r)
         return n;
 }
 
+int kdev_share_region_reap(struct kdev_share_region_file *r)
+{
+        return reap(r, true);
+}
+
 int kdev_share_region_claim(struct kdev_share_region_file *r, int32_t pid, uint64_t start_time,
                             uint32_t uid)
 {
-        kdev_share_region_reap(r);
+        /* the cheap check only (one kill per slot): many processes start at
+         * once, and a reused pid is caught when memory runs short */
+        reap(r, false);
         uint32_t hwm = atomic_load(&r->procs_hwm);
         /* the slot of our own previous image (exec keeps the pid) */
         for (uint32_t i = 0; i < hwm && i < KDEV_SHARE_MAX_PROCS; i++) {

@@ -133,8 +133,8 @@ kdev_share_region_map(const char *dir, const struct kdev_share_limits *limits,
 KDEV_API void kdev_share_region_unmap(struct kdev_share_region_file *r);
 
 /* Claims a process slot for |pid| with start time |start_time| and |uid|:
- * first clears the slots of processes that are gone (kdev_share_region_reap)
- * and any slot already holding |pid| with the same start time (a process
+ * first clears the slots of processes that are gone (by kill(pid, 0) only;
+ * a reused pid is left to kdev_share_region_reap) and any slot already holding |pid| with the same start time (a process
  * that called exec: its previous image's memory is gone). Returns the slot
  * index, or -1 when all KDEV_SHARE_MAX_PROCS slots are held by live
  * processes. */

@@ -374,20 +374,29 @@ static void *driver_sym(const char *lib, const char *name)
         return p;
 }
 
+static void *g_cuda_handle;  /* NOLOAD handle of libcuda.so.1, or NULL */
+
+static void *cuda_sym(const char *name)
+{
+        void *p = g_cuda_handle ? real_sym(g_cuda_handle, name) : NULL;
+        return p ? p : driver_sym("libcuda.so.1", name);
+}
+
 static void cuda_init(void)
 {
         core_ready();
+        /* one handle for every name (kept: the library is in use anyway) */
+        g_cuda_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
         for (int i = 0; i < H_COUNT; i++) {
                 struct hook *h = &g_hooks[i];
                 if (h->base && !atomic_load(&h->real))
-                        atomic_store(&h->real, driver_sym("libcuda.so.1", h->name));
+                        atomic_store(&h->real, cuda_sym(h->name));
         }
-        g_ctx_get_device = (cuCtxGetDevice_t *)driver_sym("libcuda.so.1", "cuCtxGetDevice");
-        g_get_uuid = (cuDeviceGetUuid_t *)driver_sym("libcuda.so.1", "cuDeviceGetUuid_v2");
+        g_ctx_get_device = (cuCtxGetDevice_t *)cuda_sym("cuCtxGetDevice");
+        g_get_uuid = (cuDeviceGetUuid_t *)cuda_sym("cuDeviceGetUuid_v2");
         if (!g_get_uuid)
-                g_get_uuid = (cuDeviceGetUuid_t *)driver_sym("libcuda.so.1", "cuDeviceGetUuid");
-        g_get_gran = (cuMemGetAllocationGranularity_t *)driver_sym(
-                "libcuda.so.1", "cuMemGetAllocationGranularity");
+                g_get_uuid = (cuDeviceGetUuid_t *)cuda_sym("cuDeviceGetUuid");
+        g_get_gran = (cuMemGetAllocationGranularity_t *)cuda_sym("cuMemGetAllocationGranularity");
 }
 
 static inline void cuda_ready(void)
