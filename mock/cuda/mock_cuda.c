@@ -55,6 +55,7 @@ struct dev {
  * shared between processes through $KDEV_MOCK_CUDA_GPU_FILE. */
 struct timeline {
         _Atomic unsigned long long busy_until[MOCK_MAX_GPUS];
+        _Atomic unsigned long long busy_total[MOCK_MAX_GPUS];  /* ns of kernels run, all processes */
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -879,6 +880,19 @@ CUresult cuModuleGetFunction(kdev_cu_function *f, void *module, const char *name
         return KDEV_CUDA_SUCCESS;
 }
 
+/* Events: an event recorded on a stream completes when the work before it
+ * does; one recorded when no kernel follows yet takes the start time of the
+ * next kernel this process runs on the device when that kernel starts
+ * later (so a pair around a launch measures exactly that kernel). */
+struct event {
+        unsigned magic;
+        int dev;
+        bool recorded, pending_start;
+        unsigned long long t;            /* CLOCK_MONOTONIC ns */
+};
+#define EVENT_MAGIC 0x45564e54u
+static struct event *g_pending_start[MOCK_MAX_GPUS];  /* under g_lock */
+
 /* Runs a kernel of |ns| on the current device's timeline: it starts when the
  * device is free (every process's kernels queue on one timeline), and a
  * launch waits while this process already has a kernel queued behind one in
@@ -904,7 +918,14 @@ static CUresult run_kernel(unsigned long long ns)
         pthread_mutex_lock(&g_lock);
         if (end > g_last_end[dev])
                 g_last_end[dev] = end;
+        if (g_pending_start[dev]) {
+                if (end - ns > g_pending_start[dev]->t)
+                        g_pending_start[dev]->t = end - ns;
+                g_pending_start[dev]->pending_start = false;
+                g_pending_start[dev] = NULL;
+        }
         pthread_mutex_unlock(&g_lock);
+        atomic_fetch_add(&g_tl->busy_total[dev], ns);
         atomic_fetch_add(&g_busy_ns[dev], ns);
         atomic_fetch_add(&g_launches[dev], 1);
         return KDEV_CUDA_SUCCESS;
@@ -965,6 +986,23 @@ CUresult cuLaunchKernelEx(const kdev_cu_launch_config *c, kdev_cu_function f, vo
         return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
                       c->blockDimZ);
 }
+EXPORT CUresult cuLaunchKernelEx_ptsz(const kdev_cu_launch_config *c, kdev_cu_function f,
+                                      void **params, void **extra);
+CUresult cuLaunchKernelEx_ptsz(const kdev_cu_launch_config *c, kdev_cu_function f, void **params,
+                               void **extra)
+{
+        return cuLaunchKernelEx(c, f, params, extra);
+}
+EXPORT CUresult cuLaunchCooperativeKernel_ptsz(kdev_cu_function f, unsigned gx, unsigned gy,
+                                               unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                               unsigned shmem, kdev_cu_stream s, void **params);
+CUresult cuLaunchCooperativeKernel_ptsz(kdev_cu_function f, unsigned gx, unsigned gy, unsigned gz,
+                                        unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                        kdev_cu_stream s, void **params)
+{
+        (void)shmem, (void)s, (void)params;
+        return launch(f, gx, gy, gz, bx, by, bz);
+}
 /* a graph runs as one kernel of $KDEV_MOCK_CUDA_KERNEL_US */
 EXPORT CUresult cuGraphLaunch(kdev_cu_graph_exec g, kdev_cu_stream s);
 CUresult cuGraphLaunch(kdev_cu_graph_exec g, kdev_cu_stream s)
@@ -976,6 +1014,112 @@ CUresult cuGraphLaunch(kdev_cu_graph_exec g, kdev_cu_stream s)
                 return KDEV_CUDA_ERROR_INVALID_VALUE;
         return run_kernel(g_kernel_ns);
 }
+
+EXPORT CUresult cuGraphLaunch_ptsz(kdev_cu_graph_exec g, kdev_cu_stream s);
+CUresult cuGraphLaunch_ptsz(kdev_cu_graph_exec g, kdev_cu_stream s) { return cuGraphLaunch(g, s); }
+
+EXPORT CUresult cuEventCreate(void **e, unsigned flags);
+CUresult cuEventCreate(void **e, unsigned flags)
+{
+        (void)flags;
+        int dev;
+        CUresult r = need_ctx(&dev);
+        if (r != KDEV_CUDA_SUCCESS)
+                return r;
+        if (!e)
+                return KDEV_CUDA_ERROR_INVALID_VALUE;
+        struct event *ev = calloc(1, sizeof(*ev));
+        if (!ev)
+                return KDEV_CUDA_ERROR_OUT_OF_MEMORY;
+        ev->magic = EVENT_MAGIC;
+        ev->dev = dev;
+        *e = ev;
+        return KDEV_CUDA_SUCCESS;
+}
+static CUresult m_event_destroy(void *e)
+{
+        struct event *ev = e;
+        if (!ev || ev->magic != EVENT_MAGIC)
+                return KDEV_CUDA_ERROR_INVALID_HANDLE;
+        for (int d = 0; d < MOCK_MAX_GPUS; d++)
+                if (g_pending_start[d] == ev)
+                        g_pending_start[d] = NULL;
+        ev->magic = 0;
+        free(ev);
+        return KDEV_CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventDestroy_v2(void *e);
+CUresult cuEventDestroy_v2(void *e) { LOCKED(m_event_destroy(e)); }
+static CUresult m_event_record(void *e)
+{
+        struct event *ev = e;
+        if (!ev || ev->magic != EVENT_MAGIC)
+                return KDEV_CUDA_ERROR_INVALID_HANDLE;
+        /* after the queued work; the latest event recorded takes the start
+         * of a kernel that begins later (the device served others first) */
+        unsigned long long now = now_ns();
+        ev->recorded = true;
+        ev->t = g_last_end[ev->dev] > now ? g_last_end[ev->dev] : now;
+        struct event *old = g_pending_start[ev->dev];
+        if (old && old != ev)
+                old->pending_start = false;
+        ev->pending_start = true;
+        g_pending_start[ev->dev] = ev;
+        return KDEV_CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventRecord(void *e, kdev_cu_stream s);
+CUresult cuEventRecord(void *e, kdev_cu_stream s)
+{
+        (void)s;
+        LOCKED(m_event_record(e));
+}
+EXPORT CUresult cuEventRecord_ptsz(void *e, kdev_cu_stream s);
+CUresult cuEventRecord_ptsz(void *e, kdev_cu_stream s)
+{
+        (void)s;
+        LOCKED(m_event_record(e));
+}
+static CUresult m_event_query(void *e)
+{
+        struct event *ev = e;
+        if (!ev || ev->magic != EVENT_MAGIC)
+                return KDEV_CUDA_ERROR_INVALID_HANDLE;
+        if (!ev->recorded)
+                return KDEV_CUDA_SUCCESS;
+        return now_ns() >= ev->t ? KDEV_CUDA_SUCCESS : 600; /* CUDA_ERROR_NOT_READY */
+}
+EXPORT CUresult cuEventQuery(void *e);
+CUresult cuEventQuery(void *e) { LOCKED(m_event_query(e)); }
+EXPORT CUresult cuEventSynchronize(void *e);
+CUresult cuEventSynchronize(void *e)
+{
+        pthread_mutex_lock(&g_lock);
+        struct event *ev = e;
+        CUresult r = !ev || ev->magic != EVENT_MAGIC ? KDEV_CUDA_ERROR_INVALID_HANDLE
+                                                      : KDEV_CUDA_SUCCESS;
+        unsigned long long t = r == KDEV_CUDA_SUCCESS && ev->recorded ? ev->t : 0;
+        pthread_mutex_unlock(&g_lock);
+        if (t > now_ns())
+                sleep_until(t);
+        return r;
+}
+static CUresult m_elapsed(float *ms, void *a, void *b)
+{
+        struct event *x = a, *y = b;
+        if (!ms)
+                return KDEV_CUDA_ERROR_INVALID_VALUE;
+        if (!x || !y || x->magic != EVENT_MAGIC || y->magic != EVENT_MAGIC)
+                return KDEV_CUDA_ERROR_INVALID_HANDLE;
+        unsigned long long now = now_ns();
+        if (!x->recorded || !y->recorded || now < x->t || now < y->t)
+                return 600;
+        *ms = (float)((double)((long long)(y->t - x->t)) / 1e6);
+        return KDEV_CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventElapsedTime(float *ms, void *a, void *b);
+CUresult cuEventElapsedTime(float *ms, void *a, void *b) { LOCKED(m_elapsed(ms, a, b)); }
+EXPORT CUresult cuEventElapsedTime_v2(float *ms, void *a, void *b);
+CUresult cuEventElapsedTime_v2(float *ms, void *a, void *b) { LOCKED(m_elapsed(ms, a, b)); }
 
 /* errors */
 static const struct {
@@ -1107,8 +1251,19 @@ static const struct proc {
         V("cuLaunchKernel", 4000, cuLaunchKernel, false),
         V("cuLaunchKernel", 7000, cuLaunchKernel_ptsz, true),
         V("cuLaunchKernelEx", 11060, cuLaunchKernelEx, false),
+        V("cuLaunchKernelEx", 11060, cuLaunchKernelEx_ptsz, true),
         V("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel, false),
+        V("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel_ptsz, true),
         V("cuGraphLaunch", 10000, cuGraphLaunch, false),
+        V("cuGraphLaunch", 10000, cuGraphLaunch_ptsz, true),
+        V("cuEventCreate", 2000, cuEventCreate, false),
+        V("cuEventDestroy", 4000, cuEventDestroy_v2, false),
+        V("cuEventRecord", 2000, cuEventRecord, false),
+        V("cuEventRecord", 7000, cuEventRecord_ptsz, true),
+        V("cuEventQuery", 2000, cuEventQuery, false),
+        V("cuEventSynchronize", 2000, cuEventSynchronize, false),
+        V("cuEventElapsedTime", 2000, cuEventElapsedTime, false),
+        V("cuEventElapsedTime", 12080, cuEventElapsedTime_v2, false),
         V("cuGetErrorName", 6000, cuGetErrorName, false),
         V("cuGetErrorString", 6000, cuGetErrorString, false),
         V("cuGetExportTable", 3000, cuGetExportTable, false),

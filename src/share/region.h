@@ -87,9 +87,16 @@ struct kdev_share_region_gpu {
         uint64_t memory;                /* limit, bytes */
         uint32_t compute;               /* percent */
         uint32_t reserved0;
-        _Atomic uint64_t last_busy_ns;  /* pacing: CLOCK_MONOTONIC of the last
-                                         * launch of this container */
-        uint64_t reserved[5];
+        /* compute pacing (docs/share.md, "Compute"): the container's budget
+         * of GPU time in ns (a token bucket refilled at compute% of wall
+         * time, capped at compute% of the pacing window), when it was last
+         * refilled (CLOCK_MONOTONIC ns), the GPU time its kernels took, and
+         * until when another container is known to want the GPU */
+        _Atomic int64_t tokens_ns;
+        _Atomic uint64_t refill_ns;
+        _Atomic uint64_t busy_ns;
+        _Atomic uint64_t contended_until_ns;
+        uint64_t reserved[2];
 };
 
 struct kdev_share_region_proc {

@@ -4,6 +4,7 @@
  * through cuGetProcAddress_v2 with the driver's version, and prints what it
  * sees as `key value` lines. Subcommands: see usage(). */
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -329,6 +330,55 @@ __attribute__((noreturn)) static void cmd_churn(size_t gran)
         }
 }
 
+typedef CUresult load_t(void **, const void *);
+typedef CUresult getfn_t(kdev_cu_function *, void *, const char *);
+typedef CUresult launch_t(kdev_cu_function, unsigned, unsigned, unsigned, unsigned, unsigned,
+                          unsigned, unsigned, kdev_cu_stream, void **, void **);
+typedef CUresult gl_t(kdev_cu_graph_exec, kdev_cu_stream);
+typedef CUresult sync_t(void);
+typedef unsigned long long busy_t(int);
+
+static uint64_t mono(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* burn US MS [graph]: launch kernels of US microseconds (cuLaunchKernel, or
+ * cuGraphLaunch) for MS milliseconds, then print this process's share of
+ * the GPU's time (percent: the mock's kernel time / wall time) and the
+ * number of launches */
+static int cmd_burn(unsigned us, unsigned ms, bool graph)
+{
+        void *mod;
+        kdev_cu_function f;
+        char name[64];
+        snprintf(name, sizeof(name), "kdev_sleep_%u", us);
+        ((load_t *)proc("cuModuleLoadData", 0))(&mod, "");
+        ((getfn_t *)proc("cuModuleGetFunction", 0))(&f, mod, name);
+        launch_t *launch = (launch_t *)proc("cuLaunchKernel", 0);
+        gl_t *gl = (gl_t *)proc("cuGraphLaunch", 0);
+        sync_t *sync = (sync_t *)proc("cuCtxSynchronize", 0);
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        busy_t *busy = (busy_t *)dlsym(h, "kdevMockCudaBusyNs");
+        uint64_t t0 = mono(), end = t0 + (uint64_t)ms * 1000000ull;
+        unsigned long long b0 = busy(g_dev), n = 0;
+        while (mono() < end) {
+                CUresult r = graph ? gl((kdev_cu_graph_exec)f, NULL)
+                                   : launch(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+                if (r != 0) {
+                        printf("launch %d\n", r);
+                        return 1;
+                }
+                n++;
+        }
+        sync();
+        uint64_t wall = mono() - t0;
+        printf("share %.1f\nlaunches %llu\n", (double)(busy(g_dev) - b0) * 100.0 / (double)wall, n);
+        return 0;
+}
+
 /* fork BYTES: allocate BYTES, fork; the child allocates BYTES too and
  * reports, then execs itself with `info 0` */
 static int cmd_fork(const char *self, size_t bytes)
@@ -407,7 +457,7 @@ static int cmd_procaddr(void)
 static void usage(void)
 {
         fprintf(stderr, "usage: kdev-share-client [-d DEV] boundary KIND LIMIT GRAN | info BYTES | "
-                "hold BYTES | race GRAN | churn GRAN | fork BYTES | procaddr\n");
+                "hold BYTES | race GRAN | churn GRAN | burn US MS [graph] | fork BYTES | procaddr\n");
         exit(2);
 }
 
@@ -432,6 +482,9 @@ int main(int argc, char **argv)
                 return cmd_hold(strtoull(argv[a + 1], NULL, 0));
         if (strcmp(cmd, "race") == 0 && argc == a + 2)
                 return cmd_race(strtoull(argv[a + 1], NULL, 0));
+        if (strcmp(cmd, "burn") == 0 && (argc == a + 3 || argc == a + 4))
+                return cmd_burn((unsigned)atoi(argv[a + 1]), (unsigned)atoi(argv[a + 2]),
+                                argc == a + 4);
         if (strcmp(cmd, "churn") == 0 && argc == a + 2)
                 cmd_churn(strtoull(argv[a + 1], NULL, 0));
         if (strcmp(cmd, "fork") == 0 && argc == a + 2)

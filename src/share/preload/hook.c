@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "share/abi.h"
@@ -279,6 +280,9 @@ enum {
         H_cuArrayCreate_v2, H_cuArray3DCreate_v2, H_cuArrayDestroy, H_cuMipmappedArrayCreate,
         H_cuMipmappedArrayDestroy, H_cuMemGetInfo_v2, H_cuDeviceTotalMem_v2,
         H_cuGetProcAddress, H_cuGetProcAddress_v2,
+        H_cuLaunchKernel, H_cuLaunchKernel_ptsz, H_cuLaunchKernelEx, H_cuLaunchKernelEx_ptsz,
+        H_cuLaunchCooperativeKernel, H_cuLaunchCooperativeKernel_ptsz, H_cuGraphLaunch,
+        H_cuGraphLaunch_ptsz,
         H_nvmlDeviceGetMemoryInfo, H_nvmlDeviceGetMemoryInfo_v2,
         H_COUNT
 };
@@ -309,6 +313,23 @@ typedef CUresult cuMemGetInfo_v2_hook_t(size_t *, size_t *);
 typedef CUresult cuDeviceTotalMem_v2_hook_t(size_t *, kdev_cu_device);
 typedef CUresult cuGetProcAddress_hook_t(const char *, void **, int, unsigned long long);
 typedef CUresult cuGetProcAddress_v2_hook_t(const char *, void **, int, unsigned long long, int *);
+typedef CUresult cuLaunchKernel_hook_t(kdev_cu_function, unsigned, unsigned, unsigned, unsigned,
+                                       unsigned, unsigned, unsigned, kdev_cu_stream, void **,
+                                       void **);
+typedef cuLaunchKernel_hook_t cuLaunchKernel_ptsz_hook_t;
+typedef CUresult cuLaunchKernelEx_hook_t(const kdev_cu_launch_config *, kdev_cu_function, void **,
+                                         void **);
+typedef cuLaunchKernelEx_hook_t cuLaunchKernelEx_ptsz_hook_t;
+typedef CUresult cuLaunchCooperativeKernel_hook_t(kdev_cu_function, unsigned, unsigned, unsigned,
+                                                  unsigned, unsigned, unsigned, unsigned,
+                                                  kdev_cu_stream, void **);
+typedef cuLaunchCooperativeKernel_hook_t cuLaunchCooperativeKernel_ptsz_hook_t;
+typedef CUresult cuGraphLaunch_hook_t(kdev_cu_graph_exec, kdev_cu_stream);
+typedef cuGraphLaunch_hook_t cuGraphLaunch_ptsz_hook_t;
+typedef CUresult cuEventCreate_t(void **, unsigned);
+typedef CUresult cuEventRecord_t(void *, kdev_cu_stream);
+typedef CUresult cuEventQuery_t(void *);
+typedef CUresult cuEventElapsedTime_t(float *, void *, void *);
 typedef kdev_nv_return nvmlDeviceGetMemoryInfo_hook_t(kdev_nv_device, kdev_nv_memory *);
 typedef kdev_nv_return nvmlDeviceGetMemoryInfo_v2_hook_t(kdev_nv_device, kdev_nv_memory_v2 *);
 typedef CUresult cuCtxGetDevice_t(kdev_cu_device *);
@@ -325,6 +346,9 @@ DECL(cuMemRelease); DECL(cuArrayCreate_v2); DECL(cuArray3DCreate_v2); DECL(cuArr
 DECL(cuMipmappedArrayCreate); DECL(cuMipmappedArrayDestroy); DECL(cuMemGetInfo_v2);
 DECL(cuDeviceTotalMem_v2); DECL(cuGetProcAddress); DECL(cuGetProcAddress_v2);
 DECL(nvmlDeviceGetMemoryInfo); DECL(nvmlDeviceGetMemoryInfo_v2);
+DECL(cuLaunchKernel); DECL(cuLaunchKernel_ptsz); DECL(cuLaunchKernelEx); DECL(cuLaunchKernelEx_ptsz);
+DECL(cuLaunchCooperativeKernel); DECL(cuLaunchCooperativeKernel_ptsz); DECL(cuGraphLaunch);
+DECL(cuGraphLaunch_ptsz);
 
 #define HK(n, base, ver, pt) [H_##n] = {#n, base, ver, pt, (void *)n, NULL}
 static struct hook g_hooks[H_COUNT] = {
@@ -349,6 +373,14 @@ static struct hook g_hooks[H_COUNT] = {
         HK(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, false),
         HK(cuGetProcAddress, "cuGetProcAddress", 11030, false),
         HK(cuGetProcAddress_v2, "cuGetProcAddress", 12000, false),
+        HK(cuLaunchKernel, "cuLaunchKernel", 4000, false),
+        HK(cuLaunchKernel_ptsz, "cuLaunchKernel", 7000, true),
+        HK(cuLaunchKernelEx, "cuLaunchKernelEx", 11060, false),
+        HK(cuLaunchKernelEx_ptsz, "cuLaunchKernelEx", 11060, true),
+        HK(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", 9000, false),
+        HK(cuLaunchCooperativeKernel_ptsz, "cuLaunchCooperativeKernel", 9000, true),
+        HK(cuGraphLaunch, "cuGraphLaunch", 10000, false),
+        HK(cuGraphLaunch_ptsz, "cuGraphLaunch", 10000, true),
         HK(nvmlDeviceGetMemoryInfo, NULL, 0, false),
         HK(nvmlDeviceGetMemoryInfo_v2, NULL, 0, false),
 };
@@ -375,6 +407,8 @@ static void *driver_sym(const char *lib, const char *name)
 }
 
 static void *g_cuda_handle;  /* NOLOAD handle of libcuda.so.1, or NULL */
+static void *cuda_sym(const char *name);
+static void pacing_init(void);
 
 static void *cuda_sym(const char *name)
 {
@@ -397,6 +431,7 @@ static void cuda_init(void)
         if (!g_get_uuid)
                 g_get_uuid = (cuDeviceGetUuid_t *)cuda_sym("cuDeviceGetUuid");
         g_get_gran = (cuMemGetAllocationGranularity_t *)cuda_sym("cuMemGetAllocationGranularity");
+        pacing_init();
 }
 
 static inline void cuda_ready(void)
@@ -800,6 +835,307 @@ kdev_nv_return nvmlDeviceGetMemoryInfo_v2(kdev_nv_device d, kdev_nv_memory_v2 *m
         m->used = used < lim - res ? used : lim - res;
         m->free = lim - res - m->used;
         return r;
+}
+
+/* --- compute pacing (docs/share.md, "Compute") ------------------------------------
+ *
+ * A launch on a paced GPU (compute share below 100 %, policy not none) may
+ * start only while the container's budget of GPU time is positive: a token
+ * bucket in the region, shared by the container's processes, refilled at
+ * compute% of wall time and capped at compute% of PACE_WINDOW_NS. Each paced
+ * launch is bracketed by two events on its stream; when the second has
+ * completed, the time between them (the kernel's time on the GPU) is taken
+ * from the budget. At most PACE_RING launches per thread are unmeasured at
+ * a time: the next one waits for the oldest, so a program cannot run ahead
+ * of its budget. Policy work-conserving waits for the budget only while
+ * another container used the GPU recently (NVML's utilization of the GPU
+ * minus the container's own share of it, sampled every PACE_SAMPLE_NS, at
+ * least PACE_OTHERS_PCT); strict always waits. */
+
+#define PACE_WINDOW_NS 20000000ll       /* 20 ms */
+#define PACE_SAMPLE_NS 20000000ull
+#define PACE_CONTENDED_NS 100000000ull  /* a contention seen holds 100 ms */
+#define PACE_OTHERS_PCT 10
+#define PACE_RING 4
+#define PACE_SLEEP_MAX_NS 5000000ll
+
+typedef kdev_nv_return nvml_init_t(void);
+typedef kdev_nv_return nvml_by_uuid_t(const char *, kdev_nv_device *);
+typedef struct {
+        unsigned gpu, memory;
+} nv_utilization;
+typedef kdev_nv_return nvml_util_t(kdev_nv_device, nv_utilization *);
+
+static bool g_paced[KDEV_SHARE_MAX_GPUS];
+static bool g_pace_any;
+static cuEventCreate_t *g_ev_create;
+static cuEventRecord_t *g_ev_record, *g_ev_record_ptsz;
+static cuEventQuery_t *g_ev_query, *g_ev_sync;
+static cuEventElapsedTime_t *g_ev_elapsed;
+static nvml_util_t *g_nv_util;
+static kdev_nv_device g_nv_dev[KDEV_SHARE_MAX_GPUS];
+static _Atomic uint64_t g_last_sample[KDEV_SHARE_MAX_GPUS];
+static uint64_t g_sample_busy[KDEV_SHARE_MAX_GPUS];
+
+struct pace_entry {
+        void *start, *end;
+        int gpu;
+        bool pending;
+        int64_t est;                    /* ns charged at launch, corrected when measured */
+};
+static __thread __attribute__((tls_model("initial-exec"))) struct pace_entry t_ring[PACE_RING];
+static __thread __attribute__((tls_model("initial-exec"))) unsigned t_next;
+static __thread __attribute__((tls_model("initial-exec"))) int64_t t_last_cost;
+
+static uint64_t mono_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void pacing_init(void)
+{
+        if (!g_region || g_fail_closed || g_region->policy == KDEV_SHARE_POLICY_NONE)
+                return;
+        for (uint32_t g = 0; g < g_region->n_gpus; g++)
+                g_pace_any |= g_paced[g] = g_region->gpu[g].compute < 100;
+        if (!g_pace_any)
+                return;
+        g_ev_create = (cuEventCreate_t *)cuda_sym("cuEventCreate");
+        g_ev_record = (cuEventRecord_t *)cuda_sym("cuEventRecord");
+        g_ev_record_ptsz = (cuEventRecord_t *)cuda_sym("cuEventRecord_ptsz");
+        g_ev_query = (cuEventQuery_t *)cuda_sym("cuEventQuery");
+        g_ev_sync = (cuEventQuery_t *)cuda_sym("cuEventSynchronize");
+        g_ev_elapsed = (cuEventElapsedTime_t *)cuda_sym("cuEventElapsedTime_v2");
+        if (!g_ev_elapsed)
+                g_ev_elapsed = (cuEventElapsedTime_t *)cuda_sym("cuEventElapsedTime");
+        if (!g_ev_create || !g_ev_record || !g_ev_query || !g_ev_sync || !g_ev_elapsed) {
+                fprintf(stderr, "kdev-share: the driver lacks the event entry points; "
+                        "compute is not paced\n");
+                g_pace_any = false;
+                return;
+        }
+        if (g_region->policy != KDEV_SHARE_POLICY_WORK_CONSERVING)
+                return;
+        /* whether others want the GPU: NVML's view of the whole GPU */
+        nvml_init_t *ini = (nvml_init_t *)driver_sym("libnvidia-ml.so.1", "nvmlInit_v2");
+        nvml_by_uuid_t *by = (nvml_by_uuid_t *)driver_sym("libnvidia-ml.so.1",
+                                                          "nvmlDeviceGetHandleByUUID");
+        g_nv_util = (nvml_util_t *)driver_sym("libnvidia-ml.so.1", "nvmlDeviceGetUtilizationRates");
+        if (!ini || !by || !g_nv_util || ini() != KDEV_NVML_SUCCESS) {
+                g_nv_util = NULL;
+                return;  /* contention unknown: every paced GPU is paced always */
+        }
+        for (uint32_t g = 0; g < g_region->n_gpus; g++)
+                if (g_paced[g] && by(g_region->gpu[g].uuid, &g_nv_dev[g]) != KDEV_NVML_SUCCESS)
+                        g_nv_dev[g] = NULL;
+}
+
+/* Charges completed measurements of this thread; with |wait|, first waits
+ * for the oldest when the ring is full. */
+static void pace_drain(bool wait)
+{
+        int s = atomic_load(&g_slot);
+        for (unsigned k = 0; k < PACE_RING; k++) {
+                struct pace_entry *e = &t_ring[(t_next + k) % PACE_RING];
+                if (!e->pending)
+                        continue;
+                if (wait && k == 0)
+                        g_ev_sync(e->end);
+                float ms = 0;
+                if (g_ev_query(e->end) != KDEV_CUDA_SUCCESS)
+                        continue;
+                e->pending = false;
+                struct kdev_share_region_gpu *rg = &g_region->gpu[e->gpu];
+                int64_t ns = e->est;  /* unmeasurable: the estimate stands */
+                if (g_ev_elapsed(&ms, e->start, e->end) == KDEV_CUDA_SUCCESS && ms >= 0)
+                        ns = (int64_t)((double)ms * 1e6);
+                atomic_fetch_sub(&rg->tokens_ns, ns - e->est);
+                atomic_fetch_add(&rg->busy_ns, (uint64_t)(ns - e->est));
+                t_last_cost = ns;
+                (void)s;
+        }
+}
+
+static void pace_refill(struct kdev_share_region_gpu *rg, uint64_t now)
+{
+        uint64_t last = atomic_load(&rg->refill_ns);
+        if (now <= last || !atomic_compare_exchange_strong(&rg->refill_ns, &last, now))
+                return;
+        int64_t cap = PACE_WINDOW_NS * (int64_t)rg->compute / 100;
+        int64_t add = last == 0 ? cap : (int64_t)((now - last) * rg->compute / 100);
+        int64_t cur = atomic_load(&rg->tokens_ns), next;
+        do {
+                next = cur + add > cap ? cap : cur + add;
+        } while (!atomic_compare_exchange_weak(&rg->tokens_ns, &cur, next));
+}
+
+/* Whether another container used GPU |g| lately (work-conserving). */
+static bool pace_contended(int g, uint64_t now)
+{
+        struct kdev_share_region_gpu *rg = &g_region->gpu[g];
+        if (!g_nv_util || !g_nv_dev[g])
+                return true;
+        if (now < atomic_load(&rg->contended_until_ns))
+                return true;
+        uint64_t last = atomic_load(&g_last_sample[g]);
+        if (last && now - last < PACE_SAMPLE_NS)
+                return false;
+        if (!atomic_compare_exchange_strong(&g_last_sample[g], &last, now))
+                return false;
+        nv_utilization u = {0, 0};
+        uint64_t busy = atomic_load(&rg->busy_ns);
+        uint64_t own = last ? (busy - g_sample_busy[g]) * 100 / (now - last) : 0;
+        g_sample_busy[g] = busy;
+        if (g_nv_util(g_nv_dev[g], &u) != KDEV_NVML_SUCCESS || !last)
+                return false;
+        if ((int64_t)u.gpu - (int64_t)own >= PACE_OTHERS_PCT) {
+                atomic_store(&rg->contended_until_ns, now + PACE_CONTENDED_NS);
+                return true;
+        }
+        return false;
+}
+
+/* Waits until the container may launch on region GPU |g|. */
+static void pace_wait(int g)
+{
+        struct kdev_share_region_gpu *rg = &g_region->gpu[g];
+        bool strict = g_region->policy == KDEV_SHARE_POLICY_STRICT;
+        uint64_t waited = 0;
+        for (;;) {
+                pace_drain(false);
+                uint64_t now = mono_ns();
+                pace_refill(rg, now);
+                int64_t t = atomic_load(&rg->tokens_ns);
+                if (t > 0)
+                        break;
+                if (!strict && !pace_contended(g, now)) {
+                        /* alone: run, and carry no debt into a later contention */
+                        int64_t cur = t;
+                        while (cur < 0 && !atomic_compare_exchange_weak(&rg->tokens_ns, &cur, 0)) {
+                        }
+                        break;
+                }
+                int64_t ns = -t * 100 / (int64_t)rg->compute;
+                if (ns > PACE_SLEEP_MAX_NS)
+                        ns = PACE_SLEEP_MAX_NS;
+                if (ns < 100000)
+                        ns = 100000;
+                struct timespec ts = {0, (long)ns};
+                nanosleep(&ts, NULL);
+                waited += (uint64_t)ns;
+        }
+        int s = atomic_load(&g_slot);
+        if (s >= 0) {
+                atomic_fetch_add(&g_region->proc[s].launches[g], 1);
+                if (waited)
+                        atomic_fetch_add(&g_region->proc[s].paced_ns[g], waited);
+        }
+}
+
+/* The paced GPU of the current context, or -1. */
+static inline int pace_gpu(void)
+{
+        if (!g_pace_any)
+                return -1;
+        kdev_cu_device dev;
+        int g = current_gpu(&dev);
+        return g >= 0 && g_paced[g] ? g : -1;
+}
+
+/* The slot to measure the next launch with (its events created on first
+ * use in the current context), after waiting for the oldest when all are
+ * unmeasured; NULL: not measured. */
+static struct pace_entry *pace_begin(int g, kdev_cu_stream s, bool ptsz)
+{
+        struct pace_entry *e = &t_ring[t_next % PACE_RING];
+        if (e->pending)
+                pace_drain(true);
+        pace_wait(g);
+        if (e->pending)
+                return NULL;
+        if ((!e->start && g_ev_create(&e->start, 0) != KDEV_CUDA_SUCCESS) ||
+            (!e->end && g_ev_create(&e->end, 0) != KDEV_CUDA_SUCCESS))
+                return NULL;
+        cuEventRecord_t *rec = ptsz && g_ev_record_ptsz ? g_ev_record_ptsz : g_ev_record;
+        if (rec(e->start, s) != KDEV_CUDA_SUCCESS)
+                return NULL;
+        e->gpu = g;
+        /* charged now at the last measured cost, corrected when measured:
+         * the budget follows what is in flight */
+        e->est = t_last_cost;
+        atomic_fetch_sub(&g_region->gpu[g].tokens_ns, e->est);
+        atomic_fetch_add(&g_region->gpu[g].busy_ns, (uint64_t)e->est);
+        return e;
+}
+
+static void pace_end(struct pace_entry *e, kdev_cu_stream s, bool ptsz, CUresult launched)
+{
+        if (!e)
+                return;
+        cuEventRecord_t *rec = ptsz && g_ev_record_ptsz ? g_ev_record_ptsz : g_ev_record;
+        if (launched != KDEV_CUDA_SUCCESS || rec(e->end, s) != KDEV_CUDA_SUCCESS) {
+                atomic_fetch_add(&g_region->gpu[e->gpu].tokens_ns, e->est);
+                atomic_fetch_sub(&g_region->gpu[e->gpu].busy_ns, (uint64_t)e->est);
+                return;
+        }
+        e->pending = true;
+        t_next++;
+}
+
+#define PACED(hook, stream, ptsz, ...)                                                     \
+        do {                                                                             \
+                cuda_ready();                                                            \
+                int g_ = pace_gpu();                                                     \
+                if (g_ < 0)                                                              \
+                        return REAL(hook)(__VA_ARGS__);                                  \
+                struct pace_entry *e_ = pace_begin(g_, (stream), (ptsz));                \
+                CUresult r_ = REAL(hook)(__VA_ARGS__);                                   \
+                pace_end(e_, (stream), (ptsz), r_);                                      \
+                return r_;                                                               \
+        } while (0)
+
+CUresult cuLaunchKernel(kdev_cu_function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned sh, kdev_cu_stream s, void **p,
+                        void **x)
+{
+        PACED(cuLaunchKernel, s, false, f, gx, gy, gz, bx, by, bz, sh, s, p, x);
+}
+CUresult cuLaunchKernel_ptsz(kdev_cu_function f, unsigned gx, unsigned gy, unsigned gz,
+                             unsigned bx, unsigned by, unsigned bz, unsigned sh, kdev_cu_stream s,
+                             void **p, void **x)
+{
+        PACED(cuLaunchKernel_ptsz, s, true, f, gx, gy, gz, bx, by, bz, sh, s, p, x);
+}
+CUresult cuLaunchKernelEx(const kdev_cu_launch_config *c, kdev_cu_function f, void **p, void **x)
+{
+        PACED(cuLaunchKernelEx, c ? c->hStream : NULL, false, c, f, p, x);
+}
+CUresult cuLaunchKernelEx_ptsz(const kdev_cu_launch_config *c, kdev_cu_function f, void **p,
+                               void **x)
+{
+        PACED(cuLaunchKernelEx_ptsz, c ? c->hStream : NULL, true, c, f, p, x);
+}
+CUresult cuLaunchCooperativeKernel(kdev_cu_function f, unsigned gx, unsigned gy, unsigned gz,
+                                   unsigned bx, unsigned by, unsigned bz, unsigned sh,
+                                   kdev_cu_stream s, void **p)
+{
+        PACED(cuLaunchCooperativeKernel, s, false, f, gx, gy, gz, bx, by, bz, sh, s, p);
+}
+CUresult cuLaunchCooperativeKernel_ptsz(kdev_cu_function f, unsigned gx, unsigned gy, unsigned gz,
+                                        unsigned bx, unsigned by, unsigned bz, unsigned sh,
+                                        kdev_cu_stream s, void **p)
+{
+        PACED(cuLaunchCooperativeKernel_ptsz, s, true, f, gx, gy, gz, bx, by, bz, sh, s, p);
+}
+CUresult cuGraphLaunch(kdev_cu_graph_exec g, kdev_cu_stream s)
+{
+        PACED(cuGraphLaunch, s, false, g, s);
+}
+CUresult cuGraphLaunch_ptsz(kdev_cu_graph_exec g, kdev_cu_stream s)
+{
+        PACED(cuGraphLaunch_ptsz, s, true, g, s);
 }
 
 /* --- entry-point resolution ---------------------------------------------------- */
