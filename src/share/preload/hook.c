@@ -852,7 +852,7 @@ kdev_nv_return nvmlDeviceGetMemoryInfo_v2(kdev_nv_device d, kdev_nv_memory_v2 *m
  * minus the container's own share of it, sampled every PACE_SAMPLE_NS, at
  * least PACE_OTHERS_PCT); strict always waits. */
 
-#define PACE_WINDOW_NS 20000000ll       /* 20 ms */
+#define PACE_WINDOW_NS 50000000ll       /* 50 ms */
 #define PACE_SAMPLE_NS 20000000ull
 #define PACE_CONTENDED_NS 100000000ull  /* a contention seen holds 100 ms */
 #define PACE_OTHERS_PCT 10
