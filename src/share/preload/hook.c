@@ -916,20 +916,24 @@ static void pacing_init(void)
                 g_pace_any = false;
                 return;
         }
-        if (g_region->policy != KDEV_SHARE_POLICY_WORK_CONSERVING)
-                return;
-        /* whether others want the GPU: NVML's view of the whole GPU */
+}
+
+/* NVML for the contention estimate, loaded when a budget first runs out
+ * (work-conserving only): a process that never waits never maps NVML. */
+static pthread_once_t g_pace_nvml_once = PTHREAD_ONCE_INIT;
+static void pace_nvml_init(void)
+{
         nvml_init_t *ini = (nvml_init_t *)driver_sym("libnvidia-ml.so.1", "nvmlInit_v2");
         nvml_by_uuid_t *by = (nvml_by_uuid_t *)driver_sym("libnvidia-ml.so.1",
                                                           "nvmlDeviceGetHandleByUUID");
-        g_nv_util = (nvml_util_t *)driver_sym("libnvidia-ml.so.1", "nvmlDeviceGetUtilizationRates");
-        if (!ini || !by || !g_nv_util || ini() != KDEV_NVML_SUCCESS) {
-                g_nv_util = NULL;
+        nvml_util_t *util = (nvml_util_t *)driver_sym("libnvidia-ml.so.1",
+                                                      "nvmlDeviceGetUtilizationRates");
+        if (!ini || !by || !util || ini() != KDEV_NVML_SUCCESS)
                 return;  /* contention unknown: every paced GPU is paced always */
-        }
         for (uint32_t g = 0; g < g_region->n_gpus; g++)
                 if (g_paced[g] && by(g_region->gpu[g].uuid, &g_nv_dev[g]) != KDEV_NVML_SUCCESS)
                         g_nv_dev[g] = NULL;
+        g_nv_util = util;
 }
 
 /* Charges completed measurements of this thread; with |wait|, first waits
@@ -975,6 +979,7 @@ static void pace_refill(struct kdev_share_region_gpu *rg, uint64_t now)
 static bool pace_contended(int g, uint64_t now)
 {
         struct kdev_share_region_gpu *rg = &g_region->gpu[g];
+        pthread_once(&g_pace_nvml_once, pace_nvml_init);
         if (!g_nv_util || !g_nv_dev[g])
                 return true;
         if (now < atomic_load(&rg->contended_until_ns))
