@@ -35,6 +35,23 @@ GRAN = 2 * MIB
 H100_TOTAL = 81559 * MIB  # memory_mib of the topology
 
 
+def sanitizer_runtimes():
+    """In a sanitizer build the mock NVML carries ASan and UBSan, and the
+    test programs (and the library) carry none: their runtimes are preloaded
+    first, as ASan wants, ahead of the library."""
+    if not kt.sanitized():
+        return []
+    out = []
+    for lib in ("libasan.so", "libubsan.so"):
+        p = subprocess.run(["cc", "-print-file-name=" + lib], capture_output=True, text=True)
+        if p.returncode == 0 and os.path.isabs(p.stdout.strip()):
+            out.append(p.stdout.strip())
+    return out
+
+
+SAN_PRELOAD = sanitizer_runtimes()
+
+
 def uuids():
     with open(TOPO, encoding="utf-8") as f:
         return re.findall(r"uuid: (GPU-[0-9a-f-]{36})", f.read())
@@ -56,8 +73,13 @@ class Region:
         e.update(KDEV_SHARE_DIR=self.dir, KDEV_MOCK_NVML_TOPOLOGY=TOPO,
                  LD_LIBRARY_PATH=MOCK_CUDA + ":" + kt.MOCK_NVML_DIR)
         e.pop("LD_PRELOAD", None)
-        if preload:
-            e["LD_PRELOAD"] = LIB
+        pre = SAN_PRELOAD + ([LIB] if preload else [])
+        if pre:
+            e["LD_PRELOAD"] = " ".join(pre)
+        if SAN_PRELOAD:
+            # no leak check for programs without instrumentation (the mock
+            # libcuda.so.1 keeps its tables until exit, by design)
+            e["ASAN_OPTIONS"] = "detect_leaks=0"
         return e
 
     def run(self, *args, preload=True, check=True):
@@ -348,6 +370,17 @@ def test_cuda_runtime_against_the_mock():
         r.close()
 
 
+def test_library_links_libc_only():
+    # a separate object loaded into containers: libc only, and exactly the
+    # intercepted entry points and dlsym exported
+    d = subprocess.run(["readelf", "-d", LIB], capture_output=True, text=True, check=True).stdout
+    assert re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", d) == ["libc.so.6"], d
+    syms = subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True,
+                          check=True).stdout.split()[2::3]
+    assert all(re.fullmatch(r"(cu|nvml)[A-Za-z0-9_]+|dlsym", s) for s in syms), syms
+    assert len(syms) == 32, (len(syms), syms)  # 31 hooks and dlsym
+
+
 def test_kdevctl_share_errors():
     d = tempfile.mkdtemp(prefix="kdev-share-")
     try:
@@ -396,5 +429,5 @@ if __name__ == "__main__":
                   test_sixteen_processes_never_exceed_the_share, test_sigkill_gives_memory_back,
                   test_sigkill_at_any_instruction,
                   test_fork_and_exec, test_second_os_user, test_cuda_runtime_against_the_mock,
-                  test_kdevctl_share_errors,
+                  test_library_links_libc_only, test_kdevctl_share_errors,
                   test_kdevctl_share_table])
