@@ -152,9 +152,11 @@ static int table_take(enum table t, unsigned long long key, int *gpu, uint64_t *
  * environment and the limits file) -------------------------------------------- */
 
 static int my_slot(void);
+static void pace_after_fork(void);
 
 static void after_fork_child(void)
 {
+        pace_after_fork();
         /* the child's allocations are its own: a new slot on first use, and
          * none of the parent's pointers */
         atomic_store(&g_slot, -1);
@@ -886,6 +888,14 @@ struct pace_entry {
 static __thread __attribute__((tls_model("initial-exec"))) struct pace_entry t_ring[PACE_RING];
 static __thread __attribute__((tls_model("initial-exec"))) unsigned t_next;
 static __thread __attribute__((tls_model("initial-exec"))) int64_t t_last_cost;
+
+/* the forking thread's unmeasured launches belong to the parent's contexts */
+static void pace_after_fork(void)
+{
+        memset(t_ring, 0, sizeof(t_ring));
+        t_next = 0;
+        t_last_cost = 0;
+}
 
 static uint64_t mono_ns(void)
 {
