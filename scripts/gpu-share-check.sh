@@ -32,7 +32,11 @@
 #      other entry points the driver's own pointers;
 #   5. per-call cost with and without the library (pass-through, queries,
 #      launch of an empty PTX kernel JIT-compiled by the driver, allocation +
-#      free).
+#      free);
+#   6. only where nvcc is found (PATH or /usr/local/cuda/bin): a CUDA runtime
+#      program (tests/share/runtime_probe.cu) under the library, the runtime
+#      resolving the driver itself: cudaMalloc succeeds and cudaMemGetInfo's
+#      total is the limit. Without nvcc the step says so and is skipped.
 # Exit status: 0 every check passed, 1 one failed, 2 usage error or no GPU.
 set -euo pipefail
 
@@ -124,6 +128,19 @@ withl=$(KDEV_SHARE_DIR=$region LD_PRELOAD=$lib "$tmp/bench" calls 100000)
 paste -d' ' <(echo "$plain") <(echo "$withl" | awk '{print $NF}') | while read -r k a b; do
         say "$(printf '  %-22s %8s %8s' "$k" "$a" "$b")"
 done
+
+# 6. the CUDA runtime's own resolution, where a toolkit is installed
+nvcc=$(command -v nvcc || true)
+[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+if [ -n "$nvcc" ]; then
+        "$nvcc" -o "$tmp/probe" "$src/tests/share/runtime_probe.cu"
+        o=$(CUDA_VISIBLE_DEVICES=$gpu KDEV_SHARE_DIR=$region LD_PRELOAD=$lib "$tmp/probe")
+        say "$(echo "$o" | sed 's/^/  runtime: /')"
+        check "runtime: cudaMalloc" "$(echo "$o" | sed -n 's/^cudaMalloc //p')" cudaSuccess
+        check "runtime: cudaMemGetInfo total" "$(echo "$o" | sed -n 's/^cudaMemGetInfo cudaSuccess [0-9]* //p')" "$limit"
+else
+        say "SKIP runtime: no nvcc on this machine (the driver-API checks above need none)"
+fi
 
 mkdir -p "$results"
 file=$results/$(date -u +%Y-%m-%d)-gpu-share-check-$(echo "$name" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-').txt
