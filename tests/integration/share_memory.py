@@ -381,6 +381,32 @@ def test_library_links_libc_only():
     assert len(syms) == 32, (len(syms), syms)  # 31 hooks and dlsym
 
 
+def test_region_created_beforehand_in_a_0755_directory():
+    # the node side creates the region when it writes the limits (as
+    # kdev_share_region_map does): a non-root process cannot create files in
+    # the 0755 directory, but maps the 0666 region and shares the accounting
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        print("SKIP test_region_created_beforehand_in_a_0755_directory: needs root and setpriv")
+        return
+    r = Region("%s %d 50\n" % (GPU0, GIB), mode=0o755)
+    try:
+        os.chmod(os.path.join(r.dir, "limits"), 0o644)
+        r.run("info", 0)  # root's first process creates the region, as the node side would
+        holder = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                   CLIENT, "hold", str(256 * MIB)], env=r.env(),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        assert holder.stdout.readline() == "held 0\n"
+        out = kv(r.run("boundary", "alloc", GIB, GRAN).stdout)
+        assert out["allocated"] == "384", out
+        assert [p["uid"] for p in r.usage()["processes"]] == [65534]
+        holder.stdin.close()
+        assert holder.wait(10) == 0
+        assert holder.stderr.read() == ""
+    finally:
+        r.close()
+
+
 def test_kdevctl_share_errors():
     d = tempfile.mkdtemp(prefix="kdev-share-")
     try:
@@ -429,5 +455,6 @@ if __name__ == "__main__":
                   test_sixteen_processes_never_exceed_the_share, test_sigkill_gives_memory_back,
                   test_sigkill_at_any_instruction,
                   test_fork_and_exec, test_second_os_user, test_cuda_runtime_against_the_mock,
+                  test_region_created_beforehand_in_a_0755_directory,
                   test_library_links_libc_only, test_kdevctl_share_errors,
                   test_kdevctl_share_table])
