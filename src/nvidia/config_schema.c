@@ -691,6 +691,7 @@ static const struct kdev_ycfg_field top_fields[] = {
         {"sharing", false, read_sharing},
         {"imex", false, read_imex},
         {"health", false, read_health},
+        {"isolation", false, kdev_nvcfg_read_isolation},
 };
 
 void kdev_nvidia_config_sections(struct kdev_nvidia_config *cfg, struct kdev_config_sections *out)
