@@ -132,7 +132,7 @@ static int write_cdi(struct kdev_nvidia_backend *b, struct kdev_err *err)
 static int install_share(struct kdev_nvidia_backend *b, struct kdev_err *err)
 {
         const struct kdev_nvidia_config *cfg = b->opts.cfg;
-        if (!cfg->isolation.present)
+        if (!cfg->isolation.present || b->opts.skip_cdi) /* skip_cdi: --check writes nothing */
                 return 0;
         char lib[PATH_MAX], exe[PATH_MAX];
         const char *library = cfg->share_library;

@@ -270,7 +270,7 @@ int kdev_nvidia_share_cleanup(const char *root, const char *cdi_dir, unsigned *r
                 }
         }
         closedir(d);
-        if (rc == 0) {
+        if (rc == 0 && n > 0) {
                 qsort(v, n, sizeof(*v), newest_first);
                 for (size_t i = 0; i < n; i++) {
                         if (v[i].resource && superseded(v, i)) {
