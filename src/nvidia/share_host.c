@@ -350,8 +350,12 @@ static int cdi_share_spec(const struct kdev_nvidia_share_rdata *s, const char *i
         struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_SHARE_CDI_KIND, err);
         if (!spec)
                 return -err->code;
-        struct kdev_cdi_device *dev = kdev_cdi_spec_add_device(spec, id, err);
-        int rc = dev ? 0 : -err->code;
+        /* 0.5.0: a device name may start with a digit (a random UUID may);
+         * the same version for every ID */
+        int rc = kdev_cdi_spec_set_min_version(spec, "0.5.0", err);
+        struct kdev_cdi_device *dev = rc < 0 ? NULL : kdev_cdi_spec_add_device(spec, id, err);
+        if (rc == 0 && !dev)
+                rc = -err->code;
         struct kdev_cdi_edits *e = dev ? kdev_cdi_device_edits(dev) : NULL;
         for (size_t i = 0; rc == 0 && i < n_env; i++)
                 rc = kdev_cdi_edits_add_env(e, env[i], err);

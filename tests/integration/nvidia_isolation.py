@@ -220,7 +220,7 @@ def expected_spec(n, rid, env_mode=False):
     ms += [mnt(region, "/var/run/kdev/share", False),
            mnt(region + "/limits", "/var/run/kdev/share/limits", True)]
     env = ["KDEV_SHARE_DIR=/var/run/kdev/share"] + (["LD_PRELOAD=" + LIB_CTR] if env_mode else [])
-    return {"cdiVersion": "0.3.0", "kind": "kdev.io/share",
+    return {"cdiVersion": "0.5.0", "kind": "kdev.io/share",
             "devices": [{"name": rid, "containerEdits": {"env": env, "mounts": ms}}]}
 
 
@@ -280,10 +280,10 @@ def test_regions_of_gone_containers_are_removed():
             n.close()
         # at start: a half-made directory older than 60 s is removed, the
         # regions kept stay
+        kept = n.regions()
         stale = n.root + "/containers/stale"
         os.mkdir(stale)
         os.utime(stale, (1, 1))
-        kept = n.regions()
         n2 = Node.__new__(Node)
         n2.d, n2.dp, n2.root, n2.cdi, n2.lib = d, n.dp, n.root, n.cdi, n.lib
         n2.kubelet = FakeKubelet(n2.dp)
@@ -324,6 +324,7 @@ def test_odd_files_refused():
                 "not replaced" % root)
         assert want in r.stderr, r.stderr
         os.unlink(root + "/ld.so.preload")
+        os.unlink(root + "/lib/libkdev-share.so")  # installed before the refusal
         os.mkfifo(root + "/lib/libkdev-share.so")
         r = start_fails(d, root, lib)
         assert ("isolation: %s/lib/libkdev-share.so: is not a regular file (a FIFO); "
@@ -393,7 +394,8 @@ def test_check_config_errors():
         for tail, want in cases:
             path, r = check(d, TS + tail)
             assert r.returncode == 1, (tail, r.returncode, r.stdout, r.stderr)
-            assert "%s:%s" % (path, want) in r.stderr, (tail, r.stderr)
+            # the log line quotes the message (logfmt): '"' as '\"'
+            assert ("%s:%s" % (path, want)).replace('"', '\\"') in r.stderr, (tail, r.stderr)
         path, r = check(d, TS + "  - name: gpu-iso\n    memory: 40Gi\n    compute: 50\n")
         assert r.returncode == 0, r.stderr
         assert "nvidia.com/gpu-iso: 16 devices (16 replicas of 8 devices)" in r.stdout, r.stdout
