@@ -343,9 +343,35 @@ struct share_mount {
         bool ro;
 };
 
+/* The createRuntime hook of a container's CDI spec that keeps the image's
+ * own /etc/ld.so.preload working (preload: file): run by the runtime on the
+ * host, after the container's mounts and before its process, it reads the
+ * image's file from the container's root file system as the host sees it
+ * (the runtime's namespace, where kdev's bind mount over
+ * /etc/ld.so.preload is not visible) and writes the container's own preload
+ * file ($1, already mounted at /etc/ld.so.preload; rewritten in place, so the
+ * mount keeps it) again as the share library ($2) followed by the image's
+ * file, at most 64 KiB: the same content at every start of the container. The root is the bundle's config.json
+ * root.path (relative to the bundle, or absolute); an /etc or
+ * /etc/ld.so.preload in the image that is a symbolic link, or a preload
+ * file that is not a regular file, is not read (it could name a host file).
+ * It exits 0 whatever happens: a container without the image's entries
+ * still starts, with the share library. */
+static const char preload_hook[] =
+        "s=$(cat); "
+        "b=$(printf '%s' \"$s\" | tr -d '\\n' | "
+        "sed -n 's/.*\"bundle\": *\"\\([^\"]*\\)\".*/\\1/p'); "
+        "[ -n \"$b\" ] && [ -f \"$b/config.json\" ] || exit 0; "
+        "r=$(tr -d '\\n' < \"$b/config.json\" | "
+        "sed -n 's/.*\"root\": *{[^}]*\"path\": *\"\\([^\"]*\\)\".*/\\1/p'); "
+        "case \"$r\" in '') exit 0;; /*) ;; *) r=\"$b/$r\";; esac; "
+        "f=\"$r/etc/ld.so.preload\"; "
+        "if [ -d \"$r/etc\" ] && [ ! -L \"$r/etc\" ] && [ -f \"$f\" ] && [ ! -L \"$f\" ]; "
+        "then { printf '%s\\n' \"$2\"; head -c 65536 \"$f\"; } > \"$1\"; fi; exit 0";
+
 static int cdi_share_spec(const struct kdev_nvidia_share_rdata *s, const char *id,
                           const struct share_mount *m, size_t n_m, const char *const *env,
-                          size_t n_env, struct kdev_err *err)
+                          size_t n_env, const char *preload, struct kdev_err *err)
 {
         struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_SHARE_CDI_KIND, err);
         if (!spec)
@@ -366,6 +392,15 @@ static int cdi_share_spec(const struct kdev_nvidia_share_rdata *s, const char *i
                                             .options = opts,
                                             .n_options = 4};
                 rc = kdev_cdi_edits_add_mount(e, &cm, err);
+        }
+        if (rc == 0 && preload) {
+                char *args[] = {"sh", "-c", (char *)preload_hook, "kdev-share-preload",
+                                (char *)preload, KDEV_SHARE_CTR_LIBRARY};
+                struct kdev_cdi_hook h = {.hook_name = "createRuntime",
+                                          .path = "/bin/sh",
+                                          .args = args,
+                                          .n_args = 6};
+                rc = kdev_cdi_edits_add_hook(e, &h, err);
         }
         char file[256];
         if (rc == 0) {
@@ -425,24 +460,42 @@ int kdev_nvidia_share_allocate(const struct kdev_nvidia_rdata *d, const struct k
                 goto out;
 
         bool env_mode = s->iso.preload == KDEV_NVIDIA_PRELOAD_ENV;
-        struct share_mount m[4];
+        bool cdi = d->strategies & KDEV_NVIDIA_LIST_CDI;
+        /* With CDI, the container's own preload file, which the CDI hook
+         * completes with the image's entries (preload_hook) */
+        bool own_preload = cdi && !env_mode;
+        if (own_preload) {
+                char ptmpl[PATH_MAX];
+                if ((rc = path_of(preload, sizeof(preload), err, "%s/ld.so.preload", dir)) < 0 ||
+                    (rc = path_of(ptmpl, sizeof(ptmpl), err, "%s/.ld.so.preload.XXXXXX", dir)) <
+                            0 ||
+                    (rc = kdev_file_write_atomic(preload, ptmpl, KDEV_SHARE_CTR_LIBRARY "\n",
+                                                 strlen(KDEV_SHARE_CTR_LIBRARY "\n"), 0444, true,
+                                                 err)) < 0)
+                        goto out;
+        }
+        struct share_mount m[5];
         size_t n_m = 0;
         m[n_m++] = (struct share_mount){lib, KDEV_SHARE_CTR_LIBRARY, true};
         if (!env_mode)
                 m[n_m++] = (struct share_mount){preload, KDEV_SHARE_CTR_PRELOAD, true};
         m[n_m++] = (struct share_mount){dir, KDEV_SHARE_CTR_DIR, false};
         m[n_m++] = (struct share_mount){path, KDEV_SHARE_CTR_DIR "/limits", true};
+        if (own_preload)
+                m[n_m++] = (struct share_mount){preload, KDEV_SHARE_CTR_DIR "/ld.so.preload",
+                                                true};
         const char *env[] = {KDEV_SHARE_ENV_DIR "=" KDEV_SHARE_CTR_DIR,
                              "LD_PRELOAD=" KDEV_SHARE_CTR_LIBRARY};
         size_t n_env = env_mode ? 2 : 1;
-        if (d->strategies & KDEV_NVIDIA_LIST_CDI) {
+        if (cdi) {
                 char name[128], *key = NULL;
                 snprintf(name, sizeof(name), KDEV_SHARE_CDI_KIND "=%s", id);
                 if (!s->cdi_dir) {
                         rc = kdev_err_set(err, EINVAL, "isolation: no CDI spec directory");
                         goto out;
                 }
-                if ((rc = cdi_share_spec(s, id, m, n_m, env, n_env, err)) < 0)
+                if ((rc = cdi_share_spec(s, id, m, n_m, env, n_env,
+                                         own_preload ? preload : NULL, err)) < 0)
                         goto out;
                 rc = 0;
                 if ((d->strategies & KDEV_NVIDIA_LIST_CDI_ANNOTATIONS) &&

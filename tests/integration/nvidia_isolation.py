@@ -208,7 +208,9 @@ def cdi_spec_of(n, rid):
         return json.load(f)
 
 
-def expected_spec(n, rid, env_mode=False):
+def expected_spec(n, rid, script, env_mode=False):
+    """The container's CDI spec; |script|: the hook's shell text (its
+    behaviour: test_preload_hook)."""
     region = n.root + "/containers/" + rid
 
     def mnt(host, ctr, ro):
@@ -216,12 +218,23 @@ def expected_spec(n, rid, env_mode=False):
                 "options": ["ro" if ro else "rw", "nosuid", "nodev", "bind"]}
     ms = [mnt(n.root + "/lib/libkdev-share.so", LIB_CTR, True)]
     if not env_mode:
-        ms.append(mnt(n.root + "/ld.so.preload", "/etc/ld.so.preload", True))
+        ms.append(mnt(region + "/ld.so.preload", "/etc/ld.so.preload", True))
     ms += [mnt(region, "/var/run/kdev/share", False),
            mnt(region + "/limits", "/var/run/kdev/share/limits", True)]
-    env = ["KDEV_SHARE_DIR=/var/run/kdev/share"] + (["LD_PRELOAD=" + LIB_CTR] if env_mode else [])
+    edits = {"env": ["KDEV_SHARE_DIR=/var/run/kdev/share"]
+             + (["LD_PRELOAD=" + LIB_CTR] if env_mode else [])}
+    if not env_mode:
+        ms.append(mnt(region + "/ld.so.preload", "/var/run/kdev/share/ld.so.preload", True))
+        edits["hooks"] = [{"hookName": "createRuntime", "path": "/bin/sh",
+                           "args": ["sh", "-c", script, "kdev-share-preload",
+                                    region + "/ld.so.preload", LIB_CTR]}]
+    edits["mounts"] = ms
     return {"cdiVersion": "0.5.0", "kind": "kdev.io/share",
-            "devices": [{"name": rid, "containerEdits": {"env": env, "mounts": ms}}]}
+            "devices": [{"name": rid, "containerEdits": edits}]}
+
+
+def hook_script(spec):
+    return spec["devices"][0]["containerEdits"]["hooks"][0]["args"][2]
 
 
 def test_cdi_cri_and_cdi_annotations():
@@ -239,15 +252,86 @@ def test_cdi_cri_and_cdi_annotations():
             ann = dict(r.annotations)
             assert ann.pop("cdi.k8s.io/kdev-share_" + rid) == names[2], r.annotations
             assert list(ann.values()) == [",".join(names[:2])], ann
-            assert cdi_spec_of(n, rid) == expected_spec(n, rid), cdi_spec_of(n, rid)
+            spec = cdi_spec_of(n, rid)
+            assert spec == expected_spec(n, rid, hook_script(spec)), spec
             region = n.root + "/containers/" + rid
             assert read(region + "/limits") == limits_text(ids, [(U[6], QUARTER, 25),
                                                                  (U[0], QUARTER, 25)])
-            # the CDI spec is read by a real CDI consumer's rules
-            subprocess.run([sys.executable, "-c", "import json,sys; json.load(open(sys.argv[1]))",
-                            os.path.join(n.cdi, "kdev.io-share_%s.json" % rid)], check=True)
+            assert read(region + "/ld.so.preload") == LIB_CTR + "\n"
+            assert mode(region + "/ld.so.preload") == 0o444
         finally:
             n.close()
+
+
+def test_cdi_preload_env():
+    with TempDir() as d:
+        n = Node(d, strategy="cdi-cri", extra_iso="    preload: env\n")
+        try:
+            r = n.allocate([U[1] + "::3"])
+            rid = r.cdi_devices[1].name.split("=", 1)[1]
+            assert cdi_spec_of(n, rid) == expected_spec(n, rid, None, env_mode=True)
+            assert sorted(os.listdir(n.root + "/containers/" + rid)) == ["limits"]
+        finally:
+            n.close()
+
+
+def run_hook(script, bundle, target):
+    state = json.dumps({"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 1,
+                        "bundle": bundle})
+    with open(target, "w") as f:
+        f.write(LIB_CTR + "\n")
+    r = subprocess.run(["/bin/sh", "-c", script, "kdev-share-preload", target, LIB_CTR],
+                       input=state, capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0 and r.stderr == "", r
+    return read(target)
+
+
+def test_preload_hook():
+    """The hook of the CDI spec: the image's /etc/ld.so.preload after the
+    library, read from the root the bundle's config.json names (relative or
+    absolute, config.json on one line or indented); links and odd files are
+    not read; a rerun gives the same file."""
+    with TempDir() as d:
+        n = Node(d, strategy="cdi-cri")
+        try:
+            rid = n.allocate([U[0] + "::0"]).cdi_devices[1].name.split("=", 1)[1]
+            script = hook_script(cdi_spec_of(n, rid))
+        finally:
+            n.close()
+        bundle = os.path.join(d, "bundle")
+        rootfs = os.path.join(bundle, "rootfs")
+        os.makedirs(rootfs + "/etc")
+        target = os.path.join(d, "preload")
+        ours = LIB_CTR + "\n"
+        with open(bundle + "/config.json", "w") as f:
+            json.dump({"ociVersion": "1.0.2", "root": {"path": "rootfs", "readonly": False},
+                       "annotations": {"x": "y"}}, f)
+        assert run_hook(script, bundle, target) == ours  # the image has none
+        with open(rootfs + "/etc/ld.so.preload", "w") as f:
+            f.write("/usr/lib/libimage.so\n")
+        want = ours + "/usr/lib/libimage.so\n"
+        assert run_hook(script, bundle, target) == want
+        with open(target, "w") as f:
+            f.write(want)
+        with open(bundle + "/config.json", "w") as f:  # absolute root, indented
+            json.dump({"root": {"readonly": True, "path": rootfs}}, f, indent=2)
+        r = subprocess.run(["/bin/sh", "-c", script, "kdev-share-preload", target, LIB_CTR],
+                           input=json.dumps({"bundle": bundle}), text=True, timeout=10)
+        assert r.returncode == 0 and read(target) == want  # rewritten, not appended
+        # a link (it could name a host file) and a FIFO are not read
+        os.unlink(rootfs + "/etc/ld.so.preload")
+        os.symlink("/etc/hostname", rootfs + "/etc/ld.so.preload")
+        assert run_hook(script, bundle, target) == ours
+        os.unlink(rootfs + "/etc/ld.so.preload")
+        os.mkfifo(rootfs + "/etc/ld.so.preload")
+        assert run_hook(script, bundle, target) == ours
+        os.unlink(rootfs + "/etc/ld.so.preload")
+        os.rename(rootfs + "/etc", rootfs + "/etc2")
+        with open(rootfs + "/etc2/ld.so.preload", "w") as f:
+            f.write("/usr/lib/libimage.so\n")
+        os.symlink("etc2", rootfs + "/etc")  # /etc a link: not followed
+        assert run_hook(script, bundle, target) == ours
+        assert run_hook(script, os.path.join(d, "nobundle"), target) == ours
 
 
 def test_regions_of_gone_containers_are_removed():
