@@ -178,15 +178,22 @@ static const char *ts_target(const struct kdev_nvidia_replicated *ts,
         return e->name;
 }
 
-unsigned kdev_nvidia_time_slicing_replicas(const struct kdev_nvidia_config *cfg, const char *name)
+const struct kdev_nvidia_replicated_resource *kdev_nvidia_time_slicing_entry(const struct kdev_nvidia_config *cfg,
+                                                                             const char *name)
 {
         const struct kdev_nvidia_replicated *ts = &cfg->time_slicing;
         for (size_t i = 0; ts->present && i < ts->n_resources; i++) {
                 char buf[512];
                 if (strcmp(ts_target(ts, &ts->resources[i], buf, sizeof(buf)), name) == 0)
-                        return ts->resources[i].replicas;
+                        return &ts->resources[i];
         }
-        return 0;
+        return NULL;
+}
+
+unsigned kdev_nvidia_time_slicing_replicas(const struct kdev_nvidia_config *cfg, const char *name)
+{
+        const struct kdev_nvidia_replicated_resource *e = kdev_nvidia_time_slicing_entry(cfg, name);
+        return e ? e->replicas : 0;
 }
 
 /* --- the config section ---------------------------------------------------------- */

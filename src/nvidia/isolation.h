@@ -112,4 +112,9 @@ kdev_nvidia_isolation_find(const struct kdev_nvidia_config *cfg, const char *nam
 KDEV_API unsigned kdev_nvidia_time_slicing_replicas(const struct kdev_nvidia_config *cfg,
                                                     const char *name);
 
+/* That sharing.timeSlicing entry itself (its `name` is the resource it
+ * replicates), or NULL. Borrowed. */
+KDEV_API const struct kdev_nvidia_replicated_resource *
+kdev_nvidia_time_slicing_entry(const struct kdev_nvidia_config *cfg, const char *name);
+
 #endif /* KDEV_NVIDIA_ISOLATION_H */

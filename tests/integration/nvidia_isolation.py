@@ -51,7 +51,7 @@ def env_for(d):
 class Node:
     """kdev-plugin with isolated replicas in temporary directories."""
 
-    def __init__(self, d, strategy="envvar", extra_iso="", library=None):
+    def __init__(self, d, strategy="envvar", extra_iso="", library=None, flags=()):
         self.d = d
         self.dp = os.path.join(d, "dp")
         os.mkdir(self.dp)
@@ -65,7 +65,7 @@ class Node:
         self.kubelet.start()
         self.plugin = Plugin(self.dp, CONFIG % (strategy, extra_iso),
                              extra=("--cdi-dir", self.cdi, "--share-root", self.root,
-                                    "--share-library", self.lib),
+                                    "--share-library", self.lib, *flags),
                              env=env_for(d))
         wait_for(lambda: self.kubelet.updates.get(RES), what="ListAndWatch of " + RES)
 
@@ -183,6 +183,36 @@ def test_explicit_shares_policy_and_preload_env():
             del want[1]  # no /etc/ld.so.preload: the image's stays
             assert mounts(r) == want, mounts(r)
             assert read(region + "/limits") == limits_text(ids, [(U[2], 20 << 30, 60)], "strict")
+        finally:
+            n.close()
+
+
+def labels(path):
+    return [l for l in read(path).splitlines() if "gpu.shared" in l]
+
+
+def test_labels():
+    """GFD-style labels say what a replica is: 81559 MiB / 4 = 20389 MiB, 25 %;
+    an explicit 10Gi and 30 %."""
+    with TempDir() as d:
+        nfd = os.path.join(d, "gpu.features")
+        n = Node(d, flags=("--nfd-features-file", nfd))
+        try:
+            wait_for(lambda: os.path.exists(nfd), what="labels file")
+            assert labels(nfd) == ["nvidia.com/gpu.shared.replica.compute=25",
+                                   "nvidia.com/gpu.shared.replica.memory=20389",
+                                   "nvidia.com/gpu.shared.replicas=4"], labels(nfd)
+        finally:
+            n.close()
+    with TempDir() as d:
+        nfd = os.path.join(d, "gpu.features")
+        n = Node(d, extra_iso="    memory: 10Gi\n    compute: 30\n",
+                 flags=("--nfd-features-file", nfd))
+        try:
+            wait_for(lambda: os.path.exists(nfd), what="labels file")
+            assert labels(nfd) == ["nvidia.com/gpu.shared.replica.compute=30",
+                                   "nvidia.com/gpu.shared.replica.memory=10240",
+                                   "nvidia.com/gpu.shared.replicas=4"], labels(nfd)
         finally:
             n.close()
 
