@@ -11,6 +11,7 @@
 #include "config/yamlcfg.h"
 #include "nvidia/config_internal.h"
 #include "nvidia/devinfo.h"
+#include "nvidia/nvidia_internal.h"
 
 #define ISOLATION_RESOURCES_MAX 256
 #define POLICY_MAX 63
@@ -194,6 +195,39 @@ unsigned kdev_nvidia_time_slicing_replicas(const struct kdev_nvidia_config *cfg,
 {
         const struct kdev_nvidia_replicated_resource *e = kdev_nvidia_time_slicing_entry(cfg, name);
         return e ? e->replicas : 0;
+}
+
+int kdev_nvidia_isolation_describe(const struct kdev_resource *r, char *buf, size_t size)
+{
+        if (size)
+                buf[0] = '\0';
+        if (r->ops != &kdev_nvidia_resource_ops || !r->ops_data ||
+            !((const struct kdev_nvidia_rdata *)r->ops_data)->share || r->n_devices == 0)
+                return 0;
+        const struct kdev_nvidia_share_rdata *sh =
+                ((const struct kdev_nvidia_rdata *)r->ops_data)->share;
+        const struct kdev_nvidia_devinfo *first = r->devices[0].data;
+        struct kdev_nvidia_replica_share s0 =
+                kdev_nvidia_replica_share(&sh->iso, first->memory, sh->replicas);
+        bool same = true;
+        for (size_t i = 1; i < r->n_devices && same; i++) {
+                const struct kdev_nvidia_devinfo *d = r->devices[i].data;
+                same = kdev_nvidia_replica_share(&sh->iso, d->memory, sh->replicas).memory ==
+                       s0.memory;
+        }
+        char mem[64];
+        if (s0.memory)
+                snprintf(mem, sizeof(mem), "%llu bytes (%llu MiB)", s0.memory, s0.memory >> 20);
+        else
+                snprintf(mem, sizeof(mem), "unknown memory");
+        if (same)
+                snprintf(buf, size, "isolated: one replica = %s and %u%% of its GPU, on every GPU",
+                         mem, s0.compute);
+        else
+                snprintf(buf, size,
+                         "isolated: one replica = %s and %u%% of %s (the first; sizes differ)",
+                         mem, s0.compute, first->uuid);
+        return 1;
 }
 
 /* --- the config section ---------------------------------------------------------- */

@@ -117,4 +117,12 @@ KDEV_API unsigned kdev_nvidia_time_slicing_replicas(const struct kdev_nvidia_con
 KDEV_API const struct kdev_nvidia_replicated_resource *
 kdev_nvidia_time_slicing_entry(const struct kdev_nvidia_config *cfg, const char *name);
 
+/* For kdev-plugin --check: what one replica of resource |r| is when its
+ * replicas are isolated, e.g. "isolated: one replica = 21380202496 bytes
+ * (20389 MiB) and 25% of its GPU" (", on every GPU" when all its devices
+ * give the same size, else "of GPU-<uuid> (the first; sizes differ)"; the
+ * memory "unknown" when it is). Into |buf| (|size| bytes). Returns 1 when
+ * written, 0 (|buf| "") when |r| is not an isolated NVIDIA resource. */
+KDEV_API int kdev_nvidia_isolation_describe(const struct kdev_resource *r, char *buf, size_t size);
+
 #endif /* KDEV_NVIDIA_ISOLATION_H */

@@ -512,7 +512,10 @@ def test_check_config_errors():
             assert ("%s:%s" % (path, want)).replace('"', '\\"') in r.stderr, (tail, r.stderr)
         path, r = check(d, TS + "  - name: gpu-iso\n    memory: 40Gi\n    compute: 50\n")
         assert r.returncode == 0, r.stderr
-        assert "nvidia.com/gpu-iso: 16 devices (16 replicas of 8 devices)" in r.stdout, r.stdout
+        lines = r.stdout.splitlines()
+        assert lines[0].startswith("nvidia.com/gpu-iso: 16 devices (16 replicas of 8 devices)")
+        assert lines[1] == ("  isolated: one replica = 42949672960 bytes (40960 MiB) and 50% of "
+                            "its GPU, on every GPU"), r.stdout
         # --check-config writes nothing: no share root, no library needed
         assert not os.path.exists(os.path.join(d, "share"))
 
