@@ -520,5 +520,21 @@ def test_check_config_errors():
         assert not os.path.exists(os.path.join(d, "share"))
 
 
+def test_readme_example():
+    """README's "Governed sharing" example is accepted by --check-config and
+    prints what the README shows."""
+    text = read(os.path.join(kt.SOURCE_DIR, "README.md"))
+    after = text.split("<!-- isolation-example -->\n```yaml\n", 1)[1]
+    example, rest = after.split("```\n", 1)
+    shown = rest.split("```console\n", 1)[1].split("```", 1)[0].splitlines()
+    with TempDir() as d:
+        path, r = check(d, example)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert lines[0].startswith(shown[1].split("...")[0]), (lines[0], shown[1])
+        assert lines[1] == shown[2], (lines[1], shown[2])
+        assert len(lines) == 2, lines
+
+
 if __name__ == "__main__":
     kt.run_tests([v for k, v in sorted(globals().items()) if k.startswith("test_")])
