@@ -59,6 +59,16 @@ int kdev_nvcfg_assign_channels(struct kdev_nvidia_config *cfg, enum kdev_nvidia_
 int kdev_nvcfg_set_text(struct kdev_nvidia_config *cfg, enum kdev_nvidia_opt o,
                         enum kdev_nvidia_src s, const char *v, char *msg);
 
+/* Reads a resource name of the config file into *out (replacing it): a
+ * string, "nvidia.com/" added when it has no '/', checked with
+ * kdev_resource_name_check (the error at |node|). (config_schema.c) */
+int kdev_nvcfg_read_resource_name(struct kdev_ycfg *c, yaml_node_t *node, char **out);
+
+/* The `name` node of item |j| of the mapping list |list| (|list| itself when
+ * it has none), with "[j].name" pushed on the key path: where a duplicate
+ * name is reported. (config_schema.c) */
+yaml_node_t *kdev_nvcfg_item_name(struct kdev_ycfg *c, yaml_node_t *list, size_t j);
+
 /* Frees what |iso| owns and resets it to "not given" (isolation.c). */
 void kdev_nvcfg_isolation_clear(struct kdev_nvidia_isolation *iso);
 

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/resource_name.h"
 #include "config/yamlcfg.h"
 #include "nvidia/config_internal.h"
 #include "nvidia/devinfo.h"
@@ -246,28 +245,9 @@ void kdev_nvcfg_isolation_clear(struct kdev_nvidia_isolation *iso)
 static int read_name(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
         struct kdev_nvidia_isolated_resource *r = obj;
-        char *s = NULL;
-        int rc = kdev_ycfg_string(c, node, &s);
-        if (rc < 0)
-                return rc;
-        if (!strchr(s, '/')) {
-                char *full = NULL;
-                rc = asprintf(&full, "nvidia.com/%s", s);
-                free(s);
-                if (rc < 0)
-                        return kdev_err_set(c->err, ENOMEM, "out of memory");
-                s = full;
-        }
-        struct kdev_err e = {0};
-        if (kdev_resource_name_check(s, &e) < 0) {
-                free(s);
-                return kdev_ycfg_fail(c, node, "%s", e.msg);
-        }
-        free(r->name);
-        r->name = s;
         r->line = kdev_ycfg_line(node);
         r->column = kdev_ycfg_column(node);
-        return 0;
+        return kdev_nvcfg_read_resource_name(c, node, &r->name);
 }
 
 static int read_memory(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
@@ -367,11 +347,7 @@ static int read_resources(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
                 for (size_t i = 0; i < j; i++) {
                         if (strcmp(iso->resources[i].name, iso->resources[j].name) != 0)
                                 continue;
-                        yaml_node_t *item = yaml_document_get_node(
-                                &c->doc, node->data.sequence.items.start[j]);
-                        yaml_node_t *name = item ? kdev_ycfg_lookup(c, item, "name") : NULL;
-                        kdev_ycfg_path_push(c, "[%zu].name", j);
-                        return kdev_ycfg_fail(c, name ? name : node,
+                        return kdev_ycfg_fail(c, kdev_nvcfg_item_name(c, node, j),
                                               "%s is already isolated by resources[%zu]",
                                               iso->resources[j].name, i);
                 }
