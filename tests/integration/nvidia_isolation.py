@@ -194,27 +194,18 @@ def labels(path):
 def test_labels():
     """GFD-style labels say what a replica is: 81559 MiB / 4 = 20389 MiB, 25 %;
     an explicit 10Gi and 30 %."""
-    with TempDir() as d:
-        nfd = os.path.join(d, "gpu.features")
-        n = Node(d, flags=("--nfd-features-file", nfd))
-        try:
-            wait_for(lambda: os.path.exists(nfd), what="labels file")
-            assert labels(nfd) == ["nvidia.com/gpu.shared.replica.compute=25",
-                                   "nvidia.com/gpu.shared.replica.memory=20389",
-                                   "nvidia.com/gpu.shared.replicas=4"], labels(nfd)
-        finally:
-            n.close()
-    with TempDir() as d:
-        nfd = os.path.join(d, "gpu.features")
-        n = Node(d, extra_iso="    memory: 10Gi\n    compute: 30\n",
-                 flags=("--nfd-features-file", nfd))
-        try:
-            wait_for(lambda: os.path.exists(nfd), what="labels file")
-            assert labels(nfd) == ["nvidia.com/gpu.shared.replica.compute=30",
-                                   "nvidia.com/gpu.shared.replica.memory=10240",
-                                   "nvidia.com/gpu.shared.replicas=4"], labels(nfd)
-        finally:
-            n.close()
+    for extra, memory, compute in (("", 20389, 25), ("    memory: 10Gi\n    compute: 30\n",
+                                                     10240, 30)):
+        with TempDir() as d:
+            nfd = os.path.join(d, "gpu.features")
+            n = Node(d, extra_iso=extra, flags=("--nfd-features-file", nfd))
+            try:
+                wait_for(lambda: os.path.exists(nfd), what="labels file")
+                assert labels(nfd) == ["nvidia.com/gpu.shared.replica.compute=%d" % compute,
+                                       "nvidia.com/gpu.shared.replica.memory=%d" % memory,
+                                       "nvidia.com/gpu.shared.replicas=4"], labels(nfd)
+            finally:
+                n.close()
 
 
 def test_volume_mounts():

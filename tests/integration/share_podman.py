@@ -29,27 +29,11 @@ import cdi_consumer as cc  # noqa: E402
 from kdevtest import FakeKubelet, Plugin, wait_for  # noqa: E402
 from podman import Podman, probe  # noqa: E402
 
-RES = "nvidia.com/gpu.shared"
-SOCK = "kdev-nvidia.com_gpu.shared.sock"
-U = kt.H100_UUIDS
-QUARTER = 81559 * (1 << 20) // 4
-LIB_CTR = "/usr/lib/kdev/libkdev-share.so"
-IMAGE_LIB = "/usr/lib/libimage.so"
+import nvidia_isolation as ni  # noqa: E402  (the config and values of its tests)
 
-CONFIG = """version: v1
-flags:
-  plugin:
-    deviceListStrategy: cdi-cri
-sharing:
-  timeSlicing:
-    renameByDefault: true
-    resources:
-    - name: nvidia.com/gpu
-      replicas: 4
-isolation:
-  resources:
-  - name: nvidia.com/gpu.shared
-%s"""
+U = kt.H100_UUIDS
+LIB_CTR = ni.LIB_CTR
+IMAGE_LIB = "/usr/lib/libimage.so"
 
 CTOR = r"""
 #include <stdio.h>
@@ -121,14 +105,14 @@ def run_case(base, pm, share_lib, extra_iso, name):
     open(control, "w").close()
     k = FakeKubelet(dp)
     k.start()
-    p = Plugin(dp, CONFIG % extra_iso,
+    p = Plugin(dp, ni.CONFIG % ("cdi-cri", extra_iso),
                extra=("--cdi-dir", "/run/cdi", "--share-root", root, "--share-library",
                       share_lib),
                env={"LD_LIBRARY_PATH": kt.MOCK_NVML_DIR, "KDEV_MOCK_NVML_TOPOLOGY": kt.H100_TOPO,
                     "KDEV_MOCK_NVML_CONTROL": control})
     try:
-        wait_for(lambda: k.updates.get(RES), what="ListAndWatch of " + RES)
-        r = kt.allocate(dp, SOCK, [U[2] + "::1"])
+        wait_for(lambda: k.updates.get(ni.RES), what="ListAndWatch of " + ni.RES)
+        r = kt.allocate(dp, ni.SOCK, [U[2] + "::1"])
         name = r.cdi_devices[-1].name
         assert name.startswith("kdev.io/share="), r.cdi_devices
         out = pm.run_rootfs("--device", name, script=SCRIPT)
@@ -158,7 +142,7 @@ def main():
         print("SKIP:", why)
         return kt.SKIP
     share = build_image(base, pm)
-    limits = "limits %s %d 25" % (U[2], QUARTER)
+    limits = "limits %s %d 25" % (U[2], ni.QUARTER)
     want_file = ["preload %s %s " % (LIB_CTR, IMAGE_LIB), "dir /var/run/kdev/share",
                  "ldpreload -", limits, "limits-read-only", "region-writable",
                  "library-present", "loaded image dir=/var/run/kdev/share",
