@@ -146,6 +146,29 @@ def test_installed_files_and_one_replica_envvar():
             n.close()
 
 
+def test_kdevctl_allocate_json():
+    """kdevctl allocate (kubelet's side of the wire) prints the exact answer
+    of k replicas of one GPU, read-only mounts included."""
+    with TempDir() as d:
+        n = Node(d)
+        try:
+            ids = [U[4] + "::0", U[4] + "::3"]
+            out = subprocess.run([os.path.join(kt.BUILD_DIR, "kdevctl"), "allocate",
+                                  os.path.join(n.dp, SOCK), *ids, "-o", "json"],
+                                 capture_output=True, text=True, timeout=30)
+            assert out.returncode == 0, out.stderr
+            r = json.loads(out.stdout)["containerResponses"][0]
+            region = [m["hostPath"] for m in r["mounts"]
+                      if m["containerPath"] == "/var/run/kdev/share"][0]
+            assert r == {
+                "envs": {"NVIDIA_VISIBLE_DEVICES": U[4], "KDEV_SHARE_DIR": "/var/run/kdev/share"},
+                "mounts": [{"containerPath": c, "hostPath": h, **({"readOnly": True} if ro else {})}
+                           for c, h, ro in expected_mounts(n, region)]}, r
+            assert read(region + "/limits") == limits_text(ids, [(U[4], 2 * QUARTER, 50)])
+        finally:
+            n.close()
+
+
 def test_k_replicas_of_one_gpu_and_replicas_on_two_gpus():
     with TempDir() as d:
         n = Node(d)
