@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,9 +149,44 @@ static void remove_region(const char *containers, const char *id, const char *cd
                 kdev_cdi_spec_remove(cdi_dir, file, &e);
 }
 
+/* A region ID: the allocation's time, CLOCK_REALTIME nanoseconds as 16
+ * lower-case hex digits (so IDs sort by time; strictly increasing within a
+ * run of kdev-plugin, which allocates on one thread), '-', 8 random hex
+ * digits: "18a3f0c2e4b5d6f7-9c1e2a4b" (25 characters: the CDI annotation key
+ * "kdev-share_<id>" stays within 63). */
+static int new_region_id(char *buf, size_t size)
+{
+        static uint64_t last;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        if (ns <= last)
+                ns = last + 1;
+        last = ns;
+        char rnd[40];
+        int rc = kdev_nvidia_uuid4(rnd, sizeof(rnd));
+        if (rc < 0)
+                return rc;
+        snprintf(buf, size, "%016llx-%.8s", (unsigned long long)ns, rnd);
+        return 0;
+}
+
+/* The allocation time of region ID |id| (new_region_id), 0 for another name. */
+static uint64_t region_time(const char *id)
+{
+        uint64_t t = 0;
+        for (size_t i = 0; i < 16; i++) {
+                char c = id[i];
+                if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+                        return 0;
+                t = t * 16 + (uint64_t)(c <= '9' ? c - '0' : c - 'a' + 10);
+        }
+        return id[16] == '-' ? t : 0;
+}
+
 struct region {
         char *id;
-        struct timespec mtime; /* of its limits file */
+        uint64_t time;         /* region_time */
         char *text;            /* the limits file; its "# device" lines are cut in place */
         const char *resource;
         const char **ids;
@@ -170,7 +206,7 @@ static int read_region(const char *dir, struct region *r)
         if (kdev_file_read(path, "limits file", LIMITS_MAX, KDEV_FILE_TEXT, &r->text, &len, &e) <
             0)
                 return -1;
-        r->mtime = st.st_mtim;
+        r->time = region_time(r->id);
         size_t lines = 1;
         for (const char *p = r->text; *p; p++)
                 lines += *p == '\n';
@@ -195,10 +231,8 @@ static int read_region(const char *dir, struct region *r)
 static int newest_first(const void *a, const void *b)
 {
         const struct region *x = a, *y = b;
-        if (x->mtime.tv_sec != y->mtime.tv_sec)
-                return x->mtime.tv_sec > y->mtime.tv_sec ? -1 : 1;
-        if (x->mtime.tv_nsec != y->mtime.tv_nsec)
-                return x->mtime.tv_nsec > y->mtime.tv_nsec ? -1 : 1;
+        if (x->time != y->time)
+                return x->time > y->time ? -1 : 1;
         return strcmp(x->id, y->id);
 }
 
@@ -422,7 +456,7 @@ int kdev_nvidia_share_allocate(const struct kdev_nvidia_rdata *d, const struct k
         struct kdev_nvidia_share_limit *limits = NULL;
         size_t n_limits = 0;
         char *text = NULL;
-        char id[40], containers[PATH_MAX], dir[PATH_MAX], path[PATH_MAX], tmpl[PATH_MAX];
+        char id[KDEV_SHARE_REGION_ID_MAX], containers[PATH_MAX], dir[PATH_MAX], path[PATH_MAX], tmpl[PATH_MAX];
         char lib[PATH_MAX], preload[PATH_MAX];
         bool made = false;
         int rc;
@@ -437,21 +471,27 @@ int kdev_nvidia_share_allocate(const struct kdev_nvidia_rdata *d, const struct k
         if ((rc = kdev_nvidia_share_limits(&s->iso, s->replicas, infos, n, &limits, &n_limits,
                                            err)) < 0)
                 goto out;
-        if ((rc = kdev_nvidia_uuid4(id, sizeof(id))) < 0) {
-                rc = kdev_err_set(err, -rc, "cannot generate a random UUID: %s", strerror(-rc));
+        if ((rc = path_of(containers, sizeof(containers), err, "%s/containers", s->root)) < 0)
                 goto out;
-        }
-        if ((rc = path_of(containers, sizeof(containers), err, "%s/containers", s->root)) < 0 ||
-            (rc = path_of(dir, sizeof(dir), err, "%s/%s", containers, id)) < 0 ||
-            (rc = path_of(path, sizeof(path), err, "%s/limits", dir)) < 0 ||
+        /* a new ID until its directory is new (a clash of 32 random bits in
+         * the same nanosecond: never in practice) */
+        do {
+                if ((rc = new_region_id(id, sizeof(id))) < 0) {
+                        rc = kdev_err_set(err, -rc, "cannot generate a random ID: %s",
+                                          strerror(-rc));
+                        goto out;
+                }
+                if ((rc = path_of(dir, sizeof(dir), err, "%s/%s", containers, id)) < 0 ||
+                    (rc = kdev_dir_create(dir, 01777, "share region directory", err)) < 0)
+                        goto out;
+        } while (rc == 0);
+        made = true;
+        if ((rc = path_of(path, sizeof(path), err, "%s/limits", dir)) < 0 ||
             (rc = path_of(tmpl, sizeof(tmpl), err, "%s/.limits.XXXXXX", dir)) < 0 ||
             (rc = path_of(lib, sizeof(lib), err, "%s/lib/" KDEV_SHARE_LIBRARY_NAME, s->root)) <
                     0 ||
             (rc = path_of(preload, sizeof(preload), err, "%s/ld.so.preload", s->root)) < 0)
                 goto out;
-        if ((rc = kdev_dir_create(dir, 01777, "share region directory", err)) < 0)
-                goto out;
-        made = true;
         if (!(text = kdev_nvidia_limits_text(r->name, ids, n, limits, n_limits, s->iso.policy))) {
                 rc = kdev_err_set(err, ENOMEM, "out of memory");
                 goto out;

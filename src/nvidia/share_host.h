@@ -8,7 +8,9 @@
  *   <root>/ld.so.preload          "/usr/lib/kdev/libkdev-share.so\n", mode 0644
  *   <root>/containers/            mode 0700: only root on the host gets in
  *   <root>/containers/<id>/       one region directory per container answer
- *                                 of Allocate (<id>: a random UUID), mode
+ *                                 of Allocate (<id>: the allocation's time in
+ *                                 nanoseconds, 16 hex digits, '-', 8 random
+ *                                 hex digits: IDs sort by time), mode
  *                                 01777 (any user of the container may create
  *                                 the region; nobody removes another's files)
  *   <root>/containers/<id>/limits the container's limits (isolation.h
@@ -27,7 +29,8 @@
  * an isolated replica when they belong to a container that is gone: kubelet
  * hands a device ID to one container at a time, so a region whose limits
  * file names a device ID (of the same resource) that a newer region also
- * names belongs to a container that no longer holds the device. At most one
+ * names belongs to a container that no longer holds the device ("newer": the
+ * later time in the region ID). At most one
  * region per device ID is kept, so their number is bounded by the isolated
  * replicas of the node. A directory without a limits file older than 60 s
  * (a start that stopped half-way) is removed too. The per-container CDI spec
@@ -42,6 +45,10 @@
 #include "common/export.h"
 #include "common/file.h"
 #include "nvidia/config.h"
+
+/* Size of a region ID with its NUL: "<16 hex digits: CLOCK_REALTIME ns>-<8
+ * random hex digits>". */
+#define KDEV_SHARE_REGION_ID_MAX 26
 
 /* Largest library copied (bytes): kind "share library". */
 #define KDEV_SHARE_LIBRARY_MAX (64u * 1024 * 1024)

@@ -7,9 +7,11 @@ modes; regions of containers that are gone are removed; odd files are
 refused; --check-config reports the section's errors as file:line:column."""
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
@@ -134,7 +136,9 @@ def test_installed_files_and_one_replica_envvar():
             region = region_of(r)
             rid = os.path.basename(region)
             assert os.path.dirname(region) == n.root + "/containers"
-            assert len(rid) == 36 and rid[14] == "4", rid
+            # the allocation's time in ns (16 hex digits), '-', 8 random hex digits
+            assert re.fullmatch(r"[0-9a-f]{16}-[0-9a-f]{8}", rid), rid
+            assert abs(int(rid[:16], 16) / 1e9 - time.time()) < 60, rid
             assert dict(r.envs) == {"NVIDIA_VISIBLE_DEVICES": U[0],
                                     "KDEV_SHARE_DIR": "/var/run/kdev/share"}, r.envs
             assert mounts(r) == expected_mounts(n, region), mounts(r)

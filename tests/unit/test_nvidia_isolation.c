@@ -310,8 +310,8 @@ static void write_text(const char *path, const char *text)
 }
 
 /* A region |id| under |root| whose limits file names |devices| of resource
- * |res|, dated |t| (seconds). */
-static void region(const char *root, const char *id, const char *res, const char *devices, long t)
+ * |res|. */
+static void region(const char *root, const char *id, const char *res, const char *devices)
 {
         char dir[512], path[600], text[512];
         snprintf(dir, sizeof(dir), "%s/containers/%s", root, id);
@@ -320,8 +320,6 @@ static void region(const char *root, const char *id, const char *res, const char
         snprintf(text, sizeof(text), "# kdev-plugin: isolated replicas of %s\n%sGPU-a 1 1\n", res,
                  devices);
         write_text(path, text);
-        struct timeval tv[2] = {{t, 0}, {t, 0}};
-        assert_int_equal(utimes(path, tv), 0);
 }
 
 static int exists(const char *root, const char *id)
@@ -348,13 +346,24 @@ static void test_cleanup(void **state)
         assert_int_equal(removed, 0);
 
         long now = (long)time(NULL);
-        region(root, "r1", "x/a", "# device G0::0\n# device G0::1\n", now - 30);
-        region(root, "r2", "x/a", "# device G0::1\n", now - 20);  /* took G0::1 from r1 */
-        region(root, "r3", "x/b", "# device G0::0\n", now - 10);  /* another resource */
-        region(root, "r4", "x/a", "# device G1::0\n", now - 40);
-        region(root, "r5", "x/a", "# device G1::0\n# device G2::0\n", now - 5);
-        region(root, "r6", "x/a", "# device G2::0\n", now - 50);
-        snprintf(path, sizeof(path), "%s/kdev.io-share_r1.json", cdi);
+        /* IDs: allocation time in ns (16 hex digits), '-', random; newer
+         * first: r5 > r3 > r2 > r1 > r4 > r6 */
+#define R1 "0000000000000030-00000001"
+#define R2 "0000000000000040-00000002"
+#define R3 "0000000000000050-00000003"
+#define R4 "0000000000000020-00000004"
+#define R5 "0000000000000060-00000005"
+#define R6 "0000000000000010-00000006"
+        region(root, R1, "x/a", "# device G0::0\n# device G0::1\n");
+        region(root, R2, "x/a", "# device G0::1\n");  /* took G0::1 from r1 */
+        region(root, R3, "x/b", "# device G0::0\n");  /* another resource */
+        region(root, R4, "x/a", "# device G1::0\n");
+        region(root, R5, "x/a", "# device G1::0\n# device G2::0\n");
+        region(root, R6, "x/a", "# device G2::0\n");
+        /* a name not made by kdev-plugin counts as the oldest */
+        region(root, "foreign", "x/a", "# device G3::0\n");
+        region(root, "0000000000000001-0000000f", "x/a", "# device G3::0\n");
+        snprintf(path, sizeof(path), "%s/kdev.io-share_" R1 ".json", cdi);
         write_text(path, "{}");
         /* a directory without limits: removed when older than 60 s */
         snprintf(path, sizeof(path), "%s/containers/young", root);
@@ -368,17 +377,19 @@ static void test_cleanup(void **state)
         write_text(path, "x");
 
         assert_int_equal(kdev_nvidia_share_cleanup(root, cdi, &removed, &e), 0);
-        assert_int_equal(removed, 4);
-        assert_false(exists(root, "r1"));
-        assert_true(exists(root, "r2"));
-        assert_true(exists(root, "r3"));
-        assert_false(exists(root, "r4"));
-        assert_true(exists(root, "r5"));
-        assert_false(exists(root, "r6"));
+        assert_int_equal(removed, 5);
+        assert_false(exists(root, R1));
+        assert_true(exists(root, R2));
+        assert_true(exists(root, R3));
+        assert_false(exists(root, R4));
+        assert_true(exists(root, R5));
+        assert_false(exists(root, R6));
+        assert_false(exists(root, "foreign"));
+        assert_true(exists(root, "0000000000000001-0000000f"));
         assert_true(exists(root, "young"));
         assert_false(exists(root, "old"));
         assert_true(exists(root, "file"));
-        snprintf(path, sizeof(path), "%s/kdev.io-share_r1.json", cdi);
+        snprintf(path, sizeof(path), "%s/kdev.io-share_" R1 ".json", cdi);
         assert_int_equal(access(path, F_OK), -1);
         assert_int_equal(kdev_nvidia_share_cleanup(root, cdi, &removed, &e), 0);
         assert_int_equal(removed, 0);
