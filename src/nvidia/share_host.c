@@ -410,8 +410,7 @@ static int cdi_share_spec(const struct kdev_nvidia_share_rdata *s, const char *i
         struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_SHARE_CDI_KIND, err);
         if (!spec)
                 return -err->code;
-        /* 0.5.0: a device name may start with a digit (a random UUID may);
-         * the same version for every ID */
+        /* 0.5.0: a device name may start with a digit (a region ID does) */
         int rc = kdev_cdi_spec_set_min_version(spec, "0.5.0", err);
         struct kdev_cdi_device *dev = rc < 0 ? NULL : kdev_cdi_spec_add_device(spec, id, err);
         if (rc == 0 && !dev)
