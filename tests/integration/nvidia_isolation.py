@@ -8,6 +8,7 @@ refused; --check-config reports the section's errors as file:line:column."""
 import json
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -233,6 +234,24 @@ def test_labels():
                                        "nvidia.com/gpu.shared.replicas=4"], labels(nfd)
             finally:
                 n.close()
+
+
+def test_sighup_applies_new_shares():
+    """A config reload (SIGHUP) with other shares re-serves the resource; the
+    next Allocate writes the new limits, the library is installed again."""
+    with TempDir() as d:
+        n = Node(d)
+        try:
+            r = n.allocate([U[0] + "::0"])
+            assert read(region_of(r) + "/limits").endswith("%s %d 25\n" % (U[0], QUARTER))
+            with open(n.plugin.config, "w") as f:
+                f.write(CONFIG % ("envvar", "    compute: 40\n    memory: 1Gi\n"))
+            os.kill(n.plugin.proc.pid, signal.SIGHUP)
+            wait_for(lambda: "configuration applied" in n.plugin.logtext(), what="reload")
+            r = n.allocate([U[0] + "::1"])
+            assert read(region_of(r) + "/limits").endswith("%s %d 40\n" % (U[0], 1 << 30))
+        finally:
+            n.close()
 
 
 def test_volume_mounts():
