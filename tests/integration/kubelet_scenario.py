@@ -1221,8 +1221,12 @@ def test_state_file():
             want = {"name": RES, "capacity": 0, "allocatable": 0, "allocated": 0,
                     "endpoint": None, "state": "stopped", "devices": []}
             wait_for(lambda: read()["resources"] == [want], what="state: restarted")
-            assert sorted(os.listdir(os.path.dirname(state))) == [
-                "device-plugins", "kubelet.err", "state.json"], os.listdir(os.path.dirname(state))
+            # no temporary file left (one may exist for a moment while the
+            # state file is being replaced)
+            wait_for(lambda: sorted(os.listdir(os.path.dirname(state))) == [
+                "device-plugins", "kubelet.err", "state.json"],
+                what="only the state file beside the directory (now %s)"
+                % os.listdir(os.path.dirname(state)))
             rc, out = k.stop()
         finally:
             p.stop()

@@ -361,7 +361,8 @@ def test_lost_mig_gpu_kept_over_rebuilds():
         root = os.path.dirname(d)
         p = start(d, MIG_TOPO, strategy="mixed", grace="2", proc=os.path.join(root, "proc"))
         try:
-            wait_for(lambda: all(last(k, r) for r in gpu0), what="ListAndWatch")
+            wait_for(lambda: all(last(k, r) for r in list(gpu0) + ["nvidia.com/mig-1g.5gb"]),
+                     what="ListAndWatch")
             assert last(k, "nvidia.com/mig-3g.20gb") == \
                 [("MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f", "Healthy")]
             assert last(k, "nvidia.com/mig-2g.10gb") == \
