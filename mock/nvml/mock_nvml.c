@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/wait.h"
@@ -1340,6 +1342,56 @@ MOCK_EXPORT kdev_nvmlDeviceGetMinorNumber_fn nvmlDeviceGetMinorNumber;
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t d, unsigned int *m) { LOCKED(m_minor(d, m)); }
 MOCK_EXPORT kdev_nvmlDeviceGetPciInfo_fn nvmlDeviceGetPciInfo;
 nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfo_t *p) { LOCKED(m_pci(d, p, true)); }
+/* nvmlDeviceGetUtilizationRates: the GPU's busy percentage since this
+ * process's previous call for it (the first call: 0), from the mock
+ * libcuda.so.1's GPU timeline ($KDEV_MOCK_CUDA_GPU_FILE: every process's
+ * kernels); memory utilization 0. Without the file: 0 and 0. */
+typedef struct {
+        unsigned int gpu, memory;
+} mock_utilization_t;
+static const volatile unsigned long long *g_cuda_busy;  /* busy_total[MOCK_MAX_GPUS] */
+static unsigned long long g_util_t[MOCK_MAX_GPUS], g_util_busy[MOCK_MAX_GPUS];
+
+static nvmlReturn_t m_utilization(nvmlDevice_t d, mock_utilization_t *u)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetUtilizationRates", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!u)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        u->gpu = u->memory = 0;
+        const char *path = getenv("KDEV_MOCK_CUDA_GPU_FILE");
+        if (!g_cuda_busy && path && *path) {
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd >= 0) {
+                        size_t len = 2 * MOCK_MAX_GPUS * sizeof(unsigned long long);
+                        void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+                        close(fd);
+                        if (m != MAP_FAILED)
+                                g_cuda_busy = (const unsigned long long *)m + MOCK_MAX_GPUS;
+                }
+        }
+        unsigned i = d->gpu->index;
+        if (!g_cuda_busy || d->mig || i >= MOCK_MAX_GPUS)
+                return NVML_SUCCESS;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        unsigned long long now = (unsigned long long)ts.tv_sec * 1000000000ull +
+                                 (unsigned long long)ts.tv_nsec;
+        unsigned long long busy = __atomic_load_n(&g_cuda_busy[i], __ATOMIC_RELAXED);
+        if (g_util_t[i] && now > g_util_t[i]) {
+                unsigned long long pct = (busy - g_util_busy[i]) * 100 / (now - g_util_t[i]);
+                u->gpu = (unsigned)(pct > 100 ? 100 : pct);
+        }
+        g_util_t[i] = now;
+        g_util_busy[i] = busy;
+        return NVML_SUCCESS;
+}
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, mock_utilization_t *u);
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, mock_utilization_t *u)
+{
+        LOCKED(m_utilization(d, u));
+}
 MOCK_EXPORT kdev_nvmlDeviceGetMemoryInfo_fn nvmlDeviceGetMemoryInfo;
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) { LOCKED(m_memory(d, m)); }
 MOCK_EXPORT kdev_nvmlDeviceGetCudaComputeCapability_fn nvmlDeviceGetCudaComputeCapability;

@@ -50,6 +50,7 @@ static const struct command commands[] = {
         {"preferred", kdevctl_cmd_preferred, "call GetPreferredAllocation on a plugin socket"},
         {"checkpoint", kdevctl_cmd_checkpoint, "decode and verify a kubelet_internal_checkpoint file"},
         {"dra", kdevctl_cmd_dra, "act as kubelet for DRA plugins: register, prepare/unprepare claims"},
+        {"share", kdevctl_cmd_share, "print a container's share region: memory and compute per GPU and process"},
         {"version", cmd_version, "print kdevctl's version (also --version)"},
 };
 

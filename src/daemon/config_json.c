@@ -182,6 +182,31 @@ static const char *on(const char *s)
         return s && *s ? s : NULL;
 }
 
+/* kdev's `isolation` section (nvidia/isolation.h), every key: memory in
+ * bytes and compute in percent, null for the defaults (the GPU's memory /
+ * replicas, 100 / replicas) and for the library's default policy; then the
+ * share root and library (null: found next to the binary). */
+static json_t *isolation_json(struct jb *b, const struct kdev_nvidia_config *nv)
+{
+        json_t *iso = json_object(), *list = json_array();
+        for (size_t i = 0; list && i < nv->isolation.n_resources; i++) {
+                const struct kdev_nvidia_isolated_resource *r = &nv->isolation.resources[i];
+                json_t *e = json_object();
+                put(b, e, "name", json_string(r->name));
+                put(b, e, "memory", r->memory ? json_integer((json_int_t)r->memory) : json_null());
+                put(b, e, "compute", r->compute ? json_integer(r->compute) : json_null());
+                put(b, e, "policy", str_or_null(r->policy));
+                put(b, e, "preload",
+                    json_string(r->preload == KDEV_NVIDIA_PRELOAD_ENV ? "env" : "file"));
+                if (!e || json_array_append_new(list, e) < 0)
+                        b->ok = false;
+        }
+        put(b, iso, "resources", list);
+        put(b, iso, "shareRoot", str_or_null(nv->share_root));
+        put(b, iso, "shareLibrary", str_or_null(on(nv->share_library)));
+        return iso;
+}
+
 char *kdev_dp_config_json(const struct kdev_nvidia_config *nv,
                           const struct kdev_generic_config *generic,
                           const struct kdev_dp_daemon_options *o)
@@ -197,6 +222,8 @@ char *kdev_dp_config_json(const struct kdev_nvidia_config *nv,
         put(&b, root, "health", health);
         if (generic && generic->n_resources > 0)
                 put(&b, root, "generic", generic_json(&b, generic));
+        if (nv->isolation.present)
+                put(&b, root, "isolation", isolation_json(&b, nv));
 
         const char *dir = o->dp.plugin_dir ? o->dp.plugin_dir : KDEV_DP_DEFAULT_DIR;
         char *kubelet = NULL;

@@ -42,7 +42,11 @@
  * config file's `health` section), "generic" (the `generic` section as read:
  * {"devices":[{"name","groups":[{"paths":[{"path","mountPath" (when given),
  * "permissions","limit"}],"count"}]}]}; only with a config file that has
- * one, with at least one resource), and "kdev" {"configFile" (null: none), "devicePluginDir",
+ * one, with at least one resource), "isolation" (only with an `isolation`
+ * section: {"resources":[{"name","memory" (bytes, null: the GPU's memory /
+ * replicas),"compute" (percent, null: 100 / replicas),"policy" (null: the
+ * library's),"preload"}],"shareRoot","shareLibrary" (null: next to the
+ * binary)}), and "kdev" {"configFile" (null: none), "devicePluginDir",
  * "kubeletSocket", "socketPrefix", "cdiDir", "procRoot", "root" (--root,
  * null: /), "metricsAddress" (null: off), "nfdFeaturesFile" (null: off)}. */
 #ifndef KDEV_DAEMON_CONFIG_JSON_H

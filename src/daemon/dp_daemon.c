@@ -29,6 +29,7 @@
 #include "model/withdrawn.h"
 #include "nvidia/backend.h"
 #include "nvidia/config.h"
+#include "nvidia/isolation.h"
 #include "nvidia/labels.h"
 #include "nvidia/mig.h"
 #include "nvidia/resources.h"
@@ -828,7 +829,7 @@ struct kdev_dp_runtime *kdev_dp_daemon_runtime(struct kdev_dp_daemon *d)
 
 /* --check: one line per resource, "<name>: <n> device(s)", then for
  * time-sliced resources "(<m> replicas of <k> devices)", then the IDs; below
- * it the NUMA nodes and, per device, what is not plain (Unhealthy, device
+ * it what one isolated replica is (nvidia/isolation.h), the NUMA nodes and, per device, what is not plain (Unhealthy, device
  * nodes). */
 static void print_devices(const struct kdev_resource_set *set)
 {
@@ -849,6 +850,9 @@ static void print_devices(const struct kdev_resource_set *set)
                 for (size_t j = 0; j < r->n_devices; j++)
                         printf(" %s", r->devices[j].id);
                 printf("\n");
+                char iso[256];
+                if (kdev_nvidia_isolation_describe(r, iso, sizeof(iso)))
+                        printf("  %s\n", iso);
                 size_t per_node[64] = {0};
                 bool any_numa = false;
                 for (size_t j = 0; j < r->n_devices; j++) {

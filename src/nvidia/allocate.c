@@ -43,6 +43,14 @@
  * appearance in the request), and /dev/nvidia<minor> is given once. With
  * failRequestsGreaterThanOne a request of more than one ID that holds a
  * replica fails first (check_shared_request).
+ *
+ * Isolated replicas (nvidia/isolation.h): after all of the above, the
+ * container's share (kdev_nvidia_share_allocate, share_host.h): with a CDI
+ * strategy the name of its own CDI spec "kdev.io/share=<id>" (an annotation
+ * "<prefix>kdev-share_<id>" for cdi-annotations, a CDI device for cdi-cri),
+ * otherwise env KDEV_SHARE_DIR (and LD_PRELOAD with preload: env) and the
+ * mounts of the library, /etc/ld.so.preload (preload: file), the region
+ * directory and its limits file.
  */
 #include <errno.h>
 #include <limits.h>
@@ -434,7 +442,7 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                 goto nomem;
         if (!(d->strategies & ~(unsigned)KDEV_NVIDIA_LIST_CDI)) {
                 rc = 0;
-                goto done;
+                goto share;
         }
         if (d->strategies & KDEV_NVIDIA_LIST_ENVVAR) {
                 char *joined = join_ids(out, ids, n_ids);
@@ -528,7 +536,9 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
                                 goto nomem;
                 }
         }
-        rc = 0;
+share:
+        /* isolated replicas: the share edits after NVIDIA's (share_host.c) */
+        rc = d->share ? kdev_nvidia_share_allocate(d, r, devs, n, out, err) : 0;
         goto done;
 nomem:
         rc = kdev_err_set(err, ENOMEM, "out of memory");

@@ -6,12 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "nvidia/cdi_spec.h"
 #include "nvidia/health.h"
 #include "nvidia/preferred.h"
 #include "nvidia/resources.h"
+#include "nvidia/share_host.h"
 #include "nvidia/sharing.h"
 #include "nvidia/xid.h"
 #include "nvml/discover.h"
@@ -31,6 +33,7 @@ struct kdev_nvidia_backend {
         bool hook_warned; /* the hook path not visible here: warned once */
         char cdi_path[4096]; /* the spec written, when cdi_written */
         struct kdev_file_guard cdi_guard; /* what was last written there (common/file.h) */
+        struct kdev_file_guard share_guard; /* the share library and preload file */
         bool stopping;
         unsigned pending; /* asynchronous stops still running */
         void (*done)(void *arg);
@@ -124,6 +127,31 @@ static int write_cdi(struct kdev_nvidia_backend *b, struct kdev_err *err)
         return 0;
 }
 
+/* Isolated replicas configured: the library copy and the preload file under
+ * --share-root (share_host.h). */
+static int install_share(struct kdev_nvidia_backend *b, struct kdev_err *err)
+{
+        const struct kdev_nvidia_config *cfg = b->opts.cfg;
+        if (!cfg->isolation.present || b->opts.skip_cdi) /* skip_cdi: --check writes nothing */
+                return 0;
+        char lib[PATH_MAX], exe[PATH_MAX];
+        const char *library = cfg->share_library;
+        if (!library || !library[0]) {
+                ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+                exe[n > 0 ? n : 0] = '\0';
+                if (kdev_nvidia_share_library_default(n > 0 ? exe : "./kdev-plugin", lib,
+                                                      sizeof(lib)) < 0)
+                        return kdev_err_set(err, ENAMETOOLONG, "share library path too long");
+                library = lib;
+        }
+        int r = kdev_nvidia_share_install(cfg->share_root, library, cfg->cdi_dir,
+                                          &b->share_guard, err);
+        if (r < 0)
+                return kdev_err_wrap(err, "isolation");
+        kdev_log_info("installed the share library", "path", library, "root", cfg->share_root);
+        return 0;
+}
+
 static void log_gpus(const struct kdev_gpu_set *gpus)
 {
         char cuda[32];
@@ -205,10 +233,13 @@ int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
                 r = kdev_err_set(err, ENOMEM, "out of memory");
         if (r == 0 && b->gpus)
                 r = write_cdi(b, err);
+        if (r == 0)
+                r = install_share(b, err);
         if (r < 0) {
                 kdev_gpu_set_free(b->gpus);
                 kdev_nvml_close(b->lib);
                 kdev_file_guard_clear(&b->cdi_guard);
+                kdev_file_guard_clear(&b->share_guard);
                 free(b);
                 return r;
         }
@@ -452,6 +483,7 @@ static void finish_stop(struct kdev_nvidia_backend *b)
         kdev_gpu_set_free(b->gpus);
         kdev_xid_policy_clear(&b->policy);
         kdev_file_guard_clear(&b->cdi_guard);
+        kdev_file_guard_clear(&b->share_guard);
         free(b);
         if (done)
                 done(done_arg);

@@ -83,6 +83,9 @@ void kdev_nvidia_config_clear(struct kdev_nvidia_config *cfg)
         free(cfg->imex_channel_ids);
         free(cfg->cdi_dir);
         free(cfg->proc_root);
+        free(cfg->share_root);
+        free(cfg->share_library);
+        kdev_nvcfg_isolation_clear(&cfg->isolation);
         kdev_nvcfg_replicated_clear(&cfg->time_slicing);
         kdev_nvcfg_replicated_clear(&cfg->mps);
         for (size_t i = 0; i < cfg->n_warnings; i++)
@@ -110,7 +113,8 @@ int kdev_nvidia_config_init(struct kdev_nvidia_config *cfg, struct kdev_err *err
             set_str(&cfg->nvidia_ctk_path, KDEV_NVIDIA_DEFAULT_CTK_PATH) < 0 ||
             set_str(&cfg->container_driver_root, KDEV_NVIDIA_DEFAULT_CONTAINER_DRIVER_ROOT) < 0 ||
             set_str(&cfg->cdi_dir, KDEV_NVIDIA_DEFAULT_CDI_DIR) < 0 ||
-            set_str(&cfg->proc_root, KDEV_NVIDIA_DEFAULT_PROC_ROOT) < 0) {
+            set_str(&cfg->proc_root, KDEV_NVIDIA_DEFAULT_PROC_ROOT) < 0 ||
+            set_str(&cfg->share_root, KDEV_NVIDIA_DEFAULT_SHARE_ROOT) < 0) {
                 kdev_nvidia_config_clear(cfg);
                 return kdev_err_set(err, ENOMEM, "out of memory");
         }
@@ -277,6 +281,8 @@ static char **str_field(struct kdev_nvidia_config *cfg, enum kdev_nvidia_opt o)
         case KDEV_NVIDIA_OPT_CONTAINER_DRIVER_ROOT: return &cfg->container_driver_root;
         case KDEV_NVIDIA_OPT_CDI_DIR: return &cfg->cdi_dir;
         case KDEV_NVIDIA_OPT_PROC_ROOT: return &cfg->proc_root;
+        case KDEV_NVIDIA_OPT_SHARE_ROOT: return &cfg->share_root;
+        case KDEV_NVIDIA_OPT_SHARE_LIBRARY: return &cfg->share_library;
         default: return NULL;
         }
 }
@@ -435,6 +441,8 @@ int kdev_nvcfg_set_text(struct kdev_nvidia_config *cfg, enum kdev_nvidia_opt o,
         case KDEV_NVIDIA_OPT_CONTAINER_DRIVER_ROOT:
         case KDEV_NVIDIA_OPT_CDI_DIR:
         case KDEV_NVIDIA_OPT_PROC_ROOT:
+        case KDEV_NVIDIA_OPT_SHARE_ROOT:
+        case KDEV_NVIDIA_OPT_SHARE_LIBRARY:
         case KDEV_NVIDIA_OPT_DEV_ROOT:
         case KDEV_NVIDIA_OPT_MPS_ROOT:
                 rc = check_abs(v, o == KDEV_NVIDIA_OPT_DEV_ROOT || o == KDEV_NVIDIA_OPT_MPS_ROOT,
@@ -516,6 +524,9 @@ int kdev_nvidia_config_finish(struct kdev_nvidia_config *cfg, bool have_file,
                         return kdev_err_set(err, ENOMEM, "out of memory");
         }
         cfg->wanted = !have_file || cfg->file_sections || cfg->flag_given;
+        int irc = kdev_nvcfg_isolation_check(cfg, err);
+        if (irc < 0)
+                return irc;
 
         bool mps = false;
         for (size_t i = 0; cfg->mps.present && i < cfg->mps.n_resources; i++)

@@ -30,7 +30,7 @@
  * Whether NVIDIA GPUs are wanted at all (cfg->wanted, set by
  * kdev_nvidia_config_finish): yes when no config file is used, when the file
  * has at least one NVIDIA section (`flags`, `resources`, `sharing`, `imex`,
- * `health`; an empty `flags: {}` is enough), or when an NVIDIA command-line
+ * `health`, `isolation`; an empty `flags: {}` is enough), or when an NVIDIA command-line
  * flag was given. A file holding only `version` and `generic` does not want
  * NVIDIA GPUs, so NVML is then neither loaded nor required. Environment
  * variables never switch NVIDIA on (a DaemonSet may set them for every node).
@@ -44,13 +44,14 @@
 #include "common/err.h"
 #include "config/config.h"
 
-/* Defaults (NVIDIA's, and kdev's own for the last five). */
+/* Defaults (NVIDIA's, and kdev's own for the last six). */
 #define KDEV_NVIDIA_DEFAULT_DRIVER_ROOT "/"
 #define KDEV_NVIDIA_DEFAULT_CDI_ANNOTATION_PREFIX "cdi.k8s.io/"
 #define KDEV_NVIDIA_DEFAULT_CTK_PATH "/usr/bin/nvidia-ctk"
 #define KDEV_NVIDIA_DEFAULT_CONTAINER_DRIVER_ROOT "/driver-root"
 #define KDEV_NVIDIA_DEFAULT_CDI_DIR "/var/run/cdi"
 #define KDEV_NVIDIA_DEFAULT_PROC_ROOT "/proc"
+#define KDEV_NVIDIA_DEFAULT_SHARE_ROOT "/var/lib/kdev/share"
 #define KDEV_NVIDIA_DEFAULT_PROBE_INTERVAL 10 /* seconds */
 #define KDEV_NVIDIA_DEFAULT_QUIET_PERIOD 60   /* seconds */
 #define KDEV_NVIDIA_HEALTH_SECONDS_MAX 86400
@@ -120,6 +121,8 @@ enum kdev_nvidia_opt {
         KDEV_NVIDIA_OPT_PROC_ROOT,
         KDEV_NVIDIA_OPT_CDI_FEATURE_FLAGS,
         KDEV_NVIDIA_OPT_CDI_DISABLE_HOOKS,
+        KDEV_NVIDIA_OPT_SHARE_ROOT,
+        KDEV_NVIDIA_OPT_SHARE_LIBRARY,
         KDEV_NVIDIA_OPT_COUNT,
 };
 
@@ -148,6 +151,29 @@ struct kdev_nvidia_replicated {
         int fail_requests_greater_than_one; /* -1: not given, 0, 1 */
         struct kdev_nvidia_replicated_resource *resources; /* >= 1 when present */
         size_t n_resources;
+};
+
+/* kdev's `isolation` section: which time-sliced resources are isolated
+ * replicas, each replica a share of one GPU (nvidia/isolation.h). */
+enum kdev_nvidia_preload {
+        KDEV_NVIDIA_PRELOAD_FILE, /* "file": /etc/ld.so.preload mounted (the default) */
+        KDEV_NVIDIA_PRELOAD_ENV,  /* "env": LD_PRELOAD; the image's /etc/ld.so.preload kept */
+};
+
+struct kdev_nvidia_isolated_resource {
+        char *name;                /* the advertised resource; "nvidia.com/" added without '/' */
+        unsigned long long memory; /* bytes per replica; 0: the GPU's memory / replicas */
+        unsigned compute;          /* percent per replica, 1..100; 0: 100 / replicas */
+        char *policy;              /* compute pacing policy name, NULL: the library's default */
+        enum kdev_nvidia_preload preload;
+        unsigned line, column;     /* position of the entry's name in the file */
+};
+
+struct kdev_nvidia_isolation {
+        bool present;              /* the section was in the file */
+        struct kdev_nvidia_isolated_resource *resources;
+        size_t n_resources;
+        char *file;                /* the file's display name, for kdev_nvidia_config_finish */
 };
 
 struct kdev_nvidia_config {
@@ -187,6 +213,13 @@ struct kdev_nvidia_config {
          * KDEV_NVIDIA_HOOK_* bits */
         unsigned cdi_features;                      /* none */
         unsigned cdi_disabled_hooks;                /* none */
+        /* kdev: isolated replicas (`isolation`, nvidia/isolation.h) and the
+         * host side of their shares: --share-root / KDEV_SHARE_ROOT, and
+         * --share-library / KDEV_SHARE_LIBRARY (NULL: found next to the
+         * binary, kdev_nvidia_share_library_default) */
+        struct kdev_nvidia_isolation isolation;
+        char *share_root;                           /* "/var/lib/kdev/share" */
+        char *share_library;                        /* NULL */
 
         enum kdev_nvidia_src src[KDEV_NVIDIA_OPT_COUNT];
         bool file_sections;  /* the config file had an NVIDIA section */
@@ -225,7 +258,7 @@ KDEV_API void kdev_nvidia_config_sections(struct kdev_nvidia_config *cfg, struct
  * NVIDIA_CTK_PATH, DRIVER_ROOT_CTR_PATH | CONTAINER_DRIVER_ROOT,
  * SHARED_DEVICES_ALLOCATION_POLICY, IMEX_CHANNEL_IDS (comma-separated),
  * IMEX_REQUIRED, and kdev's KDEV_CDI_DIR, KDEV_HEALTH_PROBE_INTERVAL,
- * KDEV_HEALTH_QUIET_PERIOD, KDEV_PROC_ROOT. An empty value of a boolean, number or list
+ * KDEV_HEALTH_QUIET_PERIOD, KDEV_PROC_ROOT, KDEV_SHARE_ROOT, KDEV_SHARE_LIBRARY. An empty value of a boolean, number or list
  * variable counts as unset (urfave/cli). Returns 0, or -EINVAL at the first
  * bad value: "<VAR>: <message>", e.g. `MIG_STRATEGY: invalid MIG strategy:
  * bogus (expected none, single or mixed)`; -ENOMEM. */
@@ -249,7 +282,8 @@ struct kdev_nvidia_flag {
  * device-id-strategy, cdi-annotation-prefix, nvidia-cdi-hook-path,
  * nvidia-ctk-path, driver-root-ctr-path, container-driver-root,
  * shared-devices-allocation-policy, imex-channel-ids, imex-required, and
- * kdev's cdi-dir, health-probe-interval, health-quiet-period, proc-root. */
+ * kdev's cdi-dir, health-probe-interval, health-quiet-period, proc-root,
+ * share-root, share-library. */
 KDEV_API extern const struct kdev_nvidia_flag kdev_nvidia_flags[];
 
 /* Applies flag |name| (without "--") with |value| (NULL for a boolean flag

@@ -37,6 +37,8 @@ static const struct {
         {KDEV_NVIDIA_OPT_PROC_ROOT, {"KDEV_PROC_ROOT", NULL}},
         {KDEV_NVIDIA_OPT_CDI_FEATURE_FLAGS, {"CDI_FEATURE_FLAGS", NULL}},
         {KDEV_NVIDIA_OPT_CDI_DISABLE_HOOKS, {"CDI_DISABLE_HOOKS", NULL}},
+        {KDEV_NVIDIA_OPT_SHARE_ROOT, {"KDEV_SHARE_ROOT", NULL}},
+        {KDEV_NVIDIA_OPT_SHARE_LIBRARY, {"KDEV_SHARE_LIBRARY", NULL}},
 };
 
 static const char *env_get(char *const *envp, const char *name)
@@ -142,6 +144,12 @@ const struct kdev_nvidia_flag kdev_nvidia_flags[] = {
         {"cdi-disable-hooks", false, "LIST",
          "CDI hooks to leave out of the CDI spec, or all (comma-separated; default none)",
          KDEV_NVIDIA_OPT_CDI_DISABLE_HOOKS},
+        {"share-root", false, "DIR",
+         "host directory of isolated replicas' shares (default /var/lib/kdev/share)",
+         KDEV_NVIDIA_OPT_SHARE_ROOT},
+        {"share-library", false, "PATH",
+         "libkdev-share.so installed for isolated replicas (default: next to kdev-plugin)",
+         KDEV_NVIDIA_OPT_SHARE_LIBRARY},
         {NULL, false, NULL, NULL, KDEV_NVIDIA_OPT_COUNT},
 };
 

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "config/yamlcfg.h"
 #include "nvidia/config.h"
 
 /* Size of the |msg| buffers below (bytes, NUL included). */
@@ -57,6 +58,29 @@ int kdev_nvcfg_assign_channels(struct kdev_nvidia_config *cfg, enum kdev_nvidia_
  * -ENOMEM. */
 int kdev_nvcfg_set_text(struct kdev_nvidia_config *cfg, enum kdev_nvidia_opt o,
                         enum kdev_nvidia_src s, const char *v, char *msg);
+
+/* Reads a resource name of the config file into *out (replacing it): a
+ * string, "nvidia.com/" added when it has no '/', checked with
+ * kdev_resource_name_check (the error at |node|). (config_schema.c) */
+int kdev_nvcfg_read_resource_name(struct kdev_ycfg *c, yaml_node_t *node, char **out);
+
+/* The `name` node of item |j| of the mapping list |list| (|list| itself when
+ * it has none), with "[j].name" pushed on the key path: where a duplicate
+ * name is reported. (config_schema.c) */
+yaml_node_t *kdev_nvcfg_item_name(struct kdev_ycfg *c, yaml_node_t *list, size_t j);
+
+/* Frees what |iso| owns and resets it to "not given" (isolation.c). */
+void kdev_nvcfg_isolation_clear(struct kdev_nvidia_isolation *iso);
+
+/* The reader of kdev's `isolation` section (isolation.c), for the schema's
+ * top-level table. */
+int kdev_nvcfg_read_isolation(struct kdev_ycfg *c, yaml_node_t *node, void *obj);
+
+/* The rules of `isolation` that need the whole file (kdev_nvidia_config_finish):
+ * every isolated resource is the advertised name of a sharing.timeSlicing
+ * entry. 0, or -EINVAL "<file>:<line>:<column>: isolation.resources[<i>].name:
+ * ..." (isolation.c). */
+int kdev_nvcfg_isolation_check(const struct kdev_nvidia_config *cfg, struct kdev_err *err);
 
 /* Whether option |o| is a boolean. */
 bool kdev_nvcfg_is_bool_opt(enum kdev_nvidia_opt o);

@@ -335,7 +335,7 @@ static int read_resources(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 /* sharing.{timeSlicing,mps} (NVIDIA replicas.go). */
 
 /* Adds "nvidia.com/" to a name without '/' and checks the result. */
-static int read_resource_name(struct kdev_ycfg *c, yaml_node_t *node, char **out)
+int kdev_nvcfg_read_resource_name(struct kdev_ycfg *c, yaml_node_t *node, char **out)
 {
         char *s = NULL;
         int rc = kdev_ycfg_string(c, node, &s);
@@ -363,12 +363,13 @@ static int read_resource_name(struct kdev_ycfg *c, yaml_node_t *node, char **out
 
 static int read_rr_name(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
-        return read_resource_name(c, node, &((struct kdev_nvidia_replicated_resource *)obj)->name);
+        return kdev_nvcfg_read_resource_name(c, node,
+                                             &((struct kdev_nvidia_replicated_resource *)obj)->name);
 }
 
 static int read_rr_rename(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
 {
-        return read_resource_name(c, node,
+        return kdev_nvcfg_read_resource_name(c, node,
                                   &((struct kdev_nvidia_replicated_resource *)obj)->rename);
 }
 
@@ -535,6 +536,14 @@ static int read_rep_fail_gt1(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
         return rc;
 }
 
+yaml_node_t *kdev_nvcfg_item_name(struct kdev_ycfg *c, yaml_node_t *list, size_t j)
+{
+        yaml_node_t *item = yaml_document_get_node(&c->doc, list->data.sequence.items.start[j]);
+        yaml_node_t *name = item ? kdev_ycfg_lookup(c, item, "name") : NULL;
+        kdev_ycfg_path_push(c, "[%zu].name", j);
+        return name ? name : list;
+}
+
 /* A resource may be named by several entries only when each selects part of
  * its devices (kdev: different replica counts per GPU); an entry with
  * devices "all" must be the only one for its name. Reported at the later
@@ -550,11 +559,7 @@ static int check_rep_duplicates(struct kdev_ycfg *c, yaml_node_t *node,
                             (a->devices_kind != KDEV_NVIDIA_DEVICES_ALL &&
                              b->devices_kind != KDEV_NVIDIA_DEVICES_ALL))
                                 continue;
-                        yaml_node_t *item = yaml_document_get_node(
-                                &c->doc, node->data.sequence.items.start[j]);
-                        yaml_node_t *name = item ? kdev_ycfg_lookup(c, item, "name") : NULL;
-                        kdev_ycfg_path_push(c, "[%zu].name", j);
-                        return kdev_ycfg_fail(c, name ? name : node,
+                        return kdev_ycfg_fail(c, kdev_nvcfg_item_name(c, node, j),
                                               "%s is already shared by resources[%zu]; with "
                                               "devices \"all\" a resource can be shared once",
                                               b->name, i);
@@ -691,6 +696,7 @@ static const struct kdev_ycfg_field top_fields[] = {
         {"sharing", false, read_sharing},
         {"imex", false, read_imex},
         {"health", false, read_health},
+        {"isolation", false, kdev_nvcfg_read_isolation},
 };
 
 void kdev_nvidia_config_sections(struct kdev_nvidia_config *cfg, struct kdev_config_sections *out)

@@ -19,6 +19,10 @@ struct kdev_nvidia_devinfo {
         char index[16];       /* deviceIDStrategy=index form: "i", or "i:j" for MIG */
         unsigned minor;       /* /dev/nvidia<minor> of the physical GPU */
         int replica;          /* time-slicing replica number, -1 when not replicated */
+        /* memory of the GPU or MIG device (nvmlMemory_t.total), bytes; 0:
+         * unknown. The share of an isolated replica is taken from it
+         * (nvidia/isolation.h). */
+        unsigned long long memory;
         /* MIG only (gi != NO_INSTANCE): minors N of the GPU-instance and
          * compute-instance access nodes /dev/nvidia-caps/nvidia-cap<N>, from
          * <procRoot>/driver/nvidia-caps/mig-minors at build time */

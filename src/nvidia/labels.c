@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "nvidia/cdi_spec.h"
+#include "nvidia/isolation.h"
 #include "nvidia/mig.h"
 #include "nvidia/resources.h"
 
@@ -410,6 +411,60 @@ static int mig_labels(struct kdev_nvidia_labels *l, const char *res,
         return r;
 }
 
+/* The memory of the devices resource |base| is made of, from the first one
+ * in NVML order: a MIG-disabled GPU for nvidia.com/gpu (a MIG device under
+ * migStrategy single), else the first MIG device whose resource is |base|.
+ * 0: unknown. */
+static unsigned long long base_memory(const struct kdev_gpu_set *gpus,
+                                      const struct kdev_nvidia_config *cfg, const char *base)
+{
+        bool whole = strcmp(base, KDEV_NVIDIA_GPU_RESOURCE) == 0 &&
+                     cfg->mig_strategy != KDEV_NVIDIA_MIG_SINGLE;
+        for (size_t i = 0; i < gpus->n_gpus; i++) {
+                const struct kdev_gpu *g = &gpus->gpus[i];
+                if (!usable(g) || whole != !mig_enabled(g))
+                        continue;
+                if (whole)
+                        return g->memory_total;
+                for (size_t k = 0; k < g->n_migs; k++) {
+                        char profile[KDEV_NVIDIA_MIG_PROFILE_MAX];
+                        char name[KDEV_NVIDIA_MIG_PROFILE_MAX + 32];
+                        struct kdev_err e = {0};
+                        if (kdev_nvidia_mig_device_profile(g, &g->migs[k], profile,
+                                                           sizeof(profile), &e) < 0)
+                                continue;
+                        kdev_nvidia_mig_resource_name(profile, name, sizeof(name));
+                        if (cfg->mig_strategy == KDEV_NVIDIA_MIG_SINGLE || strcmp(name, base) == 0)
+                                return g->migs[k].memory_total;
+                }
+        }
+        return 0;
+}
+
+/* kdev: what a replica of each isolated resource R is (isolation.h):
+ * R.replicas, R.replica.memory (MiB per replica; left out when unknown) and
+ * R.replica.compute (percent per replica). */
+static int isolation_labels(struct kdev_nvidia_labels *l, const struct kdev_gpu_set *gpus,
+                            const struct kdev_nvidia_config *cfg)
+{
+        int r = 0;
+        for (size_t i = 0; r == 0 && cfg->isolation.present && i < cfg->isolation.n_resources;
+             i++) {
+                const struct kdev_nvidia_isolated_resource *iso = &cfg->isolation.resources[i];
+                const struct kdev_nvidia_replicated_resource *e =
+                        kdev_nvidia_time_slicing_entry(cfg, iso->name);
+                if (!e)
+                        continue;
+                struct kdev_nvidia_replica_share sh = kdev_nvidia_replica_share(
+                        iso, base_memory(gpus, cfg, e->name), e->replicas);
+                r = set(l, iso->name, "replicas", "%u", e->replicas);
+                if (r == 0 && sh.memory >> 20)
+                        r = set(l, iso->name, "replica.memory", "%llu", sh.memory >> 20);
+                r = r ? r : set(l, iso->name, "replica.compute", "%u", sh.compute);
+        }
+        return r;
+}
+
 /* GFD newInvalidMigStrategyLabeler. */
 static int invalid_labels(struct kdev_nvidia_labels *l, const struct kdev_gpu *first)
 {
@@ -510,6 +565,8 @@ int kdev_nvidia_labels_build(const struct kdev_gpu_set *gpus, const struct kdev_
         }
         if (r < 0)
                 return r;
+        if (isolation_labels(out, gpus, cfg) < 0)
+                return kdev_err_set(err, ENOMEM, "out of memory");
         qsort(out->v, out->n, sizeof(out->v[0]), cmp_label);
         return 0;
 }

@@ -65,6 +65,13 @@
  *   time-slicing entry of that resource name; model and attributes of the
  *   first MIG device with that profile.
  * GPUs with an empty name (lost before discovery read it) are left out.
+ *
+ * kdev's own, for each isolated resource R of the `isolation` section
+ * (nvidia/isolation.h; GFD has none): R.replicas (the time-slicing replicas
+ * per device), R.replica.memory (MiB of one replica: the explicit size, else
+ * the memory of the first device the resource is made of, in NVML order, /
+ * replicas; left out when unknown) and R.replica.compute (percent of one
+ * replica), e.g. nvidia.com/gpu.shared.replica.memory=20389.
  */
 #ifndef KDEV_NVIDIA_LABELS_H
 #define KDEV_NVIDIA_LABELS_H

@@ -45,6 +45,10 @@ struct kdev_nvidia_rdata {
          * kdev_nvidia_pref_attach, which runs once the devices are final.
          * kdev_nvidia_rdata_dup must not share it (copy NULL). */
         struct kdev_nvidia_pref *pref;
+        /* Isolated replicas (nvidia/isolation.h): NULL when the resource's
+         * replicas are not isolated. Owned; set by kdev_nvidia_apply_sharing,
+         * duplicated by kdev_nvidia_rdata_dup. */
+        struct kdev_nvidia_share_rdata *share;
         /* NOTE: a new owned pointer field must also be duplicated in
          * kdev_nvidia_rdata_dup (sharing.c) and freed in kdev_nvidia_rdata_free. */
 };
@@ -52,6 +56,37 @@ struct kdev_nvidia_rdata {
 /* How long Allocate trusts its last stat of the control nodes
  * (struct kdev_nvidia_ctl_cache), in milliseconds. */
 #define KDEV_NVIDIA_CONTROL_NODE_TTL_MS 1000
+
+/* The isolation of a resource's replicas, as Allocate needs it. */
+struct kdev_nvidia_share_rdata {
+        struct kdev_nvidia_isolated_resource iso; /* a copy: name and policy owned */
+        unsigned replicas;                        /* the time-slicing replicas per device */
+        char *root;                               /* --share-root */
+        char *cdi_dir;                            /* where the per-container CDI specs go */
+};
+
+/* A share record for resource entry |iso| (copied), NULL when out of memory;
+ * free with kdev_nvidia_share_free (NULL-safe). Equality of two (NULL equals
+ * NULL only). (share_host.c) */
+struct kdev_nvidia_share_rdata *kdev_nvidia_share_new(const struct kdev_nvidia_isolated_resource *iso,
+                                                      unsigned replicas, const char *root,
+                                                      const char *cdi_dir);
+void kdev_nvidia_share_free(struct kdev_nvidia_share_rdata *s);
+bool kdev_nvidia_share_same(const struct kdev_nvidia_share_rdata *a,
+                            const struct kdev_nvidia_share_rdata *b);
+
+/* The share edits of a container given the |n| isolated replicas |devs| of
+ * |r| (d->share set): a region directory with its limits file under the
+ * share root, then, with a CDI strategy, the container's CDI spec
+ * "kdev.io/share=<id>" named in the answer (annotation
+ * "<prefix>kdev-share_<id>" for cdi-annotations, a CDI device for cdi-cri),
+ * otherwise the mounts and env in the answer itself (share_host.h); then
+ * the regions of containers that are gone are removed. Errors: those of
+ * kdev_nvidia_share_limits, the directory and file errors, -ENOMEM; nothing
+ * is left behind on error. (share_host.c) */
+int kdev_nvidia_share_allocate(const struct kdev_nvidia_rdata *d, const struct kdev_resource *r,
+                               const struct kdev_device *const *devs, size_t n,
+                               struct kdev_container_edits *out, struct kdev_err *err);
 
 void kdev_nvidia_rdata_free(void *data);
 

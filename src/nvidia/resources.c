@@ -26,6 +26,7 @@ void kdev_nvidia_rdata_free(void *data)
         free(d->annotation_prefix);
         free(d->imex_channels);
         kdev_nvidia_pref_free(d->pref);
+        kdev_nvidia_share_free(d->share);
         free(d);
 }
 
@@ -118,6 +119,7 @@ bool kdev_nvidia_resource_same(const struct kdev_resource *a, const struct kdev_
             x->gds != y->gds || x->mofed != y->mofed || x->fail_gt1 != y->fail_gt1 ||
             !same_str(x->dev_root, y->dev_root) || !same_str(x->dev_lookup, y->dev_lookup) ||
             !same_str(x->annotation_prefix, y->annotation_prefix) ||
+            !kdev_nvidia_share_same(x->share, y->share) ||
             x->n_imex_channels != y->n_imex_channels ||
             (x->n_imex_channels && memcmp(x->imex_channels, y->imex_channels,
                                           x->n_imex_channels * sizeof(x->imex_channels[0]))))
@@ -698,6 +700,7 @@ static void whole_gpu_info(const struct kdev_gpu *g, struct kdev_nvidia_devinfo 
         snprintf(info->index, sizeof(info->index), "%u", g->index);
         info->minor = g->minor;
         info->replica = -1;
+        info->memory = g->memory_total;
         info->incomplete = g->fault != NVML_SUCCESS;
         info->fault = (int)g->fault;
 }
@@ -747,6 +750,7 @@ static int build_migs(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
                         struct kdev_nvidia_devinfo info;
                         whole_gpu_info(g, &info);
                         snprintf(info.uuid, sizeof(info.uuid), "%s", m->uuid);
+                        info.memory = m->memory_total;
                         info.gi = m->gi_id;
                         info.ci = m->ci_id;
                         snprintf(info.index, sizeof(info.index), "%u:%u", g->index, m->index);

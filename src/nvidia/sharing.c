@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/resource_name.h"
+#include "nvidia/isolation.h"
 #include "nvidia/nvidia_internal.h"
 
 #define TS "sharing.timeSlicing.resources"
@@ -26,9 +27,14 @@ struct kdev_nvidia_rdata *kdev_nvidia_rdata_dup(const struct kdev_nvidia_rdata *
         d->annotation_prefix = NULL;
         d->imex_channels = NULL;
         d->pref = NULL; /* link tables are attached after sharing, per resource */
+        d->share = NULL;
         if ((src->dev_root && !(d->dev_root = strdup(src->dev_root))) ||
             (src->dev_lookup && !(d->dev_lookup = strdup(src->dev_lookup))) ||
             (src->annotation_prefix && !(d->annotation_prefix = strdup(src->annotation_prefix))))
+                goto fail;
+        if (src->share && !(d->share = kdev_nvidia_share_new(&src->share->iso, src->share->replicas,
+                                                             src->share->root,
+                                                             src->share->cdi_dir)))
                 goto fail;
         if (src->n_imex_channels) {
                 d->imex_channels = malloc(src->n_imex_channels * sizeof(*d->imex_channels));
@@ -330,6 +336,46 @@ nomem:
         return kdev_err_set(err, ENOMEM, "out of memory");
 }
 
+/* `isolation` (isolation.h): the share record of each isolated resource of
+ * |set|, and a warning when explicit shares overcommit a device. */
+static int isolate(struct kdev_resource_set *set, const struct kdev_nvidia_config *cfg,
+                   kdev_nvidia_warn_fn warn, void *warn_arg, struct kdev_err *err)
+{
+        const struct kdev_nvidia_isolation *iso = &cfg->isolation;
+        for (size_t i = 0; iso->present && i < iso->n_resources; i++) {
+                const struct kdev_nvidia_isolated_resource *e = &iso->resources[i];
+                struct kdev_resource *r = find(set, e->name, NULL);
+                unsigned replicas = kdev_nvidia_time_slicing_replicas(cfg, e->name);
+                if (!r || !is_nvidia(r) || replicas == 0)
+                        continue;
+                struct kdev_nvidia_rdata *d = r->ops_data;
+                struct kdev_nvidia_share_rdata *sh =
+                        kdev_nvidia_share_new(e, replicas, cfg->share_root, cfg->cdi_dir);
+                if (!sh)
+                        return kdev_err_set(err, ENOMEM, "out of memory");
+                kdev_nvidia_share_free(d->share);
+                d->share = sh;
+                for (size_t k = 0; k < r->n_devices; k++) {
+                        const struct kdev_nvidia_devinfo *info = r->devices[k].data;
+                        struct kdev_nvidia_replica_share rs =
+                                kdev_nvidia_replica_share(e, info->memory, replicas);
+                        unsigned long long need = rs.memory * replicas;
+                        bool over_mem = info->memory && need / replicas == rs.memory &&
+                                        need > info->memory;
+                        bool over_compute = rs.compute * replicas > 100;
+                        if (info->replica == 0 && (over_mem || over_compute))
+                                kdev_nvidia_warnf(warn, warn_arg,
+                                                  "isolation.resources[%zu]: %u replicas of %s "
+                                                  "ask for %llu bytes and %u%% of it, more than "
+                                                  "its %llu bytes and 100%%; the shares are "
+                                                  "limits, not guarantees",
+                                                  i, replicas, info->uuid, need,
+                                                  rs.compute * replicas, info->memory);
+                }
+        }
+        return 0;
+}
+
 int kdev_nvidia_apply_sharing(struct kdev_resource_set *set, const struct kdev_nvidia_config *cfg,
                               kdev_nvidia_warn_fn warn, void *warn_arg, struct kdev_err *err)
 {
@@ -378,5 +424,5 @@ int kdev_nvidia_apply_sharing(struct kdev_resource_set *set, const struct kdev_n
                 if (rc < 0)
                         return rc;
         }
-        return 0;
+        return isolate(set, cfg, warn, warn_arg, err);
 }

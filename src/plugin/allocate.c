@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plugin/allocate_wire_internal.h"
+
 static void free_pb_string(char *s)
 {
         if (s && s != protobuf_c_empty_string)
@@ -129,6 +131,7 @@ static int move_mounts(struct kdev_container_edits *e, V1beta1__ContainerAllocat
                 v1beta1__mount__init(m);
                 m->container_path = em->container_path;
                 m->host_path = em->host_path;
+                m->read_only = kdev_alloc_mount_read_only(em);
                 em->container_path = em->host_path = NULL;
                 out->mounts[out->n_mounts++] = m;
         }

@@ -164,9 +164,21 @@ static size_t kv_size(const struct kdev_edit_kv *kv)
         return str_size(kv->key) + str_size(kv->value);
 }
 
+bool kdev_alloc_mount_read_only(const struct kdev_edit_mount *m)
+{
+        for (size_t i = 0; i < m->n_options; i++) {
+                if (m->options[i] && strcmp(m->options[i], "ro") == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* Mount: container_path = 1, host_path = 2, read_only = 3 (a varint 1, only
+ * when true: proto3 leaves out false). */
 static size_t mount_size(const struct kdev_edit_mount *m)
 {
-        return str_size(m->container_path) + str_size(m->host_path);
+        return str_size(m->container_path) + str_size(m->host_path) +
+               (kdev_alloc_mount_read_only(m) ? 2 : 0);
 }
 
 size_t kdev_alloc_edits_packed_size(const struct kdev_container_edits *e)
@@ -207,6 +219,10 @@ uint8_t *kdev_alloc_edits_pack(const struct kdev_container_edits *e, uint8_t *p)
                 p = put_entry_head(p, 2, mount_size(m));
                 p = put_str(p, 1, m->container_path);
                 p = put_str(p, 2, m->host_path);
+                if (kdev_alloc_mount_read_only(m)) {
+                        *p++ = 3 << 3; /* field 3, varint */
+                        *p++ = 1;
+                }
         }
         for (size_t i = 0; i < e->n_nodes; i++) {
                 const struct kdev_edit_node *n = &e->nodes[i];

@@ -31,6 +31,7 @@
 #ifndef KDEV_PLUGIN_ALLOCATE_WIRE_INTERNAL_H
 #define KDEV_PLUGIN_ALLOCATE_WIRE_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,6 +59,10 @@ int kdev_alloc_request_decode(const uint8_t *buf, size_t len, struct kdev_arena 
 
 /* Bytes of the ContainerAllocateResponse of |e| (no length prefix). */
 size_t kdev_alloc_edits_packed_size(const struct kdev_container_edits *e);
+
+/* Whether mount |m| is read-only: one of its options is "ro" (v1beta1
+ * Mount.read_only; the other options are CDI's only). */
+bool kdev_alloc_mount_read_only(const struct kdev_edit_mount *m);
 
 /* Writes the ContainerAllocateResponse of |e| at |out|, which has room for
  * kdev_alloc_edits_packed_size(|e|) bytes. Returns the end of what was

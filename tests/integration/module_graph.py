@@ -20,8 +20,8 @@ and checked against these rules; each error is one line,
 - nvml: NVML's headers (src/nvml's, or a system <nvml.h>) are included only
   by the NVIDIA backend: src/nvml and src/nvidia. mock/nvml, the stand-in
   driver, includes only the ABI table nvml/nvml_api.h of them.
-- kdevctl: src/kubelet and src/cmd/kdevctl.c include only rpc, the messages
-  and common (and kubelet's own headers).
+- kdevctl: src/kubelet and src/cmd/kdevctl.c include only rpc, the messages,
+  common and share's region reader (and kubelet's own headers).
 - front-end: the backends (src/generic, src/nvidia, src/nvml) never include
   the front ends' headers (src/plugin, src/dra).
 - backend: a backend never includes another backend's headers (the /dev
@@ -50,7 +50,7 @@ FRONT_ENDS = ("plugin", "dra")
 WIRE_NEUTRAL = ("model", "generic", "nvidia", "nvml")
 NVML_OWNERS = ("nvml", "nvidia")
 KDEVCTL_UNITS = ("kubelet", "exe:kdevctl")
-KDEVCTL_MAY_INCLUDE = {"rpc", "proto", "common", "kubelet"}
+KDEVCTL_MAY_INCLUDE = {"rpc", "proto", "common", "kubelet", "share"}
 MOCK_NVML = "mock/nvml"
 MOCK_NVML_HEADERS = {"nvml/nvml_api.h"}  # the ABI table the mock implements
 
@@ -189,8 +189,8 @@ def check(cmake_text, mock_text, files, allowed):
                                   "NVML headers" % header))
             if unit in KDEVCTL_UNITS and mod not in KDEVCTL_MAY_INCLUDE:
                 crossings.append(("kdevctl", path, line, header,
-                                  'includes "%s"; kdevctl includes only rpc, the messages '
-                                  "and common" % header))
+                                  'includes "%s"; kdevctl includes only rpc, the messages, '
+                                  "common and share" % header))
             if unit in BACKENDS and mod in FRONT_ENDS:
                 crossings.append(("front-end", path, line, header,
                                   'backend %s includes "%s"; backends never include '
@@ -347,13 +347,13 @@ def test_checker_can_fail():
                               "target_link_libraries(kdevctl kdev_model kdev_common")
     expect("kdevctl including the model", check(cm, SAMPLE_MOCK, bad, {}), [
         'src/cmd/kdevctl.c:3: kdevctl: includes "model/model.h"; kdevctl includes only rpc, '
-        'the messages and common',
+        'the messages, common and share',
     ])
     expect("the binary's link line", check(SAMPLE_CMAKE, SAMPLE_MOCK, bad, {}), [
         'src/cmd/kdevctl.c:3: graph: includes "model/model.h", but '
         'target_link_libraries(kdevctl ...) in CMakeLists.txt does not name kdev_model',
         'src/cmd/kdevctl.c:3: kdevctl: includes "model/model.h"; kdevctl includes only rpc, '
-        'the messages and common',
+        'the messages, common and share',
     ])
 
     # one backend including another; the model or a backend including the wire

@@ -4,8 +4,8 @@
 # integration suites lifecycle.py, nvidia_plugin.py, faults_restarts.py,
 # faults_nvml.py, prometheus_scrape.py, nvidia_labels.py, dra_plugin.py,
 # dra_plugin_more.py, rpc_hostile.py (the request-budget attack, stalled
-# streams reset, bad headers) and modes_umask.py (both daemons under umask 0
-# and 077) with every kdev-plugin and kdev-dra-plugin they start
+# streams reset, bad headers), modes_umask.py (both daemons under umask 0
+# and 077) and nvidia_isolation.py (isolated replicas' Allocate) with every kdev-plugin and kdev-dra-plugin they start
 # under valgrind (KDEV_WRAP,
 # tests/pylib/kdevtest.py), each of which must exit with its expected status,
 # i.e. 0 errors and 0 definite/indirect/possible leaks (valgrind's exit code
@@ -34,7 +34,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # Python suites, one after the other, in the background.
 suites=(lifecycle nvidia_plugin faults_restarts faults_nvml prometheus_scrape nvidia_labels
-        dra_plugin dra_plugin_more rpc_hostile modes_umask)
+        dra_plugin dra_plugin_more rpc_hostile modes_umask nvidia_isolation)
 skip=test_kubelet_starting_with_the_plugin_gives_one_registration
 (
   for s in "${suites[@]}"; do

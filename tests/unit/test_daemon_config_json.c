@@ -229,6 +229,44 @@ static void test_generic_only(void **state)
         kdev_nvidia_config_clear(&nv);
 }
 
+/* kdev's isolation section, after "generic"'s place: every key, nulls for
+ * the defaults. */
+static void test_isolation(void **state)
+{
+        (void)state;
+        struct kdev_nvidia_config nv;
+        struct kdev_generic_config *g;
+        load(&nv,
+             "version: v1\n"
+             "sharing:\n"
+             "  timeSlicing:\n"
+             "    resources:\n"
+             "    - {name: nvidia.com/gpu, rename: a, replicas: 2}\n"
+             "    - {name: mig-1g.10gb, rename: b, replicas: 7}\n"
+             "isolation:\n"
+             "  resources:\n"
+             "  - name: a\n"
+             "  - {name: b, memory: 1Gi, compute: 10%, policy: strict, preload: env}\n",
+             &g);
+        struct kdev_err e = {0};
+        assert_int_equal(kdev_nvidia_config_apply_flag(&nv, "share-root", "/srv/share", &e), 0);
+        struct kdev_dp_daemon_options o = {.nv = &nv};
+        char *j = kdev_dp_config_json(&nv, g, &o);
+        assert_non_null(j);
+        static const char want[] =
+                ",\"isolation\":{\"resources\":[{\"name\":\"nvidia.com/a\",\"memory\":null,"
+                "\"compute\":null,\"policy\":null,\"preload\":\"file\"},"
+                "{\"name\":\"nvidia.com/b\",\"memory\":1073741824,\"compute\":10,"
+                "\"policy\":\"strict\",\"preload\":\"env\"}],"
+                "\"shareRoot\":\"/srv/share\",\"shareLibrary\":null},\"kdev\":";
+        const char *iso = strstr(j, ",\"isolation\":");
+        assert_non_null(iso);
+        assert_true(strncmp(iso, want, strlen(want)) == 0);
+        free(j);
+        kdev_generic_config_free(g);
+        kdev_nvidia_config_clear(&nv);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -236,6 +274,7 @@ int main(void)
                 cmocka_unit_test(test_full_file),
                 cmocka_unit_test(test_mps),
                 cmocka_unit_test(test_generic_only),
+                cmocka_unit_test(test_isolation),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

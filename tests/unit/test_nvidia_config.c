@@ -295,7 +295,7 @@ static void test_bad_files(void **state)
                  "nv.yaml:4:14: flags.gfd.oneshot: must be true or false, got \"maybe\""},
                 {"version: v1\nnvidia: {}\n",
                  "nv.yaml:2:1: nvidia: unknown key (expected one of: version, generic, flags, "
-                 "resources, sharing, imex, health)"},
+                 "resources, sharing, imex, health, isolation)"},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 struct kdev_nvidia_config cfg;

@@ -296,6 +296,34 @@ static void test_pack_matches_protobuf_c(void **state)
         check_pack(&e);
 }
 
+/* A mount with the option "ro" is read_only in the answer (v1beta1 Mount
+ * field 3, "\x18\x01" at the end of its entry); others are not. */
+static void test_read_only_mount(void **state)
+{
+        (void)state;
+        struct kdev_container_edits e = {0};
+        struct kdev_err err;
+        const char *ro[] = {"nosuid", "ro"};
+        assert_int_equal(kdev_edits_add_mount(&e, "/h/a", "/c/a", ro, 2, &err), 0);
+        assert_int_equal(kdev_edits_add_mount(&e, "/h/b", "/c/b", ro, 1, &err), 0);
+        size_t n = kdev_alloc_edits_packed_size(&e);
+        uint8_t buf[64];
+        assert_true(n <= sizeof(buf));
+        assert_ptr_equal(kdev_alloc_edits_pack(&e, buf), buf + n);
+        static const uint8_t want[] = {0x12, 0x0e, 0x0a, 0x04, '/', 'c', '/', 'a', 0x12, 0x04,
+                                       '/', 'h', '/', 'a', 0x18, 0x01, 0x12, 0x0c, 0x0a, 0x04,
+                                       '/', 'c', '/', 'b', 0x12, 0x04, '/', 'h', '/', 'b'};
+        assert_int_equal(n, sizeof(want));
+        assert_memory_equal(buf, want, n);
+        V1beta1__ContainerAllocateResponse out = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+        assert_int_equal(kdev_plugin_allocate_response(&e, &out, &err), 0);
+        assert_int_equal(out.n_mounts, 2);
+        assert_true(out.mounts[0]->read_only);
+        assert_false(out.mounts[1]->read_only);
+        kdev_allocate_response_free_contents(&out);
+        kdev_container_edits_clear(&e);
+}
+
 static void test_varint(void **state)
 {
         (void)state;
@@ -326,6 +354,7 @@ int main(void)
                 cmocka_unit_test(test_crafted),
                 cmocka_unit_test(test_mutations),
                 cmocka_unit_test(test_pack_matches_protobuf_c),
+                cmocka_unit_test(test_read_only_mount),
                 cmocka_unit_test(test_varint),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
