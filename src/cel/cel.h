@@ -57,7 +57,11 @@ enum kdev_cel_attr_type {
         KDEV_CEL_ATTR_INT,
         KDEV_CEL_ATTR_BOOL,
         KDEV_CEL_ATTR_STRING,
-        KDEV_CEL_ATTR_VERSION, /* |s| is the version string, parsed on use */
+        /* |s| is the version string, parsed when the selector reads it
+         * (Kubernetes converts every attribute before evaluating; a version
+         * that does not parse cannot pass the API server's validation of a
+         * ResourceSlice, so only an unchecked record can tell them apart) */
+        KDEV_CEL_ATTR_VERSION,
 };
 
 /* One attribute of a device. |domain| is the domain part of the attribute's

@@ -584,7 +584,7 @@ static val convert(struct ctx *c, int fn, const val *a)
 
 static val call(struct ctx *c, const struct kdev_cel__node *nd, const val *a, size_t n)
 {
-        uint8_t t[8];
+        uint8_t t[8] = {0};
         for (size_t k = 0; k < n; k++)
                 t[k] = a[k].t;
         /* equality is heterogeneous at runtime: values of different types
@@ -906,14 +906,6 @@ static int run(struct ctx *c, const struct kdev_cel_program *prog, const struct 
         c->p = prog;
         c->dev = dev ? dev : &no_device;
         c->limit = cost_limit ? cost_limit : KDEV_CEL_COST_LIMIT;
-        /* every version attribute is parsed before evaluation, as Kubernetes
-         * converts the whole device (cel/compile.go DeviceMatches) */
-        for (size_t i = 0; i < c->dev->n_attributes; i++)
-                if (c->dev->attributes[i].type == KDEV_CEL_ATTR_VERSION) {
-                        val v = attr_val(c, &c->dev->attributes[i]);
-                        if (v.t == T_ERROR)
-                                return kdev_err_set(err, EINVAL, "%s", v.err);
-                }
         val v = eval(c, prog->root);
         if (c->cancelled)
                 return kdev_err_set(err, ECANCELED, "%s", E_CANCEL);

@@ -120,6 +120,8 @@ static struct kdev_cel__node *N(struct parser *ps, int i)
 static int add_args(struct parser *ps, const int32_t *a, size_t n)
 {
         struct kdev_cel_program *pr = ps->prog;
+        if (n == 0)
+                return (int)pr->n_args;
         if (pr->n_args + n > ps->cap_args) {
                 size_t nc = ps->cap_args ? ps->cap_args * 2 : 16;
                 while (nc < pr->n_args + n)
@@ -597,7 +599,7 @@ static int overload_error(struct parser *ps, int pos, int fn, bool member, const
 /* builds a call node of |fn| over |args| and checks it */
 static int make_call(struct parser *ps, int fn, bool member, int pos, const int32_t *args, size_t n)
 {
-        uint8_t t[8];
+        uint8_t t[8] = {0};
         for (size_t k = 0; k < n; k++)
                 t[k] = N(ps, args[k])->type;
         int res = kdev_cel__overload(fn, member, t, n);
@@ -1221,12 +1223,60 @@ int kdev_cel__regcomp(regex_t *re, const char *pat, size_t n, struct kdev_err *e
         if (!o)
                 return kdev_err_set(err, ENOMEM, "out of memory");
         size_t k = 0;
-        bool in_br = false;
+        bool in_br = false, after_rep = false;
+        unsigned long reps = 1;
+        int shown = (int)(n > 100 ? 100 : n);
         for (size_t i = 0; i < n; i++) {
                 char c = pat[i];
                 if (c == 0) {
                         free(o);
                         return kdev_err_set(err, EINVAL, "invalid regular expression: NUL in pattern");
+                }
+                /* RE2's limits, which also keep regcomp's memory bounded: no
+                 * repetition of a repetition, counts up to 1000 (here: their
+                 * product, as if nested), no backreferences */
+                bool rep = !in_br && (c == '*' || c == '+' || c == '?' || c == '{');
+                if (rep && after_rep) {
+                        free(o);
+                        return kdev_err_set(err, EINVAL,
+                                            "invalid regular expression '%.*s': invalid nested repetition operator",
+                                            shown, pat);
+                }
+                after_rep = rep;
+                if (rep && c == '{') {
+                        size_t j = i + 1;
+                        unsigned long a = 0, b = 0;
+                        bool comma = false;
+                        while (j < n && ((pat[j] >= '0' && pat[j] <= '9') || (pat[j] == ',' && !comma))) {
+                                if (pat[j] == ',')
+                                        comma = true;
+                                else if (comma)
+                                        b = b * 10 + (unsigned long)(pat[j] - '0');
+                                else
+                                        a = a * 10 + (unsigned long)(pat[j] - '0');
+                                if (a > 100000 || b > 100000)
+                                        break;
+                                j++;
+                        }
+                        reps *= (a > b ? a : b) > 1 ? (a > b ? a : b) : 1;
+                        if (reps > 1000) {
+                                free(o);
+                                return kdev_err_set(err, EINVAL,
+                                                    "invalid regular expression '%.*s': bad repetition operator "
+                                                    "(counts above 1000)",
+                                                    shown, pat);
+                        }
+                        while (i < n && pat[i] != '}')
+                                o[k++] = pat[i++];
+                        if (i < n)
+                                o[k++] = pat[i];
+                        continue;
+                }
+                if (!in_br && c == '\\' && i + 1 < n && pat[i + 1] >= '0' && pat[i + 1] <= '9') {
+                        free(o);
+                        return kdev_err_set(err, EINVAL,
+                                            "invalid regular expression '%.*s': backreferences are not supported",
+                                            shown, pat);
                 }
                 if (!in_br && c == '(' && i + 1 < n && pat[i + 1] == '?') {
                         free(o);
