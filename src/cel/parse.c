@@ -596,6 +596,16 @@ static int overload_error(struct parser *ps, int pos, int fn, bool member, const
                     list);
 }
 
+static int lit_node(struct parser *ps, int t, int pos)
+{
+        int nd = new_node(ps, N_LIT, pos);
+        if (nd >= 0) {
+                N(ps, nd)->type = (uint8_t)t;
+                N(ps, nd)->lit.t = (uint8_t)t;
+        }
+        return nd;
+}
+
 /* builds a call node of |fn| over |args| and checks it */
 static int make_call(struct parser *ps, int fn, bool member, int pos, const int32_t *args, size_t n)
 {
@@ -605,6 +615,23 @@ static int make_call(struct parser *ps, int fn, bool member, int pos, const int3
         int res = kdev_cel__overload(fn, member, t, n);
         if (res < 0)
                 return overload_error(ps, pos, fn, member, t, n);
+        if ((fn == F_QUANTITY || fn == F_SEMVER) && n == 1 && N(ps, args[0])->kind == N_LIT &&
+            N(ps, args[0])->lit.t == T_STRING) {
+                /* a constant: parsed once here (a literal that does not
+                 * parse stays a call and fails when evaluated, as in
+                 * Kubernetes) */
+                struct kdev_cel__node *l = N(ps, args[0]);
+                struct kdev_cel__val v = {.t = (uint8_t)(fn == F_QUANTITY ? T_QUANTITY : T_SEMVER)};
+                int rc = strlen(l->lit.str.s) != l->lit.str.n ? -EINVAL
+                         : fn == F_QUANTITY ? kdev_cel_quantity_parse(l->lit.str.s, &v.q, NULL)
+                                            : kdev_cel_semver_parse(l->lit.str.s, l->lit.str.n, &v.sv, NULL);
+                if (rc == 0) {
+                        int nd = lit_node(ps, v.t, pos);
+                        if (nd >= 0)
+                                N(ps, nd)->lit = v;
+                        return nd;
+                }
+        }
         int a = add_args(ps, args, n);
         int nd = a < 0 ? -1 : new_node(ps, N_CALL, pos);
         if (nd < 0)
@@ -690,15 +717,6 @@ static int index_type(struct parser *ps, int pos, int t, int kt)
 
 static int expr(struct parser *ps);
 
-static int lit_node(struct parser *ps, int t, int pos)
-{
-        int nd = new_node(ps, N_LIT, pos);
-        if (nd >= 0) {
-                N(ps, nd)->type = (uint8_t)t;
-                N(ps, nd)->lit.t = (uint8_t)t;
-        }
-        return nd;
-}
 
 static struct {
         const char *name;
