@@ -129,14 +129,23 @@ static uint64_t str_cost(size_t n)
 
 /* ---- the device ----------------------------------------------------- */
 
-static const char *attr_domain(const struct ctx *c, const struct kdev_cel_attribute *a)
+/* entry |i| of the device's attributes (|cap| false) or capacities: its
+ * domain (the driver's for none) and name */
+static const char *entry_domain(const struct ctx *c, bool cap, size_t i)
 {
-        return a->domain ? a->domain : c->dev->driver ? c->dev->driver : "";
+        const char *d = cap ? c->dev->capacity[i].domain : c->dev->attributes[i].domain;
+        return d ? d : c->dev->driver ? c->dev->driver : "";
 }
 
-static const char *cap_domain(const struct ctx *c, const struct kdev_cel_capacity *a)
+static const char *entry_name(const struct ctx *c, bool cap, size_t i)
 {
-        return a->domain ? a->domain : c->dev->driver ? c->dev->driver : "";
+        const char *n = cap ? c->dev->capacity[i].name : c->dev->attributes[i].name;
+        return n ? n : "";
+}
+
+static size_t n_entries(const struct ctx *c, bool cap)
+{
+        return cap ? c->dev->n_capacity : c->dev->n_attributes;
 }
 
 static bool eqn(const char *z, const char *s, size_t n)
@@ -144,26 +153,13 @@ static bool eqn(const char *z, const char *s, size_t n)
         return strncmp(z, s, n) == 0 && z[n] == 0;
 }
 
-static const struct kdev_cel_attribute *find_attr(const struct ctx *c, const char *dom, size_t dn, const char *name,
-                                                  size_t nn)
+/* the index of the entry |dom|/|name|, or -1 */
+static ptrdiff_t find_entry(const struct ctx *c, bool cap, const char *dom, size_t dn, const char *name, size_t nn)
 {
-        for (size_t i = 0; i < c->dev->n_attributes; i++) {
-                const struct kdev_cel_attribute *a = &c->dev->attributes[i];
-                if (a->name && eqn(a->name, name, nn) && eqn(attr_domain(c, a), dom, dn))
-                        return a;
-        }
-        return NULL;
-}
-
-static const struct kdev_cel_capacity *find_cap(const struct ctx *c, const char *dom, size_t dn, const char *name,
-                                                size_t nn)
-{
-        for (size_t i = 0; i < c->dev->n_capacity; i++) {
-                const struct kdev_cel_capacity *a = &c->dev->capacity[i];
-                if (a->name && eqn(a->name, name, nn) && eqn(cap_domain(c, a), dom, dn))
-                        return a;
-        }
-        return NULL;
+        for (size_t i = 0; i < n_entries(c, cap); i++)
+                if (eqn(entry_name(c, cap, i), name, nn) && eqn(entry_domain(c, cap, i), dom, dn))
+                        return (ptrdiff_t)i;
+        return -1;
 }
 
 static val attr_val(struct ctx *c, const struct kdev_cel_attribute *a)
@@ -187,32 +183,21 @@ static val attr_val(struct ctx *c, const struct kdev_cel_attribute *a)
 /* the number of distinct domains of attributes (|cap| false) or capacities */
 static size_t count_domains(const struct ctx *c, bool cap)
 {
-        size_t n = cap ? c->dev->n_capacity : c->dev->n_attributes, k = 0;
-        for (size_t i = 0; i < n; i++) {
-                const char *d = cap ? cap_domain(c, &c->dev->capacity[i]) : attr_domain(c, &c->dev->attributes[i]);
+        size_t k = 0;
+        for (size_t i = 0; i < n_entries(c, cap); i++) {
                 bool seen = false;
                 for (size_t j = 0; j < i && !seen; j++)
-                        seen = !strcmp(d, cap ? cap_domain(c, &c->dev->capacity[j])
-                                              : attr_domain(c, &c->dev->attributes[j]));
+                        seen = !strcmp(entry_domain(c, cap, i), entry_domain(c, cap, j));
                 k += !seen;
         }
         return k;
 }
 
-static bool has_domain(const struct ctx *c, bool cap, const char *dom, size_t dn)
-{
-        size_t n = cap ? c->dev->n_capacity : c->dev->n_attributes;
-        for (size_t i = 0; i < n; i++)
-                if (eqn(cap ? cap_domain(c, &c->dev->capacity[i]) : attr_domain(c, &c->dev->attributes[i]), dom, dn))
-                        return true;
-        return false;
-}
-
 static size_t count_in_domain(const struct ctx *c, bool cap, const char *dom, size_t dn)
 {
-        size_t n = cap ? c->dev->n_capacity : c->dev->n_attributes, k = 0;
-        for (size_t i = 0; i < n; i++)
-                k += eqn(cap ? cap_domain(c, &c->dev->capacity[i]) : attr_domain(c, &c->dev->attributes[i]), dom, dn);
+        size_t k = 0;
+        for (size_t i = 0; i < n_entries(c, cap); i++)
+                k += eqn(entry_domain(c, cap, i), dom, dn);
         return k;
 }
 
@@ -327,18 +312,16 @@ static val map_get(struct ctx *c, const val *m, const val *k)
                 v.str = k->str; /* unknown domains: an empty map, never an error */
                 return v;
         }
-        case T_ATTR_INNER: {
-                const struct kdev_cel_attribute *a =
-                        k->t == T_STRING ? find_attr(c, m->str.s, m->str.n, k->str.s, k->str.n) : NULL;
-                return a ? attr_val(c, a) : no_such_key(c, k);
-        }
+        case T_ATTR_INNER:
         case T_CAP_INNER: {
-                const struct kdev_cel_capacity *a =
-                        k->t == T_STRING ? find_cap(c, m->str.s, m->str.n, k->str.s, k->str.n) : NULL;
-                if (!a)
+                bool cap = m->t == T_CAP_INNER;
+                ptrdiff_t i = k->t == T_STRING ? find_entry(c, cap, m->str.s, m->str.n, k->str.s, k->str.n) : -1;
+                if (i < 0)
                         return no_such_key(c, k);
+                if (!cap)
+                        return attr_val(c, &c->dev->attributes[i]);
                 val v = {.t = T_QUANTITY};
-                v.q = a->value;
+                v.q = c->dev->capacity[i].value;
                 return v;
         }
         case T_MAP: {
@@ -353,9 +336,12 @@ static bool map_has(struct ctx *c, const val *m, const val *k)
 {
         switch (m->t) {
         case T_ATTR_OUTER:
-        case T_CAP_OUTER: return k->t == T_STRING && has_domain(c, m->t == T_CAP_OUTER, k->str.s, k->str.n);
-        case T_ATTR_INNER: return k->t == T_STRING && find_attr(c, m->str.s, m->str.n, k->str.s, k->str.n);
-        case T_CAP_INNER: return k->t == T_STRING && find_cap(c, m->str.s, m->str.n, k->str.s, k->str.n);
+        case T_CAP_OUTER:
+                return k->t == T_STRING && count_in_domain(c, m->t == T_CAP_OUTER, k->str.s, k->str.n) > 0;
+        case T_ATTR_INNER:
+        case T_CAP_INNER:
+                return k->t == T_STRING &&
+                       find_entry(c, m->t == T_CAP_INNER, m->str.s, m->str.n, k->str.s, k->str.n) >= 0;
         case T_MAP: {
                 val v;
                 return map_lookup(c, m, k, &v);
@@ -905,6 +891,10 @@ static int run(struct ctx *c, const struct kdev_cel_program *prog, const struct 
 {
         c->p = prog;
         c->dev = dev ? dev : &no_device;
+        c->cost = 0;
+        c->cancelled = c->oom = false;
+        c->sused = 0;
+        c->chunks = NULL;
         c->limit = cost_limit ? cost_limit : KDEV_CEL_COST_LIMIT;
         val v = eval(c, prog->root);
         if (c->cancelled)
@@ -930,10 +920,6 @@ int kdev_cel_match(const struct kdev_cel_program *prog, const struct kdev_cel_de
                    uint64_t *cost, struct kdev_err *err)
 {
         struct ctx c;
-        c.cost = 0;
-        c.cancelled = c.oom = false;
-        c.sused = 0;
-        c.chunks = NULL;
         val v;
         int rc = run(&c, prog, dev, cost_limit, &v, err);
         if (rc == 0 && v.t != T_BOOL)
@@ -1039,13 +1025,12 @@ static void print(struct ctx *c, struct out *o, const val *v, int depth)
         case T_CAP_INNER: {
                 /* the domain's entries, in the device's order */
                 bool cap = v->t == T_CAP_INNER;
-                size_t n = cap ? c->dev->n_capacity : c->dev->n_attributes, k = 0;
+                size_t k = 0;
                 put(o, "{");
-                for (size_t i = 0; i < n; i++) {
-                        const char *d = cap ? cap_domain(c, &c->dev->capacity[i]) : attr_domain(c, &c->dev->attributes[i]);
-                        if (!eqn(d, v->str.s, v->str.n))
+                for (size_t i = 0; i < n_entries(c, cap); i++) {
+                        if (!eqn(entry_domain(c, cap, i), v->str.s, v->str.n))
                                 continue;
-                        const char *name = cap ? c->dev->capacity[i].name : c->dev->attributes[i].name;
+                        const char *name = entry_name(c, cap, i);
                         put(o, k++ ? ", " : "");
                         put_str(o, name, strlen(name));
                         put(o, ": ");
@@ -1069,10 +1054,6 @@ int kdev_cel_eval(const struct kdev_cel_program *prog, const struct kdev_cel_dev
                   uint64_t *cost, char *buf, size_t size, struct kdev_err *err)
 {
         struct ctx c;
-        c.cost = 0;
-        c.cancelled = c.oom = false;
-        c.sused = 0;
-        c.chunks = NULL;
         val v;
         if (size)
                 buf[0] = 0;
