@@ -30,6 +30,7 @@ enum kdev_cel__type {
         T_ATTR_INNER, /* device.attributes[domain] */
         T_CAP_OUTER,  /* device.capacity */
         T_CAP_INNER,  /* device.capacity[domain] */
+        T_OPTIONAL, /* CEL's optional_type: .?name, [?key] */
         T_ERROR,
         T__COUNT,
 };
@@ -55,7 +56,7 @@ enum kdev_cel__fn {
         F_QUANTITY, F_ISQUANTITY, F_SEMVER, F_ISSEMVER,
         F_COMPARETO, F_ISGT, F_ISLT, F_ASINT, F_ASFLOAT, F_ISINT, F_QADD, F_QSUB, F_SIGN,
         F_MAJOR, F_MINOR, F_PATCH,
-        F_INT, F_UINT, F_DOUBLE, F_STRING,
+        F_INT, F_UINT, F_DOUBLE, F_STRING, F_ORVALUE, F_HASVALUE,
         F__COUNT,
 };
 
@@ -77,12 +78,13 @@ struct kdev_cel__val {
                 struct kdev_cel_quantity q;
                 struct kdev_cel_semver sv;
                 const char *err; /* T_ERROR */
+                const struct kdev_cel__val *opt; /* T_OPTIONAL: the value, NULL for none */
         };
 };
 
 struct kdev_cel__node {
         uint8_t kind, type; /* enum kdev_cel__node_kind, static enum kdev_cel__type */
-        uint8_t fn;         /* N_CALL */
+        uint8_t fn;         /* N_CALL; N_SELECT/N_INDEX: 1 for .?name / [?key] */
         uint8_t member;     /* N_CALL: called as a member (receiver is args[0]) */
         int32_t pos;        /* byte offset in the expression */
         int32_t a, b, c;    /* children (N_SELECT/N_HAS: a; N_INDEX: a, b; ...) */

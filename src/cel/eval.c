@@ -267,6 +267,7 @@ static bool equal(struct ctx *c, const val *a, const val *b)
         case T_QUANTITY: return kdev_cel_quantity_cmp(&a->q, &b->q) == 0;
         case T_SEMVER: return kdev_cel_semver_cmp(&a->sv, &b->sv) == 0;
         case T_DEVICE: return true;
+        case T_OPTIONAL: return a->opt == b->opt || (a->opt && b->opt && equal(c, a->opt, b->opt));
         case T_LIST:
                 if (a->list.n != b->list.n)
                         return false;
@@ -732,8 +733,67 @@ static val call(struct ctx *c, const struct kdev_cel__node *nd, const val *a, si
         case F_UINT:
         case F_DOUBLE:
         case F_STRING: return convert(c, nd->fn, &a[0]);
+        case F_ORVALUE: return a[0].opt ? *a[0].opt : a[1];
+        case F_HASVALUE: return vbool(a[0].opt != NULL);
         default: return verr(E_OVERLOAD);
         }
+}
+
+static val vnone(void)
+{
+        val v = {.t = T_OPTIONAL};
+        v.opt = NULL;
+        return v;
+}
+
+/* optional.of(v); an error stays an error */
+static val some(struct ctx *c, const val *v)
+{
+        if (v->t == T_ERROR)
+                return *v;
+        val *p = ar_alloc(c, sizeof(*p));
+        if (!p)
+                return verr(E_OOM);
+        *p = *v;
+        val r = {.t = T_OPTIONAL};
+        r.opt = p;
+        return r;
+}
+
+/* m.name of the device or a map (|m| is one of them) */
+static val select_plain(struct ctx *c, const struct kdev_cel__node *nd, const val *m, const val *k)
+{
+        if (m->t == T_DEVICE) {
+                val v = {.t = T_CAP_OUTER};
+                switch (nd->name[0]) {
+                case 'd':
+                        return vstr(c->dev->driver ? c->dev->driver : "", c->dev->driver ? strlen(c->dev->driver) : 0);
+                case 'a':
+                        if (nd->name_len == 10) {
+                                v.t = T_ATTR_OUTER;
+                                return v;
+                        }
+                        return vbool(c->dev->allow_multiple_allocations);
+                default: return v;
+                }
+        }
+        return is_mapv(m->t) ? map_get(c, m, k) : verr(E_OVERLOAD);
+}
+
+static val index_list(struct ctx *c, const val *m, const val *k)
+{
+        int64_t ix;
+        if (k->t == T_INT)
+                ix = k->i;
+        else if (k->t == T_UINT && k->u <= INT64_MAX)
+                ix = (int64_t)k->u;
+        else if (k->t == T_DOUBLE && k->d == floor(k->d) && fabs(k->d) < 9e18)
+                ix = (int64_t)k->d;
+        else
+                return verr(E_OVERLOAD);
+        if (ix < 0 || (uint64_t)ix >= m->list.n)
+                return errf(c, "index out of bounds: %lld", (long long)ix);
+        return m->list.v[ix];
 }
 
 /* ---- the walk ------------------------------------------------------- */
@@ -759,27 +819,24 @@ static val eval(struct ctx *c, int32_t i)
                 if (nd->kind == N_SELECT && !spend(c, 1))
                         return verr(E_CANCEL);
                 val k = vstr(nd->name, nd->name_len);
-                if (m.t == T_DEVICE) {
-                        if (nd->kind == N_HAS)
-                                return vbool(true);
-                        switch (nd->name[0]) {
-                        case 'd': return vstr(c->dev->driver ? c->dev->driver : "",
-                                              c->dev->driver ? strlen(c->dev->driver) : 0);
-                        case 'a':
-                                if (nd->name_len == 10) {
-                                        val v = {.t = T_ATTR_OUTER};
-                                        return v;
-                                }
-                                return vbool(c->dev->allow_multiple_allocations);
-                        default: {
-                                val v = {.t = T_CAP_OUTER};
-                                return v;
-                        }
-                        }
+                bool wrap = false;
+                if (m.t == T_OPTIONAL) {
+                        if (!m.opt)
+                                return nd->kind == N_HAS ? vbool(false) : m;
+                        m = *m.opt;
+                        wrap = true;
                 }
-                if (!is_mapv(m.t))
-                        return verr(E_OVERLOAD);
-                return nd->kind == N_HAS ? vbool(map_has(c, &m, &k)) : map_get(c, &m, &k);
+                if (nd->kind == N_HAS)
+                        return m.t == T_DEVICE ? vbool(true) : is_mapv(m.t) ? vbool(map_has(c, &m, &k)) : verr(E_OVERLOAD);
+                if (nd->fn) { /* .?name */
+                        if (m.t != T_DEVICE && !is_mapv(m.t))
+                                return verr(E_OVERLOAD);
+                        if (m.t != T_DEVICE && !map_has(c, &m, &k))
+                                return vnone();
+                        wrap = true;
+                }
+                val v = select_plain(c, nd, &m, &k);
+                return wrap ? some(c, &v) : v;
         }
         case N_INDEX: {
                 val m = eval(c, nd->a);
@@ -790,23 +847,28 @@ static val eval(struct ctx *c, int32_t i)
                         return k;
                 if (!spend(c, 1))
                         return verr(E_CANCEL);
-                if (m.t == T_LIST) {
-                        int64_t ix;
-                        if (k.t == T_INT)
-                                ix = k.i;
-                        else if (k.t == T_UINT && k.u <= INT64_MAX)
-                                ix = (int64_t)k.u;
-                        else if (k.t == T_DOUBLE && k.d == floor(k.d) && fabs(k.d) < 9e18)
-                                ix = (int64_t)k.d;
-                        else
-                                return verr(E_OVERLOAD);
-                        if (ix < 0 || (uint64_t)ix >= m.list.n)
-                                return errf(c, "index out of bounds: %lld", (long long)ix);
-                        return m.list.v[ix];
+                bool wrap = false;
+                if (m.t == T_OPTIONAL) {
+                        if (!m.opt)
+                                return m;
+                        m = *m.opt;
+                        wrap = true;
                 }
-                if (!is_mapv(m.t))
-                        return verr(E_OVERLOAD);
-                return map_get(c, &m, &k);
+                if (nd->fn) { /* [?key] */
+                        if (m.t == T_LIST) {
+                                val v = index_list(c, &m, &k);
+                                if (v.t == T_ERROR)
+                                        return v.err == E_OVERLOAD ? v : vnone();
+                                return some(c, &v);
+                        }
+                        if (!is_mapv(m.t))
+                                return verr(E_OVERLOAD);
+                        if (!map_has(c, &m, &k))
+                                return vnone();
+                        wrap = true;
+                }
+                val v = m.t == T_LIST ? index_list(c, &m, &k) : is_mapv(m.t) ? map_get(c, &m, &k) : verr(E_OVERLOAD);
+                return wrap ? some(c, &v) : v;
         }
         case N_LIST:
         case N_MAP: {
@@ -1046,6 +1108,15 @@ static void print(struct ctx *c, struct out *o, const val *v, int depth)
                 put(o, "}");
                 break;
         }
+        case T_OPTIONAL:
+                if (!v->opt) {
+                        put(o, "optional.none()");
+                        break;
+                }
+                put(o, "optional.of(");
+                print(c, o, v->opt, depth + 1);
+                put(o, ")");
+                break;
         default: put(o, "<%s>", kdev_cel__type_name(v->t)); break;
         }
 }

@@ -447,7 +447,8 @@ static const char *const fn_names[F__COUNT] = {
         [F_ISGT] = "isGreaterThan", [F_ISLT] = "isLessThan", [F_ASINT] = "asInteger",
         [F_ASFLOAT] = "asApproximateFloat", [F_ISINT] = "isInteger", [F_QADD] = "add", [F_QSUB] = "sub",
         [F_SIGN] = "sign", [F_MAJOR] = "major", [F_MINOR] = "minor", [F_PATCH] = "patch", [F_INT] = "int",
-        [F_UINT] = "uint", [F_DOUBLE] = "double", [F_STRING] = "string",
+        [F_UINT] = "uint", [F_DOUBLE] = "double", [F_STRING] = "string", [F_ORVALUE] = "orValue",
+        [F_HASVALUE] = "hasValue",
 };
 
 const char *kdev_cel__fn_name(int fn)
@@ -464,7 +465,8 @@ const char *kdev_cel__type_name(int t)
                 [T_SEMVER] = "kubernetes.Semver", [T_DEVICE] = "kubernetes.DRADevice",
                 [T_ATTR_OUTER] = "map(string, map(string, dyn))", [T_ATTR_INNER] = "map(string, dyn)",
                 [T_CAP_OUTER] = "map(string, map(string, kubernetes.Quantity))",
-                [T_CAP_INNER] = "map(string, kubernetes.Quantity)", [T_ERROR] = "error",
+                [T_CAP_INNER] = "map(string, kubernetes.Quantity)", [T_OPTIONAL] = "optional_type(dyn)",
+                [T_ERROR] = "error",
         };
         return t >= 0 && t < T__COUNT ? names[t] : "?";
 }
@@ -514,6 +516,7 @@ static const struct sig sigs[] = {
         {F_STRING, 0, 1, T_STRING, {T_STRING}}, {F_STRING, 0, 1, T_STRING, {T_INT}},
         {F_STRING, 0, 1, T_STRING, {T_UINT}}, {F_STRING, 0, 1, T_STRING, {T_DOUBLE}},
         {F_STRING, 0, 1, T_STRING, {T_BOOL}},
+        {F_ORVALUE, 1, 2, T_DYN, {T_OPTIONAL, T_DYN}}, {F_HASVALUE, 1, 1, T_BOOL, {T_OPTIONAL}},
         {F_NEG, 0, 1, T_INT, {T_INT}}, {F_NEG, 0, 1, T_DOUBLE, {T_DOUBLE}},
         {F_ADD, 0, 2, T_INT, {T_INT, T_INT}}, {F_ADD, 0, 2, T_UINT, {T_UINT, T_UINT}},
         {F_ADD, 0, 2, T_DOUBLE, {T_DOUBLE, T_DOUBLE}}, {F_ADD, 0, 2, T_STRING, {T_STRING, T_STRING}},
@@ -568,6 +571,8 @@ int kdev_cel__overload(int fn, bool member, const uint8_t *argt, size_t n)
                 bool ok = true, dyn = false;
                 for (size_t k = 0; k < n && ok; k++) {
                         int t = base(argt[k]);
+                        if (s->at[k] == T_DYN)
+                                continue; /* any type */
                         if (t == T_DYN)
                                 dyn = true;
                         else if (t != s->at[k])
@@ -733,7 +738,8 @@ static struct {
                      {"upperAscii", F_UPPER},  {"compareTo", F_COMPARETO},    {"isGreaterThan", F_ISGT},
                      {"isLessThan", F_ISLT},   {"asInteger", F_ASINT},        {"asApproximateFloat", F_ASFLOAT},
                      {"isInteger", F_ISINT},   {"add", F_QADD},               {"sub", F_QSUB},
-                     {"major", F_MAJOR},       {"minor", F_MINOR},            {"patch", F_PATCH}};
+                     {"major", F_MAJOR},       {"minor", F_MINOR},            {"patch", F_PATCH},
+                     {"orValue", F_ORVALUE},   {"hasValue", F_HASVALUE}};
 
 /* '(' args ')' after a function name; fills |args| (receiver already in
  * args[0] when |have|) and returns the count or -1 */
@@ -782,7 +788,7 @@ static int ident_primary(struct parser *ps)
                 int cnt = call_args(ps, a, 0, 4);
                 if (cnt < 0)
                         return -1;
-                if (cnt != 1 || N(ps, a[0])->kind != N_SELECT)
+                if (cnt != 1 || N(ps, a[0])->kind != N_SELECT || N(ps, a[0])->fn)
                         return fail(ps, pos, "invalid argument to has() macro");
                 N(ps, a[0])->kind = N_HAS;
                 N(ps, a[0])->type = T_BOOL;
@@ -922,8 +928,9 @@ static int member(struct parser *ps)
                 if (ps->tok == K_DOT) {
                         if (next(ps) < 0)
                                 return -1;
-                        if (ps->tok == K_QUEST)
-                                return fail(ps, ps->tpos, "optional field selection (.?) is not supported by kdev's CEL subset");
+                        bool opt = ps->tok == K_QUEST;
+                        if (opt && next(ps) < 0)
+                                return -1;
                         if (ps->tok != K_IDENT && ps->tok != K_IN && ps->tok != K_TRUE && ps->tok != K_FALSE &&
                             ps->tok != K_NULL)
                                 return unexpected(ps);
@@ -932,6 +939,8 @@ static int member(struct parser *ps)
                         size_t n = (ps->tok == K_IDENT ? ps->tend : ps->p) - (size_t)npos;
                         if (next(ps) < 0)
                                 return -1;
+                        if (ps->tok == K_LP && opt)
+                                return unexpected(ps);
                         if (ps->tok == K_LP) {
                                 int fn = -1;
                                 for (size_t i = 0; i < sizeof(members) / sizeof(members[0]); i++)
@@ -950,9 +959,12 @@ static int member(struct parser *ps)
                                 e = make_call(ps, fn, true, npos, a, (size_t)cnt);
                                 continue;
                         }
-                        int t = select_type(ps, npos, N(ps, e)->type, name, n);
+                        int et = N(ps, e)->type;
+                        int t = select_type(ps, npos, et == T_OPTIONAL ? T_DYN : et, name, n);
                         if (t < 0)
                                 return -1;
+                        if (opt || et == T_OPTIONAL)
+                                t = T_OPTIONAL;
                         char *s = str_alloc(ps, n);
                         if (!s)
                                 return oom(ps);
@@ -965,17 +977,25 @@ static int member(struct parser *ps)
                         N(ps, nd)->name = s;
                         N(ps, nd)->name_len = n;
                         N(ps, nd)->type = (uint8_t)t;
+                        N(ps, nd)->fn = opt;
                         e = nd;
                 } else if (ps->tok == K_LB) {
                         if (next(ps) < 0)
                                 return -1;
+                        bool opt = ps->tok == K_QUEST;
+                        if (opt && next(ps) < 0)
+                                return -1;
                         int k = expr(ps);
                         if (k < 0 || expect(ps, K_RB, "']'") < 0)
                                 return -1;
-                        int t = index_type(ps, pos, N(ps, e)->type, N(ps, k)->type);
+                        int et = N(ps, e)->type;
+                        int t = index_type(ps, pos, et == T_OPTIONAL ? T_DYN : et, N(ps, k)->type);
+                        if (t >= 0 && (opt || et == T_OPTIONAL))
+                                t = T_OPTIONAL;
                         int nd = t < 0 ? -1 : new_node(ps, N_INDEX, pos);
                         if (nd < 0)
                                 return -1;
+                        N(ps, nd)->fn = opt;
                         N(ps, nd)->a = e;
                         N(ps, nd)->b = k;
                         N(ps, nd)->type = (uint8_t)t;
