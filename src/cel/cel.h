@@ -145,7 +145,7 @@ KDEV_API int kdev_cel_match(const struct kdev_cel_program *prog, const struct kd
  * text into |buf| (|size| bytes, NUL-terminated, truncated if short): `true`,
  * `42`, `42u`, `1.5`, `"text"` (quoted, escaped), `null`, `[1, 2]`,
  * `{"a": 1}`, `quantity("10737418240")` (the exact decimal value),
- * `semver("1.2.3-rc.1")`. Returns 0 or a negative errno with |err| set as
+ * `semver("1.2.3-rc.1")`, `optional.of(1)`, `optional.none()`. Returns 0 or a negative errno with |err| set as
  * kdev_cel_match() does. */
 KDEV_API int kdev_cel_eval(const struct kdev_cel_program *prog, const struct kdev_cel_device *dev,
                            uint64_t cost_limit, uint64_t *cost, char *buf, size_t size,
