@@ -48,7 +48,12 @@ enum kdev_cel__node_kind {
         N_OR,
         N_NOT,
         N_COND, /* a ? b : c */
+        N_BIND, /* cel.bind(var, a, b): var (slot |args|) = a while b runs */
+        N_VAR,  /* a cel.bind variable: slot |args| */
 };
+
+/* nested cel.bind variables at most */
+#define KDEV_CEL__MAX_VARS 16
 
 enum kdev_cel__fn {
         F_EQ, F_NE, F_LT, F_LE, F_GT, F_GE, F_ADD, F_SUB, F_MUL, F_DIV, F_MOD, F_NEG, F_IN,

@@ -31,6 +31,7 @@ struct ctx {
         bool cancelled, oom;
         size_t sused;
         struct chunk *chunks;
+        struct kdev_cel__val vars[KDEV_CEL__MAX_VARS]; /* cel.bind */
         _Alignas(16) char stack[2048];
 };
 
@@ -932,6 +933,17 @@ static val eval(struct ctx *c, int32_t i)
                         return v;
                 return v.t == T_BOOL ? vbool(!v.b) : verr(E_OVERLOAD);
         }
+        case N_BIND:
+                /* an error in the value is one only where the variable is
+                 * used */
+                c->vars[nd->args] = eval(c, nd->a);
+                if (c->cancelled)
+                        return verr(E_CANCEL);
+                return eval(c, nd->b);
+        case N_VAR:
+                if (!spend(c, 1))
+                        return verr(E_CANCEL);
+                return c->vars[nd->args];
         case N_COND: {
                 val v = eval(c, nd->a);
                 if (v.t == T_ERROR)

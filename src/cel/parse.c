@@ -41,6 +41,13 @@ struct parser {
         size_t cap_regex;
         int depth;
         bool any_result;
+        /* the cel.bind variables in scope, innermost last */
+        struct {
+                const char *name;
+                size_t n;
+                uint8_t type;
+        } vars[KDEV_CEL__MAX_VARS];
+        int n_vars;
         int error; /* 0, -EINVAL or -ENOMEM */
         struct kdev_err *err;
 };
@@ -767,6 +774,46 @@ static int call_args(struct parser *ps, int32_t *args, int have, int max)
         return n;
 }
 
+/* cel.bind(var, init, expr) (cel-go ext.Bindings), after `cel`; the
+ * current token is the dot */
+static int bind(struct parser *ps, int pos)
+{
+        if (next(ps) < 0)
+                return -1;
+        if (ps->tok != K_IDENT || ps->tend - (size_t)ps->tpos != 4 || memcmp(ps->src + ps->tpos, "bind", 4))
+                return fail(ps, pos, "undeclared reference to 'cel' (in container '')");
+        if (next(ps) < 0 || expect(ps, K_LP, "'('") < 0)
+                return -1;
+        if (ps->tok != K_IDENT)
+                return fail(ps, ps->tpos, "cel.bind() variable name must be a simple identifier");
+        const char *name = ps->src + ps->tpos;
+        size_t n = ps->tend - (size_t)ps->tpos;
+        if ((n == 6 && !memcmp(name, "device", 6)))
+                return fail(ps, ps->tpos, "cel.bind() variable name must not shadow 'device'");
+        if (ps->n_vars == KDEV_CEL__MAX_VARS)
+                return fail(ps, ps->tpos, "more than %d nested cel.bind() variables", KDEV_CEL__MAX_VARS);
+        int init, body;
+        if (next(ps) < 0 || expect(ps, K_COMMA, "','") < 0 || (init = expr(ps)) < 0 ||
+            expect(ps, K_COMMA, "','") < 0)
+                return -1;
+        int slot = ps->n_vars++;
+        ps->vars[slot].name = name;
+        ps->vars[slot].n = n;
+        ps->vars[slot].type = N(ps, init)->type;
+        body = expr(ps);
+        ps->n_vars--;
+        if (body < 0 || expect(ps, K_RP, "')'") < 0)
+                return -1;
+        int nd = new_node(ps, N_BIND, pos);
+        if (nd < 0)
+                return -1;
+        N(ps, nd)->a = init;
+        N(ps, nd)->b = body;
+        N(ps, nd)->args = slot;
+        N(ps, nd)->type = N(ps, body)->type;
+        return nd;
+}
+
 static int ident_primary(struct parser *ps)
 {
         int pos = ps->tpos;
@@ -774,6 +821,17 @@ static int ident_primary(struct parser *ps)
         size_t n = ps->tend - (size_t)pos;
         if (next(ps) < 0)
                 return -1;
+        for (int v = ps->n_vars - 1; v >= 0 && ps->tok != K_LP; v--)
+                if (ps->vars[v].n == n && !memcmp(ps->vars[v].name, name, n)) {
+                        int nd = new_node(ps, N_VAR, pos);
+                        if (nd >= 0) {
+                                N(ps, nd)->args = v;
+                                N(ps, nd)->type = ps->vars[v].type;
+                        }
+                        return nd;
+                }
+        if (n == 3 && !memcmp(name, "cel", 3) && ps->tok == K_DOT)
+                return bind(ps, pos);
         if (ps->tok != K_LP) {
                 if (n == 6 && !memcmp(name, "device", 6)) {
                         int nd = new_node(ps, N_DEVICE, pos);
