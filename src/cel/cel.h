@@ -34,6 +34,14 @@
 #define KDEV_CEL_MAX_EXPRESSION_LENGTH 10240
 #define KDEV_CEL_COST_LIMIT 1000000ULL
 
+/* What Kubernetes' scheduler appends to a runtime error that contains
+ * `no such key:` (dynamic-resource-allocation cel/errors.go,
+ * EnhanceRuntimeError; once): the allocator adds it, kdev_cel_match() does
+ * not. */
+#define KDEV_CEL_NO_SUCH_KEY_HINT                                                                         \
+        ". consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() " \
+        "for optional fields"
+
 /* A Kubernetes quantity (apimachinery resource.Quantity), exact: the value
  * is mantissa x 10^exponent. Binary suffixes are folded into the mantissa
  * (1Ki = 1024 x 10^0). */

@@ -253,6 +253,14 @@ static void test_match_results(void **state)
         assert_int_equal(kdev_cel_match(p, &dev_c, 0, NULL, &err), -EINVAL);
         assert_string_equal(err.msg, "CEL result of type string could not be converted to bool");
         kdev_cel_program_free(p);
+        /* the scheduler's hint, as the allocator appends it */
+        assert_int_equal(kdev_cel_compile("device.attributes['gpu.example.com'].model == 'x'", &p, &err), 0);
+        assert_int_equal(kdev_cel_match(p, &dev_b, 0, NULL, &err), -EINVAL);
+        char full[2048];
+        snprintf(full, sizeof(full), "%s%s", err.msg, KDEV_CEL_NO_SUCH_KEY_HINT);
+        assert_string_equal(full, "no such key: model. consider using CEL optional chaining (.? followed by "
+                                  "orValue()) or guarding the check with has() for optional fields");
+        kdev_cel_program_free(p);
 }
 
 static void test_cost_limit(void **state)
