@@ -3,6 +3,7 @@
  * selector examples among them), the compile error format, the cost limit,
  * programs reused across devices, and the bound on evaluation cost. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -354,6 +355,49 @@ static void test_quantity_parse(void **state)
         assert_string_equal(err.msg, "quantity out of the range kdev supports");
 }
 
+/* one program, shared by threads: each evaluation keeps its state to
+ * itself (run under ASan/UBSan; TSan builds would see no race either) */
+struct shared {
+        const struct kdev_cel_program *p;
+        int ok;
+};
+
+static void *match_many(void *arg)
+{
+        struct shared *s = arg;
+        struct kdev_err err;
+        s->ok = 1;
+        for (int i = 0; i < 2000; i++) {
+                if (kdev_cel_match(s->p, &dev_c, 0, NULL, &err) != 1 || kdev_cel_match(s->p, &dev_b, 0, NULL, &err) != 0)
+                        s->ok = 0;
+        }
+        return NULL;
+}
+
+static void test_threads_share_a_program(void **state)
+{
+        (void)state;
+        struct kdev_cel_program *p;
+        struct kdev_err err;
+        assert_int_equal(kdev_cel_compile("device.driver == 'gpu.nvidia.com' && "
+                                          "device.attributes['gpu.nvidia.com'].?productName.orValue('')"
+                                          ".matches('H[0-9]+') && cel.bind(m, device.capacity['gpu.nvidia.com'], "
+                                          "m.memory.isGreaterThan(quantity('1Gi')))",
+                                          &p, &err),
+                         0);
+        struct shared s[4];
+        pthread_t th[4];
+        for (int i = 0; i < 4; i++) {
+                s[i].p = p;
+                assert_int_equal(pthread_create(&th[i], NULL, match_many, &s[i]), 0);
+        }
+        for (int i = 0; i < 4; i++) {
+                pthread_join(th[i], NULL);
+                assert_int_equal(s[i].ok, 1);
+        }
+        kdev_cel_program_free(p);
+}
+
 int main(void)
 {
         fixtures();
@@ -361,7 +405,7 @@ int main(void)
                 cmocka_unit_test(test_language_table),  cmocka_unit_test(test_kubernetes_table),
                 cmocka_unit_test(test_compile_error_format), cmocka_unit_test(test_match_results),
                 cmocka_unit_test(test_cost_limit),      cmocka_unit_test(test_cost_bounded),
-                cmocka_unit_test(test_quantity_parse),
+                cmocka_unit_test(test_quantity_parse),  cmocka_unit_test(test_threads_share_a_program),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
