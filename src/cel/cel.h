@@ -121,7 +121,9 @@ struct kdev_cel_program;
  * container '')`, `undefined field 'foo'`, `Syntax error: ...`,
  * `found no matching overload for '_+_' applied to '(int, string)'`; an
  * expression longer than KDEV_CEL_MAX_EXPRESSION_LENGTH bytes is refused
- * before parsing. -ENOMEM when out of memory. |expr| is not kept. */
+ * before parsing; a selector of another type gets Kubernetes' `must
+ * evaluate to bool or the unknown type, not <type>`. -ENOMEM when out of
+ * memory. |expr| is not kept. */
 KDEV_API int kdev_cel_compile(const char *expr, struct kdev_cel_program **out,
                               struct kdev_err *err);
 

@@ -1285,9 +1285,13 @@ static int compile(const char *src, bool any, struct kdev_cel_program **out, str
         }
         if (root >= 0 && !any) {
                 int t = N(&ps, root)->type;
-                if (t != T_BOOL && t != T_DYN)
-                        root = fail(&ps, N(&ps, root)->pos, "must evaluate to bool or the unknown type, not %s",
-                                    kdev_cel__type_name(t));
+                if (t != T_BOOL && t != T_DYN) {
+                        /* Kubernetes reports it without a position
+                         * (cel/compile.go) */
+                        ps.error = kdev_err_set(err, EINVAL, "must evaluate to bool or the unknown type, not %s",
+                                                kdev_cel__type_name(t));
+                        root = -1;
+                }
         }
         if (root < 0) {
                 int rc = ps.error ? ps.error : -EINVAL;

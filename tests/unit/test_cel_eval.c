@@ -211,8 +211,7 @@ static void test_compile_error_format(void **state)
                                      " | .........^");
         /* a selector must be bool or of unknown type */
         assert_int_equal(kdev_cel_compile("1 + 2", &p, &err), -EINVAL);
-        assert_string_equal(err.msg, "compilation failed: ERROR: <input>:1:3: must evaluate to bool or the unknown "
-                                     "type, not int\n | 1 + 2\n | ..^");
+        assert_string_equal(err.msg, "must evaluate to bool or the unknown type, not int");
         assert_int_equal(kdev_cel_compile("device.attributes['d'].x", &p, &err), 0);
         kdev_cel_program_free(p);
         /* Kubernetes' length limit, before parsing */
