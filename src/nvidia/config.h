@@ -315,4 +315,33 @@ KDEV_API const char *kdev_nvidia_id_strategy_name(enum kdev_nvidia_id_strategy s
  * envvar, volume-mounts, cdi-annotations, cdi-cri into |buf|. Returns |buf|. */
 KDEV_API char *kdev_nvidia_list_strategies_text(unsigned mask, char *buf, size_t size);
 
+/* The sharing strategy of |cfg| (NVIDIA api/config/v1/sharing.go
+ * SharingStrategy): MPS when sharing.mps has a resource with replicas > 1,
+ * else time-slicing when sharing.timeSlicing has one, else none. MPS wins
+ * when both are given, as NVIDIA's does. */
+enum kdev_nvidia_sharing_strategy {
+        KDEV_NVIDIA_SHARING_NONE,
+        KDEV_NVIDIA_SHARING_TIME_SLICING,
+        KDEV_NVIDIA_SHARING_MPS,
+};
+KDEV_API enum kdev_nvidia_sharing_strategy
+kdev_nvidia_sharing_strategy(const struct kdev_nvidia_config *cfg);
+
+/* Its name as GFD's nvidia.com/gpu.sharing-strategy label writes it: "none",
+ * "time-slicing", "mps"; static. */
+KDEV_API const char *kdev_nvidia_sharing_strategy_name(enum kdev_nvidia_sharing_strategy s);
+
+/* The sharing section that is applied (NVIDIA sharing.go
+ * ReplicatedResources): &cfg->mps when it is present, else
+ * &cfg->time_slicing (present or not). Borrowed from |cfg|. */
+KDEV_API const struct kdev_nvidia_replicated *
+kdev_nvidia_replicated_section(const struct kdev_nvidia_config *cfg);
+
+/* Whether a request of more than one replica is refused for |r| (one of
+ * cfg's sections): failRequestsGreaterThanOne as given; when not given,
+ * true for sharing.mps (NVIDIA v0.20.0, #1762) and false for
+ * sharing.timeSlicing. */
+KDEV_API bool kdev_nvidia_replicated_fail_gt1(const struct kdev_nvidia_config *cfg,
+                                              const struct kdev_nvidia_replicated *r);
+
 #endif /* KDEV_NVIDIA_CONFIG_H */
