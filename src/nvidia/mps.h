@@ -51,4 +51,67 @@ KDEV_API char *kdev_nvidia_mps_path(const char *root, const char *resource,
 KDEV_API int kdev_nvidia_mps_edits(const char *host_root, const char *resource,
                                    struct kdev_container_edits *out, struct kdev_err *err);
 
+/* What the control daemon of one MPS resource is told (NVIDIA
+ * cmd/mps-control-daemon/mps/daemon.go Start), after
+ * "nvidia-cuda-mps-control -d": for each physical GPU of the resource, in
+ * device order, "set_default_device_pinned_mem_limit <index> <M>M" with M =
+ * its memory in bytes / its replicas in the resource / 2^20 (left out when
+ * the memory is unknown; NVIDIA's order is a Go map's), then
+ * "set_default_active_thread_percentage <100 / replicas per GPU>". */
+struct kdev_nvidia_mps_daemon {
+        char *resource;   /* e.g. "nvidia.com/gpu" */
+        char **commands;  /* in the order sent */
+        size_t n_commands;
+        char **uuids;     /* the physical GPUs (for the compute mode option) */
+        size_t n_uuids;
+};
+
+/* The MPS daemons of |set| after kdev_nvidia_apply_sharing: one per NVIDIA
+ * resource whose replicas are MPS (its rdata carries the MPS root) and that
+ * has devices (NVIDIA skips a resource without devices), in set order. Into
+ * *out (malloc'ed array, free with kdev_nvidia_mps_plan_free) and *n.
+ * Returns 0 or -ENOMEM with |err|. */
+KDEV_API int kdev_nvidia_mps_plan(const struct kdev_resource_set *set,
+                                  struct kdev_nvidia_mps_daemon **out, size_t *n,
+                                  struct kdev_err *err);
+KDEV_API void kdev_nvidia_mps_plan_free(struct kdev_nvidia_mps_daemon *d, size_t n);
+
+/* Runs control program |bin| (a path, or a name looked up on PATH) for
+ * resource |resource| under MPS root |root|, with CUDA_MPS_PIPE_DIRECTORY
+ * and CUDA_MPS_LOG_DIRECTORY set to its pipe and log directories: with
+ * |command| NULL as "<bin> -d" (start the daemon), else "<bin>" with
+ * |command| written to its stdin (NVIDIA EchoPipeToControl). Its stdout goes
+ * into |out| (|size| bytes, NUL-terminated, cut; may be NULL). Waits at most
+ * |timeout_ms| ms, then kills it. Returns 0; -ETIMEDOUT "timed out after
+ * <ms> ms" (the daemon stopped answering); -EIO "failed to send command to
+ * MPS daemon: exit status <n>" (NVIDIA's text; "-d": "failed to start MPS
+ * daemon: exit status <n>"); -errno "failed to start NVIDIA MPS command:
+ * <strerror>" when it cannot be run. */
+KDEV_API int kdev_nvidia_mps_send(const char *bin, const char *root, const char *resource,
+                                  const char *command, unsigned timeout_ms, char *out,
+                                  size_t size, struct kdev_err *err);
+
+/* Starts the daemon of |d| under |root| (NVIDIA Daemon.Start, without the
+ * compute mode): creates the pipe and log directories (0755, parents
+ * included), runs "<bin> -d", sends |d|'s commands in order, then creates
+ * the started marker <root>/<resource>/.started. Returns 0, or the first
+ * failure: kdev_nvidia_mps_send's errors prefixed "error setting ... :"
+ * as NVIDIA ("error setting pinned memory limit for device <i>: ",
+ * "error setting active thread percentage: "), -errno "error creating
+ * directory <dir>: <strerror>". */
+KDEV_API int kdev_nvidia_mps_start(const char *bin, const char *root,
+                                   const struct kdev_nvidia_mps_daemon *d, unsigned timeout_ms,
+                                   struct kdev_err *err);
+
+/* Stops it (NVIDIA Daemon.Stop): sends "quit", removes the started marker.
+ * Returns 0, or -errno/-EIO "error sending quit message: <...>". */
+KDEV_API int kdev_nvidia_mps_stop(const char *bin, const char *root, const char *resource,
+                                  unsigned timeout_ms, struct kdev_err *err);
+
+/* NVIDIA's health query (AssertHealthy): sends
+ * KDEV_NVIDIA_MPS_HEALTH_QUERY. Returns 0, or kdev_nvidia_mps_send's error
+ * with |err| "error checking MPS daemon health: <its message>". */
+KDEV_API int kdev_nvidia_mps_health(const char *bin, const char *root, const char *resource,
+                                    unsigned timeout_ms, struct kdev_err *err);
+
 #endif /* KDEV_NVIDIA_MPS_H */
