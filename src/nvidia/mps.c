@@ -187,13 +187,15 @@ int kdev_nvidia_mps_send(const char *bin, const char *root, const char *resource
         if (pid == 0) {
                 dup2(in[0], 0);
                 dup2(so[1], 1);
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                if (null >= 0)
+                        dup2(null, 2); /* as Go's exec.Cmd with no Stderr (NVIDIA) */
                 setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir, 1);
                 setenv("CUDA_MPS_LOG_DIRECTORY", log_dir, 1);
                 if (command)
                         execlp(bin, bin, (char *)NULL);
                 else
                         execlp(bin, bin, "-d", (char *)NULL);
-                dprintf(2, "failed to start NVIDIA MPS command: %s: %s\n", bin, strerror(errno));
                 _exit(127);
         }
         close(in[0]);

@@ -14,6 +14,8 @@
 
 #include <stddef.h>
 
+#include <uv.h>
+
 #include "common/err.h"
 #include "model/edits.h"
 #include "model/model.h"
@@ -80,8 +82,8 @@ KDEV_API void kdev_nvidia_mps_plan_free(struct kdev_nvidia_mps_daemon *d, size_t
  * resource |resource| under MPS root |root|, with CUDA_MPS_PIPE_DIRECTORY
  * and CUDA_MPS_LOG_DIRECTORY set to its pipe and log directories: with
  * |command| NULL as "<bin> -d" (start the daemon), else "<bin>" with
- * |command| written to its stdin (NVIDIA EchoPipeToControl). Its stdout goes
- * into |out| (|size| bytes, NUL-terminated, cut; may be NULL). Waits at most
+ * |command| written to its stdin (NVIDIA EchoPipeToControl). Its stderr goes
+ * to /dev/null (as NVIDIA's); its stdout into |out| (|size| bytes, NUL-terminated, cut; may be NULL). Waits at most
  * |timeout_ms| ms, then kills it. Returns 0; -ETIMEDOUT "timed out after
  * <ms> ms" (the daemon stopped answering); -EIO "failed to send command to
  * MPS daemon: exit status <n>" (NVIDIA's text; "-d": "failed to start MPS
@@ -113,5 +115,50 @@ KDEV_API int kdev_nvidia_mps_stop(const char *bin, const char *root, const char 
  * with |err| "error checking MPS daemon health: <its message>". */
 KDEV_API int kdev_nvidia_mps_health(const char *bin, const char *root, const char *resource,
                                     unsigned timeout_ms, struct kdev_err *err);
+
+/* --- the plugin's watch of the MPS daemons (beyond NVIDIA) ----------------
+ *
+ * NVIDIA's plugin checks the daemon once, before serving ("error waiting for
+ * MPS daemon: error checking MPS daemon health: <why>", retried 30 s later)
+ * and never again. kdev keeps asking: a thread sends the health query for
+ * each MPS resource of |set| every interval_ms (the query times out after
+ * the same interval). From kdev_nvidia_mps_watch_start until the first
+ * answer every device of such a resource is Unhealthy (the wait, logged
+ * with NVIDIA's error text at once and every 30 s while it lasts); when a
+ * daemon stops answering (dies, or hangs past the timeout) all that
+ * resource's devices are set Unhealthy and |notify| is called once for it
+ * (one ListAndWatch update), so the change is sent within 2 x interval_ms
+ * (the default 250 ms: within 1 s even for a hang); when it answers again
+ * they get back the health of their physical device. A device the GPU
+ * health monitor marks Healthy while the daemon is down is set Unhealthy
+ * again at the next check (another update). Each change is logged ("MPS
+ * daemon not answering; its replicas are Unhealthy" / "MPS daemon answers
+ * again") and handed to |event| ("mps_daemon_down" / "mps_daemon_up"). */
+struct kdev_nvidia_mps_watch;
+
+struct kdev_nvidia_mps_watch_options {
+        uv_loop_t *loop;
+        struct kdev_resource_set *set; /* borrowed until stop; resources looked up by name */
+        const char *root;              /* the MPS root seen here; NULL: "/mps" */
+        const char *control_bin;       /* NULL: nvidia-cuda-mps-control on PATH */
+        unsigned interval_ms;          /* 0: 250 */
+        void (*notify)(void *arg, const char *resource);
+        void *notify_arg;
+        void (*event)(void *arg, const char *kind, unsigned long long xid, unsigned count);
+        void *event_arg;
+};
+
+/* Starts the watch of the MPS resources of |o->set| (those whose rdata
+ * carries the MPS root). Sets *out (NULL when the set has none) and returns
+ * 0, or -errno with |err| (thread, async handle, memory). Loop thread. */
+KDEV_API int kdev_nvidia_mps_watch_start(const struct kdev_nvidia_mps_watch_options *o,
+                                         struct kdev_nvidia_mps_watch **out,
+                                         struct kdev_err *err);
+
+/* Stops the thread (waits for a query under way: at most interval_ms) and
+ * frees |w| once its handle is closed; then |done| (may be NULL). NULL-safe
+ * (|done| called at once). Loop thread. */
+KDEV_API void kdev_nvidia_mps_watch_stop(struct kdev_nvidia_mps_watch *w, void (*done)(void *arg),
+                                         void *arg);
 
 #endif /* KDEV_NVIDIA_MPS_H */

@@ -5,9 +5,11 @@ the directories and started marker, the watch (a daemon that dies is started
 again with a backoff of 1 s, 2 s, ...), and the clean stop at SIGTERM."""
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
@@ -133,6 +135,104 @@ def test_start_failure_exits_1():
             r.stderr
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def mock_env(d):
+    return dict(LD_LIBRARY_PATH=kt.MOCK_NVML_DIR, KDEV_MOCK_NVML_TOPOLOGY=kt.H100_TOPO,
+                KDEV_MOCK_MPS_LOG=os.path.join(d, "commands.log"),
+                KDEV_MOCK_MPS_CONTROL=os.path.join(d, "control"),
+                KDEV_MPS_DIR=os.path.join(d, "mps"), KDEV_MPS_CONTROL_BIN=MOCK_MPS)
+
+
+def mock_daemon_start(d):
+    """What the control daemon does first: the directories and -d."""
+    pipe = os.path.join(d, "mps", "nvidia.com", "gpu", "pipe")
+    os.makedirs(pipe, exist_ok=True)
+    os.makedirs(os.path.join(d, "mps", "nvidia.com", "gpu", "log"), exist_ok=True)
+    subprocess.run([MOCK_MPS, "-d"], check=True,
+                   env=dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=pipe,
+                            CUDA_MPS_LOG_DIRECTORY=pipe[:-4] + "log"))
+    return os.path.join(pipe, "mock-mps-daemon")
+
+
+def test_plugin_follows_daemon():
+    """kdev-plugin: the MPS replicas are Unhealthy until the daemon answers
+    (NVIDIA's error text logged), Healthy then; when the daemon dies or hangs
+    all 32 go Unhealthy in the first ListAndWatch update after it, within 1 s,
+    and Healthy again when it answers; Allocate gives NVIDIA's env and
+    mounts; the changes are counted in kdev_gpu_health_events_total."""
+    with TempDir() as d:
+        dp = os.path.join(d, "dp")
+        os.makedirs(dp)
+        open(os.path.join(d, "control"), "w").close()
+        kubelet = kt.FakeKubelet(dp)
+        kubelet.start()
+        port = free_port()
+        extra = ("--metrics-address", "127.0.0.1:%d" % port)
+        plugin = kt.Plugin(dp, MPS_CONFIG, extra=extra, env=mock_env(d))
+        res = "nvidia.com/gpu"
+
+        def last():
+            with kubelet.lock:
+                ups = kubelet.updates.get(res, [])
+                return (len(ups), ups[-1] if ups else None)
+
+        def all_are(health):
+            n, u = last()
+            return u is not None and len(u) == 32 and all(h == health for _, h in u)
+
+        try:
+            kt.wait_for(lambda: all_are("Unhealthy"), what="replicas Unhealthy while waiting")
+            kt.wait_for(lambda: "error waiting for MPS daemon: error checking MPS daemon health: "
+                                "failed to send command to MPS daemon: exit status 1"
+                                in plugin.logtext(), what="NVIDIA's waiting error")
+            state = mock_daemon_start(d)
+            kt.wait_for(lambda: all_are("Healthy"), what="replicas Healthy")
+            for how in ("dies", "hangs"):
+                n0, _ = last()
+                t0 = time.monotonic()
+                if how == "dies":
+                    os.unlink(state)
+                else:
+                    with open(os.path.join(d, "control"), "w") as f:
+                        f.write("hang\n")
+                kt.wait_for(lambda: last()[0] > n0, what="an update")
+                t1 = time.monotonic()
+                with kubelet.lock:
+                    first = kubelet.updates[res][n0]
+                assert len(first) == 32 and all(h == "Unhealthy" for _, h in first), first
+                assert t1 - t0 < 1.0, (how, t1 - t0)
+                print("daemon %s: Unhealthy update after %.3f s" % (how, t1 - t0), flush=True)
+                if how == "dies":
+                    mock_daemon_start(d)
+                else:
+                    open(os.path.join(d, "control"), "w").close()
+                kt.wait_for(lambda: all_are("Healthy"), what="replicas Healthy again")
+            r = kt.allocate(dp, "kdev-nvidia.com_gpu.sock", [kt.H100_UUIDS[3] + "::1"])
+            assert r.envs["CUDA_MPS_PIPE_DIRECTORY"] == "/mps/nvidia.com/gpu/pipe", r.envs
+            assert r.envs["NVIDIA_VISIBLE_DEVICES"] == kt.H100_UUIDS[3], r.envs
+            assert [(m.host_path, m.container_path, m.read_only) for m in r.mounts] == [
+                ("/run/nvidia/mps/nvidia.com/gpu/pipe", "/mps/nvidia.com/gpu/pipe", False),
+                ("/run/nvidia/mps/shm", "/dev/shm", False)], r.mounts
+            log = plugin.logtext()
+            assert log.count('msg="MPS daemon not answering; its replicas are Unhealthy" '
+                             'resource=nvidia.com/gpu') == 2, log
+            assert log.count('msg="MPS daemon answers again" resource=nvidia.com/gpu') == 2, log
+            text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                          timeout=5).read().decode()
+            assert 'kdev_gpu_health_events_total{event="mps_daemon_down",xid=""} 2' in text, text
+            assert 'kdev_gpu_health_events_total{event="mps_daemon_up",xid=""} 3' in text, text
+        finally:
+            with open(os.path.join(d, "control"), "w"):
+                pass
+            assert plugin.stop() == 0
+            kubelet.stop()
+
+
 if __name__ == "__main__":
     if not os.path.exists(MOCK_MPS):
         print("the mock nvidia-cuda-mps-control is not built in", MOCK_MPS)
@@ -142,4 +242,5 @@ if __name__ == "__main__":
         test_restart_with_backoff,
         test_not_mps_starts_nothing,
         test_start_failure_exits_1,
+        test_plugin_follows_daemon,
     ])

@@ -23,7 +23,7 @@
 
 #include "nvidia_config_fixture.h"
 
-#define MOCK KDEV_BINARY_DIR "/mock/mps/nvidia-cuda-mps-control"
+#define MOCK KDEV_BUILD_DIR "/mock/mps/nvidia-cuda-mps-control"
 
 struct env {
         struct kdev_nvidia_config cfg;
