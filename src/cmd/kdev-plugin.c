@@ -174,6 +174,9 @@ static void usage(FILE *f)
                 "                              register every resource again\n"
                 "  SIGTERM, SIGINT, SIGQUIT    stop cleanly: remove the sockets, exit 0\n"
                 "\n"
+                "Subcommand: kdev-plugin mps-control-daemon [OPTIONS] runs the MPS control\n"
+                "daemons of sharing.mps; its options: kdev-plugin mps-control-daemon --help.\n"
+                "\n"
                 "Exit status: 0 stopped by a signal, --check succeeded, or --help/--version;\n"
                 "1 configuration, discovery or serving failure (the error is logged, or\n"
                 "printed by --check); 2 usage error.\n"
@@ -442,121 +445,6 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
         return kdev_flag_finish(PROG, usage_status);
 }
 
-static void mps_usage(FILE *f)
-{
-        fprintf(f,
-                "Usage: kdev-plugin mps-control-daemon [--config FILE] [OPTIONS]\n"
-                "\n"
-                "Runs the MPS control daemons of the node (sharing.mps), as NVIDIA's\n"
-                "mps-control-daemon does in its own DaemonSet container: per MPS resource,\n"
-                "nvidia-cuda-mps-control -d with its pipe and log directories under\n"
-                "DIR/<resource>/, the pinned memory limit (memory / replicas) of each GPU,\n"
-                "the active thread percentage (100 / replicas), the started marker\n"
-                "DIR/<resource>/.started. Each daemon is asked NVIDIA's health query every\n"
-                "interval and started again, with a backoff of 1 s doubling to 30 s, when it\n"
-                "does not answer. SIGTERM / SIGINT: quit sent to each, markers removed.\n"
-                "\n"
-                "Options:\n"
-                "  -c, --config FILE          the same configuration file as kdev-plugin\n"
-                "      --mps-dir DIR          where the MPS directories are made (the host's\n"
-                "                             --mps-root mounted here; default /mps)\n"
-                "      --control-bin PATH     the control program (default\n"
-                "                             nvidia-cuda-mps-control on PATH)\n"
-                "      --set-compute-mode     set each GPU's compute mode to\n"
-                "                             EXCLUSIVE_PROCESS with nvidia-smi while the\n"
-                "                             daemon runs, DEFAULT at exit, as NVIDIA does\n"
-                "                             (off by default: it changes the GPU's settings)\n"
-                "      --check-interval-ms MS the health query interval (default 1000)\n"
-                "      --log-level LEVEL, --log-format text|json, --help, --version\n"
-                "  and every NVIDIA flag of kdev-plugin (--mps-root, --mig-strategy, ...).\n"
-                "Environment: KDEV_CONFIG / CONFIG_FILE, KDEV_MPS_DIR, KDEV_MPS_CONTROL_BIN,\n"
-                "and NVIDIA's (MPS_ROOT, ...).\n");
-}
-
-/* kdev-plugin mps-control-daemon ARGS (mps_daemon.h). */
-static int mps_main(int argc, char **argv, struct kdev_nvidia_config *nv)
-{
-        enum { M_DIR = 256, M_BIN, M_MODE, M_INTERVAL, M_NVIDIA };
-        static const struct option own[] = {
-                {"config", required_argument, NULL, 'c'},
-                {"config-file", required_argument, NULL, 'c'},
-                {"mps-dir", required_argument, NULL, M_DIR},
-                {"control-bin", required_argument, NULL, M_BIN},
-                {"set-compute-mode", no_argument, NULL, M_MODE},
-                {"check-interval-ms", required_argument, NULL, M_INTERVAL},
-                {"log-level", required_argument, NULL, KDEV_FLAG_LOG_LEVEL},
-                {"log-format", required_argument, NULL, KDEV_FLAG_LOG_FORMAT},
-                {"help", no_argument, NULL, 'h'},
-                {"version", no_argument, NULL, KDEV_FLAG_VERSION},
-        };
-        size_t n_own = sizeof(own) / sizeof(own[0]), n_nv = 0;
-        while (kdev_nvidia_flags[n_nv].name)
-                n_nv++;
-        struct option *lo = calloc(n_own + n_nv + 1, sizeof(*lo));
-        if (!lo) {
-                fprintf(stderr, PROG ": out of memory\n");
-                return 1;
-        }
-        memcpy(lo, own, sizeof(own));
-        for (size_t i = 0; i < n_nv; i++) {
-                lo[n_own + i].name = kdev_nvidia_flags[i].name;
-                lo[n_own + i].has_arg =
-                        kdev_nvidia_flags[i].is_bool ? optional_argument : required_argument;
-                lo[n_own + i].val = M_NVIDIA + (int)i;
-        }
-        struct kdev_mps_daemon_options o = {.nv = nv, .environ = environ};
-        o.config = env2("KDEV_CONFIG", "CONFIG_FILE");
-        o.root = env2("KDEV_MPS_DIR", NULL);
-        o.control_bin = env2("KDEV_MPS_CONTROL_BIN", NULL);
-        struct kdev_flag_common common = {.level = KDEV_LOG_INFO};
-        struct kdev_err err = {0};
-        int c, status = -1;
-        while (status < 0 && (c = getopt_long(argc, argv, "c:h", lo, NULL)) != -1) {
-                char *end = NULL;
-                switch (c) {
-                case 'c': o.config = optarg; break;
-                case M_DIR: o.root = optarg; break;
-                case M_BIN: o.control_bin = optarg; break;
-                case M_MODE: o.set_compute_mode = true; break;
-                case M_INTERVAL:
-                        o.check_interval_ms = (unsigned)strtoul(optarg, &end, 10);
-                        if (!*optarg || *end || o.check_interval_ms == 0 ||
-                            o.check_interval_ms > 600000) {
-                                fprintf(stderr, PROG ": --check-interval-ms: want 1..600000, "
-                                                "got \"%s\"\n", optarg);
-                                status = 2;
-                        }
-                        break;
-                default: {
-                        int r = kdev_flag_common(PROG, c, optarg, &common, mps_usage);
-                        if (r >= 0) {
-                                if (r != 1)
-                                        status = r;
-                                break;
-                        }
-                        if (c >= M_NVIDIA &&
-                            kdev_nvidia_config_apply_flag(nv, kdev_nvidia_flags[c - M_NVIDIA].name,
-                                                          optarg, &err) == 0)
-                                break;
-                        if (c >= M_NVIDIA)
-                                fprintf(stderr, PROG ": %s\n", err.msg);
-                        status = 2;
-                }
-                }
-        }
-        free(lo);
-        status = kdev_flag_no_operands(PROG, status, argc, argv, optind);
-        status = kdev_flag_finish(PROG, status);
-        if (status >= 0)
-                return status;
-        kdev_log_setup(common.level, common.json);
-        if (kdev_mps_daemon_run(&o, &err) < 0) {
-                kdev_log_error("mps-control-daemon failed", "error", err.msg);
-                return 1;
-        }
-        return 0;
-}
-
 int main(int argc, char **argv)
 {
         /* First, once for the whole process: a peer (kubelet, a client) that
@@ -570,7 +458,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         if (argc > 1 && strcmp(argv[1], "mps-control-daemon") == 0) {
-                int st = mps_main(argc - 1, argv + 1, &nv);
+                int st = kdev_mps_daemon_main(argc - 1, argv + 1, &nv);
                 kdev_nvidia_config_clear(&nv);
                 return st;
         }

@@ -14,8 +14,9 @@
  * pinned memory limits and the active thread percentage, the started marker.
  *
  * Beyond NVIDIA: every check_interval_ms each daemon gets NVIDIA's health
- * query; one that fails or does not answer within the interval is logged
- * ("MPS daemon not answering") and started again after a backoff that
+ * query; one that fails or does not answer within the interval (at least
+ * 2 s) is logged ("MPS daemon not answering"), its started marker removed,
+ * and started again after a backoff that
  * doubles from 1 s to 30 s (reset by an answer), each restart logged and
  * counted (kdev_mps_daemon_stats).
  *
@@ -45,5 +46,15 @@ struct kdev_mps_daemon_options {
  * errno with |err| (config, NVML, a daemon that could not be started at
  * first: "error starting MPS daemon for <resource>: <why>"). */
 KDEV_API int kdev_mps_daemon_run(const struct kdev_mps_daemon_options *o, struct kdev_err *err);
+
+/* The command line "kdev-plugin mps-control-daemon ARGS": |argv|[0] is
+ * "mps-control-daemon", then --config FILE (-c, --config-file; KDEV_CONFIG,
+ * CONFIG_FILE), --mps-dir DIR (KDEV_MPS_DIR), --control-bin PATH
+ * (KDEV_MPS_CONTROL_BIN), --set-compute-mode, --check-interval-ms MS
+ * (1..600000), --log-level, --log-format, --help, --version and every NVIDIA
+ * flag (into |nv|, borrowed, initialised). Runs kdev_mps_daemon_run. Returns
+ * the exit status: 0 (stopped by a signal, --help, --version), 1 (failure,
+ * logged), 2 (usage error, printed). */
+KDEV_API int kdev_mps_daemon_main(int argc, char **argv, struct kdev_nvidia_config *nv);
 
 #endif /* KDEV_DAEMON_MPS_DAEMON_H */

@@ -122,13 +122,14 @@ KDEV_API int kdev_nvidia_mps_health(const char *bin, const char *root, const cha
  * MPS daemon: error checking MPS daemon health: <why>", retried 30 s later)
  * and never again. kdev keeps asking: a thread sends the health query for
  * each MPS resource of |set| every interval_ms (the query times out after
- * the same interval). From kdev_nvidia_mps_watch_start until the first
+ * 2 x interval_ms). From kdev_nvidia_mps_watch_start until the first
  * answer every device of such a resource is Unhealthy (the wait, logged
  * with NVIDIA's error text at once and every 30 s while it lasts); when a
  * daemon stops answering (dies, or hangs past the timeout) all that
  * resource's devices are set Unhealthy and |notify| is called once for it
- * (one ListAndWatch update), so the change is sent within 2 x interval_ms
- * (the default 250 ms: within 1 s even for a hang); when it answers again
+ * (one ListAndWatch update), so the change is sent within about interval_ms
+ * after a death and 3 x interval_ms after a hang (the default 250 ms: within
+ * 1 s); when it answers again
  * they get back the health of their physical device. A device the GPU
  * health monitor marks Healthy while the daemon is down is set Unhealthy
  * again at the next check (another update). Each change is logged ("MPS

@@ -71,7 +71,7 @@ static void *run(void *arg)
                         pthread_mutex_unlock(&w->mu);
                         struct kdev_err e = {0};
                         int rc = kdev_nvidia_mps_health(w->bin, w->root, w->r[i].resource,
-                                                        w->o.interval_ms, &e);
+                                                        2 * w->o.interval_ms, &e);
                         pthread_mutex_lock(&w->mu);
                         w->r[i].answered = rc == 0;
                         snprintf(w->r[i].why, sizeof(w->r[i].why), "%s", e.msg);

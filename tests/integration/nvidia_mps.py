@@ -32,7 +32,7 @@ def start(d, config, *extra):
     open(os.path.join(d, "control"), "w").close()
     return subprocess.Popen([PLUGIN, "mps-control-daemon", "--config", path,
                              "--mps-dir", os.path.join(d, "mps"), "--control-bin", MOCK_MPS,
-                             "--check-interval-ms", "100"] + list(extra),
+                             "--check-interval-ms", "200"] + list(extra),
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -94,10 +94,11 @@ def test_restart_with_backoff():
         # first restart after 1 s, second 2 s later: at least 3 s in all
         assert t1 - t0 >= 3.0, t1 - t0
         open(os.path.join(d, "control"), "w").close()  # -d works again
-        kt.wait_for(lambda: os.path.exists(os.path.join(pipe, "mock-mps-daemon")), timeout=20,
-                    what="restarted daemon")
+        kt.wait_for(lambda: not os.path.exists(started), what="started marker removed")
+        kt.wait_for(lambda: os.path.exists(started), timeout=20, what="restarted daemon")
         n = len(commands(d))
-        kt.wait_for(lambda: len(commands(d)) >= n + 2, what="health queries again")
+        kt.wait_for(lambda: len(commands(d)) >= n + 1, what="health queries again")
+        assert commands(d)[n:][0] == pipe + ": get_default_active_thread_percentage", commands(d)
         err = stop(p)
         assert 'msg="MPS daemon not answering" resource=nvidia.com/gpu' in err, err
         assert 'msg="Restarting MPS daemon" resource=nvidia.com/gpu restarts=1 backoff_ms=1000' \
