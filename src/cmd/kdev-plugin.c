@@ -231,20 +231,7 @@ static struct option *long_options(void)
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, KDEV_FLAG_VERSION},
         };
-        size_t n_own = sizeof(own) / sizeof(own[0]), n_nv = 0;
-        while (kdev_nvidia_flags[n_nv].name)
-                n_nv++;
-        struct option *o = calloc(n_own + n_nv + 1, sizeof(*o));
-        if (!o)
-                return NULL;
-        memcpy(o, own, sizeof(own));
-        for (size_t i = 0; i < n_nv; i++) {
-                o[n_own + i].name = kdev_nvidia_flags[i].name;
-                o[n_own + i].has_arg =
-                        kdev_nvidia_flags[i].is_bool ? optional_argument : required_argument;
-                o[n_own + i].val = OPT_NVIDIA + (int)i;
-        }
-        return o;
+        return kdev_nvidia_long_options(own, sizeof(own) / sizeof(own[0]), OPT_NVIDIA);
 }
 
 /* NVIDIA's --kubelet-socket / KUBELET_SOCKET: the path of kubelet's

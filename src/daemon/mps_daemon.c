@@ -278,20 +278,10 @@ int kdev_mps_daemon_main(int argc, char **argv, struct kdev_nvidia_config *nv)
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, KDEV_FLAG_VERSION},
         };
-        size_t n_own = sizeof(own) / sizeof(own[0]), n_nv = 0;
-        while (kdev_nvidia_flags[n_nv].name)
-                n_nv++;
-        struct option *lo = calloc(n_own + n_nv + 1, sizeof(*lo));
+        struct option *lo = kdev_nvidia_long_options(own, sizeof(own) / sizeof(own[0]), M_NVIDIA);
         if (!lo) {
                 fprintf(stderr, MPS_PROG ": out of memory\n");
                 return 1;
-        }
-        memcpy(lo, own, sizeof(own));
-        for (size_t i = 0; i < n_nv; i++) {
-                lo[n_own + i].name = kdev_nvidia_flags[i].name;
-                lo[n_own + i].has_arg =
-                        kdev_nvidia_flags[i].is_bool ? optional_argument : required_argument;
-                lo[n_own + i].val = M_NVIDIA + (int)i;
         }
         struct kdev_mps_daemon_options o = {.nv = nv, .environ = environ};
         o.config = env2("KDEV_CONFIG", "CONFIG_FILE");

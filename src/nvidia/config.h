@@ -286,6 +286,16 @@ struct kdev_nvidia_flag {
  * share-root, share-library. */
 KDEV_API extern const struct kdev_nvidia_flag kdev_nvidia_flags[];
 
+struct option; /* getopt.h */
+
+/* A getopt_long table: the |n_own| entries of |own|, then one per
+ * kdev_nvidia_flags[i] (optional_argument for booleans, else
+ * required_argument) with val |first_val| + i, then the zero entry.
+ * Malloc'ed (free()); NULL when out of memory. For the command lines that
+ * take every NVIDIA flag (kdev-plugin, its mps-control-daemon). */
+KDEV_API struct option *kdev_nvidia_long_options(const struct option *own, size_t n_own,
+                                                 int first_val);
+
 /* Applies flag |name| (without "--") with |value| (NULL for a boolean flag
  * given without "=VALUE": true). Returns 0; -ENOENT "unknown flag --x";
  * -EINVAL "--<name>: <message>" for a bad value or a missing value of a
