@@ -122,9 +122,12 @@ KDEV_API int kdev_nvidia_mps_health(const char *bin, const char *root, const cha
  * MPS daemon: error checking MPS daemon health: <why>", retried 30 s later)
  * and never again. kdev keeps asking: a thread sends the health query for
  * each MPS resource of |set| every interval_ms (the query times out after
- * 2 x interval_ms). From kdev_nvidia_mps_watch_start until the first
- * answer every device of such a resource is Unhealthy (the wait, logged
- * with NVIDIA's error text at once and every 30 s while it lasts); when a
+ * 2 x interval_ms). kdev_nvidia_mps_watch_start asks once itself, as
+ * NVIDIA's plugin does before serving (blocking up to 2 x interval_ms per
+ * resource): when the daemon answers, the devices stay as built; otherwise
+ * every device of the resource is Unhealthy until the first answer (the
+ * wait, logged with NVIDIA's error text at once and every 30 s while it
+ * lasts); when a
  * daemon stops answering (dies, or hangs past the timeout) all that
  * resource's devices are set Unhealthy and |notify| is called once for it
  * (one ListAndWatch update), so the change is sent within about interval_ms

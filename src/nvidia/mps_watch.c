@@ -181,7 +181,22 @@ int kdev_nvidia_mps_watch_start(const struct kdev_nvidia_mps_watch_options *o,
                 }
                 x->answered = x->applied = -1;
                 w->n++;
-                mark(r, false); /* waiting for the daemon */
+                /* NVIDIA's check before serving, once here: a daemon that
+                 * answers keeps the replicas as built (no Unhealthy blip at
+                 * a reload); otherwise they wait Unhealthy */
+                struct kdev_err he = {0};
+                if (kdev_nvidia_mps_health(w->bin, w->root, x->resource, 2 * w->o.interval_ms,
+                                           &he) == 0) {
+                        x->applied = 1;
+                        kdev_log_info("MPS daemon is ready", "resource", x->resource);
+                        continue;
+                }
+                mark(r, false);
+                char msg[1100];
+                snprintf(msg, sizeof(msg), "error waiting for MPS daemon: %s", he.msg);
+                kdev_log_error("MPS daemon not ready; its replicas stay Unhealthy, retrying",
+                               "resource", x->resource, "error", msg);
+                x->logged_ms = kdev_log_now_ms();
         }
         int rc = kdev_cond_init_monotonic(&w->cond);
         if (rc) {

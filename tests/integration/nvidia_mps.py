@@ -234,6 +234,30 @@ def test_plugin_follows_daemon():
             kubelet.stop()
 
 
+def test_plugin_daemon_up_at_start():
+    """A daemon that answers when kdev-plugin starts (a restart, a reload):
+    the replicas are Healthy from the first ListAndWatch answer on."""
+    with TempDir() as d:
+        dp = os.path.join(d, "dp")
+        os.makedirs(dp)
+        open(os.path.join(d, "control"), "w").close()
+        mock_daemon_start(d)
+        kubelet = kt.FakeKubelet(dp)
+        kubelet.start()
+        plugin = kt.Plugin(dp, MPS_CONFIG, env=mock_env(d))
+        try:
+            kt.wait_for(lambda: kubelet.updates.get("nvidia.com/gpu"), what="an update")
+            time.sleep(0.6)
+            with kubelet.lock:
+                ups = list(kubelet.updates["nvidia.com/gpu"])
+            assert len(ups[0]) == 32 and all(h == "Healthy" for _, h in ups[0]), ups[0]
+            assert all(all(h == "Healthy" for _, h in u) for u in ups), ups
+            assert 'msg="MPS daemon is ready" resource=nvidia.com/gpu' in plugin.logtext()
+        finally:
+            assert plugin.stop() == 0
+            kubelet.stop()
+
+
 if __name__ == "__main__":
     if not os.path.exists(MOCK_MPS):
         print("the mock nvidia-cuda-mps-control is not built in", MOCK_MPS)
@@ -244,4 +268,5 @@ if __name__ == "__main__":
         test_not_mps_starts_nothing,
         test_start_failure_exits_1,
         test_plugin_follows_daemon,
+        test_plugin_daemon_up_at_start,
     ])
