@@ -123,7 +123,7 @@ int main(int argc, char **argv)
                 if (control("hang", NULL))
                         for (;;)
                                 pause();
-                char pct[64];
+                char pct[300];
                 if (control("down", NULL) || !read_state(pct, sizeof(pct))) {
                         fprintf(stderr, "Cannot find MPS control daemon process\n");
                         return 1;
