@@ -413,11 +413,20 @@ static void on_discovered(void *arg, struct kdev_nvml *lib, struct kdev_gpu_set 
                 if (b->opts.notify && find_resource(b->opts.set, fresh.resources[i].name))
                         b->opts.notify(b->opts.notify_arg, fresh.resources[i].name);
         }
-        kdev_resource_set_clear(&fresh);
         if (start_health(b, &err) < 0)
                 kdev_log_error("health checks not started", "error", err.msg);
         if (start_watch(b, &err) < 0)
                 kdev_log_error("GPU inventory watch not started", "error", err.msg);
+        /* the MPS watch after the health monitor (which would take replicas
+         * held Unhealthy for faulted GPUs), then the update that announces
+         * the replicas whose daemon does not answer yet as Unhealthy */
+        if (start_mps(b, &err) < 0)
+                kdev_log_error("MPS daemon watch not started", "error", err.msg);
+        for (size_t i = 0; b->mps && i < fresh.n_resources; i++) {
+                if (b->opts.notify && find_resource(b->opts.set, fresh.resources[i].name))
+                        b->opts.notify(b->opts.notify_arg, fresh.resources[i].name);
+        }
+        kdev_resource_set_clear(&fresh);
 }
 
 static void on_rediscover_retry(void *arg, const struct kdev_err *err, unsigned attempt)

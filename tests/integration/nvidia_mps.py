@@ -258,6 +258,45 @@ def test_plugin_daemon_up_at_start():
             kubelet.stop()
 
 
+def test_plugin_mps_after_rediscovery():
+    """Driver absent at start (failOnInitError false): when the rediscovery
+    finds the GPUs, the MPS replicas are announced Unhealthy (no daemon
+    yet); Healthy once it answers (the GPU health monitor, started before
+    the MPS watch, does not take them for faulted GPUs)."""
+    with TempDir() as d:
+        dp = os.path.join(d, "dp")
+        os.makedirs(dp)
+        open(os.path.join(d, "control"), "w").close()
+        nvml_ctl = os.path.join(d, "nvml-control")
+        with open(nvml_ctl, "w") as f:
+            f.write("init-error UNKNOWN\n")
+        kubelet = kt.FakeKubelet(dp)
+        kubelet.start()
+        env = dict(mock_env(d), KDEV_MOCK_NVML_CONTROL=nvml_ctl,
+                   KDEV_NVIDIA_REDISCOVER_INTERVAL="0.2")
+        plugin = kt.Plugin(dp, MPS_CONFIG.replace("flags:\n", "flags:\n  failOnInitError: false\n"),
+                           env=env)
+        res = "nvidia.com/gpu"
+        try:
+            kt.wait_for(lambda: kubelet.updates.get(res) == [[]], what="the empty update")
+            open(nvml_ctl, "w").close()  # the driver is back
+            def all_are(health):
+                with kubelet.lock:
+                    u = kubelet.updates[res][-1]
+                return len(u) == 32 and all(h == health for _, h in u)
+            kt.wait_for(lambda: all_are("Unhealthy"), what="the GPUs, Unhealthy")
+            mock_daemon_start(d)
+
+            def healthy():
+                with kubelet.lock:
+                    u = kubelet.updates[res][-1]
+                return len(u) == 32 and all(h == "Healthy" for _, h in u)
+            kt.wait_for(healthy, what="replicas Healthy")
+        finally:
+            assert plugin.stop() == 0
+            kubelet.stop()
+
+
 if __name__ == "__main__":
     if not os.path.exists(MOCK_MPS):
         print("the mock nvidia-cuda-mps-control is not built in", MOCK_MPS)
@@ -269,4 +308,5 @@ if __name__ == "__main__":
         test_start_failure_exits_1,
         test_plugin_follows_daemon,
         test_plugin_daemon_up_at_start,
+        test_plugin_mps_after_rediscovery,
     ])
