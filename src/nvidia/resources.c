@@ -309,7 +309,9 @@ static bool gpu_faulted(const struct kdev_resource_set *old, const char *parent)
                         const struct kdev_nvidia_devinfo *in = kdev_nvidia_device_info(res, d);
                         if (!in || in->withdrawn || strcmp(in->parent_uuid, parent) != 0)
                                 continue;
-                        if (d->healthy && (!d->physical || d->physical->healthy))
+                        /* the GPU's own health: a replica held Unhealthy by
+                         * its MPS daemon (nvidia/mps.h) is not a fault */
+                        if (d->physical ? d->physical->healthy : d->healthy)
                                 return false;
                         n++;
                 }
