@@ -12,6 +12,7 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "daemon/dp_daemon.h"
+#include "daemon/mps_daemon.h"
 #include "metrics/http.h"
 #include "nvidia/config.h"
 #include "plugin/runtime.h"
@@ -24,6 +25,7 @@ static void usage(FILE *f)
 {
         fprintf(f,
                 "Usage: kdev-plugin [--config FILE] [OPTIONS]\n"
+                "       kdev-plugin mps-control-daemon [OPTIONS]   (see its --help)\n"
                 "\n"
                 "Serves devices to kubelet through the device plugin API v1beta1: one socket\n"
                 "per resource in the device-plugins directory, registered with kubelet.sock,\n"
@@ -172,6 +174,9 @@ static void usage(FILE *f)
                 "                              register every resource again\n"
                 "  SIGTERM, SIGINT, SIGQUIT    stop cleanly: remove the sockets, exit 0\n"
                 "\n"
+                "Subcommand: kdev-plugin mps-control-daemon [OPTIONS] runs the MPS control\n"
+                "daemons of sharing.mps; its options: kdev-plugin mps-control-daemon --help.\n"
+                "\n"
                 "Exit status: 0 stopped by a signal, --check succeeded, or --help/--version;\n"
                 "1 configuration, discovery or serving failure (the error is logged, or\n"
                 "printed by --check); 2 usage error.\n"
@@ -226,20 +231,7 @@ static struct option *long_options(void)
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, KDEV_FLAG_VERSION},
         };
-        size_t n_own = sizeof(own) / sizeof(own[0]), n_nv = 0;
-        while (kdev_nvidia_flags[n_nv].name)
-                n_nv++;
-        struct option *o = calloc(n_own + n_nv + 1, sizeof(*o));
-        if (!o)
-                return NULL;
-        memcpy(o, own, sizeof(own));
-        for (size_t i = 0; i < n_nv; i++) {
-                o[n_own + i].name = kdev_nvidia_flags[i].name;
-                o[n_own + i].has_arg =
-                        kdev_nvidia_flags[i].is_bool ? optional_argument : required_argument;
-                o[n_own + i].val = OPT_NVIDIA + (int)i;
-        }
-        return o;
+        return kdev_nvidia_long_options(own, sizeof(own) / sizeof(own[0]), OPT_NVIDIA);
 }
 
 /* NVIDIA's --kubelet-socket / KUBELET_SOCKET: the path of kubelet's
@@ -451,6 +443,11 @@ int main(int argc, char **argv)
         if (kdev_nvidia_config_init(&nv, &err) < 0) {
                 fprintf(stderr, PROG ": %s\n", err.msg);
                 return 1;
+        }
+        if (argc > 1 && strcmp(argv[1], "mps-control-daemon") == 0) {
+                int st = kdev_mps_daemon_main(argc - 1, argv + 1, &nv);
+                kdev_nvidia_config_clear(&nv);
+                return st;
         }
         struct kdev_dp_daemon_options o = {.nv = &nv};
         struct kdev_flag_common common = {.level = KDEV_LOG_INFO};

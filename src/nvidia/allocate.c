@@ -14,6 +14,10 @@
  *      cdi-annotations: one annotation
  *      "<cdiAnnotationPrefix>nvidia-device-plugin_<random UUID v4>" =
  *      the names comma-joined; cdi-cri: one CDIDevice per name.
+ *   1b. sharing.mps (d->mps_root set; NVIDIA internal/plugin/mps.go
+ *      updateReponse): CUDA_MPS_PIPE_DIRECTORY = /mps/<resource>/pipe;
+ *      mounts <mpsRoot>/<resource>/pipe -> /mps/<resource>/pipe, then
+ *      <mpsRoot>/shm -> /dev/shm (every strategy, CDI ones included).
  *   2. NVIDIA_GDRCOPY, NVIDIA_GDS, NVIDIA_MOFED = "enabled" when enabled.
  *   3. only CDI strategies selected: done.
  *   4. envvar: NVIDIA_VISIBLE_DEVICES = IDs comma-joined; NVIDIA_IMEX_CHANNELS
@@ -62,6 +66,7 @@
 
 #include "nvidia/container_edits.h"
 #include "nvidia/mig.h"
+#include "nvidia/mps.h"
 #include "nvidia/nvidia_internal.h"
 #include "nvidia/preferred.h"
 #include "nvidia/resources.h"
@@ -432,6 +437,11 @@ static int nvidia_allocate(void *data, const struct kdev_resource *r,
 
         if (d->strategies & KDEV_NVIDIA_LIST_CDI) {
                 rc = add_cdi(d, ids, n_ids, out, err);
+                if (rc < 0)
+                        goto done;
+        }
+        if (d->mps_root) {
+                rc = kdev_nvidia_mps_edits(d->mps_root, r->name, out, err);
                 if (rc < 0)
                         goto done;
         }

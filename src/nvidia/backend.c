@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "nvidia/cdi_spec.h"
 #include "nvidia/health.h"
+#include "nvidia/mps.h"
 #include "nvidia/preferred.h"
 #include "nvidia/resources.h"
 #include "nvidia/share_host.h"
@@ -29,6 +30,7 @@ struct kdev_nvidia_backend {
         struct kdev_nvidia_health *health;
         struct kdev_nvidia_rediscover *rediscover;
         struct kdev_nvidia_inventory_watch *watch;
+        struct kdev_nvidia_mps_watch *mps; /* sharing.mps: the daemons' watch (mps.h) */
         bool cdi_written;
         bool hook_warned; /* the hook path not visible here: warned once */
         char cdi_path[4096]; /* the spec written, when cdi_written */
@@ -267,6 +269,31 @@ static void on_inventory(void *arg, const char *why)
 }
 
 /* The inventory watch over the GPUs of |b| (when the daemon follows them). */
+/* sharing.mps: the watch of the MPS daemons (mps.h), which also holds the
+ * replicas Unhealthy until their daemon answers. KDEV_MPS_DIR (default
+ * /mps: NVIDIA's chart mounts --mps-root there), KDEV_MPS_CONTROL_BIN,
+ * KDEV_MPS_CHECK_INTERVAL_MS (default 250). */
+static int start_mps(struct kdev_nvidia_backend *b, struct kdev_err *err)
+{
+        if (b->mps)
+                return 0;
+        const char *dir = getenv("KDEV_MPS_DIR"), *bin = getenv("KDEV_MPS_CONTROL_BIN");
+        const char *iv = getenv("KDEV_MPS_CHECK_INTERVAL_MS");
+        unsigned interval = iv && *iv ? (unsigned)strtoul(iv, NULL, 10) : 0;
+        struct kdev_nvidia_mps_watch_options mo = {
+                .loop = b->opts.loop,
+                .set = b->opts.set,
+                .root = dir && *dir ? dir : NULL,
+                .control_bin = bin && *bin ? bin : NULL,
+                .interval_ms = interval > 60000 ? 60000 : interval,
+                .notify = on_health_notify,
+                .notify_arg = b,
+                .event = b->opts.health_event,
+                .event_arg = b->opts.health_event_arg,
+        };
+        return kdev_nvidia_mps_watch_start(&mo, &b->mps, err);
+}
+
 static int start_watch(struct kdev_nvidia_backend *b, struct kdev_err *err)
 {
         if (!b->opts.inventory_changed || !b->lib || b->watch)
@@ -390,11 +417,20 @@ static void on_discovered(void *arg, struct kdev_nvml *lib, struct kdev_gpu_set 
                 if (b->opts.notify && find_resource(b->opts.set, fresh.resources[i].name))
                         b->opts.notify(b->opts.notify_arg, fresh.resources[i].name);
         }
-        kdev_resource_set_clear(&fresh);
         if (start_health(b, &err) < 0)
                 kdev_log_error("health checks not started", "error", err.msg);
         if (start_watch(b, &err) < 0)
                 kdev_log_error("GPU inventory watch not started", "error", err.msg);
+        /* the MPS watch after the health monitor (which would take replicas
+         * held Unhealthy for faulted GPUs), then the update that announces
+         * the replicas whose daemon does not answer yet as Unhealthy */
+        if (start_mps(b, &err) < 0)
+                kdev_log_error("MPS daemon watch not started", "error", err.msg);
+        for (size_t i = 0; b->mps && i < fresh.n_resources; i++) {
+                if (b->opts.notify && find_resource(b->opts.set, fresh.resources[i].name))
+                        b->opts.notify(b->opts.notify_arg, fresh.resources[i].name);
+        }
+        kdev_resource_set_clear(&fresh);
 }
 
 static void on_rediscover_retry(void *arg, const struct kdev_err *err, unsigned attempt)
@@ -421,7 +457,8 @@ int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *er
         }
         if (b->lib) {
                 r = start_health(b, err);
-                return r < 0 ? r : start_watch(b, err);
+                r = r < 0 ? r : start_watch(b, err);
+                return r < 0 ? r : start_mps(b, err);
         }
         b->opts.replaces = NULL; /* borrowed until now: no monitor yet */
         struct kdev_nvml_options nopts;
@@ -529,6 +566,11 @@ void kdev_nvidia_backend_stop(struct kdev_nvidia_backend *b, void (*done)(void *
                 b->pending++;
                 kdev_nvidia_inventory_watch_stop(b->watch, on_part_stopped, b);
                 b->watch = NULL;
+        }
+        if (b->mps) {
+                b->pending++;
+                kdev_nvidia_mps_watch_stop(b->mps, on_part_stopped, b);
+                b->mps = NULL;
         }
         if (b->rediscover) {
                 b->pending++;

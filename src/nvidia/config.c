@@ -528,9 +528,7 @@ int kdev_nvidia_config_finish(struct kdev_nvidia_config *cfg, bool have_file,
         if (irc < 0)
                 return irc;
 
-        bool mps = false;
-        for (size_t i = 0; cfg->mps.present && i < cfg->mps.n_resources; i++)
-                mps = mps || cfg->mps.resources[i].replicas > 1;
+        bool mps = kdev_nvidia_sharing_strategy(cfg) == KDEV_NVIDIA_SHARING_MPS;
         if (mps && cfg->mig_strategy == KDEV_NVIDIA_MIG_MIXED)
                 return kdev_err_set(err, EINVAL,
                                     "using --mig-strategy=mixed is not supported with MPS");
@@ -572,4 +570,45 @@ char *kdev_nvidia_list_strategies_text(unsigned mask, char *buf, size_t size)
                 used += (size_t)w;
         }
         return buf;
+}
+
+static bool any_replicated(const struct kdev_nvidia_replicated *r)
+{
+        for (size_t i = 0; r->present && i < r->n_resources; i++) {
+                if (r->resources[i].replicas > 1)
+                        return true;
+        }
+        return false;
+}
+
+enum kdev_nvidia_sharing_strategy kdev_nvidia_sharing_strategy(const struct kdev_nvidia_config *cfg)
+{
+        if (any_replicated(&cfg->mps))
+                return KDEV_NVIDIA_SHARING_MPS;
+        if (any_replicated(&cfg->time_slicing))
+                return KDEV_NVIDIA_SHARING_TIME_SLICING;
+        return KDEV_NVIDIA_SHARING_NONE;
+}
+
+const char *kdev_nvidia_sharing_strategy_name(enum kdev_nvidia_sharing_strategy s)
+{
+        switch (s) {
+        case KDEV_NVIDIA_SHARING_TIME_SLICING: return "time-slicing";
+        case KDEV_NVIDIA_SHARING_MPS: return "mps";
+        case KDEV_NVIDIA_SHARING_NONE: break;
+        }
+        return "none";
+}
+
+const struct kdev_nvidia_replicated *kdev_nvidia_replicated_section(const struct kdev_nvidia_config *cfg)
+{
+        return cfg->mps.present ? &cfg->mps : &cfg->time_slicing;
+}
+
+bool kdev_nvidia_replicated_fail_gt1(const struct kdev_nvidia_config *cfg,
+                                     const struct kdev_nvidia_replicated *r)
+{
+        if (r->fail_requests_greater_than_one >= 0)
+                return r->fail_requests_greater_than_one > 0;
+        return r == &cfg->mps;
 }

@@ -286,6 +286,16 @@ struct kdev_nvidia_flag {
  * share-root, share-library. */
 KDEV_API extern const struct kdev_nvidia_flag kdev_nvidia_flags[];
 
+struct option; /* getopt.h */
+
+/* A getopt_long table: the |n_own| entries of |own|, then one per
+ * kdev_nvidia_flags[i] (optional_argument for booleans, else
+ * required_argument) with val |first_val| + i, then the zero entry.
+ * Malloc'ed (free()); NULL when out of memory. For the command lines that
+ * take every NVIDIA flag (kdev-plugin, its mps-control-daemon). */
+KDEV_API struct option *kdev_nvidia_long_options(const struct option *own, size_t n_own,
+                                                 int first_val);
+
 /* Applies flag |name| (without "--") with |value| (NULL for a boolean flag
  * given without "=VALUE": true). Returns 0; -ENOENT "unknown flag --x";
  * -EINVAL "--<name>: <message>" for a bad value or a missing value of a
@@ -314,5 +324,34 @@ KDEV_API const char *kdev_nvidia_id_strategy_name(enum kdev_nvidia_id_strategy s
 /* Writes the device list strategies of |mask| comma-joined in the fixed order
  * envvar, volume-mounts, cdi-annotations, cdi-cri into |buf|. Returns |buf|. */
 KDEV_API char *kdev_nvidia_list_strategies_text(unsigned mask, char *buf, size_t size);
+
+/* The sharing strategy of |cfg| (NVIDIA api/config/v1/sharing.go
+ * SharingStrategy): MPS when sharing.mps has a resource with replicas > 1,
+ * else time-slicing when sharing.timeSlicing has one, else none. MPS wins
+ * when both are given, as NVIDIA's does. */
+enum kdev_nvidia_sharing_strategy {
+        KDEV_NVIDIA_SHARING_NONE,
+        KDEV_NVIDIA_SHARING_TIME_SLICING,
+        KDEV_NVIDIA_SHARING_MPS,
+};
+KDEV_API enum kdev_nvidia_sharing_strategy
+kdev_nvidia_sharing_strategy(const struct kdev_nvidia_config *cfg);
+
+/* Its name as GFD's nvidia.com/gpu.sharing-strategy label writes it: "none",
+ * "time-slicing", "mps"; static. */
+KDEV_API const char *kdev_nvidia_sharing_strategy_name(enum kdev_nvidia_sharing_strategy s);
+
+/* The sharing section that is applied (NVIDIA sharing.go
+ * ReplicatedResources): &cfg->mps when it is present, else
+ * &cfg->time_slicing (present or not). Borrowed from |cfg|. */
+KDEV_API const struct kdev_nvidia_replicated *
+kdev_nvidia_replicated_section(const struct kdev_nvidia_config *cfg);
+
+/* Whether a request of more than one replica is refused for |r| (one of
+ * cfg's sections): failRequestsGreaterThanOne as given; when not given,
+ * true for sharing.mps (NVIDIA v0.20.0, #1762) and false for
+ * sharing.timeSlicing. */
+KDEV_API bool kdev_nvidia_replicated_fail_gt1(const struct kdev_nvidia_config *cfg,
+                                              const struct kdev_nvidia_replicated *r);
 
 #endif /* KDEV_NVIDIA_CONFIG_H */

@@ -3,6 +3,8 @@
 #include "nvidia/config.h"
 
 #include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nvidia/config_internal.h"
@@ -174,4 +176,22 @@ int kdev_nvidia_config_apply_flag(struct kdev_nvidia_config *cfg, const char *na
                 return kdev_err_set(err, -rc, "--%s: %s", name, msg);
         cfg->flag_given = true;
         return 0;
+}
+
+struct option *kdev_nvidia_long_options(const struct option *own, size_t n_own, int first_val)
+{
+        size_t n_nv = 0;
+        while (kdev_nvidia_flags[n_nv].name)
+                n_nv++;
+        struct option *o = calloc(n_own + n_nv + 1, sizeof(*o));
+        if (!o)
+                return NULL;
+        memcpy(o, own, n_own * sizeof(*own));
+        for (size_t i = 0; i < n_nv; i++) {
+                o[n_own + i].name = kdev_nvidia_flags[i].name;
+                o[n_own + i].has_arg =
+                        kdev_nvidia_flags[i].is_bool ? optional_argument : required_argument;
+                o[n_own + i].val = first_val + (int)i;
+        }
+        return o;
 }

@@ -23,6 +23,9 @@ struct kdev_nvidia_devinfo {
          * unknown. The share of an isolated replica is taken from it
          * (nvidia/isolation.h). */
         unsigned long long memory;
+        /* CUDA compute capability of the physical GPU (whole GPUs; 0.0:
+         * unknown). sharing.mps takes its replica limit from it. */
+        int cc_major, cc_minor;
         /* MIG only (gi != NO_INSTANCE): minors N of the GPU-instance and
          * compute-instance access nodes /dev/nvidia-caps/nvidia-cap<N>, from
          * <procRoot>/driver/nvidia-caps/mig-minors at build time */

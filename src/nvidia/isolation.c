@@ -182,6 +182,8 @@ const struct kdev_nvidia_replicated_resource *kdev_nvidia_time_slicing_entry(con
                                                                              const char *name)
 {
         const struct kdev_nvidia_replicated *ts = &cfg->time_slicing;
+        if (cfg->mps.present) /* sharing.mps is applied instead (config.h) */
+                return NULL;
         for (size_t i = 0; ts->present && i < ts->n_resources; i++) {
                 char buf[512];
                 if (strcmp(ts_target(ts, &ts->resources[i], buf, sizeof(buf)), name) == 0)

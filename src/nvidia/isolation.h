@@ -108,7 +108,8 @@ kdev_nvidia_isolation_find(const struct kdev_nvidia_config *cfg, const char *nam
 
 /* The replica count of the sharing.timeSlicing entry that advertises |name|
  * (its target name, as kdev_nvidia_apply_sharing names it), or 0 when none
- * does. */
+ * does (also whenever sharing.mps is present: that section is applied
+ * instead, kdev_nvidia_replicated_section). */
 KDEV_API unsigned kdev_nvidia_time_slicing_replicas(const struct kdev_nvidia_config *cfg,
                                                     const char *name);
 

@@ -141,12 +141,14 @@ static bool mig_enabled(const struct kdev_gpu *g)
 struct sharing {
         unsigned replicas;
         bool shared, renamed;
+        const char *strategy; /* "time-slicing" or "mps" when shared */
 };
 
 static struct sharing sharing_of(const struct kdev_nvidia_config *cfg, const char *name)
 {
         struct sharing s = {.replicas = 1};
-        const struct kdev_nvidia_replicated *ts = &cfg->time_slicing;
+        const struct kdev_nvidia_replicated *ts = kdev_nvidia_replicated_section(cfg);
+        s.strategy = kdev_nvidia_sharing_strategy_name(kdev_nvidia_sharing_strategy(cfg));
         if (!ts->present)
                 return s;
         for (size_t i = 0; i < ts->n_resources; i++) {
@@ -185,7 +187,7 @@ static int base_labels(struct kdev_nvidia_labels *l, const char *res, const stru
                 r = set(l, res, "replicas", "%u", replicas);
         if (r == 0)
                 r = set(l, res, "sharing-strategy", "%s",
-                        sh && replicas > 1 ? "time-slicing" : "none");
+                        sh && replicas > 1 ? sh->strategy : "none");
         return r;
 }
 
@@ -547,7 +549,8 @@ int kdev_nvidia_labels_build(const struct kdev_gpu_set *gpus, const struct kdev_
         if (machine_label(out, opts ? opts->machine_type_file : NULL) < 0 ||
             mode_label(out, gpus, sysfs) < 0 ||
             set(out, "nvidia.com/mig.capable", NULL, "%s", capable ? "true" : "false") < 0 ||
-            set(out, "nvidia.com/mps.capable", NULL, "false") < 0 || gpu_labels(out, gpus, cfg) < 0)
+            set(out, "nvidia.com/mps.capable", NULL, "%s",
+                kdev_nvidia_sharing_strategy(cfg) == KDEV_NVIDIA_SHARING_MPS ? "true" : "false") < 0 || gpu_labels(out, gpus, cfg) < 0)
                 return kdev_err_set(err, ENOMEM, "out of memory");
         switch (cfg->mig_strategy) {
         case KDEV_NVIDIA_MIG_NONE:

@@ -24,7 +24,8 @@
  *     (<sysfs>/bus/pci/devices/<bus id>/class) is 0x030200, "graphics" when
  *     every one is 0x030000, otherwise (mixed, other, unreadable) "unknown";
  *   nvidia.com/mig.capable: "true" when any GPU answered nvmlDeviceGetMigMode;
- *   nvidia.com/mps.capable=false (kdev refuses sharing.mps);
+ *   nvidia.com/mps.capable: "true" when the sharing strategy is MPS (GFD
+ *     internal/lm: SharingStrategy() == mps), else "false";
  *   nvidia.com/mig.strategy=single|mixed (not written for none, as GFD).
  * GFD's nvidia.com/gfd.timestamp is left out on purpose: the file is then a
  * pure function of the node, rewritten only when something changed.
@@ -36,8 +37,10 @@
  *     sharing.timeSlicing replicates nvidia.com/gpu (replicas > 1) without a
  *     new name (kdev honours `rename`; renameByDefault also counts as one);
  *   count: the GPUs of that model (any MIG mode);
- *   replicas: the time-slicing replicas of nvidia.com/gpu, else 1;
- *     sharing-strategy: "time-slicing" when replicas > 1, else "none";
+ *   replicas: the replicas of nvidia.com/gpu (sharing.mps when present, else
+ *     sharing.timeSlicing), else 1;
+ *     sharing-strategy: "time-slicing" or "mps" (the strategy,
+ *     config.h) when replicas > 1, else "none";
  *   memory: nvmlMemory_t.total / 2^20 (left out when unknown / 0);
  *   family (GFD's table: tesla, fermi, kepler, maxwell, pascal, volta/turing,
  *     ampere/ada-lovelace, hopper, blackwell, rubin, undefined) and

@@ -49,6 +49,10 @@ struct kdev_nvidia_rdata {
          * replicas are not isolated. Owned; set by kdev_nvidia_apply_sharing,
          * duplicated by kdev_nvidia_rdata_dup. */
         struct kdev_nvidia_share_rdata *share;
+        /* sharing.mps: the host MPS root (--mps-root) when this resource's
+         * replicas are served by an MPS control daemon (nvidia/mps.h), NULL
+         * otherwise. Owned; set by kdev_nvidia_apply_sharing. */
+        char *mps_root;
         /* NOTE: a new owned pointer field must also be duplicated in
          * kdev_nvidia_rdata_dup (sharing.c) and freed in kdev_nvidia_rdata_free. */
 };

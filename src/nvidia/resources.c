@@ -27,6 +27,7 @@ void kdev_nvidia_rdata_free(void *data)
         free(d->imex_channels);
         kdev_nvidia_pref_free(d->pref);
         kdev_nvidia_share_free(d->share);
+        free(d->mps_root);
         free(d);
 }
 
@@ -446,7 +447,9 @@ static bool gpu_faulted(const struct kdev_resource_set *old, const char *parent)
                         const struct kdev_nvidia_devinfo *in = kdev_nvidia_device_info(res, d);
                         if (!in || in->withdrawn || strcmp(in->parent_uuid, parent) != 0)
                                 continue;
-                        if (d->healthy && (!d->physical || d->physical->healthy))
+                        /* the GPU's own health: a replica held Unhealthy by
+                         * its MPS daemon (nvidia/mps.h) is not a fault */
+                        if (d->physical ? d->physical->healthy : d->healthy)
                                 return false;
                         n++;
                 }
@@ -701,6 +704,8 @@ static void whole_gpu_info(const struct kdev_gpu *g, struct kdev_nvidia_devinfo 
         info->minor = g->minor;
         info->replica = -1;
         info->memory = g->memory_total;
+        info->cc_major = g->cc_major;
+        info->cc_minor = g->cc_minor;
         info->incomplete = g->fault != NVML_SUCCESS;
         info->fault = (int)g->fault;
 }
@@ -829,8 +834,6 @@ int kdev_nvidia_build(const struct kdev_gpu_set *gpus, const struct kdev_nvidia_
                       const struct kdev_nvidia_build_options *opts, struct kdev_resource_set *out,
                       struct kdev_err *err)
 {
-        if (cfg->mps.present)
-                return kdev_err_set(err, EOPNOTSUPP, "sharing.mps is not supported yet");
         static const struct kdev_gpu_set no_gpus = {0};
         if (!gpus)
                 gpus = &no_gpus;

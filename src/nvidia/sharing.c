@@ -13,6 +13,8 @@
 #include "nvidia/nvidia_internal.h"
 
 #define TS "sharing.timeSlicing.resources"
+#define MPS "sharing.mps.resources"
+
 
 struct kdev_nvidia_rdata *kdev_nvidia_rdata_dup(const struct kdev_nvidia_rdata *src)
 {
@@ -28,7 +30,9 @@ struct kdev_nvidia_rdata *kdev_nvidia_rdata_dup(const struct kdev_nvidia_rdata *
         d->imex_channels = NULL;
         d->pref = NULL; /* link tables are attached after sharing, per resource */
         d->share = NULL;
-        if ((src->dev_root && !(d->dev_root = strdup(src->dev_root))) ||
+        d->mps_root = NULL;
+        if ((src->mps_root && !(d->mps_root = strdup(src->mps_root))) ||
+            (src->dev_root && !(d->dev_root = strdup(src->dev_root))) ||
             (src->dev_lookup && !(d->dev_lookup = strdup(src->dev_lookup))) ||
             (src->annotation_prefix && !(d->annotation_prefix = strdup(src->annotation_prefix))))
                 goto fail;
@@ -87,7 +91,7 @@ static bool ref_matches(const char *ref, const struct kdev_nvidia_devinfo *info)
 }
 
 /* Marks the devices of |r| that entry |e| selects. */
-static void select_devices(const struct kdev_resource *r,
+static void select_devices(const struct kdev_resource *r, const char *sec,
                            const struct kdev_nvidia_replicated_resource *e, size_t ei, bool *sel,
                            kdev_nvidia_warn_fn warn, void *arg)
 {
@@ -101,9 +105,9 @@ static void select_devices(const struct kdev_resource *r,
                         sel[i] = true;
                 if (r->n_devices > 0 && e->devices_count > r->n_devices)
                         kdev_nvidia_warnf(warn, arg,
-                                          TS "[%zu].devices: %u requested but %s has %zu; "
+                                          "%s[%zu].devices: %u requested but %s has %zu; "
                                              "sharing all of them",
-                                          ei, e->devices_count, r->name, r->n_devices);
+                                          sec, ei, e->devices_count, r->name, r->n_devices);
                 return;
         case KDEV_NVIDIA_DEVICES_LIST:
                 for (size_t k = 0; k < e->n_devices; k++) {
@@ -117,9 +121,9 @@ static void select_devices(const struct kdev_resource *r,
                         }
                         if (!any && r->n_devices > 0)
                                 kdev_nvidia_warnf(warn, arg,
-                                                  TS "[%zu].devices[%zu]: \"%s\" is not a "
+                                                  "%s[%zu].devices[%zu]: \"%s\" is not a "
                                                      "device of %s on this node; ignored",
-                                                  ei, k, e->devices[k], r->name);
+                                                  sec, ei, k, e->devices[k], r->name);
                 }
                 return;
         }
@@ -219,7 +223,7 @@ static void rebuild(struct kdev_resource *r, const bool *sel, struct kdev_device
 }
 
 /* Applies entry |ei| to resource |ri| of |set|. */
-static int share_one(struct kdev_resource_set *set, size_t ri, const char *target,
+static int share_one(struct kdev_resource_set *set, size_t ri, const char *target, const char *sec,
                      const struct kdev_nvidia_replicated_resource *e, size_t ei, bool fail_gt1,
                      kdev_nvidia_warn_fn warn, void *arg, struct kdev_err *err)
 {
@@ -230,16 +234,16 @@ static int share_one(struct kdev_resource_set *set, size_t ri, const char *targe
                 return kdev_err_set(err, ENOMEM, "out of memory");
         bool rename = strcmp(target, r->name) != 0;
         if (rename) {
-                select_devices(r, e, ei, sel, warn, arg);
+                select_devices(r, sec, e, ei, sel, warn, arg);
         } else {
                 /* no new name: NVIDIA's behaviour, every device shared
                  * (replicas and whole devices never mix in one resource) */
                 if (e->devices_kind != KDEV_NVIDIA_DEVICES_ALL)
                         kdev_nvidia_warnf(warn, arg,
-                                          TS "[%zu].devices: honoured only together with rename "
+                                          "%s[%zu].devices: honoured only together with rename "
                                              "(or renameByDefault); sharing every device of %s, "
                                              "as NVIDIA does",
-                                          ei, r->name);
+                                          sec, ei, r->name);
                 for (size_t i = 0; i < n; i++)
                         sel[i] = true;
         }
@@ -249,7 +253,7 @@ static int share_one(struct kdev_resource_set *set, size_t ri, const char *targe
                 const struct kdev_nvidia_devinfo *info = r->devices[i].data;
                 if (!info || info->replica >= 0) {
                         int rc = kdev_err_set(err, EEXIST,
-                                              TS "[%zu]: device %s of %s is shared twice", ei,
+                                              "%s[%zu]: device %s of %s is shared twice", sec, ei,
                                               info ? info->uuid : r->devices[i].id, r->name);
                         free(sel);
                         return rc;
@@ -263,8 +267,8 @@ static int share_one(struct kdev_resource_set *set, size_t ri, const char *targe
          * name already served. */
         if (rename && n > 0 && n_sel == 0) {
                 kdev_nvidia_warnf(warn, arg,
-                                  TS "[%zu].devices: selects no device of %s; %s not advertised",
-                                  ei, r->name, target);
+                                  "%s[%zu].devices: selects no device of %s; %s not advertised",
+                                  sec, ei, r->name, target);
                 free(sel);
                 return 0;
         }
@@ -336,6 +340,45 @@ nomem:
         return kdev_err_set(err, ENOMEM, "out of memory");
 }
 
+unsigned kdev_nvidia_mps_max_replicas(int cc_major, int cc_minor)
+{
+        return cc_major > 7 || (cc_major == 7 && cc_minor >= 5) ? 48 : 16;
+}
+
+/* sharing.mps entry |e| on resource |r|: -EINVAL for a MIG device, -ERANGE when |e|'s replicas exceed a device's limit. */
+static int mps_check(const struct kdev_resource *r, const struct kdev_nvidia_replicated_resource *e)
+{
+        for (size_t i = 0; i < r->n_devices; i++) {
+                const struct kdev_nvidia_devinfo *info = r->devices[i].data;
+                if (!info)
+                        continue;
+                if (info->gi != KDEV_NVIDIA_NO_INSTANCE)
+                        return -EINVAL;
+                if (e->replicas > kdev_nvidia_mps_max_replicas(info->cc_major, info->cc_minor))
+                        return -ERANGE;
+        }
+        return 0;
+}
+
+/* NVIDIA's texts for mps_check's errors (internal/plugin/mps.go,
+ * cmd/mps-control-daemon/mps/manager.go and device.go). */
+static int mps_error(int rc, const struct kdev_resource *r,
+                     const struct kdev_nvidia_replicated_resource *e, struct kdev_err *err)
+{
+        if (rc == -EINVAL)
+                return kdev_err_set(err, EINVAL, "sharing using MPS is not supported for MIG devices");
+        unsigned max = 48;
+        for (size_t i = 0; i < r->n_devices; i++) {
+                const struct kdev_nvidia_devinfo *info = r->devices[i].data;
+                unsigned m = info ? kdev_nvidia_mps_max_replicas(info->cc_major, info->cc_minor) : 48;
+                max = m < max ? m : max;
+        }
+        return kdev_err_set(err, ERANGE,
+                            "invalid MPS configuration: invalid device maximum allowed replicas "
+                            "exceeded: %u > %u",
+                            e->replicas, max);
+}
+
 /* `isolation` (isolation.h): the share record of each isolated resource of
  * |set|, and a warning when explicit shares overcommit a device. */
 static int isolate(struct kdev_resource_set *set, const struct kdev_nvidia_config *cfg,
@@ -379,12 +422,12 @@ static int isolate(struct kdev_resource_set *set, const struct kdev_nvidia_confi
 int kdev_nvidia_apply_sharing(struct kdev_resource_set *set, const struct kdev_nvidia_config *cfg,
                               kdev_nvidia_warn_fn warn, void *warn_arg, struct kdev_err *err)
 {
-        if (cfg->mps.present)
-                return kdev_err_set(err, EOPNOTSUPP, "sharing.mps is not supported yet");
-        const struct kdev_nvidia_replicated *ts = &cfg->time_slicing;
+        const struct kdev_nvidia_replicated *ts = kdev_nvidia_replicated_section(cfg);
         if (!ts->present)
                 return 0;
-        bool fail_gt1 = ts->fail_requests_greater_than_one > 0;
+        bool mps = ts == &cfg->mps;
+        const char *sec = mps ? MPS : TS;
+        bool fail_gt1 = kdev_nvidia_replicated_fail_gt1(cfg, ts);
         for (size_t ei = 0; ei < ts->n_resources; ei++) {
                 const struct kdev_nvidia_replicated_resource *e = &ts->resources[ei];
                 size_t ri = 0;
@@ -393,9 +436,14 @@ int kdev_nvidia_apply_sharing(struct kdev_resource_set *set, const struct kdev_n
                         continue; /* not on this node: skipped silently, as NVIDIA */
                 if (!is_nvidia(r)) {
                         kdev_nvidia_warnf(warn, warn_arg,
-                                          TS "[%zu]: %s is not an NVIDIA resource; not shared",
-                                          ei, e->name);
+                                          "%s[%zu]: %s is not an NVIDIA resource; not shared",
+                                          sec, ei, e->name);
                         continue;
+                }
+                if (mps) {
+                        int rc = mps_check(r, e);
+                        if (rc < 0)
+                                return mps_error(rc, r, e, err);
                 }
                 char *dflt = NULL;
                 const char *target = e->name;
@@ -406,23 +454,30 @@ int kdev_nvidia_apply_sharing(struct kdev_resource_set *set, const struct kdev_n
                                 return kdev_err_set(err, ENOMEM, "out of memory");
                         struct kdev_err ne = {0};
                         if (kdev_resource_name_check(dflt, &ne) < 0) {
-                                int rc = kdev_err_set(err, EINVAL, TS "[%zu]: renameByDefault: %s",
-                                                      ei, ne.msg);
+                                int rc = kdev_err_set(err, EINVAL, "%s[%zu]: renameByDefault: %s",
+                                                      sec, ei, ne.msg);
                                 free(dflt);
                                 return rc;
                         }
                         target = dflt;
                 }
                 if (strcmp(target, e->name) != 0 && find(set, target, NULL)) {
-                        int rc = kdev_err_set(err, EEXIST, TS "[%zu]: resource %s already exists",
-                                              ei, target);
+                        int rc = kdev_err_set(err, EEXIST, "%s[%zu]: resource %s already exists",
+                                              sec, ei, target);
                         free(dflt);
                         return rc;
                 }
-                int rc = share_one(set, ri, target, e, ei, fail_gt1, warn, warn_arg, err);
+                int rc = share_one(set, ri, target, sec, e, ei, fail_gt1, warn, warn_arg, err);
+                struct kdev_resource *t = rc == 0 && mps ? find(set, target, NULL) : NULL;
                 free(dflt);
                 if (rc < 0)
                         return rc;
+                if (t) {
+                        struct kdev_nvidia_rdata *td = t->ops_data;
+                        free(td->mps_root);
+                        if (!(td->mps_root = strdup(cfg->mps_root)))
+                                return kdev_err_set(err, ENOMEM, "out of memory");
+                }
         }
         return isolate(set, cfg, warn, warn_arg, err);
 }

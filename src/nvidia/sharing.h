@@ -32,7 +32,14 @@
 /* Separator of a replica ID: "<device ID>::<n>". */
 #define KDEV_NVIDIA_REPLICA_SEP "::"
 
-/* Applies cfg->time_slicing to the NVIDIA resources of |set| (those whose ops
+/* The most replicas one MPS server takes on a device of CUDA compute
+ * capability |cc_major|.|cc_minor| (NVIDIA cmd/mps-control-daemon/mps/
+ * device.go maxClients): 48 from 7.5 on, else 16 (unknown 0.0 included). */
+KDEV_API unsigned kdev_nvidia_mps_max_replicas(int cc_major, int cc_minor);
+
+/* Applies the sharing section of |cfg| (kdev_nvidia_replicated_section:
+ * sharing.mps when present, else cfg->time_slicing; messages then name
+ * "sharing.mps.resources[<i>]" instead) to the NVIDIA resources of |set| (those whose ops
  * are kdev_nvidia_resource_ops, as kdev_nvidia_build() and the MIG builders
  * append them); call it right after the build, before the set is served or
  * monitored. Other resources are left alone.
@@ -71,9 +78,19 @@
  *     resource holding the replicas refuse a request of more than one ID when
  *     any ID is a replica, with NVIDIA's v0.15+ text (internal/rm/rm.go).
  *
+ * sharing.mps replicates the same way (the daemon of kdev-plugin
+ * mps-control-daemon then serves the replicas, nvidia/mps.h), with
+ * failRequestsGreaterThanOne true unless given false, and two more checks
+ * per resource found: -EINVAL "sharing using MPS is not supported for MIG
+ * devices" when it holds a MIG device (NVIDIA internal/plugin/mps.go);
+ * -ERANGE "invalid MPS configuration: invalid device maximum allowed replicas
+ * exceeded: <replicas> > <limit>" when replicas exceed the limit of one of
+ * its GPUs (kdev_nvidia_mps_max_replicas; NVIDIA checks it in its control
+ * daemon, kdev already when the resources are built).
+ *
  * |warn| (may be NULL) receives each warning. Errors (|set| is then
- * unchanged): -EOPNOTSUPP "sharing.mps is not supported yet" when cfg->mps is
- * present; -EINVAL "sharing.timeSlicing.resources[<i>]: renameByDefault:
+ * unchanged; for the MPS checks, resources of earlier entries may be
+ * replicated already, the caller drops the set): -EINVAL "sharing.timeSlicing.resources[<i>]: renameByDefault:
  * resource name \"<name>.shared\" is invalid: <rule>" when the default new
  * name is not a valid resource name; -EEXIST
  * "sharing.timeSlicing.resources[<i>]: resource <x> already exists" when the

@@ -80,7 +80,9 @@ def flag_names(args):
 
 def test_both_daemonsets_present():
     got = sorted((c["workload"], os.path.basename(c["command"][0])) for c in containers())
-    assert got == [("kdev-dra-plugin", "kdev-dra-plugin"), ("kdev-plugin", "kdev-plugin")], got
+    assert got == [("kdev-dra-plugin", "kdev-dra-plugin"),
+                   ("kdev-mps-control-daemon", "kdev-plugin"),
+                   ("kdev-plugin", "kdev-plugin")], got
 
 
 def test_args_accepted_by_binary():
@@ -100,7 +102,8 @@ def test_args_accepted_by_binary():
 def test_flags_documented_in_help():
     for c in containers():
         path = binary(c)
-        r = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60)
+        sub = [a for a in c["args"][:1] if not a.startswith("-")]  # a subcommand
+        r = subprocess.run([path] + sub + ["--help"], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         documented = set(re.findall(r"--[a-z][a-z0-9-]*", r.stdout))
         missing = [f for f in flag_names(c["args"]) if f not in documented]
@@ -130,7 +133,8 @@ def test_paths_in_args_are_mounted():
                 assert mounted(c, val), "%s: %s=%s is not under a volumeMount" % (
                     c["document"], flag, val)
                 checked += 1
-    assert checked == 7, checked  # 4 of kdev-plugin, 3 of kdev-dra-plugin
+    # 4 of kdev-plugin, 3 of kdev-dra-plugin, 2 of kdev-mps-control-daemon
+    assert checked == 9, checked
 
 
 def env_value(c, name):
@@ -208,6 +212,34 @@ def test_configmap_time_slicing():
     assert resource_counts(out) == {"nvidia.com/gpu.shared": 32}, out
 
 
+def test_configmap_mps():
+    """The `mps` config: 8 GPUs x 4 MPS replicas of nvidia.com/gpu; the
+    control daemon's DaemonSet reads that config, makes the MPS directories
+    in the host's MPS root that kdev-plugin's MPS_ROOT names and mounts at
+    /mps, and runs only on nodes labelled nvidia.com/mps.capable=true, as
+    NVIDIA's chart."""
+    data = config_map_files()
+    with TempDir() as d:
+        out = check_config(d, data["mps.yaml"], "h100-80gb-8x-nvswitch.yaml")
+    assert resource_counts(out) == {"nvidia.com/gpu": 32}, out
+    m = [c for c in containers() if c["workload"] == "kdev-mps-control-daemon"][0]
+    p = [c for c in containers() if c["workload"] == "kdev-plugin"][0]
+    assert m["args"][0] == "mps-control-daemon", m["args"]
+    assert arg(m, "--config") == "/etc/kdev/configs/mps", m["args"]
+    assert arg(m, "--mps-dir") == "/mps", m["args"]
+    root = env_value(p, "MPS_ROOT")
+    assert root == "/run/nvidia/mps" and "mpsRoot: " + root in data["mps.yaml"], root
+
+    def host(c, mount_path):
+        mount = [v for v in c["volumeMounts"] if v["mountPath"] == mount_path]
+        assert len(mount) == 1, (c["document"], mount_path)
+        return [v for v in c["volumes"] if v["name"] == mount[0]["name"]][0]["hostPath"]["path"]
+    assert host(m, "/mps") == root and host(p, "/mps") == root
+    assert host(m, "/dev/shm") == root + "/shm"
+    cfg = [v for v in m["volumes"] if v.get("configMap")]
+    assert [v["configMap"]["name"] for v in cfg] == ["kdev-plugin-config"], cfg
+
+
 def test_configmap_examples_named_in_comment():
     # Each example config is named (as its path under --config-dir) in the
     # manifest's comments, and the default config is the one named default.
@@ -226,7 +258,8 @@ def test_configmap_examples_named_in_comment():
 
 def test_configmap_mig_mixed():
     data = config_map_files()
-    assert sorted(data) == ["config.yaml", "mig-mixed.yaml", "time-slicing.yaml"], sorted(data)
+    assert sorted(data) == ["config.yaml", "mig-mixed.yaml", "mps.yaml", "time-slicing.yaml"], \
+        sorted(data)
     with TempDir() as d:
         out = check_config(d, data["mig-mixed.yaml"], "mig-h100-80gb-8x-mixed.yaml")
     # mig-h100-80gb-8x-mixed: 4 GPUs without MIG, 4 with MIG mixed; the 9
@@ -403,7 +436,7 @@ def test_mig_additions_as_nvidia_chart():
 if __name__ == "__main__":
     kt.run_tests([test_both_daemonsets_present, test_args_accepted_by_binary,
                   test_flags_documented_in_help, test_paths_in_args_are_mounted,
-                  test_configmap_default_is_plain, test_configmap_time_slicing,
+                  test_configmap_default_is_plain, test_configmap_time_slicing, test_configmap_mps,
                   test_configmap_examples_named_in_comment, test_configmap_mig_mixed,
                   test_node_affinity,
                   test_deviceclasses_select_the_dra_driver, test_node_name_from_downward_api,

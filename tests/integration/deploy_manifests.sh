@@ -36,13 +36,14 @@ ok   deploy/kubernetes/10-device-plugin.yaml#3 ClusterRoleBinding/kdev-plugin (r
 ok   deploy/kubernetes/10-device-plugin.yaml#4 ConfigMap/kdev-plugin-config (v1)
 ok   deploy/kubernetes/10-device-plugin.yaml#5 DaemonSet/kdev-plugin (apps/v1)
 ok   deploy/kubernetes/10-device-plugin.yaml#6 Service/kdev-plugin-metrics (v1)
+ok   deploy/kubernetes/15-mps-control-daemon.yaml#1 DaemonSet/kdev-mps-control-daemon (apps/v1)
 ok   deploy/kubernetes/20-dra-plugin.yaml#1 ServiceAccount/kdev-dra-plugin (v1)
 ok   deploy/kubernetes/20-dra-plugin.yaml#2 ClusterRole/kdev-dra-plugin (rbac.authorization.k8s.io/v1)
 ok   deploy/kubernetes/20-dra-plugin.yaml#3 ClusterRoleBinding/kdev-dra-plugin (rbac.authorization.k8s.io/v1)
 ok   deploy/kubernetes/20-dra-plugin.yaml#4 DaemonSet/kdev-dra-plugin (apps/v1)
 ok   deploy/kubernetes/30-deviceclasses.yaml#1 DeviceClass/gpu.nvidia.com (resource.k8s.io/v1)
 ok   deploy/kubernetes/30-deviceclasses.yaml#2 DeviceClass/mig.nvidia.com (resource.k8s.io/v1)
-13 documents in 4 files: all valid"
+14 documents in 5 files: all valid"
 [ "$(cat "$out")" = "$want" ] || {
   fail "validate.mjs output differs from the expected report:"
   diff <(echo "$want") "$out" || true
@@ -95,8 +96,8 @@ sed 's/containerPort: 9410/containerPort: "9410"/' deploy/kubernetes/10-device-p
 r=0
 node "$V/validate.mjs" "$tmp"/*.yaml >"$out" 2>&1 || r=$?
 [ "$r" -eq 1 ] || fail "one broken document among the manifests: exit $r, want 1"
-grep -q "^13 documents in 4 files: 1 failed$" "$out" || { fail "mixed run summary"; cat "$out"; }
-[ "$(grep -c '^ok ' "$out")" -eq 12 ] || { fail "mixed run: 12 ok lines expected"; cat "$out"; }
+grep -q "^14 documents in 5 files: 1 failed$" "$out" || { fail "mixed run summary"; cat "$out"; }
+[ "$(grep -c '^ok ' "$out")" -eq 13 ] || { fail "mixed run: 13 ok lines expected"; cat "$out"; }
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails failure(s)"

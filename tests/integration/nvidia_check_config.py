@@ -179,13 +179,36 @@ def test_odd_config_files():
                                      % (path, what)), r.stderr
 
 
-def test_mps_refused():
+def test_mps_examples():
+    """NVIDIA's MPS examples advertise what NVIDIA advertises (10 replicas of
+    each GPU) with the MPS root given by flag, as NVIDIA's chart does; without
+    it, NVIDIA's message; replicas above the limit of compute capability 9.0
+    (48), NVIDIA's message."""
     with TempDir() as d:
-        p = write(d, "version: v1\nflags:\n  mpsRoot: /run/nvidia/mps\n"
-                     "sharing:\n  mps:\n    resources: [{name: gpu, replicas: 2}]\n")
+        ids = " ".join("%s::%d" % (u, n) for u in UUIDS for n in range(10))
+        p = os.path.join(CONFIGS, "good", "mps.yaml")
+        r = check(d, p, "--mps-root", "/run/nvidia/mps")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == ("nvidia.com/gpu: 80 devices (80 replicas of 8 devices): %s\n"
+                            % ids), r.stdout
+        r = check(d, os.path.join(CONFIGS, "good", "mps-rename-by-default.yaml"),
+                  "--mps-root", "/run/nvidia/mps")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == ("nvidia.com/gpu.shared: 80 devices (80 replicas of 8 devices): %s\n"
+                            % ids), r.stdout
         r = check(d, p)
         assert r.returncode == 1
-        assert "sharing.mps is not supported yet" in r.stderr, r.stderr
+        assert r.stdout == ""
+        assert 'error="using MPS requires --mps-root to be specified"' in r.stderr, r.stderr
+        r = check(d, p, "--mps-root", "/run/nvidia/mps", "--mig-strategy", "mixed")
+        assert r.returncode == 1
+        assert 'error="using --mig-strategy=mixed is not supported with MPS"' in r.stderr, r.stderr
+        q = write(d, "version: v1\nflags:\n  mpsRoot: /run/nvidia/mps\n"
+                     "sharing:\n  mps:\n    resources: [{name: gpu, replicas: 49}]\n")
+        r = check(d, q)
+        assert r.returncode == 1
+        assert ("invalid MPS configuration: invalid device maximum allowed replicas "
+                "exceeded: 49 > 48" in r.stderr), r.stderr
 
 
 if __name__ == "__main__":
@@ -200,5 +223,5 @@ if __name__ == "__main__":
         test_nvidia_examples,
         test_bad_config_exits_1,
         test_odd_config_files,
-        test_mps_refused,
+        test_mps_examples,
     ])

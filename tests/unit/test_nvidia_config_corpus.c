@@ -361,6 +361,39 @@ static void test_bad_corpus(void **state)
         assert_int_equal(failures, 0);
 }
 
+/* NVIDIA's MPS examples: the MPS root comes by flag (NVIDIA's chart), so the
+ * file alone gives NVIDIA's message; with --mps-root the section is MPS with
+ * failRequestsGreaterThanOne not given (true for MPS, v0.20). */
+static void test_mps(void **state)
+{
+        (void)state;
+        static const char *const files[] = {"mps.yaml", "mps-rename-by-default.yaml"};
+        for (size_t i = 0; i < 2; i++) {
+                char path[512];
+                snprintf(path, sizeof(path), DIR_GOOD "%s", files[i]);
+                struct kdev_nvidia_config cfg;
+                struct kdev_err e;
+                assert_int_equal(load(path, &cfg, &e), -EINVAL);
+                assert_string_equal(e.msg, "using MPS requires --mps-root to be specified");
+                kdev_nvidia_config_clear(&cfg);
+                assert_int_equal(kdev_nvidia_config_init(&cfg, &e), 0);
+                assert_int_equal(parse_file(&cfg, path, NULL, &e), 0);
+                assert_int_equal(kdev_nvidia_config_apply_flag(&cfg, "mps-root", "/run/nvidia/mps", &e),
+                                 0);
+                assert_int_equal(kdev_nvidia_config_finish(&cfg, true, &e), 0);
+                assert_int_equal(kdev_nvidia_sharing_strategy(&cfg), KDEV_NVIDIA_SHARING_MPS);
+                assert_ptr_equal(kdev_nvidia_replicated_section(&cfg), &cfg.mps);
+                assert_int_equal(cfg.mps.fail_requests_greater_than_one, -1);
+                assert_true(kdev_nvidia_replicated_fail_gt1(&cfg, &cfg.mps));
+                assert_int_equal(cfg.mps.rename_by_default, i == 1);
+                assert_int_equal(cfg.mps.n_resources, 1);
+                assert_string_equal(cfg.mps.resources[0].name, "nvidia.com/gpu");
+                assert_int_equal(cfg.mps.resources[0].replicas, 10);
+                assert_string_equal(cfg.mps_root, "/run/nvidia/mps");
+                kdev_nvidia_config_clear(&cfg);
+        }
+}
+
 /* The directories hold exactly the files the tests name. */
 static void test_corpus_complete(void **state)
 {
@@ -371,6 +404,7 @@ static void test_corpus_complete(void **state)
                 "mig-mixed.yaml",          "full-flags.yaml",
                 "null-flags.yaml",         "null-nested.yaml",
                 "empty.yaml",              "comment-only.yaml",
+                "mps.yaml",                "mps-rename-by-default.yaml",
         };
         const char *dirs[] = {DIR_GOOD, DIR_BAD};
         for (size_t d = 0; d < 2; d++) {
@@ -406,6 +440,7 @@ int main(void)
                 cmocka_unit_test(test_full_flags),
                 cmocka_unit_test(test_null_values),
                 cmocka_unit_test(test_empty_files_are_defaults),
+                cmocka_unit_test(test_mps),
                 cmocka_unit_test(test_bad_corpus),
                 cmocka_unit_test(test_corpus_complete),
         };

@@ -543,6 +543,22 @@ static void test_rename_by_default_and_no_gpus(void **state)
         assert_string_equal(get(&l, "nvidia.com/gpu.product"), "NVIDIA-L4");
         assert_string_equal(get(&l, "nvidia.com/gpu.replicas"), "10");
         assert_string_equal(get(&l, "nvidia.com/gpu.sharing-strategy"), "time-slicing");
+        assert_string_equal(get(&l, "nvidia.com/mps.capable"), "false");
+        kdev_nvidia_labels_clear(&l);
+
+        /* sharing.mps (winning over timeSlicing): strategy mps, mps.capable */
+        static const char mps[] = "version: v1\n"
+                                  "flags:\n  mpsRoot: /run/nvidia/mps\n"
+                                  "sharing:\n"
+                                  "  timeSlicing:\n"
+                                  "    resources: [{name: gpu, replicas: 3}]\n"
+                                  "  mps:\n"
+                                  "    resources: [{name: gpu, replicas: 4}]\n";
+        assert_int_equal(build_set(&set, mps, KDEV_NVIDIA_MIG_NONE, NULL, &l, &e), 0);
+        assert_string_equal(get(&l, "nvidia.com/gpu.product"), "NVIDIA-L4-SHARED");
+        assert_string_equal(get(&l, "nvidia.com/gpu.replicas"), "4");
+        assert_string_equal(get(&l, "nvidia.com/gpu.sharing-strategy"), "mps");
+        assert_string_equal(get(&l, "nvidia.com/mps.capable"), "true");
         kdev_nvidia_labels_clear(&l);
 
         /* no GPUs (or only nameless ones): no labels, the file holds the header */

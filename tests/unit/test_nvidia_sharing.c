@@ -19,6 +19,7 @@
 
 #include "generic/generic.h"
 #include "nvidia/config.h"
+#include "nvidia/isolation.h"
 #include "nvidia/nvidia_internal.h"
 #include "nvidia/resources.h"
 #include "nvidia/sharing.h"
@@ -52,6 +53,10 @@ static void collect(void *arg, const char *msg)
 }
 
 
+/* Compute capability of the GPUs make() builds (sharing.mps's replica
+ * limit). */
+static int cc_major = 9, cc_minor = 0;
+
 /* Parses |yaml|, builds |n_gpus| GPUs (GPU 1 faulted when |fault1|; NUMA node
  * i/2) and applies the sharing. Returns the sharing's result. */
 static int make(struct env *e, const char *yaml, size_t n_gpus, bool fault1)
@@ -69,6 +74,9 @@ static int make(struct env *e, const char *yaml, size_t n_gpus, bool fault1)
                 gp->minor = (unsigned)i + 10;
                 gp->numa_node = (int)i / 2;
                 gp->fault = fault1 && i == 1 ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
+                gp->cc_major = cc_major;
+                gp->cc_minor = cc_minor;
+                gp->memory_total = 80ull << 30;
         }
         struct kdev_gpu_set gs = {.gpus = e->gpus, .n_gpus = n_gpus};
         struct kdev_nvidia_build_options bo = {.warn = collect, .warn_arg = e};
@@ -546,19 +554,6 @@ static void test_disjoint_entries(void **state)
         done(&e);
 }
 
-static void test_mps_refused(void **state)
-{
-        (void)state;
-        struct env e;
-        memset(&e, 0, sizeof(e));
-        assert_int_equal(kdev_nvidia_config_init(&e.cfg, &e.err), 0);
-        e.cfg.mps.present = true;
-        assert_int_equal(kdev_nvidia_apply_sharing(&e.set, &e.cfg, NULL, NULL, &e.err),
-                         -EOPNOTSUPP);
-        assert_string_equal(e.err.msg, "sharing.mps is not supported yet");
-        done(&e);
-}
-
 /* A MIG-like NVIDIA resource made by hand: GPU 0 with MIG devices 0:0, 0:1. */
 static void add_mig_resource(struct env *e)
 {
@@ -592,6 +587,7 @@ static void add_mig_resource(struct env *e)
         e->set.resources[1] = r;
         e->set.n_resources = 2;
 }
+
 
 static void test_mig_refs(void **state)
 {
@@ -717,6 +713,147 @@ static void test_allocate_envvar_and_index(void **state)
         assert_int_equal(alloc(&e.set.resources[0], req, 3, &out, &e.err), 0);
         assert_string_equal(env_of(&out, "NVIDIA_VISIBLE_DEVICES"), "1,0");
         kdev_allocate_response_free_contents(&out);
+        done(&e);
+}
+
+#define MPS_HEAD "version: v1\nflags:\n  mpsRoot: /run/nvidia/mps\nsharing:\n  mps:\n"
+
+static void test_mps_replicas(void **state)
+{
+        (void)state;
+        struct env e;
+        assert_int_equal(make(&e, MPS_HEAD "    resources: [{name: gpu, replicas: 3}]\n", 2, false),
+                         0);
+        assert_int_equal(kdev_nvidia_sharing_strategy(&e.cfg), KDEV_NVIDIA_SHARING_MPS);
+        assert_string_equal(names(&e), "nvidia.com/gpu=6");
+        assert_string_equal(ids(&e.set.resources[0]), "g0::0 g0::1 g0::2 g1::0 g1::1 g1::2");
+        const struct kdev_nvidia_rdata *d = e.set.resources[0].ops_data;
+        assert_string_equal(d->mps_root, "/run/nvidia/mps");
+        assert_true(d->fail_gt1); /* not given: true for MPS (v0.20) */
+        done(&e);
+        assert_int_equal(make(&e,
+                              MPS_HEAD "    failRequestsGreaterThanOne: false\n"
+                                       "    renameByDefault: true\n"
+                                       "    resources: [{name: gpu, replicas: 2}]\n",
+                              1, false),
+                         0);
+        assert_string_equal(names(&e), "nvidia.com/gpu.shared=2");
+        d = e.set.resources[0].ops_data;
+        assert_false(d->fail_gt1);
+        assert_string_equal(d->mps_root, "/run/nvidia/mps");
+        done(&e);
+}
+
+static void test_mps_wins_over_time_slicing(void **state)
+{
+        (void)state;
+        struct env e;
+        assert_int_equal(make(&e,
+                              MPS_HEAD "    resources: [{name: gpu, replicas: 2}]\n"
+                                       "  timeSlicing:\n"
+                                       "    resources: [{name: gpu, replicas: 5}]\n",
+                              1, false),
+                         0);
+        assert_string_equal(names(&e), "nvidia.com/gpu=2");
+        assert_string_equal(kdev_nvidia_sharing_strategy_name(kdev_nvidia_sharing_strategy(&e.cfg)),
+                            "mps");
+        assert_int_equal(kdev_nvidia_time_slicing_replicas(&e.cfg, "nvidia.com/gpu"), 0);
+        done(&e);
+        /* time-slicing alone: not MPS, no MPS root on the resource */
+        assert_int_equal(make(&e, TS_HEAD "    resources: [{name: gpu, replicas: 2}]\n", 1, false),
+                         0);
+        assert_string_equal(kdev_nvidia_sharing_strategy_name(kdev_nvidia_sharing_strategy(&e.cfg)),
+                            "time-slicing");
+        assert_null(((const struct kdev_nvidia_rdata *)e.set.resources[0].ops_data)->mps_root);
+        assert_false(((const struct kdev_nvidia_rdata *)e.set.resources[0].ops_data)->fail_gt1);
+        done(&e);
+}
+
+static void test_mps_replica_limit(void **state)
+{
+        (void)state;
+        struct env e;
+        assert_int_equal(kdev_nvidia_mps_max_replicas(7, 5), 48);
+        assert_int_equal(kdev_nvidia_mps_max_replicas(7, 0), 16);
+        assert_int_equal(kdev_nvidia_mps_max_replicas(0, 0), 16);
+        assert_int_equal(make(&e, MPS_HEAD "    resources: [{name: gpu, replicas: 48}]\n", 1, false),
+                         0);
+        assert_string_equal(names(&e), "nvidia.com/gpu=48");
+        done(&e);
+        assert_int_equal(make(&e, MPS_HEAD "    resources: [{name: gpu, replicas: 49}]\n", 1, false),
+                         -ERANGE);
+        assert_string_equal(e.err.msg, "invalid MPS configuration: invalid device maximum allowed "
+                                       "replicas exceeded: 49 > 48");
+        done(&e);
+        cc_major = 7;
+        assert_int_equal(make(&e, MPS_HEAD "    resources: [{name: gpu, replicas: 17}]\n", 1, false),
+                         -ERANGE);
+        assert_string_equal(e.err.msg, "invalid MPS configuration: invalid device maximum allowed "
+                                       "replicas exceeded: 17 > 16");
+        done(&e);
+        cc_major = 9;
+}
+
+static void test_mps_allocate_every_strategy(void **state)
+{
+        (void)state;
+        static const char *const strategies[] = {"envvar", "volume-mounts", "cdi-annotations",
+                                                 "cdi-cri"};
+        for (size_t k = 0; k < 4; k++) {
+                struct env e;
+                char yaml[512];
+                snprintf(yaml, sizeof(yaml),
+                         "version: v1\nflags:\n  mpsRoot: /run/nvidia/mps\n"
+                         "  plugin:\n    deviceListStrategy: %s\n"
+                         "sharing:\n  mps:\n    resources: [{name: gpu, replicas: 2}]\n",
+                         strategies[k]);
+                assert_int_equal(make(&e, yaml, 1, false), 0);
+                char u0[64], a[80];
+                gpu_uuid(u0, sizeof(u0), 0);
+                snprintf(a, sizeof(a), "%s::1", u0);
+                const char *req[] = {a};
+                V1beta1__ContainerAllocateResponse out;
+                assert_int_equal(alloc(&e.set.resources[0], req, 1, &out, &e.err), 0);
+                assert_string_equal(env_of(&out, "CUDA_MPS_PIPE_DIRECTORY"),
+                                    "/mps/nvidia.com/gpu/pipe");
+                size_t m = k == 1 ? 1 : 0; /* volume-mounts: its /dev/null mount after */
+                assert_int_equal(out.n_mounts, 2 + m);
+                assert_string_equal(out.mounts[0]->host_path, "/run/nvidia/mps/nvidia.com/gpu/pipe");
+                assert_string_equal(out.mounts[0]->container_path, "/mps/nvidia.com/gpu/pipe");
+                assert_string_equal(out.mounts[1]->host_path, "/run/nvidia/mps/shm");
+                assert_string_equal(out.mounts[1]->container_path, "/dev/shm");
+                assert_false(out.mounts[0]->read_only);
+                if (k < 2)
+                        assert_non_null(env_of(&out, "NVIDIA_VISIBLE_DEVICES"));
+                else
+                        assert_null(env_of(&out, "NVIDIA_VISIBLE_DEVICES"));
+                kdev_allocate_response_free_contents(&out);
+                /* failRequestsGreaterThanOne: true by default */
+                char b[80];
+                snprintf(b, sizeof(b), "%s::0", u0);
+                const char *two[] = {a, b};
+                assert_int_equal(alloc(&e.set.resources[0], two, 2, &out, &e.err), -EINVAL);
+                assert_string_equal(e.err.msg, "invalid allocation request for \"nvidia.com/gpu\": "
+                                               "invalid request: maximum request size for shared "
+                                               "resources is 1; found 2");
+                kdev_allocate_response_free_contents(&out);
+                done(&e);
+        }
+}
+
+static void test_mps_mig_refused(void **state)
+{
+        (void)state;
+        struct env e;
+        assert_int_equal(make(&e, "version: v1\n", 1, false), 0);
+        add_mig_resource(&e);
+        kdev_nvidia_config_clear(&e.cfg);
+        assert_int_equal(kdev_nvidia_config_init(&e.cfg, &e.err), 0);
+        if (parse_file(&e.cfg, "mps.yaml",
+                       MPS_HEAD "    resources: [{name: mig-1g.5gb, replicas: 2}]\n", &e.err) != 0)
+                fail_msg("%s", e.err.msg);
+        assert_int_equal(kdev_nvidia_apply_sharing(&e.set, &e.cfg, NULL, NULL, &e.err), -EINVAL);
+        assert_string_equal(e.err.msg, "sharing using MPS is not supported for MIG devices");
         done(&e);
 }
 
@@ -870,7 +1007,11 @@ int main(void)
                 cmocka_unit_test(test_not_nvidia_resource),
                 cmocka_unit_test(test_errors),
                 cmocka_unit_test(test_disjoint_entries),
-                cmocka_unit_test(test_mps_refused),
+                cmocka_unit_test(test_mps_replicas),
+                cmocka_unit_test(test_mps_wins_over_time_slicing),
+                cmocka_unit_test(test_mps_replica_limit),
+                cmocka_unit_test(test_mps_allocate_every_strategy),
+                cmocka_unit_test(test_mps_mig_refused),
                 cmocka_unit_test(test_mig_refs),
                 cmocka_unit_test(test_allocate_each_physical_once),
                 cmocka_unit_test(test_allocate_envvar_and_index),
