@@ -530,8 +530,8 @@ def test_check_config_errors():
          "11:14: isolation.resources[0].compute: a percentage of the GPU must be an integer "
          "between 1 and 100, got \"101\""),
         ("  - name: gpu-iso\n    policy: Fair\n",
-         "11:13: isolation.resources[0].policy: must be a policy name of lower-case letters, "
-         "digits and '-' (e.g. work-conserving or strict), got \"Fair\""),
+         "11:13: isolation.resources[0].policy: must be a policy of libkdev-share.so "
+         "(work-conserving, strict or none), got \"Fair\""),
         ("  - name: gpu-iso\n    preload: both\n",
          "11:14: isolation.resources[0].preload: must be file or env, got \"both\""),
         ("  - name: gpu-iso\n  - name: nvidia.com/gpu-iso\n",
