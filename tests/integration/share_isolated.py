@@ -195,6 +195,74 @@ def test_policy_reaches_the_library():
             n.close()
 
 
+MIG_TOPO = os.path.join(kt.SOURCE_DIR, "mock", "nvml", "topologies", "mig-a100-40gb.yaml")
+MIG_3G = "MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f"   # GPU 0's 3g.20gb: 19968 MiB
+MIG_3G_BYTES = 19968 * MIB
+MIG_CONFIG = """version: v1
+flags:
+  migStrategy: mixed
+sharing:
+  timeSlicing:
+    renameByDefault: true
+    resources:
+    - name: nvidia.com/mig-3g.20gb
+      replicas: 2
+isolation:
+  resources:
+  - name: nvidia.com/mig-3g.20gb.shared
+"""
+
+
+def test_replica_of_a_mig_device():
+    """A replica of a MIG device: the limits file names the MIG device's
+    UUID, which the library matches with cuDeviceGetUuid_v2 on the MIG
+    device (the mock libcuda.so.1, like CUDA, has a GPU in MIG mode's MIG
+    devices as its CUDA devices: here MIG-59bc... is device 0)."""
+    from kdevtest import FakeKubelet, Plugin, wait_for
+    res = "nvidia.com/mig-3g.20gb.shared"
+    with TempDir() as d:
+        dp = os.path.join(d, "dp")
+        os.mkdir(dp)
+        root = os.path.join(d, "share")
+        proc = os.path.join(d, "proc")
+        control = os.path.join(d, "control")
+        open(control, "w").close()
+        k = FakeKubelet(dp)
+        k.start()
+        p = Plugin(dp, MIG_CONFIG,
+                   extra=("--cdi-dir", os.path.join(d, "cdi"), "--share-root", root,
+                          "--share-library", LIB, "--proc-root", proc),
+                   env={"LD_LIBRARY_PATH": kt.MOCK_NVML_DIR, "KDEV_MOCK_NVML_TOPOLOGY": MIG_TOPO,
+                        "KDEV_MOCK_NVML_CONTROL": control, "KDEV_MOCK_NVML_PROC": proc})
+        try:
+            wait_for(lambda: k.updates.get(res), what="ListAndWatch of " + res)
+            r = kt.allocate(dp, "kdev-nvidia.com_mig-3g.20gb.shared.sock", [MIG_3G + "::1"])
+            mounts = {m.container_path: m.host_path for m in r.mounts}
+            half = MIG_3G_BYTES // 2
+            with open(mounts[CTR_DIR] + "/limits") as f:
+                assert [x for x in f.read().splitlines() if not x.startswith("#")] == \
+                    ["%s %d 50" % (MIG_3G, half)]
+            env = {k_: v for k_, v in os.environ.items() if k_ != "LD_PRELOAD"}
+            env.update(dict(r.envs), KDEV_SHARE_DIR=mounts[CTR_DIR],
+                       LD_PRELOAD=" ".join(sm.SAN_PRELOAD + [mounts[ni.LIB_CTR]]),
+                       LD_LIBRARY_PATH=MOCK_CUDA + ":" + kt.MOCK_NVML_DIR,
+                       KDEV_MOCK_NVML_TOPOLOGY=MIG_TOPO)
+            if sm.SAN_PRELOAD:
+                env["ASAN_OPTIONS"] = "detect_leaks=0"
+            out = kv(client(env, 0, "boundary", "alloc", half, GRAN))
+            assert out == boundary_want(half), out
+            u = usage(mounts[CTR_DIR])
+            assert u["gpus"][0]["uuid"] == MIG_3G and u["limitsError"] is False, u
+            # the next MIG device (GPU 0's 2g.10gb) is not the container's
+            info = client(env, 1, "info", 0).splitlines()
+            assert info[1] == "cuDeviceTotalMem 0 %d" % (9856 * MIB), info
+            print("ok: a replica of MIG device %s: %d bytes" % (MIG_3G, half))
+        finally:
+            rc = p.stop()
+            k.stop()
+            assert rc == 0, p.logtext()[-3000:]
+
+
 # --- in a real container ---------------------------------------------------------
 
 def ldd(path):
@@ -309,7 +377,7 @@ def main():
             print("FAIL: %s is not built" % f)
             return 1
     for t in (test_one_replica_on_the_host, test_two_replicas_of_one_gpu_and_of_two_gpus,
-              test_policy_reaches_the_library):
+              test_policy_reaches_the_library, test_replica_of_a_mig_device):
         t()
     env = dict(os.environ)
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "container"], env=env)
