@@ -93,7 +93,8 @@ def test_runtime_stage_contents():
     assert copies == [
         "--from=build /out/runtime-packages.txt /usr/share/kdev/runtime-packages.txt",
         "--from=build /out/usr/bin/kdev-plugin /out/usr/bin/kdev-dra-plugin "
-        "/out/usr/bin/kdevctl /usr/bin/"], copies
+        "/out/usr/bin/kdevctl /usr/bin/",
+        "--from=build /out/usr/lib/kdev/libkdev-share.so /usr/lib/kdev/libkdev-share.so"], copies
     runs = [c for i, a in ins if i == "RUN" for c in shell(a)]
     assert "xargs -a /usr/share/kdev/runtime-packages.txt apt-get install -y -q "\
            "--no-install-recommends" in runs, runs
@@ -122,8 +123,18 @@ def test_install_ships_three_stripped_binaries():
         bins = installed(tmp)
         files = sorted(os.path.relpath(os.path.join(d, f), tmp)
                        for d, _, fs in os.walk(tmp) for f in fs)
-        assert files == ["usr/bin/kdev-dra-plugin", "usr/bin/kdev-plugin", "usr/bin/kdevctl"], \
-            files
+        assert files == ["usr/bin/kdev-dra-plugin", "usr/bin/kdev-plugin", "usr/bin/kdevctl",
+                         "usr/lib/kdev/libkdev-share.so"], files
+        # the share library: libc only, its hooks exported, where kdev-plugin's
+        # default --share-library looks (<bin>/../lib/kdev)
+        lib = os.path.join(tmp, "usr", "lib", "kdev", "libkdev-share.so")
+        dyn = subprocess.run(["readelf", "-d", "-W", lib], capture_output=True, text=True,
+                             timeout=60).stdout
+        assert re.findall(r"\(NEEDED\).*\[(.*)\]", dyn) == ["libc.so.6"], dyn
+        syms = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True,
+                              text=True, timeout=60).stdout
+        assert " cuMemAlloc_v2\n" in syms and " cuGetProcAddress_v2\n" in syms, syms
+        assert oct(os.stat(lib).st_mode & 0o777) == "0o644"
         for b in bins:
             sections = subprocess.run(["readelf", "-S", "-W", b], capture_output=True,
                                       text=True, timeout=60).stdout
@@ -163,8 +174,13 @@ def dlopened():
 def test_dlopened_libraries_listed():
     # every shared-library name in a source file that calls dlopen, except the host
     # driver's NVML, must be in the image's package list
+    # (src/share/preload is libkdev-share.so, which runs in the workloads'
+    # containers and opens their driver's libcuda.so.1 and NVML: nothing the
+    # image installs)
     names = set()
     for root, _, files in os.walk(os.path.join(SRC, "src")):
+        if os.path.relpath(root, SRC).startswith(os.path.join("src", "share", "preload")):
+            continue
         for f in files:
             if f.endswith((".c", ".h")):
                 text = open(os.path.join(root, f), errors="replace").read()
