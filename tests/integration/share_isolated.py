@@ -297,16 +297,9 @@ def build_image(root):
 
 def container_part():
     import cdi_consumer as cc
-    from kdevtest import FakeKubelet, Plugin, wait_for
-    from podman import Podman, probe
+    import share_podman as sp
     cc.enter_private_mounts()
-    base = cc.BASE
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run"], check=True)
-    if os.path.isdir("/etc/cdi"):
-        subprocess.run(["mount", "-t", "tmpfs", "tmpfs", "/etc/cdi"], check=True)
-    os.makedirs(os.path.join(base, "podman"))
-    pm = Podman(os.path.join(base, "podman"))
-    why = probe(pm)
+    pm, why = sp.podman_in_namespace(cc.BASE)
     if why:
         print("SKIP: in a container:", why)
         return kt.SKIP
@@ -314,21 +307,9 @@ def container_part():
         print("SKIP: in a container: the mock drivers of a sanitizer build need its runtimes")
         return kt.SKIP
     build_image(pm.rootfs)
-    d = os.path.join(base, "node")
-    dp = os.path.join(d, "dp")
-    os.makedirs(dp)
-    root = os.path.join(d, "share")
-    control = os.path.join(d, "control")
-    open(control, "w").close()
-    k = FakeKubelet(dp)
-    k.start()
-    p = Plugin(dp, ni.CONFIG % ("cdi-cri", ""),
-               extra=("--cdi-dir", "/run/cdi", "--share-root", root, "--share-library", LIB),
-               env={"LD_LIBRARY_PATH": kt.MOCK_NVML_DIR, "KDEV_MOCK_NVML_TOPOLOGY": kt.H100_TOPO,
-                    "KDEV_MOCK_NVML_CONTROL": control})
+    k, p, dp, root = sp.start_node(os.path.join(cc.BASE, "node"), "", LIB)
     failures = 0
     try:
-        wait_for(lambda: k.updates.get(ni.RES), what="ListAndWatch of " + ni.RES)
         r = kt.allocate(dp, ni.SOCK, [U[2] + "::1", U[2] + "::2"])
         name = r.cdi_devices[-1].name
         region = os.path.join(root, "containers", name.split("=", 1)[1])
