@@ -117,7 +117,7 @@ def installed(tmp):
     return [os.path.join(tmp, "usr", "bin", b) for b in BINARIES]
 
 
-def test_install_ships_three_stripped_binaries():
+def test_install_ships_three_binaries_and_the_share_library():
     tmp = tempfile.mkdtemp(prefix="kdev-it-")
     try:
         bins = installed(tmp)
@@ -141,6 +141,57 @@ def test_install_ships_three_stripped_binaries():
             assert ".debug_info" not in sections and ".symtab" not in sections, b
             r = subprocess.run([b, "--version"], capture_output=True, text=True, timeout=60)
             assert r.returncode == 0 and r.stdout.strip(), (b, r.returncode, r.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+ISOLATION_CONFIG = """version: v1
+sharing:
+  timeSlicing:
+    renameByDefault: true
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 4
+isolation:
+  resources:
+  - name: nvidia.com/gpu.shared
+"""
+
+
+def test_installed_plugin_finds_the_share_library():
+    """The installed kdev-plugin's default --share-library is the installed
+    library (<bin>/../lib/kdev/libkdev-share.so), which it copies to the
+    share root at start."""
+    tmp = tempfile.mkdtemp(prefix="kdev-it-")
+    try:
+        installed(tmp)
+        lib = os.path.join(tmp, "usr", "lib", "kdev", "libkdev-share.so")
+        for d in ("dp", "cdi"):
+            os.mkdir(os.path.join(tmp, d))
+        with open(os.path.join(tmp, "config.yaml"), "w") as f:
+            f.write(ISOLATION_CONFIG)
+        open(os.path.join(tmp, "control"), "w").close()
+        env = dict(os.environ, LD_LIBRARY_PATH=kt.MOCK_NVML_DIR,
+                   KDEV_MOCK_NVML_TOPOLOGY=kt.H100_TOPO,
+                   KDEV_MOCK_NVML_CONTROL=os.path.join(tmp, "control"))
+        copy = os.path.join(tmp, "share", "lib", "libkdev-share.so")
+        with open(os.path.join(tmp, "log"), "w") as log:
+            p = subprocess.Popen([os.path.join(tmp, "usr", "bin", "kdev-plugin"), "--config",
+                                  os.path.join(tmp, "config.yaml"), "--device-plugin-dir",
+                                  os.path.join(tmp, "dp"), "--cdi-dir", os.path.join(tmp, "cdi"),
+                                  "--share-root", os.path.join(tmp, "share")],
+                                 env=env, stdout=log, stderr=log)
+            try:
+                kt.wait_for(lambda: "installed the share library" in open(log.name).read(),
+                            what="the share library installed")
+            finally:
+                p.terminate()
+                rc = p.wait(timeout=30)
+        text = open(log.name).read()
+        assert rc == 0, text[-2000:]
+        assert "path=%s/usr/bin/../lib/kdev/libkdev-share.so" % tmp in text, text[-2000:]
+        with open(lib, "rb") as a, open(copy, "rb") as b:
+            assert a.read() == b.read()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -251,6 +302,7 @@ if __name__ == "__main__":
             print("SKIP: %s not available" % tool)
             sys.exit(kt.SKIP)
     kt.run_tests([test_stages, test_build_stage_runs_ci_scripts, test_ci_runs_the_same_scripts,
-                  test_runtime_stage_contents, test_install_ships_three_stripped_binaries,
+                  test_runtime_stage_contents, test_install_ships_three_binaries_and_the_share_library,
+                  test_installed_plugin_finds_the_share_library,
                   test_runtime_packages_match_ldd, test_runtime_deps_refuses_unpackaged_library,
                   test_dlopened_libraries_listed])
