@@ -22,6 +22,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
+import nvidia_isolation as ni  # noqa: E402  (its isolation config)
 
 SRC = kt.SOURCE_DIR
 BINARIES = ["kdev-plugin", "kdev-dra-plugin", "kdevctl"]
@@ -145,19 +146,6 @@ def test_install_ships_three_binaries_and_the_share_library():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-ISOLATION_CONFIG = """version: v1
-sharing:
-  timeSlicing:
-    renameByDefault: true
-    resources:
-    - name: nvidia.com/gpu
-      replicas: 4
-isolation:
-  resources:
-  - name: nvidia.com/gpu.shared
-"""
-
-
 def test_installed_plugin_finds_the_share_library():
     """The installed kdev-plugin's default --share-library is the installed
     library (<bin>/../lib/kdev/libkdev-share.so), which it copies to the
@@ -169,7 +157,7 @@ def test_installed_plugin_finds_the_share_library():
         for d in ("dp", "cdi"):
             os.mkdir(os.path.join(tmp, d))
         with open(os.path.join(tmp, "config.yaml"), "w") as f:
-            f.write(ISOLATION_CONFIG)
+            f.write(ni.CONFIG % ("envvar", ""))
         open(os.path.join(tmp, "control"), "w").close()
         env = dict(os.environ, LD_LIBRARY_PATH=kt.MOCK_NVML_DIR,
                    KDEV_MOCK_NVML_TOPOLOGY=kt.H100_TOPO,
