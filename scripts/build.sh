@@ -64,4 +64,11 @@ if [ -n "$prefix" ]; then
     install -m 0755 -s "$build_dir/$b" "$bindir/$b"
   done
   echo "build.sh: installed ${BINARIES[*]} into $bindir" >&2
+  # the share library beside them, where kdev-plugin's default --share-library
+  # (<dir of the binary>/../lib/kdev/libkdev-share.so) finds it
+  libdir="${destdir%/}${prefix%/}/lib/kdev"
+  [ -f "$build_dir/libkdev-share.so" ] || { echo "build.sh: $build_dir/libkdev-share.so not built" >&2; exit 1; }
+  mkdir -p "$libdir"
+  install -m 0644 -s "$build_dir/libkdev-share.so" "$libdir/libkdev-share.so"
+  echo "build.sh: installed libkdev-share.so into $libdir" >&2
 fi

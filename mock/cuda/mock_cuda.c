@@ -99,7 +99,7 @@ static int hexval(char c)
 /* "GPU-4603f764-b00c-271e-0980-eda368e40931" -> 16 bytes; 0 or -1. */
 static int parse_uuid(const char *s, kdev_cu_uuid *out)
 {
-        if (strncmp(s, "GPU-", 4) != 0)
+        if (strncmp(s, "GPU-", 4) != 0 && strncmp(s, "MIG-", 4) != 0)
                 return -1;
         s += 4;
         for (int i = 0; i < 16; i++) {
@@ -112,6 +112,16 @@ static int parse_uuid(const char *s, kdev_cu_uuid *out)
                 s += 2;
         }
         return *s ? -1 : 0;
+}
+
+/* The CUDA devices of |m| in MIG mode: its MIG devices not destroyed; 0
+ * when MIG is off (the GPU itself is the device). */
+static size_t mig_devices(const struct mock_gpu *m)
+{
+        size_t n = 0;
+        for (size_t i = 0; m->mig_mode == NVML_DEVICE_MIG_ENABLE && i < m->n_migs; i++)
+                n += !m->migs[i].hidden;
+        return n;
 }
 
 static unsigned long long env_ull(const char *name, unsigned long long def)
@@ -170,9 +180,15 @@ static CUresult load_locked(void)
                 fprintf(stderr, "mock libcuda: %s\n", msg);
                 return KDEV_CUDA_ERROR_UNKNOWN;
         }
+        /* A GPU in MIG mode is not a CUDA device: its MIG devices are, in
+         * its place (each with its own UUID, as cuDeviceGetUuid_v2 gives
+         * it, and its GPU instance's memory). */
         size_t n = 0;
         for (size_t i = 0; i < s->n_gpus; i++)
-                n += !s->gpus[i].hidden;
+                n += s->gpus[i].hidden ? 0 : mig_devices(&s->gpus[i]) ? mig_devices(&s->gpus[i])
+                                                                      : 1;
+        if (n > MOCK_MAX_GPUS)
+                n = MOCK_MAX_GPUS;
         g_dev = calloc(n ? n : 1, sizeof(*g_dev));
         g_allocs = calloc(MOCK_CUDA_MAX_ALLOCS, sizeof(*g_allocs));
         if (!g_dev || !g_allocs) {
@@ -186,22 +202,30 @@ static CUresult load_locked(void)
                 const struct mock_gpu *m = &s->gpus[i];
                 if (m->hidden)
                         continue;
-                struct dev *d = &g_dev[k];
-                snprintf(d->name, sizeof(d->name), "%s", m->name);
-                snprintf(d->uuid, sizeof(d->uuid), "%s", m->uuid);
-                if (parse_uuid(m->uuid, &d->uuid_bytes) != 0)
-                        memset(&d->uuid_bytes, 0, sizeof(d->uuid_bytes));
-                d->total = (size_t)m->mem_total;
-                d->cc_major = m->cc_major;
-                d->cc_minor = m->cc_minor;
-                d->sm_count = (int)m->sm_count;
-                d->pci_bus = m->pci.bus;
-                d->pci_domain = m->pci.domain;
-                d->pci_device = m->pci.device;
-                d->primary = (struct ctx){CTX_MAGIC, k, true};
-                d->next_addr = 0x700000000000ull + ((unsigned long long)k << 40);
-                d->default_pool = &d->primary;
-                k++;
+                bool mig_mode = mig_devices(m) > 0;
+                for (size_t j = 0; j < (mig_mode ? m->n_migs : 1) && (size_t)k < n; j++) {
+                        const struct mock_mig *mig = mig_mode ? &m->migs[j] : NULL;
+                        if (mig && mig->hidden)
+                                continue;
+                        struct dev *d = &g_dev[k];
+                        snprintf(d->name, sizeof(d->name), "%s", m->name);
+                        snprintf(d->uuid, sizeof(d->uuid), "%s", mig ? mig->uuid : m->uuid);
+                        if (parse_uuid(d->uuid, &d->uuid_bytes) != 0)
+                                memset(&d->uuid_bytes, 0, sizeof(d->uuid_bytes));
+                        d->total = mig ? (size_t)m->profiles[mig->gi->profile].info.memorySizeMB
+                                                 << 20
+                                       : (size_t)m->mem_total;
+                        d->cc_major = m->cc_major;
+                        d->cc_minor = m->cc_minor;
+                        d->sm_count = (int)m->sm_count;
+                        d->pci_bus = m->pci.bus;
+                        d->pci_domain = m->pci.domain;
+                        d->pci_device = m->pci.device;
+                        d->primary = (struct ctx){CTX_MAGIC, k, true};
+                        d->next_addr = 0x700000000000ull + ((unsigned long long)k << 40);
+                        d->default_pool = &d->primary;
+                        k++;
+                }
         }
         g_n = k;
         mock_state_free(s);

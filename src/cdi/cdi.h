@@ -349,6 +349,14 @@ KDEV_API int kdev_cdi_spec_read(const char *path, struct kdev_cdi_spec **out, st
 KDEV_API int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *dir,
                                  const char *file_name, struct kdev_err *err);
 
+/* kdev_cdi_spec_write without fsync (common/file.h KDEV_FILE_NO_FSYNC): the
+ * rename still makes the spec appear whole or not at all to a runtime, but
+ * a crash of the node may lose it. For a spec that matters only while its
+ * container runs (kdev-plugin's per-container specs of isolated replicas),
+ * which a node crash ends anyway. Same inputs and errors. */
+KDEV_API int kdev_cdi_spec_write_transient(const struct kdev_cdi_spec *spec, const char *dir,
+                                           const char *file_name, struct kdev_err *err);
+
 /* Removes |dir|/|file_name|. Returns 1 when removed, 0 when it did not exist,
  * -EINVAL for a bad file name, or a negative errno. */
 KDEV_API int kdev_cdi_spec_remove(const char *dir, const char *file_name, struct kdev_err *err);

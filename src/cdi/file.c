@@ -67,9 +67,10 @@ int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *dir, const
         return r < 0 ? r : 0;
 }
 
-int kdev_cdi_spec_write_guarded(const struct kdev_cdi_spec *spec, const char *dir,
-                                const char *file_name, struct kdev_file_guard *guard, char *aside,
-                                size_t size, struct kdev_err *err)
+/* The writers' one body: |durable| false writes without fsync (no guard). */
+static int write_spec(const struct kdev_cdi_spec *spec, const char *dir, const char *file_name,
+                      struct kdev_file_guard *guard, char *aside, size_t size, bool durable,
+                      struct kdev_err *err)
 {
         int r;
         if ((r = check_dir(dir, err)) < 0 || (r = check_file_name(file_name, err)) < 0)
@@ -91,13 +92,31 @@ int kdev_cdi_spec_write_guarded(const struct kdev_cdi_spec *spec, const char *di
         }
         if ((r = make_dirs(dir, err)) < 0)
                 goto out;
-        r = kdev_file_write_guarded(guard, target, tmp, text, (size_t)len, 0644, true, aside, size,
-                                    err);
+        if (durable)
+                r = kdev_file_write_guarded(guard, target, tmp, text, (size_t)len, 0644, true,
+                                            aside, size, err);
+        else
+                r = kdev_file_write_atomic_flags(target, tmp, text, (size_t)len, 0644,
+                                                 KDEV_FILE_NO_FSYNC, err);
 out:
         free(tmp);
         free(target);
         free(text);
         return r;
+}
+
+int kdev_cdi_spec_write_guarded(const struct kdev_cdi_spec *spec, const char *dir,
+                                const char *file_name, struct kdev_file_guard *guard, char *aside,
+                                size_t size, struct kdev_err *err)
+{
+        return write_spec(spec, dir, file_name, guard, aside, size, true, err);
+}
+
+int kdev_cdi_spec_write_transient(const struct kdev_cdi_spec *spec, const char *dir,
+                                  const char *file_name, struct kdev_err *err)
+{
+        int r = write_spec(spec, dir, file_name, NULL, NULL, 0, false, err);
+        return r < 0 ? r : 0;
 }
 
 int kdev_cdi_spec_remove(const char *dir, const char *file_name, struct kdev_err *err)

@@ -156,6 +156,14 @@ static int write_all(int fd, const char *s, size_t len)
 int kdev_file_write_atomic(const char *path, const char *tmp_template, const void *data,
                            size_t len, mode_t mode, bool sync_dir, struct kdev_err *err)
 {
+        return kdev_file_write_atomic_flags(path, tmp_template, data, len, mode,
+                                            sync_dir ? KDEV_FILE_SYNC_DIR : 0, err);
+}
+
+int kdev_file_write_atomic_flags(const char *path, const char *tmp_template, const void *data,
+                                 size_t len, mode_t mode, unsigned flags, struct kdev_err *err)
+{
+        bool sync = !(flags & KDEV_FILE_NO_FSYNC);
         char tmp[PATH_MAX], dir[PATH_MAX];
         size_t tlen = strlen(tmp_template);
         if (tlen >= sizeof(tmp))
@@ -180,7 +188,7 @@ int kdev_file_write_atomic(const char *path, const char *tmp_template, const voi
         int r = write_all(fd, data, len);
         if (r == 0 && fchmod(fd, mode) < 0)
                 r = -errno;
-        if (r == 0 && fsync(fd) < 0)
+        if (r == 0 && sync && fsync(fd) < 0)
                 r = -errno;
         if (close(fd) < 0 && r == 0)
                 r = -errno;
@@ -190,13 +198,15 @@ int kdev_file_write_atomic(const char *path, const char *tmp_template, const voi
                 unlink(tmp);
                 return kdev_err_set(err, -r, "%s: %s", path, strerror(-r));
         }
+        if (!sync)
+                return 0;
         /* make the rename durable */
         int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0 || fsync(dfd) < 0)
                 r = -errno;
         if (dfd >= 0)
                 close(dfd);
-        if (r < 0 && sync_dir)
+        if (r < 0 && (flags & KDEV_FILE_SYNC_DIR))
                 return kdev_err_set(err, -r, "%s: fsync of directory %s: %s", path, dir,
                                     strerror(-r));
         return 0;

@@ -62,6 +62,21 @@ KDEV_API int kdev_file_read(const char *path, const char *kind, size_t max, unsi
 KDEV_API int kdev_file_write_atomic(const char *path, const char *tmp_template, const void *data,
                                     size_t len, mode_t mode, bool sync_dir, struct kdev_err *err);
 
+/* Flags of kdev_file_write_atomic_flags. */
+#define KDEV_FILE_SYNC_DIR 1u /* a failed fsync of the directory is an error */
+/* No fsync at all, of the file or of the directory: readers still see the
+ * old or the new content, never a part (the rename), but a crash of the
+ * node may lose the file. For files that matter only while something that
+ * a crash ends anyway runs (a container's limits file, its CDI spec). */
+#define KDEV_FILE_NO_FSYNC 2u
+
+/* kdev_file_write_atomic with |flags| (0, KDEV_FILE_SYNC_DIR or
+ * KDEV_FILE_NO_FSYNC): the same steps, inputs and errors; with
+ * KDEV_FILE_NO_FSYNC the two fsyncs are left out. */
+KDEV_API int kdev_file_write_atomic_flags(const char *path, const char *tmp_template,
+                                          const void *data, size_t len, mode_t mode,
+                                          unsigned flags, struct kdev_err *err);
+
 /* 64-bit FNV-1a of |len| bytes at |data| (offset basis 0xcbf29ce484222325,
  * prime 0x100000001b3, http://www.isthe.com/chongo/tech/comp/fnv/). No
  * errors. */

@@ -11,9 +11,9 @@
 #include "nvidia/config_internal.h"
 #include "nvidia/devinfo.h"
 #include "nvidia/nvidia_internal.h"
+#include "share/region.h"
 
 #define ISOLATION_RESOURCES_MAX 256
-#define POLICY_MAX 63
 
 /* --- the shares ------------------------------------------------------------------ */
 
@@ -291,13 +291,11 @@ static int read_policy(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
         int rc = kdev_ycfg_string(c, node, &s);
         if (rc < 0)
                 return rc;
-        bool ok = s[0] != '\0' && strlen(s) <= POLICY_MAX;
-        for (const char *p = s; ok && *p; p++)
-                ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-';
-        if (!ok) {
+        enum kdev_share_policy p;
+        if (kdev_share_policy_parse(s, &p) != 0) {
                 rc = kdev_ycfg_fail(c, node,
-                                    "must be a policy name of lower-case letters, digits and '-' "
-                                    "(e.g. work-conserving or strict), got \"%s\"",
+                                    "must be a policy of libkdev-share.so ("
+                                    KDEV_SHARE_POLICY_LIST "), got \"%.64s\"",
                                     s);
                 free(s);
                 return rc;

@@ -17,8 +17,10 @@
  * added to a name without '/'. `memory` is a Kubernetes quantity of bytes: a
  * plain integer, or with a binary (Ki, Mi, Gi, Ti, Pi) or decimal (k, M, G,
  * T, P) suffix. `compute` is an integer 1..100, optionally followed by '%'.
- * `policy` is passed to the library as given (a name of letters, digits and
- * '-'); absent: the library's default. `preload`: see preload_mode in
+ * `policy` is one of the library's compute pacing policies (share/policy.h:
+ * work-conserving, strict or none; any other name is a config error, since the
+ * library would fail closed on it); absent: the library's default
+ * (work-conserving). `preload`: see preload_mode in
  * docs/kdev-plugin.md.
  *
  * The shares (one rule for both front ends): a replica of a GPU (or MIG

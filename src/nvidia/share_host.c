@@ -439,7 +439,7 @@ static int cdi_share_spec(const struct kdev_nvidia_share_rdata *s, const char *i
         if (rc == 0) {
                 int fl = kdev_cdi_transient_file_name(KDEV_SHARE_CDI_KIND, id, file, sizeof(file),
                                                       err);
-                rc = fl < 0 ? fl : kdev_cdi_spec_write(spec, s->cdi_dir, file, err);
+                rc = fl < 0 ? fl : kdev_cdi_spec_write_transient(spec, s->cdi_dir, file, err);
         }
         kdev_cdi_spec_free(spec);
         return rc;
@@ -495,7 +495,11 @@ int kdev_nvidia_share_allocate(const struct kdev_nvidia_rdata *d, const struct k
                 rc = kdev_err_set(err, ENOMEM, "out of memory");
                 goto out;
         }
-        if ((rc = kdev_file_write_atomic(path, tmpl, text, strlen(text), 0444, true, err)) < 0)
+        /* no fsync (nor below): the region matters only while its container
+         * runs, which a crash of the node ends; the rename keeps a reader
+         * from seeing half a file */
+        if ((rc = kdev_file_write_atomic_flags(path, tmpl, text, strlen(text), 0444,
+                                               KDEV_FILE_NO_FSYNC, err)) < 0)
                 goto out;
 
         bool env_mode = s->iso.preload == KDEV_NVIDIA_PRELOAD_ENV;
@@ -508,9 +512,10 @@ int kdev_nvidia_share_allocate(const struct kdev_nvidia_rdata *d, const struct k
                 if ((rc = path_of(preload, sizeof(preload), err, "%s/ld.so.preload", dir)) < 0 ||
                     (rc = path_of(ptmpl, sizeof(ptmpl), err, "%s/.ld.so.preload.XXXXXX", dir)) <
                             0 ||
-                    (rc = kdev_file_write_atomic(preload, ptmpl, KDEV_SHARE_CTR_LIBRARY "\n",
-                                                 strlen(KDEV_SHARE_CTR_LIBRARY "\n"), 0444, true,
-                                                 err)) < 0)
+                    (rc = kdev_file_write_atomic_flags(preload, ptmpl,
+                                                       KDEV_SHARE_CTR_LIBRARY "\n",
+                                                       strlen(KDEV_SHARE_CTR_LIBRARY "\n"), 0444,
+                                                       KDEV_FILE_NO_FSYNC, err)) < 0)
                         goto out;
         }
         struct share_mount m[5];

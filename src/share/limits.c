@@ -10,14 +10,21 @@
 
 #include "share/region.h"
 
+static const char *const policy_names[KDEV_SHARE_POLICY_COUNT] = KDEV_SHARE_POLICY_NAMES;
+
 const char *kdev_share_policy_name(enum kdev_share_policy p)
 {
-        switch (p) {
-        case KDEV_SHARE_POLICY_WORK_CONSERVING: return "work-conserving";
-        case KDEV_SHARE_POLICY_STRICT: return "strict";
-        case KDEV_SHARE_POLICY_NONE: return "none";
-        }
-        return "?";
+        return (unsigned)p < KDEV_SHARE_POLICY_COUNT ? policy_names[p] : "?";
+}
+
+int kdev_share_policy_parse(const char *name, enum kdev_share_policy *out)
+{
+        for (unsigned i = 0; i < KDEV_SHARE_POLICY_COUNT; i++)
+                if (strcmp(name, policy_names[i]) == 0) {
+                        *out = (enum kdev_share_policy)i;
+                        return 0;
+                }
+        return -1;
 }
 
 /* Next whitespace-separated field of [*p, end) into buf; 0 when none. */
@@ -80,8 +87,8 @@ int kdev_share_limits_parse(const char *text, size_t len, const char *path,
                         continue;
                 if (strcmp(f[0], "policy") == 0) {
                         if (n != 2) {
-                                snprintf(msg, msg_size, "%s:%u: policy takes one name "
-                                         "(work-conserving, strict, none)", path, line);
+                                snprintf(msg, msg_size, "%s:%u: policy takes one name ("
+                                         KDEV_SHARE_POLICY_LIST ")", path, line);
                                 return -1;
                         }
                         if (have_policy) {
@@ -90,15 +97,9 @@ int kdev_share_limits_parse(const char *text, size_t len, const char *path,
                                 return -1;
                         }
                         have_policy = true;
-                        if (strcmp(f[1], "work-conserving") == 0)
-                                out->policy = KDEV_SHARE_POLICY_WORK_CONSERVING;
-                        else if (strcmp(f[1], "strict") == 0)
-                                out->policy = KDEV_SHARE_POLICY_STRICT;
-                        else if (strcmp(f[1], "none") == 0)
-                                out->policy = KDEV_SHARE_POLICY_NONE;
-                        else {
+                        if (kdev_share_policy_parse(f[1], &out->policy) != 0) {
                                 snprintf(msg, msg_size, "%s:%u: unknown policy %.64s (want "
-                                         "work-conserving, strict or none)", path, line, f[1]);
+                                         KDEV_SHARE_POLICY_LIST ")", path, line, f[1]);
                                 return -1;
                         }
                         continue;
@@ -109,9 +110,10 @@ int kdev_share_limits_parse(const char *text, size_t len, const char *path,
                                  n == 1 ? "" : "s");
                         return -1;
                 }
-                if (lens[0] >= KDEV_SHARE_UUID_MAX || strncmp(f[0], "GPU-", 4) != 0) {
-                        snprintf(msg, msg_size, "%s:%u: %.100s is not a GPU UUID (GPU-...)",
-                                 path, line, f[0]);
+                if (lens[0] >= KDEV_SHARE_UUID_MAX ||
+                    (strncmp(f[0], "GPU-", 4) != 0 && strncmp(f[0], "MIG-", 4) != 0)) {
+                        snprintf(msg, msg_size, "%s:%u: %.100s is not a GPU or MIG device UUID "
+                                 "(GPU-... or MIG-...)", path, line, f[0]);
                         return -1;
                 }
                 uint64_t mem, pct;

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "common/export.h"
+#include "share/policy.h"
 
 #define KDEV_SHARE_MAX_GPUS 16
 #define KDEV_SHARE_MAX_PROCS 1024
@@ -35,21 +36,9 @@
 #define KDEV_SHARE_REGION_MAGIC "KDEVSHR1"
 #define KDEV_SHARE_REGION_VERSION 1u
 
-/* Compute pacing policies (`policy <name>` in the limits file). */
-enum kdev_share_policy {
-        /* default: a launch waits only while another container used the
-         * GPU within the last pacing window; an otherwise idle GPU is never
-         * throttled */
-        KDEV_SHARE_POLICY_WORK_CONSERVING = 0,
-        /* the container never uses more than its share of each window */
-        KDEV_SHARE_POLICY_STRICT = 1,
-        /* no pacing at all (memory limits only) */
-        KDEV_SHARE_POLICY_NONE = 2,
-};
-
 /* One GPU of the limits file. */
 struct kdev_share_limit {
-        char uuid[KDEV_SHARE_UUID_MAX]; /* "GPU-..." as NVML and CUDA print it */
+        char uuid[KDEV_SHARE_UUID_MAX]; /* "GPU-..." or "MIG-..." as NVML prints it */
         uint64_t memory;                /* bytes */
         unsigned compute;               /* percent, 1..100 */
 };
@@ -72,6 +61,10 @@ KDEV_API int kdev_share_limits_parse(const char *text, size_t len, const char *p
                                      struct kdev_share_limits *out, char *msg,
                                      size_t msg_size);
 
+/* The policy named |name| (KDEV_SHARE_POLICY_NAMES): 0 with *out set, or -1
+ * for another name. */
+KDEV_API int kdev_share_policy_parse(const char *name, enum kdev_share_policy *out);
+
 /* Reads and parses the limits file |path| (at most KDEV_SHARE_LIMITS_FILE_MAX
  * bytes, a regular file; read with open/read, no allocation). Returns 0
  * (parsed), 1 (no such file: |out| empty, nothing limited) or -1 with
@@ -79,7 +72,7 @@ KDEV_API int kdev_share_limits_parse(const char *text, size_t len, const char *p
 KDEV_API int kdev_share_limits_load(const char *path, struct kdev_share_limits *out,
                                     char *msg, size_t msg_size);
 
-/* The names of the policies ("work-conserving", "strict", "none"). */
+/* The name of policy |p| (KDEV_SHARE_POLICY_NAMES), "?" for another value. */
 KDEV_API const char *kdev_share_policy_name(enum kdev_share_policy p);
 
 struct kdev_share_region_gpu {

@@ -133,8 +133,8 @@ def test_paths_in_args_are_mounted():
                 assert mounted(c, val), "%s: %s=%s is not under a volumeMount" % (
                     c["document"], flag, val)
                 checked += 1
-    # 4 of kdev-plugin, 3 of kdev-dra-plugin, 2 of kdev-mps-control-daemon
-    assert checked == 9, checked
+    # 5 of kdev-plugin, 3 of kdev-dra-plugin, 2 of kdev-mps-control-daemon
+    assert checked == 10, checked
 
 
 def env_value(c, name):
@@ -358,6 +358,20 @@ def volume_of(c, mount_path):
     return m[0], v[0]
 
 
+def test_share_root_and_cdi_dir_at_host_paths():
+    """Allocate of isolated replicas answers with host paths (the library
+    copy, the preload file and the region directory under --share-root; the
+    CDI spec in --cdi-dir names them too): both are mounted at the host's
+    own path, read-write."""
+    c = plugin_container()
+    for flag, path, name in (("--share-root", "/var/lib/kdev/share", "share-root"),
+                             ("--cdi-dir", "/var/run/cdi", "cdi-root")):
+        assert arg(c, flag) == path, (flag, c["args"])
+        m, v = volume_of(c, path)
+        assert m["name"] == name and not m.get("readOnly"), m
+        assert v["hostPath"] == {"path": path, "type": "DirectoryOrCreate"}, v
+
+
 def test_driver_root_as_nvidia_chart():
     c = plugin_container()
     root, ctr = env_value(c, "NVIDIA_DRIVER_ROOT"), env_value(c, "DRIVER_ROOT_CTR_PATH")
@@ -440,5 +454,6 @@ if __name__ == "__main__":
                   test_configmap_examples_named_in_comment, test_configmap_mig_mixed,
                   test_node_affinity,
                   test_deviceclasses_select_the_dra_driver, test_node_name_from_downward_api,
+                  test_share_root_and_cdi_dir_at_host_paths,
                   test_driver_root_as_nvidia_chart, test_default_config_envvar_only,
                   test_mig_additions_as_nvidia_chart])

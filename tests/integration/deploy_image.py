@@ -22,6 +22,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
+import nvidia_isolation as ni  # noqa: E402  (its isolation config)
 
 SRC = kt.SOURCE_DIR
 BINARIES = ["kdev-plugin", "kdev-dra-plugin", "kdevctl"]
@@ -93,7 +94,8 @@ def test_runtime_stage_contents():
     assert copies == [
         "--from=build /out/runtime-packages.txt /usr/share/kdev/runtime-packages.txt",
         "--from=build /out/usr/bin/kdev-plugin /out/usr/bin/kdev-dra-plugin "
-        "/out/usr/bin/kdevctl /usr/bin/"], copies
+        "/out/usr/bin/kdevctl /usr/bin/",
+        "--from=build /out/usr/lib/kdev/libkdev-share.so /usr/lib/kdev/libkdev-share.so"], copies
     runs = [c for i, a in ins if i == "RUN" for c in shell(a)]
     assert "xargs -a /usr/share/kdev/runtime-packages.txt apt-get install -y -q "\
            "--no-install-recommends" in runs, runs
@@ -116,20 +118,68 @@ def installed(tmp):
     return [os.path.join(tmp, "usr", "bin", b) for b in BINARIES]
 
 
-def test_install_ships_three_stripped_binaries():
+def test_install_ships_three_binaries_and_the_share_library():
     tmp = tempfile.mkdtemp(prefix="kdev-it-")
     try:
         bins = installed(tmp)
         files = sorted(os.path.relpath(os.path.join(d, f), tmp)
                        for d, _, fs in os.walk(tmp) for f in fs)
-        assert files == ["usr/bin/kdev-dra-plugin", "usr/bin/kdev-plugin", "usr/bin/kdevctl"], \
-            files
+        assert files == ["usr/bin/kdev-dra-plugin", "usr/bin/kdev-plugin", "usr/bin/kdevctl",
+                         "usr/lib/kdev/libkdev-share.so"], files
+        # the share library: libc only, its hooks exported, where kdev-plugin's
+        # default --share-library looks (<bin>/../lib/kdev)
+        lib = os.path.join(tmp, "usr", "lib", "kdev", "libkdev-share.so")
+        dyn = subprocess.run(["readelf", "-d", "-W", lib], capture_output=True, text=True,
+                             timeout=60).stdout
+        assert re.findall(r"\(NEEDED\).*\[(.*)\]", dyn) == ["libc.so.6"], dyn
+        syms = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True,
+                              text=True, timeout=60).stdout
+        assert " cuMemAlloc_v2\n" in syms and " cuGetProcAddress_v2\n" in syms, syms
+        assert oct(os.stat(lib).st_mode & 0o777) == "0o644"
         for b in bins:
             sections = subprocess.run(["readelf", "-S", "-W", b], capture_output=True,
                                       text=True, timeout=60).stdout
             assert ".debug_info" not in sections and ".symtab" not in sections, b
             r = subprocess.run([b, "--version"], capture_output=True, text=True, timeout=60)
             assert r.returncode == 0 and r.stdout.strip(), (b, r.returncode, r.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_installed_plugin_finds_the_share_library():
+    """The installed kdev-plugin's default --share-library is the installed
+    library (<bin>/../lib/kdev/libkdev-share.so), which it copies to the
+    share root at start."""
+    tmp = tempfile.mkdtemp(prefix="kdev-it-")
+    try:
+        installed(tmp)
+        lib = os.path.join(tmp, "usr", "lib", "kdev", "libkdev-share.so")
+        for d in ("dp", "cdi"):
+            os.mkdir(os.path.join(tmp, d))
+        with open(os.path.join(tmp, "config.yaml"), "w") as f:
+            f.write(ni.CONFIG % ("envvar", ""))
+        open(os.path.join(tmp, "control"), "w").close()
+        env = dict(os.environ, LD_LIBRARY_PATH=kt.MOCK_NVML_DIR,
+                   KDEV_MOCK_NVML_TOPOLOGY=kt.H100_TOPO,
+                   KDEV_MOCK_NVML_CONTROL=os.path.join(tmp, "control"))
+        copy = os.path.join(tmp, "share", "lib", "libkdev-share.so")
+        with open(os.path.join(tmp, "log"), "w") as log:
+            p = subprocess.Popen([os.path.join(tmp, "usr", "bin", "kdev-plugin"), "--config",
+                                  os.path.join(tmp, "config.yaml"), "--device-plugin-dir",
+                                  os.path.join(tmp, "dp"), "--cdi-dir", os.path.join(tmp, "cdi"),
+                                  "--share-root", os.path.join(tmp, "share")],
+                                 env=env, stdout=log, stderr=log)
+            try:
+                kt.wait_for(lambda: "installed the share library" in open(log.name).read(),
+                            what="the share library installed")
+            finally:
+                p.terminate()
+                rc = p.wait(timeout=30)
+        text = open(log.name).read()
+        assert rc == 0, text[-2000:]
+        assert "path=%s/usr/bin/../lib/kdev/libkdev-share.so" % tmp in text, text[-2000:]
+        with open(lib, "rb") as a, open(copy, "rb") as b:
+            assert a.read() == b.read()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -162,10 +212,14 @@ def dlopened():
 
 def test_dlopened_libraries_listed():
     # every shared-library name in a source file that calls dlopen, except the host
-    # driver's libraries (NVML; libcuda.so.1, which the share library loads in
-    # the containers it is preloaded into), must be in the image's package list
+    # driver's NVML, must be in the image's package list
+    # (src/share/preload is libkdev-share.so, which runs in the workloads'
+    # containers and opens their driver's libcuda.so.1 and NVML: nothing the
+    # image installs)
     names = set()
     for root, _, files in os.walk(os.path.join(SRC, "src")):
+        if os.path.relpath(root, SRC).startswith(os.path.join("src", "share", "preload")):
+            continue
         for f in files:
             if f.endswith((".c", ".h")):
                 text = open(os.path.join(root, f), errors="replace").read()
@@ -173,7 +227,6 @@ def test_dlopened_libraries_listed():
                     continue
                 names.update(re.findall(r'"(lib[A-Za-z0-9_+-]+\.so\.[0-9]+)"', text))
     names.discard("libnvidia-ml.so.1")
-    names.discard("libcuda.so.1")
     assert names == {"libcurl.so.4", "libmicrohttpd.so.12"}, names
     assert set(dlopened()) == names, (dlopened(), names)
 
@@ -237,6 +290,7 @@ if __name__ == "__main__":
             print("SKIP: %s not available" % tool)
             sys.exit(kt.SKIP)
     kt.run_tests([test_stages, test_build_stage_runs_ci_scripts, test_ci_runs_the_same_scripts,
-                  test_runtime_stage_contents, test_install_ships_three_stripped_binaries,
+                  test_runtime_stage_contents, test_install_ships_three_binaries_and_the_share_library,
+                  test_installed_plugin_finds_the_share_library,
                   test_runtime_packages_match_ldd, test_runtime_deps_refuses_unpackaged_library,
                   test_dlopened_libraries_listed])

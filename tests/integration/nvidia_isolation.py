@@ -246,8 +246,12 @@ def test_sighup_applies_new_shares():
             assert read(region_of(r) + "/limits").endswith("%s %d 25\n" % (U[0], QUARTER))
             with open(n.plugin.config, "w") as f:
                 f.write(CONFIG % ("envvar", "    compute: 40\n    memory: 1Gi\n"))
+            regs = len(n.kubelet.registrations)
             os.kill(n.plugin.proc.pid, signal.SIGHUP)
             wait_for(lambda: "configuration applied" in n.plugin.logtext(), what="reload")
+            # the changed resource's new server registered (kubelet dials it
+            # back): the socket is the new server's, not the old one closing
+            wait_for(lambda: len(n.kubelet.registrations) > regs, what="registration again")
             r = n.allocate([U[0] + "::1"])
             assert read(region_of(r) + "/limits").endswith("%s %d 40\n" % (U[0], 1 << 30))
         finally:
@@ -530,8 +534,8 @@ def test_check_config_errors():
          "11:14: isolation.resources[0].compute: a percentage of the GPU must be an integer "
          "between 1 and 100, got \"101\""),
         ("  - name: gpu-iso\n    policy: Fair\n",
-         "11:13: isolation.resources[0].policy: must be a policy name of lower-case letters, "
-         "digits and '-' (e.g. work-conserving or strict), got \"Fair\""),
+         "11:13: isolation.resources[0].policy: must be a policy of libkdev-share.so "
+         "(work-conserving, strict or none), got \"Fair\""),
         ("  - name: gpu-iso\n    preload: both\n",
          "11:14: isolation.resources[0].preload: must be file or env, got \"both\""),
         ("  - name: gpu-iso\n  - name: nvidia.com/gpu-iso\n",

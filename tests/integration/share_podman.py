@@ -96,8 +96,25 @@ SCRIPT = ("echo \"preload $(cat /etc/ld.so.preload | tr '\\n' ' ')\"; "
           "/bin/hello")
 
 
-def run_case(base, pm, share_lib, extra_iso, name):
-    d = os.path.join(base, name)
+def podman_in_namespace(base):
+    """In the private mount namespace: /run a tmpfs (podman 4.3 reads CDI
+    specs from /etc/cdi and /var/run/cdi only; kdev-plugin writes /run/cdi),
+    /etc/cdi emptied, podman under |base|/podman. Returns (Podman, None), or
+    (None, why it cannot run a container here)."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run"], check=True)
+    if os.path.isdir("/etc/cdi"):
+        subprocess.run(["mount", "-t", "tmpfs", "tmpfs", "/etc/cdi"], check=True)
+    os.makedirs(os.path.join(base, "podman"))
+    pm = Podman(os.path.join(base, "podman"))
+    why = probe(pm)
+    return (None, why) if why else (pm, None)
+
+
+def start_node(d, extra_iso, share_lib):
+    """kdev-plugin (deviceListStrategy cdi-cri, CDI specs in /run/cdi) with
+    isolated replicas under |d| on the mock NVML, its fake kubelet, until
+    the isolated resource is listed. Returns (kubelet, plugin, device
+    plugin directory, share root)."""
     dp = os.path.join(d, "dp")
     os.makedirs(dp)
     root = os.path.join(d, "share")
@@ -112,6 +129,16 @@ def run_case(base, pm, share_lib, extra_iso, name):
                     "KDEV_MOCK_NVML_CONTROL": control})
     try:
         wait_for(lambda: k.updates.get(ni.RES), what="ListAndWatch of " + ni.RES)
+    except AssertionError:
+        p.stop()
+        k.stop()
+        raise
+    return k, p, dp, root
+
+
+def run_case(base, pm, share_lib, extra_iso, name):
+    k, p, dp, root = start_node(os.path.join(base, name), extra_iso, share_lib)
+    try:
         r = kt.allocate(dp, ni.SOCK, [U[2] + "::1"])
         name = r.cdi_devices[-1].name
         assert name.startswith("kdev.io/share="), r.cdi_devices
@@ -132,12 +159,7 @@ def main():
         print("SKIP: no C compiler (cc) to build the test program")
         return kt.SKIP
     base = cc.BASE
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run"], check=True)
-    if os.path.isdir("/etc/cdi"):
-        subprocess.run(["mount", "-t", "tmpfs", "tmpfs", "/etc/cdi"], check=True)
-    os.makedirs(os.path.join(base, "podman"))
-    pm = Podman(os.path.join(base, "podman"))
-    why = probe(pm)
+    pm, why = podman_in_namespace(base)
     if why:
         print("SKIP:", why)
         return kt.SKIP

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sys/syscall.h>
 
 #include "common/file.h"
 
@@ -41,6 +42,44 @@ static int entries(const char *d)
                 n += e->d_name[0] != '.' || (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."));
         closedir(h);
         return n;
+}
+
+/* fsync as kdev_common calls it: counted, then the system call (the
+ * executable's definition comes before libc's for the static library). */
+static int fsyncs;
+int fsync(int fd)
+{
+        fsyncs++;
+        return (int)syscall(SYS_fsync, fd);
+}
+
+/* KDEV_FILE_NO_FSYNC: the same atomic replacement, without either fsync. */
+static void test_write_no_fsync(void **state)
+{
+        (void)state;
+        char path[128], tmpl[160];
+        struct kdev_err e = {0};
+        snprintf(path, sizeof(path), "%s/n", dir);
+        snprintf(tmpl, sizeof(tmpl), "%s/.n.XXXXXX", dir);
+        int before = entries(dir);
+        fsyncs = 0;
+        assert_int_equal(kdev_file_write_atomic(path, tmpl, "one\n", 4, 0644, true, &e), 0);
+        assert_int_equal(fsyncs, 2); /* the file, then the directory */
+        fsyncs = 0;
+        assert_int_equal(kdev_file_write_atomic_flags(path, tmpl, "two\n", 4, 0444,
+                                                      KDEV_FILE_NO_FSYNC, &e),
+                         0);
+        assert_int_equal(fsyncs, 0);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0444);
+        char *text;
+        size_t len;
+        assert_int_equal(kdev_file_read(path, NULL, 100, 0, &text, &len, &e), 0);
+        assert_string_equal(text, "two\n");
+        free(text);
+        assert_int_equal(entries(dir), before + 1); /* no temporary file left */
+        assert_int_equal(unlink(path), 0);
 }
 
 static void test_read(void **state)
@@ -388,6 +427,7 @@ int main(void)
                 cmocka_unit_test(test_size_limit),
                 cmocka_unit_test(test_nul_byte),
                 cmocka_unit_test(test_write_errors),
+                cmocka_unit_test(test_write_no_fsync),
                 cmocka_unit_test(test_guard),
         };
         return cmocka_run_group_tests(tests, setup, teardown);

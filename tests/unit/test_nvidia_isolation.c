@@ -22,6 +22,7 @@
 #include "nvidia/devinfo.h"
 #include "nvidia/isolation.h"
 #include "nvidia/share_host.h"
+#include "share/region.h"
 
 #include "nvidia_config_fixture.h"
 
@@ -278,8 +279,11 @@ static void test_config_errors(void **state)
                  "iso.yaml:14:11: isolation.resources[1].name: nvidia.com/gpu.shared is already "
                  "isolated by resources[0]"},
                 {"isolation:\n  resources:\n  - name: gpu.shared\n    policy: \"\"\n",
-                 "iso.yaml:14:13: isolation.resources[0].policy: must be a policy name of "
-                 "lower-case letters, digits and '-' (e.g. work-conserving or strict), got \"\""},
+                 "iso.yaml:14:13: isolation.resources[0].policy: must be a policy of "
+                 "libkdev-share.so (work-conserving, strict or none), got \"\""},
+                {"isolation:\n  resources:\n  - name: gpu.shared\n    policy: fair-share\n",
+                 "iso.yaml:14:13: isolation.resources[0].policy: must be a policy of "
+                 "libkdev-share.so (work-conserving, strict or none), got \"fair-share\""},
                 {"isolation:\n  resources:\n  - name: gpu.shared\n    preload: LD_PRELOAD\n",
                  "iso.yaml:14:14: isolation.resources[0].preload: must be file or env, got "
                  "\"LD_PRELOAD\""},
@@ -421,6 +425,44 @@ static void test_library_default(void **state)
         assert_int_equal(system(buf), 0);
 }
 
+/* What kdev-plugin writes is what libkdev-share.so reads: the limits text of
+ * every policy name (and of none), with GPU and MIG UUIDs, through the
+ * library's own parser (share/region.h kdev_share_limits_parse). */
+static void test_limits_text_parses_in_the_library(void **state)
+{
+        (void)state;
+        static const char *const names[] = KDEV_SHARE_POLICY_NAMES;
+        const struct kdev_nvidia_share_limit l[] = {
+                {"GPU-4603f764-b00c-271e-0980-eda368e40931", 42760404992ull, 50},
+                {"MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f", 20937965568ull, 100},
+                {"GPU-c6c362bb-3458-2b4f-ce42-acf8618a50f9", 1ull, 1},
+        };
+        const char *ids[] = {"GPU-4603f764-b00c-271e-0980-eda368e40931::0",
+                             "MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f::3"};
+        for (int p = -1; p < KDEV_SHARE_POLICY_COUNT; p++) {
+                char *text = kdev_nvidia_limits_text("nvidia.com/gpu.shared", ids, 2, l, 3,
+                                                     p < 0 ? NULL : names[p]);
+                assert_non_null(text);
+                struct kdev_share_limits out;
+                char msg[256] = "";
+                assert_int_equal(kdev_share_limits_parse(text, strlen(text), "limits", &out, msg,
+                                                         sizeof(msg)),
+                                 0);
+                assert_string_equal(msg, "");
+                assert_int_equal(out.n, 3);
+                for (size_t i = 0; i < 3; i++) {
+                        assert_string_equal(out.gpu[i].uuid, l[i].uuid);
+                        assert_true(out.gpu[i].memory == l[i].memory);
+                        assert_int_equal(out.gpu[i].compute, l[i].compute);
+                }
+                assert_int_equal(out.policy, p < 0 ? KDEV_SHARE_POLICY_WORK_CONSERVING
+                                                   : (enum kdev_share_policy)p);
+                assert_string_equal(kdev_share_policy_name(out.policy),
+                                    p < 0 ? "work-conserving" : names[p]);
+                free(text);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -431,6 +473,7 @@ int main(void)
                 cmocka_unit_test(test_config_errors),
                 cmocka_unit_test(test_cleanup),
                 cmocka_unit_test(test_library_default),
+                cmocka_unit_test(test_limits_text_parses_in_the_library),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

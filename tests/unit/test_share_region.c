@@ -60,12 +60,12 @@ static void test_limits_bad(void **state)
                 {"\n" U0 " 1x 5\n", "limits:2: memory limit 1x is not a number of bytes"},
                 {U0 " 99999999999999999999 5\n",
                  "limits:1: memory limit 99999999999999999999 is not a number of bytes"},
-                {"MIG-1 1 5\n", "limits:1: MIG-1 is not a GPU UUID (GPU-...)"},
+                {"gpu-1 1 5\n", "limits:1: gpu-1 is not a GPU or MIG device UUID (GPU-... or MIG-...)"},
                 {U0 " 1\n", "limits:1: want <GPU UUID> <memory bytes> <compute percent>, got 2 fields"},
                 {U0 " 1 2 3\n", "limits:1: want <GPU UUID> <memory bytes> <compute percent>, got 4 fields"},
                 {U0 " 1 5\n" U0 " 2 5\n", "limits:2: GPU " U0 " is listed twice"},
                 {"policy fast\n", "limits:1: unknown policy fast (want work-conserving, strict or none)"},
-                {"policy\n", "limits:1: policy takes one name (work-conserving, strict, none)"},
+                {"policy\n", "limits:1: policy takes one name (work-conserving, strict or none)"},
                 {"policy none\npolicy strict\n", "limits:2: policy is given twice"},
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -463,8 +463,11 @@ static int gpu_of(kdev_cu_device dev)
                          "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
                          b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
                          b[12], b[13], b[14], b[15]);
+                /* the 16 bytes after the prefix: cuDeviceGetUuid_v2 gives a MIG
+                 * device's own UUID, which NVML prints as MIG-... (the limits
+                 * file's prefix, GPU- or MIG-, is checked by the parser) */
                 for (uint32_t i = 0; i < g_region->n_gpus; i++)
-                        if (strcasecmp(g_region->gpu[i].uuid, s) == 0)
+                        if (strcasecmp(g_region->gpu[i].uuid + 4, s + 4) == 0)
                                 g = (int)i;
         }
         size_t gran = 2u << 20;
