@@ -192,6 +192,8 @@ def test_written_only_on_change_and_restored_by_sighup():
             assert re.fullmatch(r"\.kdev\.foreign-[0-9]+", asides[0]), asides
             aside = os.path.join(os.path.dirname(path), asides[0])
             assert read(aside) == "nvidia.com/gpu.product=bogus\n"
+            # the warning is logged beside the rewrite: read once it is there
+            wait_for(lambda: "moved aside" in p.logtext(), what="the moved-aside warning")
             warn = [ln for ln in p.logtext().splitlines() if "moved aside" in ln]
             assert warn == [
                 'ts=%s level=warn msg="state file changed by someone else: moved aside and '
