@@ -10,7 +10,8 @@ a plain run without the library (docs/share.md, "Figures"):
 - the compute-share error of two competing containers (pacing), when the
   build has it.
 
-Usage: /usr/bin/python3 bench/share/run.py [--build-dir DIR] [--runs N] [--out FILE]
+Usage: /usr/bin/python3 bench/share/run.py [--build-dir DIR] [--runs N] [--init-dirs D1,D2]
+       [--out FILE]
 Prints the table and writes it to bench/results/<date>-<arch>-<N>cpu-share.txt."""
 import argparse
 import datetime
@@ -42,8 +43,8 @@ def env(build, region, preload):
     return e
 
 
-def region(limits):
-    d = tempfile.mkdtemp(prefix="kdev-share-bench-")
+def region(limits, parent=None):
+    d = tempfile.mkdtemp(prefix="kdev-share-bench-", dir=parent)
     if limits is not None:
         with open(os.path.join(d, "limits"), "w", encoding="utf-8") as f:
             f.write(limits)
@@ -61,26 +62,37 @@ def calls(build, limits, preload, n):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def init(build, procs, preload, runs):
+def fs_type(path):
+    p = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--target", path],
+                       capture_output=True, text=True)
+    return (p.stdout.split() or ["?"])[0]  # the top mount where several are stacked
+
+
+def init(build, procs, preload, runs, made, parent):
     """ns of each process's first calls, |procs| processes released at once
-    on a fresh region, |runs| rounds."""
+    (each blocks on one shared pipe once it is ready; closing the pipe wakes
+    them all), |runs| rounds; |made|: the region exists beforehand (kdev-plugin
+    makes it at Allocate), else the first process creates it."""
     got = []
+    exe = os.path.join(build, "bench", "share_bench")
     for _ in range(runs):
-        d = region("%s %d 50\n" % (gpu0(), 1 << 30))
+        d = region("%s %d 50\n" % (gpu0(), 1 << 30), parent)
         try:
-            ps = [subprocess.Popen([os.path.join(build, "bench", "share_bench"), "init"],
-                                   env=env(build, d, preload), stdin=subprocess.PIPE,
+            if made:  # one process makes the region, and releases its slot
+                subprocess.run([exe, "init"], env=env(build, d, True), stdin=subprocess.DEVNULL,
+                               capture_output=True, check=True)
+            r, w = os.pipe()
+            ps = [subprocess.Popen([exe, "init"], env=env(build, d, preload), stdin=r,
                                    stdout=subprocess.PIPE, text=True) for _ in range(procs)]
+            os.close(r)
             for p in ps:
-                p.stdin.write("g")
+                if p.stdout.readline() != "ready\n":
+                    raise SystemExit("share_bench init: no ready line")
+            os.close(w)
             for p in ps:
-                p.stdin.flush()
-            for p in ps:
-                p.stdin.close()
-            for p in ps:
-                w, c = p.stdout.read().split()
-                got.append((int(w), int(c)))
-                p.wait()
+                got.append(tuple(int(x) for x in p.stdout.read().split()))
+                if p.wait() != 0:
+                    raise SystemExit("share_bench init failed")
         finally:
             shutil.rmtree(d, ignore_errors=True)
     return got
@@ -96,6 +108,9 @@ def main():
     ap.add_argument("--build-dir", default=os.path.join(SRC, "build"))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--calls", type=int, default=200000)
+    ap.add_argument("--init-dirs", default="%s,/dev/shm" % tempfile.gettempdir(),
+                    help="comma-separated parents of the region directories of the init "
+                    "figures (default: the temporary directory and /dev/shm)")
     ap.add_argument("--out")
     a = ap.parse_args()
     b = os.path.abspath(a.build_dir)
@@ -139,19 +154,30 @@ def main():
         % (full["cuMemAlloc+cuMemFree"] - base["cuMemAlloc+cuMemFree"]))
     say()
     say("First-call init: the first cuGetProcAddress_v2 after dlopen (with the library:")
-    say("its one-time init: limits file, region mapped or created, slot claimed, entry")
-    say("points resolved), N processes released at once on a fresh region, %d rounds;" % a.runs)
-    say("wall clock and the calling thread's CPU time (ms)")
-    say("%-6s %-6s %8s %8s %8s %8s   %8s %8s" % ("procs", "run", "p50", "p95", "p99", "max",
-                                               "cpu p50", "cpu p99"))
-    for n in (1, 8, 64):
-        for preload in (False, True):
-            v = init(b, n, preload, a.runs)
-            w = [x[0] / 1e6 for x in v]
-            c = [x[1] / 1e6 for x in v]
-            say("%-6d %-6s %8.3f %8.3f %8.3f %8.3f   %8.3f %8.3f" % (
-                n, "lib" if preload else "plain", pct(w, 0.5), pct(w, 0.95), pct(w, 0.99),
-                max(w), pct(c, 0.5), pct(c, 0.99)))
+    say("its one-time init: region mapped (or, on a fresh directory, the limits file read and")
+    say("the region created), entry points resolved; the slot is claimed at the first")
+    say("allocation, timed next: the first cuMemAlloc + cuMemFree of 2 MiB), N processes")
+    say("released at once, %d rounds; on the region kdev-plugin made at Allocate (made) and" % a.runs)
+    say("on a fresh directory (fresh), each on the file systems of --init-dirs; wall clock")
+    say("(ms; cpu: the calling thread's CPU time)")
+    say("%-5s %-10s %-6s %7s %7s %7s %7s %7s %7s   %7s %7s %7s" % (
+        "", "", "", "init", "", "", "", "cpu", "", "alloc", "", ""))
+    say("%-5s %-10s %-6s %7s %7s %7s %7s %7s %7s   %7s %7s %7s" % (
+        "procs", "run", "fs", "p50", "p95", "p99", "max", "p50", "p99", "p50", "p99", "max"))
+    for parent in a.init_dirs.split(","):
+        if not os.path.isdir(parent):
+            continue
+        fs = fs_type(parent)
+        for n in (1, 8, 64):
+            for name, preload, made in (("plain", False, False), ("lib, made", True, True),
+                                        ("lib, fresh", True, False)):
+                v = init(b, n, preload, a.runs, made, parent)
+                w = [x[0] / 1e6 for x in v]
+                c = [x[1] / 1e6 for x in v]
+                al = [x[2] / 1e6 for x in v]
+                say("%-5d %-10s %-6s %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f   %7.3f %7.3f %7.3f" % (
+                    n, name, fs, pct(w, 0.5), pct(w, 0.95), pct(w, 0.99), max(w), pct(c, 0.5),
+                    pct(c, 0.99), pct(al, 0.5), pct(al, 0.99), max(al)))
     say("  HAMi-core (published, 64 processes): 5.6 / 18.7 / 34.3 ms p50 / p95 / max")
     say("  Target: p99 <= 1 ms at 64 processes")
     pacing = os.path.join(SRC, "bench", "share", "pacing.py")

@@ -5,12 +5,15 @@
  *
  *   share_bench calls N      ns per call of each entry point (the best of 7
  *                            rounds of N calls)
- *   share_bench init         opens the driver, waits for a byte on stdin,
- *                            then prints the wall-clock and CPU ns of the
+ *   share_bench init         opens the driver, prints "ready", waits for a
+ *                            byte or the end of stdin (one pipe shared by
+ *                            every process: closing it releases them all
+ *                            at once), then prints the wall-clock and CPU ns of the
  *                            first cuGetProcAddress_v2 call (the library's
  *                            one-time init: limits file, region mapped or
  *                            created, slot claimed, driver entry points
- *                            resolved) */
+ *                            resolved), then the same two figures of
+ *                            its first cuMemAlloc + cuMemFree of 2 MiB */
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -142,14 +145,28 @@ static uint64_t cpu_ns(void)
 static int cmd_init(void)
 {
         open_driver();
+        printf("ready\n");
+        fflush(stdout);
         char c;
-        if (read(0, &c, 1) != 1)
+        if (read(0, &c, 1) < 0)
                 return 1;
         uint64_t t0 = now_ns(), c0 = cpu_ns();
         void *p = proc("cuInit");
         uint64_t t1 = now_ns(), c1 = cpu_ns();
         (void)p;
-        printf("%llu %llu\n", (unsigned long long)(t1 - t0), (unsigned long long)(c1 - c0));
+        /* then the first allocation (with the library: the slot claimed, the
+         * start time noted, the reservation): a context first, untimed */
+        context();
+        alloc_t *alloc = (alloc_t *)proc("cuMemAlloc");
+        free_t *fr = (free_t *)proc("cuMemFree");
+        kdev_cu_deviceptr d;
+        uint64_t t2 = now_ns(), c2 = cpu_ns();
+        if (alloc(&d, 2u << 20) != 0 || fr(d) != 0)
+                return 1;
+        uint64_t t3 = now_ns(), c3 = cpu_ns();
+        printf("%llu %llu %llu %llu\n", (unsigned long long)(t1 - t0),
+               (unsigned long long)(c1 - c0), (unsigned long long)(t3 - t2),
+               (unsigned long long)(c3 - c2));
         return 0;
 }
 

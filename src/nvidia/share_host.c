@@ -21,6 +21,7 @@
 #include "model/edits.h"
 #include "nvidia/isolation.h"
 #include "nvidia/nvidia_internal.h"
+#include "share/region.h"
 
 #define LIMITS_MAX (64u * 1024)
 
@@ -147,6 +148,25 @@ static void remove_region(const char *containers, const char *id, const char *cd
         struct kdev_err e = {0};
         if (kdev_cdi_transient_file_name(KDEV_SHARE_CDI_KIND, id, file, sizeof(file), &e) >= 0)
                 kdev_cdi_spec_remove(cdi_dir, file, &e);
+}
+
+/* Creates the share region of directory |dir| from the limits file text
+ * |text| (written to |path|): the container's first process maps it
+ * instead of parsing the limits file and racing its siblings to create it,
+ * and the node side reads usage from the start. */
+static int make_region(const char *dir, const char *text, const char *path,
+                       struct kdev_err *err)
+{
+        struct kdev_share_limits l;
+        char msg[512];
+        if (kdev_share_limits_parse(text, strlen(text), path, &l, msg, sizeof(msg)) < 0)
+                return kdev_err_set(err, EINVAL, "%s", msg);  /* a bug: kdev wrote it */
+        struct kdev_share_region_file *m = kdev_share_region_map(dir, &l, false, msg,
+                                                                 sizeof(msg));
+        if (!m)
+                return kdev_err_set(err, EIO, "%s", msg);
+        kdev_share_region_unmap(m);
+        return 0;
 }
 
 /* A region ID: the allocation's time, CLOCK_REALTIME nanoseconds as 16
@@ -499,7 +519,8 @@ int kdev_nvidia_share_allocate(const struct kdev_nvidia_rdata *d, const struct k
          * runs, which a crash of the node ends; the rename keeps a reader
          * from seeing half a file */
         if ((rc = kdev_file_write_atomic_flags(path, tmpl, text, strlen(text), 0444,
-                                               KDEV_FILE_NO_FSYNC, err)) < 0)
+                                               KDEV_FILE_NO_FSYNC, err)) < 0 ||
+            (rc = make_region(dir, text, path, err)) < 0)
                 goto out;
 
         bool env_mode = s->iso.preload == KDEV_NVIDIA_PRELOAD_ENV;

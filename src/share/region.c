@@ -116,27 +116,54 @@ out:
         return rc;
 }
 
+/* <dir>/region into |path|; -1 with |msg| when too long. */
+static int region_path(const char *dir, char *path, size_t size, char *msg, size_t msg_size)
+{
+        if ((size_t)snprintf(path, size, "%s/" REGION_NAME, dir) >= size - 32) {
+                snprintf(msg, msg_size, "%.200s/region: path too long", dir);
+                return -1;
+        }
+        return 0;
+}
+
+static struct kdev_share_region_file *open_path(const char *path, char *msg, size_t msg_size)
+{
+        int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) {
+                int e = errno;
+                snprintf(msg, msg_size, "%s: cannot open: %s", path, strerror(e));
+                errno = e;
+                return NULL;
+        }
+        void *m = map_fd(fd, PROT_READ | PROT_WRITE, path, msg, msg_size);
+        close(fd);
+        errno = m ? 0 : EINVAL;
+        return m;
+}
+
+struct kdev_share_region_file *kdev_share_region_open(const char *dir, char *msg,
+                                                      size_t msg_size)
+{
+        char path[4096];
+        if (region_path(dir, path, sizeof(path), msg, msg_size) < 0) {
+                errno = ENAMETOOLONG;
+                return NULL;
+        }
+        return open_path(path, msg, msg_size);
+}
+
 struct kdev_share_region_file *kdev_share_region_map(const char *dir,
                                                      const struct kdev_share_limits *limits,
                                                      bool limits_error, char *msg,
                                                      size_t msg_size)
 {
         char path[4096];
-        if ((size_t)snprintf(path, sizeof(path), "%s/" REGION_NAME, dir) >= sizeof(path) - 32) {
-                snprintf(msg, msg_size, "%.200s/region: path too long", dir);
+        if (region_path(dir, path, sizeof(path), msg, msg_size) < 0)
                 return NULL;
-        }
         for (int attempt = 0; attempt < 2; attempt++) {
-                int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-                if (fd >= 0) {
-                        void *m = map_fd(fd, PROT_READ | PROT_WRITE, path, msg, msg_size);
-                        close(fd);
+                struct kdev_share_region_file *m = open_path(path, msg, msg_size);
+                if (m || errno != ENOENT)
                         return m;
-                }
-                if (errno != ENOENT) {
-                        snprintf(msg, msg_size, "%s: cannot open: %s", path, strerror(errno));
-                        return NULL;
-                }
                 if (create(dir, limits, limits_error, msg, msg_size) < 0)
                         return NULL;
         }
@@ -168,7 +195,7 @@ static uint64_t start_time_of(int32_t pid)
                 return 0;
         /* after ") ": field 3 (state) ... field 22 (starttime) */
         int fieldno = 2;
-        for (p++; *p && fieldno < 21; p++)
+        for (p++; *p && fieldno < 22; p++)
                 if (*p == ' ')
                         fieldno++;
         unsigned long long v = 0;
@@ -222,39 +249,78 @@ int kdev_share_region_reap(struct kdev_share_region_file *r)
         return reap(r, true);
 }
 
+/* Takes slot |i| for |pid| when it is free or holds |pid| itself (an
+ * earlier image of this process, which exec replaced: its memory is gone;
+ * no other live process of the container's pid namespace has this pid).
+ * Returns whether it did. */
+static bool take(struct kdev_share_region_file *r, uint32_t i, int32_t pid, uint64_t start_time,
+                 uint32_t uid)
+{
+        struct kdev_share_region_proc *s = &r->proc[i];
+        int32_t p = atomic_load(&s->pid);
+        if ((p != 0 && p != pid) || !atomic_compare_exchange_strong(&s->pid, &p, -1))
+                return false;
+        clear_slot(s);
+        s->uid = uid;
+        s->start_time = start_time;
+        uint32_t h = atomic_load(&r->procs_hwm);
+        while (h < i + 1 && !atomic_compare_exchange_weak(&r->procs_hwm, &h, i + 1)) {
+        }
+        atomic_store(&s->pid, pid);
+        return true;
+}
+
+/* Dead processes' slots are cleared by a claim only when it would raise
+ * the high-water mark to a multiple of this (and when every slot is held):
+ * many processes start at once, and each kill(pid, 0) is a system call */
+#define REAP_EVERY 32u
+
 int kdev_share_region_claim(struct kdev_share_region_file *r, int32_t pid, uint64_t start_time,
                             uint32_t uid)
 {
-        /* the cheap check only (one kill per slot): many processes start at
-         * once, and a reused pid is caught when memory runs short */
-        reap(r, false);
-        uint32_t hwm = atomic_load(&r->procs_hwm);
-        /* the slot of our own previous image (exec keeps the pid) */
-        for (uint32_t i = 0; i < hwm && i < KDEV_SHARE_MAX_PROCS; i++) {
-                struct kdev_share_region_proc *s = &r->proc[i];
-                int32_t p = pid;
-                if (atomic_load(&s->pid) == pid && s->start_time == start_time &&
-                    atomic_compare_exchange_strong(&s->pid, &p, -1)) {
-                        clear_slot(s);
-                        atomic_store(&s->pid, 0);
+        for (int pass = 0; pass < 2; pass++) {
+                uint32_t hwm = atomic_load(&r->procs_hwm);
+                if (hwm > KDEV_SHARE_MAX_PROCS)
+                        hwm = KDEV_SHARE_MAX_PROCS;
+                /* our own earlier image's slot first, else the first free one */
+                uint32_t free_at = hwm;
+                for (uint32_t i = 0; i < hwm; i++) {
+                        int32_t p = atomic_load(&r->proc[i].pid);
+                        if (p == pid && take(r, i, pid, start_time, uid))
+                                return (int)i;
+                        if (p == 0 && free_at == hwm)
+                                free_at = i;
                 }
-        }
-        for (uint32_t i = 0; i < KDEV_SHARE_MAX_PROCS; i++) {
-                struct kdev_share_region_proc *s = &r->proc[i];
-                int32_t zero = 0;
-                if (atomic_load(&s->pid) != 0 ||
-                    !atomic_compare_exchange_strong(&s->pid, &zero, -1))
+                for (uint32_t i = free_at; i < hwm; i++)
+                        if (take(r, i, pid, start_time, uid))
+                                return (int)i;
+                if (pass == 0 && hwm > 0 && hwm % REAP_EVERY == 0 && reap(r, false) > 0)
                         continue;
-                clear_slot(s);
-                s->uid = uid;
-                s->start_time = start_time;
-                uint32_t h = atomic_load(&r->procs_hwm);
-                while (h < i + 1 && !atomic_compare_exchange_weak(&r->procs_hwm, &h, i + 1)) {
-                }
-                atomic_store(&s->pid, pid);
-                return (int)i;
+                for (uint32_t i = hwm; i < KDEV_SHARE_MAX_PROCS; i++)
+                        if (take(r, i, pid, start_time, uid))
+                                return (int)i;
+                if (pass == 0 && hwm % REAP_EVERY != 0 && reap(r, false) > 0)
+                        continue;
+                break;
         }
         return -1;
+}
+
+int kdev_share_region_find(const struct kdev_share_region_file *r, int32_t pid)
+{
+        struct kdev_share_region_file *w = (struct kdev_share_region_file *)r;
+        uint32_t hwm = atomic_load(&w->procs_hwm);
+        for (uint32_t i = 0; i < hwm && i < KDEV_SHARE_MAX_PROCS; i++)
+                if (atomic_load(&w->proc[i].pid) == pid)
+                        return (int)i;
+        return -1;
+}
+
+void kdev_share_region_note_start(struct kdev_share_region_file *r, int slot, int32_t pid)
+{
+        struct kdev_share_region_proc *s = &r->proc[slot];
+        if (atomic_load(&s->pid) == pid && s->start_time == 0)
+                s->start_time = start_time_of(pid);
 }
 
 void kdev_share_region_release(struct kdev_share_region_file *r, int slot, int32_t pid)

@@ -129,17 +129,39 @@ KDEV_API struct kdev_share_region_file *
 kdev_share_region_map(const char *dir, const struct kdev_share_limits *limits,
                       bool limits_error, char *msg, size_t msg_size);
 
+/* Maps the region of directory |dir| when it exists, read-write, without
+ * creating it. Returns the mapping, or NULL with errno ENOENT (no region
+ * yet) or another errno and "<dir>/region: <reason>" in |msg| (not a
+ * regular file, not a region, wrong version or size). */
+KDEV_API struct kdev_share_region_file *kdev_share_region_open(const char *dir, char *msg,
+                                                               size_t msg_size);
+
 /* Unmaps a region (NULL-safe). */
 KDEV_API void kdev_share_region_unmap(struct kdev_share_region_file *r);
 
-/* Claims a process slot for |pid| with start time |start_time| and |uid|:
- * first clears the slots of processes that are gone (by kill(pid, 0) only;
- * a reused pid is left to kdev_share_region_reap) and any slot already holding |pid| with the same start time (a process
- * that called exec: its previous image's memory is gone). Returns the slot
- * index, or -1 when all KDEV_SHARE_MAX_PROCS slots are held by live
- * processes. */
+/* Claims a process slot for |pid| with start time |start_time| (0: not
+ * known yet, see kdev_share_region_note_start) and |uid|: the slot that
+ * already holds |pid| (an earlier image of the process, replaced by exec:
+ * its memory is gone), else the first free one. Dead processes' slots are
+ * cleared first (kill(pid, 0) per slot; a reused pid is left to
+ * kdev_share_region_reap) only when the claim would raise the slots in use
+ * to a multiple of 32, or when every slot is held: a claim among many
+ * processes starting at once makes no system call. Returns the slot index,
+ * or -1 when all KDEV_SHARE_MAX_PROCS slots are held by live processes.
+ * Callers claim once per process (concurrent claims for one pid may take
+ * one slot twice). */
 KDEV_API int kdev_share_region_claim(struct kdev_share_region_file *r, int32_t pid,
                                      uint64_t start_time, uint32_t uid);
+
+/* The slot holding |pid|, or -1: loads only, no store and no system call. */
+KDEV_API int kdev_share_region_find(const struct kdev_share_region_file *r, int32_t pid);
+
+/* Records the start time of |pid| (/proc/<pid>/stat field 22) in slot
+ * |slot| when it holds |pid| and has none yet: what kdev_share_region_reap
+ * compares to tell a reused pid. One read of /proc: called at a process's
+ * first reservation, not at its start. */
+KDEV_API void kdev_share_region_note_start(struct kdev_share_region_file *r, int slot,
+                                           int32_t pid);
 
 /* Releases slot |slot| held by |pid| (its counters are cleared). */
 KDEV_API void kdev_share_region_release(struct kdev_share_region_file *r, int slot,

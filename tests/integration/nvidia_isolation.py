@@ -328,6 +328,17 @@ def test_cdi_cri_and_cdi_annotations():
             region = n.root + "/containers/" + rid
             assert read(region + "/limits") == limits_text(ids, [(U[6], QUARTER, 25),
                                                                  (U[0], QUARTER, 25)])
+            # Allocate made the region from those limits (the container's
+            # processes map it, none reads the limits file or creates it)
+            assert mode(region + "/region") == 0o666
+            got = subprocess.run([os.path.join(kt.BUILD_DIR, "kdevctl"), "share", region, "-o",
+                                  "json"], capture_output=True, text=True, timeout=30)
+            assert got.returncode == 0, got.stderr
+            assert json.loads(got.stdout) == {
+                "region": region, "policy": "work-conserving", "limitsError": False,
+                "gpus": [{"index": i, "uuid": u, "memoryLimit": QUARTER, "memoryUsed": 0,
+                          "computePercent": 25} for i, u in enumerate((U[6], U[0]))],
+                "processes": []}, got.stdout
             assert read(region + "/ld.so.preload") == LIB_CTR + "\n"
             assert mode(region + "/ld.so.preload") == 0o444
         finally:
@@ -341,7 +352,7 @@ def test_cdi_preload_env():
             r = n.allocate([U[1] + "::3"])
             rid = r.cdi_devices[1].name.split("=", 1)[1]
             assert cdi_spec_of(n, rid) == expected_spec(n, rid, None, env_mode=True)
-            assert sorted(os.listdir(n.root + "/containers/" + rid)) == ["limits"]
+            assert sorted(os.listdir(n.root + "/containers/" + rid)) == ["limits", "region"]
         finally:
             n.close()
 

@@ -444,6 +444,31 @@ def test_kdevctl_share_table():
         r.close()
 
 
+def test_slot_claimed_at_the_first_allocation():
+    """A process that only queries stores nothing in the region (no slot:
+    its first call makes no write fault on the shared file); its first
+    allocation claims the slot, with its pid and start time."""
+    r = Region("%s %d 50\n" % (GPU0, GIB))
+    try:
+        q = subprocess.Popen([CLIENT, "query-hold"], env=r.env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        assert q.stdout.readline() == "queried 0 %d %d\n" % (GIB, GIB)
+        assert r.usage()["processes"] == []
+        h = subprocess.Popen([CLIENT, "hold", str(6 * MIB)], env=r.env(),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert h.stdout.readline() == "held 0\n"
+        assert r.usage()["processes"] == [
+            {"pid": h.pid, "uid": os.getuid(),
+             "gpus": [{"index": 0, "memoryUsed": 6 * MIB, "launches": 0, "pacedNs": 0}]}
+        ], r.usage()
+        for p in (q, h):
+            p.stdin.close()
+            p.wait(10)
+        assert r.usage()["processes"] == []
+    finally:
+        r.close()
+
+
 if __name__ == "__main__":
     for f in (LIB, CLIENT, KDEVCTL, os.path.join(MOCK_CUDA, "libcuda.so.1")):
         if not os.path.exists(f):
@@ -457,4 +482,4 @@ if __name__ == "__main__":
                   test_fork_and_exec, test_second_os_user, test_cuda_runtime_against_the_mock,
                   test_region_created_beforehand_in_a_0755_directory,
                   test_library_links_libc_only, test_kdevctl_share_errors,
-                  test_kdevctl_share_table])
+                  test_kdevctl_share_table, test_slot_claimed_at_the_first_allocation])

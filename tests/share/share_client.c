@@ -297,6 +297,20 @@ static int cmd_hold(size_t bytes)
         return 0;
 }
 
+/* query-hold: cuMemGetInfo only (no allocation), print it, wait for
+ * stdin to close */
+static int cmd_query_hold(void)
+{
+        size_t free_b = 0, total = 0;
+        CUresult r = cu.cuMemGetInfo(&free_b, &total);
+        printf("queried %d %zu %zu\n", r, free_b, total);
+        fflush(stdout);
+        char c;
+        while (read(0, &c, 1) > 0) {
+        }
+        return 0;
+}
+
 /* race GRAN START_FD: wait for a byte on fd 0, then allocate GRAN pieces
  * until refused; print the count; wait for stdin to close */
 static int cmd_race(size_t gran)
@@ -457,7 +471,7 @@ static int cmd_procaddr(void)
 static void usage(void)
 {
         fprintf(stderr, "usage: kdev-share-client [-d DEV] boundary KIND LIMIT GRAN | info BYTES | "
-                "hold BYTES | race GRAN | churn GRAN | burn US MS [graph] | fork BYTES | procaddr\n");
+                "hold BYTES | query-hold | race GRAN | churn GRAN | burn US MS [graph] | fork BYTES | procaddr\n");
         exit(2);
 }
 
@@ -480,6 +494,8 @@ int main(int argc, char **argv)
                 return cmd_info(strtoull(argv[a + 1], NULL, 0));
         if (strcmp(cmd, "hold") == 0 && argc == a + 2)
                 return cmd_hold(strtoull(argv[a + 1], NULL, 0));
+        if (strcmp(cmd, "query-hold") == 0 && argc == a + 1)
+                return cmd_query_hold();
         if (strcmp(cmd, "race") == 0 && argc == a + 2)
                 return cmd_race(strtoull(argv[a + 1], NULL, 0));
         if (strcmp(cmd, "burn") == 0 && (argc == a + 3 || argc == a + 4))

@@ -241,6 +241,120 @@ static void test_region_reap_dead(void **state)
         rmdir_all(d);
 }
 
+/* A pid that no longer exists: a child that exited and was waited for. */
+static pid_t dead_pid(void)
+{
+        pid_t pid = fork();
+        if (pid == 0)
+                _exit(0);
+        waitpid(pid, NULL, 0);
+        return pid;
+}
+
+/* Claims: our own earlier image's slot is taken back (exec keeps the pid;
+ * whatever its start time), a dead process's slot is left alone until the
+ * slots in use reach a multiple of 32, then reaped and reused. */
+static void test_region_claim_rules(void **state)
+{
+        (void)state;
+        char *d = tmpdir();
+        struct kdev_share_region_file *r = map(d, 1 << 20);
+        pid_t dead = dead_pid();
+        assert_int_equal(kdev_share_region_claim(r, dead, 0, 0), 0);
+        assert_int_equal(kdev_share_region_reserve(r, 0, 0, 4096), 0);
+        /* our previous image (exec): slot 1, with memory, another start time */
+        assert_int_equal(kdev_share_region_claim(r, getpid(), 77, 0), 1);
+        assert_int_equal(kdev_share_region_reserve(r, 1, 0, 8192), 0);
+        assert_true(kdev_share_region_used(r, 0) == 4096 + 8192);
+        assert_int_equal(kdev_share_region_claim(r, getpid(), 0, 5), 1);
+        assert_true(r->proc[1].used[0] == 0);
+        assert_int_equal(r->proc[1].uid, 5);
+        /* the dead process's slot is kept (hwm 2): a claim makes no kill() */
+        assert_int_equal(kdev_share_region_claim(r, getppid(), 0, 0), 2);
+        assert_int_equal(r->proc[0].pid, dead);
+        assert_true(kdev_share_region_used(r, 0) == 4096);
+        /* slots 3..31 held by a live process (pid 1): at 32, a claim that
+         * would grow reaps first and takes the dead process's slot 0 */
+        for (int i = 3; i < 32; i++)
+                atomic_store(&r->proc[i].pid, 1);
+        atomic_store(&r->procs_hwm, 32);
+        pid_t other = dead_pid();  /* any pid no slot holds */
+        assert_int_equal(kdev_share_region_claim(r, other, 0, 0), 0);
+        assert_int_equal(r->proc[0].pid, other);
+        assert_true(kdev_share_region_used(r, 0) == 0);
+        assert_int_equal(r->procs_hwm, 32);
+        kdev_share_region_unmap(r);
+        rmdir_all(d);
+}
+
+/* The start time is noted once, for the slot's own pid only. */
+static void test_region_note_start(void **state)
+{
+        (void)state;
+        char *d = tmpdir();
+        struct kdev_share_region_file *r = map(d, 1 << 20);
+        int s = kdev_share_region_claim(r, getpid(), 0, 0);
+        assert_int_equal(s, 0);
+        kdev_share_region_note_start(r, s, getppid());  /* not its pid */
+        assert_true(r->proc[0].start_time == 0);
+        char path[64], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)getpid());
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')') + 2;
+        for (int field = 3; field < 22; field++)
+                p = strchr(p, ' ') + 1;
+        unsigned long long want = strtoull(p, NULL, 10);
+        kdev_share_region_note_start(r, s, getpid());
+        assert_true(r->proc[0].start_time == want);
+        r->proc[0].start_time = 12345;
+        kdev_share_region_note_start(r, s, getpid());  /* already noted */
+        assert_true(r->proc[0].start_time == 12345);
+        /* a live pid whose start time differs from the slot's: reused, reaped;
+         * the same start time: kept */
+        assert_int_equal(kdev_share_region_reap(r), 1);
+        assert_int_equal(r->proc[0].pid, 0);
+        s = kdev_share_region_claim(r, getpid(), 0, 0);
+        kdev_share_region_note_start(r, s, getpid());
+        assert_int_equal(kdev_share_region_reap(r), 0);
+        assert_int_equal(r->proc[s].pid, getpid());
+        kdev_share_region_unmap(r);
+        rmdir_all(d);
+}
+
+/* kdev_share_region_open never creates: ENOENT when absent; a FIFO in the
+ * region's place is refused at once (no open that waits for a writer). */
+static void test_region_open(void **state)
+{
+        (void)state;
+        char *d = tmpdir();
+        char msg[512], want[512], path[256];
+        snprintf(path, sizeof(path), "%s/region", d);
+        errno = 0;
+        assert_null(kdev_share_region_open(d, msg, sizeof(msg)));
+        assert_int_equal(errno, ENOENT);
+        snprintf(want, sizeof(want), "%s: cannot open: No such file or directory", path);
+        assert_string_equal(msg, want);
+        struct stat st;
+        assert_int_equal(stat(path, &st), -1);
+        assert_int_equal(mkfifo(path, 0600), 0);
+        assert_null(kdev_share_region_open(d, msg, sizeof(msg)));
+        assert_int_equal(errno, EINVAL);
+        snprintf(want, sizeof(want), "%s: is not a regular file", path);
+        assert_string_equal(msg, want);
+        unlink(path);
+        struct kdev_share_region_file *r = map(d, 1000);
+        struct kdev_share_region_file *r2 = kdev_share_region_open(d, msg, sizeof(msg));
+        assert_non_null(r2);
+        assert_true(r2->gpu[0].memory == 1000);
+        kdev_share_region_unmap(r2);
+        kdev_share_region_unmap(r);
+        rmdir_all(d);
+}
+
 struct worker {
         struct kdev_share_region_file *r;
         int slot;
@@ -302,6 +416,9 @@ int main(void)
                 cmocka_unit_test(test_region_reserve_exact),
                 cmocka_unit_test(test_region_bad_files),
                 cmocka_unit_test(test_region_reap_dead),
+                cmocka_unit_test(test_region_claim_rules),
+                cmocka_unit_test(test_region_note_start),
+                cmocka_unit_test(test_region_open),
                 cmocka_unit_test(test_region_threads_never_exceed),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

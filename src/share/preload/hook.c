@@ -81,6 +81,7 @@ static pthread_once_t g_cuda_once = PTHREAD_ONCE_INIT;
 static struct kdev_share_region_file *g_region;  /* NULL: nothing limited */
 static bool g_fail_closed;                       /* the limits file was malformed */
 static _Atomic int g_slot = -1;
+static _Atomic bool g_start_noted;                /* this image's start time is in its slot */
 static _Atomic int g_dev_gpu[MAX_DEVS];          /* CUDA ordinal -> region GPU, -1 none, -2 unknown */
 static size_t g_dev_gran[MAX_DEVS];
 static bool g_warned_table;
@@ -160,9 +161,49 @@ static void after_fork_child(void)
         /* the child's allocations are its own: a new slot on first use, and
          * none of the parent's pointers */
         atomic_store(&g_slot, -1);
+        atomic_store(&g_start_noted, false);
         for (int t = 0; t < T_COUNT; t++)
                 if (g_table[t])
                         madvise(g_table[t], TABLE_SIZE * sizeof(struct entry), MADV_DONTNEED);
+}
+
+/* No region yet (or one that cannot be opened): the limits file decides.
+ * Sets g_region (the container's, or this process's own when the
+ * container's cannot be mapped) and g_fail_closed. Returns false when
+ * nothing is limited (no limits file, or no memory for a private region). */
+static bool region_from_limits(const char *dir, const char *path)
+{
+        static struct kdev_share_limits limits;
+        char msg[512];
+        int rc = kdev_share_limits_load(path, &limits, msg, sizeof(msg));
+        if (rc == 1)
+                return false;  /* no limits file: nothing is limited, pure pass-through */
+        if (rc < 0) {
+                fprintf(stderr, "kdev-share: %s (every allocation fails with "
+                        "CUDA_ERROR_OUT_OF_MEMORY)\n", msg);
+                g_fail_closed = true;
+        }
+        g_region = kdev_share_region_map(dir, g_fail_closed ? NULL : &limits, g_fail_closed,
+                                         msg, sizeof(msg));
+        if (g_region)
+                return true;
+        /* the container's processes cannot share accounting: limit this
+         * process alone, never the container unlimited */
+        fprintf(stderr, "kdev-share: %s (accounting for this process only)\n", msg);
+        struct kdev_share_region_file *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE,
+                                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (r == MAP_FAILED) {
+                g_fail_closed = true;
+                return false;
+        }
+        r->n_gpus = g_fail_closed ? 0 : (uint32_t)limits.n;
+        for (size_t i = 0; i < r->n_gpus; i++) {
+                memcpy(r->gpu[i].uuid, limits.gpu[i].uuid, KDEV_SHARE_UUID_MAX);
+                r->gpu[i].memory = limits.gpu[i].memory;
+                r->gpu[i].compute = limits.gpu[i].compute;
+        }
+        g_region = r;
+        return true;
 }
 
 static void core_init(void)
@@ -175,47 +216,32 @@ static void core_init(void)
         char path[4096], msg[512];
         if ((size_t)snprintf(path, sizeof(path), "%s/limits", dir) >= sizeof(path))
                 return;
-        static struct kdev_share_limits limits;
-        int rc = kdev_share_limits_load(path, &limits, msg, sizeof(msg));
-        if (rc == 1)
-                return;  /* no limits file: nothing is limited, pure pass-through */
-        if (rc < 0) {
-                fprintf(stderr, "kdev-share: %s (every allocation fails with "
-                        "CUDA_ERROR_OUT_OF_MEMORY)\n", msg);
-                g_fail_closed = true;
-        }
-        for (int t = 0; t < T_COUNT; t++) {
-                void *m = mmap(NULL, TABLE_SIZE * sizeof(struct entry), PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-                g_table[t] = m == MAP_FAILED ? NULL : m;
-        }
-        g_region = kdev_share_region_map(dir, g_fail_closed ? NULL : &limits, g_fail_closed,
-                                         msg, sizeof(msg));
-        if (!g_region) {
-                /* the container's processes cannot share accounting: limit
-                 * this process alone, never the container unlimited */
-                fprintf(stderr, "kdev-share: %s (accounting for this process only)\n", msg);
-                struct kdev_share_region_file *r = mmap(NULL, sizeof(*r),
-                                                        PROT_READ | PROT_WRITE,
-                                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-                if (r == MAP_FAILED) {
-                        g_fail_closed = true;
-                        return;
-                }
-                r->n_gpus = g_fail_closed ? 0 : (uint32_t)limits.n;
-                for (size_t i = 0; i < r->n_gpus; i++) {
-                        memcpy(r->gpu[i].uuid, limits.gpu[i].uuid, KDEV_SHARE_UUID_MAX);
-                        r->gpu[i].memory = limits.gpu[i].memory;
-                        r->gpu[i].compute = limits.gpu[i].compute;
-                }
-                g_region = r;
-        }
+        /* the common case: the region exists (the node side made it at
+         * Allocate, or another process of the container did), and its
+         * header holds the limits: the limits file is not read */
+        g_region = kdev_share_region_open(dir, msg, sizeof(msg));
+        if (!g_region && !region_from_limits(dir, path))
+                return;
         if (g_region->limits_error)
                 g_fail_closed = true;
+        /* the three tables in one reservation; pages are touched only by
+         * the allocations they record */
+        const size_t table_bytes = TABLE_SIZE * sizeof(struct entry);
+        void *m = mmap(NULL, T_COUNT * table_bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m != MAP_FAILED)
+                for (int t = 0; t < T_COUNT; t++)
+                        g_table[t] = (struct entry *)((char *)m + (size_t)t * table_bytes);
         pthread_atfork(NULL, NULL, after_fork_child);
-        /* claimed now, not at the first allocation: claiming clears the slot
-         * an earlier image of this process left before it called exec */
-        my_slot();
+        /* The slot is claimed at the first reservation or paced launch, so
+         * that the first call stores nothing in the shared file: on a disk
+         * file system a process's first store to a page of a shared mapping
+         * is a write fault that waits on the journal, and many processes
+         * starting at once queue there. Only a slot an earlier image of this
+         * process left (exec keeps the pid) is taken back now (a read-only
+         * scan finds it): its memory is gone and must not stay charged. */
+        if (g_region->magic[0] != '\0' && kdev_share_region_find(g_region, (int32_t)getpid()) >= 0)
+                my_slot();
 }
 
 static inline void core_ready(void)
@@ -223,45 +249,29 @@ static inline void core_ready(void)
         pthread_once(&g_core_once, core_init);
 }
 
-static uint64_t self_start_time(void)
-{
-        char buf[1024];
-        FILE *f = fopen("/proc/self/stat", "re");
-        if (!f)
-                return 0;
-        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        char *p = strrchr(buf, ')');
-        if (!p)
-                return 0;
-        int field = 2;
-        for (p++; *p && field < 21; p++)
-                if (*p == ' ')
-                        field++;
-        return strtoull(p, NULL, 10);
-}
-
-/* This process's slot, claimed on first use (and again after fork). */
+/* This process's slot: claimed once (and again after fork); -1 none yet,
+ * -2 while one thread claims it (the others wait for its answer). */
 static int my_slot(void)
 {
-        int s = atomic_load_explicit(&g_slot, memory_order_acquire);
-        if (s >= 0)
+        for (;;) {
+                int s = atomic_load_explicit(&g_slot, memory_order_acquire);
+                if (s >= 0)
+                        return s;
+                if (s == -2) {
+                        sched_yield();
+                        continue;
+                }
+                int expected = -1;
+                if (!atomic_compare_exchange_strong(&g_slot, &expected, -2))
+                        continue;
+                if (g_region->magic[0] == '\0')  /* private fallback: one slot */
+                        s = 0;
+                else
+                        s = kdev_share_region_claim(g_region, (int32_t)getpid(), 0,
+                                                    (uint32_t)getuid());
+                atomic_store_explicit(&g_slot, s < 0 ? -1 : s, memory_order_release);
                 return s;
-        if (g_region->magic[0] == '\0')  /* private fallback: one slot */
-                s = 0;
-        else
-                s = kdev_share_region_claim(g_region, (int32_t)getpid(), self_start_time(),
-                                            (uint32_t)getuid());
-        if (s < 0)
-                return -1;
-        int expected = -1;
-        if (!atomic_compare_exchange_strong(&g_slot, &expected, s)) {
-                if (g_region->magic[0] != '\0')
-                        kdev_share_region_release(g_region, s, (int32_t)getpid());
-                return expected;
         }
-        return s;
 }
 
 __attribute__((destructor)) static void share_fini(void)
@@ -516,6 +526,11 @@ static int reserve(int gpu, uint64_t bytes)
         int s = my_slot();
         if (s < 0)
                 return -1;
+        /* the start time that tells a reused pid, read once per process
+         * (a /proc read: at the first reservation, not at the first call) */
+        if (!atomic_load_explicit(&g_start_noted, memory_order_relaxed) &&
+            !atomic_exchange(&g_start_noted, true) && g_region->magic[0] != '\0')
+                kdev_share_region_note_start(g_region, s, (int32_t)getpid());
         if (kdev_share_region_reserve(g_region, s, gpu, bytes) == 0)
                 return 0;
         if (bytes > g_region->gpu[gpu].memory)
@@ -1044,7 +1059,7 @@ static void pace_wait(int g)
                 nanosleep(&ts, NULL);
                 waited += (uint64_t)ns;
         }
-        int s = atomic_load(&g_slot);
+        int s = my_slot();
         if (s >= 0) {
                 atomic_fetch_add(&g_region->proc[s].launches[g], 1);
                 if (waited)
