@@ -115,6 +115,13 @@ static int common_attrs(json_t *a, const struct kdev_nvidia_gpus *gpus,
         }
         if (!rc)
                 rc = attr_str(a, "pcieBusID", g->pcie_bus_id);
+        /* Kubernetes' standard attributes (resource.kubernetes.io), which
+         * matchAttribute constraints align across drivers (a NIC under the
+         * same PCIe root, on the same NUMA node) */
+        if (!rc)
+                rc = attr_str(a, KDEV_DRA_ATTR_PCIE_ROOT, g->pcie_root);
+        if (!rc && g->numa_node >= 0)
+                rc = attr_int(a, KDEV_DRA_ATTR_NUMA_NODE, g->numa_node);
         if (!rc)
                 rc = attr_int(a, "index", g->index);
         if (!rc)

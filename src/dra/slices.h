@@ -36,6 +36,12 @@
 
 #define KDEV_DRA_DEFAULT_DRIVER "gpu.nvidia.com"
 
+/* Kubernetes' standard device attributes (k8s.io/dynamic-resource-allocation
+ * deviceattribute; kubernetes.io "Standard Device Attributes for Dynamic
+ * Resource Allocation"). */
+#define KDEV_DRA_ATTR_PCIE_ROOT "resource.kubernetes.io/pcieRoot"
+#define KDEV_DRA_ATTR_NUMA_NODE "resource.kubernetes.io/numaNode"
+
 /* API limit of devices per ResourceSlice (resource/v1 ResourceSliceMaxDevices). */
 #define KDEV_DRA_SLICE_MAX_DEVICES 128
 
@@ -65,8 +71,15 @@ struct kdev_dra_health {
  *     driver_version text made semver, leading zeros of each number
  *     dropped, missing numbers 0: "550.90.07" -> "550.90.7"),
  *     cudaDriverVersion (version "12.4.0" from 12040, when > 0), pcieBusID
- *     (pcie_bus_id, sysfs form "0000:3b:00.0"), index (int, NVML index),
- *     minor (int).
+ *     (pcie_bus_id, sysfs form "0000:3b:00.0"), resource.kubernetes.io/
+ *     pcieRoot (pcie_root, "pci0000:00": Kubernetes' standard attribute,
+ *     the PCIe root complex from sysfs, nvml/discover.h
+ *     kdev_nvml_pcie_root, so that a matchAttribute constraint puts a NIC
+ *     of another driver under the same root), resource.kubernetes.io/
+ *     numaNode (int, numa_node, when >= 0: Kubernetes' standard attribute;
+ *     a device without NUMA affinity publishes none), index (int, NVML
+ *     index), minor (int). NVIDIA's DRA driver publishes the same two
+ *     standard attributes, MIG devices with their parent's.
  *     Capacity: memory (memory_bytes as a Kubernetes quantity, binary suffix
  *     when exact: "80Gi"), when > 0; multiprocessors (the whole GPU's SM
  *     count), when > 0. NVIDIA's DRA driver publishes only memory for whole
@@ -75,7 +88,8 @@ struct kdev_dra_health {
  *   MIG: type "mig", uuid, parentUUID, profile (e.g. "1g.10gb"), index (the
  *     parent's), minor (the parent's), and the parent's productName, brand,
  *     architecture, cudaComputeCapability, driverVersion, cudaDriverVersion,
- *     pcieBusID.
+ *     pcieBusID, resource.kubernetes.io/pcieRoot, resource.kubernetes.io/
+ *     numaNode.
  *     Capacity: memory (when > 0), multiprocessors (CI profile, when > 0),
  *     copyEngines, decoders, encoders, jpegEngines, ofaEngines (GI profile).
  *

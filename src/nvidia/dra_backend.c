@@ -14,6 +14,7 @@
 
 struct kdev_nvidia_dra_backend {
         struct kdev_nvml *lib;
+        char sysfs_root[256];           /* "": "/sys" */
         struct kdev_gpu_set *set;       /* NVML's discovery */
         struct kdev_nvidia_gpus gpus;   /* its NVML-free records */
         struct kdev_resource_set watched; /* the physical devices of the monitor */
@@ -42,9 +43,12 @@ int kdev_nvidia_dra_backend_open(const struct kdev_nvidia_dra_backend_options *o
                 return kdev_err_set(err, ENOMEM, "out of memory");
         struct kdev_nvml_options nopts = {.driver_root = opts->driver_root,
                                           .library_path = opts->nvml_library};
+        snprintf(b->sysfs_root, sizeof(b->sysfs_root), "%s",
+                 opts->sysfs_root ? opts->sysfs_root : "");
+        struct kdev_nvml_discover_options dopts = {.sysfs_root = b->sysfs_root};
         int rc = kdev_nvml_open(&nopts, &b->lib, err);
         if (rc == 0)
-                rc = kdev_nvml_discover(b->lib, NULL, &b->set, err);
+                rc = kdev_nvml_discover(b->lib, &dopts, &b->set, err);
         if (rc == 0)
                 rc = kdev_nvidia_gpus_from_set(b->set, &b->gpus, err);
         if (rc < 0) {
@@ -111,8 +115,10 @@ int kdev_nvidia_dra_backend_watch_start(struct kdev_nvidia_dra_backend *b, uv_lo
                 return kdev_err_set(err, EALREADY, "inventory watch: already started");
         b->changed = changed;
         b->changed_arg = arg;
+        struct kdev_nvml_discover_options dopts = {.sysfs_root = b->sysfs_root};
         struct kdev_nvidia_inventory_options io = {
                 .lib = b->lib, .gpus = b->set, .interval_ms = interval_ms,
+                .discover = &dopts,
                 .changed = changed ? on_inventory : NULL, .arg = b};
         b->watch = kdev_nvidia_inventory_watch_start(loop, &io, err);
         return b->watch ? 0 : -(err && err->code ? err->code : EINVAL);
@@ -123,7 +129,8 @@ int kdev_nvidia_dra_backend_rediscover(struct kdev_nvidia_dra_backend *b, struct
         struct kdev_gpu_set *set = NULL;
         struct kdev_nvidia_gpus gpus = {0};
         struct kdev_resource_set watched = {0};
-        int rc = kdev_nvml_discover(b->lib, NULL, &set, err);
+        struct kdev_nvml_discover_options dopts = {.sysfs_root = b->sysfs_root};
+        int rc = kdev_nvml_discover(b->lib, &dopts, &set, err);
         if (rc == 0)
                 rc = kdev_nvidia_gpus_from_set(set, &gpus, err);
         if (rc == 0 && b->health_ready) {

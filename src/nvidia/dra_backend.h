@@ -40,10 +40,13 @@ struct kdev_nvidia_dra_backend_options {
         const char *driver_root;
         /* NVML library to load instead (tests, the mock NVML); NULL: none. */
         const char *nvml_library;
+        /* The sysfs tree discovery reads (NUMA node, PCIe root; copied);
+         * NULL: "/sys". */
+        const char *sysfs_root;
 };
 
 /* Loads NVML and discovers the GPUs (GPUs and MIG devices, no NVLink
- * topology, sysfs under "/sys"), then turns them into the records of
+ * topology, sysfs under opts->sysfs_root), then turns them into the records of
  * kdev_nvidia_dra_backend_gpus(). Returns 0 with *out set, or a negative
  * errno with |err| and *out NULL: the loader's error unchanged (e.g.
  * -EOPNOTSUPP "NVML library <path> not found: ...", nvml/loader.h), the

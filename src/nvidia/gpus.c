@@ -78,6 +78,7 @@ static int gpu_record(const struct kdev_gpu *g, struct kdev_nvidia_gpu *out)
         out->cc_minor = g->cc_minor;
         copy_str(out->pcie_bus_id, sizeof(out->pcie_bus_id), g->sysfs_bus_id);
         out->numa_node = g->numa_node;
+        copy_str(out->pcie_root, sizeof(out->pcie_root), g->pcie_root);
         out->memory_bytes = g->memory_ret == NVML_SUCCESS ? g->memory_total : 0;
         out->multiprocessors = g->multiprocessors;
         out->mig_enabled = g->mig_current == NVML_DEVICE_MIG_ENABLE;

@@ -80,6 +80,9 @@ struct kdev_nvidia_gpu {
         int cc_major, cc_minor;              /* CUDA compute capability; 0.0: unknown */
         char pcie_bus_id[KDEV_NVIDIA_BUS_ID_MAX]; /* sysfs form "0000:3b:00.0"; "" unknown */
         int numa_node;                       /* -1: none */
+        /* PCIe root complex "pci<domain>:<bus>" (nvml/discover.h
+         * kdev_nvml_pcie_root, from sysfs); "" unknown */
+        char pcie_root[KDEV_NVIDIA_BUS_ID_MAX];
         unsigned long long memory_bytes;     /* nvmlDeviceGetMemoryInfo total; 0: unknown */
         unsigned multiprocessors;            /* SMs of the whole GPU; 0: unknown */
         bool mig_enabled;                    /* current MIG mode is enabled */

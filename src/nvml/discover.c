@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct ctx {
         struct kdev_nvml *lib;
@@ -158,6 +159,88 @@ int kdev_nvml_numa_node(const char *sysfs_root, const char *sysfs_bus_id, int *n
                 *node = v < 0 ? -1 : (int)v;
         free(buf);
         return rc;
+}
+
+static bool bdf_ok(const char *s)
+{
+        /* dddd:bb:dd.f, lower-case hex */
+        static const char pat[] = "xxxx:xx:xx.x";
+        if (strlen(s) != sizeof(pat) - 1)
+                return false;
+        for (size_t i = 0; pat[i]; i++) {
+                bool hex = (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f');
+                if (pat[i] == 'x' ? !hex : s[i] != pat[i])
+                        return false;
+        }
+        return true;
+}
+
+/* Resolves "." and ".." of the absolute path |p| in place, by name (as Go's
+ * filepath.Clean), and drops repeated '/'. */
+static void clean_path(char *p)
+{
+        char *out = p, *in = p;
+        while (*in) {
+                while (*in == '/')
+                        in++;
+                char *seg = in;
+                while (*in && *in != '/')
+                        in++;
+                size_t len = (size_t)(in - seg);
+                if (len == 0 || (len == 1 && seg[0] == '.'))
+                        continue;
+                if (len == 2 && seg[0] == '.' && seg[1] == '.') {
+                        while (out > p && *--out != '/')
+                                ;
+                        continue;
+                }
+                *out++ = '/';
+                memmove(out, seg, len);
+                out += len;
+        }
+        if (out == p)
+                *out++ = '/';
+        *out = '\0';
+}
+
+int kdev_nvml_pcie_root(const char *sysfs_root, const char *sysfs_bus_id, char *buf, size_t size,
+                        struct kdev_err *err)
+{
+        char link[PATH_MAX], target[PATH_MAX], full[2 * PATH_MAX + 2], devs[PATH_MAX];
+        if (!sysfs_root || !sysfs_root[0])
+                sysfs_root = "/sys";
+        if (!sysfs_bus_id || !bdf_ok(sysfs_bus_id))
+                return kdev_err_set(err, EINVAL, "invalid PCI bus ID format: %s",
+                                    sysfs_bus_id ? sysfs_bus_id : "");
+        snprintf(link, sizeof(link), "%s/bus/pci/devices/%s", sysfs_root, sysfs_bus_id);
+        ssize_t n = readlink(link, target, sizeof(target) - 1);
+        if (n < 0)
+                return kdev_err_set(err, EINVAL, "%s: not a link: %s", link, strerror(errno));
+        target[n] = '\0';
+        if (target[0] == '/')
+                snprintf(full, sizeof(full), "%s", target);
+        else
+                snprintf(full, sizeof(full), "%s/bus/pci/devices/%s", sysfs_root, target);
+        clean_path(full);
+        snprintf(devs, sizeof(devs), "%s/devices/", sysfs_root);
+        clean_path(devs);
+        size_t dl = strlen(devs);
+        if (dl == 0 || devs[dl - 1] != '/')
+                devs[dl++] = '/', devs[dl] = '\0';
+        if (strncmp(full, devs, dl) != 0 || strncmp(full + dl, "pci", 3) != 0)
+                return kdev_err_set(err, EINVAL, "%s: target %s is not under %spci", link, full,
+                                    devs);
+        const char *base = strrchr(full, '/');
+        if (strcmp(base + 1, sysfs_bus_id) != 0)
+                return kdev_err_set(err, EINVAL, "%s: target %s does not end in %s", link, full,
+                                    sysfs_bus_id);
+        const char *root = full + dl;
+        size_t rl = strcspn(root, "/");
+        if (rl + 1 > size)
+                return kdev_err_set(err, ENAMETOOLONG, "%s: PCIe root name too long", link);
+        memcpy(buf, root, rl);
+        buf[rl] = '\0';
+        return 0;
 }
 
 static void fill_bus_id(nvmlPciInfo_t *pci)
@@ -337,6 +420,10 @@ static int read_gpu(struct ctx *c, unsigned idx, struct kdev_gpu *g, nvmlDevice_
         int rc = kdev_nvml_numa_node(c->sysfs_root, g->sysfs_bus_id, &g->numa_node, c->err);
         if (rc < 0)
                 return kdev_err_wrap(c->err, "GPU %u", idx);
+        /* no link (a container without /sys, a test tree): no attribute */
+        if (kdev_nvml_pcie_root(c->sysfs_root, g->sysfs_bus_id, g->pcie_root,
+                                sizeof(g->pcie_root), NULL) < 0)
+                g->pcie_root[0] = '\0';
 
         nvmlMemory_t mem = { 0 };
         g->memory_ret = api->nvmlDeviceGetMemoryInfo(dev, &mem);

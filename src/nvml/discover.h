@@ -44,6 +44,9 @@
 #define KDEV_GPU_UUID_MAX NVML_DEVICE_UUID_V2_BUFFER_SIZE   /* 96, with the NUL */
 #define KDEV_GPU_NAME_MAX NVML_DEVICE_NAME_V2_BUFFER_SIZE   /* 96, with the NUL */
 #define KDEV_GPU_BUS_ID_MAX NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE /* 32, with the NUL */
+/* Size of a PCIe root complex name with the NUL ("pci<domain>:<bus>" and
+ * margin). */
+#define KDEV_GPU_PCIE_ROOT_MAX 32
 
 /* One MIG device (a compute instance inside a GPU instance). */
 struct kdev_mig_device {
@@ -99,6 +102,9 @@ struct kdev_gpu {
                                                 * "ada-lovelace", "hopper", "blackwell",
                                                 * "rubin" or "undefined"; static */
         int numa_node;                         /* -1: none */
+        /* PCIe root complex (kdev_nvml_pcie_root), e.g. "pci0000:00"; ""
+         * when sysfs does not say */
+        char pcie_root[KDEV_GPU_PCIE_ROOT_MAX];
         /* nvmlDeviceGetMigMode answered (SUCCESS or NOT_SUPPORTED, or the
          * library lacks it): false only for a GPU whose fault came before or
          * with that answer, whose MIG mode is then unknown. It is read right
@@ -227,6 +233,24 @@ KDEV_API int kdev_nvml_sysfs_bus_id(const char *bus_id, char *out, size_t size);
  * ("<path>: cannot parse NUMA node \"<text>\""). */
 KDEV_API int kdev_nvml_numa_node(const char *sysfs_root, const char *sysfs_bus_id, int *node,
                                  struct kdev_err *err);
+
+/* The PCIe root complex of PCI device |sysfs_bus_id| ("0000:3b:00.0"), as
+ * Kubernetes defines the standard attribute resource.kubernetes.io/pcieRoot
+ * (k8s.io/dynamic-resource-allocation deviceattribute,
+ * GetPCIeRootAttributeByPCIBusID; kubernetes.io "Standard Device Attributes
+ * for Dynamic Resource Allocation"): the bus ID must be extended BDF,
+ * lower-case hex "dddd:bb:dd.f"; the link <sysfs_root or "/sys">/bus/pci/
+ * devices/<bus id> is read (a relative target taken from the link's
+ * directory, "." and ".." resolved by name); its target must lie under
+ * <sysfs_root>/devices/pci and end in the bus ID; the root is the first
+ * component below <sysfs_root>/devices, "pci<domain>:<bus>" (e.g.
+ * "pci0000:00"), written to |buf| (>= KDEV_GPU_PCIE_ROOT_MAX bytes).
+ * Returns 0, or -EINVAL with |err|: "invalid PCI bus ID format: <id>",
+ * "<link>: not a link: <strerror>" (readlink failed: missing, not a link),
+ * "<link>: target <target> is not under <root>/devices/pci", "<link>: target
+ * <target> does not end in <id>", or -ENAMETOOLONG. */
+KDEV_API int kdev_nvml_pcie_root(const char *sysfs_root, const char *sysfs_bus_id, char *buf,
+                                 size_t size, struct kdev_err *err);
 
 /* The brand name of an NVML_BRAND_* value, as go-nvlib's
  * GetBrandAsString spells it (NVIDIA's DRA driver publishes it as the

@@ -49,6 +49,7 @@ static void make_node(struct node *n)
         g->architecture = "Ampere";
         g->cc_major = 8;
         strcpy(g->pcie_bus_id, "0000:07:00.0");
+        strcpy(g->pcie_root, "pci0000:00");
         g->numa_node = 0;
         g->memory_bytes = 40ULL << 30;
         g->multiprocessors = 108;
@@ -67,6 +68,7 @@ static void make_node(struct node *n)
         strcpy(g->dra_name, "gpu-5");
         strcpy(g->product, "NVIDIA A100-SXM4-40GB");
         strcpy(g->pcie_bus_id, "0000:0f:00.0");
+        strcpy(g->pcie_root, "pci0000:0e");
         g->numa_node = -1;
         g->mig_enabled = true;
         g->migs = n->migs;
@@ -98,6 +100,8 @@ static void make_node(struct node *n)
         "\"driverVersion\":{\"version\":\"535.104.5\"},"                                       \
         "\"cudaDriverVersion\":{\"version\":\"12.2.0\"},"                                      \
         "\"pcieBusID\":{\"string\":\"0000:07:00.0\"},"                                         \
+        "\"resource.kubernetes.io/pcieRoot\":{\"string\":\"pci0000:00\"},"                       \
+        "\"resource.kubernetes.io/numaNode\":{\"int\":0},"                                       \
         "\"index\":{\"int\":0},\"minor\":{\"int\":3}},"                                        \
         "\"capacity\":{\"memory\":{\"value\":\"40Gi\"},"                                       \
         "\"multiprocessors\":{\"value\":\"108\"}}}"
@@ -109,6 +113,7 @@ static void make_node(struct node *n)
         "\"driverVersion\":{\"version\":\"535.104.5\"},"                                       \
         "\"cudaDriverVersion\":{\"version\":\"12.2.0\"},"                                      \
         "\"pcieBusID\":{\"string\":\"0000:0f:00.0\"},"                                         \
+        "\"resource.kubernetes.io/pcieRoot\":{\"string\":\"pci0000:0e\"},"                       \
         "\"index\":{\"int\":2},\"minor\":{\"int\":5}},"                                        \
         "\"capacity\":{\"memory\":{\"value\":\"19968Mi\"},"                                    \
         "\"multiprocessors\":{\"value\":\"42\"},\"copyEngines\":{\"value\":\"3\"},"            \
@@ -121,6 +126,7 @@ static void make_node(struct node *n)
         "\"driverVersion\":{\"version\":\"535.104.5\"},"                                       \
         "\"cudaDriverVersion\":{\"version\":\"12.2.0\"},"                                      \
         "\"pcieBusID\":{\"string\":\"0000:0f:00.0\"},"                                         \
+        "\"resource.kubernetes.io/pcieRoot\":{\"string\":\"pci0000:0e\"},"                       \
         "\"index\":{\"int\":2},\"minor\":{\"int\":5}},"                                        \
         "\"capacity\":{\"copyEngines\":{\"value\":\"1\"},"                                     \
         "\"decoders\":{\"value\":\"0\"},\"encoders\":{\"value\":\"0\"},"                       \

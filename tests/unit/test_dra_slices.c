@@ -231,6 +231,12 @@ static struct kdev_gpu_set *make_set(size_t n_gpus, bool with_mig)
                 snprintf(g->uuid, sizeof(g->uuid), "GPU-%04zx", i);
                 snprintf(g->name, sizeof(g->name), "NVIDIA H100 80GB HBM3");
                 snprintf(g->sysfs_bus_id, sizeof(g->sysfs_bus_id), "0000:%02zx:00.0", i + 1);
+                /* GPU 0 on NUMA node 1 under root pci0000:00, the others
+                 * without NUMA affinity, GPU 1 under pci0000:01, GPU 2 with
+                 * no root known */
+                g->numa_node = i == 0 ? 1 : -1;
+                if (i < 2)
+                        snprintf(g->pcie_root, sizeof(g->pcie_root), "pci0000:%02zx", i);
                 g->memory_total = 80ULL << 30;
                 g->cc_major = 9;
                 g->arch = NVML_DEVICE_ARCH_HOPPER;
@@ -329,6 +335,8 @@ static void test_build_devices(void **state)
                 "\"driverVersion\":{\"version\":\"550.90.7\"},"
                 "\"cudaDriverVersion\":{\"version\":\"12.4.0\"},"
                 "\"pcieBusID\":{\"string\":\"0000:01:00.0\"},"
+                "\"resource.kubernetes.io/pcieRoot\":{\"string\":\"pci0000:00\"},"
+                "\"resource.kubernetes.io/numaNode\":{\"int\":1},"
                 "\"index\":{\"int\":0},\"minor\":{\"int\":10}},"
                 "\"capacity\":{\"memory\":{\"value\":\"80Gi\"},"
                 "\"multiprocessors\":{\"value\":\"132\"}}},"
@@ -343,6 +351,7 @@ static void test_build_devices(void **state)
                 "\"driverVersion\":{\"version\":\"550.90.7\"},"
                 "\"cudaDriverVersion\":{\"version\":\"12.4.0\"},"
                 "\"pcieBusID\":{\"string\":\"0000:02:00.0\"},"
+                "\"resource.kubernetes.io/pcieRoot\":{\"string\":\"pci0000:01\"},"
                 "\"index\":{\"int\":1},\"minor\":{\"int\":11}},"
                 "\"capacity\":{\"memory\":{\"value\":\"9856Mi\"},"
                 "\"multiprocessors\":{\"value\":\"16\"},\"copyEngines\":{\"value\":\"1\"},"
@@ -367,7 +376,7 @@ static void test_build_devices(void **state)
         d = devices_of(s, NULL, 4);
         json_t *a0 = json_object_get(json_array_get(d, 0), "attributes");
         assert_null(json_object_get(a0, "brand"));
-        assert_int_equal(json_object_size(a0), 10);
+        assert_int_equal(json_object_size(a0), 12); /* with pcieRoot and numaNode */
         char *cap0 = json_dumps(json_object_get(json_array_get(d, 0), "capacity"),
                                 JSON_COMPACT);
         assert_string_equal(cap0, "{\"memory\":{\"value\":\"80Gi\"}}");

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -566,6 +567,92 @@ static void test_numa_sysfs(void **state)
         assert_int_equal(kdev_nvml_sysfs_bus_id("00000000:BC:00.0", out, 12), -EINVAL);
 }
 
+static void mkdirs(const char *path)
+{
+        char b[600];
+        snprintf(b, sizeof(b), "%s", path);
+        for (char *q = b + 1; *q; q++) {
+                if (*q == '/') {
+                        *q = '\0';
+                        mkdir(b, 0755);
+                        *q = '/';
+                }
+        }
+        mkdir(b, 0755);
+}
+
+/* resource.kubernetes.io/pcieRoot from sysfs, as Kubernetes' deviceattribute
+ * helper derives it: the first component under <sysfs>/devices of the
+ * /sys/bus/pci/devices/<bus id> link's target; exact errors otherwise; and
+ * discovery fills it per GPU ("" where sysfs has no link). */
+static void test_pcie_root(void **state)
+{
+        struct fx *f = *state;
+        char p[600], t[600], want[1400], out[32];
+        struct kdev_err e;
+        kdev_err_clear(&e);
+        snprintf(p, sizeof(p), "%s/devices/pci0000:1a/0000:1a:01.0/0000:1b:00.0", f->sysfs);
+        mkdirs(p);
+        snprintf(p, sizeof(p), "%s/bus/pci/devices", f->sysfs);
+        mkdirs(p);
+        snprintf(p, sizeof(p), "%s/bus/pci/devices/0000:1b:00.0", f->sysfs);
+        assert_int_equal(symlink("../../../devices/pci0000:1a/0000:1a:01.0/0000:1b:00.0", p), 0);
+        assert_int_equal(kdev_nvml_pcie_root(f->sysfs, "0000:1b:00.0", out, sizeof(out), &e), 0);
+        assert_string_equal(out, "pci0000:1a");
+        /* an absolute target */
+        snprintf(p, sizeof(p), "%s/bus/pci/devices/0000:1c:00.0", f->sysfs);
+        snprintf(t, sizeof(t), "%s/devices/pci0000:1a/0000:1a:02.0/0000:1c:00.0", f->sysfs);
+        mkdirs(t);
+        assert_int_equal(symlink(t, p), 0);
+        assert_int_equal(kdev_nvml_pcie_root(f->sysfs, "0000:1c:00.0", out, sizeof(out), &e), 0);
+        assert_string_equal(out, "pci0000:1a");
+        /* bus IDs: extended BDF, lower-case hex only */
+        assert_int_equal(kdev_nvml_pcie_root(f->sysfs, "0000:1B:00.0", out, sizeof(out), &e),
+                         -EINVAL);
+        assert_string_equal(e.msg, "invalid PCI bus ID format: 0000:1B:00.0");
+        assert_int_equal(kdev_nvml_pcie_root(f->sysfs, "00000000:1b:00.0", out, sizeof(out), &e),
+                         -EINVAL);
+        assert_string_equal(e.msg, "invalid PCI bus ID format: 00000000:1b:00.0");
+        /* no link */
+        assert_int_equal(kdev_nvml_pcie_root(f->sysfs, "0000:9c:00.0", out, sizeof(out), &e),
+                         -EINVAL);
+        snprintf(want, sizeof(want), "%s/bus/pci/devices/0000:9c:00.0: not a link: %s", f->sysfs,
+                 strerror(ENOENT));
+        assert_string_equal(e.msg, want);
+        /* a target outside devices/pci*, and one naming another device */
+        snprintf(p, sizeof(p), "%s/bus/pci/devices/0000:1d:00.0", f->sysfs);
+        assert_int_equal(symlink("../../../virtual/0000:1d:00.0", p), 0);
+        assert_int_equal(kdev_nvml_pcie_root(f->sysfs, "0000:1d:00.0", out, sizeof(out), &e),
+                         -EINVAL);
+        snprintf(want, sizeof(want), "%s: target %s/virtual/0000:1d:00.0 is not under %s/devices/pci",
+                 p, f->sysfs, f->sysfs);
+        assert_string_equal(e.msg, want);
+        snprintf(p, sizeof(p), "%s/bus/pci/devices/0000:1e:00.0", f->sysfs);
+        assert_int_equal(symlink("../../../devices/pci0000:1a/0000:1a:01.0/0000:1b:00.0", p), 0);
+        assert_int_equal(kdev_nvml_pcie_root(f->sysfs, "0000:1e:00.0", out, sizeof(out), &e),
+                         -EINVAL);
+        snprintf(want, sizeof(want),
+                 "%s: target %s/devices/pci0000:1a/0000:1a:01.0/0000:1b:00.0 does not end in "
+                 "0000:1e:00.0", p, f->sysfs);
+        assert_string_equal(e.msg, want);
+
+        /* discovery: the GPU at 0000:1b:00.0 gets its root, the others none */
+        setenv("KDEV_MOCK_NVML_TOPOLOGY", TOPO("h200-nvl-4x-pcie-2numa.yaml"), 1);
+        f->m.reset();
+        struct kdev_nvml_discover_options o = { .sysfs_root = f->sysfs };
+        struct kdev_gpu_set *set = NULL;
+        assert_int_equal(kdev_nvml_discover(f->m.lib, &o, &set, &e), 0);
+        size_t found = 0;
+        for (size_t i = 0; i < set->n_gpus; i++) {
+                const struct kdev_gpu *g = &set->gpus[i];
+                bool it = strcmp(g->sysfs_bus_id, "0000:1b:00.0") == 0;
+                found += it;
+                assert_string_equal(g->pcie_root, it ? "pci0000:1a" : "");
+        }
+        assert_int_equal(found, 1);
+        kdev_gpu_set_free(set);
+}
+
 /* Brand and whole-GPU SM count: per-GPU values, SMs unknown without
  * sm_count, and both unset with a library that lacks the entry points. */
 static void test_brand_and_sms(void **state)
@@ -751,6 +838,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_mig_h200, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_faults, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_numa_sysfs, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pcie_root, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_brand_and_sms, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_inventory_changes, setup, teardown),
                 cmocka_unit_test(test_names),
