@@ -58,6 +58,9 @@ static void usage(FILE *f)
                 "                                  (default " DEFAULT_CDI_HOOK ")\n"
                 "      --proc-root DIR             where driver/nvidia-caps/mig-minors is read\n"
                 "                                  for MIG devices (default /proc)\n"
+                "      --sysfs-root DIR            where bus/pci/devices/<bus id> is read\n"
+                "                                  (NUMA node, PCIe root, DRM nodes;\n"
+                "                                  default /sys)\n"
                 "      --health-probe-interval S   seconds between recovery probes of an\n"
                 "                                  unhealthy GPU (default 10)\n"
                 "      --health-quiet-period S     seconds without critical XID before an\n"
@@ -127,6 +130,7 @@ enum {
         OPT_DRIVER_ROOT,
         OPT_CDI_HOOK,
         OPT_PROC_ROOT,
+        OPT_SYSFS_ROOT,
         OPT_PROBE,
         OPT_QUIET,
 };
@@ -142,6 +146,7 @@ static const struct option longopts[] = {
         {"driver-root", required_argument, NULL, OPT_DRIVER_ROOT},
         {"nvidia-cdi-hook-path", required_argument, NULL, OPT_CDI_HOOK},
         {"proc-root", required_argument, NULL, OPT_PROC_ROOT},
+        {"sysfs-root", required_argument, NULL, OPT_SYSFS_ROOT},
         {"health-probe-interval", required_argument, NULL, OPT_PROBE},
         {"health-quiet-period", required_argument, NULL, OPT_QUIET},
         {"log-level", required_argument, NULL, KDEV_FLAG_LOG_LEVEL},
@@ -166,6 +171,7 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                 .driver_root = "/",
                 .cdi_hook = getenv("NVIDIA_CDI_HOOK_PATH"),
                 .proc_root = "/proc",
+                .sysfs_root = "/sys",
         };
         while (usage_status < 0 && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
                 switch (c) {
@@ -203,6 +209,9 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                         break;
                 case OPT_PROC_ROOT:
                         o->proc_root = optarg;
+                        break;
+                case OPT_SYSFS_ROOT:
+                        o->sysfs_root = optarg;
                         break;
                 case OPT_PROBE:
                         o->probe_s = optarg;
@@ -243,7 +252,8 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
         const struct kdev_flag_path paths[] = {
                 {"plugins-registry", o->registry}, {"plugin-dir", o->plugin_dir},
                 {"cdi-dir", o->cdi_dir},           {"kubeconfig", o->kubeconfig},
-                {"driver-root", o->driver_root},   {"proc-root", o->proc_root}};
+                {"driver-root", o->driver_root},   {"proc-root", o->proc_root},
+                {"sysfs-root", o->sysfs_root}};
         if (usage_status < 0 &&
             !kdev_flag_paths_nonempty(PROG, paths, sizeof(paths) / sizeof(paths[0])))
                 usage_status = 2;

@@ -17,6 +17,7 @@
 #include "common/dir.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "dra/health.h"
 #include "dra/plugin.h"
 #include "dra/slices.h"
 #include "kube/kube.h"
@@ -48,6 +49,12 @@ struct kdev_dra_daemon {
          * devices) */
         const char **unhealthy;
         size_t n_unhealthy, unhealthy_cap;
+        /* the last physical event of each physical device (GPU or MIG
+         * UUID) the monitor reported: its health and reason, for the health
+         * stream (dra/health.h) */
+        struct phys_health *phys;
+        size_t n_phys, phys_cap;
+        unsigned ticks;               /* of sockets_timer, for the health resends */
         struct kdev_dra_pool pool;
         uint64_t resync_ms;
         uint64_t backoff_ms;
@@ -275,6 +282,117 @@ static void start_reconcile(uv_timer_t *t)
         d->again = false;
 }
 
+struct phys_health {
+        char *id;      /* GPU or MIG UUID */
+        bool healthy;
+        char *reason;  /* the event's */
+};
+
+/* Records |ev| as the last event of its physical device. Returns 0 or
+ * -ENOMEM (nothing changed). */
+static int note_physical(struct kdev_dra_daemon *d, const struct kdev_physical_event *ev)
+{
+        struct phys_health *h = NULL;
+        for (size_t i = 0; i < d->n_phys && !h; i++)
+                if (strcmp(d->phys[i].id, ev->id) == 0)
+                        h = &d->phys[i];
+        char *reason = strdup(ev->reason ? ev->reason : "");
+        if (!reason)
+                return -ENOMEM;
+        if (!h) {
+                if (d->n_phys == d->phys_cap) {
+                        size_t cap = d->phys_cap ? d->phys_cap * 2 : 8;
+                        struct phys_health *v = realloc(d->phys, cap * sizeof(*v));
+                        if (!v) {
+                                free(reason);
+                                return -ENOMEM;
+                        }
+                        d->phys = v;
+                        d->phys_cap = cap;
+                }
+                h = &d->phys[d->n_phys];
+                h->id = strdup(ev->id);
+                if (!h->id) {
+                        free(reason);
+                        return -ENOMEM;
+                }
+                h->reason = NULL;
+                d->n_phys++;
+        }
+        free(h->reason);
+        h->reason = reason;
+        h->healthy = ev->healthy;
+        return 0;
+}
+
+static const struct phys_health *phys_find(const struct kdev_dra_daemon *d, const char *id)
+{
+        for (size_t i = 0; id && id[0] && i < d->n_phys; i++)
+                if (strcmp(d->phys[i].id, id) == 0)
+                        return &d->phys[i];
+        return NULL;
+}
+
+/* One device's health from its own physical device's last event and, for a
+ * MIG device, its GPU's (an unhealthy GPU makes its MIG devices unhealthy):
+ * Unhealthy with the fault's reason; Healthy with the recovery's reason, or
+ * with no message when the monitor never reported it. */
+static void device_health(const struct kdev_dra_daemon *d, const char *uuid,
+                          const char *parent, struct kdev_dra_device_health *out)
+{
+        const struct phys_health *own = phys_find(d, uuid), *up = phys_find(d, parent);
+        const struct phys_health *bad = own && !own->healthy ? own
+                                        : up && !up->healthy ? up
+                                                             : NULL;
+        out->health = bad ? KDEV_DRA_HEALTH_UNHEALTHY : KDEV_DRA_HEALTH_HEALTHY;
+        out->message = bad ? bad->reason : own ? own->reason : up ? up->reason : NULL;
+}
+
+/* The health stream's list (dra/health.h) from the GPU records and the last
+ * physical events: every device the node has a name for, in record order
+ * (a GPU in MIG mode as its MIG devices), withdrawn ones included (a claim
+ * may hold them); a GPU discovery found faulted is Unhealthy "the GPU
+ * faulted when it was read (withdrawn from the ResourceSlice)". */
+static void publish_health(struct kdev_dra_daemon *d)
+{
+        const struct kdev_nvidia_gpus *gpus = d->gpus;
+        size_t n = 0, cap = 0;
+        struct kdev_err err = {0};
+        for (size_t i = 0; i < gpus->n_gpus; i++)
+                cap += gpus->gpus[i].mig_enabled ? gpus->gpus[i].n_migs : 1;
+        struct kdev_dra_device_health *v = calloc(cap ? cap : 1, sizeof(*v));
+        if (!v) {
+                kdev_log_error("device health not updated: out of memory");
+                return;
+        }
+        for (size_t i = 0; i < gpus->n_gpus; i++) {
+                const struct kdev_nvidia_gpu *g = &gpus->gpus[i];
+                if (!g->mig_enabled) {
+                        if (!g->dra_name[0])
+                                continue;
+                        v[n].device = g->dra_name;
+                        device_health(d, g->uuid, NULL, &v[n]);
+                        if (g->faulted) {
+                                v[n].health = KDEV_DRA_HEALTH_UNHEALTHY;
+                                v[n].message = "the GPU faulted when it was read (withdrawn "
+                                               "from the ResourceSlice)";
+                        }
+                        n++;
+                        continue;
+                }
+                for (size_t j = 0; j < g->n_migs; j++) {
+                        if (g->migs[j].dra_name_error < 0 || !g->migs[j].dra_name[0])
+                                continue;
+                        v[n].device = g->migs[j].dra_name;
+                        device_health(d, g->migs[j].uuid, g->uuid, &v[n]);
+                        n++;
+                }
+        }
+        if (kdev_dra_plugin_set_health(d->plugin, v, n, &err) < 0)
+                kdev_log_error("device health not updated", "error", err.msg);
+        free(v);
+}
+
 /* Applies one physical event to the list of unhealthy GPUs. Returns 0 or
  * -ENOMEM (the list is unchanged). */
 static int track_physical(struct kdev_dra_daemon *d, const struct kdev_physical_event *ev)
@@ -315,7 +433,7 @@ static void on_physical(void *arg, const struct kdev_physical_event *ev, size_t 
         if (d->stopping)
                 return;
         for (size_t i = 0; i < n; i++) {
-                if (track_physical(d, &ev[i]) < 0) {
+                if (track_physical(d, &ev[i]) < 0 || note_physical(d, &ev[i]) < 0) {
                         kdev_log_error("health update dropped: out of memory");
                         return;
                 }
@@ -328,6 +446,7 @@ static void on_physical(void *arg, const struct kdev_physical_event *ev, size_t 
                 return;
         }
         struct kdev_dra_health h = {.unhealthy = bad, .n_unhealthy = nbad};
+        publish_health(d); /* the stream kubelet watches: every change at once */
         int rc = kdev_dra_build_devices(d->gpus, &h, &devs, &err);
         if (rc < 0) {
                 kdev_log_error("health update dropped", "error", err.msg);
@@ -381,6 +500,8 @@ static void check_sockets(uv_timer_t *t)
         struct kdev_dra_daemon *d = t->data;
         struct kdev_err err = {0};
         kdev_log_limiter_flush(d->claim_log, false);
+        if (++d->ticks % (KDEV_DRA_HEALTH_RESEND_MS / 1000) == 0)
+                kdev_dra_plugin_health_resend(d->plugin); /* before kubelet's timeout */
         int r = kdev_dra_plugin_check_sockets(d->plugin, &err);
         if (r < 0)
                 kdev_log_error("cannot re-create the plugin sockets", "error", err.msg);
@@ -520,7 +641,8 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
 
         /* GPUs, through the NVIDIA backend */
         struct kdev_nvidia_dra_backend_options nopts = {.driver_root = driver_root,
-                                                        .nvml_library = o->nvml_library};
+                                                        .nvml_library = o->nvml_library,
+                                                        .sysfs_root = o->sysfs_root};
         if (kdev_nvidia_dra_backend_open(&nopts, &d.nvidia, &err) < 0)
                 goto out;
         const struct kdev_nvidia_gpus *gpus = kdev_nvidia_dra_backend_gpus(d.nvidia);
@@ -545,10 +667,26 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
             (quiet_s && kdev_nvidia_config_apply_flag(&nv, "health-quiet-period", quiet_s,
                                                       &err) < 0))
                 goto out;
-        nv.mig_strategy = KDEV_NVIDIA_MIG_NONE;
-        if (kdev_nvidia_config_finish(&nv, false, &err) < 0 ||
-            kdev_nvidia_dra_backend_health_init(d.nvidia, &nv, &err) < 0 ||
-            kdev_xid_policy_from_env(&pol, xid_warn, NULL, &err) < 0)
+        /* mixed: whole GPUs and each MIG device are the physical devices,
+         * so an XID carrying GPU/compute instance IDs faults that MIG
+         * device only */
+        nv.mig_strategy = KDEV_NVIDIA_MIG_MIXED;
+        if (proc_root && kdev_nvidia_config_apply_flag(&nv, "proc-root", proc_root, &err) < 0)
+                goto out;
+        if (kdev_nvidia_config_finish(&nv, false, &err) < 0)
+                goto out;
+        if (kdev_nvidia_dra_backend_health_init(d.nvidia, &nv, &err) < 0) {
+                /* MIG devices as physical devices need their capability
+                 * nodes (mig-minors under the proc root); without them the
+                 * whole GPUs are watched, as before */
+                kdev_log_warn("MIG devices not watched one by one: whole GPUs instead",
+                              "error", err.msg);
+                err = (struct kdev_err){0};
+                nv.mig_strategy = KDEV_NVIDIA_MIG_NONE;
+                if (kdev_nvidia_dra_backend_health_init(d.nvidia, &nv, &err) < 0)
+                        goto out;
+        }
+        if (kdev_xid_policy_from_env(&pol, xid_warn, NULL, &err) < 0)
                 goto out;
 
         /* API server: one client per thread (kdev_kube is not thread-safe). */
@@ -579,6 +717,7 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 .cdi_dir = cdi_dir,
                 .dev_root = driver_root,
                 .proc_root = proc_root,
+                .sysfs_root = o->sysfs_root,
                 .gpus = gpus,
                 .driver_files = &drv,
                 .get_claim = o->get_claim ? o->get_claim : kdev_dra_kube_claim_source,
@@ -622,6 +761,7 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 goto out;
         }
         started = true;
+        publish_health(&d); /* every device Healthy until the monitor says otherwise */
         if (kdev_nvidia_dra_backend_health_start(d.nvidia, &d.loop, &pol, on_physical, &d,
                                                  &err) < 0) {
                 kdev_log_error("continuing with health checks disabled", "error", err.msg);
@@ -661,6 +801,11 @@ out:
         kdev_kube_config_free(&kcfg);
         json_decref(d.devices);
         free(d.unhealthy);
+        for (size_t i = 0; i < d.n_phys; i++) {
+                free(d.phys[i].id);
+                free(d.phys[i].reason);
+        }
+        free(d.phys);
         kdev_xid_policy_clear(&pol);
         if (nv_ready)
                 kdev_nvidia_config_clear(&nv);

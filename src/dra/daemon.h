@@ -15,11 +15,19 @@
  * Reconciles: at start, then every resync_ms; a failure is retried after
  * 1 s, doubled after each further failure up to 60 s; a success resets the
  * delay to 1 s. Health: NVIDIA's XID monitor (src/nvidia/health.h) over the
- * GPUs as whole devices (migStrategy none), so a critical XID withdraws the
- * GPU with all its MIG devices; the daemon subscribes to the monitor's
- * physical events (model/model.h: GPU UUID, fault or recovery) and, on every
- * batch that changes them, rebuilds and reconciles the slices at once. DP_DISABLE_HEALTHCHECKS /
- * DP_ENABLE_HEALTHCHECKS select the XIDs as for kdev-plugin.
+ * whole GPUs and each MIG device as physical devices (migStrategy mixed;
+ * when the MIG capability nodes under the proc root cannot be read, logged,
+ * the whole GPUs only, migStrategy none), so a critical XID that carries a
+ * GPU instance and compute instance ID faults that MIG device only, one
+ * without them the GPU with all its MIG devices; the daemon subscribes to
+ * the monitor's physical events (model/model.h: GPU or MIG UUID, fault or
+ * recovery, reason) and, on every batch that changes them, updates the
+ * health stream kubelet watches (dra/health.h: every device the node has,
+ * Unhealthy with the fault's reason, Healthy with the recovery's reason or
+ * no message; resent every KDEV_DRA_HEALTH_RESEND_MS) and rebuilds and
+ * reconciles the slices at once (an unhealthy device withdrawn).
+ * DP_DISABLE_HEALTHCHECKS / DP_ENABLE_HEALTHCHECKS select the XIDs as for
+ * kdev-plugin.
  *
  * On a stop the sockets are removed; the ResourceSlices and the prepared
  * claims are left in place (a restarted plugin reconciles them).
@@ -58,6 +66,9 @@ struct kdev_dra_daemon_options {
         const char *driver_root;   /* NVIDIA driver root */
         const char *cdi_hook;      /* NULL or "": KDEV_DRA_DEFAULT_CDI_HOOK */
         const char *proc_root;     /* driver/nvidia-caps/mig-minors is read below it */
+        /* bus/pci/devices/<bus id> is read below it (NUMA node, PCIe root,
+         * DRM nodes); NULL: "/sys" */
+        const char *sysfs_root;
         const char *probe_s;       /* --health-probe-interval (whole seconds) or NULL */
         const char *quiet_s;       /* --health-quiet-period (whole seconds) or NULL */
         uint64_t resync_ms;        /* between reconciles, > 0 */

@@ -10,6 +10,7 @@
 #include "cdi/cdi.h"
 #include "common/json.h"
 #include "dra/checkpoint.h"
+#include "dra/health_internal.h"
 #include "dra/plugin_internal.h"
 #include "dra/slices.h"
 #include "kube/kube.h"
@@ -140,6 +141,7 @@ void kdev_dra_plugin_free(struct kdev_dra_plugin *p)
 {
         if (!p)
                 return;
+        kdev_dra_health_free(p);
         kdev_dra_cp_free(&p->cp);
         kdev_file_guard_clear(&p->cp_guard);
         kdev_file_guard_clear(&p->spec_guard);

@@ -6,11 +6,14 @@
  *   - registration socket (conventionally <plugins_registry>/<driver>-reg.sock)
  *     serving /pluginregistration.Registration/GetInfo -> {type "DRAPlugin",
  *     name <driver>, endpoint <DRA socket path>, supported_versions
- *     ["v1.DRAPlugin", "v1beta1.DRAPlugin"]} and NotifyRegistrationStatus
+ *     ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"]}
+ *     (the last: the health service of dra/health.h) and
+ *     NotifyRegistrationStatus
  *     (handed to the on_status callback; kdev libraries do not log);
  *   - DRA socket serving /k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/... and
  *     /k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/... NodePrepareResources and
- *     NodeUnprepareResources. Both versions are answered by one handler with
+ *     NodeUnprepareResources, and the health stream (dra/health.h). Both
+ *     DRAPlugin versions are answered by one handler with
  *     the v1beta1 messages: v1 differs only by Device.share_id (field 5),
  *     which kdev never sets, so the bytes are identical (kubernetes/kubelet
  *     pkg/apis/dra/v1/api.proto; proto/dra/v1/api.proto says why the field is

@@ -11,6 +11,7 @@
 
 struct kdev_rpc_server;
 struct dra_op;
+struct kdev_dra_health_state; /* health.c */
 
 /* The order of the calls naming one claim: turns 1, 2, ... are handed out
  * as calls arrive (|issued| the last), |done| is the last turn whose call
@@ -45,6 +46,7 @@ struct kdev_dra_plugin {
         struct kdev_dra_turn *turns;
         size_t n_turns, cap_turns;
         struct dra_op *ops_head, *ops_tail; /* queued calls, in arrival order */
+        struct kdev_dra_health_state *health; /* NodeWatchResources (health.c) */
         bool stopping;        /* stop requested; stop_done pending */
         void (*stop_done)(void *arg);
         void *stop_arg;

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dra/health.h"
+#include "dra/health_internal.h"
 #include "dra/plugin.h"
 #include "dra/plugin_internal.h"
 #include "dra/v1beta1/api.pb-c.h"
@@ -587,7 +589,8 @@ static void on_get_info(struct kdev_rpc_call *call, const uint8_t *req, size_t l
 {
         struct kdev_dra_plugin *p = ud;
         Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
-        char *versions[] = {(char *)"v1.DRAPlugin", (char *)"v1beta1.DRAPlugin"};
+        char *versions[] = {(char *)"v1.DRAPlugin", (char *)"v1beta1.DRAPlugin",
+                            (char *)KDEV_DRA_HEALTH_SERVICE_V1ALPHA1};
 
         (void)req;
         (void)len;
@@ -595,7 +598,7 @@ static void on_get_info(struct kdev_rpc_call *call, const uint8_t *req, size_t l
         info.name = p->driver;
         info.endpoint = p->dra_socket;
         info.supported_versions = versions;
-        info.n_supported_versions = 2;
+        info.n_supported_versions = 3;
         kdev_rpc_call_reply_pb(call, &info.base);
 }
 
@@ -670,6 +673,8 @@ static struct kdev_rpc_server *make_server(struct kdev_dra_plugin *p, bool reg)
                 for (size_t i = 0; i < 4 && rc == 0; i++)
                         rc = kdev_rpc_server_add_method(srv, dra_paths[i], false,
                                                         (i % 2) ? on_unprepare : on_prepare, p);
+                if (rc == 0)
+                        rc = kdev_dra_health_add_methods(p, srv);
         }
         if (rc < 0) {
                 kdev_rpc_server_close(srv, NULL, NULL);

@@ -223,7 +223,8 @@ def test_dra_plugin_end_to_end():
             assert info.type == "DRAPlugin", info
             assert info.name == DRIVER, info
             assert info.endpoint == os.path.realpath(e.plugin_dir) + "/dra.sock", info
-            assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"], info
+            assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin",
+                                                     "v1alpha1.DRAResourceHealth"], info
             assert os.path.exists(info.endpoint)
 
             e.call(e.reg_sock(), "/pluginregistration.Registration/NotifyRegistrationStatus",

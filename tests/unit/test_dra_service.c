@@ -332,9 +332,10 @@ static void test_get_info(void **state)
         assert_string_equal(info->type, "DRAPlugin");
         assert_string_equal(info->name, "gpu.nvidia.com");
         assert_string_equal(info->endpoint, f->dra_sock);
-        assert_int_equal(info->n_supported_versions, 2);
+        assert_int_equal(info->n_supported_versions, 3);
         assert_string_equal(info->supported_versions[0], "v1.DRAPlugin");
         assert_string_equal(info->supported_versions[1], "v1beta1.DRAPlugin");
+        assert_string_equal(info->supported_versions[2], "v1alpha1.DRAResourceHealth");
         pluginregistration__plugin_info__free_unpacked(info, NULL);
         free(resp);
 
