@@ -25,10 +25,12 @@
 
 #include "common/file.h"
 #include "dra/v1beta1/api.pb-c.h"
+#include "dra_health/v1alpha1/api.pb-c.h"
 #include "kubelet/cli.h"
 #include "kubelet/cmds.h"
 #include "kubelet/scenario.h"
 #include "pluginregistration/v1/api.pb-c.h"
+#include "rpc/rpc.h"
 
 #define CMD "dra"
 
@@ -37,6 +39,12 @@
 #define GETINFO_TIMEOUT_MS 1000   /* kubelet: 1 s */
 #define NOTIFY_TIMEOUT_MS 5000    /* kubelet: 5 s */
 #define DRA_CALL_TIMEOUT_MS 45000 /* kubelet: defaultClientCallTimeout */
+/* The DRA resource health service (KEP-4680; kubelet 1.34-1.36: v1alpha1
+ * only): advertised token, stream method, and how long kdevctl waits for
+ * the stream's first message (the plugin sends the complete list at once). */
+#define HEALTH_SERVICE "v1alpha1.DRAResourceHealth"
+#define HEALTH_WATCH "/v1alpha1.DRAResourceHealth/NodeWatchResources"
+#define HEALTH_TIMEOUT_MS 5000
 
 typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__Claim Claim;
 typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__Device Device;
@@ -82,7 +90,13 @@ static void usage(FILE *f)
                 "DRA service of the plugin (the one named by --driver; without it there must\n"
                 "be exactly one registered plugin), each step as one batched call with a 45 s\n"
                 "deadline, and prints per claim UID the devices (pool, device, request names,\n"
-                "CDI device IDs) or the error. Scenario format (YAML), a list of steps:\n"
+                "CDI device IDs) or the error. When the plugin advertises the device health\n"
+                "service (\"v1alpha1.DRAResourceHealth\", KEP-4680) each NodePrepareResources\n"
+                "step also reads the first message of its NodeWatchResources stream, as\n"
+                "kubelet does, and shows each claim device's health as kubelet puts it in\n"
+                "the pod status (HEALTH: Healthy, Unhealthy or Unknown, with the plugin's\n"
+                "message; JSON: resourceID <driver>/<pool>/<device>, health,\n"
+                "healthMessage). Scenario format (YAML), a list of steps:\n"
                 "\n"
                 "  - prepare:                    # NodePrepareResources\n"
                 "      - {namespace: default, name: claim-a, uid: 0a1b-...}\n"
@@ -170,6 +184,7 @@ struct plugin {
         char *endpoint;
         const char *version; /* static: kubelet_services[i] */
         const char *service; /* static: grpc_services[i] */
+        bool health;         /* advertises HEALTH_SERVICE */
         ino_t ino;           /* of the socket file when registered */
 };
 
@@ -279,6 +294,10 @@ static int register_one(const char *sock, struct plugins *ps)
         p->endpoint = strdup(info->endpoint[0] ? info->endpoint : sock);
         p->version = kubelet_services[idx];
         p->service = grpc_services[idx];
+        p->health = false;
+        for (size_t i = 0; i < info->n_supported_versions; i++)
+                if (strcmp(info->supported_versions[i], HEALTH_SERVICE) == 0)
+                        p->health = true;
         ps->n++;
         if (!p->socket || !p->name || !p->endpoint) {
                 snprintf(why, sizeof(why), "out of memory");
@@ -768,6 +787,104 @@ static json_t *strv_json(char **v, size_t n)
 
 /* Runs one step against |p|; prints (table) or appends to |jsteps|. Returns
  * 0 or 1 (some failure, printed to stderr). */
+/* ---- device health (KEP-4680) -------------------------------------------- */
+
+struct health_read {
+        V1alpha1__NodeWatchResourcesResponse *resp; /* the first message */
+        int status;
+        char message[512];
+        bool done;
+};
+
+static void health_message(struct kdev_rpc_client_call *c, const uint8_t *msg, size_t len,
+                           void *ud)
+{
+        struct health_read *h = ud;
+
+        if (!h->resp) {
+                h->resp = v1alpha1__node_watch_resources_response__unpack(NULL, len, msg);
+                if (!h->resp)
+                        snprintf(h->message, sizeof(h->message),
+                                 "cannot parse NodeWatchResourcesResponse");
+        }
+        kdev_rpc_client_call_cancel(c); /* one complete list is all kdevctl needs */
+}
+
+static void health_done(struct kdev_rpc_client_call *c, int status, const char *message,
+                        void *ud)
+{
+        struct health_read *h = ud;
+
+        (void)c;
+        h->done = true;
+        h->status = status;
+        if (!h->message[0])
+                snprintf(h->message, sizeof(h->message), "%s", message);
+}
+
+/* Opens kubelet's health stream on |endpoint| as kubelet does and takes its
+ * first message, the complete device list. Returns it (free with
+ * v1alpha1__node_watch_resources_response__free_unpacked) or NULL with
+ * |err| ("NodeWatchResources: <status>: <message>"). */
+static V1alpha1__NodeWatchResourcesResponse *health_snapshot(const char *endpoint,
+                                                             struct kdev_err *err)
+{
+        uv_loop_t loop;
+        struct health_read h = {0};
+        struct kdev_rpc_client *cl;
+
+        if (uv_loop_init(&loop) < 0) {
+                kdev_err_set(err, ENOMEM, "NodeWatchResources: cannot start a loop");
+                return NULL;
+        }
+        cl = kdev_rpc_client_new(&loop, endpoint, NULL);
+        if (cl && kdev_rpc_client_call(cl, HEALTH_WATCH, NULL, 0, HEALTH_TIMEOUT_MS,
+                                       health_message, health_done, &h, err)) {
+                while (!h.done && uv_run(&loop, UV_RUN_ONCE))
+                        ;
+        } else if (!cl) {
+                kdev_err_set(err, ENOMEM, "out of memory");
+        }
+        kdev_rpc_client_close(cl);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_loop_close(&loop);
+        if (!h.resp && h.done) {
+                char code[32];
+                kdev_err_set(err, EREMOTEIO, "NodeWatchResources: %s: %s",
+                             kdev_cli_code_name(h.status, code, sizeof(code)), h.message);
+        }
+        return h.resp;
+}
+
+/* The health of device |pool|/|name| in |hr| as kubelet shows it in the pod
+ * status ("Healthy", "Unhealthy", "Unknown": a device the list does not
+ * name is Unknown) and its message ("" none). */
+static const char *device_health(const V1alpha1__NodeWatchResourcesResponse *hr, const char *pool,
+                                 const char *name, const char **message)
+{
+        *message = "";
+        for (size_t i = 0; hr && i < hr->n_devices; i++) {
+                const V1alpha1__DeviceHealth *d = hr->devices[i];
+                if (d->device && !strcmp(d->device->pool_name, pool) &&
+                    !strcmp(d->device->device_name, name)) {
+                        *message = d->message;
+                        return d->health == V1ALPHA1__HEALTH_STATUS__HEALTHY     ? "Healthy"
+                               : d->health == V1ALPHA1__HEALTH_STATUS__UNHEALTHY ? "Unhealthy"
+                                                                                 : "Unknown";
+                }
+        }
+        return "Unknown";
+}
+
+/* A row of the NodePrepareResources table: five cells, and HEALTH when the
+ * plugin serves health (|health| non-NULL). */
+static void prep_row(struct kdev_cli_table *t, const char *health, const char *uid,
+                     const char *pool, const char *dev, const char *req, const char *cdi)
+{
+        const char *cells[] = {uid, pool, dev, req, cdi, health};
+        kdev_cli_table_add_v(t, cells);
+}
+
 static int run_step(const struct plugin *p, const struct step *st, enum kdev_cli_output out,
                     json_t *jsteps)
 {
@@ -809,14 +926,32 @@ static int run_step(const struct plugin *p, const struct step *st, enum kdev_cli
                         printf("  failed: %s\n", err.msg);
                 return 1;
         }
-        struct kdev_cli_table *t = st->prepare
-                ? kdev_cli_table_new(5, "CLAIM UID", "POOL", "DEVICE", "REQUESTS", "CDI DEVICES")
-                : kdev_cli_table_new(2, "CLAIM UID", "RESULT");
+        /* kubelet reads device health from the plugin's stream; shown per
+         * claim device when the plugin serves it */
+        V1alpha1__NodeWatchResourcesResponse *hr = NULL;
+        bool with_health = st->prepare && p->health;
+        if (with_health) {
+                hr = health_snapshot(p->endpoint, &err);
+                if (!hr) {
+                        fprintf(stderr, "kdevctl %s: %s\n", CMD, err.msg);
+                        json_object_set_new(jstep, "healthError", json_string(err.msg));
+                }
+        }
+        struct kdev_cli_table *t =
+                !st->prepare ? kdev_cli_table_new(2, "CLAIM UID", "RESULT")
+                : with_health
+                        ? kdev_cli_table_new(6, "CLAIM UID", "POOL", "DEVICE", "REQUESTS",
+                                             "CDI DEVICES", "HEALTH")
+                        : kdev_cli_table_new(5, "CLAIM UID", "POOL", "DEVICE", "REQUESTS",
+                                             "CDI DEVICES");
         if (!t) {
                 fprintf(stderr, "kdevctl %s: out of memory\n", CMD);
                 protobuf_c_message_free_unpacked(msg, NULL);
+                if (hr)
+                        v1alpha1__node_watch_resources_response__free_unpacked(hr, NULL);
                 return 1;
         }
+        const char *hcell = with_health ? "-" : NULL;
         size_t n_entries = 0;
         if (st->prepare) {
                 PrepResp *r = (PrepResp *)msg;
@@ -835,8 +970,7 @@ static int run_step(const struct plugin *p, const struct step *st, enum kdev_cli
                                                 "%s\n", CMD, call, uid);
                                 json_object_set_new(jc, "error",
                                                     json_string("not requested"));
-                                kdev_cli_table_add(t, uid, "-", "-", "-",
-                                                   "error: not requested");
+                                prep_row(t, hcell, uid, "-", "-", "-", "error: not requested");
                                 failed = 1;
                                 continue;
                         }
@@ -847,7 +981,7 @@ static int run_step(const struct plugin *p, const struct step *st, enum kdev_cli
                                 char *cell = malloc(strlen(v->error) + 8);
                                 if (cell)
                                         sprintf(cell, "error: %s", v->error);
-                                kdev_cli_table_add(t, uid, "-", "-", "-", cell);
+                                prep_row(t, hcell, uid, "-", "-", "-", cell);
                                 free(cell);
                                 failed = 1;
                                 continue;
@@ -860,9 +994,17 @@ static int run_step(const struct plugin *p, const struct step *st, enum kdev_cli
                                                                d->n_request_names, ",");
                                 char *cdi = kdev_cli_strv_join(d->cdi_device_ids,
                                                                d->n_cdi_device_ids, ",");
-                                kdev_cli_table_add(t, uid, d->pool_name, d->device_name,
-                                                   req && req[0] ? req : NULL,
-                                                   cdi && cdi[0] ? cdi : NULL);
+                                const char *hmsg = "";
+                                const char *hv = device_health(hr, d->pool_name, d->device_name,
+                                                               &hmsg);
+                                char *hc = NULL;
+                                if (with_health && hmsg[0] &&
+                                    asprintf(&hc, "%s: %s", hv, hmsg) < 0)
+                                        hc = NULL;
+                                prep_row(t, with_health ? (hc ? hc : hv) : NULL, uid,
+                                         d->pool_name, d->device_name,
+                                         req && req[0] ? req : NULL, cdi && cdi[0] ? cdi : NULL);
+                                free(hc);
                                 free(req);
                                 free(cdi);
                                 json_t *o = json_object();
@@ -875,10 +1017,24 @@ static int run_step(const struct plugin *p, const struct step *st, enum kdev_cli
                                 json_object_set_new(o, "cdiDeviceIDs",
                                                     strv_json(d->cdi_device_ids,
                                                               d->n_cdi_device_ids));
+                                if (with_health) {
+                                        /* kubelet's allocatedResourcesStatus
+                                         * resource: <driver>/<pool>/<device> */
+                                        char *rid = NULL;
+                                        if (asprintf(&rid, "%s/%s/%s", p->name, d->pool_name,
+                                                     d->device_name) >= 0)
+                                                json_object_set_new(o, "resourceID",
+                                                                    json_string(rid));
+                                        free(rid);
+                                        json_object_set_new(o, "health", json_string(hv));
+                                        if (hmsg[0])
+                                                json_object_set_new(o, "healthMessage",
+                                                                    json_string(hmsg));
+                                }
                                 json_array_append_new(jd, o);
                         }
                         if (!v || v->n_devices == 0)
-                                kdev_cli_table_add(t, uid, "-", "-", "-", "(no devices)");
+                                prep_row(t, hcell, uid, "-", "-", "-", "(no devices)");
                 }
         } else {
                 UnprepResp *r = (UnprepResp *)msg;
@@ -920,6 +1076,8 @@ static int run_step(const struct plugin *p, const struct step *st, enum kdev_cli
                 kdev_cli_table_print(t, stdout, "  ");
         kdev_cli_table_free(t);
         protobuf_c_message_free_unpacked(msg, NULL);
+        if (hr)
+                v1alpha1__node_watch_resources_response__free_unpacked(hr, NULL);
         return failed;
 }
 
@@ -975,6 +1133,8 @@ int kdevctl_cmd_dra(int argc, char **argv)
                 json_object_set_new(o, "endpoint", json_string(ps.v[i].endpoint));
                 json_object_set_new(o, "version", json_string(ps.v[i].version));
                 json_object_set_new(o, "socket", json_string(ps.v[i].socket));
+                if (ps.v[i].health)
+                        json_object_set_new(o, "healthService", json_string(HEALTH_SERVICE));
                 json_array_append_new(jplugins, o);
         }
         if (a.output == KDEV_CLI_OUTPUT_TABLE) {

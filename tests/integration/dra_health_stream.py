@@ -11,6 +11,7 @@ The v1 path answers the same list. With --sysfs-root, the MIG devices of
 the GPU sysfs places under a root complex carry resource.kubernetes.io/
 pcieRoot and resource.kubernetes.io/numaNode, the others neither."""
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -129,8 +130,85 @@ def test_mig_device_health_streamed():
             e.stop()
 
 
+KDEVCTL = os.path.join(kt.BUILD_DIR, "kdevctl")
+UID_A = "3a0c8f4e-aaaa-4c2e-9a43-000000000001"
+UID_B = "3a0c8f4e-bbbb-4c2e-9a43-000000000002"
+
+
+def test_kdevctl_health_per_claim():
+    """kdevctl dra consumes the plugin's health stream and shows each claim
+    device's health: Healthy before the XID, then (the claims answered from
+    the checkpoint) Unhealthy with the reason for the claim on the faulted
+    MIG device only, as kubelet would put it in the pod status."""
+    other = "gpu-0-mig-2g10gb-14-0"
+    sick = "gpu-0-mig-1g5gb-19-2"
+    with TempDir() as d:
+        root = os.path.dirname(d)
+        proc = os.path.join(root, "proc")
+        drv = kt.mock_driver_root(root, kt.CONTROL_NODES)
+        e = dp.Env(root, topology=MIG_TOPO, env_extra={"KDEV_MOCK_NVML_PROC": proc},
+                   objects=[claim("claim-a", UID_A, sick), claim("claim-b", UID_B, other)],
+                   extra=("--proc-root", proc, "--driver-root", drv,
+                          "--health-probe-interval", "1", "--health-quiet-period", "600"))
+        with kt.logged(e):
+            e.register()
+            scen = os.path.join(root, "scen.yaml")
+            with open(scen, "w") as f:
+                f.write("- prepare:\n"
+                        "    - {namespace: default, name: claim-a, uid: %s}\n"
+                        "    - {namespace: default, name: claim-b, uid: %s}\n" % (UID_A, UID_B))
+
+            def kdevctl(*extra):
+                r = subprocess.run([KDEVCTL, "dra", "--registry", e.registry, "--scenario", scen,
+                                    *extra], capture_output=True, text=True, timeout=60)
+                assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+                return r.stdout
+
+            def health(doc):
+                out = {}
+                for uid, c in doc["steps"][0]["claims"].items():
+                    for dv in c["devices"]:
+                        out[uid] = (dv["resourceID"], dv["health"], dv.get("healthMessage"))
+                return out
+
+            doc = json.loads(kdevctl("-o", "json"))
+            assert doc["plugins"][0]["healthService"] == "v1alpha1.DRAResourceHealth", doc
+            assert health(doc) == {
+                UID_A: ("gpu.nvidia.com/node-a/" + sick, "Healthy", None),
+                UID_B: ("gpu.nvidia.com/node-a/" + other, "Healthy", None)}, doc
+            ch, stream = watch(e.dra_sock())
+            next(stream)
+            with open(os.path.join(e.root, "control"), "a") as f:
+                f.write("xid %s 48 9 0\n" % GPU0)
+            reason = "critical XID 48 (GPU instance 9, compute instance 0)"
+            while table(next(stream))[sick] != ("UNHEALTHY", reason):
+                pass
+            stream.cancel()
+            ch.close()
+            doc = json.loads(kdevctl("-o", "json"))
+            assert health(doc) == {
+                UID_A: ("gpu.nvidia.com/node-a/" + sick, "Unhealthy", reason),
+                UID_B: ("gpu.nvidia.com/node-a/" + other, "Healthy", None)}, doc
+            out = kdevctl()
+            rows = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  3a0c")
+                    or ln.startswith("3a0c")}
+            assert "HEALTH" in out, out
+            assert rows[UID_A].rstrip().endswith("Unhealthy: " + reason), out
+            assert rows[UID_B].rstrip().endswith("Healthy"), out
+            e.stop()
+
+
+def claim(name, uid, device):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default", "uid": uid},
+            "spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": "mig.nvidia.com"}}]}},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": dp.DRIVER, "pool": dp.NODE, "device": device}]}}}}
+
+
 if __name__ == "__main__":
     if not os.path.exists(dp.EXE):
         print("SKIP: %s not built" % dp.EXE)
         sys.exit(kt.SKIP)
-    kt.run_tests([test_mig_device_health_streamed])
+    kt.run_tests([test_mig_device_health_streamed, test_kdevctl_health_per_claim])
