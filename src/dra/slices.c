@@ -176,6 +176,14 @@ static int add_device(const struct kdev_nvidia_gpus *gpus, const struct kdev_nvi
                 rc = cap(c, "jpegEngines", m->jpeg_engines);
         if (!rc && m)
                 rc = cap(c, "ofaEngines", m->ofa_engines);
+        /* NVIDIA's DRA driver: one capacity per memory slice the GPU
+         * instance occupies, value 1 (MigDeviceInfo.GetDevice) */
+        for (unsigned k = 0; !rc && m && k < m->placement_size && k < KDEV_DRA_MEMORY_SLICES_MAX;
+             k++) {
+                char name[32];
+                snprintf(name, sizeof(name), "memorySlice%u", m->placement_start + k);
+                rc = cap(c, name, 1);
+        }
         if (!rc && json_array_append(out, d) < 0)
                 rc = -ENOMEM;
         json_decref(d);

@@ -42,6 +42,11 @@
 #define KDEV_DRA_ATTR_PCIE_ROOT "resource.kubernetes.io/pcieRoot"
 #define KDEV_DRA_ATTR_NUMA_NODE "resource.kubernetes.io/numaNode"
 
+/* At most this many memorySlice<N> capacities per MIG device (a GPU has
+ * at most 8 memory slices; the API allows 32 attributes and capacities per
+ * device). */
+#define KDEV_DRA_MEMORY_SLICES_MAX 8
+
 /* API limit of devices per ResourceSlice (resource/v1 ResourceSliceMaxDevices). */
 #define KDEV_DRA_SLICE_MAX_DEVICES 128
 
@@ -91,7 +96,11 @@ struct kdev_dra_health {
  *     pcieBusID, resource.kubernetes.io/pcieRoot, resource.kubernetes.io/
  *     numaNode.
  *     Capacity: memory (when > 0), multiprocessors (CI profile, when > 0),
- *     copyEngines, decoders, encoders, jpegEngines, ofaEngines (GI profile).
+ *     copyEngines, decoders, encoders, jpegEngines, ofaEngines (GI profile),
+ *     and, as NVIDIA's DRA driver publishes them, memorySlice<N> = 1 for
+ *     each memory slice N the GPU instance's placement occupies
+ *     (placement_start .. placement_start + placement_size - 1, at most
+ *     KDEV_DRA_MEMORY_SLICES_MAX).
  *
  * *devices receives a new JSON array (caller json_decref's). Returns the
  * number of devices, or with |err| set: -ENOMEM; -EINVAL "GPU <index>: no

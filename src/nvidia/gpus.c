@@ -61,6 +61,8 @@ static void mig_record(const struct kdev_gpu *g, const struct kdev_mig_device *m
         out->encoders = m->gi_profile.encoderCount;
         out->jpeg_engines = m->gi_profile.jpegCount;
         out->ofa_engines = m->gi_profile.ofaCount;
+        out->placement_start = m->gi_placement.start;
+        out->placement_size = m->gi_placement.size;
 }
 
 static int gpu_record(const struct kdev_gpu *g, struct kdev_nvidia_gpu *out)

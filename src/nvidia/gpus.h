@@ -57,6 +57,10 @@ struct kdev_nvidia_mig {
         /* Engines of the GPU-instance profile (nvmlGpuInstanceProfileInfo_t
          * copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount). */
         unsigned copy_engines, decoders, encoders, jpeg_engines, ofa_engines;
+        /* The GPU instance's placement (nvmlGpuInstanceInfo_t placement):
+         * the memory slices it occupies are start .. start + size - 1;
+         * size 0: unknown. */
+        unsigned placement_start, placement_size;
 };
 
 /* One GPU. */

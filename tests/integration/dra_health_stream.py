@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
 from kdevtest import TempDir, wait_for  # noqa: E402
 import dra_plugin as dp  # noqa: E402
+from dra_plugin_more import claim_obj as claim  # noqa: E402
 
 grpc = kt.grpc
 MIG_TOPO = os.path.join(kt.SOURCE_DIR, "mock", "nvml", "topologies", "mig-a100-40gb.yaml")
@@ -196,15 +197,6 @@ def test_kdevctl_health_per_claim():
             assert rows[UID_A].rstrip().endswith("Unhealthy: " + reason), out
             assert rows[UID_B].rstrip().endswith("Healthy"), out
             e.stop()
-
-
-def claim(name, uid, device):
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": "default", "uid": uid},
-            "spec": {"devices": {"requests": [
-                {"name": "gpu", "exactly": {"deviceClassName": "mig.nvidia.com"}}]}},
-            "status": {"allocation": {"devices": {"results": [
-                {"request": "gpu", "driver": dp.DRIVER, "pool": dp.NODE, "device": device}]}}}}
 
 
 if __name__ == "__main__":

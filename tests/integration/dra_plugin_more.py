@@ -306,7 +306,10 @@ def test_mig_with_proc_root():
                 "memory": {"value": "19968Mi"}, "multiprocessors": {"value": "42"},
                 "copyEngines": {"value": "3"}, "decoders": {"value": "2"},
                 "encoders": {"value": "0"}, "jpegEngines": {"value": "0"},
-                "ofaEngines": {"value": "0"}}, m["capacity"]
+                "ofaEngines": {"value": "0"},
+                # NVIDIA's memory slices of the placement (start 4, size 4)
+                "memorySlice4": {"value": "1"}, "memorySlice5": {"value": "1"},
+                "memorySlice6": {"value": "1"}, "memorySlice7": {"value": "1"}}, m["capacity"]
             g3 = devs["gpu-3"]
             assert g3["attributes"]["uuid"] == {"string": GPU3}, g3
             assert g3["capacity"] == {"memory": {"value": "40Gi"},

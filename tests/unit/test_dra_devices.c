@@ -83,6 +83,8 @@ static void make_node(struct node *n)
         m->multiprocessors = 42;
         m->copy_engines = 3;
         m->decoders = 2;
+        m->placement_start = 4; /* memory slices 4..7 */
+        m->placement_size = 4;
 
         m = &n->migs[1];
         strcpy(m->uuid, "MIG-2");
@@ -118,7 +120,9 @@ static void make_node(struct node *n)
         "\"capacity\":{\"memory\":{\"value\":\"19968Mi\"},"                                    \
         "\"multiprocessors\":{\"value\":\"42\"},\"copyEngines\":{\"value\":\"3\"},"            \
         "\"decoders\":{\"value\":\"2\"},\"encoders\":{\"value\":\"0\"},"                       \
-        "\"jpegEngines\":{\"value\":\"0\"},\"ofaEngines\":{\"value\":\"0\"}}}"
+        "\"jpegEngines\":{\"value\":\"0\"},\"ofaEngines\":{\"value\":\"0\"},"              \
+        "\"memorySlice4\":{\"value\":\"1\"},\"memorySlice5\":{\"value\":\"1\"},"          \
+        "\"memorySlice6\":{\"value\":\"1\"},\"memorySlice7\":{\"value\":\"1\"}}}"
 #define MIG2                                                                                   \
         "{\"name\":\"gpu-5-mig-1g5gb-19-0\",\"attributes\":{\"type\":{\"string\":\"mig\"},"    \
         "\"uuid\":{\"string\":\"MIG-2\"},\"parentUUID\":{\"string\":\"GPU-cccc\"},"            \
@@ -158,6 +162,35 @@ static void test_devices_of_records(void **state)
         expect_devices(NULL, NULL, 0, "[]");
         struct kdev_nvidia_gpus none = {0};
         expect_devices(&none, NULL, 0, "[]");
+}
+
+/* memorySlice<N>: at most 8 (a GPU's memory slices), from the placement
+ * start on. */
+static void test_memory_slices_capped(void **state)
+{
+        (void)state;
+        struct node n;
+        struct kdev_err err = {0};
+        json_t *d = NULL;
+        make_node(&n);
+        n.migs[1].placement_start = 2;
+        n.migs[1].placement_size = 12;
+        assert_int_equal(kdev_dra_build_devices(&n.list, NULL, &d, &err), 3);
+        json_t *c = json_object_get(json_array_get(d, 2), "capacity");
+        unsigned slices = 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(c, k, v) {
+                if (strncmp(k, "memorySlice", 11) == 0) {
+                        unsigned want = 2 + slices++;
+                        char name[32];
+                        snprintf(name, sizeof(name), "memorySlice%u", want);
+                        assert_string_equal(k, name);
+                        assert_string_equal(json_string_value(json_object_get(v, "value")), "1");
+                }
+        }
+        assert_int_equal(slices, 8);
+        json_decref(d);
 }
 
 static void test_health_withdraws(void **state)
@@ -241,6 +274,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_devices_of_records),
+                cmocka_unit_test(test_memory_slices_capped),
                 cmocka_unit_test(test_health_withdraws),
                 cmocka_unit_test(test_record_errors),
                 cmocka_unit_test(test_records_to_slices),
