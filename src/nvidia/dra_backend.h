@@ -1,14 +1,14 @@
 /* The NVIDIA backend of kdev-dra-plugin as one object: NVML loading under
  * the driver root, GPU discovery, the GPUs as NVML-free records
  * (nvidia/gpus.h) for the ResourceSlices and claims, and the XID health
- * monitor (nvidia/health.h) over the whole GPUs, whose physical events
+ * monitor (nvidia/health.h) over the GPUs and MIG devices, whose physical events
  * (model/model.h) go to the front end. The DRA front end (src/dra) reaches
  * NVML only through it, so it includes no NVML header; kdev-plugin's
  * backend is nvidia/backend.h.
  *
  * Lifecycle:
  *   kdev_nvidia_dra_backend_open()         NVML, discovery, the records;
- *   kdev_nvidia_dra_backend_health_init()  the whole GPUs as the physical
+ *   kdev_nvidia_dra_backend_health_init()  the GPUs / MIG devices as the physical
  *                                          devices the monitor watches;
  *   kdev_nvidia_dra_backend_health_start() (loop thread) the monitor;
  *   kdev_nvidia_dra_backend_watch_start()  (loop thread) the GPU inventory
@@ -62,8 +62,12 @@ KDEV_API const struct kdev_nvidia_gpus *kdev_nvidia_dra_backend_gpus(const struc
  * discovered GPUs with |cfg| (finished, kdev_nvidia_config_finish; borrowed
  * for this call): the NVIDIA resources (kdev_nvidia_build, nvidia/resources.h)
  * and their physical devices (kdev_nvidia_attach_physical). With MIG
- * strategy none, as kdev-dra-plugin sets it, these are the whole GPUs,
- * physical ID = GPU UUID, so each health event names a GPU. Keeps
+ * strategy mixed, as kdev-dra-plugin sets it, these are the GPUs not in MIG
+ * mode and each MIG device (physical ID = GPU or MIG UUID), so a health
+ * event names the one device it faults (an XID with GPU/compute instance
+ * IDs: one MIG device); with strategy none, the whole GPUs. A failure
+ * leaves nothing built, so the caller may try again with another
+ * strategy. Keeps
  * cfg->probe_interval and cfg->quiet_period (seconds) for the monitor.
  * Returns 0 or a negative errno with |err| (those of kdev_nvidia_build and
  * kdev_nvidia_attach_physical; -EALREADY when called twice). */
@@ -90,7 +94,7 @@ KDEV_API int kdev_nvidia_dra_backend_health_start(struct kdev_nvidia_dra_backend
                                          kdev_physical_events_fn physical, void *arg,
                                          struct kdev_err *err);
 
-/* The physical devices the monitor watches (the whole GPUs), or NULL
+/* The physical devices the monitor watches (GPUs, MIG devices), or NULL
  * before kdev_nvidia_dra_backend_health_init. Borrowed: valid until the
  * next kdev_nvidia_dra_backend_rediscover or free. */
 KDEV_API const struct kdev_resource_set *
