@@ -44,7 +44,7 @@ row 'nvidia.com/mig-2g.10gb +1 +1 +0 +kdev-nvidia.com_mig-2g.10gb.sock +connecte
 # node 3: DRA
 uid=5e1d3c2a-9b7f-4d61-8a20-0c4e6f8b1d37
 expect "ResourceSlice for demo-node: driver gpu.nvidia.com, pool demo-node (generation 1, 1 slice(s)), 8 devices: gpu-0 gpu-1 gpu-2 gpu-3 gpu-4 gpu-5 gpu-6 gpu-7"
-row "  $uid +demo-node +gpu-0 +gpu +k8s\\.gpu\\.nvidia\\.com/claim=$uid-gpu-0"
+row "  $uid +demo-node +gpu-0 +gpu +k8s\\.gpu\\.nvidia\\.com/claim=$uid-gpu-0 +Healthy"
 expect "== CDI spec k8s.gpu.nvidia.com-claim_$uid.json"
 expect '  "kind": "k8s.gpu.nvidia.com/claim",'
 expect "      \"name\": \"$uid-gpu-0\","
