@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -33,16 +32,8 @@ WATCH = "/v1alpha1.DRAResourceHealth/NodeWatchResources"
 WATCH_V1 = "/v1.DRAResourceHealth/NodeWatchResources"
 
 
-def load_health_pb():
-    out = tempfile.mkdtemp(prefix="kdev-drahealth-pb-")
-    __import__("atexit").register(__import__("shutil").rmtree, out, True)
-    subprocess.run(["protoc", "-I", os.path.join(kt.SOURCE_DIR, "proto"), "--python_out=" + out,
-                    "dra_health/v1alpha1/api.proto"], check=True)
-    sys.path.insert(0, out)
-    return importlib.import_module("dra_health.v1alpha1.api_pb2")
-
-
-hpb = load_health_pb()
+dp.compile_protos("dra_health/v1alpha1/api.proto")
+hpb = importlib.import_module("dra_health.v1alpha1.api_pb2")
 
 
 def watch(sock, method=WATCH):

@@ -30,12 +30,18 @@ CLAIM_UID = "1b6b4c1e-7e3a-4b0e-9d55-2f1a0c3e9a01"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 
 
-def load_protos():
+def compile_protos(*protos):
+    """Python classes of |protos| (paths under proto/), importable as
+    <dir>.<version>.api_pb2 from then on."""
     out = tempfile.mkdtemp(prefix="kdev-dra-pb-")
     __import__("atexit").register(__import__("shutil").rmtree, out, True)
     subprocess.run(["protoc", "-I", os.path.join(kt.SOURCE_DIR, "proto"), "--python_out=" + out,
-                    "pluginregistration/v1/api.proto", "dra/v1/api.proto"], check=True)
+                    *protos], check=True)
     sys.path.insert(0, out)
+
+
+def load_protos():
+    compile_protos("pluginregistration/v1/api.proto", "dra/v1/api.proto")
     return (importlib.import_module("pluginregistration.v1.api_pb2"),
             importlib.import_module("dra.v1.api_pb2"))
 
