@@ -249,6 +249,25 @@ def check_all(cwd):
         check_parser_accepts([exe, cmd], opts, cwd)
         print(f"ok {what}: {len(opts)} options")
 
+    # sub-subcommands: "kdevctl dra allocate" (src/kubelet/cmd_dra_allocate.c)
+    for cmd, sub in (("dra", "allocate"),):
+        what = f"kdevctl {cmd} {sub}"
+        help_text = check_help([exe, cmd, sub], cwd)
+        if f"{cmd} {sub}" not in secs.get("SYNOPSIS", ""):
+            fail(f"{page}: SYNOPSIS does not name '{cmd} {sub}'")
+        sec = subsecs.get(what)
+        if sec is None:
+            fail(f"{page}: no '### {what}' section")
+            continue
+        opts = check_page(page, text, help_text, sec, sec, what, common)
+        check_usage_error([exe, cmd, sub], cwd)
+        src = os.path.join(SRC, "src/kubelet", f"cmd_{cmd}_{sub}.c")
+        known = parser_options(src, "cli")
+        for o in sorted(known - opts):
+            fail(f"{what}: the parser accepts --{o} but --help does not name it")
+        check_parser_accepts([exe, cmd, sub], opts, cwd)
+        print(f"ok {what}: {len(opts)} options")
+
     if failures:
         print(f"{len(failures)} failure(s)")
         return 1
