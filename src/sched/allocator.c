@@ -1656,7 +1656,7 @@ static int explain_alt(struct claim *c, struct alt *a, char *buf, size_t size)
                 checked++;
                 int rc = selectable(c, a, d);
                 if (rc < 0) {
-                        snprintf(buf, size, "request %s: %s", a->name, c->err->msg);
+                        snprintf(buf, size, "request %s: %.900s", a->name, c->err->msg);
                         return 0;
                 }
                 if (rc == 0) {
