@@ -129,6 +129,7 @@ struct claim {
         struct result res[KDEV_SCHED_MAX_RESULTS];
         size_t n_res;
         struct kdev_err *err;
+        uint64_t steps; /* candidate checks of the search, against KDEV_SCHED_MAX_STEPS */
 };
 
 /* --- small helpers --------------------------------------------------------- */
@@ -1067,6 +1068,44 @@ static void undo(struct claim *c)
 
 static int alloc_req(struct claim *c, size_t r);
 
+/* Whether |a| could be satisfied if it were the claim's only request: enough
+ * devices that are selectable and free on their own (a necessary condition
+ * of any full solution, so a claim with a request that fails it is answered
+ * without the search). A selector error counts the device as possible and
+ * sets *|errors|. */
+static bool feasible_alone(struct claim *c, struct alt *a, bool *errors)
+{
+        if (!a->cls)
+                return false;
+        int64_t n = 0;
+        for (size_t d = 0; d < c->s->n_devs; d++) {
+                struct dev *v = &c->s->devs[d];
+                if (v->pool->incomplete || v->pool->invalid)
+                        continue;
+                int sel = selectable(c, a, d);
+                if (sel == 0)
+                        continue;
+                if (sel < 0)
+                        *errors = true;
+                if (sel > 0) {
+                        bool multi = v->cel.allow_multiple_allocations;
+                        struct kdev_cel_quantity tmp[64];
+                        if (!multi && v->in_use && !a->admin)
+                                continue;
+                        if (!multi && !capacity_fits(a, v))
+                                continue;
+                        if (multi && v->cel.n_capacity <= 64 && !consumed_capacity(a, v, tmp))
+                                continue;
+                        if (!a->admin && !v->charged && !counters_ok(v))
+                                continue;
+                        if (!taints_ok(a, v))
+                                continue;
+                }
+                n++;
+        }
+        return a->all || n >= a->count;
+}
+
 static int alloc_all(struct claim *c, size_t r, size_t ai)
 {
         struct alt *a = &c->reqs[r].alts[ai];
@@ -1116,6 +1155,12 @@ static int alloc_dev(struct claim *c, size_t r, size_t ai, int64_t k, size_t sta
         if (k == a->count)
                 return alloc_req(c, r + 1);
         for (size_t d = start; d < c->s->n_devs; d++) {
+                if (++c->steps > KDEV_SCHED_MAX_STEPS)
+                        return kdev_err_set(c->err, ETIME,
+                                            "claim %s/%s: allocation stopped after %llu device "
+                                            "checks without a solution (too many combinations; "
+                                            "kube-scheduler stops at its filter timeout)",
+                                            c->ns, c->name, (unsigned long long)KDEV_SCHED_MAX_STEPS);
                 int rc = candidate(c, a, d);
                 if (rc < 0)
                         return rc;
@@ -1810,7 +1855,21 @@ int kdev_sched_allocate(struct kdev_sched *s, const json_t *claim, json_t **allo
         c.ns = jstr(meta, "namespace") ? jstr(meta, "namespace") : "";
         c.name = jstr(meta, "name") ? jstr(meta, "name") : "";
         int rc = parse_claim(&c, claim);
+        bool infeasible = false, errors = false;
+        for (size_t r = 0; rc == 0 && r < c.n_reqs; r++) {
+                bool any = false;
+                for (size_t i = 0; i < c.reqs[r].n_alts && !any; i++)
+                        any = feasible_alone(&c, &c.reqs[r].alts[i], &errors);
+                if (!any)
+                        infeasible = true; /* explained below without a search */
+        }
+        /* with a selector error somewhere, the search decides (it reports the
+         * error where the scheduler's would reach the device) */
+        if (errors)
+                infeasible = false;
         if (rc == 0)
+                kdev_err_clear(c.err); /* selector errors the search may not reach */
+        if (rc == 0 && !infeasible)
                 rc = alloc_req(&c, 0);
         if (rc == 1) {
                 json_t *a = NULL;

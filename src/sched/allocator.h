@@ -57,6 +57,14 @@
  * AllocationResultsMaxSize). */
 #define KDEV_SCHED_MAX_RESULTS 32
 
+/* The most candidate checks one claim's search makes before it gives up
+ * (-ETIME): the search is exhaustive, and a claim whose requests each fit
+ * alone but not together can have more combinations than can be tried
+ * (kube-scheduler bounds the same search by time, its DynamicResources
+ * filter timeout, DRASchedulerFilterTimeout, 10 s). A fraction of a second
+ * in a release build. */
+#define KDEV_SCHED_MAX_STEPS 2000000ULL
+
 /* What an allocator decides over. Arrays hold v1-shaped objects; NULL
  * means an empty array. */
 struct kdev_sched_input {
@@ -115,7 +123,9 @@ KDEV_API void kdev_sched_free(struct kdev_sched *s);
  *      claim limit of 32`, `claim <ns>/<name>, constraint #<i>: empty
  *      constraint (unsupported constraint type?)`, `claim <ns>/<name>,
  *      request <r>: asks for all devices, but resource pool <driver>/<pool>
- *      is currently being updated`; -ENOMEM.
+ *      is currently being updated`; -ETIME `claim <ns>/<name>: allocation
+ *      stopped after 2000000 device checks without a solution (...)`;
+ *      -ENOMEM.
  * |allocation| and |reasons| are set to NULL first; either may be NULL. */
 KDEV_API int kdev_sched_allocate(struct kdev_sched *s, const json_t *claim, json_t **allocation,
                                  json_t **reasons, struct kdev_err *err);

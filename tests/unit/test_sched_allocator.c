@@ -186,12 +186,65 @@ static void test_bad_input(void **state)
         json_decref(classes);
 }
 
+/* Requests that each fit alone but not together over 30 devices (14 + 14
+ * + 4, within the claim limit of 32): more
+ * combinations than the search tries; it stops with -ETIME and a clear
+ * error instead of running for hours. */
+static void test_search_bound(void **state)
+{
+        (void)state;
+        json_t *devs = json_array();
+        for (int i = 0; i < 30; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "dev-%d", i);
+                json_array_append_new(devs, json_pack("{s:s}", "name", name));
+        }
+        json_t *slices = json_pack("[{s:{s:s}, s:{s:s, s:s, s:{s:s, s:i, s:i}, s:o}}]", "metadata",
+                                   "name", "s", "spec", "driver", "gpu.example.com", "nodeName",
+                                   "node-a", "pool", "name", "node-a", "generation", 1,
+                                   "resourceSliceCount", 1, "devices", devs);
+        json_t *classes = json_pack("[{s:{s:s}, s:{}}]", "metadata", "name", "any", "spec");
+        json_t *claim = json_pack(
+                "{s:{s:s, s:s}, s:{s:{s:[{s:s, s:{s:s, s:i}}, {s:s, s:{s:s, s:i}}, "
+                "{s:s, s:{s:s, s:i}}]}}}",
+                "metadata", "name", "big", "namespace", "default", "spec", "devices", "requests",
+                "name", "a", "exactly", "deviceClassName", "any", "count", 14, "name", "b",
+                "exactly", "deviceClassName", "any", "count", 14, "name", "c", "exactly",
+                "deviceClassName", "any", "count", 4);
+        struct kdev_sched_input in = {.node = "node-a", .slices = slices, .classes = classes};
+        struct kdev_sched *s;
+        struct kdev_err err = {0};
+        assert_int_equal(kdev_sched_new(&in, &s, &err), 0);
+        json_t *a = NULL, *why = NULL;
+        assert_int_equal(kdev_sched_allocate(s, claim, &a, &why, &err), -ETIME);
+        assert_null(a);
+        assert_null(why);
+        assert_string_equal(err.msg, "claim default/big: allocation stopped after 2000000 device "
+                                     "checks without a solution (too many combinations; "
+                                     "kube-scheduler stops at its filter timeout)");
+        /* nothing was left allocated: a claim that fits still gets the first devices */
+        json_t *small = json_pack("{s:{s:s, s:s}, s:{s:{s:[{s:s, s:{s:s, s:i}}]}}}", "metadata",
+                                  "name", "small", "namespace", "default", "spec", "devices",
+                                  "requests", "name", "a", "exactly", "deviceClassName", "any",
+                                  "count", 30);
+        assert_int_equal(kdev_sched_allocate(s, small, &a, &why, &err), 1);
+        assert_int_equal(json_array_size(json_object_get(json_object_get(a, "devices"), "results")),
+                         30);
+        json_decref(a);
+        json_decref(small);
+        kdev_sched_free(s);
+        json_decref(claim);
+        json_decref(classes);
+        json_decref(slices);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_table),
                 cmocka_unit_test(test_deterministic),
                 cmocka_unit_test(test_bad_input),
+                cmocka_unit_test(test_search_bound),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
