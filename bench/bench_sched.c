@@ -19,6 +19,8 @@
  *   - floor: the claim's and the classes' selectors compiled and evaluated
  *     once on every device (kdev_cel_match(), what any allocator evaluating
  *     these selectors over these devices spends at least), the peer;
+ *   - cannot allocate: the same claim with the gpu request asking for an
+ *     H200, answered with its explanation;
  *   - build: kdev_sched_new() over the slices (the pools and device records
  *     from the JSON, the allocated state), paid once per allocator.
  * Target: allocate <= 1 ms (issue 19). */
@@ -30,23 +32,12 @@
 
 #include <jansson.h>
 
+#include "bench_clock.h"
 #include "cel/cel.h"
 #include "sched/allocator.h"
 
 #define NDEV 128
 
-static double now_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int dbl_cmp(const void *pa, const void *pb)
-{
-        double a = *(const double *)pa, b = *(const double *)pb;
-        return a < b ? -1 : a > b;
-}
 
 static double median(double *v, int n)
 {
@@ -123,13 +114,13 @@ static json_t *sel(const char *e)
         return json_pack("[{s:{s:s}}]", "cel", "expression", e);
 }
 
-static json_t *claim(void)
+static json_t *claim(const char *gpu_selector)
 {
         json_t *reqs = json_pack(
                 "[{s:s, s:{s:s, s:i, s:o}}, {s:s, s:{s:s, s:o}},"
                 " {s:s, s:[{s:s, s:s, s:o}, {s:s, s:s, s:o}]}, {s:s, s:{s:s}}]",
                 "name", "gpu", "exactly", "deviceClassName", "gpu.nvidia.com", "count", 2,
-                "selectors", sel(SEL_H100), "name", "mig", "exactly", "deviceClassName",
+                "selectors", sel(gpu_selector), "name", "mig", "exactly", "deviceClassName",
                 "mig.nvidia.com", "selectors", sel(SEL_MIG), "name", "big", "firstAvailable",
                 "name", "h200", "deviceClassName", "gpu.nvidia.com", "selectors", sel(SEL_H200),
                 "name", "a100", "deviceClassName", "gpu.nvidia.com", "selectors", sel(SEL_A100),
@@ -178,7 +169,8 @@ int main(int argc, char **argv)
         int rounds = argc > 1 ? atoi(argv[1]) : 201;
         if (rounds < 1)
                 rounds = 1;
-        json_t *sl = slices(), *cl = classes(), *c = claim(), *al = allocated();
+        json_t *sl = slices(), *cl = classes(), *c = claim(SEL_H100), *al = allocated();
+        json_t *bad = claim(SEL_H200); /* cannot be allocated: explained */
         struct kdev_sched_input in = {.node = "node-a", .slices = sl, .classes = cl, .allocated = al};
 
         /* the floor's device records, as the allocator builds them */
@@ -220,9 +212,10 @@ int main(int argc, char **argv)
         double *t_alloc = calloc((size_t)rounds, sizeof(double));
         double *t_build = calloc((size_t)rounds, sizeof(double));
         double *t_floor = calloc((size_t)rounds, sizeof(double));
-        if (!t_alloc || !t_build || !t_floor)
+        double *t_explain = calloc((size_t)rounds, sizeof(double));
+        if (!t_alloc || !t_build || !t_floor || !t_explain)
                 return 2;
-        char *first = NULL;
+        char *first = NULL, *explanation = NULL;
         int floor_matched = 0;
         for (int r = 0; r < rounds; r++) {
                 struct kdev_sched *s;
@@ -240,6 +233,15 @@ int main(int argc, char **argv)
                         fprintf(stderr, "allocate: %d %s\n", rc, rc < 0 ? err.msg : "cannot allocate");
                         return 1;
                 }
+                json_t *why = NULL;
+                if (kdev_sched_allocate(s, bad, NULL, &why, &err) != 0) {
+                        fprintf(stderr, "the H200 claim was allocated\n");
+                        return 1;
+                }
+                t_explain[r] = now_ns() - t2;
+                if (r == 0)
+                        explanation = strdup(json_string_value(json_array_get(why, 0)));
+                json_decref(why);
                 t_build[r] = t1 - t0;
                 t_alloc[r] = t2 - t1;
                 if (!first)
@@ -252,17 +254,22 @@ int main(int argc, char **argv)
                         return 1;
         }
         double alloc_us = median(t_alloc, rounds) / 1e3, build_us = median(t_build, rounds) / 1e3;
-        double floor_us = median(t_floor, rounds) / 1e3;
+        double floor_us = median(t_floor, rounds) / 1e3, explain_us = median(t_explain, rounds) / 1e3;
         printf("Structured allocation of a 4-request claim over %d devices (24 in use), median of %d rounds\n",
                NDEV, rounds);
         printf("%-48s %12s\n", "", "us");
         printf("%-48s %12.1f   target <= 1000 us\n", "allocate (kdev_sched_allocate)", alloc_us);
         printf("%-48s %12.1f   (%d matches)\n", "floor: 6 selectors x 128 devices, compiled + run",
                floor_us, floor_matched);
+        printf("%-48s %12.1f\n", "cannot allocate (H200 claim), with explanation", explain_us);
         printf("%-48s %12.1f\n", "build (kdev_sched_new: pools, devices, state)", build_us);
         printf("allocate / floor: %.2f\n", alloc_us / floor_us);
         printf("results: %s\n", first ? first : "?");
+        printf("explanation: %s\n", explanation ? explanation : "?");
         free(first);
+        free(explanation);
+        free(t_explain);
+        json_decref(bad);
         free(t_alloc);
         free(t_build);
         free(t_floor);

@@ -1077,6 +1077,8 @@ static bool feasible_alone(struct claim *c, struct alt *a, bool *errors)
 {
         if (!a->cls)
                 return false;
+        if (a->all)
+                return true;
         int64_t n = 0;
         for (size_t d = 0; d < c->s->n_devs; d++) {
                 struct dev *v = &c->s->devs[d];
@@ -1101,9 +1103,10 @@ static bool feasible_alone(struct claim *c, struct alt *a, bool *errors)
                         if (!taints_ok(a, v))
                                 continue;
                 }
-                n++;
+                if (++n >= a->count)
+                        return true; /* no further device is looked at */
         }
-        return a->all || n >= a->count;
+        return false;
 }
 
 static int alloc_all(struct claim *c, size_t r, size_t ai)
