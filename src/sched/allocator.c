@@ -1293,6 +1293,11 @@ static int parse_claim(struct claim *c, const json_t *claim)
                 rq->name = jstr(r, "name") ? jstr(r, "name") : "";
                 const json_t *fa = json_object_get(r, "firstAvailable");
                 size_t na = fa ? json_array_size(fa) : 1;
+                if (na == 0)
+                        return kdev_err_set(c->err, EINVAL,
+                                            "claim %s/%s, request %s: firstAvailable has no "
+                                            "subrequests",
+                                            c->ns, c->name, rq->name);
                 rq->alts = calloc(na + 1, sizeof(*rq->alts));
                 if (!rq->alts)
                         return kdev_err_set(c->err, ENOMEM, "allocator: out of memory");
@@ -1319,7 +1324,8 @@ static int parse_claim(struct claim *c, const json_t *claim)
                         if (least < 0 || need < least)
                                 least = need;
                 }
-                min_devices += least < 0 ? 0 : least;
+                if (__builtin_add_overflow(min_devices, least < 0 ? 0 : least, &min_devices))
+                        min_devices = INT64_MAX;
         }
         if (min_devices > KDEV_SCHED_MAX_RESULTS)
                 return kdev_err_set(c->err, EINVAL,
