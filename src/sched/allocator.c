@@ -1741,10 +1741,10 @@ static int explain_alt(struct claim *c, struct alt *a, char *buf, size_t size)
         char sel[MAX_EXPLAIN];
         sel_text(a, sel, sizeof(sel));
         if (matching == 0 || (int64_t)matching < needed) {
-                if (matching == 0 && a->n_sel > 0)
+                if (matching == 0 && a->n_sel > 0 && by_class < rejected)
                         snprintf(buf, size, "request %s: no device of class %s matches %s", a->name,
                                  a->cls->name, sel);
-                else if (matching == 0)
+                else if (matching == 0) /* the class's own selectors reject them all */
                         snprintf(buf, size, "request %s: no device matches class %s", a->name,
                                  a->cls->name);
                 else

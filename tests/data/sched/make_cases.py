@@ -188,6 +188,10 @@ case("firstAvailable: nothing fits, each sub-request explained", H,
        {"reasons": ['request gpu/h200: no device of class gpu.nvidia.com matches `' + H200 + '`: 8 devices checked, 8 rejected \u2014 productName is "NVIDIA H100 80GB HBM3"',
                     'request gpu/mig: no device matches class mig.nvidia.com: 8 devices checked, 8 rejected \u2014 driver is "gpu.nvidia.com"; type is "gpu"']})])
 
+case("a class that matches nothing on the node: the line names the class", H,
+     [(claim("f4", [ex("mig", klass="mig.nvidia.com", sels=[prof("1g.10gb")])]),
+       {"reasons": ['request mig: no device matches class mig.nvidia.com: 8 devices checked, 8 rejected \u2014 driver is "gpu.nvidia.com"; type is "gpu"']})])
+
 # --- configs ---
 GC = {"opaque": {"driver": NV, "parameters": {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig"}}}
 case("configs: the class's and the claim's", H,
