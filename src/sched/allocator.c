@@ -78,6 +78,7 @@ struct kdev_sched {
         size_t n_devs;
         struct cls *classes_v;
         size_t n_classes;
+        unsigned long long max_steps;
 };
 
 /* --- a claim in the making ------------------------------------------------ */
@@ -649,6 +650,7 @@ int kdev_sched_new(const struct kdev_sched_input *in, struct kdev_sched **out,
         s->slices = in->slices ? json_incref((json_t *)in->slices) : json_array();
         s->classes = in->classes ? json_incref((json_t *)in->classes) : json_array();
         s->allocated = in->allocated ? json_incref((json_t *)in->allocated) : json_array();
+        s->max_steps = in->max_steps ? in->max_steps : KDEV_SCHED_MAX_STEPS;
         int rc = gather(s, err);
         if (rc == 0) {
                 size_t n = json_array_size(s->classes), i;
@@ -1158,12 +1160,12 @@ static int alloc_dev(struct claim *c, size_t r, size_t ai, int64_t k, size_t sta
         if (k == a->count)
                 return alloc_req(c, r + 1);
         for (size_t d = start; d < c->s->n_devs; d++) {
-                if (++c->steps > KDEV_SCHED_MAX_STEPS)
+                if (++c->steps > c->s->max_steps)
                         return kdev_err_set(c->err, ETIME,
                                             "claim %s/%s: allocation stopped after %llu device "
                                             "checks without a solution (too many combinations; "
                                             "kube-scheduler stops at its filter timeout)",
-                                            c->ns, c->name, (unsigned long long)KDEV_SCHED_MAX_STEPS);
+                                            c->ns, c->name, c->s->max_steps);
                 int rc = candidate(c, a, d);
                 if (rc < 0)
                         return rc;

@@ -81,6 +81,8 @@ struct kdev_sched_input {
                                     * counters their devices consume
                                     * (adminAccess results are not counted,
                                     * as the scheduler's allocateddevices.go) */
+        unsigned long long max_steps; /* candidate checks one claim's search
+                                       * may make; 0: KDEV_SCHED_MAX_STEPS */
 };
 
 struct kdev_sched;
@@ -124,7 +126,7 @@ KDEV_API void kdev_sched_free(struct kdev_sched *s);
  *      constraint (unsupported constraint type?)`, `claim <ns>/<name>,
  *      request <r>: asks for all devices, but resource pool <driver>/<pool>
  *      is currently being updated`; -ETIME `claim <ns>/<name>: allocation
- *      stopped after 2000000 device checks without a solution (...)`;
+ *      stopped after <max_steps> device checks without a solution (...)`;
  *      -ENOMEM.
  * |allocation| and |reasons| are set to NULL first; either may be NULL. */
 KDEV_API int kdev_sched_allocate(struct kdev_sched *s, const json_t *claim, json_t **allocation,
