@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "cel/cel.h"
 
 #define NDEV 128
@@ -40,18 +41,6 @@ static regex_t re_product;
 static struct kdev_cel_quantity q40;
 static struct kdev_cel_semver v550;
 
-static double now_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int dbl_cmp(const void *pa, const void *pb)
-{
-        double a = *(const double *)pa, b = *(const double *)pb;
-        return a < b ? -1 : a > b;
-}
 
 static void setup(void)
 {

@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 bdir=${KDEV_FUZZ_BUILD:-build-fuzz}
 jobs=${KDEV_FUZZ_JOBS:-$(nproc)}
 all=(fuzz_h2_server fuzz_plugin_request fuzz_config fuzz_checkpoint fuzz_mock_topology
-     fuzz_dra_prepare fuzz_cel)
+     fuzz_dra_prepare fuzz_cel fuzz_sched)
 # seconds per target unless KDEV_FUZZ_SECONDS is set
 declare -A table=([fuzz_h2_server]=60 [fuzz_plugin_request]=60)
 default_secs=20

@@ -75,6 +75,7 @@ static void usage(FILE *f)
         fprintf(f,
                 "Usage: kdevctl dra --registry DIR [--scenario FILE] [--driver NAME]\n"
                 "                   [--watch SEC] [-o table|json]\n"
+                "       kdevctl dra allocate ...   (the structured allocator: see its --help)\n"
                 "\n"
                 "Acts as kubelet's plugin watcher for DRA kubelet plugins: lists the sockets\n"
                 "in the plugin registration directory DIR (kubelet's default is\n"
@@ -1083,6 +1084,8 @@ static int run_step(const struct plugin *p, const struct step *st, enum kdev_cli
 
 int kdevctl_cmd_dra(int argc, char **argv)
 {
+        if (argc > 1 && strcmp(argv[1], "allocate") == 0)
+                return kdevctl_cmd_dra_allocate(argc - 1, argv + 1);
         static const struct kdev_cli_opt opts[] = {
                 {"registry", 0, true, OPT_REGISTRY},
                 {"scenario", 0, true, OPT_SCENARIO},

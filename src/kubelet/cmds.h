@@ -16,6 +16,9 @@ KDEV_API int kdevctl_cmd_allocate(int argc, char **argv);   /* allocate SOCKET I
 KDEV_API int kdevctl_cmd_preferred(int argc, char **argv);  /* preferred SOCKET --available ... */
 KDEV_API int kdevctl_cmd_checkpoint(int argc, char **argv); /* checkpoint FILE */
 KDEV_API int kdevctl_cmd_dra(int argc, char **argv);        /* dra --registry DIR [--scenario FILE] */
+/* dra allocate --node NAME: the structured allocator against an API server
+ * (kdevctl_cmd_dra passes "dra allocate ..." here, argv[0] "allocate") */
+KDEV_API int kdevctl_cmd_dra_allocate(int argc, char **argv);
 KDEV_API int kdevctl_cmd_share(int argc, char **argv);      /* share REGION [-o json] */
 
 #endif /* KDEV_KUBELET_CMDS_H */

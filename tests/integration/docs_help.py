@@ -229,24 +229,27 @@ def check_all(cwd):
         return 1
     commands = [line.split()[0] for line in m.group(1).splitlines()]
     subsecs = md_sections(text, 3)
-    for cmd in commands:
-        what = f"kdevctl {cmd}"
-        help_text = check_help([exe, cmd], cwd)
-        if cmd not in secs.get("SYNOPSIS", ""):
-            fail(f"{page}: SYNOPSIS does not name '{cmd}'")
+    # the commands, and the sub-commands of one ("kdevctl dra allocate":
+    # src/kubelet/cmd_dra_allocate.c)
+    for words in [[cmd] for cmd in commands] + [["dra", "allocate"]]:
+        name = " ".join(words)
+        what = f"kdevctl {name}"
+        help_text = check_help([exe, *words], cwd)
+        if name not in secs.get("SYNOPSIS", ""):
+            fail(f"{page}: SYNOPSIS does not name '{name}'")
         sec = subsecs.get(what)
         if sec is None:
             fail(f"{page}: no '### {what}' section")
             continue
         opts = check_page(page, text, help_text, sec, sec, what, common)
-        if cmd == "version":
+        if name == "version":
             continue
-        check_usage_error([exe, cmd], cwd)
-        src = os.path.join(SRC, "src/kubelet", f"cmd_{cmd}.c")
+        check_usage_error([exe, *words], cwd)
+        src = os.path.join(SRC, "src/kubelet", "cmd_%s.c" % "_".join(words))
         known = parser_options(src, "cli") if os.path.exists(src) else set()
         for o in sorted(known - opts):
             fail(f"{what}: the parser accepts --{o} but --help does not name it")
-        check_parser_accepts([exe, cmd], opts, cwd)
+        check_parser_accepts([exe, *words], opts, cwd)
         print(f"ok {what}: {len(opts)} options")
 
     if failures:

@@ -1,0 +1,29 @@
+/* Internals of the structured allocator (allocator.h). */
+#ifndef KDEV_SCHED_SCHED_INTERNAL_H
+#define KDEV_SCHED_SCHED_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cel/cel.h"
+
+/* *|out| = |a| + |b| (|sign| > 0) or |a| - |b|; false on overflow. */
+bool kdev_sched__qadd(const struct kdev_cel_quantity *a, const struct kdev_cel_quantity *b,
+                      int sign, struct kdev_cel_quantity *out);
+
+/* Kubernetes' rounding of a capacity request up a validRange
+ * (consumable_capacity.go): below |min| -> |min|; with |step| (may be NULL)
+ * min + ceil((req - min) / step) * step. false on overflow. */
+bool kdev_sched__qround(const struct kdev_cel_quantity *req, const struct kdev_cel_quantity *min,
+                        const struct kdev_cel_quantity *step, struct kdev_cel_quantity *out);
+
+/* Whether |v| - |min| is a whole multiple of |step|. */
+bool kdev_sched__qmultiple(const struct kdev_cel_quantity *v, const struct kdev_cel_quantity *min,
+                           const struct kdev_cel_quantity *step);
+
+/* |q| as quantity text: an integer with the largest binary (Ki, Mi, ...,
+ * |binary|) or decimal (k, M, ...) suffix that divides it exactly. */
+void kdev_sched__qformat(const struct kdev_cel_quantity *q, bool binary, char *buf, size_t size);
+
+#endif /* KDEV_SCHED_SCHED_INTERNAL_H */
