@@ -122,17 +122,30 @@ static void reply_free(struct kdev_rpc_call *call, ProtobufCMessage *m)
         protobuf_c_message_free_unpacked(m, NULL);
 }
 
+/* Unpacks the request of |call| as |desc|; on failure ends the call with
+ * INTERNAL (grpc-go's text for an undecodable request) and returns NULL. */
+static ProtobufCMessage *unpack_req(struct kdev_rpc_call *call,
+                                    const ProtobufCMessageDescriptor *desc, const uint8_t *req,
+                                    size_t len)
+{
+        static const uint8_t empty[1];
+        ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, len, len ? req : empty);
+        if (!m) {
+                char *msg = xasprintf("grpc: error unmarshalling request: not a %s", desc->name);
+                kdev_rpc_call_finish(call, KDEV_RPC_INTERNAL, msg);
+                free(msg);
+        }
+        return m;
+}
+
 static void on_list(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
 {
         struct kubelet *k = ud;
-        V1__ListPodResourcesRequest *in = v1__list_pod_resources_request__unpack(NULL, len, req);
-        if (!in) {
-                kdev_rpc_call_finish(call, KDEV_RPC_INTERNAL,
-                                     "grpc: error unmarshalling request: "
-                                     "not a v1.ListPodResourcesRequest");
+        ProtobufCMessage *in = unpack_req(call, &v1__list_pod_resources_request__descriptor, req,
+                                          len);
+        if (!in)
                 return;
-        }
-        v1__list_pod_resources_request__free_unpacked(in, NULL);
+        protobuf_c_message_free_unpacked(in, NULL);
         V1__ListPodResourcesResponse *r = malloc(sizeof(*r));
         if (!r)
                 abort();
@@ -155,13 +168,10 @@ static void on_list(struct kdev_rpc_call *call, const uint8_t *req, size_t len, 
 static void on_get(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
 {
         struct kubelet *k = ud;
-        V1__GetPodResourcesRequest *in = v1__get_pod_resources_request__unpack(NULL, len, req);
-        if (!in) {
-                kdev_rpc_call_finish(call, KDEV_RPC_INTERNAL,
-                                     "grpc: error unmarshalling request: "
-                                     "not a v1.GetPodResourcesRequest");
+        V1__GetPodResourcesRequest *in = (V1__GetPodResourcesRequest *)unpack_req(
+                call, &v1__get_pod_resources_request__descriptor, req, len);
+        if (!in)
                 return;
-        }
         const struct active_pod *found = NULL;
         for (size_t i = 0; i < k->n_active && !found; i++)
                 if (strcmp(k->active[i].pod->name, in->pod_name) == 0 &&
@@ -188,15 +198,11 @@ static void on_get(struct kdev_rpc_call *call, const uint8_t *req, size_t len, v
 static void on_allocatable(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
 {
         struct kubelet *k = ud;
-        V1__AllocatableResourcesRequest *in =
-                v1__allocatable_resources_request__unpack(NULL, len, req);
-        if (!in) {
-                kdev_rpc_call_finish(call, KDEV_RPC_INTERNAL,
-                                     "grpc: error unmarshalling request: "
-                                     "not a v1.AllocatableResourcesRequest");
+        ProtobufCMessage *in = unpack_req(call, &v1__allocatable_resources_request__descriptor,
+                                          req, len);
+        if (!in)
                 return;
-        }
-        v1__allocatable_resources_request__free_unpacked(in, NULL);
+        protobuf_c_message_free_unpacked(in, NULL);
         V1__AllocatableResourcesResponse *r = malloc(sizeof(*r));
         if (!r)
                 abort();
