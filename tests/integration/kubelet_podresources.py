@@ -341,5 +341,91 @@ def test_podresources_socket_flag_and_errors():
     assert rc == 2 and err.startswith("kdevctl podresources: list takes no arguments\n"), err
 
 
+VEC = os.path.join(kt.SOURCE_DIR, "tests", "data", "vectors", "podresources-v1")
+
+
+def vec(name):
+    with open(os.path.join(VEC, name), "rb") as f:
+        return f.read()
+
+
+def test_client_against_kubernetes_encodings():
+    """kdevctl podresources against a grpcio server answering the vectors'
+    bytes (encoded by Kubernetes' generated code): the requests it sends are
+    the request vectors exactly, -o json prints the vectors' JSON text
+    exactly, and the map (DRA claim devices included) is exact."""
+    from concurrent import futures
+    got = []
+
+    def answer(name):
+        def f(req, ctx):
+            got.append((name, req))
+            return vec(name)
+        return grpc.unary_unary_rpc_method_handler(f, request_deserializer=lambda b: b,
+                                                   response_serializer=lambda b: b)
+    h = grpc.method_handlers_generic_handler("v1.PodResourcesLister", {
+        "List": answer("02_list_pod_resources_response.bin"),
+        "GetAllocatableResources": answer("06_allocatable_resources_response.bin"),
+        "Get": answer("08_get_pod_resources_response.bin"),
+    })
+    with TempDir() as d:
+        sock = os.path.join(d, "pr.sock")
+        srv = grpc.server(futures.ThreadPoolExecutor(2))
+        srv.add_generic_rpc_handlers((h,))
+        srv.add_insecure_port("unix:" + sock)
+        srv.start()
+        try:
+            for args, want in ((["list"], "02_list_pod_resources_response.json"),
+                               (["allocatable"], "06_allocatable_resources_response.json"),
+                               (["get", "research", "jupyter-alice"],
+                                "08_get_pod_resources_response.json")):
+                rc, out, err = kdevctl("podresources", *args, "--socket", sock, "-o", "json")
+                assert rc == 0, err
+                assert out == vec(want).decode(), (args, out)
+            assert got == [("02_list_pod_resources_response.bin",
+                            vec("01_list_pod_resources_request.bin")),
+                           ("06_allocatable_resources_response.bin",
+                            vec("05_allocatable_resources_request.bin")),
+                           ("08_get_pod_resources_response.bin",
+                            vec("07_get_pod_resources_request.bin"))], got
+            rc, out, err = kdevctl("podresources", "map", "--socket", sock, "-o", "json")
+            assert rc == 0, err
+            g1, g2 = ("GPU-8f1e6b2a-3c4d-4e5f-9a6b-7c8d9e0f1a2b",
+                      "GPU-2d9c4f7e-1b3a-4c5d-8e6f-0a1b2c3d4e5f")
+            mig = "MIG-3f2e1d0c-9b8a-5c7d-6e5f-4a3b2c1d0e9f"
+            claim = "gpu-inference-7d9f5c8b6-x2k4p-gpu-8mz2q"
+
+            def row(res, i, numa):
+                return {"resource": res, "deviceId": i, "numa": [numa], "namespace": "ml-team",
+                        "pod": "llm-finetune-0", "container": "trainer"}
+            assert json.loads(out) == {
+                "devices": [row(RES, g1, 0), row(RES, g2, 0),
+                            row("nvidia.com/mig-1g.10gb", mig, 1)],
+                "claims": [{"namespace": "default", "pod": "gpu-inference-7d9f5c8b6-x2k4p",
+                            "container": "server", "claimNamespace": "default",
+                            "claimName": claim, "driver": "gpu.nvidia.com", "pool": "node-a",
+                            "device": "gpu-0",
+                            "cdiDevices": ["k8s.gpu.nvidia.com/device=common",
+                                           "k8s.gpu.nvidia.com/claim=a3c1e0f2-6d4b-4c9a-8e2f-"
+                                           "1b7d5c9a0e34-gpu-0"]}]}, out
+            rc, out, err = kdevctl("podresources", "--socket", sock)
+            assert rc == 0, err
+            assert [ln.split() for ln in out.splitlines()] == [
+                ["NAMESPACE", "POD", "CONTAINER", "RESOURCE", "DEVICE", "NUMA"],
+                ["ml-team", "llm-finetune-0", "trainer", RES, g1, "0"],
+                ["ml-team", "llm-finetune-0", "trainer", RES, g2, "0"],
+                ["ml-team", "llm-finetune-0", "trainer", "nvidia.com/mig-1g.10gb", mig, "1"],
+                ["default", "gpu-inference-7d9f5c8b6-x2k4p", "server", "claim/default/" + claim,
+                 "gpu.nvidia.com/node-a/gpu-0", "-"]], out
+            rc, out, err = kdevctl("podresources", "allocatable", "--socket", sock)
+            assert rc == 0, err
+            rows = [ln.split() for ln in out.splitlines()]
+            assert rows[0] == ["RESOURCE", "DEVICE", "NUMA"] and len(rows) == 6, out
+            assert rows[3] == [RES, "GPU-5a7b9c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d", "1"], out
+        finally:
+            srv.stop(0).wait()
+
+
 if __name__ == "__main__":
-    kt.run_tests([test_podresources_answers_and_map, test_podresources_socket_flag_and_errors])
+    kt.run_tests([test_podresources_answers_and_map, test_podresources_socket_flag_and_errors,
+                  test_client_against_kubernetes_encodings])

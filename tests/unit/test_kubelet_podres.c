@@ -79,12 +79,17 @@ static void test_list_vector(void **state)
         assert_map_json(&m,
                 "{\"devices\": ["
                 "{\"resource\": \"nvidia.com/gpu\", \"deviceId\": \"" GPU_A "\", \"numa\": [0],"
-                " \"namespace\": \"ml-team\", \"pod\": \"llm-finetune-0\", \"container\": \"trainer\"},"
+                " \"namespace\": \"ml-team\", \"pod\": \"llm-finetune-0\", \"container\":"
+                " \"trainer\"},"
                 "{\"resource\": \"nvidia.com/gpu\", \"deviceId\": \"" GPU_B "\", \"numa\": [0],"
-                " \"namespace\": \"ml-team\", \"pod\": \"llm-finetune-0\", \"container\": \"trainer\"},"
-                "{\"resource\": \"nvidia.com/mig-1g.10gb\", \"deviceId\": \"" MIG_A "\", \"numa\": [1],"
-                " \"namespace\": \"ml-team\", \"pod\": \"llm-finetune-0\", \"container\": \"trainer\"}],"
-                "\"claims\": [{\"namespace\": \"default\", \"pod\": \"gpu-inference-7d9f5c8b6-x2k4p\","
+                " \"namespace\": \"ml-team\", \"pod\": \"llm-finetune-0\", \"container\":"
+                " \"trainer\"},"
+                "{\"resource\": \"nvidia.com/mig-1g.10gb\", \"deviceId\": \"" MIG_A "\","
+                " \"numa\": [1],"
+                " \"namespace\": \"ml-team\", \"pod\": \"llm-finetune-0\", \"container\":"
+                " \"trainer\"}],"
+                "\"claims\": [{\"namespace\": \"default\", \"pod\":"
+                " \"gpu-inference-7d9f5c8b6-x2k4p\","
                 " \"container\": \"server\", \"claimNamespace\": \"default\","
                 " \"claimName\": \"gpu-inference-7d9f5c8b6-x2k4p-gpu-8mz2q\","
                 " \"driver\": \"gpu.nvidia.com\", \"pool\": \"node-a\", \"device\": \"gpu-0\","
@@ -110,18 +115,22 @@ static void test_list_vector(void **state)
 static void test_edge_vector(void **state)
 {
         (void)state;
-        V1__ListPodResourcesResponse *r = load_list("03_list_pod_resources_response_edge_cases.bin");
+        V1__ListPodResourcesResponse *r =
+                load_list("03_list_pod_resources_response_edge_cases.bin");
         struct kdev_podres_map m;
         struct kdev_err err = {0};
         assert_int_equal(kdev_podres_map_from_list(r, &m, &err), 0);
         assert_map_json(&m,
                 "{\"devices\": ["
                 "{\"resource\": \"nvidia.com/mig-1g.10gb\","
-                " \"deviceId\": \"MIG-7a6b5c4d-3e2f-5a1b-9c8d-7e6f5a4b3c2d\", \"numa\": [0, 1, 2, 3],"
-                " \"namespace\": \"kube-system\", \"pod\": \"edge-cases\", \"container\": \"edge\"},"
+                " \"deviceId\": \"MIG-7a6b5c4d-3e2f-5a1b-9c8d-7e6f5a4b3c2d\","
+                " \"numa\": [0, 1, 2, 3],"
+                " \"namespace\": \"kube-system\", \"pod\": \"edge-cases\", \"container\":"
+                " \"edge\"},"
                 "{\"resource\": \"nvidia.com/gpu\","
                 " \"deviceId\": \"GPU-5a7b9c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d\", \"numa\": [],"
-                " \"namespace\": \"kube-system\", \"pod\": \"edge-cases\", \"container\": \"edge\"}],"
+                " \"namespace\": \"kube-system\", \"pod\": \"edge-cases\", \"container\":"
+                " \"edge\"}],"
                 "\"claims\": ["
                 "{\"namespace\": \"kube-system\", \"pod\": \"edge-cases\", \"container\": \"edge\","
                 " \"claimNamespace\": \"kube-system\", \"claimName\": \"edge-claim\","
