@@ -144,7 +144,7 @@ int kdev_podres_list(const char *path, uint64_t timeout_ms, struct kdev_podres_m
         if (kdev_cli_unary("podresources", path, KDEV_PODRES_LIST, &req.base,
                            &v1__list_pod_resources_response__descriptor, timeout_ms, &resp, true,
                            &e) != KDEV_CLI_OK)
-                return kdev_err_set(err, e.code == EBADMSG ? EBADMSG : EREMOTEIO,
+                return kdev_err_set(err, e.code == EPROTO ? EREMOTEIO : e.code ? e.code : EIO,
                                     "PodResources List on %s: %s", path, e.msg);
         int rc = kdev_podres_map_from_list((const V1__ListPodResourcesResponse *)resp, map, err);
         protobuf_c_message_free_unpacked(resp, NULL);

@@ -72,10 +72,13 @@ KDEV_API int kdev_podres_map_from_list(const V1__ListPodResourcesResponse *resp,
 
 /* Calls List on the PodResources socket |path| (NULL = KDEV_PODRES_SOCKET),
  * waiting at most |timeout_ms| (0 = no deadline), and builds |*map| from the
- * answer. Returns 0, or a negative errno with |err| set: -EREMOTEIO for a
- * non-OK gRPC status ("PodResources List on PATH: rpc error: code = Unavailable
- * desc = ..."; also when nothing listens), -EBADMSG for an answer that is not
- * a ListPodResourcesResponse, -ENOMEM. Blocking: runs a private loop. */
+ * answer. Returns 0, or a negative errno with |err| set, its message
+ * "PodResources List on PATH: ...": -EREMOTEIO for a non-OK gRPC status
+ * ("rpc error: code = Unavailable desc = ..." also when nothing listens on
+ * the socket), the socket check's errno when PATH is not a Unix socket
+ * (-ENOENT missing, -ENOTSOCK, -EACCES, kdev_cli_check_socket()), -EBADMSG
+ * for an answer that is not a ListPodResourcesResponse, -ENOMEM. Blocking:
+ * runs a private loop, so not for a daemon's event loop thread. */
 KDEV_API int kdev_podres_list(const char *path, uint64_t timeout_ms, struct kdev_podres_map *map,
                               struct kdev_err *err);
 

@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -185,13 +188,31 @@ static void test_list_no_server(void **state)
         struct kdev_podres_map m = {0};
         struct kdev_err err = {0};
         const char *path = "/nonexistent-kdev-dir/pod-resources/kubelet.sock";
-        int rc = kdev_podres_list(path, 1000, &m, &err);
-        assert_int_equal(rc, -EREMOTEIO);
+        assert_int_equal(kdev_podres_list(path, 1000, &m, &err), -ENOENT);
         assert_int_equal(m.n_devices, 0);
-        char want[256];
-        snprintf(want, sizeof(want), "PodResources List on %s: ", path);
+        assert_string_equal(err.msg, "PodResources List on /nonexistent-kdev-dir/pod-resources/"
+                                     "kubelet.sock: no such socket /nonexistent-kdev-dir/"
+                                     "pod-resources/kubelet.sock");
+
+        /* a socket file nobody listens on: UNAVAILABLE */
+        char dir[] = "/tmp/kdev-podres-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/dead.sock", dir);
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        assert_true(fd >= 0);
+        assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        close(fd);
+        assert_int_equal(kdev_podres_list(sa.sun_path, 1000, &m, &err), -EREMOTEIO);
+        char want[512];
+        snprintf(want, sizeof(want),
+                 "PodResources List on %s: rpc error: code = Unavailable desc = ",
+                 sa.sun_path);
         if (strncmp(err.msg, want, strlen(want)) != 0)
                 fail_msg("message: %s", err.msg);
+        assert_int_equal(m.n_devices, 0);
+        unlink(sa.sun_path);
+        rmdir(dir);
 }
 
 int main(void)
