@@ -51,6 +51,7 @@ static const struct command commands[] = {
         {"checkpoint", kdevctl_cmd_checkpoint, "decode and verify a kubelet_internal_checkpoint file"},
         {"dra", kdevctl_cmd_dra, "act as kubelet for DRA plugins: register, prepare/unprepare claims"},
         {"share", kdevctl_cmd_share, "print a container's share region: memory and compute per GPU and process"},
+        {"podresources", kdevctl_cmd_podresources, "call kubelet's PodResources API: list, allocatable, get, device -> pod map"},
         {"version", cmd_version, "print kdevctl's version (also --version)"},
 };
 

@@ -16,6 +16,7 @@ static void usage(FILE *f)
                 "Usage: kdevctl kubelet --dir DIR [--scenario FILE] [--hold SEC] [-o table|json]\n"
                 "                       [--restart-after SEC] [--dial-timeout SEC]\n"
                 "                       [--socket-name NAME] [--state FILE]\n"
+                "                       [--pod-resources-socket PATH]\n"
                 "                       [--log-level LEVEL] [--log-format FORMAT]\n"
                 "\n"
                 "Acts as kubelet's device manager on the device-plugin directory DIR:\n"
@@ -48,6 +49,11 @@ static void usage(FILE *f)
                 "      --state FILE         rewrite FILE (JSON, atomically) with the node's\n"
                 "                           resources after every change: registration,\n"
                 "                           ListAndWatch update, stream end, restart\n"
+                "      --pod-resources-socket PATH\n"
+                "                           serve the PodResources API (v1.PodResourcesLister:\n"
+                "                           List, GetAllocatableResources, Get) on PATH,\n"
+                "                           answered from the admitted pods (default\n"
+                "                           DIR/" PODRES_SOCKET_DEFAULT "; \"\" = off)\n"
                 "  -o, --output FORMAT      table (default) or json\n"
                 "      --log-level LEVEL    debug, info, warn or error (default info); logs\n"
                 "                           go to stderr, one line per event\n"
@@ -69,6 +75,8 @@ static void usage(FILE *f)
                 "  DIR/kubelet.sock                     the Registration server (removed at exit;\n"
                 "                                       DIR/NAME with --socket-name)\n"
                 "  DIR/" KDEV_CKPT_FILE "  kubelet's device manager checkpoint\n"
+                "  DIR/" PODRES_SOCKET_DEFAULT "           the PodResources server (removed at\n"
+                "                                       exit; PATH with --pod-resources-socket)\n"
                 "  FILE (--state)                       {\"updates\": N, \"resources\": [...]}, the\n"
                 "                                       resources as in -o json\n"
                 "\n"
@@ -228,6 +236,7 @@ static void shutdown_kubelet(struct kubelet *k)
         kdev_rpc_server_close(k->srv, NULL, NULL);
         k->srv = NULL;
         unlink(k->sock_path);
+        podres_stop(k);
         /* Every client is closed now; the endpoint structures live until the
          * loop has ended, since late callbacks may still name them. */
         for (struct endpoint *ep = k->eps; ep; ep = ep->next) {
@@ -714,6 +723,7 @@ enum {
         OPT_LOGJSON,
         OPT_SOCKET_NAME,
         OPT_STATE,
+        OPT_PODRES,
 };
 
 struct args {
@@ -721,6 +731,7 @@ struct args {
         const char *scenario;
         const char *socket_name;  /* NULL = kubelet.sock */
         const char *state;        /* --state FILE, or NULL */
+        const char *podres;       /* --pod-resources-socket PATH, or NULL */
         int64_t hold_ms;          /* -1 = no --hold */
         int64_t restart_after_ms; /* -1 = no --restart-after */
         uint64_t dial_ms;
@@ -745,6 +756,9 @@ static int on_arg(int id, const char *value, void *ud, struct kdev_err *err)
                 if (!*value)
                         return kdev_err_set(err, EINVAL, "invalid --state \"\" (want a file path)");
                 a->state = value;
+                return 0;
+        case OPT_PODRES:
+                a->podres = value;
                 return 0;
         case OPT_SOCKET_NAME:
                 if (!*value || strchr(value, '/') || strcmp(value, ".") == 0 ||
@@ -810,6 +824,7 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
                 {"log-json", 0, false, OPT_LOGJSON},
                 {"socket-name", 0, true, OPT_SOCKET_NAME},
                 {"state", 0, true, OPT_STATE},
+                {"pod-resources-socket", 0, true, OPT_PODRES},
         };
         struct args a = {
                 .hold_ms = -1, .restart_after_ms = -1, .dial_ms = 10000, .log_level = KDEV_LOG_INFO};
@@ -852,6 +867,10 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
         k.sock_path = xasprintf("%s/%s", k.dir,
                                 a.socket_name ? a.socket_name : KDEV_CLI_KUBELET_SOCKET_NAME);
         k.ckpt_path = xasprintf("%s/%s", k.dir, KDEV_CKPT_FILE);
+        if (!a.podres)
+                k.podres_path = xasprintf("%s/%s", k.dir, PODRES_SOCKET_DEFAULT);
+        else if (*a.podres)
+                k.podres_path = xstrdup(a.podres);
         k.dm = kdev_dm_new(k.ckpt_path);
         if (!k.dm)
                 abort();
@@ -888,7 +907,19 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
                 k.exit_code = KDEV_CLI_FAIL;
                 k.printed = true;
                 shutdown_kubelet(&k);
+        } else if (podres_start(&k, &err) < 0 && a.podres) {
+                kdev_cli_fail(CMD, "%s", err.msg);
+                k.exit_code = KDEV_CLI_FAIL;
+                k.printed = true;
+                shutdown_kubelet(&k);
         } else {
+                if (!k.podres_srv && k.podres_path) {
+                        /* the default socket is a convenience: go on without it */
+                        kdev_log_warn("not serving PodResources", "socket", k.podres_path,
+                                      "error", err.msg);
+                        free(k.podres_path);
+                        k.podres_path = NULL;
+                }
                 state_write(&k);
                 if (a.restart_after_ms >= 0)
                         uv_timer_start(&k.restart_timer, on_restart_timer,
@@ -920,5 +951,6 @@ int kdevctl_cmd_kubelet(int argc, char **argv)
         free(k.dir);
         free(k.sock_path);
         free(k.ckpt_path);
+        free(k.podres_path);
         return code;
 }

@@ -1,7 +1,8 @@
 /* kdevctl kubelet, private: the state shared by its files (cmd_kubelet.c:
  * options, server, shutdown and restart, scenario, the command;
  * cmd_kubelet_endpoints.c: plugin endpoints and Register;
- * cmd_kubelet_admission.c: pod admission; cmd_kubelet_output.c: results).
+ * cmd_kubelet_admission.c: pod admission; cmd_kubelet_output.c: results;
+ * cmd_kubelet_podres.c: the PodResources server).
  * Not a public interface: only these files include it. */
 #ifndef KDEV_KUBELET_CMD_KUBELET_INTERNAL_H
 #define KDEV_KUBELET_CMD_KUBELET_INTERNAL_H
@@ -33,6 +34,12 @@
 #define CMD "kubelet"
 #define REGISTER_PATH "/v1beta1.Registration/Register"
 #define DIAL_RETRY_MS 50
+/* PodResources v1 (k8s.io/kubelet pkg/apis/podresources/v1, api_grpc.pb.go) */
+#define PODRES_LIST_PATH "/v1.PodResourcesLister/List"
+#define PODRES_ALLOCATABLE_PATH "/v1.PodResourcesLister/GetAllocatableResources"
+#define PODRES_GET_PATH "/v1.PodResourcesLister/Get"
+/* kubelet's pod-resources socket, relative to its root directory */
+#define PODRES_SOCKET_DEFAULT "pod-resources/kubelet.sock"
 #define PRESTART_TIMEOUT_MS 30000 /* KubeletPreStartContainerRPCTimeoutInSecs */
 
 /* ------------------------------------------------------------------------ */
@@ -155,6 +162,8 @@ struct kubelet {
         uint64_t state_writes;   /* --state: files written so far */
         bool state_failed;       /* --state: the last write failed (logged once) */
         struct kdev_rpc_server *srv;
+        char *podres_path;       /* PodResources socket, NULL = not served */
+        struct kdev_rpc_server *podres_srv;
         struct kdev_devmgr *dm;
         struct endpoint *eps;
         struct reg *regs;
@@ -220,6 +229,12 @@ void admission_start(struct kubelet *k, const struct kdev_scn_pod *p);
 void admission_step(struct kubelet *k);
 struct ctr_result *ctr_result(struct kubelet *k, size_t ci);
 void free_inactive(struct kubelet *k);
+/* cmd_kubelet_podres.c: podres_start() creates k->podres_path's directory
+ * (mkdir -p, 0750), replaces a stale socket and serves PodResources there;
+ * nothing when k->podres_path is NULL. Returns 0 or a negative errno with
+ * |err|. podres_stop() closes the server and removes the socket. */
+int podres_start(struct kubelet *k, struct kdev_err *err);
+void podres_stop(struct kubelet *k);
 /* cmd_kubelet_endpoints.c */
 struct endpoint *current_endpoint(struct kubelet *k, const char *resource);
 void endpoint_free(struct endpoint *ep);

@@ -20,5 +20,6 @@ KDEV_API int kdevctl_cmd_dra(int argc, char **argv);        /* dra --registry DI
  * (kdevctl_cmd_dra passes "dra allocate ..." here, argv[0] "allocate") */
 KDEV_API int kdevctl_cmd_dra_allocate(int argc, char **argv);
 KDEV_API int kdevctl_cmd_share(int argc, char **argv);      /* share REGION [-o json] */
+KDEV_API int kdevctl_cmd_podresources(int argc, char **argv); /* podresources [list|...] */
 
 #endif /* KDEV_KUBELET_CMDS_H */

@@ -19,6 +19,7 @@
 #include "dra/v1beta1/api.pb-c.h"
 #include "dra_health/v1alpha1/api.pb-c.h"
 #include "pluginregistration/v1/api.pb-c.h"
+#include "podresources/v1/api.pb-c.h"
 
 #define PATH_MAX_LEN 256
 
@@ -1180,6 +1181,13 @@ static const ProtobufCMessageDescriptor *const top_descriptors[] = {
         &v1alpha1__node_watch_resources_response__descriptor,
         &v1alpha1__device_identifier__descriptor,
         &v1alpha1__device_health__descriptor,
+        /* PodResources v1 (package v1) */
+        &v1__allocatable_resources_request__descriptor,
+        &v1__allocatable_resources_response__descriptor,
+        &v1__list_pod_resources_request__descriptor,
+        &v1__list_pod_resources_response__descriptor,
+        &v1__get_pod_resources_request__descriptor,
+        &v1__get_pod_resources_response__descriptor,
 };
 
 /* Searches |d| and, |depth| levels down, the message types of its fields. */

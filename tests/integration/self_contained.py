@@ -255,7 +255,7 @@ def test_vectors_are_tracked():
     folders = sorted(p.split("/")[3] for p in files
                      if re.fullmatch(r"tests/data/vectors/[^/]+/manifest\.json", p))
     want = ["deviceplugin-v1beta1", "dra-health-v1alpha1", "dra-v1", "dra-v1beta1",
-            "pluginregistration-v1"]
+            "pluginregistration-v1", "podresources-v1"]
     if folders != want:
         raise AssertionError("vector folders with a tracked manifest: %s, want %s" % (folders, want))
     missing = []

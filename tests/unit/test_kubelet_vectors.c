@@ -1,6 +1,6 @@
 /* Kubelet API wire vectors (tests/data/vectors/<api>/) against protobuf-c and
  * pbjson: device plugin v1beta1, plugin registration v1, DRA v1beta1 and v1,
- * DRA health v1alpha1. For every vector in each folder's manifest.json:
+ * DRA health v1alpha1, PodResources v1. For every vector in each folder's manifest.json:
  * unpack .bin, convert to proto3 JSON and compare with .json (value and exact
  * text), re-pack and compare bytes with .bin, parse .json and pack and compare
  * bytes with .bin. Plus presence details (NUMA topology, DRA v1 share_id),
@@ -28,12 +28,14 @@
 #include "dra_health/v1alpha1/api.pb-c.h"
 #include "kubelet/pbjson.h"
 #include "pluginregistration/v1/api.pb-c.h"
+#include "podresources/v1/api.pb-c.h"
 
 #define VEC_ROOT KDEV_SOURCE_DIR "/tests/data/vectors"
 #define VEC_DIR VEC_ROOT "/deviceplugin-v1beta1"
 #define DRA1_DIR VEC_ROOT "/dra-v1"
 #define DRA1B_DIR VEC_ROOT "/dra-v1beta1"
 #define HEALTH_DIR VEC_ROOT "/dra-health-v1alpha1"
+#define PODRES_DIR VEC_ROOT "/podresources-v1"
 
 /* Shorter names for the DRA types. */
 typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse Dra1PrepResp;
@@ -236,13 +238,68 @@ static void test_vectors_dra_health(void **state)
         check_vector_dir(HEALTH_DIR, "v1alpha1", 3);
 }
 
+static void test_vectors_podresources(void **state)
+{
+        (void)state;
+        check_vector_dir(PODRES_DIR, "v1", 9);
+}
+
+/* PodResources v1: ClaimResource.share_id keeps "absent" and "" apart, an
+ * empty pod_resources differs from an absent one, packed cpu_ids keep 0. */
+static void test_podresources_presence(void **state)
+{
+        (void)state;
+        size_t n;
+        uint8_t *b = read_file(PODRES_DIR "/03_list_pod_resources_response_edge_cases.bin", &n);
+        V1__ListPodResourcesResponse *r = (V1__ListPodResourcesResponse *)unpack_or_fail(
+                &v1__list_pod_resources_response__descriptor, b, n, "03");
+        assert_int_equal(r->n_pod_resources, 2);
+        V1__ContainerResources *c = r->pod_resources[0]->containers[1];
+        assert_string_equal(c->name, "edge");
+        assert_int_equal(c->n_devices, 3);
+        assert_null(c->devices[0]->topology);
+        assert_int_equal(c->devices[1]->topology->n_nodes, 4);
+        assert_int_equal(c->devices[1]->topology->nodes[0]->id, 0);
+        assert_int_equal(c->devices[1]->topology->nodes[3]->id, 3);
+        assert_non_null(c->devices[2]->topology);
+        assert_int_equal(c->devices[2]->topology->n_nodes, 0);
+        assert_int_equal(c->n_cpu_ids, 5);
+        assert_int_equal(c->cpu_ids[0], 0);
+        assert_int_equal(c->cpu_ids[4], 16384);
+        assert_int_equal(c->n_dynamic_resources, 2);
+        V1__ClaimResource *cr = c->dynamic_resources[0]->claim_resources[0];
+        assert_int_equal(cr->share_id_presence_case, V1__CLAIM_RESOURCE__SHARE_ID_PRESENCE_SHARE_ID);
+        assert_string_equal(cr->share_id, "");
+        cr = c->dynamic_resources[0]->claim_resources[1];
+        assert_int_equal(cr->share_id_presence_case,
+                         V1__CLAIM_RESOURCE__SHARE_ID_PRESENCE__NOT_SET);
+        /* dropping the presence drops the 2 bytes 2a 00 */
+        cr = c->dynamic_resources[0]->claim_resources[0];
+        size_t with = protobuf_c_message_get_packed_size(&r->base);
+        cr->share_id_presence_case = V1__CLAIM_RESOURCE__SHARE_ID_PRESENCE__NOT_SET;
+        assert_int_equal(protobuf_c_message_get_packed_size(&r->base), with - 2);
+        cr->share_id_presence_case = V1__CLAIM_RESOURCE__SHARE_ID_PRESENCE_SHARE_ID;
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        free(b);
+
+        b = read_file(PODRES_DIR "/09_get_pod_resources_response_empty_pod.bin", &n);
+        V1__GetPodResourcesResponse *g = (V1__GetPodResourcesResponse *)unpack_or_fail(
+                &v1__get_pod_resources_response__descriptor, b, n, "09");
+        assert_non_null(g->pod_resources);
+        assert_int_equal(protobuf_c_message_get_packed_size(&g->base), 2);
+        protobuf_c_message_free_unpacked(&g->base, NULL);
+        free(b);
+        V1__GetPodResourcesResponse absent = V1__GET_POD_RESOURCES_RESPONSE__INIT;
+        assert_int_equal(protobuf_c_message_get_packed_size(&absent.base), 0);
+}
+
 /* Every folder under vectors/ is one of the above (a new one needs a test). */
 static void test_vector_dirs_known(void **state)
 {
         (void)state;
         static const char *const known[] = {
                 "deviceplugin-v1beta1", "pluginregistration-v1", "dra-v1beta1",
-                "dra-v1", "dra-health-v1alpha1",
+                "dra-v1", "dra-health-v1alpha1", "podresources-v1",
         };
         size_t n = sizeof(known) / sizeof(known[0]);
         char path[1024];
@@ -972,6 +1029,8 @@ int main(void)
                 cmocka_unit_test(test_vectors_dra_v1beta1),
                 cmocka_unit_test(test_vectors_dra_v1),
                 cmocka_unit_test(test_vectors_dra_health),
+                cmocka_unit_test(test_vectors_podresources),
+                cmocka_unit_test(test_podresources_presence),
                 cmocka_unit_test(test_vector_dirs_known),
                 cmocka_unit_test(test_dra_v1_share_id),
                 cmocka_unit_test(test_dra_v1beta1_skips_share_id),
