@@ -17,5 +17,7 @@ KDEV_API int kdevctl_cmd_preferred(int argc, char **argv);  /* preferred SOCKET 
 KDEV_API int kdevctl_cmd_checkpoint(int argc, char **argv); /* checkpoint FILE */
 KDEV_API int kdevctl_cmd_dra(int argc, char **argv);        /* dra --registry DIR [--scenario FILE] */
 KDEV_API int kdevctl_cmd_share(int argc, char **argv);      /* share REGION [-o json] */
+KDEV_API int kdevctl_cmd_schedule(int argc, char **argv);   /* schedule --node FILE POD_FILE... */
+KDEV_API int kdevctl_cmd_quota(int argc, char **argv);      /* quota --quota FILE OBJECT_FILE... */
 
 #endif /* KDEV_KUBELET_CMDS_H */

@@ -21,7 +21,8 @@ and checked against these rules; each error is one line,
   by the NVIDIA backend: src/nvml and src/nvidia. mock/nvml, the stand-in
   driver, includes only the ABI table nvml/nvml_api.h of them.
 - kdevctl: src/kubelet and src/cmd/kdevctl.c include only rpc, the messages,
-  common and share's region reader (and kubelet's own headers).
+  common, share's region reader and sched's fit and quota checks (and
+  kubelet's own headers).
 - front-end: the backends (src/generic, src/nvidia, src/nvml) never include
   the front ends' headers (src/plugin, src/dra).
 - backend: a backend never includes another backend's headers (the /dev
@@ -50,7 +51,10 @@ FRONT_ENDS = ("plugin", "dra")
 WIRE_NEUTRAL = ("model", "generic", "nvidia", "nvml")
 NVML_OWNERS = ("nvml", "nvidia")
 KDEVCTL_UNITS = ("kubelet", "exe:kdevctl")
-KDEVCTL_MAY_INCLUDE = {"rpc", "proto", "common", "kubelet", "share"}
+# sched: kdevctl schedule / kdevctl quota print the control plane's fit and
+# quota decisions, which live in a library module of their own (jansson and
+# libyaml, like kubelet; no wire, no backend)
+KDEVCTL_MAY_INCLUDE = {"rpc", "proto", "common", "kubelet", "share", "sched"}
 MOCK_NVML = "mock/nvml"
 MOCK_NVML_HEADERS = {"nvml/nvml_api.h"}  # the ABI table the mock implements
 
@@ -190,7 +194,7 @@ def check(cmake_text, mock_text, files, allowed):
             if unit in KDEVCTL_UNITS and mod not in KDEVCTL_MAY_INCLUDE:
                 crossings.append(("kdevctl", path, line, header,
                                   'includes "%s"; kdevctl includes only rpc, the messages, '
-                                  "common and share" % header))
+                                  "common, share and sched" % header))
             if unit in BACKENDS and mod in FRONT_ENDS:
                 crossings.append(("front-end", path, line, header,
                                   'backend %s includes "%s"; backends never include '
@@ -347,13 +351,13 @@ def test_checker_can_fail():
                               "target_link_libraries(kdevctl kdev_model kdev_common")
     expect("kdevctl including the model", check(cm, SAMPLE_MOCK, bad, {}), [
         'src/cmd/kdevctl.c:3: kdevctl: includes "model/model.h"; kdevctl includes only rpc, '
-        'the messages, common and share',
+        'the messages, common, share and sched',
     ])
     expect("the binary's link line", check(SAMPLE_CMAKE, SAMPLE_MOCK, bad, {}), [
         'src/cmd/kdevctl.c:3: graph: includes "model/model.h", but '
         'target_link_libraries(kdevctl ...) in CMakeLists.txt does not name kdev_model',
         'src/cmd/kdevctl.c:3: kdevctl: includes "model/model.h"; kdevctl includes only rpc, '
-        'the messages, common and share',
+        'the messages, common, share and sched',
     ])
 
     # one backend including another; the model or a backend including the wire
