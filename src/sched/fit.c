@@ -20,6 +20,17 @@ struct kdev_fit_node {
  * resource/v1 ResourceDeviceClassPrefix). */
 #define DEVICE_CLASS_PREFIX "deviceclass.resource.kubernetes.io/"
 
+/* An extended resource name (core/v1 helper IsExtendedResourceName, as
+ * kubelet checks it: common/resource_name.h), or KEP-5004's implicit name of
+ * a DeviceClass, which pods request like one. */
+static bool is_extended(const char *name)
+{
+        size_t p = strlen(DEVICE_CLASS_PREFIX);
+        if (!strncmp(name, DEVICE_CLASS_PREFIX, p))
+                return name[p] != 0 && !strchr(name + p, '/');
+        return kdev_resource_name_check(name, NULL) == 0;
+}
+
 static json_int_t iget(const json_t *o, const char *k)
 {
         return json_integer_value(json_object_get(o, k));
@@ -81,7 +92,7 @@ int kdev_fit_node_from_json(const json_t *obj, struct kdev_fit_node **out, struc
                         json_object_foreach((json_t *)alloc, k, v)
                         {
                                 int64_t c;
-                                if (kdev_resource_name_check(k, NULL) < 0)
+                                if (!is_extended(k))
                                         continue;
                                 if ((rc = node_count(v, where, k, &c, err)) < 0)
                                         break;
@@ -277,9 +288,9 @@ static void container_requests(const json_t *c, const char *path, json_t *errors
         {
                 const char *name = json_string_value(kv);
                 struct kdev_err ne = {0};
-                if (!strchr(name, '/') || strstr(name, "kubernetes.io/"))
+                if (!strchr(name, '/') || (strstr(name, "kubernetes.io/") && !is_extended(name)))
                         continue; /* native: not modelled */
-                if (kdev_resource_name_check(name, &ne) < 0) {
+                if (!is_extended(name) && kdev_resource_name_check(name, &ne) < 0) {
                         kdev_sched_field_error(errors, "%s[%s]: Invalid value: \"%s\": %s", lpath,
                                                name, name, ne.msg);
                         continue;
@@ -295,10 +306,10 @@ static void container_requests(const json_t *c, const char *path, json_t *errors
         json_array_foreach(keys, i, kv)
         {
                 const char *name = json_string_value(kv);
-                if (!strchr(name, '/') || strstr(name, "kubernetes.io/"))
+                if (!strchr(name, '/') || (strstr(name, "kubernetes.io/") && !is_extended(name)))
                         continue;
                 struct kdev_err ne = {0};
-                if (kdev_resource_name_check(name, &ne) < 0) {
+                if (!is_extended(name) && kdev_resource_name_check(name, &ne) < 0) {
                         kdev_sched_field_error(errors, "%s[%s]: Invalid value: \"%s\": %s", rpath,
                                                name, name, ne.msg);
                         continue;
@@ -409,7 +420,7 @@ int kdev_fit_pod_requests(const json_t *pod, json_t **requests, json_t **errors)
                 json_array_foreach(keys, i, kv)
                 {
                         const char *name = json_string_value(kv);
-                        if (kdev_resource_name_check(name, NULL) < 0)
+                        if (!is_extended(name))
                                 continue;
                         struct kdev_qty q;
                         int64_t n;
