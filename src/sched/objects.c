@@ -412,7 +412,7 @@ int kdev_objects_load(const char *path, json_t **out, struct kdev_err *err)
         char *text = NULL;
         size_t len = 0;
         *out = NULL;
-        int rc = kdev_file_read(path, "file", OBJECTS_FILE_MAX, KDEV_FILE_TEXT, &text, &len, err);
+        int rc = kdev_file_read(path, "object file", OBJECTS_FILE_MAX, KDEV_FILE_TEXT, &text, &len, err);
         if (rc < 0)
                 return rc;
         rc = kdev_objects_parse(text, len, path, out, err);

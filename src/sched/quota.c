@@ -171,6 +171,10 @@ int kdev_quota_set_add(struct kdev_quota_set *set, const json_t *obj, json_t *wa
         const char *ns = json_string_value(json_object_get(md, "namespace"));
         const json_t *spec = json_object_get(obj, "spec");
         const json_t *status = json_object_get(obj, "status");
+        const char *kind = json_string_value(json_object_get(obj, "kind"));
+        if (kind && strcmp(kind, "ResourceQuota"))
+                return kdev_err_set(err, EINVAL, "%s \"%s\" is not a ResourceQuota", kind,
+                                    name ? name : "");
         if (!name || !*name)
                 return kdev_err_set(err, EINVAL, "ResourceQuota without metadata.name");
         const json_t *scopes = json_object_get(spec, "scopes");

@@ -54,7 +54,8 @@ KDEV_API void kdev_quota_set_free(struct kdev_quota_set *set);
  *   ... spec.hard[nvidia.com/gpu]: Invalid value: "1500m": must be an integer
  * (several as `[ERR, ERR]`); -ENOTSUP for scopes ("ResourceQuota \"q\":
  * spec.scopes and spec.scopeSelector are not implemented"); -EINVAL for no
- * metadata.name or a spec.hard that is no object. Appends to |warnings| (an
+ * metadata.name, a spec.hard that is no object, or another kind (`Node "n"
+ * is not a ResourceQuota`; an object without `kind` is taken as one). Appends to |warnings| (an
  * array, may be NULL) one line per key that is never charged:
  *   ResourceQuota "q": spec.hard[limits.nvidia.com/gpu] is never charged: quota counts extended resources only as requests.nvidia.com/gpu
  * Returns 0. */

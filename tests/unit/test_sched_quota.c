@@ -204,6 +204,7 @@ static void test_quota_validation(void **state)
                  "ResourceQuota \"q\": spec.scopes and spec.scopeSelector are not implemented", -ENOTSUP},
                 {"kind: ResourceQuota\nspec:\n  hard: {pods: 1}\n", "ResourceQuota without metadata.name",
                  -EINVAL},
+                {"kind: Node\nmetadata: {name: n}\n", "Node \"n\" is not a ResourceQuota", -EINVAL},
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 struct kdev_quota_set *set = kdev_quota_set_new();
