@@ -420,6 +420,26 @@ int kdev_objects_load(const char *path, json_t **out, struct kdev_err *err)
         return rc;
 }
 
+int kdev_objects_load_all(char *const *paths, size_t n, json_t **out, struct kdev_err *err)
+{
+        *out = NULL;
+        json_t *all = json_array();
+        if (!all)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+                json_t *objs = NULL;
+                int rc = kdev_objects_load(paths[i], &objs, err);
+                if (rc < 0) {
+                        json_decref(all);
+                        return rc;
+                }
+                json_array_extend(all, objs);
+                json_decref(objs);
+        }
+        *out = all;
+        return 0;
+}
+
 char *kdev_object_ref(const json_t *obj, char *buf, size_t size)
 {
         const json_t *md = json_object_get(obj, "metadata");

@@ -86,6 +86,11 @@ KDEV_API int kdev_objects_parse(const char *text, size_t len, const char *name, 
  * errors, or the file reader's (common/file.h) naming |path|. */
 KDEV_API int kdev_objects_load(const char *path, json_t **out, struct kdev_err *err);
 
+/* kdev_objects_load() on each of the |n| files |paths|, in order, into one
+ * new array *|out| (the caller's). Returns 0 or the first file's error. */
+KDEV_API int kdev_objects_load_all(char *const *paths, size_t n, json_t **out,
+                                   struct kdev_err *err);
+
 /* "NAMESPACE/NAME" of the object |obj| (metadata.namespace, "default" when
  * unset; metadata.name, "" when unset) into |buf|. Returns |buf|. */
 KDEV_API char *kdev_object_ref(const json_t *obj, char *buf, size_t size);
