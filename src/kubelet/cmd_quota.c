@@ -128,14 +128,8 @@ int kdevctl_cmd_quota(int argc, char **argv)
         if (a.output == KDEV_CLI_OUTPUT_JSON) {
                 json_t *j = json_pack("{s:O,s:o,s:O}", "objects", results, "quotas",
                                       kdev_quota_set_json(set), "warnings", warnings);
-                char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-                json_decref(j);
-                if (!text) {
-                        kdev_cli_fail(QUOTA_CMD, "out of memory");
+                if (kdev_cli_print_json_value(QUOTA_CMD, j) != KDEV_CLI_OK)
                         goto out;
-                }
-                printf("%s\n", text);
-                free(text);
         } else {
                 struct kdev_cli_table *t = kdev_cli_table_new(4, "KIND", "OBJECT", "ADMITTED", "MESSAGE");
                 json_array_foreach(results, i, o)

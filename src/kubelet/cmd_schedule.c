@@ -150,14 +150,8 @@ int kdevctl_cmd_schedule(int argc, char **argv)
         }
         if (a.output == KDEV_CLI_OUTPUT_JSON) {
                 json_t *j = json_pack("{s:O,s:o}", "pods", results, "node", kdev_fit_node_json(node));
-                char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-                json_decref(j);
-                if (!text) {
-                        kdev_cli_fail(SCHED_CMD, "out of memory");
+                if (kdev_cli_print_json_value(SCHED_CMD, j) != KDEV_CLI_OK)
                         goto out;
-                }
-                printf("%s\n", text);
-                free(text);
         } else {
                 struct kdev_cli_table *t = kdev_cli_table_new(4, "POD", "FITS", "STATUS", "REASON");
                 json_array_foreach(results, i, o)

@@ -11,22 +11,22 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.environ.get("KDEV_SOURCE_DIR") or os.path.normpath(os.path.join(HERE, "..", ".."))
-BUILD = os.environ.get("KDEV_BUILD_DIR") or os.path.join(SRC, "build")
-KDEVCTL = os.path.join(BUILD, "kdevctl")
+SRC = os.environ.get("KDEV_SOURCE_DIR") or os.path.normpath(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+KDEVCTL = os.path.join(os.environ.get("KDEV_BUILD_DIR") or os.path.join(SRC, "build"), "kdevctl")
 EX = os.path.join(SRC, "examples", "control-plane")
 NODE, PODS, QUOTA, CLAIMS = (os.path.join(EX, f) for f in
                              ("node.yaml", "pods.yaml", "quota.yaml", "claims.yaml"))
-FAILS = []
+RESULTS = []  # (what, passed)
 
 
 def check(what, got, want):
-    if got != want:
-        FAILS.append(what)
-        print("FAIL %s:\n--- got ---\n%s\n--- want ---\n%s" % (what, got, want))
+    """Records one exact comparison and prints it (got/want as repr)."""
+    RESULTS.append((what, got == want))
+    if got == want:
+        print("ok   " + what)
     else:
-        print("ok   %s" % what)
+        print("FAIL %s\n  got:  %r\n  want: %r" % (what, got, want))
 
 
 def run(*args):
@@ -148,7 +148,6 @@ for cmd in ("schedule", "quota"):
     rc, out, err = run(cmd, "--help")
     check("%s --help" % cmd, (rc, out.startswith("Usage: kdevctl %s " % cmd), err), (0, True, ""))
 
-if FAILS:
-    print("%d failed: %s" % (len(FAILS), ", ".join(FAILS)))
-    sys.exit(1)
-print("all passed")
+failed = [what for what, passed in RESULTS if not passed]
+print("%d checks, %d failed%s" % (len(RESULTS), len(failed), ": " + ", ".join(failed) if failed else ""))
+sys.exit(1 if failed else 0)
