@@ -2,6 +2,7 @@
 #include "sched/fit.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,13 @@ static json_int_t iget(const json_t *o, const char *k)
 static int iset(json_t *o, const char *k, json_int_t v)
 {
         return json_object_set_new(o, k, json_integer(v));
+}
+
+/* a + b for counts (>= 0), saturating at INT64_MAX: a pod asking for more
+ * than that fits nowhere, and never wraps */
+static json_int_t sat_add(json_int_t a, json_int_t b)
+{
+        return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
 void kdev_fit_node_free(struct kdev_fit_node *node)
@@ -209,10 +217,10 @@ static bool check_qty(const json_t *v, const char *path, const char *name, json_
         char text[KDEV_QTY_TEXT_MAX];
         if (kdev_qty_from_json(v, q, &qe) < 0) {
                 char raw[128];
-                if (json_is_string(v))
-                        snprintf(raw, sizeof(raw), "%s", json_string_value(v));
-                else
-                        snprintf(raw, sizeof(raw), "%s", "?");
+                char *any = json_is_string(v) ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+                snprintf(raw, sizeof(raw), "%s",
+                         json_is_string(v) ? json_string_value(v) : any ? any : "");
+                free(any);
                 kdev_sched_field_error(errors, "%s[%s]: Invalid value: \"%s\": %s", path, name, raw,
                                        qe.msg);
                 return false;
@@ -349,7 +357,7 @@ static void list_add(json_t *dst, const json_t *src)
 {
         const char *k;
         json_t *v;
-        json_object_foreach((json_t *)src, k, v) iset(dst, k, iget(dst, k) + json_integer_value(v));
+        json_object_foreach((json_t *)src, k, v) iset(dst, k, sat_add(iget(dst, k), json_integer_value(v)));
 }
 
 static void list_max(json_t *dst, const json_t *src)
@@ -382,6 +390,10 @@ int kdev_fit_pod_requests(const json_t *pod, json_t **requests, json_t **errors)
         size_t i;
         json_t *c;
         char path[128];
+        json_array_foreach(ctrs, i, c) if (!json_is_object(c))
+                kdev_sched_field_error(errs, "spec.containers[%zu]: must be an object", i);
+        json_array_foreach(inits, i, c) if (!json_is_object(c))
+                kdev_sched_field_error(errs, "spec.initContainers[%zu]: must be an object", i);
         json_array_foreach(ctrs, i, c)
         {
                 json_t *one = json_object();
@@ -505,7 +517,8 @@ json_t *kdev_fit_pod(struct kdev_fit_node *node, const json_t *pod)
                         json_array_append_new(delegated, json_string(name));
                         continue;
                 }
-                if (want > alloc - iget(node->requested, name)) {
+                json_int_t used = iget(node->requested, name);
+                if (want > alloc - (used < alloc ? used : alloc)) {
                         char line[600];
                         snprintf(line, sizeof(line), "Insufficient %s", name);
                         json_array_append_new(reasons, json_string(line));
@@ -521,7 +534,7 @@ json_t *kdev_fit_pod(struct kdev_fit_node *node, const json_t *pod)
                         if (json_object_get(node->alloc, name) &&
                             !(iget(node->alloc, name) == 0 && json_object_get(node->dra, name)))
                                 iset(node->requested, name,
-                                     iget(node->requested, name) + iget(reqs, name));
+                                     sat_add(iget(node->requested, name), iget(reqs, name)));
                 }
         }
         json_decref(keys);

@@ -123,7 +123,7 @@ static bool whole(const struct kdev_cel_quantity *q, __int128 *v)
                 e++;
         }
         while (e > 0) {
-                if (m > QTY_LIMIT * 100 || m < -QTY_LIMIT * 100)
+                if (m > QTY_LIMIT || m < -QTY_LIMIT)
                         return false;
                 m *= 10;
                 e--;
@@ -182,7 +182,8 @@ int kdev_qty_value(const struct kdev_qty *q, int64_t *value, bool *integer)
         int e = q->q.exponent + 3;
         __int128 milli;
         if (e >= 0) {
-                if (e > 20)
+                /* an int64 value is below 10^19, its milli-value below 10^22 */
+                if (e > 22 || m > pow10i(22 - e) || m < -pow10i(22 - e))
                         return -ERANGE;
                 milli = m * pow10i(e);
         } else {

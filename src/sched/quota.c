@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,15 +229,19 @@ int kdev_quota_set_add(struct kdev_quota_set *set, const json_t *obj, json_t *wa
 static void charge(json_t *usage, const char *key, int64_t n)
 {
         json_int_t have = json_integer_value(json_object_get(usage, key));
-        json_object_set_new(usage, key, json_integer(have + n));
+        json_object_set_new(usage, key, json_integer(have > INT64_MAX - n ? INT64_MAX : have + n));
 }
 
 static int64_t mode_count(const json_t *r)
 {
         const char *mode = json_string_value(json_object_get(r, "allocationMode"));
         const json_t *count = json_object_get(r, "count");
-        if (!mode || !strcmp(mode, "ExactCount"))
-                return count ? json_integer_value(count) : 1;
+        if (!mode || !strcmp(mode, "ExactCount")) {
+                /* validation wants count >= 1; kdev does not validate claims and
+                 * counts a negative or non-integer count as 0 */
+                json_int_t n = count ? json_integer_value(count) : 1;
+                return n > 0 ? n : 0;
+        }
         if (!strcmp(mode, "All"))
                 return ALLOCATION_RESULTS_MAX;
         return 0; /* an unknown mode counts nothing */

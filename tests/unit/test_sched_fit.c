@@ -228,6 +228,30 @@ static const struct fit_case fit_cases[] = {
          "{}", "[]"},
         {"no containers array", NULL, NULL, POD("  containers: {}\n"), "Invalid",
          "Pod \"p\" is invalid: spec.containers: must be an array", "{}", "[]"},
+        {"containers that are no objects", NULL, NULL,
+         POD("  containers: [1]\n  initContainers: [null]\n"), "Invalid",
+         "Pod \"p\" is invalid: [spec.containers[0]: must be an object, spec.initContainers[0]: must "
+         "be an object]",
+         "{}", "[]"},
+        {"a null quantity", NULL, NULL, POD("  containers:\n" CTR("{limits: {nvidia.com/gpu: ~}}")),
+         "Invalid",
+         "Pod \"p\" is invalid: [spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "
+         "\"null\": must be a quantity (a string or a number), not null, "
+         "spec.containers[0].resources.requests[nvidia.com/gpu]: Invalid value: \"null\": must be a "
+         "quantity (a string or a number), not null]",
+         "{}", "[]"},
+        /* canonical DecimalExponent: the exponent a multiple of 3 */
+        {"beyond kdev's range", NULL, NULL, POD("  containers:\n" CTR("{limits: {nvidia.com/gpu: 1e19}}")),
+         "Invalid",
+         "Pod \"p\" is invalid: [spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "
+         "\"10e18\": out of the range kdev supports, spec.containers[0].resources.requests"
+         "[nvidia.com/gpu]: Invalid value: \"10e18\": out of the range kdev supports]",
+         "{}", "[]"},
+        {"a sum past int64 saturates", NULL, NULL,
+         POD("  containers:\n" CTR("{limits: {nvidia.com/gpu: 1}}")
+             CTR("{limits: {nvidia.com/gpu: \"9223372036854775807\"}}")),
+         "UnschedulableAndUnresolvable", "Insufficient nvidia.com/gpu",
+         "{\"nvidia.com/gpu\":9223372036854775807}", "[]"},
 };
 
 static void test_fit_table(void **state)
