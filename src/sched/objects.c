@@ -256,10 +256,15 @@ static json_t *yaml_scalar(const yaml_node_t *n)
         return json_stringn(s, len);
 }
 
-static json_t *yaml_to_json(yaml_document_t *doc, yaml_node_t *n, int depth)
+/* Values one document may expand to: aliases can repeat a subtree, and a few
+ * nested ones would otherwise expand a small file into billions of values. */
+#define YAML_VALUES_MAX 1000000
+
+static json_t *yaml_to_json(yaml_document_t *doc, yaml_node_t *n, int depth, size_t *budget)
 {
-        if (!n || depth > 64)
+        if (!n || depth > 64 || *budget == 0)
                 return NULL;
+        --*budget;
         switch (n->type) {
         case YAML_SCALAR_NODE:
                 return yaml_scalar(n);
@@ -267,7 +272,8 @@ static json_t *yaml_to_json(yaml_document_t *doc, yaml_node_t *n, int depth)
                 json_t *a = json_array();
                 for (yaml_node_item_t *i = n->data.sequence.items.start;
                      a && i < n->data.sequence.items.top; i++) {
-                        json_t *v = yaml_to_json(doc, yaml_document_get_node(doc, *i), depth + 1);
+                        json_t *v = yaml_to_json(doc, yaml_document_get_node(doc, *i), depth + 1,
+                                                 budget);
                         if (!v || json_array_append_new(a, v) < 0) {
                                 json_decref(a);
                                 return NULL;
@@ -285,7 +291,7 @@ static json_t *yaml_to_json(yaml_document_t *doc, yaml_node_t *n, int depth)
                                 return NULL;
                         }
                         json_t *v = yaml_to_json(doc, yaml_document_get_node(doc, p->value),
-                                                 depth + 1);
+                                                 depth + 1, budget);
                         if (!v || json_object_setn_new(o, (const char *)k->data.scalar.value,
                                                        k->data.scalar.length, v) < 0) {
                                 json_decref(o);
@@ -381,13 +387,14 @@ int kdev_objects_parse(const char *text, size_t len, const char *name, json_t **
                         yaml_document_delete(&doc);
                         break;
                 }
-                json_t *j = yaml_to_json(&doc, root, 0);
+                size_t budget = YAML_VALUES_MAX;
+                json_t *j = yaml_to_json(&doc, root, 0, &budget);
                 yaml_document_delete(&doc);
                 if (!j) {
                         rc = kdev_err_set(err, EINVAL,
-                                          "%s: document %zu: unsupported YAML (a non-scalar key or "
-                                          "nesting deeper than 64)",
-                                          name, idx + 1);
+                                          "%s: document %zu: unsupported YAML (a non-scalar key, "
+                                          "nesting deeper than 64 or more than %d values)",
+                                          name, idx + 1, YAML_VALUES_MAX);
                         break;
                 }
                 if (json_is_null(j)) {

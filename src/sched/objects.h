@@ -77,8 +77,10 @@ KDEV_API int kdev_qty_add(struct kdev_qty *a, const struct kdev_qty *b);
  * values as a YAML 1.2 core schema reads them (plain null ~ true false,
  * integers; everything else, quoted or not, a string), so `nvidia.com/gpu: 2`
  * and `"2"` are the same quantity. Returns 0, or -EINVAL with |err| set to
- * "NAME:LINE:COLUMN: <syntax error>", "NAME: document N is not an object" or
- * "NAME: document N: items[I] is not an object". */
+ * "NAME:LINE:COLUMN: <syntax error>", "NAME: document N is not an object",
+ * "NAME: document N: items[I] is not an object" or "NAME: document N:
+ * unsupported YAML (a non-scalar key, nesting deeper than 64 or more than
+ * 1000000 values)" (aliases count each time they are expanded). */
 KDEV_API int kdev_objects_parse(const char *text, size_t len, const char *name, json_t **out,
                                 struct kdev_err *err);
 

@@ -117,6 +117,21 @@ static void test_objects_files(void **state)
         bad = "- 1\n";
         assert_int_equal(kdev_objects_parse(bad, strlen(bad), "p.yaml", &all, &err), -EINVAL);
         assert_string_equal(err.msg, "p.yaml: document 1 is not an object");
+        /* nine levels of nine aliases: 387 million values if expanded */
+        char bomb[2048] = "a: &a [x, x, x, x, x, x, x, x, x]\n";
+        for (char c = 'b'; c <= 'i'; c++) {
+                size_t o = strlen(bomb);
+                snprintf(bomb + o, sizeof(bomb) - o, "%c: &%c [", c, c);
+                for (int k = 0; k < 9; k++) {
+                        o = strlen(bomb);
+                        snprintf(bomb + o, sizeof(bomb) - o, "%s*%c", k ? ", " : "", c - 1);
+                }
+                o = strlen(bomb);
+                snprintf(bomb + o, sizeof(bomb) - o, "]\n");
+        }
+        assert_int_equal(kdev_objects_parse(bomb, strlen(bomb), "b.yaml", &all, &err), -EINVAL);
+        assert_string_equal(err.msg, "b.yaml: document 1: unsupported YAML (a non-scalar key, nesting "
+                                     "deeper than 64 or more than 1000000 values)");
         bad = "{\"a\": }";
         assert_int_equal(kdev_objects_parse(bad, strlen(bad), "p.json", &all, &err), -EINVAL);
         assert_string_equal(err.msg, "p.json:1:7: unexpected token near '}'");
