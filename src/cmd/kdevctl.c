@@ -52,6 +52,8 @@ static const struct command commands[] = {
         {"dra", kdevctl_cmd_dra, "act as kubelet for DRA plugins: register, prepare/unprepare claims"},
         {"share", kdevctl_cmd_share, "print a container's share region: memory and compute per GPU and process"},
         {"podresources", kdevctl_cmd_podresources, "call kubelet's PodResources API: list, allocatable, get, device -> pod map"},
+        {"schedule", kdevctl_cmd_schedule, "would pods fit a node? extended-resource fit as kube-scheduler checks it"},
+        {"quota", kdevctl_cmd_quota, "would ResourceQuota admit pods and claims? as the API server checks it"},
         {"version", cmd_version, "print kdevctl's version (also --version)"},
 };
 

@@ -421,6 +421,17 @@ int kdev_cli_print_json(const char *cmd, const ProtobufCMessage *msg)
         return KDEV_CLI_OK;
 }
 
+int kdev_cli_print_json_value(const char *cmd, json_t *j)
+{
+        char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(j);
+        if (!text)
+                return kdev_cli_fail(cmd, "out of memory");
+        printf("%s\n", text);
+        free(text);
+        return KDEV_CLI_OK;
+}
+
 /* ---- tables -------------------------------------------------------------- */
 
 #define TABLE_MAX_COLS 16

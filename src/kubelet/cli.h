@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include <jansson.h>
 #include <protobuf-c/protobuf-c.h>
 
 #include "common/err.h"
@@ -193,6 +194,12 @@ KDEV_API int kdev_cli_unary(const char *cmd, const char *path, const char *metho
 /* Prints |msg| as indented proto3 JSON (pbjson) and a newline to stdout.
  * Returns KDEV_CLI_OK, or KDEV_CLI_FAIL after printing the error for |cmd|. */
 KDEV_API int kdev_cli_print_json(const char *cmd, const ProtobufCMessage *msg);
+
+/* Prints the JSON value |j| (its reference is taken: decref'ed here, NULL
+ * counts as out of memory) indented by 2, keys in insertion order, and a
+ * newline to stdout. Returns KDEV_CLI_OK, or KDEV_CLI_FAIL after printing
+ * "kdevctl CMD: out of memory". */
+KDEV_API int kdev_cli_print_json_value(const char *cmd, json_t *j);
 
 /* ---- tables -------------------------------------------------------------- */
 

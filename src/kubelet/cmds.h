@@ -21,5 +21,7 @@ KDEV_API int kdevctl_cmd_dra(int argc, char **argv);        /* dra --registry DI
 KDEV_API int kdevctl_cmd_dra_allocate(int argc, char **argv);
 KDEV_API int kdevctl_cmd_share(int argc, char **argv);      /* share REGION [-o json] */
 KDEV_API int kdevctl_cmd_podresources(int argc, char **argv); /* podresources [list|...] */
+KDEV_API int kdevctl_cmd_schedule(int argc, char **argv);   /* schedule --node FILE POD_FILE... */
+KDEV_API int kdevctl_cmd_quota(int argc, char **argv);      /* quota --quota FILE OBJECT_FILE... */
 
 #endif /* KDEV_KUBELET_CMDS_H */

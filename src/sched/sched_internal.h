@@ -1,6 +1,9 @@
-/* Internals of the structured allocator (allocator.h). */
+/* Internals of src/sched: the structured allocator's quantity arithmetic
+ * (allocator.h) and the helpers shared by the fit and quota checks. */
 #ifndef KDEV_SCHED_SCHED_INTERNAL_H
 #define KDEV_SCHED_SCHED_INTERNAL_H
+
+#include <stdarg.h>
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,5 +28,19 @@ bool kdev_sched__qmultiple(const struct kdev_cel_quantity *v, const struct kdev_
 /* |q| as quantity text: an integer with the largest binary (Ki, Mi, ...,
  * |binary|) or decimal (k, M, ...) suffix that divides it exactly. */
 void kdev_sched__qformat(const struct kdev_cel_quantity *q, bool binary, char *buf, size_t size);
+
+
+#include <jansson.h>
+
+/* Appends the formatted field error to |errors|; returns -EINVAL. */
+int kdev_sched_field_error(json_t *errors, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+/* The keys of |obj| sorted bytewise, as a new array of strings. */
+json_t *kdev_sched_sorted_keys(const json_t *obj);
+
+/* `KIND "NAME" is invalid: ERR` or `... is invalid: [ERR, ERR]` (malloc'ed;
+ * NULL without memory), the API server's answer to an invalid object. */
+char *kdev_sched_invalid_message(const char *kind, const json_t *obj, const json_t *errors);
 
 #endif /* KDEV_SCHED_SCHED_INTERNAL_H */

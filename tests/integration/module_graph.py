@@ -21,8 +21,8 @@ and checked against these rules; each error is one line,
   by the NVIDIA backend: src/nvml and src/nvidia. mock/nvml, the stand-in
   driver, includes only the ABI table nvml/nvml_api.h of them.
 - kdevctl: src/kubelet and src/cmd/kdevctl.c include only rpc, the messages,
-  common, share's region reader, the API client (kube) and the structured
-  allocator (sched), and kubelet's own headers.
+  common, share's region reader, the API client (kube), the structured
+  allocator and the fit and quota checks (sched), and kubelet's own headers.
 - front-end: the backends (src/generic, src/nvidia, src/nvml) never include
   the front ends' headers (src/plugin, src/dra).
 - backend: a backend never includes another backend's headers (the /dev
@@ -54,8 +54,10 @@ KDEVCTL_UNITS = ("kubelet", "exe:kdevctl")
 # kube and sched: `kdevctl dra allocate` reads a node's ResourceSlices,
 # DeviceClasses and pending ResourceClaims from an API server (kube) and
 # allocates them with the structured allocator (sched), the control plane's
-# side of DRA that kdevctl plays offline beside kubelet's. Neither pulls in a
-# backend or a front end (kube: common only; sched: common and cel).
+# side of DRA that kdevctl plays offline beside kubelet's; `kdevctl schedule`
+# and `kdevctl quota` print sched's fit and quota decisions. Neither module
+# pulls in a backend or a front end (kube: common only; sched: common, cel,
+# jansson and libyaml).
 KDEVCTL_MAY_INCLUDE = {"rpc", "proto", "common", "kubelet", "share", "kube", "sched"}
 MOCK_NVML = "mock/nvml"
 MOCK_NVML_HEADERS = {"nvml/nvml_api.h"}  # the ABI table the mock implements
