@@ -147,6 +147,7 @@ static void usage(FILE *f)
                 "    KDEV_CDI_DIR (--cdi-dir) KDEV_HEALTH_PROBE_INTERVAL KDEV_HEALTH_QUIET_PERIOD\n"
                 "    KDEV_PROC_ROOT (--proc-root) CDI_FEATURE_FLAGS CDI_DISABLE_HOOKS\n"
                 "    KDEV_SHARE_ROOT (--share-root) KDEV_SHARE_LIBRARY (--share-library)\n"
+                "    KDEV_USAGE_INTERVAL (--usage-interval)\n"
                 "\n"
                 "Files:\n"
                 "  DIR/kubelet.sock                  kubelet's Registration socket (DIR is\n"
