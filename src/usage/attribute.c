@@ -142,20 +142,18 @@ static long find_row(const struct kdev_usage_report *out, size_t first,
 static int attribute_device(const struct kdev_usage_snapshot *snap, size_t di,
                             const struct kdev_usage_pods *pods,
                             const struct kdev_usage_attribute_options *opts,
-                            const struct region_view *views, struct kdev_usage_report *out)
+                            const struct region_view *views, const char *const *uuids,
+                            struct kdev_usage_report *out)
 {
         const struct kdev_usage_device *d = &snap->devices[di];
         size_t first = out->n_rows;
-        for (size_t c = 0; c < pods->n; c++) {
+        for (size_t c = 0, k0 = 0; c < pods->n; k0 += pods->containers[c].n_device_ids, c++) {
                 const struct kdev_usage_container *ct = &pods->containers[c];
                 struct kdev_usage_row row = {.device = di, .container = c,
                                              .sm_util = KDEV_USAGE_NONE};
-                for (size_t k = 0; k < ct->n_device_ids; k++) {
-                        const char *u = opts->resolve(opts->resolve_arg, ct->resource,
-                                                      ct->device_ids[k]);
-                        if (u && strcmp(u, d->uuid) == 0)
+                for (size_t k = 0; k < ct->n_device_ids; k++)
+                        if (uuids[k0 + k] && strcmp(uuids[k0 + k], d->uuid) == 0)
                                 row.replicas++;
-                }
                 if (!row.replicas)
                         continue;
                 for (size_t g = 0; views[c].ok && g < views[c].n; g++)
@@ -217,11 +215,25 @@ int kdev_usage_attribute(const struct kdev_usage_snapshot *snap,
         if (!pods)
                 pods = &none;
         memset(out, 0, sizeof(*out));
+        /* each device ID resolved once, in map order */
+        size_t n_ids = 0;
+        for (size_t c = 0; c < pods->n; c++)
+                n_ids += pods->containers[c].n_device_ids;
+        const char **uuids = n_ids ? calloc(n_ids, sizeof(*uuids)) : NULL;
         struct region_view *views = pods->n ? calloc(pods->n, sizeof(*views)) : NULL;
-        int rc = pods->n && !views ? -ENOMEM : read_regions(pods, views, out);
+        int rc = (n_ids && !uuids) || (pods->n && !views) ? -ENOMEM
+                                                          : read_regions(pods, views, out);
+        for (size_t c = 0, k0 = 0; rc == 0 && c < pods->n; c++) {
+                const struct kdev_usage_container *ct = &pods->containers[c];
+                for (size_t k = 0; k < ct->n_device_ids; k++)
+                        uuids[k0 + k] = opts->resolve(opts->resolve_arg, ct->resource,
+                                                      ct->device_ids[k]);
+                k0 += ct->n_device_ids;
+        }
         for (size_t di = 0; rc == 0 && di < snap->n_devices; di++)
-                rc = attribute_device(snap, di, pods, opts, views, out);
+                rc = attribute_device(snap, di, pods, opts, views, uuids, out);
         free(views);
+        free(uuids);
         if (rc < 0) {
                 kdev_usage_report_clear(out);
                 return kdev_err_set(err, ENOMEM, "usage attribution: out of memory");

@@ -166,8 +166,9 @@ struct kdev_usage_pods {
 };
 
 /* The device UUID (the "uuid" of a kdev_usage_device) behind device ID
- * |device_id| of |resource|, or NULL when it is not a GPU or MIG device of
- * this node. The string must stay valid until the attribution returns. */
+ * |device_id| of |resource| (the map's own pointers), or NULL when it is not
+ * a GPU or MIG device of this node. Called once per device ID of the map,
+ * in map order; the string must stay valid until the attribution returns. */
 typedef const char *(*kdev_usage_resolve_fn)(void *arg, const char *resource,
                                              const char *device_id);
 

@@ -164,9 +164,9 @@ static const char *resolve(void *arg, const char *resource, const char *id)
         (void)arg;
         (void)resource;
         /* "GPU-...::N" replicas: the GPU; GPU and MIG IDs: themselves */
-        static char buf[4][KDEV_USAGE_UUID_MAX];
+        static char buf[16][KDEV_USAGE_UUID_MAX];
         static unsigned next;
-        char *b = buf[next++ % 4];
+        char *b = buf[next++ % 16];
         snprintf(b, KDEV_USAGE_UUID_MAX, "%s", id);
         char *sep = strstr(b, "::");
         if (sep)
