@@ -140,7 +140,7 @@ const struct kdev_nvidia_flag kdev_nvidia_flags[] = {
          "time without critical XID before a GPU is healthy again (default 60)",
          KDEV_NVIDIA_OPT_QUIET_PERIOD},
         {"proc-root", false, "DIR",
-         "where driver/nvidia-caps/mig-minors is read (default /proc)",
+         "where driver/nvidia-caps/mig-minors and processes' cgroups are read (default /proc)",
          KDEV_NVIDIA_OPT_PROC_ROOT},
         {"cdi-feature-flags", false, "LIST",
          "nvcdi feature flags for the CDI spec (comma-separated; default none)",
