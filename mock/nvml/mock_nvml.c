@@ -534,17 +534,26 @@ static nvmlReturn_t ctl_error(char **w, const unsigned long long *num, int arg)
         return set_error_locked(w[1], w[2], (nvmlReturn_t)num[0]);
 }
 
+/* The GPU (and MIG device, or NULL) of a control line's |uuid|, the
+ * topology loaded on demand: NVML_SUCCESS, the load's error or NOT_FOUND. */
+static nvmlReturn_t ctl_device(const char *uuid, struct mock_gpu **g, struct mock_mig **mig)
+{
+        nvmlReturn_t r = ensure_loaded_locked();
+        if (r != NVML_SUCCESS)
+                return r;
+        *g = gpu_by_uuid(uuid, mig);
+        return *g ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
+}
+
 /* `util <gpu-uuid> <gpu%> [<memory%>]`: fixed utilization rates. */
 static nvmlReturn_t ctl_util(char **w, const unsigned long long *num, int arg)
 {
         (void)arg;
-        nvmlReturn_t r = ensure_loaded_locked();
+        struct mock_gpu *g = NULL;
+        struct mock_mig *mig = NULL;
+        nvmlReturn_t r = ctl_device(w[1], &g, &mig);
         if (r != NVML_SUCCESS)
                 return r;
-        struct mock_mig *mig = NULL;
-        struct mock_gpu *g = gpu_by_uuid(w[1], &mig);
-        if (!g)
-                return NVML_ERROR_NOT_FOUND;
         if (mig || num[0] > 100 || num[1] > 100)
                 return NVML_ERROR_INVALID_ARGUMENT;
         g->util_fixed = true;
@@ -557,13 +566,11 @@ static nvmlReturn_t ctl_util(char **w, const unsigned long long *num, int arg)
  * process on a GPU or MIG device; `proc-exit <uuid> <pid>` (arg 1) ends it. */
 static nvmlReturn_t ctl_proc(char **w, const unsigned long long *num, int arg)
 {
-        nvmlReturn_t r = ensure_loaded_locked();
+        struct mock_gpu *g = NULL;
+        struct mock_mig *mig = NULL;
+        nvmlReturn_t r = ctl_device(w[1], &g, &mig);
         if (r != NVML_SUCCESS)
                 return r;
-        struct mock_mig *mig = NULL;
-        struct mock_gpu *g = gpu_by_uuid(w[1], &mig);
-        if (!g)
-                return NVML_ERROR_NOT_FOUND;
         if (num[0] == 0 || num[0] > 0xFFFFFFFFull)
                 return NVML_ERROR_INVALID_ARGUMENT;
         int m = mig ? (int)(mig - g->migs) : -1;

@@ -15,32 +15,9 @@
 #include <cmocka.h>
 
 #include "metrics/plugin_metrics.h"
+#include "metrics_fixture.h"
 
 #define MIB (1024ull * 1024)
-
-static char *render(struct kdev_plugin_metrics *pm)
-{
-        char *out = NULL;
-        size_t len = 0;
-        assert_int_equal(kdev_metrics_render(kdev_plugin_metrics_registry(pm), &out, &len, NULL),
-                         0);
-        return out;
-}
-
-static void assert_line(const char *text, const char *line)
-{
-        size_t n = strlen(line);
-        for (const char *p = text; (p = strstr(p, line)); p++)
-                if ((p == text || p[-1] == '\n') && p[n] == '\n')
-                        return;
-        fail_msg("line \"%s\" not in:\n%s", line, text);
-}
-
-static void assert_no(const char *text, const char *part)
-{
-        if (strstr(text, part))
-                fail_msg("\"%s\" unexpected in:\n%s", part, text);
-}
 
 static struct kdev_usage_device *dev(struct kdev_usage_snapshot *s, const char *uuid,
                                      const char *parent, unsigned index, const char *bus)
