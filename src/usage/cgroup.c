@@ -1,9 +1,12 @@
 /* The container of a process from /proc/<pid>/cgroup. See usage.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/file.h"
 #include "usage/usage.h"
@@ -187,6 +190,25 @@ int kdev_usage_proc_container(const char *proc_root, uint32_t pid, struct kdev_u
                      proc_root && *proc_root ? proc_root : "/proc", pid) >= (int)sizeof(path))
                 return kdev_err_set(err, ENAMETOOLONG, "%s/%u/cgroup: path too long",
                                     proc_root, pid);
+        /* The common case in one open and one read into the stack (a v2 file
+         * is one line; run every sample for every process): a file that
+         * fills the buffer, or is no regular file, goes through the bounded
+         * reader, which says what is wrong with it. */
+        char buf[4096];
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0) {
+                ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+                                    ? read(fd, buf, sizeof(buf))
+                                    : -1;
+                close(fd);
+                if (n >= 0 && (size_t)n < sizeof(buf) && !memchr(buf, '\0', (size_t)n)) {
+                        int rc = kdev_usage_cgroup_parse(buf, (size_t)n, out, err);
+                        if (rc < 0)
+                                kdev_err_wrap(err, "%s", path);
+                        return rc;
+                }
+        }
         char *text = NULL;
         size_t len = 0;
         int rc = kdev_file_read(path, "cgroup file", CGROUP_FILE_MAX, KDEV_FILE_TEXT, &text, &len,

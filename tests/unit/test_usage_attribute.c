@@ -386,6 +386,35 @@ static void test_proc_missing(void **state)
         assert_string_equal(err.msg, want);
 }
 
+/* A cgroup file longer than the one-read buffer (v1, many controllers, the
+ * container's line last) is read whole; a directory in its place is an
+ * error naming it. */
+static void test_proc_long_and_odd(void **state)
+{
+        (void)state;
+        char text[8192] = "";
+        for (int i = 0; i < 90; i++)
+                snprintf(text + strlen(text), sizeof(text) - strlen(text),
+                         "%d:ctl%d:/system.slice/some-long-service-name-%d.service\n", 90 - i, i, i);
+        strcat(text, "0::/kubepods/burstable/pod" UID "/" CID_A "\n");
+        assert_true(strlen(text) > 4096);
+        write_cgroup(4100, text);
+        struct kdev_usage_cgroup cg;
+        struct kdev_err err = {0};
+        assert_int_equal(kdev_usage_proc_container(proc_root(), 4100, &cg, &err), 0);
+        assert_string_equal(cg.container_id, CID_A);
+        assert_int_equal(cg.version, 2);
+        char path[256];
+        snprintf(path, sizeof(path), "%s/4200/cgroup", proc_root());
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "mkdir -p %s", path);
+        assert_int_equal(system(cmd), 0);
+        assert_int_equal(kdev_usage_proc_container(proc_root(), 4200, &cg, &err), -EISDIR);
+        char want[300];
+        snprintf(want, sizeof(want), "%s: is not a regular file (a directory)", path);
+        assert_string_equal(err.msg, want);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -397,6 +426,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_by_pod_uid, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_region, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_proc_missing, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_proc_long_and_odd, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
