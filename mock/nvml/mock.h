@@ -14,6 +14,8 @@
 #define MOCK_MAX_GPUS 64
 #define MOCK_MAX_MIGS 8
 #define MOCK_MAX_FAILS 16
+#define MOCK_MAX_PROCS 64        /* running compute processes per GPU */
+#define MOCK_NO_SAMPLE 0xFFFFFFFFu /* a process without a utilization sample */
 #define MOCK_QUEUE 256
 #define MOCK_DEFAULT_EVENTS 0x1FULL   /* SBE | DBE | PState | Xid | Clock */
 
@@ -65,6 +67,14 @@ struct mock_fail {
         nvmlReturn_t code;
 };
 
+/* A running compute process (control file `proc`). */
+struct mock_proc {
+        unsigned pid;
+        unsigned long long used;  /* bytes */
+        unsigned sm;              /* percent, MOCK_NO_SAMPLE: no sample */
+        int mig;                  /* index into the GPU's migs, -1: the whole GPU */
+};
+
 struct mock_gpu {
         struct nvmlDevice_st handle;
         unsigned index;
@@ -95,6 +105,11 @@ struct mock_gpu {
         bool lost, reset_required, remap_pending;
         struct mock_fail fails[MOCK_MAX_FAILS];
         size_t n_fails;
+        /* usage from the control file: utilization rates and processes */
+        bool util_fixed;
+        unsigned util_gpu, util_mem;
+        struct mock_proc procs[MOCK_MAX_PROCS];
+        size_t n_procs;
 };
 
 struct mock_state {

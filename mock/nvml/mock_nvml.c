@@ -534,6 +534,67 @@ static nvmlReturn_t ctl_error(char **w, const unsigned long long *num, int arg)
         return set_error_locked(w[1], w[2], (nvmlReturn_t)num[0]);
 }
 
+/* The GPU (and MIG device, or NULL) of a control line's |uuid|, the
+ * topology loaded on demand: NVML_SUCCESS, the load's error or NOT_FOUND. */
+static nvmlReturn_t ctl_device(const char *uuid, struct mock_gpu **g, struct mock_mig **mig)
+{
+        nvmlReturn_t r = ensure_loaded_locked();
+        if (r != NVML_SUCCESS)
+                return r;
+        *g = gpu_by_uuid(uuid, mig);
+        return *g ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
+}
+
+/* `util <gpu-uuid> <gpu%> [<memory%>]`: fixed utilization rates. */
+static nvmlReturn_t ctl_util(char **w, const unsigned long long *num, int arg)
+{
+        (void)arg;
+        struct mock_gpu *g = NULL;
+        struct mock_mig *mig = NULL;
+        nvmlReturn_t r = ctl_device(w[1], &g, &mig);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (mig || num[0] > 100 || num[1] > 100)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        g->util_fixed = true;
+        g->util_gpu = (unsigned)num[0];
+        g->util_mem = (unsigned)num[1];
+        return NVML_SUCCESS;
+}
+
+/* `proc <uuid> <pid> <bytes> [<sm%>]` adds (or replaces) a running compute
+ * process on a GPU or MIG device; `proc-exit <uuid> <pid>` (arg 1) ends it. */
+static nvmlReturn_t ctl_proc(char **w, const unsigned long long *num, int arg)
+{
+        struct mock_gpu *g = NULL;
+        struct mock_mig *mig = NULL;
+        nvmlReturn_t r = ctl_device(w[1], &g, &mig);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (num[0] == 0 || num[0] > 0xFFFFFFFFull)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        int m = mig ? (int)(mig - g->migs) : -1;
+        size_t i = 0;
+        while (i < g->n_procs && !(g->procs[i].pid == num[0] && g->procs[i].mig == m))
+                i++;
+        if (arg) {
+                if (i == g->n_procs)
+                        return NVML_ERROR_NOT_FOUND;
+                memmove(&g->procs[i], &g->procs[i + 1], (g->n_procs - i - 1) * sizeof(g->procs[0]));
+                g->n_procs--;
+                return NVML_SUCCESS;
+        }
+        if (num[2] != MOCK_NO_SAMPLE && num[2] > 100)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (i == g->n_procs) {
+                if (g->n_procs == MOCK_MAX_PROCS)
+                        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+                g->n_procs++;
+        }
+        g->procs[i] = (struct mock_proc){(unsigned)num[0], num[1], (unsigned)num[2], m};
+        return NVML_SUCCESS;
+}
+
 #define NO_INST ((unsigned long long)KDEV_NVML_NO_INSTANCE)
 #define MAX_CTL_NUM 5
 
@@ -565,6 +626,9 @@ static const struct control_cmd {
         { "mig-mode", 2, 0, true, { 0 }, 0, ctl_mig_mode, 0 },
         { "init-error", 1, 0, false, { 0 }, 1, ctl_init_error, 0 },
         { "error", 3, 0, false, { 0 }, 3, ctl_error, 0 },
+        { "util", 2, 1, true, { 0 }, 0, ctl_util, 0 },
+        { "proc", 3, 1, true, { MOCK_NO_SAMPLE }, 0, ctl_proc, 0 },
+        { "proc-exit", 2, 0, true, { 0 }, 0, ctl_proc, 1 },
 };
 
 /* Runs one control-file line |line| (cut into words in place); a line that
@@ -841,14 +905,22 @@ static nvmlReturn_t m_memory(nvmlDevice_t d, nvmlMemory_t *mem)
                 return r;
         if (!mem)
                 return NVML_ERROR_INVALID_ARGUMENT;
+        const struct mock_gpu *g = d->gpu;
+        int want = d->mig ? (int)(d->mig - g->migs) : -1;
         if (d->mig) {
-                const struct mock_gpu *g = d->gpu;
                 mem->total = g->profiles[d->mig->gi->profile].info.memorySizeMB << 20;
                 mem->used = 0;
         } else {
-                mem->total = d->gpu->mem_total;
-                mem->used = d->gpu->mem_used;
+                mem->total = g->mem_total;
+                mem->used = g->mem_used;
         }
+        /* running processes (control file `proc`) hold memory too: a MIG
+         * device's its own, the GPU every process's */
+        for (size_t i = 0; i < g->n_procs; i++)
+                if (want < 0 || g->procs[i].mig == want)
+                        mem->used += g->procs[i].used;
+        if (mem->used > mem->total)
+                mem->used = mem->total;
         mem->free = mem->total - mem->used;
         return NVML_SUCCESS;
 }
@@ -1346,9 +1418,7 @@ nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfo_t *p) { LOCKED(m_p
  * process's previous call for it (the first call: 0), from the mock
  * libcuda.so.1's GPU timeline ($KDEV_MOCK_CUDA_GPU_FILE: every process's
  * kernels); memory utilization 0. Without the file: 0 and 0. */
-typedef struct {
-        unsigned int gpu, memory;
-} mock_utilization_t;
+typedef nvmlUtilization_t mock_utilization_t;
 static const volatile unsigned long long *g_cuda_busy;  /* busy_total[MOCK_MAX_GPUS] */
 static unsigned long long g_util_t[MOCK_MAX_GPUS], g_util_busy[MOCK_MAX_GPUS];
 
@@ -1360,6 +1430,11 @@ static nvmlReturn_t m_utilization(nvmlDevice_t d, mock_utilization_t *u)
         if (!u)
                 return NVML_ERROR_INVALID_ARGUMENT;
         u->gpu = u->memory = 0;
+        if (d->gpu->util_fixed && !d->mig) {
+                u->gpu = d->gpu->util_gpu;
+                u->memory = d->gpu->util_mem;
+                return NVML_SUCCESS;
+        }
         const char *path = getenv("KDEV_MOCK_CUDA_GPU_FILE");
         if (!g_cuda_busy && path && *path) {
                 int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1392,6 +1467,101 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, mock_utilization_t *u
 {
         LOCKED(m_utilization(d, u));
 }
+#ifndef KDEV_MOCK_LEGACY
+/* The running compute processes of a GPU (every one, MIG devices' with
+ * their GI/CI IDs) or of a MIG device (its own), in the order `proc` lines
+ * added them. */
+static nvmlReturn_t m_processes(nvmlDevice_t d, unsigned *count, nvmlProcessInfo_t *infos)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetComputeRunningProcesses", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!count)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        const struct mock_gpu *g = d->gpu;
+        int want = d->mig ? (int)(d->mig - g->migs) : -1;
+        unsigned n = 0;
+        for (size_t i = 0; i < g->n_procs; i++)
+                n += want < 0 || g->procs[i].mig == want;
+        if (*count < n || (n && !infos)) {
+                *count = n;
+                return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        unsigned k = 0;
+        for (size_t i = 0; i < g->n_procs; i++) {
+                const struct mock_proc *p = &g->procs[i];
+                if (want >= 0 && p->mig != want)
+                        continue;
+                const struct mock_mig *m = p->mig >= 0 ? &g->migs[p->mig] : NULL;
+                infos[k++] = (nvmlProcessInfo_t){
+                        .pid = p->pid,
+                        .usedGpuMemory = p->used,
+                        .gpuInstanceId = m ? m->gi->id : KDEV_NVML_NO_INSTANCE,
+                        .computeInstanceId = m ? m->ci.id : KDEV_NVML_NO_INSTANCE,
+                };
+        }
+        *count = n;
+        return NVML_SUCCESS;
+}
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned *n,
+                                                                 nvmlProcessInfo_t *p);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned *n,
+                                                     nvmlProcessInfo_t *p)
+{
+        LOCKED(m_processes(d, n, p));
+}
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned *n,
+                                                                 nvmlProcessInfo_t *p);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned *n,
+                                                     nvmlProcessInfo_t *p)
+{
+        LOCKED(m_processes(d, n, p));
+}
+
+/* Per-process samples: one per process of the GPU with an `sm` figure,
+ * stamped with the time of the call (a process running steadily at that
+ * rate); NOT_FOUND when none is newer than |last|; NOT_SUPPORTED on a MIG
+ * device (as NVML). */
+static nvmlReturn_t m_proc_util(nvmlDevice_t d, nvmlProcessUtilizationSample_t *out,
+                                unsigned *count, unsigned long long last)
+{
+        nvmlReturn_t r = dev(d, "nvmlDeviceGetProcessUtilization", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!count)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (d->mig)
+                return NVML_ERROR_NOT_SUPPORTED;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned long long now = (unsigned long long)ts.tv_sec * 1000000ull +
+                                 (unsigned long long)ts.tv_nsec / 1000;
+        const struct mock_gpu *g = d->gpu;
+        unsigned n = 0;
+        for (size_t i = 0; i < g->n_procs; i++)
+                n += g->procs[i].sm != MOCK_NO_SAMPLE;
+        if (!n || now <= last)
+                return NVML_ERROR_NOT_FOUND;
+        if (!out || *count < n) {
+                *count = n;
+                return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        unsigned k = 0;
+        for (size_t i = 0; i < g->n_procs; i++)
+                if (g->procs[i].sm != MOCK_NO_SAMPLE)
+                        out[k++] = (nvmlProcessUtilizationSample_t){
+                                .pid = g->procs[i].pid, .timeStamp = now,
+                                .smUtil = g->procs[i].sm};
+        *count = n;
+        return NVML_SUCCESS;
+}
+MOCK_EXPORT kdev_nvmlDeviceGetProcessUtilization_fn nvmlDeviceGetProcessUtilization;
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *u,
+                                             unsigned int *n, unsigned long long last)
+{
+        LOCKED(m_proc_util(d, u, n, last));
+}
+#endif /* !KDEV_MOCK_LEGACY */
 MOCK_EXPORT kdev_nvmlDeviceGetMemoryInfo_fn nvmlDeviceGetMemoryInfo;
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) { LOCKED(m_memory(d, m)); }
 MOCK_EXPORT kdev_nvmlDeviceGetCudaComputeCapability_fn nvmlDeviceGetCudaComputeCapability;

@@ -147,6 +147,7 @@ static void usage(FILE *f)
                 "    KDEV_CDI_DIR (--cdi-dir) KDEV_HEALTH_PROBE_INTERVAL KDEV_HEALTH_QUIET_PERIOD\n"
                 "    KDEV_PROC_ROOT (--proc-root) CDI_FEATURE_FLAGS CDI_DISABLE_HOOKS\n"
                 "    KDEV_SHARE_ROOT (--share-root) KDEV_SHARE_LIBRARY (--share-library)\n"
+                "    KDEV_USAGE_INTERVAL (--usage-interval)\n"
                 "\n"
                 "Files:\n"
                 "  DIR/kubelet.sock                  kubelet's Registration socket (DIR is\n"
@@ -438,6 +439,11 @@ int main(int argc, char **argv)
          * went away makes write(2) fail with EPIPE instead of killing the
          * daemon with SIGPIPE (src/rpc/rpc.h). */
         signal(SIGPIPE, SIG_IGN);
+        /* libuv's thread pool runs only the usage samples (one at a time,
+         * README "Usage metering"): one thread, not libuv's default four,
+         * unless the environment says otherwise. Set before any thread
+         * exists; libuv reads it when the pool first starts. */
+        setenv("UV_THREADPOOL_SIZE", "1", 0);
         struct kdev_err err = {0};
         struct kdev_nvidia_config nv;
         if (kdev_nvidia_config_init(&nv, &err) < 0) {

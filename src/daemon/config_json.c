@@ -220,6 +220,11 @@ char *kdev_dp_config_json(const struct kdev_nvidia_config *nv,
         put(&b, health, "probeInterval", json_integer(nv->probe_interval));
         put(&b, health, "quietPeriod", json_integer(nv->quiet_period));
         put(&b, root, "health", health);
+        if (nv->usage_interval) {
+                json_t *usage = json_object();
+                put(&b, usage, "interval", json_integer(nv->usage_interval));
+                put(&b, root, "usage", usage);
+        }
         if (generic && generic->n_resources > 0)
                 put(&b, root, "generic", generic_json(&b, generic));
         if (nv->isolation.present)

@@ -39,7 +39,8 @@
  * only `generic`), the NVIDIA keys are left out.
  *
  * kdev's own keys: "health" {"probeInterval","quietPeriod"} (seconds, the
- * config file's `health` section), "generic" (the `generic` section as read:
+ * config file's `health` section), "usage" {"interval"} (seconds; only when
+ * usage sampling is on), "generic" (the `generic` section as read:
  * {"devices":[{"name","groups":[{"paths":[{"path","mountPath" (when given),
  * "permissions","limit"}],"count"}]}]}; only with a config file that has
  * one, with at least one resource), "isolation" (only with an `isolation`

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <uv.h>
@@ -33,6 +34,7 @@
 #include "nvidia/labels.h"
 #include "nvidia/mig.h"
 #include "nvidia/resources.h"
+#include "daemon/usage_internal.h"
 #include "metrics/plugin_metrics.h"
 #include "plugin/runtime.h"
 
@@ -63,6 +65,7 @@ struct kdev_dp_daemon {
         struct dp_gen cur;      /* the configuration in force */
         unsigned retiring;      /* older generations whose backend is stopping */
         struct kdev_plugin_metrics *metrics; /* NULL: metrics off */
+        struct kdev_dp_usage *usage;         /* NULL: usage metering off */
         struct kdev_dp_options dpopts;       /* the runtime's options, hooks set */
         uint64_t rediscover_ms;
         /* devices that left the node, of every backend (model/withdrawn.h:
@@ -90,8 +93,34 @@ struct kdev_dp_daemon {
         uv_timer_t labels_timer; /* retries a failed write, sees rediscoveries */
         bool labels_timer_on;
         bool stopping;
+        bool usage_failed;   /* usage metering could not start: the start failed */
         const struct kdev_dp_daemon_options *opts;
 };
+
+/* Usage metering (daemon/usage_internal.h) with metrics on and the NVIDIA
+ * option usage.interval > 0; the Hostname label is $NODE_NAME (the node,
+ * as the DaemonSet sets it from spec.nodeName), else the host name. */
+static int start_usage(struct kdev_dp_daemon *d, struct kdev_err *err)
+{
+        const struct kdev_nvidia_config *nv = d->cur.nv;
+        if (!nv || !nv->wanted || nv->usage_interval == 0)
+                return 0;
+        char host[256] = "";
+        const char *node = getenv("NODE_NAME");
+        if (node && *node)
+                snprintf(host, sizeof(host), "%s", node);
+        else if (gethostname(host, sizeof(host) - 1) != 0)
+                host[0] = '\0';
+        d->usage = kdev_dp_usage_start(&d->loop, d->metrics, host, &d->cur.set, nv,
+                                       nv->usage_interval, &d->opts->usage_pods, err);
+        if (!d->usage) {
+                d->usage_failed = true;
+                return kdev_err_wrap(err, "usage metering");
+        }
+        kdev_log_info("sampling GPU usage", KDEV_LOG_UINT("interval", nv->usage_interval),
+                      "hostname", host);
+        return 0;
+}
 
 static void on_runtime_stopped(void *arg)
 {
@@ -108,6 +137,8 @@ static void on_runtime_stopped(void *arg)
         if (d->inventory_timer_on)
                 uv_close((uv_handle_t *)&d->inventory_timer, NULL);
         d->inventory_timer_on = false;
+        kdev_dp_usage_stop(d->usage);
+        d->usage = NULL;
         kdev_plugin_metrics_stop(d->metrics, NULL, NULL);
         d->metrics = NULL;
 }
@@ -1081,12 +1112,18 @@ int kdev_dp_daemon_run(const struct kdev_dp_daemon_options *o, struct kdev_err *
                 kdev_log_info("serving metrics", "address", metrics_address,
                               KDEV_LOG_UINT("port", kdev_plugin_metrics_port(d.metrics)), "path",
                               "/metrics");
+                if (start_usage(&d, &err) < 0) {
+                        kdev_dp_daemon_stop(&d, "usage");
+                        goto out_run;
+                }
         }
         if (o->on_started)
                 o->on_started(o->on_started_arg, &d);
+out_run:
         uv_run(&d.loop, UV_RUN_DEFAULT);
-        status = 0;
-        kdev_log_info("stopped");
+        status = d.usage_failed ? -err.code : 0;
+        if (!d.usage_failed)
+                kdev_log_info("stopped");
 out:
         if (status != 0)
                 kdev_log_error("cannot start", "error", err.msg);
@@ -1102,6 +1139,8 @@ out:
                         kdev_dp_runtime_stop(rt, NULL, NULL);
                 kdev_node_watch_stop(d.watch, NULL, NULL);
                 d.watch = NULL;
+                kdev_dp_usage_stop(d.usage);
+                d.usage = NULL;
                 kdev_plugin_metrics_stop(d.metrics, NULL, NULL);
                 d.metrics = NULL;
                 if (d.inventory_timer_on)

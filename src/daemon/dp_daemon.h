@@ -48,6 +48,7 @@
 #include "common/export.h"
 #include "nvidia/config.h"
 #include "plugin/runtime.h"
+#include "usage/usage.h"
 
 struct kdev_dp_daemon;
 
@@ -113,6 +114,18 @@ struct kdev_dp_daemon_options {
          * |config| is the file): the node label selects one of the named
          * configs in the directory (daemon/node_config_internal.h). */
         struct kdev_node_config_options node_config;
+        /* The container map of usage metering (usage/usage.h; with metrics on
+         * and the NVIDIA option usage.interval > 0): |acquire| (loop thread,
+         * before each sample) returns the map of the containers that hold
+         * devices now (e.g. from kubelet's PodResources List), which must
+         * stay valid and unchanged until |release| (loop thread, after the
+         * sample's thread-pool job); NULL from |acquire| or no |acquire|:
+         * an empty map (every process's use unattributed). */
+        struct kdev_dp_usage_pods {
+                const struct kdev_usage_pods *(*acquire)(void *arg);
+                void (*release)(void *arg, const struct kdev_usage_pods *pods);
+                void *arg;
+        } usage_pods;
         /* called once on the loop thread when serving (not for --check);
          * may call kdev_dp_daemon_stop() or add handles to the loop */
         void (*on_started)(void *arg, struct kdev_dp_daemon *d);

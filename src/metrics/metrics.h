@@ -31,8 +31,10 @@
 #include "common/err.h"
 #include "common/export.h"
 
-/* Most labels a family may have (le not counted). */
-#define KDEV_METRICS_MAX_LABELS 4
+/* Most labels a family may have (le not counted): dcgm-exporter's device
+ * labels (gpu, UUID, pci_bus_id, device, modelName, Hostname, GPU_I_PROFILE,
+ * GPU_I_ID) and Kubernetes' (namespace, pod, container) fit. */
+#define KDEV_METRICS_MAX_LABELS 12
 /* Most buckets a histogram may have (+Inf not counted). */
 #define KDEV_METRICS_MAX_BUCKETS 32
 

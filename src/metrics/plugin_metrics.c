@@ -9,6 +9,7 @@
 
 #include "common/version.h"
 #include "metrics/http.h"
+#include "metrics/usage_metrics_internal.h"
 
 /* Allocate and GetPreferredAllocation latency buckets, seconds: the
  * targets (README "Benchmarks") are p50 <= 50 us and p99 <= 250 us for Allocate, <= 1 ms for
@@ -41,6 +42,7 @@ struct kdev_plugin_metrics {
         struct kdev_metric_family *registrations;
         struct kdev_metric_family *restarts;
         struct kdev_metric_family *health_events;
+        struct kdev_plugin_usage_metrics *usage; /* NULL: usage metering off */
 
         void (*done)(void *arg);
         void *done_arg;
@@ -253,6 +255,29 @@ struct kdev_metrics *kdev_plugin_metrics_registry(struct kdev_plugin_metrics *pm
         return pm->reg;
 }
 
+int kdev_plugin_metrics_enable_usage(struct kdev_plugin_metrics *pm, const char *hostname,
+                                     struct kdev_err *err)
+{
+        if (pm->usage)
+                return kdev_err_set(err, EINVAL, "usage metrics enabled twice");
+        struct kdev_err e = {0};
+        pm->usage = kdev_plugin_usage_metrics_new(pm->reg, hostname, &e);
+        if (pm->usage)
+                return 0;
+        if (err)
+                *err = e;
+        return -e.code;
+}
+
+void kdev_plugin_metrics_set_usage(struct kdev_plugin_metrics *pm,
+                                   const struct kdev_usage_snapshot *snap,
+                                   const struct kdev_usage_pods *pods,
+                                   const struct kdev_usage_report *rep)
+{
+        if (pm && pm->usage)
+                kdev_plugin_usage_metrics_set(pm->usage, snap, pods, rep);
+}
+
 const struct kdev_dp_hooks *kdev_plugin_metrics_hooks(struct kdev_plugin_metrics *pm)
 {
         return pm ? &pm->hooks : NULL;
@@ -264,6 +289,7 @@ static void on_http_closed(void *arg)
         void (*done)(void *) = pm->done;
         void *done_arg = pm->done_arg;
         kdev_metrics_free(pm->reg);
+        kdev_plugin_usage_metrics_free(pm->usage);
         free(pm);
         if (done)
                 done(done_arg);

@@ -32,6 +32,7 @@
 #include "metrics/metrics.h"
 #include "model/model.h"
 #include "plugin/runtime.h"
+#include "usage/usage.h"
 
 struct kdev_plugin_metrics;
 
@@ -80,6 +81,53 @@ KDEV_API const struct kdev_dp_hooks *kdev_plugin_metrics_hooks(struct kdev_plugi
  * XID kind>}. NULL |arg|: nothing. */
 KDEV_API void kdev_plugin_metrics_health_event(void *arg, const char *kind, unsigned long long xid,
                                                unsigned count);
+
+/* --- usage metering (README "Usage metering"; off unless enabled) ---------
+ *
+ * dcgm-exporter's names, units and labels for what both export, one series
+ * per device (GPU or MIG device) of the last snapshot:
+ *   DCGM_FI_DEV_GPU_UTIL       percent (whole GPUs: NVML has none for MIG)
+ *   DCGM_FI_DEV_MEM_COPY_UTIL  percent (whole GPUs)
+ *   DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_FB_FREE, DCGM_FI_DEV_FB_TOTAL   MiB
+ *   labels: gpu (NVML index; a MIG device its GPU's), UUID (the GPU's; a MIG
+ *   device its GPU's, as dcgm-exporter), pci_bus_id, device ("nvidia<minor>"),
+ *   modelName, Hostname, GPU_I_PROFILE and GPU_I_ID (MIG devices, else ""),
+ *   and namespace, pod, container: the one container that holds the device,
+ *   "" when none or several do (time-slicing: a device's figure cannot be
+ *   split; the kdev families below split it).
+ * A GPU whose MIG devices are in the snapshot has no FB series of its own
+ * (its MIG devices' would be counted twice).
+ * kdev's own, labels namespace, pod, container, UUID (the device's own: GPU
+ * or MIG UUID), gpu:
+ *   kdev_container_gpu_memory_used_bytes{...,source="region"|"processes"}
+ *   kdev_container_gpu_memory_limit_bytes      (isolated replicas only)
+ *   kdev_container_gpu_compute_share_percent   (isolated replicas only)
+ *   kdev_container_gpu_replicas{...,resource}  device IDs held on the device
+ *   kdev_container_gpu_sm_utilization_percent  (where NVML gives per-process samples)
+ *   kdev_gpu_unattributed_memory_bytes{UUID,gpu,reason}, kdev_gpu_unattributed_processes
+ *   kdev_usage_attribution_failures_total{reason}   counter, per process and sample;
+ *       reason as kdev_usage_unattributed_name(), or "region" (a share region unreadable)
+ *   kdev_usage_samples_total{result="ok"|"error"}  counter
+ *   kdev_usage_last_sample_timestamp_seconds        gauge
+ * Cardinality: no label holds a process ID; per-container series are at most
+ * one per device ID kdev advertises (kubelet gives an ID to one container at
+ * a time), device series one per GPU and MIG device, unattributed series four
+ * per device. */
+
+/* Registers the usage families; |hostname| is the Hostname label (copied).
+ * Returns 0, or -ENOMEM / -EINVAL (called twice) with |err|. */
+KDEV_API int kdev_plugin_metrics_enable_usage(struct kdev_plugin_metrics *pm, const char *hostname,
+                                              struct kdev_err *err);
+
+/* Replaces the usage series with those of |snap| attributed by |rep| to the
+ * containers of |pods| (all borrowed for the call; label values are copied)
+ * and counts the sample and its failures. |snap| NULL: a failed sample
+ * (result="error"; the series of the last good one stay). Nothing when
+ * usage is not enabled. */
+KDEV_API void kdev_plugin_metrics_set_usage(struct kdev_plugin_metrics *pm,
+                                            const struct kdev_usage_snapshot *snap,
+                                            const struct kdev_usage_pods *pods,
+                                            const struct kdev_usage_report *rep);
 
 /* Stops the server (if listening) and frees everything once libuv released
  * its handles; then |done| (may be NULL) runs with |done_arg|. NULL-safe. */

@@ -12,6 +12,7 @@
 #include "nvidia/cdi_spec.h"
 #include "nvidia/health.h"
 #include "nvidia/mps.h"
+#include "nvidia/nvidia_internal.h"
 #include "nvidia/preferred.h"
 #include "nvidia/resources.h"
 #include "nvidia/share_host.h"
@@ -50,9 +51,8 @@ static unsigned discover_flags(const struct kdev_nvidia_config *cfg)
         return flags;
 }
 
-/* NVML under the lookup root of |cfg|'s driver roots (nvidia/roots.h). */
-static int nvml_options(const struct kdev_nvidia_config *cfg, struct kdev_nvml_options *o,
-                        char *buf, size_t size, struct kdev_err *why, struct kdev_err *err)
+int kdev_nvidia_nvml_options(const struct kdev_nvidia_config *cfg, struct kdev_nvml_options *o,
+                             char *buf, size_t size, struct kdev_err *why, struct kdev_err *err)
 {
         struct kdev_nvidia_roots roots;
         int rc = kdev_nvidia_cdi_roots(cfg, &roots, err);
@@ -186,7 +186,7 @@ int kdev_nvidia_backend_open(const struct kdev_nvidia_backend_options *opts,
         struct kdev_nvml_discover_options dopts = {.flags = discover_flags(opts->cfg)};
         struct kdev_err nerr = {0}, why = {0};
         char nvml_path[PATH_MAX];
-        int r = nvml_options(opts->cfg, &nopts, nvml_path, sizeof(nvml_path), &why, &nerr);
+        int r = kdev_nvidia_nvml_options(opts->cfg, &nopts, nvml_path, sizeof(nvml_path), &why, &nerr);
         if (r >= 0)
                 r = kdev_nvml_open(&nopts, &b->lib, &nerr);
         if (r < 0) {
@@ -463,7 +463,7 @@ int kdev_nvidia_backend_start(struct kdev_nvidia_backend *b, struct kdev_err *er
         b->opts.replaces = NULL; /* borrowed until now: no monitor yet */
         struct kdev_nvml_options nopts;
         char nvml_path[PATH_MAX];
-        r = nvml_options(b->opts.cfg, &nopts, nvml_path, sizeof(nvml_path), NULL, err);
+        r = kdev_nvidia_nvml_options(b->opts.cfg, &nopts, nvml_path, sizeof(nvml_path), NULL, err);
         if (r < 0)
                 return r;
         struct kdev_nvml_discover_options dopts = {.flags = discover_flags(b->opts.cfg)};

@@ -490,6 +490,12 @@ int kdev_nvcfg_set_text(struct kdev_nvidia_config *cfg, enum kdev_nvidia_opt o,
                         *field = append ? *field | mask : mask;
                 return 0;
         }
+        case KDEV_NVIDIA_OPT_USAGE_INTERVAL:
+                if ((rc = kdev_nvcfg_parse_uint(v, 0, KDEV_NVIDIA_USAGE_SECONDS_MAX, &u, msg)) < 0)
+                        return rc;
+                if (kdev_nvcfg_take(cfg, o, s))
+                        cfg->usage_interval = u;
+                return 0;
         case KDEV_NVIDIA_OPT_PROBE_INTERVAL:
         case KDEV_NVIDIA_OPT_QUIET_PERIOD:
                 if ((rc = kdev_nvcfg_parse_uint(v, 1, KDEV_NVIDIA_HEALTH_SECONDS_MAX, &u,

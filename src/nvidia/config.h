@@ -55,6 +55,8 @@
 #define KDEV_NVIDIA_DEFAULT_PROBE_INTERVAL 10 /* seconds */
 #define KDEV_NVIDIA_DEFAULT_QUIET_PERIOD 60   /* seconds */
 #define KDEV_NVIDIA_HEALTH_SECONDS_MAX 86400
+/* Largest usage sampling interval (seconds; usage.interval, --usage-interval). */
+#define KDEV_NVIDIA_USAGE_SECONDS_MAX 3600
 
 enum kdev_nvidia_mig_strategy {
         KDEV_NVIDIA_MIG_NONE,
@@ -123,6 +125,7 @@ enum kdev_nvidia_opt {
         KDEV_NVIDIA_OPT_CDI_DISABLE_HOOKS,
         KDEV_NVIDIA_OPT_SHARE_ROOT,
         KDEV_NVIDIA_OPT_SHARE_LIBRARY,
+        KDEV_NVIDIA_OPT_USAGE_INTERVAL,
         KDEV_NVIDIA_OPT_COUNT,
 };
 
@@ -203,6 +206,10 @@ struct kdev_nvidia_config {
         /* kdev: health.* (seconds) and the CDI spec directory */
         unsigned probe_interval;                    /* 10 */
         unsigned quiet_period;                      /* 60 */
+        /* kdev: usage.interval, --usage-interval, KDEV_USAGE_INTERVAL: seconds
+         * between usage samples (README "Usage metering"), 0..3600; 0: off.
+         * Sampled only with metrics on. */
+        unsigned usage_interval;                    /* 0 */
         char *cdi_dir;                              /* "/var/run/cdi" */
         /* kdev: where driver/nvidia-caps/mig-minors is read (MIG capability
          * nodes); NVIDIA reads /proc/driver/nvidia-caps/mig-minors */
@@ -244,7 +251,8 @@ KDEV_API void kdev_nvidia_config_clear(struct kdev_nvidia_config *cfg);
  * and NVIDIA's GFD-only `useNodeFeatureAPI` and `gfd`, accepted and ignored),
  * `resources` (`gpus`/`mig` lists of {pattern, name}: accepted, ignored with
  * NVIDIA's warning), `sharing` (`timeSlicing`, `mps`), `imex`, and kdev's
- * `health` ({probeInterval, quietPeriod}, whole seconds 1..86400). |cfg| must
+ * `health` ({probeInterval, quietPeriod}, whole seconds 1..86400) and `usage`
+ * ({interval}, whole seconds 0..3600, 0 off). |cfg| must
  * have been initialised and outlive the load. On a load error |cfg| may hold
  * part of the file's values: discard it. */
 KDEV_API void kdev_nvidia_config_sections(struct kdev_nvidia_config *cfg, struct kdev_config_sections *out);
@@ -258,7 +266,8 @@ KDEV_API void kdev_nvidia_config_sections(struct kdev_nvidia_config *cfg, struct
  * NVIDIA_CTK_PATH, DRIVER_ROOT_CTR_PATH | CONTAINER_DRIVER_ROOT,
  * SHARED_DEVICES_ALLOCATION_POLICY, IMEX_CHANNEL_IDS (comma-separated),
  * IMEX_REQUIRED, and kdev's KDEV_CDI_DIR, KDEV_HEALTH_PROBE_INTERVAL,
- * KDEV_HEALTH_QUIET_PERIOD, KDEV_PROC_ROOT, KDEV_SHARE_ROOT, KDEV_SHARE_LIBRARY. An empty value of a boolean, number or list
+ * KDEV_HEALTH_QUIET_PERIOD, KDEV_PROC_ROOT, KDEV_SHARE_ROOT, KDEV_SHARE_LIBRARY,
+ * KDEV_USAGE_INTERVAL. An empty value of a boolean, number or list
  * variable counts as unset (urfave/cli). Returns 0, or -EINVAL at the first
  * bad value: "<VAR>: <message>", e.g. `MIG_STRATEGY: invalid MIG strategy:
  * bogus (expected none, single or mixed)`; -ENOMEM. */
@@ -283,7 +292,7 @@ struct kdev_nvidia_flag {
  * nvidia-ctk-path, driver-root-ctr-path, container-driver-root,
  * shared-devices-allocation-policy, imex-channel-ids, imex-required, and
  * kdev's cdi-dir, health-probe-interval, health-quiet-period, proc-root,
- * share-root, share-library. */
+ * share-root, share-library, usage-interval. */
 KDEV_API extern const struct kdev_nvidia_flag kdev_nvidia_flags[];
 
 struct option; /* getopt.h */

@@ -41,6 +41,7 @@ static const struct {
         {KDEV_NVIDIA_OPT_CDI_DISABLE_HOOKS, {"CDI_DISABLE_HOOKS", NULL}},
         {KDEV_NVIDIA_OPT_SHARE_ROOT, {"KDEV_SHARE_ROOT", NULL}},
         {KDEV_NVIDIA_OPT_SHARE_LIBRARY, {"KDEV_SHARE_LIBRARY", NULL}},
+        {KDEV_NVIDIA_OPT_USAGE_INTERVAL, {"KDEV_USAGE_INTERVAL", NULL}},
 };
 
 static const char *env_get(char *const *envp, const char *name)
@@ -70,7 +71,8 @@ int kdev_nvidia_config_apply_env(struct kdev_nvidia_config *cfg, char *const *en
                               o == KDEV_NVIDIA_OPT_DEVICE_LIST_STRATEGY ||
                               o == KDEV_NVIDIA_OPT_IMEX_CHANNEL_IDS ||
                               o == KDEV_NVIDIA_OPT_PROBE_INTERVAL ||
-                              o == KDEV_NVIDIA_OPT_QUIET_PERIOD))
+                              o == KDEV_NVIDIA_OPT_QUIET_PERIOD ||
+                              o == KDEV_NVIDIA_OPT_USAGE_INTERVAL))
                         continue;
                 char msg[KDEV_NVCFG_MSG_MAX];
                 int rc = kdev_nvcfg_set_text(cfg, o, KDEV_NVIDIA_SRC_ENV, v, msg);
@@ -138,7 +140,7 @@ const struct kdev_nvidia_flag kdev_nvidia_flags[] = {
          "time without critical XID before a GPU is healthy again (default 60)",
          KDEV_NVIDIA_OPT_QUIET_PERIOD},
         {"proc-root", false, "DIR",
-         "where driver/nvidia-caps/mig-minors is read (default /proc)",
+         "where driver/nvidia-caps/mig-minors and processes' cgroups are read (default /proc)",
          KDEV_NVIDIA_OPT_PROC_ROOT},
         {"cdi-feature-flags", false, "LIST",
          "nvcdi feature flags for the CDI spec (comma-separated; default none)",
@@ -152,6 +154,9 @@ const struct kdev_nvidia_flag kdev_nvidia_flags[] = {
         {"share-library", false, "PATH",
          "libkdev-share.so installed for isolated replicas (default: next to kdev-plugin)",
          KDEV_NVIDIA_OPT_SHARE_LIBRARY},
+        {"usage-interval", false, "SECONDS",
+         "seconds between GPU usage samples for the metrics, 0..3600 (default 0: off)",
+         KDEV_NVIDIA_OPT_USAGE_INTERVAL},
         {NULL, false, NULL, NULL, KDEV_NVIDIA_OPT_COUNT},
 };
 

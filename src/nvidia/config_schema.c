@@ -690,12 +690,34 @@ static int read_health(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
                                  sizeof(health_fields) / sizeof(health_fields[0]), file_cfg(obj));
 }
 
+/* usage (kdev) */
+static int read_usage_interval(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
+{
+        struct kdev_nvidia_config *cfg = obj;
+        unsigned v;
+        int rc = kdev_ycfg_uint(c, node, 0, KDEV_NVIDIA_USAGE_SECONDS_MAX, &v);
+        if (rc == 0 && kdev_nvcfg_take(cfg, KDEV_NVIDIA_OPT_USAGE_INTERVAL, KDEV_NVIDIA_SRC_FILE))
+                cfg->usage_interval = v;
+        return rc;
+}
+
+static const struct kdev_ycfg_field usage_fields[] = {
+        {"interval", false, read_usage_interval},
+};
+
+static int read_usage(struct kdev_ycfg *c, yaml_node_t *node, void *obj)
+{
+        return kdev_ycfg_mapping(c, node, usage_fields,
+                                 sizeof(usage_fields) / sizeof(usage_fields[0]), file_cfg(obj));
+}
+
 static const struct kdev_ycfg_field top_fields[] = {
         {"flags", false, read_flags},
         {"resources", false, read_resources},
         {"sharing", false, read_sharing},
         {"imex", false, read_imex},
         {"health", false, read_health},
+        {"usage", false, read_usage},
         {"isolation", false, kdev_nvcfg_read_isolation},
 };
 

@@ -9,6 +9,14 @@
 #include "nvidia/config.h"
 #include "nvidia/devinfo.h"
 #include "nvidia/resources.h"
+#include "nvml/loader.h"
+
+/* NVML under the lookup root of |cfg|'s driver roots (nvidia/roots.h): the
+ * options of kdev_nvml_open (library path in |buf|, |size| bytes), for the
+ * backend and the usage sampler alike. |why| (may be NULL) gets the "not
+ * found under driver root" note. Returns 0 or a negative errno with |err|. */
+int kdev_nvidia_nvml_options(const struct kdev_nvidia_config *cfg, struct kdev_nvml_options *o,
+                             char *buf, size_t size, struct kdev_err *why, struct kdev_err *err);
 
 struct kdev_nvidia_rdata {
         struct kdev_nvidia_devinfo *infos; /* one per device, same order */

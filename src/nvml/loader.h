@@ -31,6 +31,8 @@ enum {
         KDEV_NVML_CAP_ARCH = 1u << 2,         /* nvmlDeviceGetArchitecture */
         KDEV_NVML_CAP_ROW_REMAP = 1u << 3,    /* nvmlDeviceGetRemappedRows */
         KDEV_NVML_CAP_BRAND = 1u << 4,        /* nvmlDeviceGetBrand */
+        KDEV_NVML_CAP_USAGE = 1u << 5,        /* utilization rates, running compute processes */
+        KDEV_NVML_CAP_PROC_UTIL = 1u << 6,    /* nvmlDeviceGetProcessUtilization */
 };
 #define KDEV_NVML_REQUIRED 0u                 /* "capability" of required entry points */
 
@@ -106,7 +108,14 @@ enum {
         X(nvmlGpuInstanceGetComputeInstanceById, KDEV_NVML_CAP_MIG,                            \
           "nvmlGpuInstanceGetComputeInstanceById", NULL, NULL)                                 \
         X(nvmlComputeInstanceGetInfo, KDEV_NVML_CAP_MIG, "nvmlComputeInstanceGetInfo_v2",      \
-          "nvmlComputeInstanceGetInfo", NULL)
+          "nvmlComputeInstanceGetInfo", NULL)                                                  \
+        X(nvmlDeviceGetUtilizationRates, KDEV_NVML_CAP_USAGE, "nvmlDeviceGetUtilizationRates", \
+          NULL, NULL)                                                                          \
+        X(nvmlDeviceGetComputeRunningProcesses, KDEV_NVML_CAP_USAGE,                           \
+          "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2", \
+          NULL)                                                                                \
+        X(nvmlDeviceGetProcessUtilization, KDEV_NVML_CAP_PROC_UTIL,                            \
+          "nvmlDeviceGetProcessUtilization", NULL, NULL)
 
 /* The typed table. A member is NULL only when its capability flag is clear. */
 struct kdev_nvml_api {

@@ -190,6 +190,37 @@ typedef struct nvmlMemory_st {
         unsigned long long used;
 } nvmlMemory_t;
 
+/* nvmlDeviceGetUtilizationRates: percent of the last sample period
+ * (between 1/6 s and 1 s, by product) during which a kernel ran, resp.
+ * device memory was read or written. */
+typedef struct nvmlUtilization_st {
+        unsigned int gpu;
+        unsigned int memory;
+} nvmlUtilization_t;
+
+/* NVML's "value not available" (nvmlProcessInfo_t.usedGpuMemory under WDDM). */
+#define NVML_VALUE_NOT_AVAILABLE (~0ULL)
+
+/* A running process, as nvmlDeviceGetComputeRunningProcesses_v3 and _v2
+ * fill it (nvmlProcessInfo_v2_t; the v1 record lacks the instance IDs and
+ * is not used). */
+typedef struct nvmlProcessInfo_st {
+        unsigned int pid;
+        unsigned long long usedGpuMemory; /* bytes, or NVML_VALUE_NOT_AVAILABLE */
+        unsigned int gpuInstanceId;       /* KDEV_NVML_NO_INSTANCE outside MIG */
+        unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
+/* One per-process sample of nvmlDeviceGetProcessUtilization (percent). */
+typedef struct nvmlProcessUtilizationSample_st {
+        unsigned int pid;
+        unsigned long long timeStamp;     /* CPU timestamp, microseconds */
+        unsigned int smUtil;
+        unsigned int memUtil;
+        unsigned int encUtil;
+        unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
 typedef struct nvmlDeviceAttributes_st {
         unsigned int multiprocessorCount;
         unsigned int sharedCopyEngineCount;
@@ -282,6 +313,20 @@ typedef nvmlReturn_t kdev_nvmlDeviceGetMinorNumber_fn(nvmlDevice_t device,
                                                       unsigned int *minorNumber);
 typedef nvmlReturn_t kdev_nvmlDeviceGetPciInfo_fn(nvmlDevice_t device, nvmlPciInfo_t *pci);
 typedef nvmlReturn_t kdev_nvmlDeviceGetMemoryInfo_fn(nvmlDevice_t device, nvmlMemory_t *memory);
+typedef nvmlReturn_t kdev_nvmlDeviceGetUtilizationRates_fn(nvmlDevice_t device,
+                                                          nvmlUtilization_t *utilization);
+/* |infoCount|: in, the room in |infos|; out, the processes (with
+ * NVML_ERROR_INSUFFICIENT_SIZE when they do not fit; |infos| may then be
+ * NULL with *infoCount 0 to ask for the count). */
+typedef nvmlReturn_t kdev_nvmlDeviceGetComputeRunningProcesses_fn(nvmlDevice_t device,
+                                                                  unsigned int *infoCount,
+                                                                  nvmlProcessInfo_t *infos);
+/* Samples newer than |lastSeenTimeStamp| (microseconds; 0: every sample the
+ * driver holds); |utilization| NULL asks for the count (answered with
+ * NVML_ERROR_INSUFFICIENT_SIZE); NVML_ERROR_NOT_FOUND when none is newer. */
+typedef nvmlReturn_t kdev_nvmlDeviceGetProcessUtilization_fn(
+        nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+        unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp);
 typedef nvmlReturn_t kdev_nvmlDeviceGetCudaComputeCapability_fn(nvmlDevice_t device, int *major,
                                                                 int *minor);
 typedef nvmlReturn_t kdev_nvmlDeviceGetArchitecture_fn(nvmlDevice_t device,

@@ -155,7 +155,7 @@ def test_invalid_config_keeps_the_old_one():
             assert log_line(p, "cannot load the new configuration") == [
                 'level=error msg="cannot load the new configuration, the current one stays in '
                 'force" config=%s error="%s:4:1: bogus: unknown key (expected one of: version, '
-                'generic, flags, resources, sharing, imex, health, isolation)"' % (p.config, p.config)]
+                'generic, flags, resources, sharing, imex, health, usage, isolation)"' % (p.config, p.config)]
             # the old configuration serves on, untouched
             assert kt.plugin_options(d, sock(NULL)).get_preferred_allocation_available
             assert sorted(f for f in os.listdir(d) if f.endswith(".sock")) == sorted(

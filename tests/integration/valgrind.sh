@@ -2,7 +2,7 @@
 # No leaks and no memory errors under valgrind: every unit test; the demo with
 # kdev-plugin and kdevctl kubelet both running under valgrind; and the Python
 # integration suites lifecycle.py, nvidia_plugin.py, faults_restarts.py,
-# faults_nvml.py, prometheus_scrape.py, nvidia_labels.py, dra_plugin.py,
+# faults_nvml.py, prometheus_scrape.py, prometheus_usage.py (usage metering), nvidia_labels.py, dra_plugin.py,
 # dra_plugin_more.py, dra_health_stream.py, rpc_hostile.py (the request-budget attack, stalled
 # streams reset, bad headers), modes_umask.py (both daemons under umask 0
 # and 077) and nvidia_isolation.py (isolated replicas' Allocate) with every kdev-plugin and kdev-dra-plugin they start
@@ -33,7 +33,7 @@ tmp=$(mktemp -d /tmp/kdev-valgrind.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
 # Python suites, one after the other, in the background.
-suites=(lifecycle nvidia_plugin faults_restarts faults_nvml prometheus_scrape nvidia_labels
+suites=(lifecycle nvidia_plugin faults_restarts faults_nvml prometheus_scrape prometheus_usage nvidia_labels
         dra_plugin dra_plugin_more dra_health_stream rpc_hostile modes_umask nvidia_isolation)
 skip=test_kubelet_starting_with_the_plugin_gives_one_registration
 (

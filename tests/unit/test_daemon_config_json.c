@@ -229,6 +229,41 @@ static void test_generic_only(void **state)
         kdev_nvidia_config_clear(&nv);
 }
 
+/* usage.interval: "usage" after "health", only when sampling is on. */
+static void test_usage(void **state)
+{
+        (void)state;
+        struct kdev_nvidia_config nv;
+        struct kdev_generic_config *g;
+        load(&nv,
+             "version: v1\n"
+             "usage:\n"
+             "  interval: 5\n"
+             "generic:\n"
+             "  devices:\n"
+             "    - name: example.com/null\n"
+             "      groups:\n"
+             "        - paths:\n"
+             "            - path: /dev/null\n",
+             &g);
+        struct kdev_dp_daemon_options o = {.config = "g.yaml", .dp = {.plugin_dir = "dp"},
+                                           .metrics_address = "", .nv = &nv};
+        char *j = kdev_dp_config_json(&nv, g, &o);
+        assert_non_null(j);
+        const char *want = "\"health\":{\"probeInterval\":10,\"quietPeriod\":60},"
+                           "\"usage\":{\"interval\":5},\"generic\":";
+        if (!strstr(j, want))
+                fail_msg("%s not in %s", want, j);
+        free(j);
+        nv.usage_interval = 0;
+        j = kdev_dp_config_json(&nv, g, &o);
+        assert_non_null(j);
+        assert_null(strstr(j, "\"usage\""));
+        free(j);
+        kdev_generic_config_free(g);
+        kdev_nvidia_config_clear(&nv);
+}
+
 /* kdev's isolation section, after "generic"'s place: every key, nulls for
  * the defaults. */
 static void test_isolation(void **state)
@@ -274,6 +309,7 @@ int main(void)
                 cmocka_unit_test(test_full_file),
                 cmocka_unit_test(test_mps),
                 cmocka_unit_test(test_generic_only),
+                cmocka_unit_test(test_usage),
                 cmocka_unit_test(test_isolation),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

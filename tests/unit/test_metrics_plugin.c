@@ -16,32 +16,7 @@
 
 #include "common/version.h"
 #include "metrics/plugin_metrics.h"
-
-static char *render(struct kdev_plugin_metrics *pm)
-{
-        char *out = NULL;
-        size_t len = 0;
-        assert_int_equal(kdev_metrics_render(kdev_plugin_metrics_registry(pm), &out, &len, NULL),
-                         0);
-        return out;
-}
-
-/* Asserts that |text| has the whole line |line|. */
-static void assert_line(const char *text, const char *line)
-{
-        size_t n = strlen(line);
-        for (const char *p = text; (p = strstr(p, line)); p++) {
-                if ((p == text || p[-1] == '\n') && p[n] == '\n')
-                        return;
-        }
-        fail_msg("line \"%s\" not in:\n%s", line, text);
-}
-
-static void assert_no(const char *text, const char *part)
-{
-        if (strstr(text, part))
-                fail_msg("\"%s\" unexpected in:\n%s", part, text);
-}
+#include "metrics_fixture.h"
 
 /* Two resources: a GPU resource with 2 GPUs x 2 replicas (device data = the
  * GPU UUID), one replica unhealthy; a generic one with 3 devices, no data. */

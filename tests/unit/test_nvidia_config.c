@@ -295,7 +295,7 @@ static void test_bad_files(void **state)
                  "nv.yaml:4:14: flags.gfd.oneshot: must be true or false, got \"maybe\""},
                 {"version: v1\nnvidia: {}\n",
                  "nv.yaml:2:1: nvidia: unknown key (expected one of: version, generic, flags, "
-                 "resources, sharing, imex, health, isolation)"},
+                 "resources, sharing, imex, health, usage, isolation)"},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 struct kdev_nvidia_config cfg;
@@ -513,6 +513,63 @@ static void test_env_flag_errors(void **state)
         }
 }
 
+/* usage.interval, KDEV_USAGE_INTERVAL and --usage-interval: one option,
+ * 0 (off) by default, 0..3600 seconds, flag over variable over file. */
+static void test_usage_interval(void **state)
+{
+        (void)state;
+        struct kdev_nvidia_config cfg;
+        struct kdev_err e;
+        kdev_err_clear(&e);
+        assert_int_equal(kdev_nvidia_config_init(&cfg, &e), 0);
+        assert_int_equal(cfg.usage_interval, 0);
+        kdev_nvidia_config_clear(&cfg);
+
+        const char *text = "version: v1\nusage:\n  interval: 30\n";
+        parse_ok(&cfg, text);
+        assert_int_equal(cfg.usage_interval, 30);
+        assert_int_equal(cfg.src[KDEV_NVIDIA_OPT_USAGE_INTERVAL], KDEV_NVIDIA_SRC_FILE);
+        kdev_nvidia_config_clear(&cfg);
+
+        char *env[] = {"KDEV_USAGE_INTERVAL=5", NULL};
+        assert_int_equal(kdev_nvidia_config_init(&cfg, &e), 0);
+        assert_int_equal(kdev_nvidia_config_apply_env(&cfg, env, &e), 0);
+        assert_int_equal(parse_file(&cfg, "nv.yaml", text, &e), 0);
+        assert_int_equal(cfg.usage_interval, 5);
+        kdev_nvidia_config_clear(&cfg);
+
+        assert_int_equal(kdev_nvidia_config_init(&cfg, &e), 0);
+        assert_int_equal(kdev_nvidia_config_apply_flag(&cfg, "usage-interval", "1", &e), 0);
+        assert_int_equal(kdev_nvidia_config_apply_env(&cfg, env, &e), 0);
+        assert_int_equal(parse_file(&cfg, "nv.yaml", text, &e), 0);
+        assert_int_equal(cfg.usage_interval, 1);
+        assert_int_equal(kdev_nvidia_config_apply_flag(&cfg, "usage-interval", "3601", &e),
+                         -EINVAL);
+        assert_string_equal(e.msg,
+                            "--usage-interval: must be an integer between 0 and 3600, got \"3601\"");
+        kdev_nvidia_config_clear(&cfg);
+
+        char *bad_env[] = {"KDEV_USAGE_INTERVAL=1s", NULL};
+        assert_int_equal(kdev_nvidia_config_init(&cfg, &e), 0);
+        assert_int_equal(kdev_nvidia_config_apply_env(&cfg, bad_env, &e), -EINVAL);
+        assert_string_equal(e.msg,
+                            "KDEV_USAGE_INTERVAL: must be an integer between 0 and 3600, got \"1s\"");
+        kdev_nvidia_config_clear(&cfg);
+
+        assert_int_equal(kdev_nvidia_config_init(&cfg, &e), 0);
+        assert_int_not_equal(parse_file(&cfg, "nv.yaml", "version: v1\nusage:\n  interval: -1\n",
+                                        &e), 0);
+        assert_string_equal(e.msg, "nv.yaml:3:13: usage.interval: must be an integer between 0 "
+                                   "and 3600, got \"-1\"");
+        kdev_nvidia_config_clear(&cfg);
+        assert_int_equal(kdev_nvidia_config_init(&cfg, &e), 0);
+        assert_int_not_equal(parse_file(&cfg, "nv.yaml", "version: v1\nusage:\n  period: 1\n",
+                                        &e), 0);
+        assert_string_equal(e.msg,
+                            "nv.yaml:3:3: usage.period: unknown key (expected one of: interval)");
+        kdev_nvidia_config_clear(&cfg);
+}
+
 static void test_flags(void **state)
 {
         (void)state;
@@ -537,7 +594,8 @@ static void test_flags(void **state)
                 else if (f->opt == KDEV_NVIDIA_OPT_IMEX_CHANNEL_IDS)
                         v = "0";
                 else if (f->opt == KDEV_NVIDIA_OPT_PROBE_INTERVAL ||
-                         f->opt == KDEV_NVIDIA_OPT_QUIET_PERIOD)
+                         f->opt == KDEV_NVIDIA_OPT_QUIET_PERIOD ||
+                         f->opt == KDEV_NVIDIA_OPT_USAGE_INTERVAL)
                         v = "7";
                 else if (f->opt == KDEV_NVIDIA_OPT_CDI_FEATURE_FLAGS)
                         v = "disable-ipc-discoverer";
@@ -555,6 +613,7 @@ static void test_flags(void **state)
         assert_string_equal(cfg.cdi_dir, "/x");
         assert_int_equal(cfg.probe_interval, 7);
         assert_int_equal(cfg.quiet_period, 7);
+        assert_int_equal(cfg.usage_interval, 7);
         assert_int_equal(cfg.device_list_strategies, KDEV_NVIDIA_LIST_VOLUME_MOUNTS);
         assert_int_equal(cfg.n_imex_channel_ids, 1);
         /* a repeated imex flag adds: [0, 0] is refused */
@@ -615,6 +674,7 @@ int main(void)
                 cmocka_unit_test(test_precedence),
                 cmocka_unit_test(test_env_flag_errors),
                 cmocka_unit_test(test_flags),
+                cmocka_unit_test(test_usage_interval),
                 cmocka_unit_test(test_finish_rules),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

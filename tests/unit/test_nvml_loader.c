@@ -49,9 +49,11 @@ static void test_mock_resolves_newest(void **state)
         assert_int_equal(kdev_nvml_caps(lib), KDEV_NVML_CAP_MIG | KDEV_NVML_CAP_CUDA_VERSION |
                                                       KDEV_NVML_CAP_ARCH |
                                                       KDEV_NVML_CAP_ROW_REMAP |
-                                                      KDEV_NVML_CAP_BRAND);
+                                                      KDEV_NVML_CAP_BRAND |
+                                                      KDEV_NVML_CAP_USAGE |
+                                                      KDEV_NVML_CAP_PROC_UTIL);
         size_t n = kdev_nvml_symbol_count();
-        assert_int_equal(n, 40);
+        assert_int_equal(n, 43);
         const struct kdev_nvml_api *api = kdev_nvml_api(lib);
         for (size_t i = 0; i < n; i++) {
                 struct kdev_nvml_symbol s;
@@ -92,6 +94,11 @@ static void test_legacy_fallbacks_and_caps(void **state)
         assert_null(api->nvmlDeviceGetBrand);
         assert_null(api->nvmlDeviceGetRemappedRows);
         assert_null(api->nvmlSystemGetCudaDriverVersion);
+        /* the legacy library has utilization rates but no process list: the
+         * whole usage group is off, so a half-present group is never called */
+        assert_null(api->nvmlDeviceGetUtilizationRates);
+        assert_null(api->nvmlDeviceGetComputeRunningProcesses);
+        assert_null(api->nvmlDeviceGetProcessUtilization);
         static const char *const expect[][2] = {
                 { "nvmlInit", "nvmlInit" },
                 { "nvmlDeviceGetCount", "nvmlDeviceGetCount" },

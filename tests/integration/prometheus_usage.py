@@ -1,0 +1,161 @@
+"""Prometheus scrapes kdev-plugin's usage metering (--usage-interval).
+
+kdev-plugin runs on the mock NVML (8 H100, time-sliced 2x) with metrics on,
+usage sampled every second and a fake /proc (KDEV_PROC_ROOT) holding the
+cgroups of the processes the mock reports (control file `util`, `proc`):
+
+- GPU 0 at 73 % (memory 12 %) with three processes: pid 100 in a
+  containerd container under the systemd driver, pid 300 a host service,
+  pid 500 without a /proc entry (exited);
+- GPU 1 idle.
+
+No container map is supplied (kdev-plugin has no PodResources client yet),
+so every process is unattributed with its reason. A real Prometheus server
+must report dcgm-exporter's device series with their labels and kdev's
+unattributed and failure families with the exact values; and with
+--usage-interval 0 none of them exist.
+
+Skipped (exit 77) when /usr/bin/prometheus is missing.
+"""
+import os
+import socket
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
+sys.path.insert(0, os.path.dirname(__file__))
+import kdevtest as kt  # noqa: E402
+from kdevtest import FakeKubelet, Plugin, TempDir, wait_for  # noqa: E402
+from prometheus_scrape import HAVE_PROMETHEUS, PROMETHEUS, Prometheus, L, free_port, scrape  # noqa: E402
+
+UUIDS = kt.H100_UUIDS
+RES = "nvidia.com/gpu"
+MIB = 1024 * 1024
+CID = "a" * 63 + "1"
+UID_ = "0f5c4ac8_8fd7_4a9c_9d63_4b1f1e2f3a4b"
+
+CONFIG = """version: v1
+flags:
+  failOnInitError: true
+sharing:
+  timeSlicing:
+    resources:
+      - name: nvidia.com/gpu
+        replicas: 2
+usage:
+  interval: 1
+"""
+
+
+def fake_proc(root):
+    for pid, text in ((100, "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+                            + UID_ + ".slice/cri-containerd-" + CID + ".scope\n"),
+                      (300, "0::/system.slice/xorg.service\n")):
+        os.makedirs(os.path.join(root, str(pid)))
+        with open(os.path.join(root, str(pid), "cgroup"), "w") as f:
+            f.write(text)
+
+
+def start(d, extra=()):
+    base = os.path.dirname(d)
+    ctl = os.path.join(base, "control")
+    with open(ctl, "w") as f:
+        f.write("util %s 73 12\n" % UUIDS[0])
+        f.write("proc %s 100 %d 40\n" % (UUIDS[0], 1024 * MIB))
+        f.write("proc %s 300 %d\n" % (UUIDS[0], 256 * MIB))
+        f.write("proc %s 500 %d\n" % (UUIDS[0], 64 * MIB))
+    proc = os.path.join(base, "proc")
+    if not os.path.isdir(proc):
+        fake_proc(proc)
+    env = {"LD_LIBRARY_PATH": kt.MOCK_NVML_DIR, "KDEV_MOCK_NVML_TOPOLOGY": kt.H100_TOPO,
+           "KDEV_MOCK_NVML_CONTROL": ctl, "KDEV_PROC_ROOT": proc, "NODE_NAME": "node-a"}
+    return Plugin(d, CONFIG, extra=("--cdi-dir", os.path.join(base, "cdi"), *extra), env=env)
+
+
+def dev_labels(i, **k8s):
+    return dict(gpu=str(i), UUID=UUIDS[i], pci_bus_id=BUS[i], device="nvidia%d" % i,
+                modelName="NVIDIA H100 80GB HBM3", Hostname="node-a", **k8s)
+
+
+BUS = ["00000000:18:00.0", "00000000:2A:00.0"]
+
+
+def test_usage_families_in_prometheus():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        mport = free_port()
+        p = start(d, extra=("--metrics-address", "127.0.0.1:%d" % mport))
+        prom = None
+        try:
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            wait_for(lambda: "msg=\"sampling GPU usage\" interval=1 hostname=node-a"
+                     in p.logtext(), what="usage start line")
+            wait_for(lambda: "DCGM_FI_DEV_GPU_UTIL{" in scrape(mport)[1], what="first sample")
+            prom = Prometheus(mport)
+            prom.wait_ready()
+            # empty label values (GPU_I_*, namespace, pod, container) are absent in PromQL
+            prom.wait_values('DCGM_FI_DEV_GPU_UTIL{gpu=~"0|1"}',
+                             {L(**dev_labels(0)): 73.0, L(**dev_labels(1)): 0.0})
+            prom.wait_values('DCGM_FI_DEV_MEM_COPY_UTIL{gpu="0"}', {L(**dev_labels(0)): 12.0})
+            prom.wait_values('DCGM_FI_DEV_FB_USED{gpu=~"0|1"}',
+                             {L(**dev_labels(0)): 1344.0, L(**dev_labels(1)): 0.0})
+            prom.wait_values('DCGM_FI_DEV_FB_FREE{gpu="0"}', {L(**dev_labels(0)): 81559.0 - 1344})
+            prom.wait_values('DCGM_FI_DEV_FB_TOTAL{gpu="1"}', {L(**dev_labels(1)): 81559.0})
+            prom.wait_values("count(DCGM_FI_DEV_GPU_UTIL)", {L(): 8.0})
+            prom.wait_values("kdev_gpu_unattributed_memory_bytes", {
+                L(UUID=UUIDS[0], gpu="0", reason="unknown_container"): 1024.0 * MIB,
+                L(UUID=UUIDS[0], gpu="0", reason="host"): 256.0 * MIB,
+                L(UUID=UUIDS[0], gpu="0", reason="no_cgroup"): 64.0 * MIB})
+            prom.wait_values("kdev_gpu_unattributed_processes", {
+                L(UUID=UUIDS[0], gpu="0", reason="unknown_container"): 1.0,
+                L(UUID=UUIDS[0], gpu="0", reason="host"): 1.0,
+                L(UUID=UUIDS[0], gpu="0", reason="no_cgroup"): 1.0})
+            # one failure per process and sample: the counters move with the samples
+            prom.wait_values('kdev_usage_attribution_failures_total{reason="host"}'
+                             ' - ignoring(reason, result) kdev_usage_samples_total{result="ok"}',
+                             {L(): 0.0})
+            prom.wait_values('kdev_usage_attribution_failures_total{reason=~"ambiguous|region"}',
+                             {L(reason="ambiguous"): 0.0, L(reason="region"): 0.0})
+            prom.wait_values('kdev_usage_samples_total{result="ok"} >= bool 2', {L(result="ok"): 1.0})
+            prom.wait_values('kdev_usage_samples_total{result="error"}', {L(result="error"): 0.0})
+            prom.wait_values("time() - kdev_usage_last_sample_timestamp_seconds < bool 10",
+                             {L(): 1.0})
+            # no container map: no per-container series
+            prom.wait_values("count(kdev_container_gpu_memory_used_bytes) or vector(0)", {L(): 0.0})
+            # a process ends: its use leaves with it
+            with open(os.path.join(os.path.dirname(d), "control"), "a") as f:
+                f.write("proc-exit %s 300\n" % UUIDS[0])
+            prom.wait_values('DCGM_FI_DEV_FB_USED{gpu="0"}', {L(**dev_labels(0)): 1088.0})
+            prom.wait_values('kdev_gpu_unattributed_processes{reason="host"}', {})
+        finally:
+            if prom is not None:
+                prom.stop()
+            rc = p.stop()
+            k.stop()
+        assert rc == 0, p.logtext()
+
+
+def test_usage_off():
+    with TempDir() as d:
+        k = FakeKubelet(d)
+        k.start()
+        mport = free_port()
+        p = start(d, extra=("--metrics-address", "127.0.0.1:%d" % mport,
+                            "--usage-interval", "0"))
+        try:
+            wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
+            text = scrape(mport)[1]
+            assert "kdev_devices{" in text, text
+            assert "DCGM_" not in text and "kdev_usage_" not in text, text
+            assert "sampling GPU usage" not in p.logtext(), p.logtext()
+        finally:
+            rc = p.stop()
+            k.stop()
+        assert rc == 0, p.logtext()
+
+
+if __name__ == "__main__":
+    if not HAVE_PROMETHEUS:
+        print("SKIP: %s is missing (Debian package prometheus)" % PROMETHEUS, flush=True)
+        sys.exit(77)
+    kt.run_tests([test_usage_families_in_prometheus, test_usage_off])
