@@ -413,9 +413,9 @@ int kdev_dra_cp_save_guarded(const struct kdev_dra_cp *cp, const char *path,
                              struct kdev_file_guard *guard, char *aside, size_t size,
                              struct kdev_err *err)
 {
-        json_t *root = NULL, *data = NULL;
+        json_t *data = NULL;
         char sum[64], tmp[4096], dirbuf[4096];
-        char *text = NULL;
+        char *text = NULL, *dtext = NULL;
         int rc = 0;
 
         if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp) ||
@@ -428,15 +428,19 @@ int kdev_dra_cp_save_guarded(const struct kdev_dra_cp *cp, const char *path,
                 return rc;
         rc = 0;
         data = json_pack("{s:O}", "claims", cp->claims);
-        if (!data || checksum_of(data, sum, sizeof(sum)) < 0)
+        /* one canonical dump of "data" serves both the checksum and the
+         * file: with sorted keys the file is {"checksum":..,"data":..,
+         * "version":..}, byte for byte what json_dumps of the whole object
+         * with JSON_COMPACT | JSON_SORT_KEYS gives */
+        dtext = data ? json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (!dtext)
                 goto nomem;
-        root = json_pack("{s:i,s:s,s:O}", "version", KDEV_DRA_CP_VERSION, "checksum", sum,
-                         "data", data);
-        if (!root)
+        snprintf(sum, sizeof(sum), "fnv1a64:%016" PRIx64, kdev_dra_fnv1a64(dtext, strlen(dtext)));
+        if (asprintf(&text, "{\"checksum\":\"%s\",\"data\":%s,\"version\":%d}", sum, dtext,
+                     KDEV_DRA_CP_VERSION) < 0) {
+                text = NULL;
                 goto nomem;
-        text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
-        if (!text)
-                goto nomem;
+        }
         rc = kdev_file_write_guarded(guard, path, tmp, text, strlen(text), 0600, true, aside,
                                      size, err);
         goto out;
@@ -444,7 +448,7 @@ nomem:
         rc = kdev_err_set(err, ENOMEM, "out of memory");
 out:
         free(text);
-        json_decref(root);
+        free(dtext);
         json_decref(data);
         return rc;
 }

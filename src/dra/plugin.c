@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cdi/cdi.h"
@@ -767,81 +768,211 @@ int kdev_dra_fetch_claim(struct kdev_dra_plugin *p, const char *ns, const char *
         return 0;
 }
 
+/* Nanoseconds of CLOCK_MONOTONIC. */
+static uint64_t now_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* First phase of a claim not in the checkpoint: read (or take the read
+ * claim), check, build its spec into *spec and record it in memory (not yet
+ * saved). Returns 0 or a negative errno with it->err. */
+static int prepare_new(struct kdev_dra_plugin *p, struct kdev_dra_prepare_item *it,
+                       struct kdev_cdi_spec **spec)
+{
+        const char *ns = it->ns, *name = it->name, *uid = it->uid;
+        struct kdev_err *err = &it->err;
+        json_t *claim = NULL, *devs = NULL;
+        char fname[512];
+        uint64_t t0;
+        int rc;
+
+        if (it->fetched && it->fetched->rc < 0) {
+                *err = it->fetched->err;
+                return it->fetched->rc;
+        }
+        if (it->fetched) {
+                claim = json_incref(it->fetched->claim);
+        } else {
+                t0 = now_ns();
+                rc = kdev_dra_fetch_claim(p, ns, name, &claim, err);
+                p->stats.read_ns += now_ns() - t0;
+                if (rc < 0)
+                        return rc;
+        }
+        t0 = now_ns();
+        rc = devices_of_claim(p, claim, ns, name, uid, &devs, err);
+        json_decref(claim);
+        if (rc < 0)
+                goto out;
+        rc = check_healthy(p, devs, err);
+        if (rc == 0)
+                rc = check_not_held(p, uid, devs, err);
+        if (rc == 0)
+                rc = spec_file_name(uid, fname, sizeof(fname), err);
+        if (rc >= 0)
+                rc = build_spec(p, uid, devs, true, spec, err);
+        if (rc < 0) {
+                json_decref(devs);
+                rc = kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
+                goto out;
+        }
+        /* recorded before the spec is written: every spec kdev writes
+         * belongs to a claim the checkpoint holds, so Unprepare removes only
+         * those */
+        rc = kdev_dra_cp_put(&p->cp, uid, ns, name, devs, err);
+        if (rc < 0) {
+                kdev_cdi_spec_free(*spec);
+                *spec = NULL;
+                kdev_dra_cp_remove(&p->cp, uid);
+                rc = kdev_err_wrap(err, "claim %s/%s (%s): checkpoint", ns, name, uid);
+        }
+out:
+        p->stats.build_ns += now_ns() - t0;
+        return rc;
+}
+
+int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_item *v, size_t n)
+{
+        struct kdev_cdi_spec **specs = calloc(n ? n : 1, sizeof(*specs));
+        size_t *same = calloc(n ? n : 1, sizeof(*same)); /* index + 1 of an earlier item */
+        size_t i, n_new = 0, failed = 0;
+        struct kdev_err serr = {0};
+        bool undone = false;
+        uint64_t t0;
+        int rc;
+
+        if (!specs || !same) {
+                free(specs);
+                free(same);
+                for (i = 0; i < n; i++)
+                        v[i].rc = kdev_err_set(&v[i].err, ENOMEM, "out of memory");
+                return (int)n;
+        }
+        p->stats.calls++;
+        /* 1: checks, answers from the checkpoint, specs built, records put */
+        for (i = 0; i < n; i++) {
+                struct kdev_dra_prepare_item *it = &v[i];
+                const json_t *rec;
+
+                it->rc = 0;
+                it->devices = NULL;
+                it->recorded = false;
+                memset(&it->err, 0, sizeof(it->err));
+                it->rc = kdev_dra_check_claim_uid(it->ns, it->name, it->uid, &it->err);
+                if (it->rc < 0)
+                        continue;
+                for (size_t j = 0; j < i && !same[i]; j++)
+                        if (v[j].uid && !strcmp(v[j].uid, it->uid))
+                                same[i] = j + 1;
+                if (same[i])
+                        continue;
+                rec = kdev_dra_cp_get(&p->cp, it->uid);
+                if (rec) {
+                        it->recorded = true;
+                        t0 = now_ns();
+                        rc = ensure_spec(p, it->uid, json_object_get(rec, "devices"), &it->err);
+                        p->stats.specs_ns += now_ns() - t0;
+                        if (rc < 0)
+                                it->rc = kdev_err_wrap(&it->err, "claim %s/%s (%s)", it->ns,
+                                                       it->name, it->uid);
+                        else
+                                it->devices = json_object_get(rec, "devices");
+                        continue;
+                }
+                p->stats.claims++;
+                it->rc = prepare_new(p, it, &specs[i]);
+                n_new += it->rc == 0;
+        }
+        /* 2: one checkpoint write for every claim recorded above, before any
+         * of their specs is written */
+        if (n_new > 0) {
+                t0 = now_ns();
+                rc = kdev_dra_save_checkpoint(p, &serr);
+                p->stats.checkpoint_ns += now_ns() - t0;
+                p->stats.checkpoint_writes++;
+                for (i = 0; rc < 0 && i < n; i++) {
+                        if (!specs[i])
+                                continue;
+                        kdev_cdi_spec_free(specs[i]);
+                        specs[i] = NULL;
+                        kdev_dra_cp_remove(&p->cp, v[i].uid);
+                        v[i].err = serr;
+                        v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s): checkpoint",
+                                                v[i].ns, v[i].name, v[i].uid);
+                }
+        }
+        /* 3: the specs of the claims now on disk */
+        t0 = now_ns();
+        for (i = 0; i < n; i++) {
+                char fname[512];
+
+                if (!specs[i])
+                        continue;
+                rc = write_spec(p, v[i].uid, specs[i], &v[i].err);
+                kdev_cdi_spec_free(specs[i]);
+                p->stats.spec_writes++;
+                if (rc < 0) {
+                        /* undone (best effort: a record left by a failed
+                         * save makes the next Prepare or Unprepare of the
+                         * claim finish the job) */
+                        if (spec_file_name(v[i].uid, fname, sizeof(fname), NULL) >= 0)
+                                remove_spec(p, fname, NULL);
+                        kdev_dra_cp_remove(&p->cp, v[i].uid);
+                        undone = true;
+                        v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s)", v[i].ns,
+                                                v[i].name, v[i].uid);
+                        continue;
+                }
+                v[i].devices = json_object_get(kdev_dra_cp_get(&p->cp, v[i].uid), "devices");
+        }
+        p->stats.specs_ns += now_ns() - t0;
+        if (undone) {
+                t0 = now_ns();
+                kdev_dra_save_checkpoint(p, NULL);
+                p->stats.checkpoint_ns += now_ns() - t0;
+                p->stats.checkpoint_writes++;
+        }
+        for (i = 0; i < n; i++) {
+                if (same[i]) {
+                        const struct kdev_dra_prepare_item *o = &v[same[i] - 1];
+
+                        v[i].rc = o->rc;
+                        v[i].err = o->err;
+                        v[i].devices = o->devices;
+                        v[i].recorded = o->recorded;
+                }
+                failed += v[i].rc < 0;
+        }
+        free(specs);
+        free(same);
+        return (int)failed;
+}
+
+void kdev_dra_plugin_stats(const struct kdev_dra_plugin *p, struct kdev_dra_prepare_stats *out)
+{
+        *out = p->stats;
+}
+
 int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const char *name,
                              const char *uid, const struct kdev_dra_fetch *fetched,
                              const json_t **devices, struct kdev_err *err)
 {
-        const json_t *rec;
-        json_t *claim = NULL, *devs = NULL;
-        struct kdev_cdi_spec *spec = NULL;
-        char fname[512];
-        int rc;
+        struct kdev_dra_prepare_item it = {
+                .ns = ns, .name = name, .uid = uid, .fetched = fetched,
+        };
 
-        rc = kdev_dra_check_claim_uid(ns, name, uid, err);
-        if (rc < 0)
-                return rc;
-        rec = kdev_dra_cp_get(&p->cp, uid);
-        if (rec) {
-                rc = ensure_spec(p, uid, json_object_get(rec, "devices"), err);
-                if (rc < 0)
-                        return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
-                if (devices)
-                        *devices = json_object_get(rec, "devices");
-                return 0;
-        }
-        if (fetched && fetched->rc < 0) {
+        kdev_dra_prepare_many(p, &it, 1);
+        if (it.rc < 0) {
                 if (err)
-                        *err = fetched->err;
-                return fetched->rc;
-        }
-        if (fetched) {
-                claim = json_incref(fetched->claim);
-        } else {
-                rc = kdev_dra_fetch_claim(p, ns, name, &claim, err);
-                if (rc < 0)
-                        return rc;
-        }
-        rc = devices_of_claim(p, claim, ns, name, uid, &devs, err);
-        json_decref(claim);
-        if (rc < 0)
-                return rc;
-        rc = check_healthy(p, devs, err);
-        if (rc == 0)
-                rc = check_not_held(p, uid, devs, err);
-        if (rc < 0) {
-                json_decref(devs);
-                return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
-        }
-        rc = spec_file_name(uid, fname, sizeof(fname), err);
-        if (rc >= 0)
-                rc = build_spec(p, uid, devs, true, &spec, err);
-        if (rc < 0) {
-                json_decref(devs);
-                return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
-        }
-        /* recorded before the spec is written: every spec kdev writes belongs
-         * to a claim the checkpoint holds, so Unprepare removes only those */
-        rc = kdev_dra_cp_put(&p->cp, uid, ns, name, json_incref(devs), err);
-        if (rc == 0)
-                rc = kdev_dra_save_checkpoint(p, err);
-        json_decref(devs);
-        if (rc < 0) {
-                kdev_cdi_spec_free(spec);
-                kdev_dra_cp_remove(&p->cp, uid);
-                return kdev_err_wrap(err, "claim %s/%s (%s): checkpoint", ns, name, uid);
-        }
-        rc = write_spec(p, uid, spec, err);
-        kdev_cdi_spec_free(spec);
-        if (rc < 0) {
-                /* undone (best effort: a record left by a failed save makes
-                 * the next Prepare or Unprepare of the claim finish the job) */
-                remove_spec(p, fname, NULL);
-                kdev_dra_cp_remove(&p->cp, uid);
-                kdev_dra_save_checkpoint(p, NULL);
-                return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
+                        *err = it.err;
+                return it.rc;
         }
         if (devices)
-                *devices = json_object_get(kdev_dra_cp_get(&p->cp, uid), "devices");
+                *devices = it.devices;
         return 0;
 }
 

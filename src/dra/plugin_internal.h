@@ -33,6 +33,7 @@ struct kdev_dra_plugin {
         /* what kdev last wrote (or loaded): the checkpoint, the claim specs
          * (common/file.h; loop thread) */
         struct kdev_file_guard cp_guard, spec_guard;
+        struct kdev_dra_prepare_stats stats; /* loop thread */
         char **unhealthy;     /* UUIDs withdrawn as unhealthy (loop thread) */
         size_t n_unhealthy;
         /* serving */
