@@ -226,6 +226,7 @@ uint64_t kdev_fnv1a64(const void *data, size_t len)
 
 struct kdev_file_guard_entry {
         char *path;
+        uint64_t path_hash; /* kdev_fnv1a64 of path: lookups compare it first */
         dev_t dev;
         ino_t ino;
         off_t size;
@@ -235,8 +236,10 @@ struct kdev_file_guard_entry {
 
 static struct kdev_file_guard_entry *guard_find(struct kdev_file_guard *g, const char *path)
 {
+        uint64_t h = kdev_fnv1a64(path, strlen(path));
+
         for (size_t i = 0; i < g->n; i++)
-                if (strcmp(g->v[i].path, path) == 0)
+                if (g->v[i].path_hash == h && strcmp(g->v[i].path, path) == 0)
                         return &g->v[i];
         return NULL;
 }
@@ -306,6 +309,7 @@ int kdev_file_guard_note(struct kdev_file_guard *g, const char *path, const void
                 e->path = strdup(path);
                 if (!e->path)
                         return kdev_err_set(err, ENOMEM, "out of memory");
+                e->path_hash = kdev_fnv1a64(path, strlen(path));
                 g->n++;
         }
         guard_ident(e, &st);
@@ -392,11 +396,20 @@ int kdev_file_write_guarded(struct kdev_file_guard *g, const char *path, const c
                             const void *data, size_t len, mode_t mode, bool sync_dir, char *aside,
                             size_t size, struct kdev_err *err)
 {
+        return kdev_file_write_guarded_flags(g, path, tmp_template, data, len, mode,
+                                             sync_dir ? KDEV_FILE_SYNC_DIR : 0, aside, size, err);
+}
+
+int kdev_file_write_guarded_flags(struct kdev_file_guard *g, const char *path,
+                                  const char *tmp_template, const void *data, size_t len,
+                                  mode_t mode, unsigned flags, char *aside, size_t size,
+                                  struct kdev_err *err)
+{
         int moved = kdev_file_guard_check(g, path, aside, size, err);
 
         if (moved < 0)
                 return moved;
-        int r = kdev_file_write_atomic(path, tmp_template, data, len, mode, sync_dir, err);
+        int r = kdev_file_write_atomic_flags(path, tmp_template, data, len, mode, flags, err);
 
         if (r < 0)
                 return r;

@@ -96,7 +96,7 @@ KDEV_API uint64_t kdev_fnv1a64(const void *data, size_t len);
  * *.json and *.yaml; NFD's local source skips dot files). A path the guard
  * has no record of (kdev has not written it since it started) is taken as
  * kdev's: a previous kdev wrote it. One guard serves any number of paths;
- * lookups are linear (a node holds tens of claims). Not thread-safe: one
+ * lookups are linear over a 64-bit hash of the path. Not thread-safe: one
  * thread uses a guard. */
 struct kdev_file_guard_entry;
 struct kdev_file_guard {
@@ -144,5 +144,13 @@ KDEV_API int kdev_file_write_guarded(struct kdev_file_guard *g, const char *path
                                      const char *tmp_template, const void *data, size_t len,
                                      mode_t mode, bool sync_dir, char *aside, size_t size,
                                      struct kdev_err *err);
+
+/* kdev_file_write_guarded with the |flags| of kdev_file_write_atomic_flags
+ * (KDEV_FILE_SYNC_DIR, KDEV_FILE_NO_FSYNC) instead of |sync_dir|; the same
+ * steps, results and errors. */
+KDEV_API int kdev_file_write_guarded_flags(struct kdev_file_guard *g, const char *path,
+                                           const char *tmp_template, const void *data,
+                                           size_t len, mode_t mode, unsigned flags, char *aside,
+                                           size_t size, struct kdev_err *err);
 
 #endif /* KDEV_COMMON_FILE_H */

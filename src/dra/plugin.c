@@ -142,6 +142,7 @@ void kdev_dra_plugin_free(struct kdev_dra_plugin *p)
         if (!p)
                 return;
         kdev_dra_cp_free(&p->cp);
+        json_decref(p->held);
         kdev_file_guard_clear(&p->cp_guard);
         kdev_file_guard_clear(&p->spec_guard);
         pthread_mutex_destroy(&p->source_lock);
@@ -523,8 +524,12 @@ static int write_spec(struct kdev_dra_plugin *p, const char *uid,
                 free(text);
                 rc = 0;
         } else {
-                rc = kdev_cdi_spec_write_guarded(want, p->cdi_dir, name, &p->spec_guard, aside,
-                                                 sizeof(aside), err);
+                /* no fsync: the checkpoint (fsynced) is what survives a
+                 * crash of the node, and every Prepare of a recorded claim
+                 * rewrites a spec that is missing or not whole (plugin.h) */
+                rc = kdev_cdi_spec_write_guarded_transient(want, p->cdi_dir, name,
+                                                           &p->spec_guard, aside,
+                                                           sizeof(aside), err);
                 if (rc == 1)
                         report_aside(p, path, aside, true);
                 if (rc >= 0)
@@ -679,64 +684,140 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
         return 0;
 }
 
-/* Whether DRA devices |a| and |b| are the same hardware or overlap: the same
- * name, or a whole GPU "gpu-<minor>" and a MIG device of it
- * ("gpu-<minor>-mig-..."; nvidia/mig.h kdev_nvidia_dra_name_minor). */
-static bool devices_overlap(const char *a, const char *b)
+/* Adds the devices of claim |uid| (device records |devs|) to |held|, the
+ * devices the checkpoint's claims hold without adminAccess: key
+ * "<pool>\x1f<device>" and, so that a whole GPU and a MIG device of it
+ * overlap (nvidia/mig.h kdev_nvidia_dra_name_minor), "<pool>\x1f#<minor>g"
+ * for a whole GPU, "<pool>\x1f#<minor>m" for a MIG device; each to
+ * [<uid>, <device>] of its first holder. Returns 0 or -ENOMEM. */
+static int held_add(json_t *held, const char *uid, const json_t *devs)
 {
-        unsigned ma, mb;
-        bool miga, migb;
+        size_t i;
+        json_t *d;
 
-        if (!strcmp(a, b))
-                return true;
-        return kdev_nvidia_dra_name_minor(a, &ma, &miga) &&
-               kdev_nvidia_dra_name_minor(b, &mb, &migb) && ma == mb && miga != migb;
+        json_array_foreach(devs, i, d) {
+                const char *dev = json_string_value(json_object_get(d, "device"));
+                const char *pool = json_string_value(json_object_get(d, "pool"));
+                char key[2][600];
+                unsigned minor;
+                bool mig;
+                int n = 1;
+
+                if (!dev || !pool || json_is_true(json_object_get(d, "adminAccess")))
+                        continue;
+                snprintf(key[0], sizeof(key[0]), "%s\x1f%s", pool, dev);
+                if (kdev_nvidia_dra_name_minor(dev, &minor, &mig))
+                        snprintf(key[n++], sizeof(key[1]), "%s\x1f#%u%c", pool, minor,
+                                 mig ? 'm' : 'g');
+                for (int k = 0; k < n; k++) {
+                        if (json_object_get(held, key[k]))
+                                continue;
+                        if (json_object_set_new(held, key[k], json_pack("[s,s]", uid, dev)) < 0)
+                                return -ENOMEM;
+                }
+        }
+        return 0;
+}
+
+/* The held devices of every claim of the checkpoint (held_add), new
+ * reference, or NULL (out of memory). One pass over the checkpoint per
+ * call, so each device is then looked up, not compared with every claim. */
+static json_t *held_index(const struct kdev_dra_plugin *p)
+{
+        json_t *held = json_object(), *rec;
+        const char *uid;
+
+        json_object_foreach(p->cp.claims, uid, rec) {
+                if (held && held_add(held, uid, json_object_get(rec, "devices")) < 0) {
+                        json_decref(held);
+                        held = NULL;
+                }
+        }
+        return held;
+}
+
+/* Removes claim |uid| from the checkpoint (in memory) and its devices from
+ * the held index: the keys it is the holder of. A MIG device's key may have
+ * other holders (several MIG devices of one GPU), so the index is then
+ * dropped, to be made again when next needed. */
+static void forget_claim(struct kdev_dra_plugin *p, const char *uid)
+{
+        const json_t *rec = kdev_dra_cp_get(&p->cp, uid);
+        const json_t *d;
+        size_t i;
+
+        json_array_foreach(json_object_get(rec, "devices"), i, d) {
+                const char *dev = json_string_value(json_object_get(d, "device"));
+                const char *pool = json_string_value(json_object_get(d, "pool"));
+                unsigned minor = 0;
+                bool mig = false, named;
+                char key[2][600];
+
+                if (!p->held || !dev || !pool)
+                        continue;
+                named = kdev_nvidia_dra_name_minor(dev, &minor, &mig);
+                if (named && mig) {
+                        json_decref(p->held);
+                        p->held = NULL;
+                        continue;
+                }
+                snprintf(key[0], sizeof(key[0]), "%s\x1f%s", pool, dev);
+                snprintf(key[1], sizeof(key[1]), "%s\x1f#%ug", pool, minor);
+                for (int k = 0; k < (named ? 2 : 1); k++) {
+                        const char *h = json_string_value(
+                                json_array_get(json_object_get(p->held, key[k]), 0));
+
+                        if (h && !strcmp(h, uid))
+                                json_object_del(p->held, key[k]);
+                }
+        }
+        kdev_dra_cp_remove(&p->cp, uid);
 }
 
 /* -EBUSY when a device of |devs| (claim |uid|) is already prepared for
- * another claim of the checkpoint and neither allocation has admin access:
- * no device kdev publishes is shareable (plugin.h). */
-static int check_not_held(const struct kdev_dra_plugin *p, const char *uid, const json_t *devs,
-                          struct kdev_err *err)
+ * another claim of the checkpoint (|held|, held_index) and neither
+ * allocation has admin access: no device kdev publishes is shareable
+ * (plugin.h). The same name, or a whole GPU and a MIG device of it, overlap
+ * (nvidia/mig.h kdev_nvidia_dra_name_minor). */
+static int check_not_held(const struct kdev_dra_plugin *p, const json_t *held, const char *uid,
+                          const json_t *devs, struct kdev_err *err)
 {
-        const char *ouid;
-        json_t *orec, *d, *od;
-        size_t i, j;
+        json_t *d;
+        size_t i;
 
-        json_object_foreach(p->cp.claims, ouid, orec) {
-                if (!strcmp(ouid, uid))
+        json_array_foreach(devs, i, d) {
+                const char *dev = json_string_value(json_object_get(d, "device"));
+                const char *pool = json_string_value(json_object_get(d, "pool"));
+                char key[2][600];
+                unsigned minor;
+                bool mig;
+                int n = 1;
+
+                if (!dev || !pool || json_is_true(json_object_get(d, "adminAccess")))
                         continue;
-                json_array_foreach(devs, i, d) {
-                        const char *dev = json_string_value(json_object_get(d, "device"));
-                        const char *pool = json_string_value(json_object_get(d, "pool"));
+                snprintf(key[0], sizeof(key[0]), "%s\x1f%s", pool, dev);
+                if (kdev_nvidia_dra_name_minor(dev, &minor, &mig))
+                        snprintf(key[n++], sizeof(key[1]), "%s\x1f#%u%c", pool, minor,
+                                 mig ? 'g' : 'm');
+                for (int k = 0; k < n; k++) {
+                        const json_t *h = json_object_get(held, key[k]);
+                        const char *ouid = json_string_value(json_array_get(h, 0));
+                        const char *odev = json_string_value(json_array_get(h, 1));
 
-                        if (json_is_true(json_object_get(d, "adminAccess")))
+                        if (!ouid || !odev || !strcmp(ouid, uid))
                                 continue;
-                        json_array_foreach(json_object_get(orec, "devices"), j, od) {
-                                const char *odev =
-                                        json_string_value(json_object_get(od, "device"));
-                                const char *opool =
-                                        json_string_value(json_object_get(od, "pool"));
+                        const json_t *orec = kdev_dra_cp_get(&p->cp, ouid);
+                        const char *ons = json_string_value(json_object_get(orec, "namespace"));
+                        const char *oname = json_string_value(json_object_get(orec, "name"));
+                        char as[128] = "";
 
-                                if (json_is_true(json_object_get(od, "adminAccess")) ||
-                                    !dev || !odev || !pool || !opool || strcmp(pool, opool) ||
-                                    !devices_overlap(dev, odev))
-                                        continue;
-                                const char *ons =
-                                        json_string_value(json_object_get(orec, "namespace"));
-                                const char *oname =
-                                        json_string_value(json_object_get(orec, "name"));
-                                char as[128] = "";
-
-                                if (strcmp(dev, odev))
-                                        snprintf(as, sizeof(as), " (as %s)", odev);
-                                return kdev_err_set(err, EBUSY,
-                                                    "device %s is already prepared for claim "
-                                                    "%s/%s (%s)%s: it is not shareable and this "
-                                                    "allocation has no adminAccess",
-                                                    dev, ons ? ons : "", oname ? oname : "",
-                                                    ouid, as);
-                        }
+                        if (strcmp(dev, odev))
+                                snprintf(as, sizeof(as), " (as %s)", odev);
+                        return kdev_err_set(err, EBUSY,
+                                            "device %s is already prepared for claim %s/%s "
+                                            "(%s)%s: it is not shareable and this allocation has "
+                                            "no adminAccess",
+                                            dev, ons ? ons : "", oname ? oname : "", ouid, as);
                 }
         }
         return 0;
@@ -780,8 +861,8 @@ static uint64_t now_ns(void)
 /* First phase of a claim not in the checkpoint: read (or take the read
  * claim), check, build its spec into *spec and record it in memory (not yet
  * saved). Returns 0 or a negative errno with it->err. */
-static int prepare_new(struct kdev_dra_plugin *p, struct kdev_dra_prepare_item *it,
-                       struct kdev_cdi_spec **spec)
+static int prepare_new(struct kdev_dra_plugin *p, json_t *held,
+                       struct kdev_dra_prepare_item *it, struct kdev_cdi_spec **spec)
 {
         const char *ns = it->ns, *name = it->name, *uid = it->uid;
         struct kdev_err *err = &it->err;
@@ -810,7 +891,7 @@ static int prepare_new(struct kdev_dra_plugin *p, struct kdev_dra_prepare_item *
                 goto out;
         rc = check_healthy(p, devs, err);
         if (rc == 0)
-                rc = check_not_held(p, uid, devs, err);
+                rc = check_not_held(p, held, uid, devs, err);
         if (rc == 0)
                 rc = spec_file_name(uid, fname, sizeof(fname), err);
         if (rc >= 0)
@@ -824,10 +905,13 @@ static int prepare_new(struct kdev_dra_plugin *p, struct kdev_dra_prepare_item *
          * belongs to a claim the checkpoint holds, so Unprepare removes only
          * those */
         rc = kdev_dra_cp_put(&p->cp, uid, ns, name, devs, err);
+        if (rc == 0 && held_add(held, uid, json_object_get(kdev_dra_cp_get(&p->cp, uid),
+                                                           "devices")) < 0)
+                rc = kdev_err_set(err, ENOMEM, "out of memory");
         if (rc < 0) {
                 kdev_cdi_spec_free(*spec);
                 *spec = NULL;
-                kdev_dra_cp_remove(&p->cp, uid);
+                forget_claim(p, uid);
                 rc = kdev_err_wrap(err, "claim %s/%s (%s): checkpoint", ns, name, uid);
         }
 out:
@@ -884,7 +968,13 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                         continue;
                 }
                 p->stats.claims++;
-                it->rc = prepare_new(p, it, &specs[i]);
+                if (!p->held)
+                        p->held = held_index(p);
+                if (!p->held) {
+                        it->rc = kdev_err_set(&it->err, ENOMEM, "out of memory");
+                        continue;
+                }
+                it->rc = prepare_new(p, p->held, it, &specs[i]);
                 n_new += it->rc == 0;
         }
         /* 2: one checkpoint write for every claim recorded above, before any
@@ -899,7 +989,7 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                                 continue;
                         kdev_cdi_spec_free(specs[i]);
                         specs[i] = NULL;
-                        kdev_dra_cp_remove(&p->cp, v[i].uid);
+                        forget_claim(p, v[i].uid);
                         v[i].err = serr;
                         v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s): checkpoint",
                                                 v[i].ns, v[i].name, v[i].uid);
@@ -921,7 +1011,7 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                          * claim finish the job) */
                         if (spec_file_name(v[i].uid, fname, sizeof(fname), NULL) >= 0)
                                 remove_spec(p, fname, NULL);
-                        kdev_dra_cp_remove(&p->cp, v[i].uid);
+                        forget_claim(p, v[i].uid);
                         undone = true;
                         v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s)", v[i].ns,
                                                 v[i].name, v[i].uid);
@@ -1001,10 +1091,12 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
                 json_decref(rec);
                 return kdev_err_wrap(err, "claim %s: CDI spec", uid);
         }
-        kdev_dra_cp_remove(&p->cp, uid);
+        forget_claim(p, uid);
         rc = kdev_dra_save_checkpoint(p, err);
         if (rc < 0) {
-                json_object_set(p->cp.claims, uid, rec); /* keep it for a retry */
+                kdev_dra_cp_restore(&p->cp, uid, rec); /* keep it for a retry */
+                json_decref(p->held); /* made again when next needed */
+                p->held = NULL;
                 json_decref(rec);
                 return kdev_err_wrap(err, "claim %s: checkpoint", uid);
         }
