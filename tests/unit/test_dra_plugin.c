@@ -392,6 +392,111 @@ static void test_checkpoint_before_spec(void **state)
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
 }
 
+/* Claims of one call: c2 (UID2) holds gpu-4 too, c3 (UID3) a MIG-free
+ * device of its own is not there (gpu-9): three claims, one checkpoint
+ * write; c2 is refused because c1, earlier in the same call, holds gpu-4. */
+#define UID3 "0b6a1c9e-3333-4c2e-9a43-cccccccccccc"
+static void test_prepare_many(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_dra_prepare_stats s0, s1;
+        struct kdev_dra_prepare_item v[4] = {
+                {.ns = "ns", .name = "c1", .uid = UID1},
+                {.ns = "ns", .name = "c2", .uid = UID2},
+                {.ns = "ns", .name = "c3", .uid = UID3},
+                {.ns = "ns", .name = "c1", .uid = UID1},
+        };
+        char path[1024], cp[600];
+        struct kdev_dra_cp c = {0};
+        struct kdev_err err = {0};
+
+        add_claim(f, "ns", "c2", UID2,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4")));
+        add_claim(f, "ns", "c3", UID3,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-9")));
+        kdev_dra_plugin_stats(f->p, &s0);
+        assert_int_equal(kdev_dra_prepare_many(f->p, v, 4), 2);
+        kdev_dra_plugin_stats(f->p, &s1);
+        assert_int_equal(s1.checkpoint_writes - s0.checkpoint_writes, 1);
+        assert_int_equal(s1.spec_writes - s0.spec_writes, 1);
+        assert_int_equal(s1.calls - s0.calls, 1);
+        assert_int_equal(s1.claims - s0.claims, 3);
+        assert_int_equal(v[0].rc, 0);
+        assert_false(v[0].recorded);
+        check_devices(v[0].devices);
+        check_spec(f, UID1);
+        assert_int_equal(v[1].rc, -EBUSY);
+        assert_string_equal(v[1].err.msg,
+                            "claim ns/c2 (" UID2 "): device gpu-4 is already prepared for claim "
+                            "ns/c1 (" UID1 "): it is not shareable and this allocation has no "
+                            "adminAccess");
+        assert_int_equal(v[2].rc, -ENODEV);
+        assert_string_equal(v[2].err.msg, "claim ns/c3 (" UID3 "): device gpu-9 is not "
+                                          "published by this node (pool node1)");
+        /* the repeated UID gets the first item's answer */
+        assert_int_equal(v[3].rc, 0);
+        assert_ptr_equal(v[3].devices, v[0].devices);
+        assert_int_equal(f->calls, 3);
+        spec_path(f, UID2, path, sizeof(path));
+        assert_false(exists(path));
+        /* on disk: c1 only */
+        snprintf(cp, sizeof(cp), "%s/%s", f->data, KDEV_DRA_CP_FILE);
+        assert_int_equal(kdev_dra_cp_load(&c, cp, &err), 0);
+        assert_int_equal(kdev_dra_cp_count(&c), 1);
+        check_devices(json_object_get(kdev_dra_cp_get(&c, UID1), "devices"));
+        kdev_dra_cp_free(&c);
+        /* again: answered from the checkpoint, nothing written */
+        kdev_dra_plugin_stats(f->p, &s0);
+        assert_int_equal(kdev_dra_prepare_many(f->p, v, 1), 0);
+        kdev_dra_plugin_stats(f->p, &s1);
+        assert_true(v[0].recorded);
+        assert_int_equal(s1.checkpoint_writes - s0.checkpoint_writes, 0);
+        assert_int_equal(s1.spec_writes - s0.spec_writes, 0);
+}
+
+/* A failed checkpoint save fails every new claim of the call, naming each,
+ * and writes none of their specs; a claim already prepared is answered. */
+static void test_prepare_many_save_fails(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_dra_prepare_item v[2] = {
+                {.ns = "ns", .name = "c1", .uid = UID1},
+                {.ns = "ns", .name = "c2", .uid = UID2},
+        };
+        char path[1024], cp[600], tmp[700];
+        struct kdev_err err = {0};
+
+        add_claim(f, "ns", "c2", UID2,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-5")));
+        add_claim(f, "ns", "c1", UID1,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4")));
+        snprintf(cp, sizeof(cp), "%s/%s", f->data, KDEV_DRA_CP_FILE);
+        mkdir(f->data, 0700);
+        assert_int_equal(mkdir(cp, 0700), 0);
+        assert_int_equal(kdev_dra_prepare_many(f->p, v, 2), 2);
+        for (unsigned i = 0; i < 2; i++) {
+                snprintf(tmp, sizeof(tmp), "claim ns/%s (%s): checkpoint: ", v[i].name,
+                         v[i].uid);
+                assert_int_equal(strncmp(v[i].err.msg, tmp, strlen(tmp)), 0);
+                assert_true(v[i].rc < 0);
+                spec_path(f, v[i].uid, path, sizeof(path));
+                assert_false(exists(path));
+        }
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        assert_int_equal(rmdir(cp), 0);
+        /* c1 prepared alone, then both in one call: c1 from the checkpoint */
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        assert_int_equal(kdev_dra_prepare_many(f->p, v, 2), 0);
+        assert_true(v[0].recorded);
+        assert_false(v[1].recorded);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 2);
+        /* the index of held devices follows unprepares: gpu-5 free again */
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID2, &err), 0);
+        add_claim(f, "ns", "c3", UID3,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-5")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c3", UID3, NULL, &err), 0);
+}
+
 /* A crash between the checkpoint save and the spec write leaves a recorded
  * claim without a spec. After a restart Unprepare succeeds and forgets the
  * claim; a Prepare instead writes the spec from the record, without asking
@@ -963,6 +1068,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_claim_uid_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_checkpoint_before_spec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_crash_before_spec, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_prepare_many, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_prepare_many_save_fails, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_claim_json_types, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_after_unprepare, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
