@@ -11,7 +11,9 @@
  *    "data":{"claims":{"<claim uid>":{"namespace":"ns","name":"c",
  *        "devices":[{"requestNames":["gpu"],"pool":"node1","device":"gpu-0",
  *                    "cdiDeviceIDs":["k8s.gpu.nvidia.com/claim=<uid>-gpu-0"]}]}}}}
- *   (a device record also has "adminAccess":true when its allocation had it)
+ *   (a device record also has "adminAccess":true when its allocation had it,
+ *   and "config":{...} when a class or claim config applies to it,
+ *   dra/claim_config.h)
  * The checksum is 64-bit FNV-1a over the canonical text of "data"
  * (json_dumps with JSON_COMPACT | JSON_SORT_KEYS), so key order in the file
  * does not matter but any change of a value does.

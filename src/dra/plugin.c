@@ -11,6 +11,7 @@
 #include "cdi/cdi.h"
 #include "common/json.h"
 #include "dra/checkpoint.h"
+#include "dra/claim_config.h"
 #include "dra/plugin_internal.h"
 #include "dra/slices.h"
 #include "kube/kube.h"
@@ -436,6 +437,8 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, json_t *
                         if (!cd)
                                 rc = -(err && err->code ? err->code : ENOMEM);
                 }
+                if (rc == 0)
+                        rc = kdev_dra_config_edits(d, &ed, err);
                 if (rc == 0)
                         rc = kdev_nvidia_edits_to_cdi(&ed, kdev_cdi_device_edits(cd), err);
                 if (rc == 0 && answer && json_object_set_new(d, "cdiDeviceIDs", cdi_ids(&ed)) < 0)
@@ -886,6 +889,11 @@ static int prepare_new(struct kdev_dra_plugin *p, json_t *held,
         }
         t0 = now_ns();
         rc = devices_of_claim(p, claim, ns, name, uid, &devs, err);
+        /* the class and claim configs onto the device records
+         * (claim_config.h) */
+        if (rc == 0 && (rc = kdev_dra_claim_config(claim, p->driver, p->pool, ns, name, uid,
+                                                   devs, err)) < 0)
+                json_decref(devs);
         json_decref(claim);
         if (rc < 0)
                 goto out;

@@ -497,6 +497,235 @@ static void test_prepare_many_save_fails(void **state)
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c3", UID3, NULL, &err), 0);
 }
 
+/* c1 (gpu-4 for request "gpu", gpu-5 for "pair/sub") with the
+ * allocation's config list |cfg| (taken over). */
+static void add_c1_config(struct fix *f, json_t *cfg)
+{
+        add_claim(f, "ns", "c1", UID1,
+                  json_pack("[o,o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4"),
+                            result("pair/sub", "gpu.nvidia.com", "node1", "gpu-5")));
+        json_object_set_new(json_object_get(json_object_get(json_object_get(
+                                    json_object_get(f->claims, "ns/c1"), "status"),
+                                    "allocation"), "devices"),
+                            "config", cfg);
+}
+
+/* One DeviceAllocationConfiguration: |requests| NULL for none. */
+static json_t *cfg_entry(const char *source, json_t *requests, const char *driver,
+                         json_t *params)
+{
+        json_t *e = json_pack("{s:s,s:{s:s,s:o}}", "source", source, "opaque", "driver", driver,
+                              "parameters", params);
+
+        if (requests)
+                json_object_set_new(e, "requests", requests);
+        return e;
+}
+
+static json_t *env_of(struct fix *f, const char *dev)
+{
+        char path[1024], name[128];
+        struct kdev_cdi_spec *s = NULL;
+        const struct kdev_cdi_device *d;
+        json_t *env = json_array();
+
+        spec_path(f, UID1, path, sizeof(path));
+        assert_int_equal(kdev_cdi_spec_read(path, &s, NULL), 0);
+        snprintf(name, sizeof(name), "%s-%s", UID1, dev);
+        d = kdev_cdi_spec_find_device(s, name);
+        assert_non_null(d);
+        for (size_t i = 0; i < d->edits.n_env; i++)
+                json_array_append_new(env, json_string(d->edits.env[i]));
+        kdev_cdi_spec_free(s);
+        return env;
+}
+
+static void expect_json(const json_t *got, json_t *want)
+{
+        if (!json_equal((json_t *)got, want)) {
+                char *a = json_dumps(got, JSON_SORT_KEYS), *b = json_dumps(want, JSON_SORT_KEYS);
+
+                fprintf(stderr, "got  %s\nwant %s\n", a, b);
+                free(a);
+                free(b);
+                fail();
+        }
+        json_decref(want);
+}
+
+static void expect_env(struct fix *f, const char *dev, json_t *want)
+{
+        json_t *got = env_of(f, dev);
+
+        expect_json(got, want);
+        json_decref(got);
+}
+
+/* Class config first, then claim config, scanned from the end per result:
+ * the claim's TimeSlicing for request "gpu" (gpu-4), the class's MPS
+ * (empty requests, fits a whole GPU) for "pair/sub" (gpu-5); another
+ * driver's entry is skipped. The MPS thread percentage reaches the CDI
+ * device's env; the applied configs are on the records, so a restart with
+ * the spec gone writes the same spec without the API server. */
+static void test_claim_config(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+        char path[1024];
+
+        add_c1_config(f, json_pack(
+                "[o,o,o,o]",
+                cfg_entry("FromClaim", json_pack("[s]", "gpu"), "gpu.nvidia.com",
+                          json_pack("{s:s,s:s,s:{s:s}}", "apiVersion",
+                                    "resource.nvidia.com/v1beta1", "kind", "GpuConfig",
+                                    "sharing", "strategy", "TimeSlicing")),
+                cfg_entry("FromClass", NULL, "gpu.nvidia.com",
+                          json_pack("{s:s,s:s,s:{s:s,s:{s:i,s:s,s:{s:s}}}}", "apiVersion",
+                                    "resource.nvidia.com/v1beta1", "kind", "GpuConfig",
+                                    "sharing", "strategy", "MPS", "mpsConfig",
+                                    "defaultActiveThreadPercentage", 50,
+                                    "defaultPinnedDeviceMemoryLimit", "2Gi",
+                                    "defaultPerDevicePinnedMemoryLimit", "1", "1536Mi")),
+                cfg_entry("FromClaim", NULL, "other.example.com", json_pack("{s:s}", "x", "y")),
+                cfg_entry("FromClass", json_pack("[s]", "gpu"), "gpu.nvidia.com",
+                          json_pack("{s:s,s:s,s:s}", "apiVersion", "kdev.io/v1alpha1", "kind",
+                                    "ShareConfig", "memory", "10Gi"))));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        expect_json(json_object_get(json_array_get(devs, 0), "config"),
+                    json_pack("{s:s,s:s,s:s,s:{s:{s:s,s:{s:s}}}}", "apiVersion",
+                              "resource.nvidia.com/v1beta1", "kind", "GpuConfig", "source",
+                              "FromClaim", "parameters", "sharing", "strategy", "TimeSlicing",
+                              "timeSlicingConfig", "interval", "Default"));
+        expect_json(json_object_get(json_array_get(devs, 1), "config"),
+                    json_pack("{s:s,s:s,s:s,s:{s:{s:s,s:{s:i,s:s,s:{s:s}}}}}", "apiVersion",
+                              "resource.nvidia.com/v1beta1", "kind", "GpuConfig", "source",
+                              "FromClass", "parameters", "sharing", "strategy", "MPS",
+                              "mpsConfig", "defaultActiveThreadPercentage", 50,
+                              "defaultPinnedDeviceMemoryLimit", "2048M",
+                              "defaultPerDevicePinnedMemoryLimit", "1", "1536M"));
+        expect_env(f, "gpu-4", json_pack("[]"));
+        expect_env(f, "gpu-5", json_pack("[s]", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"));
+        /* restart, spec gone: rebuilt from the checkpoint, no claim read */
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+        spec_path(f, UID1, path, sizeof(path));
+        assert_int_equal(unlink(path), 0);
+        f->calls = 0;
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        assert_int_equal(f->calls, 0);
+        expect_env(f, "gpu-5", json_pack("[s]", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"));
+}
+
+/* kdev's ShareConfig: memory in bytes, compute in percent, the policy. */
+static void test_claim_config_share(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+
+        add_c1_config(f, json_pack("[o]", cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                                                    json_pack("{s:s,s:s,s:s,s:s,s:s}",
+                                                              "apiVersion", "kdev.io/v1alpha1",
+                                                              "kind", "ShareConfig", "memory",
+                                                              "10Gi", "compute", "25%",
+                                                              "policy", "strict"))));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        for (size_t i = 0; i < 2; i++)
+                expect_json(json_object_get(json_array_get(devs, i), "config"),
+                            json_pack("{s:s,s:s,s:s,s:{s:I,s:i,s:s}}", "apiVersion",
+                                      "kdev.io/v1alpha1", "kind", "ShareConfig", "source",
+                                      "FromClaim", "parameters", "memory",
+                                      (json_int_t)10737418240, "compute", 25, "policy",
+                                      "strict"));
+}
+
+/* Each bad config fails the claim with its claim, request, entry and field,
+ * and nothing is recorded or written. */
+static void test_claim_config_errors(void **state)
+{
+        struct fix *f = *state;
+        static const char *const gpu = "resource.nvidia.com/v1beta1";
+        struct {
+                json_t *entry;
+                const char *msg;
+        } cases[] = {
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "MPS", "mpsConfg",
+                                     "x")),
+                 "request gpu: config 0 (FromClaim): parameters.sharing.mpsConfg: unknown "
+                 "field"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s}", "apiVersion", gpu, "kind", "VgpuConfig")),
+                 "request gpu: config 0 (FromClaim): parameters: unknown kind VgpuConfig of "
+                 "resource.nvidia.com/v1beta1 (known: resource.nvidia.com/v1beta1 GpuConfig, "
+                 "MigDeviceConfig; kdev.io/v1alpha1 ShareConfig)"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "Exclusive")),
+                 "request gpu: config 0 (FromClaim): unknown GPU sharing strategy: Exclusive, "
+                 "supported GPU sharing strategies: TimeSlicing, MPS"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "TimeSlicing",
+                                     "timeSlicingConfig", "interval", "Forever")),
+                 "request gpu: config 0 (FromClaim): unknown time-slice interval: Forever, "
+                 "supported time-slice intervals: Default, Short, Medium, Long"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s,s:{s:i}}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "MPS", "mpsConfig",
+                                     "defaultActiveThreadPercentage", 101)),
+                 "request gpu: config 0 (FromClaim): active thread percentage must not be "
+                 "greater than 100"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s,s:{}}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "TimeSlicing",
+                                     "mpsConfig")),
+                 "request gpu: config 0 (FromClaim): cannot use MpsConfig with the "
+                 "'TimeSlicing' strategy"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s,s:{s:{s:s}}}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "MPS", "mpsConfig",
+                                     "defaultPerDevicePinnedMemoryLimit", "2", "1Gi")),
+                 "request gpu: config 0 (FromClaim): invalid device: invalid device index: 2"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "MPS", "mpsConfig",
+                                     "defaultPinnedDeviceMemoryLimit", "512Ki")),
+                 "request gpu: config 0 (FromClaim): invalid limit: default value set too "
+                 "low: 512Ki"},
+                {cfg_entry("FromClaim", json_pack("[s]", "gpu"), "gpu.nvidia.com",
+                           json_pack("{s:s,s:s}", "apiVersion", gpu, "kind", "MigDeviceConfig")),
+                 "request gpu: config 0 (FromClaim): cannot apply MigDeviceConfig to device "
+                 "\"gpu-4\" of type \"gpu\""},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:i}", "apiVersion", "kdev.io/v1alpha1", "kind",
+                                     "ShareConfig", "compute", 0)),
+                 "request gpu: config 0 (FromClaim): parameters.compute: must be a percentage "
+                 "of the device, 1 to 100 (e.g. 25 or \"25%\"), got 0"},
+                {cfg_entry("FromSomewhere", NULL, "gpu.nvidia.com", json_object()),
+                 "config 0: invalid config source: FromSomewhere"},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct kdev_err err = {0};
+                char want[1024], path[1024];
+
+                add_c1_config(f, json_pack("[o]", cases[i].entry));
+                int rc = kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err);
+
+                if (rc != -EINVAL)
+                        fprintf(stderr, "case %zu: rc %d: %s\n", i, rc, err.msg);
+                assert_int_equal(rc, -EINVAL);
+                snprintf(want, sizeof(want), "claim ns/c1 (" UID1 "): %s", cases[i].msg);
+                assert_string_equal(err.msg, want);
+                assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+                spec_path(f, UID1, path, sizeof(path));
+                assert_false(exists(path));
+        }
+}
+
 /* A crash between the checkpoint save and the spec write leaves a recorded
  * claim without a spec. After a restart Unprepare succeeds and forgets the
  * claim; a Prepare instead writes the spec from the record, without asking
@@ -1069,6 +1298,9 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_checkpoint_before_spec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_crash_before_spec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_many, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_config, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_config_share, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_config_errors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_many_save_fails, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_claim_json_types, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_after_unprepare, setup, teardown),
