@@ -1073,6 +1073,64 @@ static void test_mig(void **state)
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
 }
 
+/* Configs on MIG devices: an empty-requests GpuConfig does not fit a MIG
+ * device and is passed over, the MigDeviceConfig (MPS) for request "a"
+ * applies to it; "b" gets the class's MigDeviceConfig; a MigDeviceConfig
+ * has no timeSlicingConfig field. */
+static void test_claim_config_mig(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+        json_t *c;
+
+        make_mig(f);
+        add_claim(f, "ns", "m", UID2,
+                  json_pack("[o,o]",
+                            result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-3g20gb-9-0"),
+                            result("b", "gpu.nvidia.com", "node1", "gpu-5-mig-2g10gb-14-4")));
+        c = json_object_get(json_object_get(json_object_get(f->claims, "ns/m"), "status"),
+                            "allocation");
+        json_object_set_new(
+                json_object_get(c, "devices"), "config",
+                json_pack("[o,o,o]",
+                          cfg_entry("FromClass", NULL, "gpu.nvidia.com",
+                                    json_pack("{s:s,s:s,s:{s:s}}", "apiVersion",
+                                              "resource.nvidia.com/v1beta1", "kind",
+                                              "MigDeviceConfig", "sharing", "strategy",
+                                              "TimeSlicing")),
+                          cfg_entry("FromClaim", json_pack("[s]", "a"), "gpu.nvidia.com",
+                                    json_pack("{s:s,s:s,s:{s:s,s:{s:i}}}", "apiVersion",
+                                              "resource.nvidia.com/v1beta1", "kind",
+                                              "MigDeviceConfig", "sharing", "strategy", "MPS",
+                                              "mpsConfig", "defaultActiveThreadPercentage", 30)),
+                          cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                                    json_pack("{s:s,s:s,s:{s:s}}", "apiVersion",
+                                              "resource.nvidia.com/v1beta1", "kind", "GpuConfig",
+                                              "sharing", "strategy", "MPS"))));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, &devs, &err), 0);
+        expect_json(json_object_get(json_array_get(devs, 0), "config"),
+                    json_pack("{s:s,s:s,s:s,s:{s:{s:s,s:{s:i}}}}", "apiVersion",
+                              "resource.nvidia.com/v1beta1", "kind", "MigDeviceConfig", "source",
+                              "FromClaim", "parameters", "sharing", "strategy", "MPS",
+                              "mpsConfig", "defaultActiveThreadPercentage", 30));
+        expect_json(json_object_get(json_array_get(devs, 1), "config"),
+                    json_pack("{s:s,s:s,s:s,s:{s:{s:s}}}", "apiVersion",
+                              "resource.nvidia.com/v1beta1", "kind", "MigDeviceConfig", "source",
+                              "FromClass", "parameters", "sharing", "strategy", "TimeSlicing"));
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID2, &err), 0);
+        json_object_set_new(
+                json_object_get(c, "devices"), "config",
+                json_pack("[o]", cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                                           json_pack("{s:s,s:s,s:{s:s,s:{}}}", "apiVersion",
+                                                     "resource.nvidia.com/v1beta1", "kind",
+                                                     "MigDeviceConfig", "sharing", "strategy",
+                                                     "TimeSlicing", "timeSlicingConfig"))));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, &devs, &err), -EINVAL);
+        assert_string_equal(err.msg, "claim ns/m (" UID2 "): request a: config 0 (FromClaim): "
+                                     "parameters.sharing.timeSlicingConfig: unknown field");
+}
+
 /* A device withdrawn as unhealthy is refused with a per-claim error naming
  * it; nothing is written or recorded; after recovery the claim prepares. A
  * claim prepared before the device went unhealthy keeps its answer. */
@@ -1301,6 +1359,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_claim_config, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_claim_config_share, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_claim_config_errors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_config_mig, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_many_save_fails, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_claim_json_types, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_after_unprepare, setup, teardown),
