@@ -39,9 +39,9 @@
  *   --kv               also print "kv NAME VALUE" lines
  * Figures only: it asserts nothing (tests assert behaviour).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -126,24 +126,21 @@ static json_t *make_claim(unsigned i)
                          "device", dev);
 }
 
+static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+        (void)st;
+        (void)ftw;
+        if (type == FTW_DP)
+                rmdir(path);
+        else
+                unlink(path);
+        return 0;
+}
+
+/* Removes |path| and what is under it (no symbolic link followed). */
 static void rm_tree(const char *path)
 {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        char p[1024];
-
-        if (!d) {
-                unlink(path);
-                return;
-        }
-        while ((e = readdir(d))) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                        continue;
-                snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-                rm_tree(p);
-        }
-        closedir(d);
-        rmdir(path);
+        nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* Starts the stand-in API server seeded with |n| claims (seed file |seed|). */

@@ -687,12 +687,34 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
         return 0;
 }
 
+/* The keys of device record |d| in the held index (below): its own two
+ * (|other| false), or the two under which a device overlapping it is held
+ * (|other| true: the whole GPU for a MIG device, its MIG devices for a whole
+ * GPU). Returns how many (0 for a record with adminAccess). */
+static int held_keys(const json_t *d, bool other, char key[2][600]);
+
 /* Adds the devices of claim |uid| (device records |devs|) to |held|, the
  * devices the checkpoint's claims hold without adminAccess: key
  * "<pool>\x1f<device>" and, so that a whole GPU and a MIG device of it
  * overlap (nvidia/mig.h kdev_nvidia_dra_name_minor), "<pool>\x1f#<minor>g"
  * for a whole GPU, "<pool>\x1f#<minor>m" for a MIG device; each to
  * [<uid>, <device>] of its first holder. Returns 0 or -ENOMEM. */
+static int held_keys(const json_t *d, bool other, char key[2][600])
+{
+        const char *dev = json_string_value(json_object_get(d, "device"));
+        const char *pool = json_string_value(json_object_get(d, "pool"));
+        unsigned minor;
+        bool mig;
+        int n = 1;
+
+        if (!dev || !pool || json_is_true(json_object_get(d, "adminAccess")))
+                return 0;
+        snprintf(key[0], 600, "%s\x1f%s", pool, dev);
+        if (kdev_nvidia_dra_name_minor(dev, &minor, &mig))
+                snprintf(key[n++], 600, "%s\x1f#%u%c", pool, minor, mig != other ? 'm' : 'g');
+        return n;
+}
+
 static int held_add(json_t *held, const char *uid, const json_t *devs)
 {
         size_t i;
@@ -700,18 +722,9 @@ static int held_add(json_t *held, const char *uid, const json_t *devs)
 
         json_array_foreach(devs, i, d) {
                 const char *dev = json_string_value(json_object_get(d, "device"));
-                const char *pool = json_string_value(json_object_get(d, "pool"));
                 char key[2][600];
-                unsigned minor;
-                bool mig;
-                int n = 1;
+                int n = held_keys(d, false, key);
 
-                if (!dev || !pool || json_is_true(json_object_get(d, "adminAccess")))
-                        continue;
-                snprintf(key[0], sizeof(key[0]), "%s\x1f%s", pool, dev);
-                if (kdev_nvidia_dra_name_minor(dev, &minor, &mig))
-                        snprintf(key[n++], sizeof(key[1]), "%s\x1f#%u%c", pool, minor,
-                                 mig ? 'm' : 'g');
                 for (int k = 0; k < n; k++) {
                         if (json_object_get(held, key[k]))
                                 continue;
@@ -790,18 +803,9 @@ static int check_not_held(const struct kdev_dra_plugin *p, const json_t *held, c
 
         json_array_foreach(devs, i, d) {
                 const char *dev = json_string_value(json_object_get(d, "device"));
-                const char *pool = json_string_value(json_object_get(d, "pool"));
                 char key[2][600];
-                unsigned minor;
-                bool mig;
-                int n = 1;
+                int n = held_keys(d, true, key);
 
-                if (!dev || !pool || json_is_true(json_object_get(d, "adminAccess")))
-                        continue;
-                snprintf(key[0], sizeof(key[0]), "%s\x1f%s", pool, dev);
-                if (kdev_nvidia_dra_name_minor(dev, &minor, &mig))
-                        snprintf(key[n++], sizeof(key[1]), "%s\x1f#%u%c", pool, minor,
-                                 mig ? 'g' : 'm');
                 for (int k = 0; k < n; k++) {
                         const json_t *h = json_object_get(held, key[k]);
                         const char *ouid = json_string_value(json_array_get(h, 0));

@@ -147,30 +147,42 @@ static void seed_claim(const char *name, const char *uid, const char *device)
         kdev_kube_free(admin);
 }
 
-static void run_version(const char *version)
+/* A plugin with one GPU (gpu-0) reading claims through |k|, its data and
+ * CDI dirs named after |tag|; |recs| filled (as the NVIDIA backend gives
+ * them). */
+static struct kdev_dra_plugin *kube_plugin(struct kdev_kube *k, const char *tag,
+                                           struct kdev_nvidia_gpus *recs)
 {
         struct kdev_gpu gpu = {.minor = 0, .uuid = "GPU-00000000"};
         struct kdev_gpu_set set = {.gpus = &gpu, .n_gpus = 1};
-        struct kdev_nvidia_gpus recs; /* as the NVIDIA backend gives them */
-        struct kdev_kube *k = client("url", version);
         char data[300], cdi[300];
         struct kdev_dra_plugin *p = NULL;
         struct kdev_err err = {0};
-        const json_t *devs = NULL;
 
-        snprintf(data, sizeof(data), "%s/%s-data", root, version);
-        snprintf(cdi, sizeof(cdi), "%s/%s-cdi", root, version);
+        snprintf(data, sizeof(data), "%s/%s-data", root, tag);
+        snprintf(cdi, sizeof(cdi), "%s/%s-cdi", root, tag);
         struct kdev_dra_plugin_options o = {
                 .pool = "node-1",
                 .data_dir = data,
                 .cdi_dir = cdi,
                 .dev_root = root,
-                .gpus = &recs,
+                .gpus = recs,
                 .get_claim = kdev_dra_kube_claim_source,
                 .get_claim_arg = k,
         };
-        assert_int_equal(kdev_nvidia_gpus_from_set(&set, &recs, &err), 0);
+        assert_int_equal(kdev_nvidia_gpus_from_set(&set, recs, &err), 0);
         assert_int_equal(kdev_dra_plugin_new(&o, &p, &err), 0);
+        return p;
+}
+
+static void run_version(const char *version)
+{
+        struct kdev_nvidia_gpus recs;
+        struct kdev_kube *k = client("url", version);
+        struct kdev_dra_plugin *p = kube_plugin(k, version, &recs);
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+
         assert_int_equal(kdev_dra_prepare_claim(p, "team-a", "gpu-claim", UID1, &devs, &err), 0);
         assert_int_equal(json_array_size(devs), 1);
         assert_string_equal(json_string_value(json_array_get(json_object_get(
@@ -198,30 +210,17 @@ static void run_version(const char *version)
 #define UID2 "5c1d3e2f-2222-4c2e-9a43-bbbbbbbbbbbb"
 static void run_config_version(const char *version)
 {
-        struct kdev_gpu gpu = {.minor = 0, .uuid = "GPU-00000000"};
-        struct kdev_gpu_set set = {.gpus = &gpu, .n_gpus = 1};
         struct kdev_nvidia_gpus recs;
         struct kdev_kube *k = client("url", version);
-        char data[300], cdi[300], path[600];
-        struct kdev_dra_plugin *p = NULL;
+        char tag[64], path[600];
         struct kdev_cdi_spec *spec = NULL;
         struct kdev_err err = {0};
         const json_t *devs = NULL;
         const struct kdev_cdi_device *d;
 
-        snprintf(data, sizeof(data), "%s/%s-cfg-data", root, version);
-        snprintf(cdi, sizeof(cdi), "%s/%s-cfg-cdi", root, version);
-        struct kdev_dra_plugin_options o = {
-                .pool = "node-1",
-                .data_dir = data,
-                .cdi_dir = cdi,
-                .dev_root = root,
-                .gpus = &recs,
-                .get_claim = kdev_dra_kube_claim_source,
-                .get_claim_arg = k,
-        };
-        assert_int_equal(kdev_nvidia_gpus_from_set(&set, &recs, &err), 0);
-        assert_int_equal(kdev_dra_plugin_new(&o, &p, &err), 0);
+        snprintf(tag, sizeof(tag), "%s-cfg", version);
+        struct kdev_dra_plugin *p = kube_plugin(k, tag, &recs);
+
         assert_int_equal(kdev_dra_prepare_claim(p, "team-a", "cfg-claim", UID2, &devs, &err), 0);
         json_t *want = json_pack("{s:s,s:s,s:s,s:{s:{s:s,s:{s:i}}}}", "apiVersion",
                                  "resource.nvidia.com/v1beta1", "kind", "GpuConfig", "source",
