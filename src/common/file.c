@@ -224,6 +224,35 @@ uint64_t kdev_fnv1a64(const void *data, size_t len)
         return h;
 }
 
+/* The guard's hash of a file's bytes (kept in memory only, never written):
+ * FNV-1a over 64-bit words (each 8 bytes, little-endian, xored in, one
+ * multiply by the FNV prime, then h ^= h >> 29 to bring the high bits
+ * down), then byte-wise FNV-1a over the rest, from the offset basis xor the
+ * length: a tenth of the multiplies of byte-wise FNV-1a, so a
+ * guarded write of a large state file (the DRA checkpoint) does not spend
+ * more on the hash than on the write. Detects changes as well as the file's
+ * identity and size, which the guard compares first. */
+static uint64_t content_hash(const void *data, size_t len)
+{
+        const unsigned char *p = data;
+        uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)len, w;
+        size_t i = 0;
+
+        for (; i + 8 <= len; i += 8) {
+                w = 0;
+                for (unsigned b = 0; b < 8; b++)
+                        w |= (uint64_t)p[i + b] << (8 * b);
+                h ^= w;
+                h *= 0x100000001b3ull;
+                h ^= h >> 29;
+        }
+        for (; i < len; i++) {
+                h ^= p[i];
+                h *= 0x100000001b3ull;
+        }
+        return h;
+}
+
 struct kdev_file_guard_entry {
         char *path;
         uint64_t path_hash; /* kdev_fnv1a64 of path: lookups compare it first */
@@ -313,7 +342,7 @@ int kdev_file_guard_note(struct kdev_file_guard *g, const char *path, const void
                 g->n++;
         }
         guard_ident(e, &st);
-        e->hash = kdev_fnv1a64(data, len);
+        e->hash = content_hash(data, len);
         return 0;
 }
 
@@ -364,7 +393,7 @@ int kdev_file_guard_check(struct kdev_file_guard *g, const char *path, char *asi
                 char *text = NULL;
                 size_t n = 0;
                 int r = kdev_file_read(path, NULL, (size_t)e->size, 0, &text, &n, NULL);
-                bool ours = r == 0 && kdev_fnv1a64(text, n) == e->hash;
+                bool ours = r == 0 && content_hash(text, n) == e->hash;
 
                 free(text);
                 if (r == -ENOENT) {

@@ -85,8 +85,8 @@ KDEV_API uint64_t kdev_fnv1a64(const void *data, size_t len);
 /* State files are kdev's alone: a guard remembers, per path, what kdev last
  * wrote there (or read at start, for a file it then owns): the file's
  * identity (device, inode, size, modification and change times, lstat) and
- * the 64-bit FNV-1a of its bytes. Before a writer replaces or removes the
- * file it asks the guard: a file that is no longer what kdev last wrote
+ * a 64-bit hash of its bytes (FNV-1a over 64-bit words, file.c). Before a
+ * writer replaces or removes the file it asks the guard: a file that is no longer what kdev last wrote
  * (another inode, size or content: edited, replaced, turned into a link) was
  * changed by someone else, and is moved aside (renamed, never deleted) to
  * "<dir>/.<name>.foreign-<unix seconds>" ("...-<n>", n from 1, when that
