@@ -27,6 +27,10 @@
  *      equal the requested UID ("claim got replaced" otherwise),
  *      status.allocation must be set, and the results with driver == this
  *      driver and pool == this node's pool are taken (none -> error);
+ *      the allocation's opaque configs of this driver are resolved onto
+ *      those devices (dra/claim_config.h: class first, then claim, per
+ *      request; an unknown kind or field fails the claim naming claim,
+ *      request, config entry and field);
  *   3. each device name is mapped to a device of the GPU records
  *      (nvidia/gpus.h) by the names src/dra/slices.h publishes, the records'
  *      dra_name (computed by nvidia/mig.h kdev_nvidia_dra_*): "gpu-<minor>"
@@ -60,7 +64,11 @@
  *   5. the claim is recorded in the checkpoint and saved before its spec
  *      is written (a failed save fails the claim and writes nothing; a failed
  *      spec write removes the record again), so every spec kdev writes
- *      belongs to a claim the checkpoint holds;
+ *      belongs to a claim the checkpoint holds. The claims of one
+ *      NodePrepareResources call share one save (kdev_dra_prepare_many).
+ *      The spec is written atomically but without fsync: the fsynced
+ *      checkpoint is what a node crash leaves, and step 1 rewrites a spec
+ *      that is missing or not what the record gives;
  *   6. the answer per device: request_names (the result's request with any
  *      "/<subrequest>" suffix cut, DRA-LIB behaviour), pool_name,
  *      device_name, cdi_device_ids ["k8s.gpu.nvidia.com/claim=<uid>-<dev>"].
