@@ -372,6 +372,15 @@ KDEV_API int kdev_cdi_spec_write_guarded(const struct kdev_cdi_spec *spec, const
                                          const char *file_name, struct kdev_file_guard *guard,
                                          char *aside, size_t size, struct kdev_err *err);
 
+/* kdev_cdi_spec_write_guarded without fsync (as kdev_cdi_spec_write_transient):
+ * the same guard, results and errors; a crash of the node may lose the spec.
+ * For specs that are rebuilt from durable state before they are used again
+ * (the DRA plugin's claim specs, dra/plugin.h). */
+KDEV_API int kdev_cdi_spec_write_guarded_transient(const struct kdev_cdi_spec *spec,
+                                                   const char *dir, const char *file_name,
+                                                   struct kdev_file_guard *guard, char *aside,
+                                                   size_t size, struct kdev_err *err);
+
 /* kdev_cdi_spec_remove guarded by |guard| (may be NULL): a file someone
  * else changed is moved aside as above instead of deleted (returns 2, its
  * path in |aside|). Returns 1 removed, 0 not there, 2 moved aside, or a

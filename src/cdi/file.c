@@ -67,7 +67,8 @@ int kdev_cdi_spec_write(const struct kdev_cdi_spec *spec, const char *dir, const
         return r < 0 ? r : 0;
 }
 
-/* The writers' one body: |durable| false writes without fsync (no guard). */
+/* The writers' one body: |durable| false writes without fsync; |guard| may
+ * be NULL. */
 static int write_spec(const struct kdev_cdi_spec *spec, const char *dir, const char *file_name,
                       struct kdev_file_guard *guard, char *aside, size_t size, bool durable,
                       struct kdev_err *err)
@@ -92,12 +93,9 @@ static int write_spec(const struct kdev_cdi_spec *spec, const char *dir, const c
         }
         if ((r = make_dirs(dir, err)) < 0)
                 goto out;
-        if (durable)
-                r = kdev_file_write_guarded(guard, target, tmp, text, (size_t)len, 0644, true,
-                                            aside, size, err);
-        else
-                r = kdev_file_write_atomic_flags(target, tmp, text, (size_t)len, 0644,
-                                                 KDEV_FILE_NO_FSYNC, err);
+        r = kdev_file_write_guarded_flags(guard, target, tmp, text, (size_t)len, 0644,
+                                          durable ? KDEV_FILE_SYNC_DIR : KDEV_FILE_NO_FSYNC,
+                                          aside, size, err);
 out:
         free(tmp);
         free(target);
@@ -110,6 +108,13 @@ int kdev_cdi_spec_write_guarded(const struct kdev_cdi_spec *spec, const char *di
                                 size_t size, struct kdev_err *err)
 {
         return write_spec(spec, dir, file_name, guard, aside, size, true, err);
+}
+
+int kdev_cdi_spec_write_guarded_transient(const struct kdev_cdi_spec *spec, const char *dir,
+                                          const char *file_name, struct kdev_file_guard *guard,
+                                          char *aside, size_t size, struct kdev_err *err)
+{
+        return write_spec(spec, dir, file_name, guard, aside, size, false, err);
 }
 
 int kdev_cdi_spec_write_transient(const struct kdev_cdi_spec *spec, const char *dir,

@@ -85,8 +85,8 @@ KDEV_API uint64_t kdev_fnv1a64(const void *data, size_t len);
 /* State files are kdev's alone: a guard remembers, per path, what kdev last
  * wrote there (or read at start, for a file it then owns): the file's
  * identity (device, inode, size, modification and change times, lstat) and
- * the 64-bit FNV-1a of its bytes. Before a writer replaces or removes the
- * file it asks the guard: a file that is no longer what kdev last wrote
+ * a 64-bit hash of its bytes (FNV-1a over 64-bit words, file.c). Before a
+ * writer replaces or removes the file it asks the guard: a file that is no longer what kdev last wrote
  * (another inode, size or content: edited, replaced, turned into a link) was
  * changed by someone else, and is moved aside (renamed, never deleted) to
  * "<dir>/.<name>.foreign-<unix seconds>" ("...-<n>", n from 1, when that
@@ -96,7 +96,7 @@ KDEV_API uint64_t kdev_fnv1a64(const void *data, size_t len);
  * *.json and *.yaml; NFD's local source skips dot files). A path the guard
  * has no record of (kdev has not written it since it started) is taken as
  * kdev's: a previous kdev wrote it. One guard serves any number of paths;
- * lookups are linear (a node holds tens of claims). Not thread-safe: one
+ * lookups are linear over a 64-bit hash of the path. Not thread-safe: one
  * thread uses a guard. */
 struct kdev_file_guard_entry;
 struct kdev_file_guard {
@@ -144,5 +144,13 @@ KDEV_API int kdev_file_write_guarded(struct kdev_file_guard *g, const char *path
                                      const char *tmp_template, const void *data, size_t len,
                                      mode_t mode, bool sync_dir, char *aside, size_t size,
                                      struct kdev_err *err);
+
+/* kdev_file_write_guarded with the |flags| of kdev_file_write_atomic_flags
+ * (KDEV_FILE_SYNC_DIR, KDEV_FILE_NO_FSYNC) instead of |sync_dir|; the same
+ * steps, results and errors. */
+KDEV_API int kdev_file_write_guarded_flags(struct kdev_file_guard *g, const char *path,
+                                           const char *tmp_template, const void *data,
+                                           size_t len, mode_t mode, unsigned flags, char *aside,
+                                           size_t size, struct kdev_err *err);
 
 #endif /* KDEV_COMMON_FILE_H */

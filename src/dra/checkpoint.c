@@ -26,7 +26,11 @@ uint64_t kdev_dra_fnv1a64(const void *data, size_t len)
 int kdev_dra_cp_init(struct kdev_dra_cp *cp)
 {
         cp->claims = json_object();
-        return cp->claims ? 0 : -ENOMEM;
+        cp->texts = json_object();
+        if (cp->claims && cp->texts)
+                return 0;
+        kdev_dra_cp_free(cp);
+        return -ENOMEM;
 }
 
 void kdev_dra_cp_free(struct kdev_dra_cp *cp)
@@ -34,7 +38,8 @@ void kdev_dra_cp_free(struct kdev_dra_cp *cp)
         if (!cp)
                 return;
         json_decref(cp->claims);
-        cp->claims = NULL;
+        json_decref(cp->texts);
+        cp->claims = cp->texts = NULL;
 }
 
 static int checksum_of(const json_t *data, char *buf, size_t size)
@@ -91,6 +96,10 @@ static int check_device_at(const json_t *dev, const char *at, struct kdev_err *e
         /* optional; JSON_TRUE accepts either boolean (common/json.h) */
         if (kdev_json_expect(json_object_get(dev, "adminAccess"), JSON_TRUE, err,
                              "%s.adminAccess", at) < 0)
+                return -EINVAL;
+        /* optional: the claim's applied config (dra/claim_config.h) */
+        if (kdev_json_expect(json_object_get(dev, "config"), JSON_OBJECT, err, "%s.config",
+                             at) < 0)
                 return -EINVAL;
         return 0;
 }
@@ -320,8 +329,7 @@ int kdev_dra_cp_load_guarded(struct kdev_dra_cp *cp, const char *path,
         char aside[4096];
         int rc;
 
-        json_decref(cp->claims);
-        cp->claims = NULL;
+        kdev_dra_cp_free(cp);
         size_t len;
         rc = kdev_file_read(path, "claim checkpoint", KDEV_DRA_CP_FILE_MAX, KDEV_FILE_TEXT, &text,
                             &len, &why);
@@ -409,13 +417,85 @@ int kdev_dra_cp_save(const struct kdev_dra_cp *cp, const char *path, struct kdev
         return rc < 0 ? rc : 0;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The canonical text of {"claims": cp->claims} (json_dumps with
+ * JSON_COMPACT | JSON_SORT_KEYS, keys in strcmp order as jansson sorts
+ * them), built from each claim's cached "<key>":<record> text (cp->texts:
+ * uid -> [text, the record's address]; made again when the record is
+ * another object). Malloc'ed, NULL when out of memory. */
+static char *data_text(const struct kdev_dra_cp *cp)
+{
+        size_t n = json_object_size(cp->claims), i = 0, len = 0, o;
+        const char **keys = calloc(n ? n : 1, sizeof(*keys));
+        const char **parts = calloc(n ? n : 1, sizeof(*parts));
+        char **made = calloc(n ? n : 1, sizeof(*made)); /* parts not cached */
+        const char *uid;
+        char *out = NULL;
+        json_t *rec;
+
+        if (!keys || !parts || !made)
+                goto out;
+        json_object_foreach(cp->claims, uid, rec)
+                keys[i++] = uid;
+        qsort(keys, n, sizeof(*keys), cmp_str);
+        for (i = 0; i < n; i++) {
+                const json_t *c = json_object_get(cp->texts, keys[i]);
+
+                rec = json_object_get(cp->claims, keys[i]);
+                if (c && (json_int_t)(intptr_t)rec == json_integer_value(json_array_get(c, 1))) {
+                        parts[i] = json_string_value(json_array_get(c, 0));
+                } else {
+                        json_t *k = json_string(keys[i]);
+                        char *kt = k ? json_dumps(k, JSON_ENCODE_ANY) : NULL;
+                        char *rt = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+
+                        if (kt && rt && asprintf(&made[i], "%s:%s", kt, rt) < 0)
+                                made[i] = NULL;
+                        json_decref(k);
+                        free(kt);
+                        free(rt);
+                        if (!made[i])
+                                goto out;
+                        parts[i] = made[i];
+                        if (cp->texts)
+                                json_object_set_new(cp->texts, keys[i],
+                                                    json_pack("[s,I]", made[i],
+                                                              (json_int_t)(intptr_t)rec));
+                }
+                len += strlen(parts[i]) + 1;
+        }
+        out = malloc(len + 16);
+        if (!out)
+                goto out;
+        o = (size_t)sprintf(out, "{\"claims\":{");
+        for (i = 0; i < n; i++) {
+                size_t l = strlen(parts[i]);
+
+                if (i)
+                        out[o++] = ',';
+                memcpy(out + o, parts[i], l);
+                o += l;
+        }
+        memcpy(out + o, "}}", 3);
+out:
+        for (i = 0; made && i < n; i++)
+                free(made[i]);
+        free(made);
+        free(parts);
+        free(keys);
+        return out;
+}
+
 int kdev_dra_cp_save_guarded(const struct kdev_dra_cp *cp, const char *path,
                              struct kdev_file_guard *guard, char *aside, size_t size,
                              struct kdev_err *err)
 {
-        json_t *root = NULL, *data = NULL;
         char sum[64], tmp[4096], dirbuf[4096];
-        char *text = NULL;
+        char *text = NULL, *dtext = NULL;
         int rc = 0;
 
         if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp) ||
@@ -427,16 +507,22 @@ int kdev_dra_cp_save_guarded(const struct kdev_dra_cp *cp, const char *path,
                                   err)) < 0)
                 return rc;
         rc = 0;
-        data = json_pack("{s:O}", "claims", cp->claims);
-        if (!data || checksum_of(data, sum, sizeof(sum)) < 0)
+        /* the canonical text of "data" (JSON_COMPACT | JSON_SORT_KEYS, what
+         * the load checks the checksum against) serves both the checksum and
+         * the file: with sorted keys the file is {"checksum":..,"data":..,
+         * "version":..}, byte for byte what json_dumps of the whole object
+         * would give; each claim's part is kept from the last save (its
+         * record is replaced, never changed in place), so a save formats
+         * only the claims that changed */
+        dtext = data_text(cp);
+        if (!dtext)
                 goto nomem;
-        root = json_pack("{s:i,s:s,s:O}", "version", KDEV_DRA_CP_VERSION, "checksum", sum,
-                         "data", data);
-        if (!root)
+        snprintf(sum, sizeof(sum), "fnv1a64:%016" PRIx64, kdev_dra_fnv1a64(dtext, strlen(dtext)));
+        if (asprintf(&text, "{\"checksum\":\"%s\",\"data\":%s,\"version\":%d}", sum, dtext,
+                     KDEV_DRA_CP_VERSION) < 0) {
+                text = NULL;
                 goto nomem;
-        text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
-        if (!text)
-                goto nomem;
+        }
         rc = kdev_file_write_guarded(guard, path, tmp, text, strlen(text), 0600, true, aside,
                                      size, err);
         goto out;
@@ -444,8 +530,7 @@ nomem:
         rc = kdev_err_set(err, ENOMEM, "out of memory");
 out:
         free(text);
-        json_decref(root);
-        json_decref(data);
+        free(dtext);
         return rc;
 }
 
@@ -470,13 +555,21 @@ int kdev_dra_cp_put(struct kdev_dra_cp *cp, const char *uid, const char *ns, con
                 json_decref(rec);
                 return rc;
         }
+        json_object_del(cp->texts, uid);
         if (json_object_set_new(cp->claims, uid, rec) < 0)
                 return kdev_err_set(err, ENOMEM, "out of memory");
         return 0;
 }
 
+int kdev_dra_cp_restore(struct kdev_dra_cp *cp, const char *uid, json_t *rec)
+{
+        json_object_del(cp->texts, uid);
+        return json_object_set(cp->claims, uid, rec) < 0 ? -ENOMEM : 0;
+}
+
 int kdev_dra_cp_remove(struct kdev_dra_cp *cp, const char *uid)
 {
+        json_object_del(cp->texts, uid);
         return json_object_del(cp->claims, uid) == 0 ? 1 : 0;
 }
 

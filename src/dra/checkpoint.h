@@ -11,7 +11,9 @@
  *    "data":{"claims":{"<claim uid>":{"namespace":"ns","name":"c",
  *        "devices":[{"requestNames":["gpu"],"pool":"node1","device":"gpu-0",
  *                    "cdiDeviceIDs":["k8s.gpu.nvidia.com/claim=<uid>-gpu-0"]}]}}}}
- *   (a device record also has "adminAccess":true when its allocation had it)
+ *   (a device record also has "adminAccess":true when its allocation had it,
+ *   and "config":{...} when a class or claim config applies to it,
+ *   dra/claim_config.h)
  * The checksum is 64-bit FNV-1a over the canonical text of "data"
  * (json_dumps with JSON_COMPACT | JSON_SORT_KEYS), so key order in the file
  * does not matter but any change of a value does.
@@ -38,6 +40,10 @@
 
 struct kdev_dra_cp {
         json_t *claims; /* object: claim uid -> record (see above) */
+        /* each claim's canonical text as last saved (checkpoint.c): a save
+         * formats only the records that changed. Records are replaced
+         * (kdev_dra_cp_put, kdev_dra_cp_restore), never changed in place. */
+        json_t *texts;
 };
 
 /* 64-bit FNV-1a of |len| bytes at |data| (offset basis 0xcbf29ce484222325,
@@ -137,6 +143,11 @@ KDEV_API const json_t *kdev_dra_cp_get(const struct kdev_dra_cp *cp, const char 
  * -ENOMEM. */
 KDEV_API int kdev_dra_cp_put(struct kdev_dra_cp *cp, const char *uid, const char *ns, const char *name,
                     json_t *devices, struct kdev_err *err);
+
+/* Sets the record of |uid| to |rec| as it was before (a record
+ * kdev_dra_cp_get returned, taken out with kdev_dra_cp_remove; a reference
+ * is added). Returns 0 or -ENOMEM. */
+KDEV_API int kdev_dra_cp_restore(struct kdev_dra_cp *cp, const char *uid, json_t *rec);
 
 /* Removes the record of |uid|. Returns 1 when removed, 0 when absent. */
 KDEV_API int kdev_dra_cp_remove(struct kdev_dra_cp *cp, const char *uid);

@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cdi/cdi.h"
 #include "common/json.h"
 #include "dra/checkpoint.h"
+#include "dra/claim_config.h"
 #include "dra/health_internal.h"
 #include "dra/plugin_internal.h"
 #include "dra/slices.h"
@@ -143,6 +145,7 @@ void kdev_dra_plugin_free(struct kdev_dra_plugin *p)
                 return;
         kdev_dra_health_free(p);
         kdev_dra_cp_free(&p->cp);
+        json_decref(p->held);
         kdev_file_guard_clear(&p->cp_guard);
         kdev_file_guard_clear(&p->spec_guard);
         pthread_mutex_destroy(&p->source_lock);
@@ -437,6 +440,8 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, json_t *
                                 rc = -(err && err->code ? err->code : ENOMEM);
                 }
                 if (rc == 0)
+                        rc = kdev_dra_config_edits(d, &ed, err);
+                if (rc == 0)
                         rc = kdev_nvidia_edits_to_cdi(&ed, kdev_cdi_device_edits(cd), err);
                 if (rc == 0 && answer && json_object_set_new(d, "cdiDeviceIDs", cdi_ids(&ed)) < 0)
                         rc = kdev_err_set(err, ENOMEM, "out of memory");
@@ -524,8 +529,12 @@ static int write_spec(struct kdev_dra_plugin *p, const char *uid,
                 free(text);
                 rc = 0;
         } else {
-                rc = kdev_cdi_spec_write_guarded(want, p->cdi_dir, name, &p->spec_guard, aside,
-                                                 sizeof(aside), err);
+                /* no fsync: the checkpoint (fsynced) is what survives a
+                 * crash of the node, and every Prepare of a recorded claim
+                 * rewrites a spec that is missing or not whole (plugin.h) */
+                rc = kdev_cdi_spec_write_guarded_transient(want, p->cdi_dir, name,
+                                                           &p->spec_guard, aside,
+                                                           sizeof(aside), err);
                 if (rc == 1)
                         report_aside(p, path, aside, true);
                 if (rc >= 0)
@@ -680,64 +689,144 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
         return 0;
 }
 
-/* Whether DRA devices |a| and |b| are the same hardware or overlap: the same
- * name, or a whole GPU "gpu-<minor>" and a MIG device of it
- * ("gpu-<minor>-mig-..."; nvidia/mig.h kdev_nvidia_dra_name_minor). */
-static bool devices_overlap(const char *a, const char *b)
-{
-        unsigned ma, mb;
-        bool miga, migb;
+/* The keys of device record |d| in the held index (below): its own two
+ * (|other| false), or the two under which a device overlapping it is held
+ * (|other| true: the whole GPU for a MIG device, its MIG devices for a whole
+ * GPU). Returns how many (0 for a record with adminAccess). */
+static int held_keys(const json_t *d, bool other, char key[2][600]);
 
-        if (!strcmp(a, b))
-                return true;
-        return kdev_nvidia_dra_name_minor(a, &ma, &miga) &&
-               kdev_nvidia_dra_name_minor(b, &mb, &migb) && ma == mb && miga != migb;
+/* Adds the devices of claim |uid| (device records |devs|) to |held|, the
+ * devices the checkpoint's claims hold without adminAccess: key
+ * "<pool>\x1f<device>" and, so that a whole GPU and a MIG device of it
+ * overlap (nvidia/mig.h kdev_nvidia_dra_name_minor), "<pool>\x1f#<minor>g"
+ * for a whole GPU, "<pool>\x1f#<minor>m" for a MIG device; each to
+ * [<uid>, <device>] of its first holder. Returns 0 or -ENOMEM. */
+static int held_keys(const json_t *d, bool other, char key[2][600])
+{
+        const char *dev = json_string_value(json_object_get(d, "device"));
+        const char *pool = json_string_value(json_object_get(d, "pool"));
+        unsigned minor;
+        bool mig;
+        int n = 1;
+
+        if (!dev || !pool || json_is_true(json_object_get(d, "adminAccess")))
+                return 0;
+        snprintf(key[0], 600, "%s\x1f%s", pool, dev);
+        if (kdev_nvidia_dra_name_minor(dev, &minor, &mig))
+                snprintf(key[n++], 600, "%s\x1f#%u%c", pool, minor, mig != other ? 'm' : 'g');
+        return n;
+}
+
+static int held_add(json_t *held, const char *uid, const json_t *devs)
+{
+        size_t i;
+        json_t *d;
+
+        json_array_foreach(devs, i, d) {
+                const char *dev = json_string_value(json_object_get(d, "device"));
+                char key[2][600];
+                int n = held_keys(d, false, key);
+
+                for (int k = 0; k < n; k++) {
+                        if (json_object_get(held, key[k]))
+                                continue;
+                        if (json_object_set_new(held, key[k], json_pack("[s,s]", uid, dev)) < 0)
+                                return -ENOMEM;
+                }
+        }
+        return 0;
+}
+
+/* The held devices of every claim of the checkpoint (held_add), new
+ * reference, or NULL (out of memory). One pass over the checkpoint per
+ * call, so each device is then looked up, not compared with every claim. */
+static json_t *held_index(const struct kdev_dra_plugin *p)
+{
+        json_t *held = json_object(), *rec;
+        const char *uid;
+
+        json_object_foreach(p->cp.claims, uid, rec) {
+                if (held && held_add(held, uid, json_object_get(rec, "devices")) < 0) {
+                        json_decref(held);
+                        held = NULL;
+                }
+        }
+        return held;
+}
+
+/* Removes claim |uid| from the checkpoint (in memory) and its devices from
+ * the held index: the keys it is the holder of. A MIG device's key may have
+ * other holders (several MIG devices of one GPU), so the index is then
+ * dropped, to be made again when next needed. */
+static void forget_claim(struct kdev_dra_plugin *p, const char *uid)
+{
+        const json_t *rec = kdev_dra_cp_get(&p->cp, uid);
+        const json_t *d;
+        size_t i;
+
+        json_array_foreach(json_object_get(rec, "devices"), i, d) {
+                const char *dev = json_string_value(json_object_get(d, "device"));
+                const char *pool = json_string_value(json_object_get(d, "pool"));
+                unsigned minor = 0;
+                bool mig = false, named;
+                char key[2][600];
+
+                if (!p->held || !dev || !pool)
+                        continue;
+                named = kdev_nvidia_dra_name_minor(dev, &minor, &mig);
+                if (named && mig) {
+                        json_decref(p->held);
+                        p->held = NULL;
+                        continue;
+                }
+                snprintf(key[0], sizeof(key[0]), "%s\x1f%s", pool, dev);
+                snprintf(key[1], sizeof(key[1]), "%s\x1f#%ug", pool, minor);
+                for (int k = 0; k < (named ? 2 : 1); k++) {
+                        const char *h = json_string_value(
+                                json_array_get(json_object_get(p->held, key[k]), 0));
+
+                        if (h && !strcmp(h, uid))
+                                json_object_del(p->held, key[k]);
+                }
+        }
+        kdev_dra_cp_remove(&p->cp, uid);
 }
 
 /* -EBUSY when a device of |devs| (claim |uid|) is already prepared for
- * another claim of the checkpoint and neither allocation has admin access:
- * no device kdev publishes is shareable (plugin.h). */
-static int check_not_held(const struct kdev_dra_plugin *p, const char *uid, const json_t *devs,
-                          struct kdev_err *err)
+ * another claim of the checkpoint (|held|, held_index) and neither
+ * allocation has admin access: no device kdev publishes is shareable
+ * (plugin.h). The same name, or a whole GPU and a MIG device of it, overlap
+ * (nvidia/mig.h kdev_nvidia_dra_name_minor). */
+static int check_not_held(const struct kdev_dra_plugin *p, const json_t *held, const char *uid,
+                          const json_t *devs, struct kdev_err *err)
 {
-        const char *ouid;
-        json_t *orec, *d, *od;
-        size_t i, j;
+        json_t *d;
+        size_t i;
 
-        json_object_foreach(p->cp.claims, ouid, orec) {
-                if (!strcmp(ouid, uid))
-                        continue;
-                json_array_foreach(devs, i, d) {
-                        const char *dev = json_string_value(json_object_get(d, "device"));
-                        const char *pool = json_string_value(json_object_get(d, "pool"));
+        json_array_foreach(devs, i, d) {
+                const char *dev = json_string_value(json_object_get(d, "device"));
+                char key[2][600];
+                int n = held_keys(d, true, key);
 
-                        if (json_is_true(json_object_get(d, "adminAccess")))
+                for (int k = 0; k < n; k++) {
+                        const json_t *h = json_object_get(held, key[k]);
+                        const char *ouid = json_string_value(json_array_get(h, 0));
+                        const char *odev = json_string_value(json_array_get(h, 1));
+
+                        if (!ouid || !odev || !strcmp(ouid, uid))
                                 continue;
-                        json_array_foreach(json_object_get(orec, "devices"), j, od) {
-                                const char *odev =
-                                        json_string_value(json_object_get(od, "device"));
-                                const char *opool =
-                                        json_string_value(json_object_get(od, "pool"));
+                        const json_t *orec = kdev_dra_cp_get(&p->cp, ouid);
+                        const char *ons = json_string_value(json_object_get(orec, "namespace"));
+                        const char *oname = json_string_value(json_object_get(orec, "name"));
+                        char as[128] = "";
 
-                                if (json_is_true(json_object_get(od, "adminAccess")) ||
-                                    !dev || !odev || !pool || !opool || strcmp(pool, opool) ||
-                                    !devices_overlap(dev, odev))
-                                        continue;
-                                const char *ons =
-                                        json_string_value(json_object_get(orec, "namespace"));
-                                const char *oname =
-                                        json_string_value(json_object_get(orec, "name"));
-                                char as[128] = "";
-
-                                if (strcmp(dev, odev))
-                                        snprintf(as, sizeof(as), " (as %s)", odev);
-                                return kdev_err_set(err, EBUSY,
-                                                    "device %s is already prepared for claim "
-                                                    "%s/%s (%s)%s: it is not shareable and this "
-                                                    "allocation has no adminAccess",
-                                                    dev, ons ? ons : "", oname ? oname : "",
-                                                    ouid, as);
-                        }
+                        if (strcmp(dev, odev))
+                                snprintf(as, sizeof(as), " (as %s)", odev);
+                        return kdev_err_set(err, EBUSY,
+                                            "device %s is already prepared for claim %s/%s "
+                                            "(%s)%s: it is not shareable and this allocation has "
+                                            "no adminAccess",
+                                            dev, ons ? ons : "", oname ? oname : "", ouid, as);
                 }
         }
         return 0;
@@ -769,81 +858,225 @@ int kdev_dra_fetch_claim(struct kdev_dra_plugin *p, const char *ns, const char *
         return 0;
 }
 
+/* Nanoseconds of CLOCK_MONOTONIC. */
+static uint64_t now_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* First phase of a claim not in the checkpoint: read (or take the read
+ * claim), check, build its spec into *spec and record it in memory (not yet
+ * saved). Returns 0 or a negative errno with it->err. */
+static int prepare_new(struct kdev_dra_plugin *p, json_t *held,
+                       struct kdev_dra_prepare_item *it, struct kdev_cdi_spec **spec)
+{
+        const char *ns = it->ns, *name = it->name, *uid = it->uid;
+        struct kdev_err *err = &it->err;
+        json_t *claim = NULL, *devs = NULL;
+        char fname[512];
+        uint64_t t0;
+        int rc;
+
+        if (it->fetched && it->fetched->rc < 0) {
+                *err = it->fetched->err;
+                return it->fetched->rc;
+        }
+        if (it->fetched) {
+                claim = json_incref(it->fetched->claim);
+        } else {
+                t0 = now_ns();
+                rc = kdev_dra_fetch_claim(p, ns, name, &claim, err);
+                p->stats.read_ns += now_ns() - t0;
+                if (rc < 0)
+                        return rc;
+        }
+        t0 = now_ns();
+        rc = devices_of_claim(p, claim, ns, name, uid, &devs, err);
+        /* the class and claim configs onto the device records
+         * (claim_config.h) */
+        if (rc == 0 && (rc = kdev_dra_claim_config(claim, p->driver, p->pool, ns, name, uid,
+                                                   devs, err)) < 0)
+                json_decref(devs);
+        json_decref(claim);
+        if (rc < 0)
+                goto out;
+        rc = check_healthy(p, devs, err);
+        if (rc == 0)
+                rc = check_not_held(p, held, uid, devs, err);
+        if (rc == 0)
+                rc = spec_file_name(uid, fname, sizeof(fname), err);
+        if (rc >= 0)
+                rc = build_spec(p, uid, devs, true, spec, err);
+        if (rc < 0) {
+                json_decref(devs);
+                rc = kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
+                goto out;
+        }
+        /* recorded before the spec is written: every spec kdev writes
+         * belongs to a claim the checkpoint holds, so Unprepare removes only
+         * those */
+        rc = kdev_dra_cp_put(&p->cp, uid, ns, name, devs, err);
+        if (rc == 0 && held_add(held, uid, json_object_get(kdev_dra_cp_get(&p->cp, uid),
+                                                           "devices")) < 0)
+                rc = kdev_err_set(err, ENOMEM, "out of memory");
+        if (rc < 0) {
+                kdev_cdi_spec_free(*spec);
+                *spec = NULL;
+                forget_claim(p, uid);
+                rc = kdev_err_wrap(err, "claim %s/%s (%s): checkpoint", ns, name, uid);
+        }
+out:
+        p->stats.build_ns += now_ns() - t0;
+        return rc;
+}
+
+int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_item *v, size_t n)
+{
+        struct kdev_cdi_spec **specs = calloc(n ? n : 1, sizeof(*specs));
+        size_t *same = calloc(n ? n : 1, sizeof(*same)); /* index + 1 of an earlier item */
+        size_t i, n_new = 0, failed = 0;
+        struct kdev_err serr = {0};
+        bool undone = false;
+        uint64_t t0;
+        int rc;
+
+        if (!specs || !same) {
+                free(specs);
+                free(same);
+                for (i = 0; i < n; i++)
+                        v[i].rc = kdev_err_set(&v[i].err, ENOMEM, "out of memory");
+                return (int)n;
+        }
+        p->stats.calls++;
+        /* 1: checks, answers from the checkpoint, specs built, records put */
+        for (i = 0; i < n; i++) {
+                struct kdev_dra_prepare_item *it = &v[i];
+                const json_t *rec;
+
+                it->rc = 0;
+                it->devices = NULL;
+                it->recorded = false;
+                memset(&it->err, 0, sizeof(it->err));
+                it->rc = kdev_dra_check_claim_uid(it->ns, it->name, it->uid, &it->err);
+                if (it->rc < 0)
+                        continue;
+                for (size_t j = 0; j < i && !same[i]; j++)
+                        if (v[j].uid && !strcmp(v[j].uid, it->uid))
+                                same[i] = j + 1;
+                if (same[i])
+                        continue;
+                rec = kdev_dra_cp_get(&p->cp, it->uid);
+                if (rec) {
+                        it->recorded = true;
+                        t0 = now_ns();
+                        rc = ensure_spec(p, it->uid, json_object_get(rec, "devices"), &it->err);
+                        p->stats.specs_ns += now_ns() - t0;
+                        if (rc < 0)
+                                it->rc = kdev_err_wrap(&it->err, "claim %s/%s (%s)", it->ns,
+                                                       it->name, it->uid);
+                        else
+                                it->devices = json_object_get(rec, "devices");
+                        continue;
+                }
+                p->stats.claims++;
+                if (!p->held)
+                        p->held = held_index(p);
+                if (!p->held) {
+                        it->rc = kdev_err_set(&it->err, ENOMEM, "out of memory");
+                        continue;
+                }
+                it->rc = prepare_new(p, p->held, it, &specs[i]);
+                n_new += it->rc == 0;
+        }
+        /* 2: one checkpoint write for every claim recorded above, before any
+         * of their specs is written */
+        if (n_new > 0) {
+                t0 = now_ns();
+                rc = kdev_dra_save_checkpoint(p, &serr);
+                p->stats.checkpoint_ns += now_ns() - t0;
+                p->stats.checkpoint_writes++;
+                for (i = 0; rc < 0 && i < n; i++) {
+                        if (!specs[i])
+                                continue;
+                        kdev_cdi_spec_free(specs[i]);
+                        specs[i] = NULL;
+                        forget_claim(p, v[i].uid);
+                        v[i].err = serr;
+                        v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s): checkpoint",
+                                                v[i].ns, v[i].name, v[i].uid);
+                }
+        }
+        /* 3: the specs of the claims now on disk */
+        t0 = now_ns();
+        for (i = 0; i < n; i++) {
+                char fname[512];
+
+                if (!specs[i])
+                        continue;
+                rc = write_spec(p, v[i].uid, specs[i], &v[i].err);
+                kdev_cdi_spec_free(specs[i]);
+                p->stats.spec_writes++;
+                if (rc < 0) {
+                        /* undone (best effort: a record left by a failed
+                         * save makes the next Prepare or Unprepare of the
+                         * claim finish the job) */
+                        if (spec_file_name(v[i].uid, fname, sizeof(fname), NULL) >= 0)
+                                remove_spec(p, fname, NULL);
+                        forget_claim(p, v[i].uid);
+                        undone = true;
+                        v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s)", v[i].ns,
+                                                v[i].name, v[i].uid);
+                        continue;
+                }
+                v[i].devices = json_object_get(kdev_dra_cp_get(&p->cp, v[i].uid), "devices");
+        }
+        p->stats.specs_ns += now_ns() - t0;
+        if (undone) {
+                t0 = now_ns();
+                kdev_dra_save_checkpoint(p, NULL);
+                p->stats.checkpoint_ns += now_ns() - t0;
+                p->stats.checkpoint_writes++;
+        }
+        for (i = 0; i < n; i++) {
+                if (same[i]) {
+                        const struct kdev_dra_prepare_item *o = &v[same[i] - 1];
+
+                        v[i].rc = o->rc;
+                        v[i].err = o->err;
+                        v[i].devices = o->devices;
+                        v[i].recorded = o->recorded;
+                }
+                failed += v[i].rc < 0;
+        }
+        free(specs);
+        free(same);
+        return (int)failed;
+}
+
+void kdev_dra_plugin_stats(const struct kdev_dra_plugin *p, struct kdev_dra_prepare_stats *out)
+{
+        *out = p->stats;
+}
+
 int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const char *name,
                              const char *uid, const struct kdev_dra_fetch *fetched,
                              const json_t **devices, struct kdev_err *err)
 {
-        const json_t *rec;
-        json_t *claim = NULL, *devs = NULL;
-        struct kdev_cdi_spec *spec = NULL;
-        char fname[512];
-        int rc;
+        struct kdev_dra_prepare_item it = {
+                .ns = ns, .name = name, .uid = uid, .fetched = fetched,
+        };
 
-        rc = kdev_dra_check_claim_uid(ns, name, uid, err);
-        if (rc < 0)
-                return rc;
-        rec = kdev_dra_cp_get(&p->cp, uid);
-        if (rec) {
-                rc = ensure_spec(p, uid, json_object_get(rec, "devices"), err);
-                if (rc < 0)
-                        return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
-                if (devices)
-                        *devices = json_object_get(rec, "devices");
-                return 0;
-        }
-        if (fetched && fetched->rc < 0) {
+        kdev_dra_prepare_many(p, &it, 1);
+        if (it.rc < 0) {
                 if (err)
-                        *err = fetched->err;
-                return fetched->rc;
-        }
-        if (fetched) {
-                claim = json_incref(fetched->claim);
-        } else {
-                rc = kdev_dra_fetch_claim(p, ns, name, &claim, err);
-                if (rc < 0)
-                        return rc;
-        }
-        rc = devices_of_claim(p, claim, ns, name, uid, &devs, err);
-        json_decref(claim);
-        if (rc < 0)
-                return rc;
-        rc = check_healthy(p, devs, err);
-        if (rc == 0)
-                rc = check_not_held(p, uid, devs, err);
-        if (rc < 0) {
-                json_decref(devs);
-                return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
-        }
-        rc = spec_file_name(uid, fname, sizeof(fname), err);
-        if (rc >= 0)
-                rc = build_spec(p, uid, devs, true, &spec, err);
-        if (rc < 0) {
-                json_decref(devs);
-                return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
-        }
-        /* recorded before the spec is written: every spec kdev writes belongs
-         * to a claim the checkpoint holds, so Unprepare removes only those */
-        rc = kdev_dra_cp_put(&p->cp, uid, ns, name, json_incref(devs), err);
-        if (rc == 0)
-                rc = kdev_dra_save_checkpoint(p, err);
-        json_decref(devs);
-        if (rc < 0) {
-                kdev_cdi_spec_free(spec);
-                kdev_dra_cp_remove(&p->cp, uid);
-                return kdev_err_wrap(err, "claim %s/%s (%s): checkpoint", ns, name, uid);
-        }
-        rc = write_spec(p, uid, spec, err);
-        kdev_cdi_spec_free(spec);
-        if (rc < 0) {
-                /* undone (best effort: a record left by a failed save makes
-                 * the next Prepare or Unprepare of the claim finish the job) */
-                remove_spec(p, fname, NULL);
-                kdev_dra_cp_remove(&p->cp, uid);
-                kdev_dra_save_checkpoint(p, NULL);
-                return kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
+                        *err = it.err;
+                return it.rc;
         }
         if (devices)
-                *devices = json_object_get(kdev_dra_cp_get(&p->cp, uid), "devices");
+                *devices = it.devices;
         return 0;
 }
 
@@ -872,10 +1105,12 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
                 json_decref(rec);
                 return kdev_err_wrap(err, "claim %s: CDI spec", uid);
         }
-        kdev_dra_cp_remove(&p->cp, uid);
+        forget_claim(p, uid);
         rc = kdev_dra_save_checkpoint(p, err);
         if (rc < 0) {
-                json_object_set(p->cp.claims, uid, rec); /* keep it for a retry */
+                kdev_dra_cp_restore(&p->cp, uid, rec); /* keep it for a retry */
+                json_decref(p->held); /* made again when next needed */
+                p->held = NULL;
                 json_decref(rec);
                 return kdev_err_wrap(err, "claim %s: checkpoint", uid);
         }

@@ -30,6 +30,10 @@
  *      equal the requested UID ("claim got replaced" otherwise),
  *      status.allocation must be set, and the results with driver == this
  *      driver and pool == this node's pool are taken (none -> error);
+ *      the allocation's opaque configs of this driver are resolved onto
+ *      those devices (dra/claim_config.h: class first, then claim, per
+ *      request; an unknown kind or field fails the claim naming claim,
+ *      request, config entry and field);
  *   3. each device name is mapped to a device of the GPU records
  *      (nvidia/gpus.h) by the names src/dra/slices.h publishes, the records'
  *      dra_name (computed by nvidia/mig.h kdev_nvidia_dra_*): "gpu-<minor>"
@@ -63,7 +67,11 @@
  *   5. the claim is recorded in the checkpoint and saved before its spec
  *      is written (a failed save fails the claim and writes nothing; a failed
  *      spec write removes the record again), so every spec kdev writes
- *      belongs to a claim the checkpoint holds;
+ *      belongs to a claim the checkpoint holds. The claims of one
+ *      NodePrepareResources call share one save (kdev_dra_prepare_many).
+ *      The spec is written atomically but without fsync: the fsynced
+ *      checkpoint is what a node crash leaves, and step 1 rewrites a spec
+ *      that is missing or not what the record gives;
  *   6. the answer per device: request_names (the result's request with any
  *      "/<subrequest>" suffix cut, DRA-LIB behaviour), pool_name,
  *      device_name, cdi_device_ids ["k8s.gpu.nvidia.com/claim=<uid>-<dev>"].
@@ -121,6 +129,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "common/err.h"
@@ -281,6 +290,52 @@ KDEV_API int kdev_dra_plugin_set_unhealthy(struct kdev_dra_plugin *p, const char
  * claim that was not prepared before. */
 KDEV_API int kdev_dra_prepare_claim(struct kdev_dra_plugin *p, const char *ns, const char *name,
                            const char *uid, const json_t **devices, struct kdev_err *err);
+
+/* One claim of a NodePrepareResources call, for kdev_dra_prepare_many. */
+struct kdev_dra_fetch; /* plugin_internal.h: a claim read off the loop thread */
+struct kdev_dra_prepare_item {
+        const char *ns, *name, *uid; /* in, borrowed */
+        /* in: the claim as read on another thread (plugin_internal.h), or
+         * NULL: read now through the claim source (blocking) */
+        const struct kdev_dra_fetch *fetched;
+        int rc;                      /* out: 0 or a negative errno, as kdev_dra_prepare_claim */
+        struct kdev_err err;         /* out: the error when rc < 0 */
+        const json_t *devices;       /* out: as kdev_dra_prepare_claim's *devices (borrowed) */
+        bool recorded;               /* out: answered from the checkpoint */
+};
+
+/* Prepares the |n| claims of |v| as one NodePrepareResources call: each as
+ * kdev_dra_prepare_claim does, with the same answers and errors, but the
+ * claims not prepared before are recorded in the checkpoint with one save
+ * (one atomic write and its fsyncs) for the whole call, after every check
+ * and spec build and before any of their CDI specs is written; a failed
+ * save fails each of them with "claim <ns>/<name> (<uid>): checkpoint: ..."
+ * and writes no spec. A claim whose spec write then fails is removed again
+ * (a second save). So the checkpoint records every claim whose spec exists
+ * before the call answers, as for single claims. The claims are checked in
+ * order: a device already prepared for an earlier claim of the same call is
+ * held (-EBUSY) like one of an earlier call. A UID repeated in |v| gets the
+ * answer of its first item. Loop thread. Returns the number of items that
+ * failed (0..n). */
+KDEV_API int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_item *v,
+                                   size_t n);
+
+/* Counters of the prepare work since the plugin was created (monotonic
+ * clock, nanoseconds), for benchmarks and metrics. */
+struct kdev_dra_prepare_stats {
+        uint64_t calls;             /* kdev_dra_prepare_many calls (a single claim: 1) */
+        uint64_t claims;            /* claims not in the checkpoint that were prepared or tried */
+        uint64_t checkpoint_writes; /* checkpoint saves by prepares */
+        uint64_t spec_writes;       /* CDI specs of new claims written */
+        uint64_t read_ns;           /* claim source calls made by the plugin itself */
+        uint64_t build_ns;          /* claim checks, spec builds, records (no I/O) */
+        uint64_t checkpoint_ns;     /* checkpoint saves (write, fsync, rename, dir fsync) */
+        uint64_t specs_ns;          /* CDI spec reads and atomic writes */
+};
+
+/* Copies the counters into *out. */
+KDEV_API void kdev_dra_plugin_stats(const struct kdev_dra_plugin *p,
+                                    struct kdev_dra_prepare_stats *out);
 
 /* Unprepares claim |uid| as described above (0 and nothing removed for a
  * claim the checkpoint does not record). Returns 0, or a negative errno

@@ -31,9 +31,13 @@ struct kdev_dra_plugin {
         struct kdev_dra_plugin_options o;
         pthread_mutex_t source_lock; /* serialises o.get_claim (kdev_kube is not thread-safe) */
         struct kdev_dra_cp cp;
+        /* the devices the checkpoint's claims hold (plugin.c held_add), or
+         * NULL: made from the checkpoint when a prepare next needs it */
+        json_t *held;
         /* what kdev last wrote (or loaded): the checkpoint, the claim specs
          * (common/file.h; loop thread) */
         struct kdev_file_guard cp_guard, spec_guard;
+        struct kdev_dra_prepare_stats stats; /* loop thread */
         char **unhealthy;     /* UUIDs withdrawn as unhealthy (loop thread) */
         size_t n_unhealthy;
         /* serving */

@@ -251,47 +251,75 @@ static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call
         PrepReq *rq = op->prq;
         struct prep_slot *slots;
         PrepEntry **entries;
+        struct kdev_dra_prepare_item *items;
+        struct kdev_dra_fetch *unread;
+        Claim **claims;
         size_t n = 0;
 
         if (!alloc_answer(rq->n_claims, sizeof(*slots), (void **)&slots, (void ***)&entries)) {
                 kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
                 return;
         }
+        items = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*items));
+        unread = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*unread));
+        claims = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*claims));
+        if (!items || !unread || !claims) {
+                free(items);
+                free(unread);
+                free(claims);
+                free(slots);
+                free(entries);
+                kdev_rpc_call_finish(call, KDEV_RPC_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
         for (size_t i = 0; i < rq->n_claims; i++) {
                 Claim *c = rq->claims[i];
-                struct prep_slot *s = &slots[n];
-                PrepEntry ei = PREP_ENTRY_INIT;
-                PrepOne oi = PREP_ONE_INIT;
-                const json_t *devices = NULL;
+                struct kdev_dra_prepare_item *it = &items[n];
                 const struct kdev_dra_fetch *f = op->need[i] ? &op->fetched[i] : NULL;
-                struct kdev_dra_fetch unread = {.rc = 0};
 
                 if (seen_before(rq->claims, i))
                         continue;
-                s->entry = ei;
-                s->one = oi;
-                s->entry.key = c->uid;
-                s->entry.value = &s->one;
                 bool recorded = *c->uid && kdev_dra_cp_get(&p->cp, c->uid);
 
                 if (!f && !recorded && kdev_dra_check_claim_uid(NULL, NULL, c->uid, NULL) == 0) {
                         /* recorded when the call came and no earlier call was
                          * pending, yet gone now (a direct kdev_dra_unprepare_claim):
                          * never a blocking read on the loop */
-                        unread.rc = kdev_err_set(&unread.err, EAGAIN,
-                                                 "claim %s/%s: unprepared while this call "
-                                                 "waited; not read, retry",
-                                                 c->namespace_, c->name);
-                        f = &unread;
+                        unread[n].rc = kdev_err_set(&unread[n].err, EAGAIN,
+                                                    "claim %s/%s: unprepared while this call "
+                                                    "waited; not read, retry",
+                                                    c->namespace_, c->name);
+                        f = &unread[n];
                 }
-                if (kdev_dra_prepare_fetched(p, c->namespace_, c->name, c->uid, f, &devices,
-                                             &s->err) < 0)
+                it->ns = c->namespace_;
+                it->name = c->name;
+                it->uid = c->uid;
+                it->fetched = f;
+                claims[n++] = c;
+        }
+        /* the whole call at once: one checkpoint write for its new claims */
+        kdev_dra_prepare_many(p, items, n);
+        for (size_t i = 0; i < n; i++) {
+                struct prep_slot *s = &slots[i];
+                struct kdev_dra_prepare_item *it = &items[i];
+                PrepEntry ei = PREP_ENTRY_INIT;
+                PrepOne oi = PREP_ONE_INIT;
+
+                s->entry = ei;
+                s->one = oi;
+                s->entry.key = claims[i]->uid;
+                s->entry.value = &s->one;
+                s->err = it->err;
+                if (it->rc < 0)
                         s->one.error = s->err.msg[0] ? s->err.msg : (char *)"prepare failed";
                 else
-                        fill_devices(s, devices);
-                notify_claim(p, true, c, recorded, devices, s->one.error);
-                entries[n++] = &s->entry;
+                        fill_devices(s, it->devices);
+                notify_claim(p, true, claims[i], it->recorded, it->devices, s->one.error);
+                entries[i] = &s->entry;
         }
+        free(items);
+        free(unread);
+        free(claims);
         resp.claims = entries;
         resp.n_claims = n;
         kdev_rpc_call_reply_pb(call, &resp.base);

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "common/file.h"
 #include "dra/checkpoint.h"
 
 struct fix {
@@ -132,6 +133,55 @@ static void test_round_trip(void **state)
         assert_non_null(kdev_dra_cp_get(&cp, "u1"));
         kdev_dra_cp_free(&cp);
         kdev_dra_cp_free(&back);
+}
+
+/* The file is byte for byte jansson's canonical dump of the whole object
+ * (JSON_COMPACT | JSON_SORT_KEYS), also when the saves reuse the claims'
+ * texts of earlier saves and claims were replaced, removed and restored. */
+static void test_cached_text_canonical(void **state)
+{
+        struct fix *f = *state;
+        static const char *const uids[] = {"b-2", "a-10", "A-1", "a-9", "0x", "zz", "a-1"};
+        struct kdev_dra_cp cp;
+        struct kdev_err err = {0};
+        char *text = NULL, *want, sum[64];
+        json_t *root, *data, *rec;
+        size_t len = 0;
+
+        assert_int_equal(kdev_dra_cp_init(&cp), 0);
+        for (unsigned round = 0; round < 3; round++) {
+                for (size_t i = 0; i < sizeof(uids) / sizeof(uids[0]); i++) {
+                        char dev[32];
+
+                        snprintf(dev, sizeof(dev), "gpu-%zu", i + round);
+                        if (round == 1 && i % 2)
+                                continue; /* kept from the last save */
+                        assert_int_equal(kdev_dra_cp_put(&cp, uids[i], "ns", "c", one_device(dev),
+                                                         &err), 0);
+                }
+                if (round == 2) {
+                        rec = json_incref((json_t *)kdev_dra_cp_get(&cp, "a-9"));
+                        assert_int_equal(kdev_dra_cp_remove(&cp, "a-9"), 1);
+                        assert_int_equal(kdev_dra_cp_remove(&cp, "zz"), 1);
+                        assert_int_equal(kdev_dra_cp_restore(&cp, "a-9", rec), 0);
+                        json_decref(rec);
+                }
+                assert_int_equal(kdev_dra_cp_save(&cp, f->path, &err), 0);
+                data = json_pack("{s:O}", "claims", cp.claims);
+                want = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
+                snprintf(sum, sizeof(sum), "fnv1a64:%016llx",
+                         (unsigned long long)kdev_dra_fnv1a64(want, strlen(want)));
+                free(want);
+                root = json_pack("{s:i,s:s,s:o}", "version", 1, "checksum", sum, "data", data);
+                want = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+                assert_int_equal(kdev_file_read(f->path, NULL, 1 << 20, 0, &text, &len, NULL), 0);
+                assert_string_equal(text, want);
+                free(text);
+                free(want);
+                json_decref(root);
+        }
+        assert_int_equal(kdev_dra_cp_count(&cp), 6);
+        kdev_dra_cp_free(&cp);
 }
 
 static void test_file_format(void **state)
@@ -640,6 +690,7 @@ int main(void)
                 cmocka_unit_test(test_fnv),
                 cmocka_unit_test_setup_teardown(test_missing_is_empty, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cached_text_canonical, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_file_format, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_json, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_not_regular_refused, setup, teardown),

@@ -392,6 +392,340 @@ static void test_checkpoint_before_spec(void **state)
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
 }
 
+/* Claims of one call: c2 (UID2) holds gpu-4 too, c3 (UID3) a MIG-free
+ * device of its own is not there (gpu-9): three claims, one checkpoint
+ * write; c2 is refused because c1, earlier in the same call, holds gpu-4. */
+#define UID3 "0b6a1c9e-3333-4c2e-9a43-cccccccccccc"
+static void test_prepare_many(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_dra_prepare_stats s0, s1;
+        struct kdev_dra_prepare_item v[4] = {
+                {.ns = "ns", .name = "c1", .uid = UID1},
+                {.ns = "ns", .name = "c2", .uid = UID2},
+                {.ns = "ns", .name = "c3", .uid = UID3},
+                {.ns = "ns", .name = "c1", .uid = UID1},
+        };
+        char path[1024], cp[600];
+        struct kdev_dra_cp c = {0};
+        struct kdev_err err = {0};
+
+        add_claim(f, "ns", "c2", UID2,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4")));
+        add_claim(f, "ns", "c3", UID3,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-9")));
+        kdev_dra_plugin_stats(f->p, &s0);
+        assert_int_equal(kdev_dra_prepare_many(f->p, v, 4), 2);
+        kdev_dra_plugin_stats(f->p, &s1);
+        assert_int_equal(s1.checkpoint_writes - s0.checkpoint_writes, 1);
+        assert_int_equal(s1.spec_writes - s0.spec_writes, 1);
+        assert_int_equal(s1.calls - s0.calls, 1);
+        assert_int_equal(s1.claims - s0.claims, 3);
+        assert_int_equal(v[0].rc, 0);
+        assert_false(v[0].recorded);
+        check_devices(v[0].devices);
+        check_spec(f, UID1);
+        assert_int_equal(v[1].rc, -EBUSY);
+        assert_string_equal(v[1].err.msg,
+                            "claim ns/c2 (" UID2 "): device gpu-4 is already prepared for claim "
+                            "ns/c1 (" UID1 "): it is not shareable and this allocation has no "
+                            "adminAccess");
+        assert_int_equal(v[2].rc, -ENODEV);
+        assert_string_equal(v[2].err.msg, "claim ns/c3 (" UID3 "): device gpu-9 is not "
+                                          "published by this node (pool node1)");
+        /* the repeated UID gets the first item's answer */
+        assert_int_equal(v[3].rc, 0);
+        assert_ptr_equal(v[3].devices, v[0].devices);
+        assert_int_equal(f->calls, 3);
+        spec_path(f, UID2, path, sizeof(path));
+        assert_false(exists(path));
+        /* on disk: c1 only */
+        snprintf(cp, sizeof(cp), "%s/%s", f->data, KDEV_DRA_CP_FILE);
+        assert_int_equal(kdev_dra_cp_load(&c, cp, &err), 0);
+        assert_int_equal(kdev_dra_cp_count(&c), 1);
+        check_devices(json_object_get(kdev_dra_cp_get(&c, UID1), "devices"));
+        kdev_dra_cp_free(&c);
+        /* again: answered from the checkpoint, nothing written */
+        kdev_dra_plugin_stats(f->p, &s0);
+        assert_int_equal(kdev_dra_prepare_many(f->p, v, 1), 0);
+        kdev_dra_plugin_stats(f->p, &s1);
+        assert_true(v[0].recorded);
+        assert_int_equal(s1.checkpoint_writes - s0.checkpoint_writes, 0);
+        assert_int_equal(s1.spec_writes - s0.spec_writes, 0);
+}
+
+/* A failed checkpoint save fails every new claim of the call, naming each,
+ * and writes none of their specs; a claim already prepared is answered. */
+static void test_prepare_many_save_fails(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_dra_prepare_item v[2] = {
+                {.ns = "ns", .name = "c1", .uid = UID1},
+                {.ns = "ns", .name = "c2", .uid = UID2},
+        };
+        char path[1024], cp[600], tmp[700];
+        struct kdev_err err = {0};
+
+        add_claim(f, "ns", "c2", UID2,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-5")));
+        add_claim(f, "ns", "c1", UID1,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4")));
+        snprintf(cp, sizeof(cp), "%s/%s", f->data, KDEV_DRA_CP_FILE);
+        mkdir(f->data, 0700);
+        assert_int_equal(mkdir(cp, 0700), 0);
+        assert_int_equal(kdev_dra_prepare_many(f->p, v, 2), 2);
+        for (unsigned i = 0; i < 2; i++) {
+                snprintf(tmp, sizeof(tmp), "claim ns/%s (%s): checkpoint: ", v[i].name,
+                         v[i].uid);
+                assert_int_equal(strncmp(v[i].err.msg, tmp, strlen(tmp)), 0);
+                assert_true(v[i].rc < 0);
+                spec_path(f, v[i].uid, path, sizeof(path));
+                assert_false(exists(path));
+        }
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        assert_int_equal(rmdir(cp), 0);
+        /* c1 prepared alone, then both in one call: c1 from the checkpoint */
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        assert_int_equal(kdev_dra_prepare_many(f->p, v, 2), 0);
+        assert_true(v[0].recorded);
+        assert_false(v[1].recorded);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 2);
+        /* the index of held devices follows unprepares: gpu-5 free again */
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID2, &err), 0);
+        add_claim(f, "ns", "c3", UID3,
+                  json_pack("[o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-5")));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c3", UID3, NULL, &err), 0);
+}
+
+/* c1 (gpu-4 for request "gpu", gpu-5 for "pair/sub") with the
+ * allocation's config list |cfg| (taken over). */
+static void add_c1_config(struct fix *f, json_t *cfg)
+{
+        add_claim(f, "ns", "c1", UID1,
+                  json_pack("[o,o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4"),
+                            result("pair/sub", "gpu.nvidia.com", "node1", "gpu-5")));
+        json_object_set_new(json_object_get(json_object_get(json_object_get(
+                                    json_object_get(f->claims, "ns/c1"), "status"),
+                                    "allocation"), "devices"),
+                            "config", cfg);
+}
+
+/* One DeviceAllocationConfiguration: |requests| NULL for none. */
+static json_t *cfg_entry(const char *source, json_t *requests, const char *driver,
+                         json_t *params)
+{
+        json_t *e = json_pack("{s:s,s:{s:s,s:o}}", "source", source, "opaque", "driver", driver,
+                              "parameters", params);
+
+        if (requests)
+                json_object_set_new(e, "requests", requests);
+        return e;
+}
+
+static json_t *env_of(struct fix *f, const char *dev)
+{
+        char path[1024], name[128];
+        struct kdev_cdi_spec *s = NULL;
+        const struct kdev_cdi_device *d;
+        json_t *env = json_array();
+
+        spec_path(f, UID1, path, sizeof(path));
+        assert_int_equal(kdev_cdi_spec_read(path, &s, NULL), 0);
+        snprintf(name, sizeof(name), "%s-%s", UID1, dev);
+        d = kdev_cdi_spec_find_device(s, name);
+        assert_non_null(d);
+        for (size_t i = 0; i < d->edits.n_env; i++)
+                json_array_append_new(env, json_string(d->edits.env[i]));
+        kdev_cdi_spec_free(s);
+        return env;
+}
+
+static void expect_json(const json_t *got, json_t *want)
+{
+        if (!json_equal((json_t *)got, want)) {
+                char *a = json_dumps(got, JSON_SORT_KEYS), *b = json_dumps(want, JSON_SORT_KEYS);
+
+                fprintf(stderr, "got  %s\nwant %s\n", a, b);
+                free(a);
+                free(b);
+                fail();
+        }
+        json_decref(want);
+}
+
+static void expect_env(struct fix *f, const char *dev, json_t *want)
+{
+        json_t *got = env_of(f, dev);
+
+        expect_json(got, want);
+        json_decref(got);
+}
+
+/* Class config first, then claim config, scanned from the end per result:
+ * the claim's TimeSlicing for request "gpu" (gpu-4), the class's MPS
+ * (empty requests, fits a whole GPU) for "pair/sub" (gpu-5); another
+ * driver's entry is skipped. The MPS thread percentage reaches the CDI
+ * device's env; the applied configs are on the records, so a restart with
+ * the spec gone writes the same spec without the API server. */
+static void test_claim_config(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+        char path[1024];
+
+        add_c1_config(f, json_pack(
+                "[o,o,o,o]",
+                cfg_entry("FromClaim", json_pack("[s]", "gpu"), "gpu.nvidia.com",
+                          json_pack("{s:s,s:s,s:{s:s}}", "apiVersion",
+                                    "resource.nvidia.com/v1beta1", "kind", "GpuConfig",
+                                    "sharing", "strategy", "TimeSlicing")),
+                cfg_entry("FromClass", NULL, "gpu.nvidia.com",
+                          json_pack("{s:s,s:s,s:{s:s,s:{s:i,s:s,s:{s:s}}}}", "apiVersion",
+                                    "resource.nvidia.com/v1beta1", "kind", "GpuConfig",
+                                    "sharing", "strategy", "MPS", "mpsConfig",
+                                    "defaultActiveThreadPercentage", 50,
+                                    "defaultPinnedDeviceMemoryLimit", "2Gi",
+                                    "defaultPerDevicePinnedMemoryLimit", "1", "1536Mi")),
+                cfg_entry("FromClaim", NULL, "other.example.com", json_pack("{s:s}", "x", "y")),
+                cfg_entry("FromClass", json_pack("[s]", "gpu"), "gpu.nvidia.com",
+                          json_pack("{s:s,s:s,s:s}", "apiVersion", "kdev.io/v1alpha1", "kind",
+                                    "ShareConfig", "memory", "10Gi"))));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        expect_json(json_object_get(json_array_get(devs, 0), "config"),
+                    json_pack("{s:s,s:s,s:s,s:{s:{s:s,s:{s:s}}}}", "apiVersion",
+                              "resource.nvidia.com/v1beta1", "kind", "GpuConfig", "source",
+                              "FromClaim", "parameters", "sharing", "strategy", "TimeSlicing",
+                              "timeSlicingConfig", "interval", "Default"));
+        expect_json(json_object_get(json_array_get(devs, 1), "config"),
+                    json_pack("{s:s,s:s,s:s,s:{s:{s:s,s:{s:i,s:s,s:{s:s}}}}}", "apiVersion",
+                              "resource.nvidia.com/v1beta1", "kind", "GpuConfig", "source",
+                              "FromClass", "parameters", "sharing", "strategy", "MPS",
+                              "mpsConfig", "defaultActiveThreadPercentage", 50,
+                              "defaultPinnedDeviceMemoryLimit", "2048M",
+                              "defaultPerDevicePinnedMemoryLimit", "1", "1536M"));
+        expect_env(f, "gpu-4", json_pack("[]"));
+        expect_env(f, "gpu-5", json_pack("[s]", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"));
+        /* restart, spec gone: rebuilt from the checkpoint, no claim read */
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+        spec_path(f, UID1, path, sizeof(path));
+        assert_int_equal(unlink(path), 0);
+        f->calls = 0;
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        assert_int_equal(f->calls, 0);
+        expect_env(f, "gpu-5", json_pack("[s]", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"));
+}
+
+/* kdev's ShareConfig: memory in bytes, compute in percent, the policy. */
+static void test_claim_config_share(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+
+        add_c1_config(f, json_pack("[o]", cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                                                    json_pack("{s:s,s:s,s:s,s:s,s:s}",
+                                                              "apiVersion", "kdev.io/v1alpha1",
+                                                              "kind", "ShareConfig", "memory",
+                                                              "10Gi", "compute", "25%",
+                                                              "policy", "strict"))));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        for (size_t i = 0; i < 2; i++)
+                expect_json(json_object_get(json_array_get(devs, i), "config"),
+                            json_pack("{s:s,s:s,s:s,s:{s:I,s:i,s:s}}", "apiVersion",
+                                      "kdev.io/v1alpha1", "kind", "ShareConfig", "source",
+                                      "FromClaim", "parameters", "memory",
+                                      (json_int_t)10737418240, "compute", 25, "policy",
+                                      "strict"));
+}
+
+/* Each bad config fails the claim with its claim, request, entry and field,
+ * and nothing is recorded or written. */
+static void test_claim_config_errors(void **state)
+{
+        struct fix *f = *state;
+        static const char *const gpu = "resource.nvidia.com/v1beta1";
+        struct {
+                json_t *entry;
+                const char *msg;
+        } cases[] = {
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "MPS", "mpsConfg",
+                                     "x")),
+                 "request gpu: config 0 (FromClaim): parameters.sharing.mpsConfg: unknown "
+                 "field"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s}", "apiVersion", gpu, "kind", "VgpuConfig")),
+                 "request gpu: config 0 (FromClaim): parameters: unknown kind VgpuConfig of "
+                 "resource.nvidia.com/v1beta1 (known: resource.nvidia.com/v1beta1 GpuConfig, "
+                 "MigDeviceConfig; kdev.io/v1alpha1 ShareConfig)"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "Exclusive")),
+                 "request gpu: config 0 (FromClaim): unknown GPU sharing strategy: Exclusive, "
+                 "supported GPU sharing strategies: TimeSlicing, MPS"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "TimeSlicing",
+                                     "timeSlicingConfig", "interval", "Forever")),
+                 "request gpu: config 0 (FromClaim): unknown time-slice interval: Forever, "
+                 "supported time-slice intervals: Default, Short, Medium, Long"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s,s:{s:i}}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "MPS", "mpsConfig",
+                                     "defaultActiveThreadPercentage", 101)),
+                 "request gpu: config 0 (FromClaim): active thread percentage must not be "
+                 "greater than 100"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s,s:{}}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "TimeSlicing",
+                                     "mpsConfig")),
+                 "request gpu: config 0 (FromClaim): cannot use MpsConfig with the "
+                 "'TimeSlicing' strategy"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s,s:{s:{s:s}}}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "MPS", "mpsConfig",
+                                     "defaultPerDevicePinnedMemoryLimit", "2", "1Gi")),
+                 "request gpu: config 0 (FromClaim): invalid device: invalid device index: 2"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", gpu, "kind",
+                                     "GpuConfig", "sharing", "strategy", "MPS", "mpsConfig",
+                                     "defaultPinnedDeviceMemoryLimit", "512Ki")),
+                 "request gpu: config 0 (FromClaim): invalid limit: default value set too "
+                 "low: 512Ki"},
+                {cfg_entry("FromClaim", json_pack("[s]", "gpu"), "gpu.nvidia.com",
+                           json_pack("{s:s,s:s}", "apiVersion", gpu, "kind", "MigDeviceConfig")),
+                 "request gpu: config 0 (FromClaim): cannot apply MigDeviceConfig to device "
+                 "\"gpu-4\" of type \"gpu\""},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:i}", "apiVersion", "kdev.io/v1alpha1", "kind",
+                                     "ShareConfig", "compute", 0)),
+                 "request gpu: config 0 (FromClaim): parameters.compute: must be a percentage "
+                 "of the device, 1 to 100 (e.g. 25 or \"25%\"), got 0"},
+                {cfg_entry("FromSomewhere", NULL, "gpu.nvidia.com", json_object()),
+                 "config 0: invalid config source: FromSomewhere"},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct kdev_err err = {0};
+                char want[1024], path[1024];
+
+                add_c1_config(f, json_pack("[o]", cases[i].entry));
+                int rc = kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err);
+
+                if (rc != -EINVAL)
+                        fprintf(stderr, "case %zu: rc %d: %s\n", i, rc, err.msg);
+                assert_int_equal(rc, -EINVAL);
+                snprintf(want, sizeof(want), "claim ns/c1 (" UID1 "): %s", cases[i].msg);
+                assert_string_equal(err.msg, want);
+                assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+                spec_path(f, UID1, path, sizeof(path));
+                assert_false(exists(path));
+        }
+}
+
 /* A crash between the checkpoint save and the spec write leaves a recorded
  * claim without a spec. After a restart Unprepare succeeds and forgets the
  * claim; a Prepare instead writes the spec from the record, without asking
@@ -739,6 +1073,64 @@ static void test_mig(void **state)
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
 }
 
+/* Configs on MIG devices: an empty-requests GpuConfig does not fit a MIG
+ * device and is passed over, the MigDeviceConfig (MPS) for request "a"
+ * applies to it; "b" gets the class's MigDeviceConfig; a MigDeviceConfig
+ * has no timeSlicingConfig field. */
+static void test_claim_config_mig(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+        json_t *c;
+
+        make_mig(f);
+        add_claim(f, "ns", "m", UID2,
+                  json_pack("[o,o]",
+                            result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-3g20gb-9-0"),
+                            result("b", "gpu.nvidia.com", "node1", "gpu-5-mig-2g10gb-14-4")));
+        c = json_object_get(json_object_get(json_object_get(f->claims, "ns/m"), "status"),
+                            "allocation");
+        json_object_set_new(
+                json_object_get(c, "devices"), "config",
+                json_pack("[o,o,o]",
+                          cfg_entry("FromClass", NULL, "gpu.nvidia.com",
+                                    json_pack("{s:s,s:s,s:{s:s}}", "apiVersion",
+                                              "resource.nvidia.com/v1beta1", "kind",
+                                              "MigDeviceConfig", "sharing", "strategy",
+                                              "TimeSlicing")),
+                          cfg_entry("FromClaim", json_pack("[s]", "a"), "gpu.nvidia.com",
+                                    json_pack("{s:s,s:s,s:{s:s,s:{s:i}}}", "apiVersion",
+                                              "resource.nvidia.com/v1beta1", "kind",
+                                              "MigDeviceConfig", "sharing", "strategy", "MPS",
+                                              "mpsConfig", "defaultActiveThreadPercentage", 30)),
+                          cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                                    json_pack("{s:s,s:s,s:{s:s}}", "apiVersion",
+                                              "resource.nvidia.com/v1beta1", "kind", "GpuConfig",
+                                              "sharing", "strategy", "MPS"))));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, &devs, &err), 0);
+        expect_json(json_object_get(json_array_get(devs, 0), "config"),
+                    json_pack("{s:s,s:s,s:s,s:{s:{s:s,s:{s:i}}}}", "apiVersion",
+                              "resource.nvidia.com/v1beta1", "kind", "MigDeviceConfig", "source",
+                              "FromClaim", "parameters", "sharing", "strategy", "MPS",
+                              "mpsConfig", "defaultActiveThreadPercentage", 30));
+        expect_json(json_object_get(json_array_get(devs, 1), "config"),
+                    json_pack("{s:s,s:s,s:s,s:{s:{s:s}}}", "apiVersion",
+                              "resource.nvidia.com/v1beta1", "kind", "MigDeviceConfig", "source",
+                              "FromClass", "parameters", "sharing", "strategy", "TimeSlicing"));
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID2, &err), 0);
+        json_object_set_new(
+                json_object_get(c, "devices"), "config",
+                json_pack("[o]", cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                                           json_pack("{s:s,s:s,s:{s:s,s:{}}}", "apiVersion",
+                                                     "resource.nvidia.com/v1beta1", "kind",
+                                                     "MigDeviceConfig", "sharing", "strategy",
+                                                     "TimeSlicing", "timeSlicingConfig"))));
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "m", UID2, &devs, &err), -EINVAL);
+        assert_string_equal(err.msg, "claim ns/m (" UID2 "): request a: config 0 (FromClaim): "
+                                     "parameters.sharing.timeSlicingConfig: unknown field");
+}
+
 /* A device withdrawn as unhealthy is refused with a per-claim error naming
  * it; nothing is written or recorded; after recovery the claim prepares. A
  * claim prepared before the device went unhealthy keeps its answer. */
@@ -963,6 +1355,12 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_claim_uid_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_checkpoint_before_spec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_crash_before_spec, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_prepare_many, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_config, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_config_share, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_config_errors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_config_mig, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_prepare_many_save_fails, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_claim_json_types, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prepare_after_unprepare, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart, setup, teardown),

@@ -411,6 +411,14 @@ static void test_v1_prepare_unprepare(void **state)
         assert_string_equal(presp->claims[1]->key, UID2);
         assert_non_null(strstr(presp->claims[1]->value->error, "404"));
         assert_int_equal(presp->claims[1]->value->n_devices, 0);
+        /* the call's claims were prepared together: one checkpoint write */
+        struct kdev_dra_prepare_stats st;
+
+        kdev_dra_plugin_stats(f->p, &st);
+        assert_int_equal(st.calls, 1);
+        assert_int_equal(st.claims, 2);
+        assert_int_equal(st.checkpoint_writes, 1);
+        assert_int_equal(st.spec_writes, 1);
         k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__free_unpacked(presp,
                                                                                           NULL);
         snprintf(spec, sizeof(spec), "%s/k8s.gpu.nvidia.com-claim_" UID1 ".json", f->cdi);
