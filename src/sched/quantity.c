@@ -1,9 +1,9 @@
 /* Quantity arithmetic of the allocator (sched_internal.h): exact sums,
  * differences and step rounding of Kubernetes quantities, and their text in
  * the format of the quantity they came from. */
-#include <stdio.h>
 #include <string.h>
 
+#include "sched/objects.h"
 #include "sched/sched_internal.h"
 
 /* |q| scaled to exponent |e| (<= q->exponent); false on overflow. */
@@ -83,20 +83,6 @@ bool kdev_sched__qmultiple(const struct kdev_cel_quantity *v, const struct kdev_
 
 void kdev_sched__qformat(const struct kdev_cel_quantity *q, bool binary, char *buf, size_t size)
 {
-        __int128 v;
-        if (q->exponent < 0 || !at_exp(q, 0, &v) || v < 0 || v > (__int128)UINT64_MAX) {
-                /* fractional or huge: mantissa and exponent */
-                snprintf(buf, size, "%llde%d", (long long)q->mantissa, (int)q->exponent);
-                return;
-        }
-        unsigned long long u = (unsigned long long)v;
-        static const char *const bsfx[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
-        static const char *const dsfx[] = {"", "k", "M", "G", "T", "P", "E"};
-        unsigned i = 0;
-        unsigned div = binary ? 1024 : 1000;
-        while (u != 0 && i < 6 && u % div == 0) {
-                u /= div;
-                i++;
-        }
-        snprintf(buf, size, "%llu%s", u, binary ? bsfx[i] : dsfx[i]);
+        struct kdev_qty t = {*q, binary ? KDEV_QTY_BINARY_SI : KDEV_QTY_DECIMAL_SI};
+        kdev_qty_format(&t, buf, size);
 }

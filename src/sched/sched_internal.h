@@ -25,8 +25,8 @@ bool kdev_sched__qround(const struct kdev_cel_quantity *req, const struct kdev_c
 bool kdev_sched__qmultiple(const struct kdev_cel_quantity *v, const struct kdev_cel_quantity *min,
                            const struct kdev_cel_quantity *step);
 
-/* |q| as quantity text: an integer with the largest binary (Ki, Mi, ...,
- * |binary|) or decimal (k, M, ...) suffix that divides it exactly. */
+/* |q| as quantity text in Kubernetes' canonical form (objects.h
+ * kdev_qty_format), BinarySI when |binary|, else DecimalSI. */
 void kdev_sched__qformat(const struct kdev_cel_quantity *q, bool binary, char *buf, size_t size);
 
 
