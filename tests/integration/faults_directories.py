@@ -19,7 +19,6 @@
 """
 import fcntl
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -86,7 +85,7 @@ def locked(path):
         os.close(fd)
 
 
-def recreate(d):
+def remove(d):
     # kdev-plugin follows its files as they go and may take its lock again in
     # the directory while rm empties it: rm then says "Directory not empty"
     # and is run again, as a user would (a few times at most).
@@ -96,6 +95,10 @@ def recreate(d):
             break
         time.sleep(0.01)
     assert r.returncode == 0, "rm -rf %s: %s; left: %s" % (d, r.stderr, os.listdir(d))
+
+
+def recreate(d):
+    remove(d)
     os.mkdir(d, 0o750)
 
 
@@ -150,7 +153,7 @@ def test_directory_replaced_by_rename():
             k.stop()
             new = d + ".new"
             os.mkdir(new, 0o750)
-            shutil.rmtree(d)
+            remove(d)
             os.rename(new, d)
             k = Kdevctl(d)
             one_register(k, "kubelet in the renamed directory")
