@@ -4,9 +4,9 @@
 #
 # STRICTLY READ-ONLY for the GPUs. It never changes GPU settings, MIG mode,
 # compute mode, clocks, power limits, persistence mode or ECC: the only
-# nvidia-smi calls are the two queries below (--query-gpu ... --format=csv
-# and -q), never a set option; kdev-plugin only queries NVML (discovery and
-# health events). Files are written only in the build directory, a temporary
+# nvidia-smi calls are the three queries below (--query-gpu ... --format=csv
+# twice and -q), never a set option; kdev-plugin only queries NVML (discovery
+# and health events), and no MPS daemon is started. Files are written only in the build directory, a temporary
 # directory (removed at exit) and the summary file.
 #
 # Steps:
@@ -15,7 +15,11 @@
 #      per GPU (by UUID) with `nvidia-smi --query-gpu=uuid,name,memory.total,
 #      pci.bus_id,mig.mode.current,driver_version --format=csv,noheader` and
 #      the "Minor Number" of `nvidia-smi -q`: UUID, name, memory, PCI bus ID,
-#      minor number, MIG mode, and the driver version;
+#      minor number, MIG mode, and the driver version; then MPS capability,
+#      by query only: the compute capability and compute mode
+#      (`--query-gpu=uuid,compute_cap,compute_mode`) and kdev's sharing.mps
+#      replica limit for it (48 from 7.5, else 16): `--check-config` accepts
+#      the limit and refuses one more with NVIDIA's text;
 #   3. kdev-plugin serves nvidia.com/gpu (device list strategies envvar and
 #      cdi-cri, CDI spec for --driver-root) to `kdevctl kubelet`, which waits
 #      for every GPU and admits one pod asking for one GPU (Allocate);
@@ -107,7 +111,8 @@ version=$("$plugin" --version | awk '{print $2}')
 if ! "$plugin" --list-gpus --driver-root "$driver_root" >"$tmp/kdev.csv" 2>"$tmp/kdev.log"; then
   sed 's/^/  /' "$tmp/kdev.log" >&2
 fi
-# read-only queries, the only two nvidia-smi calls of this script
+# read-only queries (with the compute_cap one of 2b, the only nvidia-smi
+# calls of this script)
 nvidia-smi --query-gpu=uuid,name,memory.total,pci.bus_id,mig.mode.current,driver_version \
   --format=csv,noheader >"$tmp/smi.csv"
 nvidia-smi -q >"$tmp/smi-q.txt"
@@ -160,6 +165,48 @@ EOF
 while IFS=: read -r name status detail; do
   check "$name" "$status" "$detail"
 done <"$tmp/discovery.txt"
+
+# --- 2b. MPS capability: queries only, no MPS daemon is started ---------------
+# The replica limit kdev enforces for sharing.mps (NVIDIA mps/device.go: 48 at
+# compute capability >= 7.5, else 16) against the real compute capability:
+# --check-config with that many replicas passes, one more fails with NVIDIA's
+# text. --check-config discovers through NVML and starts nothing.
+nvidia-smi --query-gpu=uuid,compute_cap,compute_mode --format=csv,noheader \
+  >"$tmp/smi-mps.csv" 2>/dev/null || true
+cc=$(awk -F', ' 'NR == 1 {print $2}' "$tmp/smi-mps.csv")
+mode=$(awk -F', ' 'NR == 1 {print $3}' "$tmp/smi-mps.csv")
+if [[ "$cc" =~ ^([0-9]+)\.([0-9]+)$ ]]; then
+  if (( BASH_REMATCH[1] > 7 || (BASH_REMATCH[1] == 7 && BASH_REMATCH[2] >= 5) )); then
+    mps_max=48
+  else
+    mps_max=16
+  fi
+  for n in "$mps_max" $((mps_max + 1)); do
+    printf 'version: v1\nflags:\n  mpsRoot: %s/mps\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: %s}]\n' \
+      "$tmp" "$n" >"$tmp/mps-$n.yaml"
+    mps_rc=0
+    "$plugin" --check-config "$tmp/mps-$n.yaml" --driver-root "$driver_root" \
+      >"$tmp/mps-$n.out" 2>&1 || mps_rc=$?
+    if [ "$n" = "$mps_max" ]; then
+      if [ "$mps_rc" = 0 ] && grep -q "^nvidia.com/gpu: .* replicas of " "$tmp/mps-$n.out"; then
+        check "mps replicas $n" ok "compute capability $cc: --check-config accepts $n replicas per GPU"
+      else
+        check "mps replicas $n" FAIL "exit $mps_rc: $(tail -1 "$tmp/mps-$n.out")"
+      fi
+    else
+      want="invalid MPS configuration: invalid device maximum allowed replicas exceeded: $n > $mps_max"
+      if [ "$mps_rc" = 1 ] && grep -qF "$want" "$tmp/mps-$n.out"; then
+        check "mps replicas $n" ok "refused: $want"
+      else
+        check "mps replicas $n" FAIL "exit $mps_rc: $(tail -1 "$tmp/mps-$n.out")"
+      fi
+    fi
+  done
+  say "mps: compute capability $cc, compute mode ${mode:-unknown} (read, not changed), nvidia-cuda-mps-control $(command -v nvidia-cuda-mps-control || echo 'not on PATH') (not run)"
+else
+  say "mps: skipped (nvidia-smi gave no compute_cap: driver too old for that query)"
+fi
+
 first_name=$(awk -F', ' 'NR == 1 {print $2}' "$tmp/smi.csv")
 n_gpus=$(grep -c . "$tmp/smi.csv" || true)
 

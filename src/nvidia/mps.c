@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -283,6 +284,30 @@ static int mkdirs(const char *dir)
         }
         free(p);
         return 0;
+}
+
+int kdev_nvidia_mps_mount_shm(const char *root, struct kdev_err *err)
+{
+        char *dir = kdev_nvidia_mps_path(root, NULL, KDEV_NVIDIA_MPS_SHM);
+        if (!dir)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        int rc = 0;
+        /* every mount stacked there (mount-utils CleanupMountPoint); EINVAL:
+         * not a mount point, ENOENT / ENOTDIR: no directory (mkdirs says why) */
+        int u = 0;
+        for (int i = 0; i < 64 && (u = umount2(dir, 0)) == 0; i++)
+                ;
+        if (u < 0 && errno != EINVAL && errno != ENOENT && errno != ENOTDIR)
+                rc = kdev_err_set(err, errno, "error unmounting %s: %s", dir, strerror(errno));
+        int m = rc == 0 ? mkdirs(dir) : 0;
+        if (m < 0)
+                rc = kdev_err_set(err, -m, "error creating directory %s: %s", dir, strerror(-m));
+        if (rc == 0 && mount("shm", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RELATIME,
+                             "size=" KDEV_NVIDIA_MPS_SHM_SIZE) < 0)
+                rc = kdev_err_set(err, errno, "error mounting %s as tmpfs: %s", dir,
+                                  strerror(errno));
+        free(dir);
+        return rc;
 }
 
 /* Prefixes |err|'s message with |what| ("...: "). */

@@ -45,6 +45,21 @@ enum kdev_nvidia_mps_path {
 KDEV_API char *kdev_nvidia_mps_path(const char *root, const char *resource,
                                     enum kdev_nvidia_mps_path which);
 
+/* The size of the tmpfs at <root>/shm (NVIDIA mount-shm.go). */
+#define KDEV_NVIDIA_MPS_SHM_SIZE "65536k"
+
+/* What NVIDIA's "mps-control-daemon mount-shm" does in the control daemon's
+ * init container (cmd/mps-control-daemon/mount/mount-shm.go): unmounts
+ * whatever is mounted at <root>/shm (each stacked mount), makes the
+ * directory (0755, with its parents), and mounts a tmpfs "shm" there with
+ * nosuid, nodev, noexec, relatime, size=65536k: the /dev/shm of the MPS
+ * clients and of the control daemon. Needs CAP_SYS_ADMIN; the host sees the
+ * mount through the chart's Bidirectional mount propagation of |root|.
+ * Returns 0, or -errno with "error unmounting <dir>: <strerror>", "error
+ * creating directory <dir>: <strerror>", "error mounting <dir> as tmpfs:
+ * <strerror>"; -ENOMEM. */
+KDEV_API int kdev_nvidia_mps_mount_shm(const char *root, struct kdev_err *err);
+
 /* The Allocate edits of an MPS replica of |resource| (NVIDIA updateReponse):
  * env CUDA_MPS_PIPE_DIRECTORY = /mps/<resource>/pipe; mounts
  * <host_root>/<resource>/pipe -> /mps/<resource>/pipe, then

@@ -79,10 +79,12 @@ def flag_names(args):
 
 
 def test_both_daemonsets_present():
-    got = sorted((c["workload"], os.path.basename(c["command"][0])) for c in containers())
-    assert got == [("kdev-dra-plugin", "kdev-dra-plugin"),
-                   ("kdev-mps-control-daemon", "kdev-plugin"),
-                   ("kdev-plugin", "kdev-plugin")], got
+    got = sorted((c["workload"], c["name"], os.path.basename(c["command"][0]))
+                 for c in containers())
+    assert got == [("kdev-dra-plugin", "kdev-dra-plugin", "kdev-dra-plugin"),
+                   ("kdev-mps-control-daemon", "mps-control-daemon-ctr", "kdev-plugin"),
+                   ("kdev-mps-control-daemon", "mps-control-daemon-mounts", "kdev-plugin"),
+                   ("kdev-plugin", "kdev-plugin", "kdev-plugin")], got
 
 
 def test_args_accepted_by_binary():
@@ -133,8 +135,9 @@ def test_paths_in_args_are_mounted():
                 assert mounted(c, val), "%s: %s=%s is not under a volumeMount" % (
                     c["document"], flag, val)
                 checked += 1
-    # 5 of kdev-plugin, 3 of kdev-dra-plugin, 2 of kdev-mps-control-daemon
-    assert checked == 10, checked
+    # 5 of kdev-plugin, 3 of kdev-dra-plugin, 2 of kdev-mps-control-daemon,
+    # 1 of its mount-shm init container
+    assert checked == 11, checked
 
 
 def env_value(c, name):
@@ -222,7 +225,14 @@ def test_configmap_mps():
     with TempDir() as d:
         out = check_config(d, data["mps.yaml"], "h100-80gb-8x-nvswitch.yaml")
     assert resource_counts(out) == {"nvidia.com/gpu": 32}, out
-    m = [c for c in containers() if c["workload"] == "kdev-mps-control-daemon"][0]
+    m = [c for c in containers() if c["name"] == "mps-control-daemon-ctr"][0]
+    # NVIDIA's init container: the tmpfs at <mps root>/shm, seen by the host
+    # through the Bidirectional propagation of the MPS root
+    i = [c for c in containers() if c["name"] == "mps-control-daemon-mounts"][0]
+    assert i["args"] == ["mps-control-daemon", "mount-shm", "--mps-dir=/mps"], i["args"]
+    assert i["securityContext"] == {"privileged": True}, i["securityContext"]
+    assert i["volumeMounts"] == [{"name": "mps-root", "mountPath": "/mps",
+                                  "mountPropagation": "Bidirectional"}], i["volumeMounts"]
     p = [c for c in containers() if c["workload"] == "kdev-plugin"][0]
     assert m["args"][0] == "mps-control-daemon", m["args"]
     assert arg(m, "--config") == "/etc/kdev/configs/mps", m["args"]

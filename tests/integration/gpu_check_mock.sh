@@ -53,6 +53,9 @@ G0=GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e
   gpu_line 5 GPU-a288dd1f-391c-ec59-8d1d-b582a91b7759 00000000:AB:00.0
   gpu_line 6 GPU-35ca105b-9262-0c50-b916-71c8b2d581d5 00000000:BA:00.0
   gpu_line 7 GPU-c64278a1-b3c9-975f-f3b4-2ad25c978906 00000000:DB:00.0
+  echo "mps replicas 48: ok (compute capability 9.0: --check-config accepts 48 replicas per GPU)"
+  echo "mps replicas 49: ok (refused: invalid MPS configuration: invalid device maximum allowed replicas exceeded: 49 > 48)"
+  echo "mps: compute capability 9.0, compute mode Default (read, not changed), nvidia-cuda-mps-control not on PATH (not run)"
   echo "register: ok (nvidia.com/gpu capacity 8)"
   echo "allocate: ok (1 GPU $G0, NVIDIA_VISIBLE_DEVICES $G0, CDI device k8s.device-plugin.nvidia.com/gpu=$G0)"
   echo "cdi spec: ok (k8s.device-plugin.nvidia.com-gpu.json, cdiVersion 0.3.0, 9 devices, the allocated one among them)"
@@ -72,7 +75,7 @@ cmp "$tmp/want.txt" "$saved" || { echo "FAIL: saved summary differs"; exit 1; }
 grep -qx "gpu-check.sh: saved $saved" "$tmp/err.txt" || { echo "FAIL: no 'saved' line"; cat "$tmp/err.txt"; exit 1; }
 printf '%s\n' \
   "--query-gpu=uuid,name,memory.total,pci.bus_id,mig.mode.current,driver_version --format=csv,noheader" \
-  "-q" >"$tmp/smi-want.log"
+  "-q" "--query-gpu=uuid,compute_cap,compute_mode --format=csv,noheader" >"$tmp/smi-want.log"
 diff -u "$tmp/smi-want.log" "$tmp/smi.log" || { echo "FAIL: nvidia-smi called otherwise"; exit 1; }
 spec_arg=$(sed -n 1p "$tmp/validator.log")
 case "$spec_arg" in

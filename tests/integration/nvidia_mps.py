@@ -4,6 +4,7 @@ daemon is sent for the 8-GPU H100 topology (81559 MiB each) and a config,
 the directories and started marker, the watch (a daemon that dies is started
 again with a backoff of 1 s, 2 s, ...), and the clean stop at SIGTERM."""
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -19,7 +20,7 @@ PLUGIN = os.path.join(kt.BUILD_DIR, "kdev-plugin")
 MOCK_MPS = os.path.join(kt.BUILD_DIR, "mock", "mps", "nvidia-cuda-mps-control")
 
 
-def start(d, config, *extra):
+def start(d, config, *extra, path_prefix=None):
     path = os.path.join(d, "c.yaml")
     with open(path, "w") as f:
         f.write(config)
@@ -29,11 +30,21 @@ def start(d, config, *extra):
                KDEV_MOCK_MPS_CONTROL=os.path.join(d, "control"))
     for k in ("KDEV_CONFIG", "CONFIG_FILE", "MPS_ROOT"):
         env.pop(k, None)
+    if path_prefix:
+        env["PATH"] = path_prefix + os.pathsep + env.get("PATH", "")
     open(os.path.join(d, "control"), "w").close()
-    return subprocess.Popen([PLUGIN, "mps-control-daemon", "--config", path,
-                             "--mps-dir", os.path.join(d, "mps"), "--control-bin", MOCK_MPS,
-                             "--check-interval-ms", "200"] + list(extra),
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with open(os.path.join(d, "daemon.log"), "w") as log:
+        p = subprocess.Popen([PLUGIN, "mps-control-daemon", "--config", path,
+                              "--mps-dir", os.path.join(d, "mps"), "--control-bin", MOCK_MPS,
+                              "--check-interval-ms", "200"] + list(extra),
+                             env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    p.log = os.path.join(d, "daemon.log")
+    return p
+
+
+def logtext(p):
+    with open(p.log) as f:
+        return f.read()
 
 
 def commands(d):
@@ -46,7 +57,8 @@ def commands(d):
 
 def stop(p):
     p.send_signal(signal.SIGTERM)
-    out, err = p.communicate(timeout=20)
+    p.wait(timeout=20)
+    err = logtext(p)
     assert p.returncode == 0, (p.returncode, err)
     return err
 
@@ -105,6 +117,135 @@ def test_restart_with_backoff():
             in err, err
         assert 'restarts=2 backoff_ms=2000' in err, err
         assert 'msg="MPS daemon answers again" resource=nvidia.com/gpu' in err, err
+
+
+def write(d, config):
+    tmp = os.path.join(d, "c.yaml.tmp")
+    with open(tmp, "w") as f:
+        f.write(config)
+    os.rename(tmp, os.path.join(d, "c.yaml"))
+
+
+def sighup(p, what):
+    """SIGHUP |p| and wait for log line |what| once more than before."""
+    n = logtext(p).count(what)
+    p.send_signal(signal.SIGHUP)
+    kt.wait_for(lambda: logtext(p).count(what) > n, what=what)
+
+
+def test_reload():
+    """SIGHUP: the same plan runs on; a bad file changes nothing; a new plan
+    stops the daemon and starts it with the new commands; a strategy other
+    than MPS stops it; MPS again starts it."""
+    with TempDir() as d:
+        p = start(d, MPS_CONFIG)
+        pipe = os.path.join(d, "mps", "nvidia.com", "gpu", "pipe")
+        started = os.path.join(d, "mps", "nvidia.com", "gpu", ".started")
+        kt.wait_for(lambda: os.path.exists(started), what="started marker")
+
+        def starts_and_quits():
+            return [c for c in commands(d) if not c.endswith("get_default_active_thread_percentage")]
+
+        first = starts_and_quits()
+        assert len(first) == 10, first
+        sighup(p, 'msg="configuration unchanged: the MPS daemons run on" resources=1')
+        write(d, MPS_CONFIG.replace("replicas: 4", "replicas: four"))
+        sighup(p, 'msg="cannot load the new configuration, the MPS daemons run on as they are"')
+        assert starts_and_quits() == first, starts_and_quits()
+        assert os.path.exists(started)
+        log = logtext(p)
+        assert re.search(r'config=\S*c\.yaml error="\S*c\.yaml:6:39: sharing\.mps\.resources'
+                         r'\[0\]\.replicas: must be an integer between 2 and 4096, got '
+                         r'\\"four\\""', log), log
+        # 81559 MiB / 2 = 40779 MiB, 100 / 2 = 50
+        write(d, MPS_CONFIG.replace("replicas: 4", "replicas: 2"))
+        sighup(p, 'msg="configuration changed: restarting the MPS daemons" resources=1')
+        want = ([pipe + ": quit", pipe + ": -d"] +
+                [pipe + ": set_default_device_pinned_mem_limit %d 40779M" % i for i in range(8)] +
+                [pipe + ": set_default_active_thread_percentage 50"])
+        kt.wait_for(lambda: starts_and_quits()[10:] == want, what="the new plan's commands")
+        kt.wait_for(lambda: os.path.exists(started), what="started marker again")
+        write(d, "version: v1\nsharing:\n  timeSlicing:\n"
+                 "    resources: [{name: gpu, replicas: 4}]\n")
+        sighup(p, 'msg="Sharing strategy is not MPS; no MPS daemon" strategy=time-slicing')
+        assert starts_and_quits()[21:] == [pipe + ": quit"], starts_and_quits()
+        assert not os.path.exists(started)
+        write(d, MPS_CONFIG)
+        sighup(p, 'msg="configuration changed: restarting the MPS daemons" resources=1')
+        kt.wait_for(lambda: os.path.exists(started), what="started marker after MPS again")
+        assert starts_and_quits()[22:] == first, starts_and_quits()
+        stop(p)
+        assert starts_and_quits()[-1] == pipe + ": quit"
+        assert not os.path.exists(started)
+
+
+def test_set_compute_mode():
+    """--set-compute-mode: "nvidia-smi -i <uuid> -c EXCLUSIVE_PROCESS" for
+    each GPU before the daemon starts, DEFAULT after it quits; without the
+    flag nvidia-smi is never run."""
+    uuids = re.findall(r"uuid: (GPU-[0-9a-f-]+)", open(kt.H100_TOPO).read())
+    assert len(uuids) == 8, uuids
+    with TempDir() as d:
+        bin_dir = os.path.join(d, "bin")
+        os.mkdir(bin_dir)
+        smi_log = os.path.join(d, "smi.log")
+        with open(os.path.join(bin_dir, "nvidia-smi"), "w") as f:
+            f.write('#!/bin/sh\necho "$*" >> %s\n' % smi_log)
+        os.chmod(os.path.join(bin_dir, "nvidia-smi"), 0o755)
+        p = start(d, MPS_CONFIG, path_prefix=bin_dir)
+        started = os.path.join(d, "mps", "nvidia.com", "gpu", ".started")
+        kt.wait_for(lambda: os.path.exists(started), what="started marker")
+        stop(p)
+        assert not os.path.exists(smi_log)
+        p = start(d, MPS_CONFIG, "--set-compute-mode", path_prefix=bin_dir)
+        kt.wait_for(lambda: os.path.exists(started), what="started marker")
+        with open(smi_log) as f:
+            assert f.read().splitlines() == ["-i %s -c EXCLUSIVE_PROCESS" % u for u in uuids]
+        stop(p)
+        with open(smi_log) as f:
+            assert f.read().splitlines() == (["-i %s -c EXCLUSIVE_PROCESS" % u for u in uuids] +
+                                             ["-i %s -c DEFAULT" % u for u in uuids])
+        # nvidia-smi fails: the daemon is not started, exit 1 with NVIDIA's text
+        with open(os.path.join(bin_dir, "nvidia-smi"), "w") as f:
+            f.write("#!/bin/sh\nexit 6\n")
+        p = start(d, MPS_CONFIG, "--set-compute-mode", path_prefix=bin_dir)
+        assert p.wait(timeout=30) == 1
+        assert ("error starting MPS daemon for nvidia.com/gpu: error setting compute mode "
+                "EXCLUSIVE_PROCESS: error running nvidia-smi") in logtext(p), logtext(p)
+
+
+def test_mount_shm():
+    """mount-shm: tmpfs "shm" at DIR/shm with NVIDIA's options, once however
+    often it runs (the old mount goes first); a bad directory is named. Runs
+    in a mount namespace of its own (unshare), so the host is untouched."""
+    import shutil
+    unshare = shutil.which("unshare")
+    if os.geteuid() != 0 or not unshare or subprocess.run(
+            [unshare, "-m", "--propagation", "private", "true"]).returncode != 0:
+        print("SKIP test_mount_shm: needs root and unshare -m")
+        return
+    with TempDir() as d:
+        root = os.path.join(d, "mps")
+        shm = os.path.join(root, "shm")
+        script = ('set -e; "$1" mps-control-daemon mount-shm --mps-dir "$2"; '
+                  'echo x > "$2/shm/seg"; '
+                  'KDEV_MPS_DIR="$2" "$1" mps-control-daemon mount-shm; '
+                  'ls -A "$2/shm"; grep " $2/shm " /proc/self/mounts')
+        r = subprocess.run([unshare, "-m", "--propagation", "private", "sh", "-c", script, "sh",
+                            PLUGIN, root], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        # one mount, a fresh one (the segment written to the first is gone)
+        assert r.stdout == "shm %s tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0\n" % shm, \
+            r.stdout
+        assert os.path.isdir(shm) and os.listdir(shm) == []  # the host saw no mount
+        with open(os.path.join(d, "file"), "w"):
+            pass
+        r = subprocess.run([unshare, "-m", "--propagation", "private", PLUGIN,
+                            "mps-control-daemon", "mount-shm", "--mps-dir",
+                            os.path.join(d, "file")], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1, r.stderr
+        assert r.stderr == ("kdev-plugin mps-control-daemon mount-shm: error creating directory "
+                            "%s/file/shm: Not a directory\n" % d), r.stderr
 
 
 def test_not_mps_starts_nothing():
@@ -306,6 +447,9 @@ if __name__ == "__main__":
         test_restart_with_backoff,
         test_not_mps_starts_nothing,
         test_start_failure_exits_1,
+        test_reload,
+        test_set_compute_mode,
+        test_mount_shm,
         test_plugin_follows_daemon,
         test_plugin_daemon_up_at_start,
         test_plugin_mps_after_rediscovery,
