@@ -82,6 +82,16 @@ static void usage(FILE *f)
                 "                                (e.g. 127.0.0.1:9400, [::1]:9400, :9400 for\n"
                 "                                every IPv4 address; PORT 0..65535); off by\n"
                 "                                default, and an empty value keeps it off\n"
+                "      --pod-resources-socket PATH\n"
+                "                                kubelet's PodResources API, asked at each\n"
+                "                                usage sample which container holds which\n"
+                "                                device (default /var/lib/kubelet/pod-\n"
+                "                                resources/kubelet.sock; \"\": none, every\n"
+                "                                use unattributed)\n"
+                "      --pod-log-dir DIR         kubelet's log directory: the names in\n"
+                "                                DIR/pods and DIR/containers give the pod UIDs\n"
+                "                                and container IDs of the containers\n"
+                "                                PodResources names (default /var/log)\n"
                 "      --log-level LEVEL         debug, info, warn or error (default info);\n"
                 "                                logs go to stderr, one line per event\n"
                 "      --log-format FORMAT       text (key=value, default) or json (JSON lines)\n"
@@ -123,6 +133,8 @@ static void usage(FILE *f)
                 "  KDEV_DEVICE_PLUGIN_DIR      default of --device-plugin-dir\n"
                 "  KUBELET_SOCKET              default of --kubelet-socket (NVIDIA's variable)\n"
                 "  KDEV_METRICS_ADDRESS        default of --metrics-address (\"\": off)\n"
+                "  KDEV_POD_RESOURCES_SOCKET   default of --pod-resources-socket\n"
+                "  KDEV_POD_LOG_DIR            default of --pod-log-dir\n"
                 "  KDEV_NFD_FEATURES_FILE      default of --nfd-features-file\n"
                 "  KDEV_NFD_MACHINE_TYPE_FILE  source of nvidia.com/gpu.machine (default\n"
                 "                              /sys/class/dmi/id/product_name)\n"
@@ -195,6 +207,8 @@ enum {
         OPT_KUBELET_SOCKET,
         OPT_CHECK_CONFIG,
         OPT_METRICS_ADDRESS,
+        OPT_POD_RESOURCES_SOCKET,
+        OPT_POD_LOG_DIR,
         OPT_NFD_FEATURES_FILE,
         OPT_LIST_GPUS,
         OPT_CONFIG_DIR,
@@ -217,6 +231,8 @@ static struct option *long_options(void)
                 {"socket-prefix", required_argument, NULL, OPT_PREFIX},
                 {"root", required_argument, NULL, OPT_ROOT},
                 {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
+                {"pod-resources-socket", required_argument, NULL, OPT_POD_RESOURCES_SOCKET},
+                {"pod-log-dir", required_argument, NULL, OPT_POD_LOG_DIR},
                 {"nfd-features-file", required_argument, NULL, OPT_NFD_FEATURES_FILE},
                 {"config-dir", required_argument, NULL, OPT_CONFIG_DIR},
                 {"default-config", required_argument, NULL, OPT_DEFAULT_CONFIG},
@@ -304,6 +320,8 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
         const char *kubelet_socket = getenv("KUBELET_SOCKET");
         o->metrics_address = getenv("KDEV_METRICS_ADDRESS"); /* NULL/"": off */
         bool metrics_from_env = o->metrics_address != NULL;
+        o->podres_socket = getenv("KDEV_POD_RESOURCES_SOCKET"); /* NULL: the default */
+        o->pod_log_dir = getenv("KDEV_POD_LOG_DIR");
         o->nfd_file = getenv("KDEV_NFD_FEATURES_FILE");      /* NULL/"": off */
         o->machine_type_file = getenv("KDEV_NFD_MACHINE_TYPE_FILE");
         o->rediscover_interval = getenv("KDEV_NVIDIA_REDISCOVER_INTERVAL");
@@ -362,6 +380,12 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                 case OPT_METRICS_ADDRESS:
                         o->metrics_address = optarg; /* "": off */
                         metrics_from_env = false;
+                        break;
+                case OPT_POD_RESOURCES_SOCKET:
+                        o->podres_socket = optarg; /* "": none */
+                        break;
+                case OPT_POD_LOG_DIR:
+                        o->pod_log_dir = optarg;
                         break;
                 case OPT_NFD_FEATURES_FILE:
                         o->nfd_file = optarg;

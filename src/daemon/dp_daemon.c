@@ -112,7 +112,8 @@ static int start_usage(struct kdev_dp_daemon *d, struct kdev_err *err)
         else if (gethostname(host, sizeof(host) - 1) != 0)
                 host[0] = '\0';
         d->usage = kdev_dp_usage_start(&d->loop, d->metrics, host, &d->cur.set, nv,
-                                       nv->usage_interval, &d->opts->usage_pods, err);
+                                       nv->usage_interval, d->opts->podres_socket,
+                                       d->opts->pod_log_dir, err);
         if (!d->usage) {
                 d->usage_failed = true;
                 return kdev_err_wrap(err, "usage metering");

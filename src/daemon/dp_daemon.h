@@ -48,7 +48,6 @@
 #include "common/export.h"
 #include "nvidia/config.h"
 #include "plugin/runtime.h"
-#include "usage/usage.h"
 
 struct kdev_dp_daemon;
 
@@ -114,18 +113,15 @@ struct kdev_dp_daemon_options {
          * |config| is the file): the node label selects one of the named
          * configs in the directory (daemon/node_config_internal.h). */
         struct kdev_node_config_options node_config;
-        /* The container map of usage metering (usage/usage.h; with metrics on
-         * and the NVIDIA option usage.interval > 0): |acquire| (loop thread,
-         * before each sample) returns the map of the containers that hold
-         * devices now (e.g. from kubelet's PodResources List), which must
-         * stay valid and unchanged until |release| (loop thread, after the
-         * sample's thread-pool job); NULL from |acquire| or no |acquire|:
-         * an empty map (every process's use unattributed). */
-        struct kdev_dp_usage_pods {
-                const struct kdev_usage_pods *(*acquire)(void *arg);
-                void (*release)(void *arg, const struct kdev_usage_pods *pods);
-                void *arg;
-        } usage_pods;
+        /* kubelet's PodResources socket, asked (List) at each usage sample
+         * (with metrics on and the NVIDIA option usage.interval > 0) which
+         * container holds which device: NULL: KDEV_PODRES_SOCKET
+         * (podres/client.h); "": none (every use unattributed). */
+        const char *podres_socket;
+        /* kubelet's log directory, whose pods/ and containers/ entries give
+         * the pod UIDs and container IDs behind PodResources' names
+         * (usage/usage.h kdev_usage_logs_read); NULL: /var/log. */
+        const char *pod_log_dir;
         /* called once on the loop thread when serving (not for --check);
          * may call kdev_dp_daemon_stop() or add handles to the loop */
         void (*on_started)(void *arg, struct kdev_dp_daemon *d);

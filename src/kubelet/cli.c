@@ -255,42 +255,11 @@ int kdev_cli_fail(const char *cmd, const char *fmt, ...)
         return KDEV_CLI_FAIL;
 }
 
-const char *kdev_cli_code_name(int status, char *buf, size_t size)
-{
-        if (size == 0)
-                return buf;
-        if (status < 0 || status > 16) {
-                snprintf(buf, size, "Code(%d)", status);
-                return buf;
-        }
-        if (status == KDEV_RPC_OK) {
-                snprintf(buf, size, "OK");
-                return buf;
-        }
-        if (status == KDEV_RPC_CANCELLED) { /* grpc-go spells it with one L */
-                snprintf(buf, size, "Canceled");
-                return buf;
-        }
-        const char *up = kdev_rpc_status_name(status);
-        size_t n = 0;
-        bool start = true;
-        for (const char *c = up; *c && n + 1 < size; c++) {
-                if (*c == '_') {
-                        start = true;
-                        continue;
-                }
-                buf[n++] = start ? *c : (char)tolower((unsigned char)*c);
-                start = false;
-        }
-        buf[n] = '\0';
-        return buf;
-}
-
 int kdev_cli_rpc_error(const char *cmd, int status, const char *message)
 {
         char name[32];
         return kdev_cli_fail(cmd, "rpc error: code = %s desc = %s",
-                             kdev_cli_code_name(status, name, sizeof(name)),
+                             kdev_rpc_code_name(status, name, sizeof(name)),
                              message ? message : "");
 }
 
@@ -388,7 +357,7 @@ int kdev_cli_unary(const char *cmd, const char *path, const char *method,
                 char desc[KDEV_ERR_MSG_MAX];
                 snprintf(desc, sizeof(desc), "%s", local.msg);
                 kdev_err_set(&local, EPROTO, "rpc error: code = %s desc = %s",
-                             kdev_cli_code_name(rc, name, sizeof(name)), desc);
+                             kdev_rpc_code_name(rc, name, sizeof(name)), desc);
                 goto done;
         }
         *resp = protobuf_c_message_unpack(resp_desc, NULL, in_len, in ? in : empty);

@@ -136,10 +136,6 @@ KDEV_API int kdev_cli_usage_error(const char *cmd, const char *fmt, ...)
 KDEV_API int kdev_cli_fail(const char *cmd, const char *fmt,
                            ...) __attribute__((format(printf, 2, 3)));
 
-/* Writes grpc-go's name of |status| (codes.Code.String(): "OK", "Canceled",
- * "NotFound", "DeadlineExceeded", ...; "Code(N)" outside 0..16) into |buf|
- * (|size| bytes). Derived from kdev_rpc_status_name(). Returns |buf|. */
-KDEV_API const char *kdev_cli_code_name(int status, char *buf, size_t size);
 
 /* Prints "kdevctl CMD: rpc error: code = NAME desc = MESSAGE" to stderr;
  * returns KDEV_CLI_FAIL. */

@@ -852,7 +852,7 @@ static V1alpha1__NodeWatchResourcesResponse *health_snapshot(const char *endpoin
         if (!h.resp && h.done) {
                 char code[32];
                 kdev_err_set(err, EREMOTEIO, "NodeWatchResources: %s: %s",
-                             kdev_cli_code_name(h.status, code, sizeof(code)), h.message);
+                             kdev_rpc_code_name(h.status, code, sizeof(code)), h.message);
         }
         return h.resp;
 }

@@ -126,7 +126,7 @@ char *rpc_error_text(int status, const char *message)
 {
         char name[32];
         return xasprintf("rpc error: code = %s desc = %s",
-                         kdev_cli_code_name(status, name, sizeof(name)), message ? message : "");
+                         kdev_rpc_code_name(status, name, sizeof(name)), message ? message : "");
 }
 
 /* ------------------------------------------------------------------------ */

@@ -112,7 +112,7 @@ static void lw_done(struct kdev_rpc_client_call *call, int status, const char *m
                 char name[32];
                 PEER_LOG(k, KDEV_LOG_WARN, "ListAndWatch ended unexpectedly for device plugin",
                          "resource", ep->resource, "code",
-                         kdev_cli_code_name(status, name, sizeof(name)), "message", message);
+                         kdev_rpc_code_name(status, name, sizeof(name)), "message", message);
                 kdev_dm_disconnect(k->dm, ep->resource);
                 endpoint_retire(ep);
                 scenario_kick(k);

@@ -10,7 +10,7 @@
 
 #include "kubelet/cli.h"
 #include "kubelet/cmds.h"
-#include "kubelet/podres_client.h"
+#include "podres/client.h"
 
 #define CMD "podresources"
 

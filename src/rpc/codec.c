@@ -6,7 +6,9 @@
  * doc/http-grpc-status-mapping.md). */
 #include "rpc/rpc_internal.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,4 +321,35 @@ int kdev_rpc__status_from_h2(uint32_t error_code)
         default:
                 return KDEV_RPC_INTERNAL;
         }
+}
+
+const char *kdev_rpc_code_name(int status, char *buf, size_t size)
+{
+        if (size == 0)
+                return buf;
+        if (status < 0 || status > 16) {
+                snprintf(buf, size, "Code(%d)", status);
+                return buf;
+        }
+        if (status == KDEV_RPC_OK) {
+                snprintf(buf, size, "OK");
+                return buf;
+        }
+        if (status == KDEV_RPC_CANCELLED) { /* grpc-go spells it with one L */
+                snprintf(buf, size, "Canceled");
+                return buf;
+        }
+        const char *up = kdev_rpc_status_name(status);
+        size_t n = 0;
+        bool start = true;
+        for (const char *c = up; *c && n + 1 < size; c++) {
+                if (*c == '_') {
+                        start = true;
+                        continue;
+                }
+                buf[n++] = start ? *c : (char)tolower((unsigned char)*c);
+                start = false;
+        }
+        buf[n] = '\0';
+        return buf;
 }

@@ -60,6 +60,12 @@ enum kdev_rpc_status {
  * or "UNKNOWN" for values outside 0..16. Static storage. */
 KDEV_API const char *kdev_rpc_status_name(int status);
 
+/* Writes grpc-go's name of |status| (codes.Code.String(): "OK", "Canceled",
+ * "NotFound", "DeadlineExceeded", ...; "Code(N)" outside 0..16) into |buf|
+ * (|size| bytes), as grpc-go's errors print it ("rpc error: code = <name>
+ * desc = ..."). Derived from kdev_rpc_status_name(). Returns |buf|. */
+KDEV_API const char *kdev_rpc_code_name(int status, char *buf, size_t size);
+
 /* ------------------------------------------------------------------------ */
 /* Server                                                                   */
 /* ------------------------------------------------------------------------ */

@@ -141,6 +141,63 @@ KDEV_API int kdev_usage_cgroup_parse(const char *text, size_t len, struct kdev_u
 KDEV_API int kdev_usage_proc_container(const char *proc_root, uint32_t pid,
                                        struct kdev_usage_cgroup *out, struct kdev_err *err);
 
+/* --- pod UIDs and container IDs, from kubelet's log directories ------------ */
+
+/* kubelet makes, for every pod it runs, the directory
+ * <log dir>/pods/<namespace>_<pod>_<pod UID>/ and, for every container it
+ * starts, the symbolic link <log dir>/containers/<pod>_<namespace>_
+ * <container>-<container ID>.log (pkg/kubelet/kuberuntime: BuildPodLogsDirectory
+ * and legacyLogSymlink; names cannot hold '_': DNS labels and subdomains).
+ * PodResources lists containers by name; these names join them to what a
+ * process's cgroup says (pod UID, container ID). */
+struct kdev_usage_pod_log {
+        char *namespace_name, *pod, *uid; /* owned */
+        int64_t mtime_ns;                 /* the entry's own (lstat) */
+};
+
+struct kdev_usage_container_log {
+        char *namespace_name, *pod, *container; /* owned */
+        char container_id[KDEV_USAGE_CONTAINER_ID_MAX];
+        int64_t mtime_ns;
+};
+
+struct kdev_usage_logs {
+        struct kdev_usage_pod_log *pods;
+        size_t n_pods;
+        struct kdev_usage_container_log *containers;
+        size_t n_containers;
+};
+
+/* At most this many entries are read from each directory. */
+#define KDEV_USAGE_LOGS_MAX 65536
+
+/* Reads the names in <log_dir>/pods and <log_dir>/containers (|log_dir|
+ * NULL or "": "/var/log") into |out| (zeroed first; free with
+ * kdev_usage_logs_clear). Names that do not have the forms above are
+ * skipped (a pod UID must be 36 characters, a container ID 64 lower-case hex
+ * digits); a directory that does not exist gives no entries. Opens nothing
+ * but the two directories; follows no link (-ELOOP "<dir>: cannot read: a
+ * symbolic link, not followed" for pods/ or containers/ itself). Returns 0,
+ * or a negative errno with |err| ("<dir>: cannot read: <strerror>";
+ * -ENOMEM), |out| then holding what was read before. */
+KDEV_API int kdev_usage_logs_read(const char *log_dir, struct kdev_usage_logs *out,
+                                  struct kdev_err *err);
+
+/* The UID of pod |pod| of |namespace_name| in |logs|, or NULL; of several
+ * (a pod deleted and made again under its name, whose old directory is not
+ * removed yet) the newest. Borrowed from |logs|. */
+KDEV_API const char *kdev_usage_logs_pod_uid(const struct kdev_usage_logs *logs,
+                                             const char *namespace_name, const char *pod);
+
+/* The ID of container |container| of that pod, or NULL; of several (the
+ * container restarted) the newest link's, the running one's. Borrowed. */
+KDEV_API const char *kdev_usage_logs_container_id(const struct kdev_usage_logs *logs,
+                                                  const char *namespace_name, const char *pod,
+                                                  const char *container);
+
+/* Frees what |logs| holds and zeroes it. NULL-safe. */
+KDEV_API void kdev_usage_logs_clear(struct kdev_usage_logs *logs);
+
 /* --- the container map (supplied) ----------------------------------------- */
 
 /* One container that holds devices, as kubelet's PodResources API lists it

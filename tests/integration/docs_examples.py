@@ -137,6 +137,9 @@ def help_text(argv):
 def check_names(text):
     helps = help_text([os.path.join(BUILD, "kdev-plugin")])
     plugin_help = helps
+    # kdev-plugin's subcommands (mps-control-daemon and its mount-shm)
+    helps += help_text([os.path.join(BUILD, "kdev-plugin"), "mps-control-daemon"])
+    helps += help_text([os.path.join(BUILD, "kdev-plugin"), "mps-control-daemon", "mount-shm"])
     helps += help_text([os.path.join(BUILD, "kdev-dra-plugin")])
     top = help_text([os.path.join(BUILD, "kdevctl")])
     helps += top

@@ -22,7 +22,8 @@ and checked against these rules; each error is one line,
   driver, includes only the ABI table nvml/nvml_api.h of them.
 - kdevctl: src/kubelet and src/cmd/kdevctl.c include only rpc, the messages,
   common, share's region reader, the API client (kube), the structured
-  allocator and the fit and quota checks (sched), and kubelet's own headers.
+  allocator and the fit and quota checks (sched), the PodResources client
+  (podres), and kubelet's own headers.
 - front-end: the backends (src/generic, src/nvidia, src/nvml) never include
   the front ends' headers (src/plugin, src/dra).
 - backend: a backend never includes another backend's headers (the /dev
@@ -57,8 +58,9 @@ KDEVCTL_UNITS = ("kubelet", "exe:kdevctl")
 # side of DRA that kdevctl plays offline beside kubelet's; `kdevctl schedule`
 # and `kdevctl quota` print sched's fit and quota decisions. Neither module
 # pulls in a backend or a front end (kube: common only; sched: common, cel,
-# jansson and libyaml).
-KDEVCTL_MAY_INCLUDE = {"rpc", "proto", "common", "kubelet", "share", "kube", "sched"}
+# jansson and libyaml). podres: the PodResources client (rpc and the
+# messages) that `kdevctl podresources` and kdev-plugin's metering share.
+KDEVCTL_MAY_INCLUDE = {"rpc", "proto", "common", "kubelet", "share", "kube", "sched", "podres"}
 MOCK_NVML = "mock/nvml"
 MOCK_NVML_HEADERS = {"nvml/nvml_api.h"}  # the ABI table the mock implements
 
@@ -198,7 +200,7 @@ def check(cmake_text, mock_text, files, allowed):
             if unit in KDEVCTL_UNITS and mod not in KDEVCTL_MAY_INCLUDE:
                 crossings.append(("kdevctl", path, line, header,
                                   'includes "%s"; kdevctl includes only rpc, the messages, '
-                                  "common, share, kube and sched" % header))
+                                  "common, share, kube, sched and podres" % header))
             if unit in BACKENDS and mod in FRONT_ENDS:
                 crossings.append(("front-end", path, line, header,
                                   'backend %s includes "%s"; backends never include '
@@ -355,13 +357,13 @@ def test_checker_can_fail():
                               "target_link_libraries(kdevctl kdev_model kdev_common")
     expect("kdevctl including the model", check(cm, SAMPLE_MOCK, bad, {}), [
         'src/cmd/kdevctl.c:3: kdevctl: includes "model/model.h"; kdevctl includes only rpc, '
-        'the messages, common, share, kube and sched',
+        'the messages, common, share, kube, sched and podres',
     ])
     expect("the binary's link line", check(SAMPLE_CMAKE, SAMPLE_MOCK, bad, {}), [
         'src/cmd/kdevctl.c:3: graph: includes "model/model.h", but '
         'target_link_libraries(kdevctl ...) in CMakeLists.txt does not name kdev_model',
         'src/cmd/kdevctl.c:3: kdevctl: includes "model/model.h"; kdevctl includes only rpc, '
-        'the messages, common, share, kube and sched',
+        'the messages, common, share, kube, sched and podres',
     ])
 
     # one backend including another; the model or a backend including the wire

@@ -1,9 +1,12 @@
 /* kdev-plugin's usage metering loop (src/daemon/usage_internal.h) in the
- * daemon, in-process on the mock NVML: the container map supplier of the
- * daemon options is acquired before and released after each sample, its
- * device IDs (time-slicing replicas) are resolved to GPU UUIDs through the
- * served resources, and the metrics endpoint then shows the container's
- * series. The mock is found as <driver root>/usr/lib64/libnvidia-ml.so.1. */
+ * daemon, in-process on the mock NVML: at each sample it asks a
+ * PodResources server (here on a thread of the test: List answered with one
+ * container holding a time-slicing replica) and reads kubelet's log names
+ * (pods/, containers/ of --pod-log-dir) for the pod UID and container ID; the
+ * replica is resolved to its GPU's UUID through the served resources, the
+ * mock's process is matched by its cgroup, and the metrics endpoint then
+ * shows the container's series. The mock is found as
+ * <driver root>/usr/lib64/libnvidia-ml.so.1. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
@@ -26,35 +29,98 @@
 
 #include "daemon/dp_daemon.h"
 #include "nvidia/config.h"
+#include "podres/client.h"
+#include "podresources/v1/api.pb-c.h"
+#include "rpc/rpc.h"
 
 #define GPU0 "GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e"
 #define CID "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1"
+#define CID_OTHER "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb2"
 #define UID_ "0f5c4ac8_8fd7_4a9c_9d63_4b1f1e2f3a4b"
+#define UID_DASHES "0f5c4ac8-8fd7-4a9c-9d63-4b1f1e2f3a4b"
 
 static char root[64];
 static unsigned port;
-static int acquired, released;
 static char scraped[1 << 17];
 static bool found;
 
-static const char *ids[] = {GPU0 "::1"};
-static const struct kdev_usage_container containers[] = {
-        {"ml", "train-0", "trainer", NULL, CID, "nvidia.com/gpu", ids, 1, NULL},
-};
-static const struct kdev_usage_pods map = {containers, 1};
+/* --- the PodResources server, on a thread with its own loop ---------------- */
 
-static const struct kdev_usage_pods *acquire(void *arg)
+static uv_loop_t srv_loop;
+static uv_async_t srv_stop;
+static struct kdev_rpc_server *srv;
+static char srv_path[PATH_MAX];
+static volatile int lists;
+
+static void on_list(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *arg)
 {
-        assert_ptr_equal(arg, &map);
-        acquired++;
-        return &map;
+        (void)req;
+        (void)len;
+        (void)arg;
+        char *ids[] = {GPU0 "::1"};
+        V1__ContainerDevices cd = V1__CONTAINER_DEVICES__INIT;
+        cd.resource_name = "nvidia.com/gpu";
+        cd.device_ids = ids;
+        cd.n_device_ids = 1;
+        V1__ContainerDevices *cds[] = {&cd};
+        V1__ContainerResources c = V1__CONTAINER_RESOURCES__INIT;
+        c.name = "trainer";
+        c.devices = cds;
+        c.n_devices = 1;
+        V1__ContainerResources *cs[] = {&c};
+        V1__PodResources p = V1__POD_RESOURCES__INIT;
+        p.name = "train-0";
+        p.namespace_ = "ml";
+        p.containers = cs;
+        p.n_containers = 1;
+        V1__PodResources *ps[] = {&p};
+        V1__ListPodResourcesResponse r = V1__LIST_POD_RESOURCES_RESPONSE__INIT;
+        r.pod_resources = ps;
+        r.n_pod_resources = 1;
+        lists++;
+        kdev_rpc_call_reply_pb(call, &r.base);
 }
 
-static void release(void *arg, const struct kdev_usage_pods *pods)
+static void srv_closed(void *arg)
 {
-        assert_ptr_equal(arg, &map);
-        assert_ptr_equal(pods, &map);
-        released++;
+        (void)arg;
+}
+
+static void on_srv_stop(uv_async_t *a)
+{
+        kdev_rpc_server_close(srv, srv_closed, NULL);
+        uv_close((uv_handle_t *)a, NULL);
+}
+
+static void *srv_main(void *arg)
+{
+        (void)arg;
+        uv_run(&srv_loop, UV_RUN_DEFAULT);
+        return NULL;
+}
+
+static pthread_t srv_thread;
+
+static void srv_start(void)
+{
+        snprintf(srv_path, sizeof(srv_path), "%s/pod-resources.sock", root);
+        assert_int_equal(uv_loop_init(&srv_loop), 0);
+        srv = kdev_rpc_server_new(&srv_loop, NULL);
+        assert_non_null(srv);
+        assert_int_equal(kdev_rpc_server_add_method(srv, KDEV_PODRES_LIST, false, on_list, NULL),
+                         0);
+        struct kdev_err err = {0};
+        assert_int_equal(kdev_rpc_server_listen_unix(srv, srv_path, &err), 0);
+        assert_int_equal(uv_async_init(&srv_loop, &srv_stop, on_srv_stop), 0);
+        assert_int_equal(pthread_create(&srv_thread, NULL, srv_main, NULL), 0);
+}
+
+static void srv_end(void)
+{
+        uv_async_send(&srv_stop);
+        pthread_join(srv_thread, NULL);
+        uv_run(&srv_loop, UV_RUN_DEFAULT);
+        assert_int_equal(uv_loop_close(&srv_loop), 0);
 }
 
 static void put(const char *path, const char *text)
@@ -135,9 +201,11 @@ static void test_map_to_series(void **state)
         assert_non_null(mkdtemp(root));
         char path[PATH_MAX], cmd[PATH_MAX * 2];
         snprintf(cmd, sizeof(cmd),
-                 "mkdir -p %s/driver/usr/lib64 %s/proc/100 %s/dp && ln -s %s "
-                 "%s/driver/usr/lib64/libnvidia-ml.so.1",
-                 root, root, root, KDEV_MOCK_NVML_LIB, root);
+                 "mkdir -p %s/driver/usr/lib64 %s/proc/100 %s/dp %s/log/pods/ml_train-0_" UID_DASHES
+                 " %s/log/containers && ln -s %s %s/driver/usr/lib64/libnvidia-ml.so.1 && "
+                 "ln -s /dev/null %s/log/containers/train-0_ml_trainer-" CID ".log && "
+                 "ln -s /dev/null %s/log/containers/train-0_ml_sidecar-" CID_OTHER ".log",
+                 root, root, root, root, root, KDEV_MOCK_NVML_LIB, root, root, root);
         assert_int_equal(system(cmd), 0);
         snprintf(path, sizeof(path), "%s/proc/100/cgroup", root);
         put(path, "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID_
@@ -173,23 +241,27 @@ static void test_map_to_series(void **state)
         assert_int_equal(kdev_nvidia_config_apply_flag(&nv, "proc-root", proc, &err), 0);
         assert_int_equal(kdev_nvidia_config_apply_flag(&nv, "cdi-dir", cdi, &err), 0);
         port = free_port();
+        srv_start();
+        char logs[PATH_MAX];
+        snprintf(logs, sizeof(logs), "%s/log", root);
         snprintf(address, sizeof(address), "127.0.0.1:%u", port);
         struct kdev_dp_daemon_options o = {
                 .config = config,
                 .dp = {.plugin_dir = dp},
                 .metrics_address = address,
                 .nv = &nv,
-                .usage_pods = {acquire, release, (void *)&map},
+                .podres_socket = srv_path,
+                .pod_log_dir = logs,
                 .on_started = started,
         };
         int rc = kdev_dp_daemon_run(&o, &err);
         pthread_join(thread, NULL);
+        srv_end();
         if (rc != 0)
                 fail_msg("%s", err.msg);
         if (!found)
                 fail_msg("no container series in:\n%s", scraped);
-        assert_true(acquired >= 1);
-        assert_int_equal(released, acquired); /* every acquired map released, also at stop */
+        assert_true(lists >= 1);
         /* the one holder of GPU 0: dcgm-exporter's pod labels on its device series */
         const char *fb = "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"" GPU0 "\",pci_bus_id=\"00000000:18:00.0\","
                          "device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-t\","

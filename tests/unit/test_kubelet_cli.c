@@ -169,22 +169,6 @@ static void test_values(void **state)
         free(j);
 }
 
-static void test_code_names(void **state)
-{
-        (void)state;
-        static const char *const want[] = {
-                "OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
-                "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
-                "Aborted", "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss",
-                "Unauthenticated",
-        };
-        char buf[32];
-        for (int i = 0; i <= 16; i++)
-                assert_string_equal(kdev_cli_code_name(i, buf, sizeof(buf)), want[i]);
-        assert_string_equal(kdev_cli_code_name(17, buf, sizeof(buf)), "Code(17)");
-        assert_string_equal(kdev_cli_code_name(-1, buf, sizeof(buf)), "Code(-1)");
-}
-
 static char *capture_table(const struct kdev_cli_table *t, const char *indent)
 {
         char *buf = NULL;
@@ -322,7 +306,6 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse),
                 cmocka_unit_test(test_values),
-                cmocka_unit_test(test_code_names),
                 cmocka_unit_test(test_table),
                 cmocka_unit_test(test_socket_path_and_probe),
         };

@@ -300,10 +300,28 @@ static void test_status_trailers(void **state)
         assert_int_equal(kdev_rpc__status_from_h2(NGHTTP2_PROTOCOL_ERROR), KDEV_RPC_INTERNAL);
 }
 
+static void test_code_names(void **state)
+{
+        (void)state;
+        static const char *const want[] = {
+                "OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
+                "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+                "Aborted", "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss",
+                "Unauthenticated",
+        };
+        char buf[32];
+        for (int i = 0; i <= 16; i++)
+                assert_string_equal(kdev_rpc_code_name(i, buf, sizeof(buf)), want[i]);
+        assert_string_equal(kdev_rpc_code_name(17, buf, sizeof(buf)), "Code(17)");
+        assert_string_equal(kdev_rpc_code_name(-1, buf, sizeof(buf)), "Code(-1)");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_status_names),   cmocka_unit_test(test_percent_encode),
+                cmocka_unit_test(test_status_names),
+                cmocka_unit_test(test_code_names),
+                cmocka_unit_test(test_percent_encode),
                 cmocka_unit_test(test_percent_decode), cmocka_unit_test(test_timeout_parse),
                 cmocka_unit_test(test_timeout_format), cmocka_unit_test(test_content_type),
                 cmocka_unit_test(test_prefix),         cmocka_unit_test(test_prefix_take),

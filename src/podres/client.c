@@ -1,11 +1,13 @@
 /* PodResources v1 client: List and the device -> pod map. */
-#include "kubelet/podres_client.h"
+#include "podres/client.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
-#include "kubelet/cli.h"
+#include "common/file.h"
 #include "rpc/rpc.h"
 
 static bool dup_to(char **dst, const char *s)
@@ -138,16 +140,47 @@ int kdev_podres_list(const char *path, uint64_t timeout_ms, struct kdev_podres_m
         memset(map, 0, sizeof(*map));
         if (!path)
                 path = KDEV_PODRES_SOCKET;
-        V1__ListPodResourcesRequest req = V1__LIST_POD_RESOURCES_REQUEST__INIT;
-        ProtobufCMessage *resp = NULL;
+        struct stat st;
+        if (stat(path, &st) < 0) {
+                int e = errno;
+                if (e == ENOENT)
+                        return kdev_err_set(err, ENOENT, "PodResources List on %s: no such socket %s",
+                                            path, path);
+                return kdev_err_set(err, e, "PodResources List on %s: %s: %s", path, path,
+                                    strerror(e));
+        }
+        if (!S_ISSOCK(st.st_mode))
+                return kdev_err_set(err, ENOTSOCK, "PodResources List on %s: %s is not a socket "
+                                                   "(it is %s)",
+                                    path, path, kdev_file_type_name(st.st_mode));
+        /* an empty ListPodResourcesRequest packs to no bytes */
+        uint8_t *in = NULL;
+        size_t in_len = 0;
         struct kdev_err e = {0};
-        if (kdev_cli_unary("podresources", path, KDEV_PODRES_LIST, &req.base,
-                           &v1__list_pod_resources_response__descriptor, timeout_ms, &resp, true,
-                           &e) != KDEV_CLI_OK)
-                return kdev_err_set(err, e.code == EPROTO ? EREMOTEIO : e.code ? e.code : EIO,
-                                    "PodResources List on %s: %s", path, e.msg);
-        int rc = kdev_podres_map_from_list((const V1__ListPodResourcesResponse *)resp, map, err);
-        protobuf_c_message_free_unpacked(resp, NULL);
+        int rc = kdev_rpc_unary_sync(path, KDEV_PODRES_LIST, NULL, 0, timeout_ms, &in, &in_len, &e);
+        if (rc < 0) {
+                free(in);
+                return kdev_err_set(err, -rc, "PodResources List on %s: %s", path,
+                                    e.msg[0] ? e.msg : strerror(-rc));
+        }
+        if (rc != KDEV_RPC_OK) {
+                char name[32];
+                free(in);
+                return kdev_err_set(err, EREMOTEIO,
+                                    "PodResources List on %s: rpc error: code = %s desc = %s", path,
+                                    kdev_rpc_code_name(rc, name, sizeof(name)), e.msg);
+        }
+        static const uint8_t none[1];
+        V1__ListPodResourcesResponse *resp =
+                v1__list_pod_resources_response__unpack(NULL, in_len, in ? in : none);
+        free(in);
+        if (!resp)
+                return kdev_err_set(err, EBADMSG,
+                                    "PodResources List on %s: cannot decode the %s response "
+                                    "(%zu bytes)",
+                                    path, v1__list_pod_resources_response__descriptor.name, in_len);
+        rc = kdev_podres_map_from_list(resp, map, err);
+        v1__list_pod_resources_response__free_unpacked(resp, NULL);
         return rc;
 }
 

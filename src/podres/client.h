@@ -5,8 +5,8 @@
  * entry per device-plugin device of a container, one per DRA claim device
  * (ClaimResource) of a container with its CDI device names. What a GPU
  * metrics exporter joins its per-device figures with. */
-#ifndef KDEV_KUBELET_PODRES_CLIENT_H
-#define KDEV_KUBELET_PODRES_CLIENT_H
+#ifndef KDEV_PODRES_CLIENT_H
+#define KDEV_PODRES_CLIENT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -76,7 +76,8 @@ KDEV_API int kdev_podres_map_from_list(const V1__ListPodResourcesResponse *resp,
  * "PodResources List on PATH: ...": -EREMOTEIO for a non-OK gRPC status
  * ("rpc error: code = Unavailable desc = ..." also when nothing listens on
  * the socket), the socket check's errno when PATH is not a Unix socket
- * (-ENOENT missing, -ENOTSOCK, -EACCES, kdev_cli_check_socket()), -EBADMSG
+ * (-ENOENT \"no such socket PATH\", -ENOTSOCK \"PATH is not a socket (it is a
+ * regular file)\", -EACCES), -EBADMSG
  * for an answer that is not a ListPodResourcesResponse, -ENOMEM. Blocking:
  * runs a private loop, so not for a daemon's event loop thread. */
 KDEV_API int kdev_podres_list(const char *path, uint64_t timeout_ms, struct kdev_podres_map *map,
@@ -98,4 +99,4 @@ KDEV_API json_t *kdev_podres_map_json(const struct kdev_podres_map *map);
 /* Frees everything |map| holds and leaves it empty. NULL-safe. */
 KDEV_API void kdev_podres_map_clear(struct kdev_podres_map *map);
 
-#endif /* KDEV_KUBELET_PODRES_CLIENT_H */
+#endif /* KDEV_PODRES_CLIENT_H */

@@ -1,4 +1,4 @@
-/* kubelet/podres_client.h: the device -> (namespace, pod, container) map
+/* podres/client.h: the device -> (namespace, pod, container) map
  * built from PodResources List answers (the wire vectors of
  * tests/data/vectors/podresources-v1, encoded by Kubernetes' generated code),
  * device-plugin devices and DRA claim devices, exactly; NUMA nodes of one
@@ -18,7 +18,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "kubelet/podres_client.h"
+#include "podres/client.h"
 
 #define VEC KDEV_SOURCE_DIR "/tests/data/vectors/podresources-v1"
 
