@@ -9,16 +9,25 @@ cgroups of the processes the mock reports (control file `util`, `proc`):
   pid 500 without a /proc entry (exited);
 - GPU 1 idle.
 
-No container map is supplied (kdev-plugin has no PodResources client yet),
-so every process is unattributed with its reason. A real Prometheus server
-must report dcgm-exporter's device series with their labels and kdev's
-unattributed and failure families with the exact values; and with
---usage-interval 0 none of them exist.
+Without PodResources (--pod-resources-socket "") every process is
+unattributed with its reason. A real Prometheus server must report
+dcgm-exporter's device series with their labels and kdev's unattributed and
+failure families with the exact values; and with --usage-interval 0 none of
+them exist.
+
+Then the whole chain on one GPU time-sliced 2x: `kdevctl kubelet` admits two
+pods of one replica each and serves PodResources; kubelet's log names
+(pods/, containers/ of --pod-log-dir, laid out here as kubelet does) give
+their pod UIDs and container IDs; the mock runs one process in each
+container's cgroup, and Prometheus must tell the two containers apart.
 
 Skipped (exit 77) when /usr/bin/prometheus is missing.
 """
+import json
 import os
+import signal
 import socket
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
@@ -84,7 +93,8 @@ def test_usage_families_in_prometheus():
         k = FakeKubelet(d)
         k.start()
         mport = free_port()
-        p = start(d, extra=("--metrics-address", "127.0.0.1:%d" % mport))
+        p = start(d, extra=("--metrics-address", "127.0.0.1:%d" % mport,
+                            "--pod-resources-socket", ""))
         prom = None
         try:
             wait_for(lambda: k.updates.get(RES), what="ListAndWatch")
@@ -154,8 +164,128 @@ def test_usage_off():
         assert rc == 0, p.logtext()
 
 
+KDEVCTL = os.path.join(kt.BUILD_DIR, "kdevctl")
+TWO_PODS = """wait:
+  timeout: 60
+  resources:
+    nvidia.com/gpu: 2
+pods:
+  - name: train-a
+    containers:
+      - name: main
+        limits: {nvidia.com/gpu: 1}
+  - name: train-b
+    containers:
+      - name: main
+        limits: {nvidia.com/gpu: 1}
+steps:
+  - exec: "touch %s"
+"""
+UID_A, UID_B = "11111111-aaaa-4aaa-8aaa-000000000001", "22222222-bbbb-4bbb-8bbb-000000000002"
+CID_A, CID_B = "a" * 63 + "2", "b" * 63 + "3"
+
+
+def one_gpu_topology(path):
+    """The H100 topology with its first GPU only."""
+    out, skip = [], False
+    for line in open(kt.H100_TOPO):
+        if line.startswith("links:"):
+            skip = True
+        elif line and not line[0].isspace():
+            skip = False
+        if skip or (line.startswith("  - {uuid:") and UUIDS[0] not in line):
+            continue
+        out.append(line)
+    with open(path, "w") as f:
+        f.writelines(out)
+
+
+def test_two_containers_on_one_gpu():
+    with TempDir() as d:
+        base = os.path.dirname(d)
+        topo = os.path.join(base, "one-gpu.yaml")
+        one_gpu_topology(topo)
+        done = os.path.join(base, "scenario-done")
+        scn = os.path.join(base, "scenario.yaml")
+        with open(scn, "w") as f:
+            f.write(TWO_PODS % done)
+        podres = os.path.join(base, "pod-resources.sock")
+        kerr = open(os.path.join(base, "kubelet.err"), "w")
+        k = subprocess.Popen([*kt.WRAP, KDEVCTL, "kubelet", "--dir", d, "--scenario", scn,
+                              "--hold", "0", "-o", "json", "--pod-resources-socket", podres],
+                             stdout=subprocess.PIPE, stderr=kerr, text=True)
+        # the node as kubelet and containerd leave it: log names, cgroups
+        logs = os.path.join(base, "log")
+        for pod, uid, cid in (("train-a", UID_A, CID_A), ("train-b", UID_B, CID_B)):
+            os.makedirs(os.path.join(logs, "pods", "default_%s_%s" % (pod, uid), "main"))
+            os.makedirs(os.path.join(logs, "containers"), exist_ok=True)
+            os.symlink(os.path.join(logs, "pods", "default_%s_%s" % (pod, uid), "main", "0.log"),
+                       os.path.join(logs, "containers", "%s_default_main-%s.log" % (pod, cid)))
+        proc = os.path.join(base, "proc")
+        for pid, uid, cid in ((100, UID_A, CID_A), (200, UID_B, CID_B)):
+            os.makedirs(os.path.join(proc, str(pid)))
+            with open(os.path.join(proc, str(pid), "cgroup"), "w") as f:
+                f.write("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s"
+                        ".slice/cri-containerd-%s.scope\n" % (uid.replace("-", "_"), cid))
+        ctl = os.path.join(base, "control")
+        with open(ctl, "w") as f:
+            f.write("util %s 60 20\n" % UUIDS[0])
+            f.write("proc %s 100 %d 45\n" % (UUIDS[0], 3072 * MIB))
+            f.write("proc %s 200 %d 15\n" % (UUIDS[0], 1024 * MIB))
+        mport = free_port()
+        env = {"LD_LIBRARY_PATH": kt.MOCK_NVML_DIR, "KDEV_MOCK_NVML_TOPOLOGY": topo,
+               "KDEV_MOCK_NVML_CONTROL": ctl, "KDEV_PROC_ROOT": proc, "NODE_NAME": "node-a"}
+        wait_for(lambda: os.path.exists(os.path.join(d, "kubelet.sock")), what="kubelet.sock")
+        p = Plugin(d, CONFIG, env=env,
+                   extra=("--cdi-dir", os.path.join(base, "cdi"), "--metrics-address",
+                          "127.0.0.1:%d" % mport, "--pod-resources-socket", podres,
+                          "--pod-log-dir", logs))
+        prom = None
+        try:
+            wait_for(lambda: os.path.exists(done) or k.poll() is not None, timeout=90,
+                     what="scenario end")
+            assert k.poll() is None
+            prom = Prometheus(mport)
+            prom.wait_ready()
+            who = dict(UUID=UUIDS[0], gpu="0", namespace="default", container="main")
+            prom.wait_values("kdev_container_gpu_memory_used_bytes", {
+                L(pod="train-a", source="processes", **who): 3072.0 * MIB,
+                L(pod="train-b", source="processes", **who): 1024.0 * MIB})
+            prom.wait_values("kdev_container_gpu_sm_utilization_percent", {
+                L(pod="train-a", **who): 45.0, L(pod="train-b", **who): 15.0})
+            prom.wait_values("kdev_container_gpu_replicas", {
+                L(pod="train-a", resource=RES, **who): 1.0,
+                L(pod="train-b", resource=RES, **who): 1.0})
+            prom.wait_values("count(kdev_gpu_unattributed_processes) or vector(0)", {L(): 0.0})
+            prom.wait_values('DCGM_FI_DEV_FB_USED{gpu="0"}', {L(**dev_labels(0)): 4096.0})
+            # a third process in neither container: unattributed, the two unchanged
+            with open(ctl, "a") as f:
+                f.write("proc %s 300 %d\n" % (UUIDS[0], 512 * MIB))
+            prom.wait_values("kdev_gpu_unattributed_processes", {
+                L(UUID=UUIDS[0], gpu="0", reason="no_cgroup"): 1.0})
+            prom.wait_values('kdev_container_gpu_memory_used_bytes{pod="train-a"}', {
+                L(pod="train-a", source="processes", **who): 3072.0 * MIB})
+        finally:
+            if prom is not None:
+                prom.stop()
+            rc = p.stop()
+            k.send_signal(signal.SIGTERM)
+            out, _ = k.communicate(timeout=60 * kt.TIMEOUT_SCALE)
+            kerr.close()
+        assert rc == 0, p.logtext()
+        assert k.returncode == 0, out
+        # kdevctl's own record: one replica of the one GPU each
+        ids = {s["name"]: [i for c in s["containers"] for a in c["allocations"]
+                           for i in a["deviceIDs"]]
+               for s in json.loads(out)["steps"] if s["kind"] == "pod"}
+        assert sorted(ids) == ["train-a", "train-b"], ids
+        assert all(len(v) == 1 and v[0].startswith(UUIDS[0] + "::") for v in ids.values()), ids
+        assert "cannot ask kubelet" not in p.logtext(), p.logtext()
+
+
 if __name__ == "__main__":
     if not HAVE_PROMETHEUS:
         print("SKIP: %s is missing (Debian package prometheus)" % PROMETHEUS, flush=True)
         sys.exit(77)
-    kt.run_tests([test_usage_families_in_prometheus, test_usage_off])
+    kt.run_tests([test_usage_families_in_prometheus, test_usage_off,
+                  test_two_containers_on_one_gpu])
