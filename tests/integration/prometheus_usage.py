@@ -19,12 +19,17 @@ Then the whole chain on one GPU time-sliced 2x: `kdevctl kubelet` admits two
 pods of one replica each and serves PodResources; kubelet's log names
 (pods/, containers/ of --pod-log-dir, laid out here as kubelet does) give
 their pod UIDs and container IDs; the mock runs one process in each
-container's cgroup, and Prometheus must tell the two containers apart.
+container's cgroup, and Prometheus must tell the two containers apart. On
+that node the Grafana dashboard deploy/grafana/kdev-gpu-usage.json is
+checked: valid JSON as Grafana reads it, every metric and label its queries
+and variables name is one the endpoint serves, and every query runs in
+Prometheus with a result (those of isolated replicas excepted).
 
 Skipped (exit 77) when /usr/bin/prometheus is missing.
 """
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -200,6 +205,79 @@ def one_gpu_topology(path):
         f.writelines(out)
 
 
+DASHBOARD = os.path.join(kt.SOURCE_DIR, "deploy", "grafana", "kdev-gpu-usage.json")
+METRIC = re.compile(r"\b(DCGM_FI_[A-Z_]+|kdev_[a-z_]+)\b")
+# panels with no series on a node without isolated replicas
+EMPTY_OK = {"Memory used of limit (isolated replicas)", "Compute share (isolated replicas)"}
+
+
+def families(text):
+    """{metric name: label names} of a /metrics text; a family with a TYPE
+    line and no series yet (e.g. isolated replicas' limits) maps to None."""
+    out = {}
+    for line in text.splitlines():
+        t = re.match(r"^# TYPE (\S+) ", line)
+        if t:
+            out.setdefault(t.group(1), None)
+            continue
+        m = re.match(r"^([A-Za-z_:][\w:]*)(\{(.*)\})? ", line)
+        if m and not line.startswith("#"):
+            labels = re.findall(r'(\w+)="', m.group(3) or "")
+            out[m.group(1)] = (out.get(m.group(1)) or set()) | set(labels)
+    return out
+
+
+def dashboard():
+    """The dashboard's panels' (title, expr) and variables' (name, query),
+    after its structure is checked."""
+    with open(DASHBOARD) as f:
+        d = json.load(f)
+    assert d["uid"] == "kdev-gpu-usage" and d["schemaVersion"] >= 36, d.keys()
+    ids = [p["id"] for p in d["panels"]]
+    assert len(ids) == len(set(ids)) and len(ids) >= 10, ids
+    names = [v["name"] for v in d["templating"]["list"]]
+    assert names == ["datasource", "Hostname", "namespace"], names
+    panels = []
+    for p in d["panels"]:
+        assert p["type"] == "timeseries" and p["title"] and p["description"], p
+        assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
+        g = p["gridPos"]
+        assert g["x"] + g["w"] <= 24 and g["h"] > 0, p["title"]
+        refs = [t["refId"] for t in p["targets"]]
+        assert len(refs) == len(set(refs)) and refs, p["title"]
+        panels += [(p["title"], t["expr"]) for t in p["targets"]]
+    variables = [(v["name"], v["query"]["query"]) for v in d["templating"]["list"]
+                 if v["type"] == "query"]
+    return panels, variables
+
+
+def check_dashboard(prom, mport):
+    fams = families(scrape(mport)[1])
+    panels, variables = dashboard()
+    for name, q in variables:
+        m = re.fullmatch(r"label_values\((\w+), (\w+)\)", q)
+        assert m and m.group(2) in fams.get(m.group(1), ()), (name, q, sorted(fams))
+        assert prom.query("count by (%s) (%s)" % (m.group(2), m.group(1))), q
+    for title, expr in panels:
+        used = METRIC.findall(expr)
+        assert used, (title, expr)
+        for name in used:
+            assert name in fams, "%s: %s is not served: %s" % (title, name, sorted(fams))
+        if title in EMPTY_OK:
+            prom.query(expr.replace("$namespace", ".*"))  # runs (a malformed query fails)
+            continue
+        for name, sel in re.findall(r"(\w+)\{([^}]*)\}", expr):
+            for label in re.findall(r"(\w+)\s*(?:=~|!=|!~|=)", sel):
+                assert label in fams[name], "%s: %s has no label %s" % (title, name, label)
+        known = set().union(*(fams[n] for n in used)) | {"instance", "job"}
+        for group in re.findall(r"\b(?:by|on|group_left|group_right)\s*\(([^)]*)\)", expr):
+            for label in filter(None, (x.strip() for x in group.split(","))):
+                assert label in known, "%s: no metric of it has label %s" % (title, label)
+        q = (expr.replace("$Hostname", ".*").replace("$namespace", ".*")
+                 .replace("$__rate_interval", "1m"))
+        wait_for(lambda: prom.query(q), timeout=30, what="a result for panel " + title)
+
+
 def test_two_containers_on_one_gpu():
     with TempDir() as d:
         base = os.path.dirname(d)
@@ -265,6 +343,7 @@ def test_two_containers_on_one_gpu():
                 L(UUID=UUIDS[0], gpu="0", reason="no_cgroup"): 1.0})
             prom.wait_values('kdev_container_gpu_memory_used_bytes{pod="train-a"}', {
                 L(pod="train-a", source="processes", **who): 3072.0 * MIB})
+            check_dashboard(prom, mport)
         finally:
             if prom is not None:
                 prom.stop()
