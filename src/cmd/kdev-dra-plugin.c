@@ -22,6 +22,7 @@
 #include "common/version.h"
 #include "dra/daemon.h"
 #include "dra/plugin.h"
+#include "metrics/http.h"
 #include "nvidia/config.h"
 
 #define PROG "kdev-dra-plugin"
@@ -61,6 +62,11 @@ static void usage(FILE *f)
                 "      --sysfs-root DIR            where bus/pci/devices/<bus id> is read\n"
                 "                                  (NUMA node, PCIe root, DRM nodes;\n"
                 "                                  default /sys)\n"
+                "      --metrics-address HOST:PORT serve Prometheus metrics on GET\n"
+                "                                  http://HOST:PORT/metrics (prepared claims,\n"
+                "                                  claim operations and their latency, slice\n"
+                "                                  publishes; e.g. 127.0.0.1:9401); off by\n"
+                "                                  default, and an empty value keeps it off\n"
                 "      --health-probe-interval S   seconds between recovery probes of an\n"
                 "                                  unhealthy GPU (default 10)\n"
                 "      --health-quiet-period S     seconds without critical XID before an\n"
@@ -86,6 +92,7 @@ static void usage(FILE *f)
                 "  KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT\n"
                 "                            in-cluster API server address (without --kubeconfig)\n"
                 "  NVIDIA_CDI_HOOK_PATH      default of --nvidia-cdi-hook-path\n"
+                "  KDEV_METRICS_ADDRESS      default of --metrics-address (\"\": off)\n"
                 "  DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS\n"
                 "                            XIDs that mark a GPU unhealthy, as for kdev-plugin\n"
                 "\n"
@@ -133,6 +140,7 @@ enum {
         OPT_SYSFS_ROOT,
         OPT_PROBE,
         OPT_QUIET,
+        OPT_METRICS_ADDRESS,
 };
 
 static const struct option longopts[] = {
@@ -149,6 +157,7 @@ static const struct option longopts[] = {
         {"sysfs-root", required_argument, NULL, OPT_SYSFS_ROOT},
         {"health-probe-interval", required_argument, NULL, OPT_PROBE},
         {"health-quiet-period", required_argument, NULL, OPT_QUIET},
+        {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
         {"log-level", required_argument, NULL, KDEV_FLAG_LOG_LEVEL},
         {"log-format", required_argument, NULL, KDEV_FLAG_LOG_FORMAT},
         {"help", no_argument, NULL, 'h'},
@@ -172,7 +181,9 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                 .cdi_hook = getenv("NVIDIA_CDI_HOOK_PATH"),
                 .proc_root = "/proc",
                 .sysfs_root = "/sys",
+                .metrics_address = getenv("KDEV_METRICS_ADDRESS"),
         };
+        bool metrics_from_env = o->metrics_address && *o->metrics_address;
         while (usage_status < 0 && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
                 switch (c) {
                 case OPT_DRIVER:
@@ -218,6 +229,10 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                         if (!flag_seconds("health-probe-interval", optarg))
                                 usage_status = 2;
                         break;
+                case OPT_METRICS_ADDRESS:
+                        o->metrics_address = optarg; /* "": off */
+                        metrics_from_env = false;
+                        break;
                 case OPT_QUIET:
                         o->quiet_s = optarg;
                         if (!flag_seconds("health-quiet-period", optarg))
@@ -233,6 +248,13 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                 }
         }
         usage_status = kdev_flag_no_operands(PROG, usage_status, argc, argv, optind);
+        if (usage_status < 0 && o->metrics_address && *o->metrics_address &&
+            !kdev_metrics_address_valid(o->metrics_address)) {
+                fprintf(stderr, PROG ": invalid %s \"%s\": want " KDEV_METRICS_ADDRESS_FORM "\n",
+                        metrics_from_env ? "KDEV_METRICS_ADDRESS" : "--metrics-address",
+                        o->metrics_address);
+                usage_status = 2;
+        }
         if (usage_status < 0 && (!o->node || !*o->node)) {
                 fprintf(stderr, PROG ": no node name: set --node-name or NODE_NAME\n");
                 usage_status = 2;

@@ -20,6 +20,7 @@
 #include "dra/health.h"
 #include "dra/plugin.h"
 #include "dra/slices.h"
+#include "metrics/dra_metrics.h"
 #include "kube/kube.h"
 #include "model/model.h"
 #include "nvidia/config.h"
@@ -67,6 +68,7 @@ struct kdev_dra_daemon {
         /* per-claim lines: a client repeating the same call within 5 s gets
          * one line per window (common/log.h); flushed by sockets_timer */
         struct kdev_log_limiter *claim_log;
+        struct kdev_dra_metrics *metrics; /* NULL: metrics off */
 };
 
 static void xid_warn(void *arg, const char *msg)
@@ -133,6 +135,7 @@ static void on_claim(void *arg, const struct kdev_dra_claim_event *ev)
         struct kdev_dra_daemon *d = arg;
         char claim[512];
 
+        kdev_dra_metrics_claim(d->metrics, ev->prepare, !ev->error, ev->seconds);
         snprintf(claim, sizeof(claim), "%s/%s", ev->ns, ev->name);
         if (ev->error) {
                 kdev_log_limited(d->claim_log, 1, KDEV_LOG_WARN,
@@ -156,6 +159,13 @@ static void on_claim(void *arg, const struct kdev_dra_claim_event *ev)
                          "devices", devs ? devs : "?", "cdi_devices", cdis ? cdis : "?", NULL);
         free(devs);
         free(cdis);
+}
+
+/* kdev_dra_metrics_prepared_fn: the claims in the checkpoint now. */
+static size_t prepared_claims(void *arg)
+{
+        struct kdev_dra_daemon *d = arg;
+        return d->plugin ? kdev_dra_plugin_prepared(d->plugin) : 0;
 }
 
 static void on_stale_temp(void *arg, const char *path, int error)
@@ -211,6 +221,7 @@ static void reconcile_done(uv_work_t *w, int status)
         if (status == UV_ECANCELED || d->stopping)
                 goto out;
         d->reconciles++;
+        kdev_dra_metrics_publish(d->metrics, job->rc >= 0, job->res.generation);
         if (job->rc < 0) {
                 char delay[32];
                 snprintf(delay, sizeof(delay), "%llus",
@@ -512,6 +523,8 @@ static void check_sockets(uv_timer_t *t)
 static void on_plugin_stopped(void *arg)
 {
         struct kdev_dra_daemon *d = arg;
+        kdev_dra_metrics_stop(d->metrics, NULL, NULL);
+        d->metrics = NULL;
         kdev_nvidia_dra_backend_health_stop(d->nvidia);
         uv_close((uv_handle_t *)&d->sigterm, NULL);
         uv_close((uv_handle_t *)&d->sigint, NULL);
@@ -752,7 +765,27 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
         uv_signal_start(&d.sigterm, on_signal, SIGTERM);
         uv_signal_start(&d.sigint, on_signal, SIGINT);
 
+        if (o->metrics_address && *o->metrics_address) {
+                d.metrics = kdev_dra_metrics_new(prepared_claims, &d, &err);
+                if (!d.metrics || kdev_dra_metrics_listen(d.metrics, &d.loop, o->metrics_address,
+                                                          &err) < 0) {
+                        /* a port in use is a start failure, as kdev-plugin's */
+                        kdev_dra_metrics_stop(d.metrics, NULL, NULL);
+                        d.metrics = NULL;
+                        uv_close((uv_handle_t *)&d.sigterm, NULL);
+                        uv_close((uv_handle_t *)&d.sigint, NULL);
+                        uv_close((uv_handle_t *)&d.sockets_timer, NULL);
+                        uv_close((uv_handle_t *)&d.slices_timer, NULL);
+                        uv_run(&d.loop, UV_RUN_DEFAULT);
+                        goto out;
+                }
+                kdev_log_info("serving metrics", "address", o->metrics_address,
+                              KDEV_LOG_UINT("port", kdev_dra_metrics_port(d.metrics)),
+                              "path", "/metrics");
+        }
         if (kdev_dra_plugin_start(d.plugin, &d.loop, dra_sock, reg_sock, &err) < 0) {
+                kdev_dra_metrics_stop(d.metrics, NULL, NULL);
+                d.metrics = NULL;
                 uv_close((uv_handle_t *)&d.sigterm, NULL);
                 uv_close((uv_handle_t *)&d.sigint, NULL);
                 uv_close((uv_handle_t *)&d.sockets_timer, NULL);

@@ -75,6 +75,10 @@ struct kdev_dra_daemon_options {
         /* between GPU inventory checks (GPUs added or gone, MIG layouts
          * changed; KDEV_NVIDIA_REDISCOVER_INTERVAL); 0: 30000 */
         uint64_t rediscover_ms;
+        /* serve metrics/dra_metrics.h's set on GET http://HOST:PORT/metrics
+         * (metrics/http.h); NULL or "": off. A port in use is a start
+         * failure. */
+        const char *metrics_address;
         /* NVML library to load; NULL: libnvidia-ml.so.1 (under driver_root) */
         const char *nvml_library;
         /* claim source of NodePrepareResources; NULL: the API server's

@@ -186,6 +186,9 @@ struct kdev_dra_claim_event {
          * or for an unknown claim unprepared. */
         const json_t *devices;
         const char *error;     /* NULL on success, else the claim's error as answered */
+        /* seconds from the call's arrival to this claim's answer (its claim
+         * read from the API server included); < 0: unknown */
+        double seconds;
 };
 
 typedef void (*kdev_dra_claim_fn)(void *arg, const struct kdev_dra_claim_event *ev);

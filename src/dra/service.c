@@ -66,9 +66,11 @@ static bool seen_before(Claim **claims, size_t i)
 /* Tells the plugin's on_claim about claim |c| handled (plugin.h): |error|
  * is the answer's error field ("" or NULL: success). */
 static void notify_claim(const struct kdev_dra_plugin *p, bool prepare, const Claim *c,
-                         bool recorded, const json_t *devices, const char *error)
+                         bool recorded, const json_t *devices, const char *error,
+                         uint64_t start_ns)
 {
         bool failed = error && *error;
+        uint64_t now = uv_hrtime();
         struct kdev_dra_claim_event ev = {
                 .prepare = prepare,
                 .ns = c->namespace_ ? c->namespace_ : "",
@@ -77,6 +79,7 @@ static void notify_claim(const struct kdev_dra_plugin *p, bool prepare, const Cl
                 .recorded = recorded,
                 .devices = failed ? NULL : devices,
                 .error = failed ? error : NULL,
+                .seconds = start_ns && now >= start_ns ? (double)(now - start_ns) / 1e9 : -1,
         };
 
         if (p->o.on_claim)
@@ -141,6 +144,7 @@ static void fill_devices(struct prep_slot *s, const json_t *devices)
  * (Prepare) are done. */
 struct dra_op {
         struct dra_op *next;
+        uint64_t start_ns; /* uv_hrtime() at the call's arrival */
         struct kdev_dra_plugin *p;
         bool prepare;
         bool fetching;              /* claims being read on the thread pool */
@@ -314,7 +318,8 @@ static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call
                         s->one.error = s->err.msg[0] ? s->err.msg : (char *)"prepare failed";
                 else
                         fill_devices(s, it->devices);
-                notify_claim(p, true, claims[i], it->recorded, it->devices, s->one.error);
+                notify_claim(p, true, claims[i], it->recorded, it->devices, s->one.error,
+                             op->start_ns);
                 entries[i] = &s->entry;
         }
         free(items);
@@ -341,7 +346,8 @@ struct unprep_slot {
 
 /* Unprepares every claim of |rq| and answers |call| (NULL: the call ended;
  * the claims are unprepared all the same, plugin.h). */
-static void answer_unprepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call, UnprepReq *rq)
+static void answer_unprepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call, UnprepReq *rq,
+                             uint64_t start_ns)
 {
         UnprepResp resp = UNPREP_RESP_INIT;
         struct unprep_slot *slots;
@@ -371,7 +377,7 @@ static void answer_unprepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *ca
                                              rq->claims[i]->uid, &s->err) < 0 ||
                     kdev_dra_unprepare_claim(p, rq->claims[i]->uid, &s->err) < 0)
                         s->one.error = s->err.msg[0] ? s->err.msg : (char *)"unprepare failed";
-                notify_claim(p, false, rq->claims[i], rec != NULL, devs, s->one.error);
+                notify_claim(p, false, rq->claims[i], rec != NULL, devs, s->one.error, start_ns);
                 json_decref(devs);
                 entries[n++] = &s->entry;
         }
@@ -411,7 +417,7 @@ static void op_run(struct kdev_dra_plugin *p, struct dra_op *op)
         if (op->prepare && op->call)
                 answer_prepare(p, op->call, op);
         else if (!op->prepare)
-                answer_unprepare(p, op->call, op->urq);
+                answer_unprepare(p, op->call, op->urq, op->start_ns);
         for (size_t i = 0; i < op->n_claims; i++)
                 if (op->ticket[i])
                         turn_done(p, op->claims[i]->uid, op->ticket[i]);
@@ -595,6 +601,7 @@ static void start_op(struct kdev_dra_plugin *p, struct kdev_rpc_call *call, bool
                 return;
         }
         op->prepare = prepare;
+        op->start_ns = uv_hrtime();
         op->call = call;
         op->prq = prq;
         op->urq = urq;

@@ -427,6 +427,12 @@ def test_flag_values(env):
          'invalid KDEV_DRA_RESYNC_SECONDS "0": want seconds greater than 0 and at most 86400'),
         ([], {"KDEV_DRA_RESYNC_SECONDS": "x"},
          'invalid KDEV_DRA_RESYNC_SECONDS "x": want seconds greater than 0 and at most 86400'),
+        (["--metrics-address", "127.0.0.1"], {},
+         'invalid --metrics-address "127.0.0.1": want HOST:PORT (e.g. 127.0.0.1:9400, '
+         '[::1]:9400, :9400), with PORT 0..65535'),
+        ([], {"KDEV_METRICS_ADDRESS": "x:99999"},
+         'invalid KDEV_METRICS_ADDRESS "x:99999": want HOST:PORT (e.g. 127.0.0.1:9400, '
+         '[::1]:9400, :9400), with PORT 0..65535'),
     ]
     with TempDir() as d:
         for args, extra, msg in cases:
@@ -450,9 +456,98 @@ def test_flag_values(env):
         assert r.returncode == 1, r
 
 
+def metric_lines(port):
+    """{series line without value: value} of GET /metrics."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    r = c.getresponse()
+    assert r.status == 200, r.status
+    text = r.read().decode()
+    c.close()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return text, out
+
+
+def test_metrics():
+    """--metrics-address: prepared claims, claim operations by result with
+    their latency, slice publishes; exact values after a known sequence, and
+    the families in a real Prometheus where one is installed. A port in use
+    is a start failure."""
+    import socket
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    with TempDir() as d:
+        e = Env(os.path.dirname(d), extra=("--metrics-address", "127.0.0.1:%d" % port))
+        with kt.logged(e):
+            info = e.register()
+            wait_for(lambda: pool_slices(e.api), what="ResourceSlices")
+            r = e.call(info.endpoint, PREPARE, prepare_req(), dra_pb.NodePrepareResourcesResponse)
+            assert r.claims[CLAIM_UID].error == "", r
+            e.call(info.endpoint, PREPARE, prepare_req(), dra_pb.NodePrepareResourcesResponse)
+            bad = dra_pb.NodePrepareResourcesRequest()
+            c = bad.claims.add()
+            c.namespace, c.uid, c.name = "default", "00000000-0000-4000-8000-00000000dead", "nope"
+            r = e.call(info.endpoint, PREPARE, bad, dra_pb.NodePrepareResourcesResponse)
+            assert r.claims[c.uid].error != "", r
+            text, m = metric_lines(port)
+            assert m["kdev_dra_prepared_claims"] == 1, text
+            assert m['kdev_dra_claim_operations_total{operation="prepare",result="ok"}'] == 2, text
+            assert m['kdev_dra_claim_operations_total{operation="prepare",result="error"}'] == 1
+            assert m['kdev_dra_claim_operations_total{operation="unprepare",result="ok"}'] == 0
+            assert m['kdev_dra_claim_operation_duration_seconds_count{operation="prepare"}'] == 3
+            assert m['kdev_dra_claim_operation_duration_seconds_bucket{operation="prepare",'
+                     'le="+Inf"}'] == 3
+            assert m['kdev_dra_slice_publishes_total{result="ok"}'] >= 1, text
+            assert m['kdev_dra_slice_publishes_total{result="error"}'] == 0, text
+            assert m["kdev_dra_slice_generation"] >= 1, text
+            assert any(k.startswith("kdev_build_info{") for k in m), text
+            e.call(info.endpoint, UNPREPARE, unprepare_req(), dra_pb.NodeUnprepareResourcesResponse)
+            text, m = metric_lines(port)
+            assert m["kdev_dra_prepared_claims"] == 0, text
+            assert m['kdev_dra_claim_operations_total{operation="unprepare",result="ok"}'] == 1
+            assert 'msg="serving metrics" address=127.0.0.1:%d port=%d path=/metrics' % (
+                port, port) in e.logtext(), e.logtext()
+            sys.path.insert(0, os.path.dirname(__file__))
+            from prometheus_scrape import HAVE_PROMETHEUS, Prometheus, L
+            if HAVE_PROMETHEUS:
+                prom = Prometheus(port)
+                try:
+                    prom.wait_ready()
+                    prom.wait_values("kdev_dra_prepared_claims", {L(): 0.0})
+                    prom.wait_values('kdev_dra_claim_operations_total{operation="prepare"}', {
+                        L(operation="prepare", result="ok"): 2.0,
+                        L(operation="prepare", result="error"): 1.0})
+                    prom.wait_values('kdev_dra_claim_operation_duration_seconds_count', {
+                        L(operation="prepare"): 3.0, L(operation="unprepare"): 1.0})
+                    prom.wait_values('kdev_dra_slice_publishes_total{result="ok"} > bool 0',
+                                     {L(result="ok"): 1.0})
+                    prom.wait_values("kdev_dra_slice_generation > bool 0", {L(): 1.0})
+                finally:
+                    prom.stop()
+            else:
+                print("Prometheus part skipped: no %s" % "prometheus")
+            # a second plugin on the same port: start failure, exit 1
+            r = subprocess.run([EXE, "--node-name", NODE, "--plugins-registry",
+                                os.path.join(d, "reg2"), "--plugin-dir", os.path.join(d, "p2"),
+                                "--cdi-dir", os.path.join(d, "c2"), "--kubeconfig",
+                                e.kubeconfig, "--metrics-address", "127.0.0.1:%d" % port],
+                               capture_output=True, text=True, timeout=60,
+                               env=dict(os.environ, LD_LIBRARY_PATH=kt.MOCK_NVML_DIR,
+                                        KDEV_MOCK_NVML_TOPOLOGY=kt.H100_TOPO))
+            assert r.returncode == 1, r
+            assert "cannot listen on 127.0.0.1:%d: Address already in use" % port in r.stderr, \
+                r.stderr
+            e.stop()
+
+
 if __name__ == "__main__":
     if not os.path.exists(EXE):
         print("SKIP: %s not built" % EXE)
         sys.exit(kt.SKIP)
     kt.run_tests([test_dra_plugin_end_to_end, test_api_server_down_at_start_v1beta1,
-                  test_health_withdraws_and_restores, test_flags])
+                  test_health_withdraws_and_restores, test_flags, test_metrics])
