@@ -161,6 +161,19 @@ static void on_claim(void *arg, const struct kdev_dra_claim_event *ev)
         free(cdis);
 }
 
+/* A start that failed before serving: the metrics, signals and timers
+ * closed, the loop run until they are. */
+static void abandon_start(struct kdev_dra_daemon *d)
+{
+        kdev_dra_metrics_stop(d->metrics, NULL, NULL);
+        d->metrics = NULL;
+        uv_close((uv_handle_t *)&d->sigterm, NULL);
+        uv_close((uv_handle_t *)&d->sigint, NULL);
+        uv_close((uv_handle_t *)&d->sockets_timer, NULL);
+        uv_close((uv_handle_t *)&d->slices_timer, NULL);
+        uv_run(&d->loop, UV_RUN_DEFAULT);
+}
+
 /* kdev_dra_metrics_prepared_fn: the claims in the checkpoint now. */
 static size_t prepared_claims(void *arg)
 {
@@ -770,13 +783,7 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 if (!d.metrics || kdev_dra_metrics_listen(d.metrics, &d.loop, o->metrics_address,
                                                           &err) < 0) {
                         /* a port in use is a start failure, as kdev-plugin's */
-                        kdev_dra_metrics_stop(d.metrics, NULL, NULL);
-                        d.metrics = NULL;
-                        uv_close((uv_handle_t *)&d.sigterm, NULL);
-                        uv_close((uv_handle_t *)&d.sigint, NULL);
-                        uv_close((uv_handle_t *)&d.sockets_timer, NULL);
-                        uv_close((uv_handle_t *)&d.slices_timer, NULL);
-                        uv_run(&d.loop, UV_RUN_DEFAULT);
+                        abandon_start(&d);
                         goto out;
                 }
                 kdev_log_info("serving metrics", "address", o->metrics_address,
@@ -784,13 +791,7 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                               "path", "/metrics");
         }
         if (kdev_dra_plugin_start(d.plugin, &d.loop, dra_sock, reg_sock, &err) < 0) {
-                kdev_dra_metrics_stop(d.metrics, NULL, NULL);
-                d.metrics = NULL;
-                uv_close((uv_handle_t *)&d.sigterm, NULL);
-                uv_close((uv_handle_t *)&d.sigint, NULL);
-                uv_close((uv_handle_t *)&d.sockets_timer, NULL);
-                uv_close((uv_handle_t *)&d.slices_timer, NULL);
-                uv_run(&d.loop, UV_RUN_DEFAULT);
+                abandon_start(&d);
                 goto out;
         }
         started = true;

@@ -10,11 +10,12 @@
 
 #include "common/file.h"
 #include "usage/usage.h"
+#include "usage/usage_internal.h"
 
 /* Largest /proc/<pid>/cgroup read (a v1 node lists ~13 lines of ~200 bytes). */
 #define CGROUP_FILE_MAX 65536
 
-static bool is_hex64(const char *s, size_t n)
+bool kdev_usage_is_container_id(const char *s, size_t n)
 {
         if (n != 64)
                 return false;
@@ -95,7 +96,7 @@ static bool container_component(const char *s, size_t n, struct kdev_usage_cgrou
         for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
                 size_t p = strlen(forms[i].prefix), q = strlen(forms[i].suffix);
                 if (!has_prefix(s, n, forms[i].prefix) || !has_suffix(s, n, forms[i].suffix) ||
-                    n < p + q || !is_hex64(s + p, n - p - q))
+                    n < p + q || !kdev_usage_is_container_id(s + p, n - p - q))
                         continue;
                 memcpy(out->container_id, s + p, 64);
                 out->container_id[64] = '\0';

@@ -1,5 +1,6 @@
 /* Pod UIDs and container IDs from kubelet's log directories (usage.h). */
 #include "usage/usage.h"
+#include "usage/usage_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,15 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static bool is_hex64(const char *s, size_t n)
-{
-        if (n != 64)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-                        return false;
-        return true;
-}
 
 static char *dup_n(const char *s, size_t n)
 {
@@ -56,7 +48,8 @@ static int container_entry(const char *name, struct kdev_usage_container_log *e)
                 if (*p == '-')
                         dash = p;
         if (!a || !b || !dash || dash < b || a == name || b == a + 1 || dash == b + 1 ||
-            strchr(b + 1, '_') || !is_hex64(dash + 1, (size_t)(name + len - dash - 1)))
+            strchr(b + 1, '_') ||
+            !kdev_usage_is_container_id(dash + 1, (size_t)(name + len - dash - 1)))
                 return 1;
         e->pod = dup_n(name, (size_t)(a - name));
         e->namespace_name = dup_n(a + 1, (size_t)(b - a - 1));
