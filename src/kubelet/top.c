@@ -227,17 +227,19 @@ static int orphan(struct kdev_top *v, const char *uuid, const char *gpu)
         if (lookup(v, uuid, gpu))
                 return 0;
         bool mig = false;
-        const char *model = NULL;
+        const char *model = NULL, *parent = NULL;
         for (size_t j = 0; j < v->n_devs; j++)
                 if (eq(v->devs[j].gpu, gpu)) {
                         mig = mig || (v->devs[j].gi && *v->devs[j].gi);
                         model = v->devs[j].model;
+                        parent = v->devs[j].uuid;
                 }
         struct dev *d = add_dev(v, gpu, mig ? NULL : "");
         if (!d)
                 return -ENOMEM;
         d->model = model;
-        *(mig ? &d->mig_uuid : &d->uuid) = uuid;
+        d->uuid = mig ? parent : uuid;
+        d->mig_uuid = mig ? uuid : NULL;
         return 0;
 }
 
@@ -467,7 +469,8 @@ int kdev_top_print_table(const struct kdev_top *v, FILE *f)
                 kdev_cli_table_print(t, f, NULL);
         kdev_cli_table_free(t);
         if (rc == 0 && !v->sampled)
-                fprintf(f, "no usage samples yet (is usage.interval set in kdev-plugin's config?)\n");
+                fprintf(f, "no usage samples yet (is usage.interval set in kdev-plugin's "
+                           "config?)\n");
         else if (rc == 0 && !v->n_devs)
                 fprintf(f, "no GPU in kdev-plugin's usage sample\n");
         return rc;

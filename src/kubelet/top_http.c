@@ -289,7 +289,7 @@ int kdev_top_http_get(const struct kdev_top_target *t, int timeout_ms, char **bo
                 }
         }
         close(fd);
-        if (rc == 0 && !buf)
+        if (rc == 0 && n == 0)
                 rc = -EPROTO;
         if (rc == 0) {
                 buf[n] = '\0';
@@ -298,8 +298,8 @@ int kdev_top_http_get(const struct kdev_top_target *t, int timeout_ms, char **bo
                 kdev_err_set(err, EINTR, "interrupted");
         } else if (rc == -ETIMEDOUT) {
                 kdev_err_set(err, ETIMEDOUT,
-                             "kdev-plugin's metrics at %s: no complete answer within %d s",
-                             t->addr, timeout_ms / 1000);
+                             "kdev-plugin's metrics at %s: no complete answer within %.3g s",
+                             t->addr, timeout_ms / 1000.0);
         } else if (rc == -EFBIG) {
                 kdev_err_set(err, EFBIG, "kdev-plugin's metrics at %s: answer larger than %u MiB",
                              t->addr, KDEV_TOP_MAX_ANSWER / (1024 * 1024));
