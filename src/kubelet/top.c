@@ -26,6 +26,7 @@ struct ctr {
         const char *ns, *pod, *name, *uuid, *gpu;
         double replicas, used, limit, share, sm;
         size_t dev;
+        bool region; /* used is its share region's sum */
 };
 
 struct lost {
@@ -134,10 +135,12 @@ static int container(struct kdev_top *v, const struct kdev_prom_sample *s, const
         if (!c) {
                 if (!(c = push(&v->ctrs, &v->n_ctrs, sizeof(*c))))
                         return -ENOMEM;
-                *c = (struct ctr){k[0], k[1], k[2], k[3], k[4], NAN, NAN, NAN, NAN, NAN, 0};
+                *c = (struct ctr){k[0], k[1], k[2], k[3], k[4], NAN, NAN, NAN, NAN, NAN, 0, false};
         }
-        if (strcmp(family, "memory_used_bytes") == 0)
+        if (strcmp(family, "memory_used_bytes") == 0) {
                 c->used = s->value;
+                c->region = eq(kdev_prom_label(t, s, "source"), "region");
+        }
         else if (strcmp(family, "memory_limit_bytes") == 0)
                 c->limit = s->value;
         else if (strcmp(family, "compute_share_percent") == 0)
@@ -183,8 +186,27 @@ static struct dev *lookup(struct kdev_top *v, const char *uuid, const char *gpu)
         return NULL;
 }
 
-/* Joins the MIG UUIDs of |gpu| (the kdev_* series') to its MIG devices:
- * through a device's one holder, then by elimination. */
+/* The MiB the processes behind (UUID, gpu) use, as NVML lists them (a
+ * share region's sum is not: it may count otherwise). */
+static double nvml_mib(const struct kdev_top *v, const char *uuid, const char *gpu)
+{
+        double b = 0;
+        for (size_t i = 0; i < v->n_ctrs; i++)
+                if (eq(v->ctrs[i].uuid, uuid) && eq(v->ctrs[i].gpu, gpu) && !v->ctrs[i].region &&
+                    !isnan(v->ctrs[i].used))
+                        b += v->ctrs[i].used;
+        for (size_t i = 0; i < v->n_losts; i++)
+                if (eq(v->losts[i].uuid, uuid) && eq(v->losts[i].gpu, gpu) &&
+                    !isnan(v->losts[i].bytes))
+                        b += v->losts[i].bytes;
+        return floor(b / MIB);
+}
+
+/* Joins the MIG UUIDs of |gpu| (the kdev_* series') to its MIG devices
+ * (GPU_I_ID): through a device's one holder (its pod labels); then a UUID
+ * goes to the one device left whose FB_USED can hold its processes' memory
+ * (a device's FB_USED is at least what its processes use), until none
+ * joins. */
 static void join_migs(struct kdev_top *v, const char *gpu)
 {
         for (size_t i = 0; i < v->n_ctrs; i++) {
@@ -203,21 +225,30 @@ static void join_migs(struct kdev_top *v, const char *gpu)
                 if (n == 1)
                         hit->mig_uuid = c->uuid;
         }
-        struct dev *free_dev = NULL;
-        const char *free_uuid = NULL;
-        size_t n_dev = 0, n_uuid = 0;
-        for (size_t j = 0; j < v->n_devs; j++)
-                if (eq(v->devs[j].gpu, gpu) && v->devs[j].gi && *v->devs[j].gi &&
-                    !v->devs[j].mig_uuid)
-                        free_dev = &v->devs[j], n_dev++;
-        for (size_t i = 0; i < v->n_ctrs + v->n_losts; i++) {
-                const char *u = i < v->n_ctrs ? v->ctrs[i].uuid : v->losts[i - v->n_ctrs].uuid;
-                const char *g = i < v->n_ctrs ? v->ctrs[i].gpu : v->losts[i - v->n_ctrs].gpu;
-                if (eq(g, gpu) && !lookup(v, u, gpu) && !eq(u, free_uuid))
-                        free_uuid = u, n_uuid++;
+        for (bool joined = true; joined;) {
+                joined = false;
+                for (size_t i = 0; i < v->n_ctrs + v->n_losts; i++) {
+                        const char *u = i < v->n_ctrs ? v->ctrs[i].uuid
+                                                      : v->losts[i - v->n_ctrs].uuid;
+                        const char *g = i < v->n_ctrs ? v->ctrs[i].gpu
+                                                      : v->losts[i - v->n_ctrs].gpu;
+                        if (!eq(g, gpu) || lookup(v, u, gpu))
+                                continue;
+                        double need = nvml_mib(v, u, gpu);
+                        struct dev *hit = NULL;
+                        size_t n = 0;
+                        for (size_t j = 0; j < v->n_devs; j++) {
+                                struct dev *d = &v->devs[j];
+                                if (eq(d->gpu, gpu) && d->gi && *d->gi && !d->mig_uuid &&
+                                    (isnan(d->used) || d->used >= need))
+                                        hit = d, n++;
+                        }
+                        if (n == 1) {
+                                hit->mig_uuid = u;
+                                joined = true;
+                        }
+                }
         }
-        if (n_dev == 1 && n_uuid == 1)
-                free_dev->mig_uuid = free_uuid;
 }
 
 /* A row for a (UUID, gpu) no device row stands for: a MIG device of

@@ -10,11 +10,13 @@
  * kdev_gpu_unattributed_* (labels UUID, gpu: the MIG device's own UUID on a
  * MIG device), kdev_usage_last_sample_timestamp_seconds, and
  * kdev_gpu_devices (gpu = the GPU's UUID) for the GPUs when there is no
- * usage sample. A MIG UUID of the kdev_* series is joined to its GPU_I_ID
- * through the device's one holder (its namespace/pod/container labels) or,
- * failing that, when its GPU has one MIG device left unjoined; one that
- * cannot be joined gets a row of its own (GPU instance unknown, "?").
- * Other series are ignored. */
+ * usage sample. The metrics name a MIG device by GPU_I_ID in the DCGM
+ * series and by its MIG UUID in kdev's: a MIG UUID is joined to its
+ * GPU_I_ID through the device's one holder (its namespace/pod/container
+ * labels), else when one device left on its GPU has an FB_USED that holds
+ * the memory its processes use (NVML's per-process sums; never a share
+ * region's); one that cannot be joined gets a row of its own (GPU
+ * instance unknown, "?"). Other series are ignored. */
 #ifndef KDEV_KUBELET_TOP_H
 #define KDEV_KUBELET_TOP_H
 

@@ -220,6 +220,34 @@ static void test_unjoined_and_escapes(void **state)
         free(j);
 }
 
+/* No holder: a MIG UUID joins the one device left whose FB_USED holds its
+ * processes' memory (100 MiB: GI 10 only), then the last one the last
+ * device; a share region's sum does not count. */
+static void test_join_by_memory(void **state)
+{
+        (void)state;
+        const char *text =
+                "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-a\",modelName=\"M\",GPU_I_PROFILE=\"p\","
+                "GPU_I_ID=\"9\"} 0\n"
+                "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-a\",modelName=\"M\",GPU_I_PROFILE=\"p\","
+                "GPU_I_ID=\"10\"} 100\n"
+                "kdev_container_gpu_memory_used_bytes{namespace=\"a\",pod=\"p\",container=\"c\","
+                "UUID=\"MIG-v\",gpu=\"0\",source=\"region\"} 524288000\n"
+                "kdev_gpu_unattributed_processes{UUID=\"MIG-w\",gpu=\"0\",reason=\"host\"} 1\n"
+                "kdev_gpu_unattributed_memory_bytes{UUID=\"MIG-w\",gpu=\"0\",reason=\"host\"} "
+                "104857600\n"
+                "kdev_usage_last_sample_timestamp_seconds 1\n";
+        char *t = table_of(text);
+        assert_string_equal(t,
+                "GPU   GI   NAME                               UTIL   MEMORY-MIB   REPLICAS   SHARE   SM\n"
+                "0     -    M                                  -      -\n"
+                "0     9    M MIG p                            -      0 / -\n"
+                "             a/p/c                                   500 / -      -          -       -\n"
+                "0     10   M MIG p                            -      100 / -\n"
+                "             unattributed (host): 1 process          100\n");
+        free(t);
+}
+
 /* usage.interval unset: no usage series; the GPUs from kdev_gpu_devices. */
 static void test_no_sample(void **state)
 {
@@ -472,6 +500,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_view),
                 cmocka_unit_test(test_unjoined_and_escapes),
+                cmocka_unit_test(test_join_by_memory),
                 cmocka_unit_test(test_no_sample),
                 cmocka_unit_test(test_parse),
                 cmocka_unit_test(test_targets),
