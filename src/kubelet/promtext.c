@@ -10,11 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define LETTERS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
+#define DIGITS "0123456789"
+
 struct parser {
         struct kdev_prom_text *t;
         size_t cap_samples, cap_labels;
         unsigned line;
         struct kdev_err *err;
+        char shown[16];
 };
 
 static int bad(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -29,50 +33,31 @@ static int bad(struct parser *p, const char *fmt, ...)
         return kdev_err_set(p->err, EINVAL, "line %u: %s", p->line, msg);
 }
 
-static bool is_blank(char c)
+/* |c| for a message: 'x', \x01 or "end of line". */
+static const char *show(struct parser *p, char c)
 {
-        return c == ' ' || c == '\t';
-}
-
-static bool is_name_start(char c, bool colon)
-{
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (colon && c == ':');
-}
-
-static bool is_name_char(char c, bool colon)
-{
-        return is_name_start(c, colon) || (c >= '0' && c <= '9');
+        unsigned char u = (unsigned char)c;
+        if (c == '\0')
+                return "end of line";
+        snprintf(p->shown, sizeof(p->shown), u < 0x20 || u >= 0x7f ? "\\x%02x" : "'%c'", u);
+        return p->shown;
 }
 
 static char *skip_blanks(char *s)
 {
-        while (is_blank(*s))
-                s++;
-        return s;
+        return s + strspn(s, " \t");
 }
 
-/* A printable form of the character at |s| for messages. */
-static const char *show(char c, char buf[8])
+/* Makes room for one more element of |size| in |*v| (|n| used, |*cap|). */
+static int room(void *v, size_t n, size_t *cap, size_t size)
 {
-        if (c == '\0')
-                return "end of line";
-        if ((unsigned char)c < 0x20 || (unsigned char)c >= 0x7f)
-                snprintf(buf, 8, "\\x%02x", (unsigned char)c);
-        else
-                snprintf(buf, 8, "'%c'", c);
-        return buf;
-}
-
-static int grow(void **v, size_t *cap, size_t need, size_t size)
-{
-        if (need <= *cap)
+        void **arr = v, *nv;
+        if (n < *cap)
                 return 0;
-        size_t n = *cap ? *cap * 2 : 64;
-        void *nv = realloc(*v, n * size);
-        if (!nv)
+        if (!(nv = realloc(*arr, (*cap ? *cap * 2 : 64) * size)))
                 return -ENOMEM;
-        *v = nv;
-        *cap = n;
+        *arr = nv;
+        *cap = *cap ? *cap * 2 : 64;
         return 0;
 }
 
@@ -81,26 +66,16 @@ static int grow(void **v, size_t *cap, size_t need, size_t size)
 static int label_value(struct parser *p, const char *label, char *s, char **end)
 {
         char *w = s;
-        for (;;) {
-                char c = *s++;
+        for (char c; (c = *s++) != '"'; *w++ = c) {
+                if (c == '\\') {
+                        char e = *s++;
+                        c = e == 'n' ? '\n' : e;
+                        if (e != '\\' && e != '"' && e != 'n' && e != '\0')
+                                return bad(p, "label %s: invalid escape: backslash before %s "
+                                           "(want \\\\, \\\" or \\n)", label, show(p, e));
+                }
                 if (c == '\0')
                         return bad(p, "label %s: unterminated value (no closing \")", label);
-                if (c == '"')
-                        break;
-                if (c == '\\') {
-                        char e = *s++, b[8];
-                        if (e == '\\' || e == '"')
-                                c = e;
-                        else if (e == 'n')
-                                c = '\n';
-                        else if (e == '\0')
-                                return bad(p, "label %s: unterminated value (no closing \")",
-                                           label);
-                        else
-                                return bad(p, "label %s: invalid escape: backslash before %s "
-                                           "(want \\\\, \\\" or \\n)", label, show(e, b));
-                }
-                *w++ = c;
         }
         *w = '\0';
         *end = s;
@@ -110,27 +85,20 @@ static int label_value(struct parser *p, const char *label, char *s, char **end)
 static int labels(struct parser *p, const char *metric, char *s, size_t label0, char **end)
 {
         struct kdev_prom_text *t = p->t;
-        char b[8];
-        for (;;) {
-                s = skip_blanks(s);
-                if (*s == '}')
-                        break;
-                if (!is_name_start(*s, false))
+        for (s = skip_blanks(s); *s != '}'; s = skip_blanks(s)) {
+                if (!*s || !strchr(LETTERS, *s))
                         return bad(p, "%s: expected a label name or '}', found %s", metric,
-                                   show(*s, b));
-                char *name = s;
-                while (is_name_char(*s, false))
-                        s++;
-                char *name_end = s;
-                s = skip_blanks(s);
+                                   show(p, *s));
+                char *name = s, *name_end = s + strspn(s, LETTERS DIGITS);
+                s = skip_blanks(name_end);
                 if (*s != '=')
                         return bad(p, "%s: expected '=' after a label name, found %s", metric,
-                                   show(*s, b));
+                                   show(p, *s));
                 *name_end = '\0';
                 s = skip_blanks(s + 1);
                 if (*s != '"')
                         return bad(p, "label %s: expected a quoted value, found %s", name,
-                                   show(*s, b));
+                                   show(p, *s));
                 for (size_t i = label0; i < t->n_labels; i++)
                         if (strcmp(t->labels[i].name, name) == 0)
                                 return bad(p, "%s: label %s given twice", metric, name);
@@ -138,19 +106,15 @@ static int labels(struct parser *p, const char *metric, char *s, size_t label0, 
                 int rc = label_value(p, name, value, &s);
                 if (rc < 0)
                         return rc;
-                if (grow((void **)&t->labels, &p->cap_labels, t->n_labels + 1,
-                         sizeof(*t->labels)) < 0)
+                if (room(&t->labels, t->n_labels, &p->cap_labels, sizeof(*t->labels)) < 0)
                         return kdev_err_set(p->err, ENOMEM, "out of memory");
                 t->labels[t->n_labels++] = (struct kdev_prom_label){name, value};
                 s = skip_blanks(s);
-                if (*s == ',') {
-                        s++;
-                        continue;
-                }
-                if (*s != '}')
+                if (*s == '}')
+                        break;
+                if (*s++ != ',')
                         return bad(p, "label %s: expected ',' or '}' after the value, found %s",
-                                   name, show(*s, b));
-                break;
+                                   name, show(p, s[-1]));
         }
         *end = s + 1;
         return 0;
@@ -160,58 +124,46 @@ static int labels(struct parser *p, const char *metric, char *s, size_t label0, 
 static int sample_line(struct parser *p, char *s)
 {
         struct kdev_prom_text *t = p->t;
-        char b[8];
         s = skip_blanks(s);
         if (*s == '\0' || *s == '#')
                 return 0;
-        if (!is_name_start(*s, true))
-                return bad(p, "expected a metric name, found %s", show(*s, b));
+        if (!strchr(LETTERS ":", *s))
+                return bad(p, "expected a metric name, found %s", show(p, *s));
         char *name = s;
-        while (is_name_char(*s, true))
-                s++;
+        s += strspn(s, LETTERS DIGITS ":");
         size_t label0 = t->n_labels;
         char c = *s;
         *s++ = '\0';
+        if (c == '\0')
+                return bad(p, "%s: no value", name);
         if (c == '{') {
                 int rc = labels(p, name, s, label0, &s);
                 if (rc < 0)
                         return rc;
-        } else if (c == '\0') {
-                return bad(p, "%s: no value", name);
-        } else if (!is_blank(c)) {
-                return bad(p, "%s: unexpected %s after the metric name", name, show(c, b));
+        } else if (c != ' ' && c != '\t') {
+                return bad(p, "%s: unexpected %s after the metric name", name, show(p, c));
         }
-        s = skip_blanks(s);
-        char *tok = s;
-        while (*s && !is_blank(*s))
-                s++;
-        if (s == tok)
+        char *tok = skip_blanks(s), *tok_end = tok + strcspn(tok, " \t"), *end;
+        if (tok == tok_end)
                 return bad(p, "%s: no value", name);
-        char *tok_end = s;
-        s = skip_blanks(s);
+        s = skip_blanks(tok_end);
         *tok_end = '\0';
-        char *end;
         double v = strtod(tok, &end);
         if (*end || (unsigned char)*tok <= ' ')
                 return bad(p, "%s: invalid value \"%.40s\"", name, tok);
         if (*s) { /* the timestamp: an integer, ignored */
                 char *ts = s + (*s == '-');
-                while (*s && !is_blank(*s))
-                        s++;
-                bool digits = ts < s;
-                for (char *q = ts; q < s; q++)
-                        digits = digits && *q >= '0' && *q <= '9';
-                if (!digits)
-                        return bad(p, "%s: invalid timestamp \"%.*s\"", name,
-                                   (int)(s - ts < 40 ? s - ts : 40), ts);
-                s = skip_blanks(s);
-                if (*s)
+                size_t n = strcspn(ts, " \t");
+                if (n == 0 || strspn(ts, DIGITS) != n)
+                        return bad(p, "%s: invalid timestamp \"%.*s\"", name, (int)(n < 40 ? n : 40),
+                                   ts);
+                if (*skip_blanks(ts + n))
                         return bad(p, "%s: unexpected text after the timestamp", name);
         }
-        if (grow((void **)&t->samples, &p->cap_samples, t->n_samples + 1, sizeof(*t->samples)) < 0)
+        if (room(&t->samples, t->n_samples, &p->cap_samples, sizeof(*t->samples)) < 0)
                 return kdev_err_set(p->err, ENOMEM, "out of memory");
-        t->samples[t->n_samples++] = (struct kdev_prom_sample){
-                name, label0, t->n_labels - label0, v, p->line};
+        t->samples[t->n_samples++] =
+                (struct kdev_prom_sample){name, label0, t->n_labels - label0, v, p->line};
         return 0;
 }
 
@@ -227,8 +179,7 @@ int kdev_prom_parse(const char *text, size_t len, struct kdev_prom_text *out,
         int rc = 0;
         for (size_t pos = 0; rc == 0 && pos < len;) {
                 p.line++;
-                char *line = out->buf + pos;
-                char *nl = memchr(line, '\n', len - pos);
+                char *line = out->buf + pos, *nl = memchr(line, '\n', len - pos);
                 size_t n = nl ? (size_t)(nl - line) : len - pos;
                 if (n > KDEV_PROM_MAX_LINE)
                         rc = bad(&p, "longer than %d bytes", KDEV_PROM_MAX_LINE);
@@ -236,10 +187,8 @@ int kdev_prom_parse(const char *text, size_t len, struct kdev_prom_text *out,
                         rc = bad(&p, "truncated (the text does not end with a newline)");
                 else if (memchr(line, '\0', n))
                         rc = bad(&p, "NUL byte");
-                else {
-                        *nl = '\0';
-                        rc = sample_line(&p, line);
-                }
+                else
+                        *nl = '\0', rc = sample_line(&p, line);
                 pos += n + 1;
         }
         if (rc < 0)

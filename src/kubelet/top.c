@@ -1,10 +1,14 @@
-/* kdevctl top's usage view: the devices, containers and unattributed use
- * of one metrics text, joined and sorted, as a table or JSON. See top.h. */
+/* kdevctl top's usage view: the devices of one metrics text and, under
+ * each, the containers and unattributed use on it, joined and sorted, as a
+ * table or JSON. See top.h. Every string points into the parsed text, which
+ * the view keeps. */
 #include "kubelet/top.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,34 +17,28 @@
 
 #define MIB (1024.0 * 1024.0)
 
-/* Every string points into the parsed text, which the view keeps. */
 struct dev {
-        const char *gpu, *gi;       /* labels gpu, GPU_I_ID ("" whole GPU, NULL unknown) */
-        long idx, gi_num;           /* for sorting: -1 unknown index / whole GPU */
+        const char *gpu, *gi;     /* labels gpu, GPU_I_ID ("" whole GPU, NULL unknown) */
+        long idx, gi_num;         /* their numbers for sorting (-1: none) */
         const char *uuid, *mig_uuid, *model, *profile;
-        const char *holder[3];      /* namespace, pod, container of its one holder */
-        double util, used, total;   /* NAN: unknown */
+        const char *holder[3];    /* namespace, pod, container of its one holder */
+        double util, used, total; /* NAN: unknown */
 };
 
-struct ctr {
-        const char *ns, *pod, *name, *uuid, *gpu;
-        double replicas, used, limit, share, sm;
-        size_t dev;
-        bool region; /* used is its share region's sum */
-};
-
-struct lost {
-        const char *uuid, *gpu, *reason;
-        double bytes, procs;
+/* A container's use of a device (key: namespace, pod, container) or the
+ * unattributed use of one reason (key[0]: the reason). */
+struct use {
+        const char *key[3], *uuid, *gpu;
+        bool lost, region;        /* region: |used| is a share region's sum */
+        double replicas, used, limit, share, sm, procs;
         size_t dev;
 };
 
 struct kdev_top {
         struct kdev_prom_text text;
         struct dev *devs;
-        struct ctr *ctrs;
-        struct lost *losts;
-        size_t n_devs, n_ctrs, n_losts;
+        struct use *uses;
+        size_t n_devs, n_uses;
         bool sampled;
         double when;
 };
@@ -57,27 +55,21 @@ static long num(const char *s)
         return s && *s && !*end && v >= 0 ? v : -1;
 }
 
-/* Appends a zeroed element to |*v| (|*n| elements); NULL on ENOMEM. */
-static void *push(void *v, size_t *n, size_t size)
+static bool is_mig(const struct dev *d)
 {
-        void **arr = v;
-        void *nv = realloc(*arr, (*n + 1) * size);
-        if (!nv)
-                return NULL;
-        *arr = nv;
-        memset((char *)nv + *n * size, 0, size);
-        return (char *)nv + (*n)++ * size;
+        return !d->gi || *d->gi;
 }
 
 static struct dev *add_dev(struct kdev_top *v, const char *gpu, const char *gi)
 {
-        struct dev *d = push(&v->devs, &v->n_devs, sizeof(*d));
-        if (d) {
-                *d = (struct dev){.gpu = gpu, .gi = gi, .idx = num(gpu), .util = NAN,
-                                  .used = NAN, .total = NAN};
-                d->gi_num = !gi ? LONG_MAX : *gi ? num(gi) : -1;
-        }
-        return d;
+        struct dev *nd = realloc(v->devs, (v->n_devs + 1) * sizeof(*nd));
+        if (!nd)
+                return NULL;
+        v->devs = nd;
+        nd[v->n_devs] = (struct dev){.gpu = gpu, .gi = gi, .idx = num(gpu), .util = NAN,
+                                     .used = NAN, .total = NAN,
+                                     .gi_num = !gi ? LONG_MAX : *gi ? num(gi) : -1};
+        return &nd[v->n_devs++];
 }
 
 static struct dev *find_dev(struct kdev_top *v, const char *gpu, const char *gi)
@@ -92,16 +84,15 @@ static int dcgm(struct kdev_top *v, const struct kdev_prom_sample *s, const char
 {
         const struct kdev_prom_text *t = &v->text;
         const char *gpu = kdev_prom_label(t, s, "gpu"), *gi = kdev_prom_label(t, s, "GPU_I_ID");
+        const char *p = kdev_prom_label(t, s, "GPU_I_PROFILE"), *pod = kdev_prom_label(t, s, "pod");
         if (!gpu)
                 return 0;
-        gi = gi ? gi : "";
-        struct dev *d = find_dev(v, gpu, gi);
-        if (!d && !(d = add_dev(v, gpu, gi)))
+        struct dev *d = find_dev(v, gpu, gi ? gi : "");
+        if (!d && !(d = add_dev(v, gpu, gi ? gi : "")))
                 return -ENOMEM;
-        const char *p = kdev_prom_label(t, s, "GPU_I_PROFILE"), *pod = kdev_prom_label(t, s, "pod");
         d->uuid = d->uuid ? d->uuid : kdev_prom_label(t, s, "UUID");
         d->model = d->model ? d->model : kdev_prom_label(t, s, "modelName");
-        d->profile = d->profile ? d->profile : (p && *p ? p : NULL);
+        d->profile = d->profile ? d->profile : p && *p ? p : NULL;
         if (pod && *pod) {
                 d->holder[0] = kdev_prom_label(t, s, "namespace");
                 d->holder[1] = pod;
@@ -116,60 +107,48 @@ static int dcgm(struct kdev_top *v, const struct kdev_prom_sample *s, const char
         return 0;
 }
 
-static int container(struct kdev_top *v, const struct kdev_prom_sample *s, const char *family)
+/* A sample of kdev_container_gpu_<field> (|lost| false) or of
+ * kdev_gpu_unattributed_<field> (true). */
+static int use(struct kdev_top *v, const struct kdev_prom_sample *s, bool lost, const char *field)
 {
         const struct kdev_prom_text *t = &v->text;
-        const char *k[5] = {kdev_prom_label(t, s, "namespace"), kdev_prom_label(t, s, "pod"),
-                            kdev_prom_label(t, s, "container"), kdev_prom_label(t, s, "UUID"),
-                            kdev_prom_label(t, s, "gpu")};
+        const char *k[5] = {kdev_prom_label(t, s, lost ? "reason" : "namespace"),
+                            lost ? "" : kdev_prom_label(t, s, "pod"),
+                            lost ? "" : kdev_prom_label(t, s, "container"),
+                            kdev_prom_label(t, s, "UUID"), kdev_prom_label(t, s, "gpu")};
         for (int i = 0; i < 5; i++)
                 if (!k[i])
                         return 0;
-        struct ctr *c = NULL;
-        for (size_t i = 0; !c && i < v->n_ctrs; i++) {
-                struct ctr *x = &v->ctrs[i];
-                if (eq(x->ns, k[0]) && eq(x->pod, k[1]) && eq(x->name, k[2]) &&
-                    eq(x->uuid, k[3]) && eq(x->gpu, k[4]))
-                        c = x;
+        struct use *u = NULL;
+        for (size_t i = 0; !u && i < v->n_uses; i++) {
+                struct use *x = &v->uses[i];
+                if (x->lost == lost && eq(x->key[0], k[0]) && eq(x->key[1], k[1]) &&
+                    eq(x->key[2], k[2]) && eq(x->uuid, k[3]) && eq(x->gpu, k[4]))
+                        u = x;
         }
-        if (!c) {
-                if (!(c = push(&v->ctrs, &v->n_ctrs, sizeof(*c))))
+        if (!u) {
+                struct use *nu = realloc(v->uses, (v->n_uses + 1) * sizeof(*nu));
+                if (!nu)
                         return -ENOMEM;
-                *c = (struct ctr){k[0], k[1], k[2], k[3], k[4], NAN, NAN, NAN, NAN, NAN, 0, false};
+                v->uses = nu;
+                u = &nu[v->n_uses++];
+                *u = (struct use){{k[0], k[1], k[2]}, k[3], k[4], lost, false,
+                                  NAN, NAN, NAN, NAN, NAN, NAN, 0};
         }
-        if (strcmp(family, "memory_used_bytes") == 0) {
-                c->used = s->value;
-                c->region = eq(kdev_prom_label(t, s, "source"), "region");
+        if (strcmp(field, "memory_used_bytes") == 0 || strcmp(field, "memory_bytes") == 0) {
+                u->used = s->value;
+                u->region = eq(kdev_prom_label(t, s, "source"), "region");
+        } else if (strcmp(field, "memory_limit_bytes") == 0) {
+                u->limit = s->value;
+        } else if (strcmp(field, "compute_share_percent") == 0) {
+                u->share = s->value;
+        } else if (strcmp(field, "sm_utilization_percent") == 0) {
+                u->sm = s->value;
+        } else if (strcmp(field, "processes") == 0) {
+                u->procs = s->value;
+        } else if (strcmp(field, "replicas") == 0) { /* one series per resource */
+                u->replicas = (isnan(u->replicas) ? 0 : u->replicas) + s->value;
         }
-        else if (strcmp(family, "memory_limit_bytes") == 0)
-                c->limit = s->value;
-        else if (strcmp(family, "compute_share_percent") == 0)
-                c->share = s->value;
-        else if (strcmp(family, "sm_utilization_percent") == 0)
-                c->sm = s->value;
-        else if (strcmp(family, "replicas") == 0) /* one series per resource */
-                c->replicas = (isnan(c->replicas) ? 0 : c->replicas) + s->value;
-        return 0;
-}
-
-static int unattributed(struct kdev_top *v, const struct kdev_prom_sample *s, bool bytes)
-{
-        const struct kdev_prom_text *t = &v->text;
-        const char *uuid = kdev_prom_label(t, s, "UUID"), *gpu = kdev_prom_label(t, s, "gpu"),
-                   *reason = kdev_prom_label(t, s, "reason");
-        if (!uuid || !gpu || !reason)
-                return 0;
-        struct lost *l = NULL;
-        for (size_t i = 0; !l && i < v->n_losts; i++)
-                if (eq(v->losts[i].uuid, uuid) && eq(v->losts[i].gpu, gpu) &&
-                    eq(v->losts[i].reason, reason))
-                        l = &v->losts[i];
-        if (!l) {
-                if (!(l = push(&v->losts, &v->n_losts, sizeof(*l))))
-                        return -ENOMEM;
-                *l = (struct lost){uuid, gpu, reason, NAN, NAN, 0};
-        }
-        *(bytes ? &l->bytes : &l->procs) = s->value;
         return 0;
 }
 
@@ -179,26 +158,22 @@ static struct dev *lookup(struct kdev_top *v, const char *uuid, const char *gpu)
 {
         for (size_t i = 0; i < v->n_devs; i++) {
                 struct dev *d = &v->devs[i];
-                if (eq(d->gpu, gpu) && (eq(d->mig_uuid, uuid) || (!d->mig_uuid && d->gi &&
-                                                                  !*d->gi && eq(d->uuid, uuid))))
+                if (eq(d->gpu, gpu) &&
+                    (eq(d->mig_uuid, uuid) || (!is_mig(d) && !d->mig_uuid && eq(d->uuid, uuid))))
                         return d;
         }
         return NULL;
 }
 
-/* The MiB the processes behind (UUID, gpu) use, as NVML lists them (a
- * share region's sum is not: it may count otherwise). */
+/* The MiB the processes behind (UUID, gpu) use as NVML lists them (a
+ * share region's sum may count otherwise). */
 static double nvml_mib(const struct kdev_top *v, const char *uuid, const char *gpu)
 {
         double b = 0;
-        for (size_t i = 0; i < v->n_ctrs; i++)
-                if (eq(v->ctrs[i].uuid, uuid) && eq(v->ctrs[i].gpu, gpu) && !v->ctrs[i].region &&
-                    !isnan(v->ctrs[i].used))
-                        b += v->ctrs[i].used;
-        for (size_t i = 0; i < v->n_losts; i++)
-                if (eq(v->losts[i].uuid, uuid) && eq(v->losts[i].gpu, gpu) &&
-                    !isnan(v->losts[i].bytes))
-                        b += v->losts[i].bytes;
+        for (size_t i = 0; i < v->n_uses; i++)
+                if (eq(v->uses[i].uuid, uuid) && eq(v->uses[i].gpu, gpu) && !v->uses[i].region &&
+                    !isnan(v->uses[i].used))
+                        b += v->uses[i].used;
         return floor(b / MIB);
 }
 
@@ -209,44 +184,27 @@ static double nvml_mib(const struct kdev_top *v, const char *uuid, const char *g
  * joins. */
 static void join_migs(struct kdev_top *v, const char *gpu)
 {
-        for (size_t i = 0; i < v->n_ctrs; i++) {
-                struct ctr *c = &v->ctrs[i];
-                if (!eq(c->gpu, gpu) || lookup(v, c->uuid, gpu))
-                        continue;
-                struct dev *hit = NULL;
-                size_t n = 0;
-                for (size_t j = 0; j < v->n_devs; j++) {
-                        struct dev *d = &v->devs[j];
-                        if (eq(d->gpu, gpu) && d->gi && *d->gi && !d->mig_uuid &&
-                            eq(d->holder[0], c->ns) && eq(d->holder[1], c->pod) &&
-                            eq(d->holder[2], c->name))
-                                hit = d, n++;
-                }
-                if (n == 1)
-                        hit->mig_uuid = c->uuid;
-        }
-        for (bool joined = true; joined;) {
-                joined = false;
-                for (size_t i = 0; i < v->n_ctrs + v->n_losts; i++) {
-                        const char *u = i < v->n_ctrs ? v->ctrs[i].uuid
-                                                      : v->losts[i - v->n_ctrs].uuid;
-                        const char *g = i < v->n_ctrs ? v->ctrs[i].gpu
-                                                      : v->losts[i - v->n_ctrs].gpu;
-                        if (!eq(g, gpu) || lookup(v, u, gpu))
+        for (int pass = 0, joined = 0; pass < 2 || joined; pass++) {
+                joined = 0;
+                for (size_t i = 0; i < v->n_uses; i++) {
+                        struct use *u = &v->uses[i];
+                        if (!eq(u->gpu, gpu) || lookup(v, u->uuid, gpu) || (pass == 0 && u->lost))
                                 continue;
-                        double need = nvml_mib(v, u, gpu);
+                        double need = pass ? nvml_mib(v, u->uuid, gpu) : 0;
                         struct dev *hit = NULL;
                         size_t n = 0;
                         for (size_t j = 0; j < v->n_devs; j++) {
                                 struct dev *d = &v->devs[j];
-                                if (eq(d->gpu, gpu) && d->gi && *d->gi && !d->mig_uuid &&
-                                    (isnan(d->used) || d->used >= need))
+                                if (!eq(d->gpu, gpu) || !d->gi || !*d->gi || d->mig_uuid)
+                                        continue;
+                                if (pass ? isnan(d->used) || d->used >= need
+                                         : eq(d->holder[0], u->key[0]) &&
+                                                   eq(d->holder[1], u->key[1]) &&
+                                                   eq(d->holder[2], u->key[2]))
                                         hit = d, n++;
                         }
-                        if (n == 1) {
-                                hit->mig_uuid = u;
-                                joined = true;
-                        }
+                        if (n == 1)
+                                hit->mig_uuid = u->uuid, joined = pass > 0;
                 }
         }
 }
@@ -257,110 +215,92 @@ static int orphan(struct kdev_top *v, const char *uuid, const char *gpu)
 {
         if (lookup(v, uuid, gpu))
                 return 0;
-        bool mig = false;
-        const char *model = NULL, *parent = NULL;
+        struct dev *mig = NULL;
         for (size_t j = 0; j < v->n_devs; j++)
-                if (eq(v->devs[j].gpu, gpu)) {
-                        mig = mig || (v->devs[j].gi && *v->devs[j].gi);
-                        model = v->devs[j].model;
-                        parent = v->devs[j].uuid;
-                }
-        struct dev *d = add_dev(v, gpu, mig ? NULL : "");
+                if (eq(v->devs[j].gpu, gpu) && (!mig || is_mig(&v->devs[j])))
+                        mig = &v->devs[j];
+        const char *model = mig ? mig->model : NULL, *parent = mig ? mig->uuid : NULL;
+        bool in_mig = mig && is_mig(mig);
+        struct dev *d = add_dev(v, gpu, in_mig ? NULL : "");
         if (!d)
                 return -ENOMEM;
         d->model = model;
-        d->uuid = mig ? parent : uuid;
-        d->mig_uuid = mig ? uuid : NULL;
+        d->uuid = in_mig ? parent : uuid;
+        d->mig_uuid = in_mig ? uuid : NULL;
         return 0;
+}
+
+static int cmp_str(const char *a, const char *b)
+{
+        return strcmp(a ? a : "", b ? b : "");
 }
 
 static int cmp_dev(const void *a, const void *b)
 {
         const struct dev *x = a, *y = b;
-        if (x->idx != y->idx)
-                return x->idx < 0 ? 1 : y->idx < 0 ? -1 : (x->idx > y->idx) - (x->idx < y->idx);
+        if (x->idx != y->idx) /* unknown index (-1) last */
+                return x->idx < 0 ? 1 : y->idx < 0 ? -1 : x->idx < y->idx ? -1 : 1;
         if (x->gi_num != y->gi_num)
-                return (x->gi_num > y->gi_num) - (x->gi_num < y->gi_num);
-        int c = strcmp(x->gpu ? x->gpu : "", y->gpu ? y->gpu : "");
-        if (c)
-                return c;
-        c = strcmp(x->gi ? x->gi : "", y->gi ? y->gi : "");
-        return c ? c : strcmp(x->mig_uuid ? x->mig_uuid : x->uuid ? x->uuid : "",
-                              y->mig_uuid ? y->mig_uuid : y->uuid ? y->uuid : "");
+                return x->gi_num < y->gi_num ? -1 : 1;
+        int c = cmp_str(x->gpu, y->gpu);
+        c = c ? c : cmp_str(x->gi, y->gi);
+        return c ? c : cmp_str(x->mig_uuid ? x->mig_uuid : x->uuid,
+                               y->mig_uuid ? y->mig_uuid : y->uuid);
 }
 
-static int cmp_ctr(const void *a, const void *b)
+static int cmp_use(const void *a, const void *b)
 {
-        const struct ctr *x = a, *y = b;
-        int c = strcmp(x->ns, y->ns);
-        c = c ? c : strcmp(x->pod, y->pod);
-        return c ? c : strcmp(x->name, y->name);
-}
-
-static int cmp_lost(const void *a, const void *b)
-{
-        return strcmp(((const struct lost *)a)->reason, ((const struct lost *)b)->reason);
+        const struct use *x = a, *y = b;
+        int c = x->lost - y->lost;
+        for (int i = 0; c == 0 && i < 3; i++)
+                c = strcmp(x->key[i], y->key[i]);
+        return c;
 }
 
 static int build(struct kdev_top *v)
 {
         const struct kdev_prom_text *t = &v->text;
-        const char **gpu_uuids = NULL;
-        size_t n_uuids = 0;
         int rc = 0;
         for (size_t i = 0; rc == 0 && i < t->n_samples; i++) {
                 const struct kdev_prom_sample *s = &t->samples[i];
                 if (strncmp(s->name, "DCGM_FI_DEV_", 12) == 0)
                         rc = dcgm(v, s, s->name + 12);
                 else if (strncmp(s->name, "kdev_container_gpu_", 19) == 0)
-                        rc = container(v, s, s->name + 19);
-                else if (strcmp(s->name, "kdev_gpu_unattributed_memory_bytes") == 0 ||
-                         strcmp(s->name, "kdev_gpu_unattributed_processes") == 0)
-                        rc = unattributed(v, s, s->name[22] == 'm');
+                        rc = use(v, s, false, s->name + 19);
+                else if (strncmp(s->name, "kdev_gpu_unattributed_", 22) == 0)
+                        rc = use(v, s, true, s->name + 22);
                 else if (strcmp(s->name, "kdev_usage_last_sample_timestamp_seconds") == 0)
                         v->sampled = true, v->when = s->value;
-                else if (strcmp(s->name, "kdev_gpu_devices") == 0 &&
-                         kdev_prom_label(t, s, "gpu")) {
-                        const char **u = push(&gpu_uuids, &n_uuids, sizeof(*u));
-                        rc = u ? (*u = kdev_prom_label(t, s, "gpu"), 0) : -ENOMEM;
-                }
         }
-        /* a GPU with MIG devices has no whole-GPU series: its row from theirs */
-        for (size_t i = 0, n = v->n_devs; rc == 0 && i < n; i++) {
-                struct dev m = v->devs[i];
-                if (m.gi && *m.gi && !find_dev(v, m.gpu, "")) {
-                        struct dev *d = add_dev(v, m.gpu, "");
+        /* a GPU whose MIG devices have series but itself none: its row from theirs */
+        for (size_t i = 0, n = v->n_devs; rc == 0 && i < n; i++)
+                if (is_mig(&v->devs[i]) && !find_dev(v, v->devs[i].gpu, "")) {
+                        struct dev m = v->devs[i], *d = add_dev(v, m.gpu, "");
                         rc = d ? (d->uuid = m.uuid, d->model = m.model, 0) : -ENOMEM;
                 }
-        }
-        for (size_t i = 0; rc == 0 && i < v->n_ctrs + v->n_losts; i++)
-                join_migs(v, i < v->n_ctrs ? v->ctrs[i].gpu : v->losts[i - v->n_ctrs].gpu);
-        for (size_t i = 0; rc == 0 && i < v->n_ctrs + v->n_losts; i++)
-                rc = i < v->n_ctrs ? orphan(v, v->ctrs[i].uuid, v->ctrs[i].gpu)
-                                   : orphan(v, v->losts[i - v->n_ctrs].uuid,
-                                            v->losts[i - v->n_ctrs].gpu);
+        for (size_t i = 0; rc == 0 && i < v->n_uses; i++)
+                join_migs(v, v->uses[i].gpu);
+        for (size_t i = 0; rc == 0 && i < v->n_uses; i++)
+                rc = orphan(v, v->uses[i].uuid, v->uses[i].gpu);
         /* no usage sample: the GPUs kdev-plugin serves, by UUID */
-        for (size_t i = 0; rc == 0 && !v->sampled && i < n_uuids; i++) {
-                bool known = false;
-                for (size_t j = 0; j < v->n_devs; j++)
-                        known = known || eq(v->devs[j].uuid, gpu_uuids[i]);
+        for (size_t i = 0; rc == 0 && !v->sampled && i < t->n_samples; i++) {
+                const char *u = kdev_prom_label(t, &t->samples[i], "gpu");
+                bool known = !u || strcmp(t->samples[i].name, "kdev_gpu_devices") != 0;
+                for (size_t j = 0; !known && j < v->n_devs; j++)
+                        known = eq(v->devs[j].uuid, u);
                 struct dev *d = known ? NULL : add_dev(v, NULL, "");
-                if (!known)
-                        rc = d ? (d->uuid = gpu_uuids[i], 0) : -ENOMEM;
+                if (d)
+                        d->uuid = u;
+                rc = known || d ? 0 : -ENOMEM;
         }
-        free(gpu_uuids);
         if (rc < 0)
                 return rc;
         if (v->n_devs)
                 qsort(v->devs, v->n_devs, sizeof(*v->devs), cmp_dev);
-        if (v->n_ctrs)
-                qsort(v->ctrs, v->n_ctrs, sizeof(*v->ctrs), cmp_ctr);
-        if (v->n_losts)
-                qsort(v->losts, v->n_losts, sizeof(*v->losts), cmp_lost);
-        for (size_t i = 0; i < v->n_ctrs; i++)
-                v->ctrs[i].dev = (size_t)(lookup(v, v->ctrs[i].uuid, v->ctrs[i].gpu) - v->devs);
-        for (size_t i = 0; i < v->n_losts; i++)
-                v->losts[i].dev = (size_t)(lookup(v, v->losts[i].uuid, v->losts[i].gpu) - v->devs);
+        if (v->n_uses)
+                qsort(v->uses, v->n_uses, sizeof(*v->uses), cmp_use);
+        for (size_t i = 0; i < v->n_uses; i++)
+                v->uses[i].dev = (size_t)(lookup(v, v->uses[i].uuid, v->uses[i].gpu) - v->devs);
         return 0;
 }
 
@@ -396,69 +336,36 @@ void kdev_top_free(struct kdev_top *v)
                 return;
         kdev_prom_text_clear(&v->text);
         free(v->devs);
-        free(v->ctrs);
-        free(v->losts);
+        free(v->uses);
         free(v);
 }
 
 /* ---- output -------------------------------------------------------------- */
 
-/* |x| as text: "-" unknown, whole numbers without a fraction. */
-static const char *fmt(char b[32], double x, const char *unit)
+/* |x| into |b| ("-" unknown; whole numbers without a fraction) + |unit|;
+ * with |mib| bytes as whole MiB. */
+static const char *fmt(char b[32], double x, const char *unit, bool mib)
 {
         if (isnan(x))
                 return "-";
-        if (x == floor(x) && fabs(x) < 1e15)
-                snprintf(b, 32, "%.0f%s", x, unit);
-        else
-                snprintf(b, 32, "%.1f%s", x, unit);
+        x = mib ? floor(x / MIB) : x;
+        snprintf(b, 32, x == floor(x) && fabs(x) < 1e15 ? "%.0f%s" : "%.1f%s", x, unit);
         return b;
 }
 
-static const char *mib(char b[32], double bytes)
+/* Adds a row whose NAME cell (formatted) has its control characters as '?'. */
+static int __attribute__((format(printf, 6, 7))) row(struct kdev_cli_table *t, const char *gpu, const char *gi, const char *mem,
+               const char *const tail[4], const char *name_fmt, ...)
 {
-        return fmt(b, isnan(bytes) ? bytes : floor(bytes / MIB), "");
-}
-
-/* A cell with the control characters of |s| as '?', malloc'ed. */
-static char *clean(const char *s)
-{
-        char *c = strdup(s);
-        for (char *p = c; p && *p; p++)
+        char name[1024];
+        va_list ap;
+        va_start(ap, name_fmt);
+        vsnprintf(name, sizeof(name), name_fmt, ap);
+        va_end(ap);
+        for (char *p = name; *p; p++)
                 if ((unsigned char)*p < 0x20 || *p == 0x7f)
                         *p = '?';
-        return c;
-}
-
-static int row(struct kdev_cli_table *t, const char *c0, const char *c1, const char *name,
-               const char *c3, const char *c4, const char *c5, const char *c6, const char *c7)
-{
-        char *n = clean(name);
-        int rc = n ? kdev_cli_table_add(t, c0, c1, n, c3, c4, c5, c6, c7) : -ENOMEM;
-        free(n);
-        return rc;
-}
-
-static int dev_row(struct kdev_cli_table *t, const struct dev *d)
-{
-        char util[32], used[32], total[32], gpu[32], *name = NULL, *mem = NULL;
-        const char *base = d->model ? d->model : d->uuid ? d->uuid : "-";
-        bool mig = !d->gi || *d->gi;
-        const char *mig_name = d->profile ? d->profile : d->mig_uuid ? d->mig_uuid : "?";
-        int rc = -ENOMEM;
-        if ((mig ? asprintf(&name, "%s MIG %s", base, mig_name) : asprintf(&name, "%s", base)) < 0)
-                name = NULL;
-        if (isnan(d->used) && isnan(d->total))
-                mem = strdup("-");
-        else if (asprintf(&mem, "%s / %s", fmt(used, d->used, ""), fmt(total, d->total, "")) < 0)
-                mem = NULL;
-        snprintf(gpu, sizeof(gpu), "%s", d->gpu ? d->gpu : "-");
-        if (name && mem)
-                rc = row(t, gpu, !d->gi ? "?" : *d->gi ? d->gi : "-", name,
-                         fmt(util, d->util, "%"), mem, "", "", "");
-        free(name);
-        free(mem);
-        return rc;
+        return kdev_cli_table_add(t, gpu, gi, name, tail[0], mem, tail[1], tail[2], tail[3]);
 }
 
 int kdev_top_print_table(const struct kdev_top *v, FILE *f)
@@ -467,33 +374,39 @@ int kdev_top_print_table(const struct kdev_top *v, FILE *f)
                                                       "REPLICAS", "SHARE", "SM");
         int rc = t ? 0 : -ENOMEM;
         for (size_t i = 0; rc == 0 && i < v->n_devs; i++) {
-                rc = dev_row(t, &v->devs[i]);
-                for (size_t k = 0; rc == 0 && k < v->n_ctrs; k++) {
-                        const struct ctr *c = &v->ctrs[k];
-                        char *name = NULL, *mem = NULL, a[32], b[32], r[32], s[32], m[32];
-                        if (c->dev != i)
+                const struct dev *d = &v->devs[i];
+                char a[32], b[32], c[32], mem[80];
+                const char *base = d->model ? d->model : d->uuid ? d->uuid : "-";
+                if (isnan(d->used) && isnan(d->total))
+                        snprintf(mem, sizeof(mem), "-");
+                else
+                        snprintf(mem, sizeof(mem), "%s / %s", fmt(a, d->used, "", false),
+                                 fmt(b, d->total, "", false));
+                const char *tail[4] = {fmt(c, d->util, "%", false), "", "", ""};
+                rc = row(t, d->gpu ? d->gpu : "-", !d->gi ? "?" : *d->gi ? d->gi : "-", mem, tail,
+                         "%s%s%s", base, is_mig(d) ? " MIG " : "",
+                         !is_mig(d)   ? ""
+                         : d->profile ? d->profile
+                         : d->mig_uuid ? d->mig_uuid : "?");
+                for (size_t k = 0; rc == 0 && k < v->n_uses; k++) {
+                        const struct use *u = &v->uses[k];
+                        char r[32], s[32], m[32];
+                        if (u->dev != i)
                                 continue;
-                        if (asprintf(&name, "  %s/%s/%s", c->ns, c->pod, c->name) < 0)
-                                name = NULL;
-                        if (asprintf(&mem, "%s / %s", mib(a, c->used), mib(b, c->limit)) < 0)
-                                mem = NULL;
-                        rc = name && mem ? row(t, "", "", name, "", mem, fmt(r, c->replicas, ""),
-                                               fmt(s, c->share, "%"), fmt(m, c->sm, "%"))
-                                         : -ENOMEM;
-                        free(name);
-                        free(mem);
-                }
-                for (size_t k = 0; rc == 0 && k < v->n_losts; k++) {
-                        const struct lost *l = &v->losts[k];
-                        char *name = NULL, p[32], b[32];
-                        if (l->dev != i)
+                        if (u->lost) {
+                                const char *none[4] = {"", "", "", ""};
+                                rc = row(t, "", "", fmt(a, u->used, "", true), none,
+                                         "  unattributed (%s): %s process%s", u->key[0],
+                                         fmt(b, u->procs, "", false), u->procs == 1 ? "" : "es");
                                 continue;
-                        if (asprintf(&name, "  unattributed (%s): %s process%s", l->reason,
-                                     fmt(p, l->procs, ""), l->procs == 1 ? "" : "es") < 0)
-                                name = NULL;
-                        rc = name ? row(t, "", "", name, "", mib(b, l->bytes), "", "", "")
-                                  : -ENOMEM;
-                        free(name);
+                        }
+                        snprintf(mem, sizeof(mem), "%s / %s", fmt(a, u->used, "", true),
+                                 fmt(b, u->limit, "", true));
+                        const char *cells[4] = {"", fmt(r, u->replicas, "", false),
+                                                fmt(s, u->share, "%", false),
+                                                fmt(m, u->sm, "%", false)};
+                        rc = row(t, "", "", mem, cells, "  %s/%s/%s", u->key[0], u->key[1],
+                                 u->key[2]);
                 }
         }
         if (rc == 0 && v->n_devs)
@@ -509,11 +422,10 @@ int kdev_top_print_table(const struct kdev_top *v, FILE *f)
 
 static json_t *jnum(double x)
 {
-        if (isnan(x))
+        if (!isfinite(x))
                 return json_null();
-        if (x == floor(x) && fabs(x) < 9007199254740992.0)
-                return json_integer((json_int_t)x);
-        return isfinite(x) ? json_real(x) : json_null();
+        return x == floor(x) && fabs(x) < 9007199254740992.0 ? json_integer((json_int_t)x)
+                                                               : json_real(x);
 }
 
 static json_t *jstr(const char *s)
@@ -526,34 +438,35 @@ json_t *kdev_top_json(const struct kdev_top *v)
         json_t *gpus = json_array();
         for (size_t i = 0; gpus && i < v->n_devs; i++) {
                 const struct dev *d = &v->devs[i];
-                json_t *ctrs = json_array(), *losts = json_array();
-                for (size_t k = 0; k < v->n_ctrs; k++) {
-                        const struct ctr *c = &v->ctrs[k];
-                        if (c->dev == i)
-                                json_array_append_new(ctrs, json_pack(
-                                        "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "namespace", c->ns,
-                                        "pod", c->pod, "container", c->name, "replicas",
-                                        jnum(c->replicas), "memoryUsedBytes", jnum(c->used),
-                                        "memoryLimitBytes", jnum(c->limit), "computeSharePercent",
-                                        jnum(c->share), "smUtilizationPercent", jnum(c->sm)));
+                json_t *ctrs = json_array(), *lost = json_array();
+                for (size_t k = 0; k < v->n_uses; k++) {
+                        const struct use *u = &v->uses[k];
+                        if (u->dev != i)
+                                continue;
+                        json_t *j = u->lost ? json_pack("{s:s,s:o,s:o}", "reason", u->key[0],
+                                                        "processes", jnum(u->procs),
+                                                        "memoryBytes", jnum(u->used))
+                                            : json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o}",
+                                                        "namespace", u->key[0], "pod", u->key[1],
+                                                        "container", u->key[2], "replicas",
+                                                        jnum(u->replicas), "memoryUsedBytes",
+                                                        jnum(u->used), "memoryLimitBytes",
+                                                        jnum(u->limit), "computeSharePercent",
+                                                        jnum(u->share), "smUtilizationPercent",
+                                                        jnum(u->sm));
+                        json_array_append_new(u->lost ? lost : ctrs, j);
                 }
-                for (size_t k = 0; k < v->n_losts; k++) {
-                        const struct lost *l = &v->losts[k];
-                        if (l->dev == i)
-                                json_array_append_new(losts, json_pack(
-                                        "{s:s,s:o,s:o}", "reason", l->reason, "processes",
-                                        jnum(l->procs), "memoryBytes", jnum(l->bytes)));
-                }
+                json_t *gi = !d->gi || !*d->gi ? json_null()
+                             : d->gi_num >= 0  ? json_integer(d->gi_num)
+                                               : json_string(d->gi);
                 json_t *g = json_pack(
                         "{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "gpu", jstr(d->gpu),
                         "uuid", jstr(d->uuid), "migUuid", jstr(d->mig_uuid), "model",
-                        jstr(d->model), "migProfile", jstr(d->profile), "gpuInstanceId",
-                        !d->gi || !*d->gi ? json_null()
-                        : d->gi_num >= 0 ? json_integer(d->gi_num) : json_string(d->gi),
+                        jstr(d->model), "migProfile", jstr(d->profile), "gpuInstanceId", gi,
                         "utilizationPercent", jnum(d->util), "memoryUsedMiB", jnum(d->used),
                         "memoryTotalMiB", jnum(d->total), "containers", ctrs, "unattributed",
-                        losts);
-                if (!g || json_array_append_new(gpus, g) < 0) {
+                        lost);
+                if (json_array_append_new(gpus, g) < 0) {
                         json_decref(gpus);
                         return NULL;
                 }

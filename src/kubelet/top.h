@@ -52,9 +52,11 @@ struct kdev_top_target {
 KDEV_API int kdev_top_parse_address(const char *text, struct kdev_top_target *t,
                                     struct kdev_err *err);
 
-/* Parses --metrics-url "http://HOST[:PORT][/PATH]" (PORT default 80, PATH
- * default "/") into |*t|. Returns 0 or -EINVAL with |err| 'invalid
- * --metrics-url "x" (want http://HOST:PORT/PATH, ...)'; https is refused. */
+/* Parses --metrics-url "http://HOST:PORT[/PATH]" (HOST:PORT as
+ * kdev_top_parse_address() reads it; PATH default "/", a query kept) into
+ * |*t|. Returns 0 or -EINVAL with |err| 'invalid --metrics-url "x" (want
+ * http://HOST:PORT/PATH, e.g. http://127.0.0.1:9400/metrics)'; https, a
+ * missing port, a fragment or blanks are refused. */
 KDEV_API int kdev_top_parse_url(const char *text, struct kdev_top_target *t,
                                 struct kdev_err *err);
 
@@ -66,9 +68,10 @@ KDEV_API int kdev_top_parse_url(const char *text, struct kdev_top_target *t,
  *   refused (is kdev-plugin running with --metrics-address?)" (the errno's
  *   text; a name that does not resolve, getaddrinfo's);
  * - "kdev-plugin's metrics at ADDR: ..." then "no complete answer within
- *   5 s", "answer larger than 16 MiB", "not an HTTP answer", "answered
- *   \"HTTP/1.1 404 Not Found\"" (any status but 200, its status line),
- *   "answer truncated (N of M bytes)", a chunked or encoded body refused;
+ *   5 s", "answer larger than 16 MiB", "empty answer", "not an HTTP
+ *   answer", "answer truncated (N of M bytes)" (Content-Length), a chunked
+ *   body refused; "kdev-plugin's metrics at ADDR answered \"HTTP/1.1 404
+ *   Not Found\"" for any status but 200 (its status line);
  * - -EINTR "interrupted" when a signal interrupts a wait. */
 KDEV_API int kdev_top_http_get(const struct kdev_top_target *t, int timeout_ms, char **body,
                                size_t *len, struct kdev_err *err);

@@ -16,49 +16,30 @@
 #include "common/version.h"
 #include "kubelet/top.h"
 
-static bool port_ok(const char *s)
-{
-        size_t n = strlen(s);
-        if (n == 0 || n > 5 || strspn(s, "0123456789") != n)
-                return false;
-        long v = strtol(s, NULL, 10);
-        return v >= 1 && v <= 65535;
-}
-
-/* "HOST:PORT" / "[V6]:PORT" / ":PORT" of length |n| at |s| into |t|. */
+/* "HOST:PORT" / "[V6]:PORT" / ":PORT" (|n| bytes at |s|) into |t|. */
 static bool split_hostport(const char *s, size_t n, struct kdev_top_target *t)
 {
-        const char *colon, *host = s;
-        size_t hlen;
-        if (n && s[0] == '[') {
-                const char *close = memchr(s, ']', n);
-                if (!close || close + 1 >= s + n || close[1] != ':')
-                        return false;
-                host = s + 1;
-                hlen = (size_t)(close - host);
-                colon = close + 1;
-                if (hlen == 0)
-                        return false;
-        } else {
-                colon = NULL;
-                for (size_t i = 0; i < n; i++)
-                        if (s[i] == ':')
-                                colon = s + i;
-                if (!colon || memchr(s, ':', (size_t)(colon - s)))
-                        return false;
-                hlen = (size_t)(colon - s);
-        }
-        size_t plen = (size_t)(s + n - colon - 1);
-        if (hlen >= sizeof(t->host) || plen >= sizeof(t->port))
+        const char *colon = NULL, *host = s;
+        for (const char *p = s; p < s + n; p++)
+                colon = *p == ':' ? p : colon;
+        if (!colon)
                 return false;
-        memcpy(t->port, colon + 1, plen);
-        t->port[plen] = '\0';
-        if (!port_ok(t->port))
+        size_t hlen = (size_t)(colon - s), plen = n - hlen - 1;
+        if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']')
+                host++, hlen -= 2;
+        else if (memchr(s, ':', hlen) || memchr(s, '[', hlen) || memchr(s, ']', hlen))
                 return false;
-        if (hlen == 0)
-                snprintf(t->host, sizeof(t->host), "127.0.0.1");
-        else
+        char *end = NULL;
+        long port = plen && plen < 6 && isdigit((unsigned char)colon[1])
+                            ? strtol(colon + 1, &end, 10) : 0;
+        if (port < 1 || port > 65535 || end != colon + 1 + plen || hlen >= sizeof(t->host) ||
+            (host != s && hlen == 0))
+                return false;
+        snprintf(t->port, sizeof(t->port), "%ld", port);
+        if (hlen)
                 snprintf(t->host, sizeof(t->host), "%.*s", (int)hlen, host);
+        else
+                snprintf(t->host, sizeof(t->host), "127.0.0.1");
         for (const char *c = t->host; *c; c++)
                 if (!isgraph((unsigned char)*c) || *c == '/' || *c == '@')
                         return false;
@@ -81,32 +62,19 @@ int kdev_top_parse_address(const char *text, struct kdev_top_target *t, struct k
 int kdev_top_parse_url(const char *text, struct kdev_top_target *t, struct kdev_err *err)
 {
         memset(t, 0, sizeof(*t));
-        const char *rest = strncmp(text, "http://", 7) == 0 ? text + 7 : NULL;
-        size_t n = rest ? strcspn(rest, "/?#") : 0;
-        const char *path = rest ? rest + n : "";
-        bool ok = rest && n > 0 && strlen(path) < sizeof(t->path) && !strchr(path, '#');
+        bool ok = strncmp(text, "http://", 7) == 0;
+        const char *hp = ok ? text + 7 : "";
+        size_t n = strcspn(hp, "/?#");
+        const char *path = hp + n;
+        ok = ok && n > 0 && !strchr(path, '#') && strlen(path) + 1 < sizeof(t->path) &&
+             split_hostport(hp, n, t);
         for (const char *c = path; ok && *c; c++)
                 ok = isgraph((unsigned char)*c);
-        if (ok) {
-                /* no port: 80 */
-                char hp[300];
-                const char *last = rest + n - 1;
-                bool has_port = memchr(rest, ':', n) && *last != ']';
-                if (has_port)
-                        ok = split_hostport(rest, n, t);
-                else if (n + 3 < sizeof(hp)) {
-                        snprintf(hp, sizeof(hp), "%.*s:80", (int)n, rest);
-                        ok = split_hostport(hp, n + 3, t);
-                } else
-                        ok = false;
-        }
         if (!ok)
                 return kdev_err_set(err, EINVAL,
                                     "invalid --metrics-url \"%s\" (want http://HOST:PORT/PATH, "
                                     "e.g. http://127.0.0.1:9400/metrics)", text);
-        snprintf(t->path, sizeof(t->path), "%s", *path == '/' ? path : "/");
-        if (*path == '?')
-                snprintf(t->path, sizeof(t->path), "/%s", path);
+        snprintf(t->path, sizeof(t->path), "%s%s", *path == '/' ? "" : "/", path);
         return 0;
 }
 
@@ -121,49 +89,35 @@ static int64_t now_ms(void)
 static int wait_fd(int fd, short events, int64_t deadline)
 {
         int64_t left = deadline - now_ms();
-        if (left <= 0)
-                return -ETIMEDOUT;
         struct pollfd p = {.fd = fd, .events = events};
-        int rc = poll(&p, 1, (int)left);
-        if (rc < 0)
-                return -errno;
-        return rc == 0 ? -ETIMEDOUT : 0;
+        int rc = left > 0 ? poll(&p, 1, (int)left) : 0;
+        return rc < 0 ? -errno : rc == 0 ? -ETIMEDOUT : 0;
 }
 
-static int dial(const struct kdev_top_target *t, int64_t deadline, int *fd_out,
-                struct kdev_err *err)
+static int dial(const struct kdev_top_target *t, int64_t deadline, struct kdev_err *err)
 {
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                                  .ai_flags = AI_NUMERICSERV}, *ai = NULL;
         int g = getaddrinfo(t->host, t->port, &hints, &ai);
         if (g != 0)
-                return kdev_err_set(err, g == EAI_SYSTEM ? errno : EHOSTUNREACH,
-                                    "cannot reach kdev-plugin's metrics at %s: %s", t->addr,
-                                    gai_strerror(g));
+                return kdev_err_set(err, EHOSTUNREACH, "cannot reach kdev-plugin's metrics at %s: %s",
+                                    t->addr, g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
         int e = ECONNREFUSED;
-        for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        for (struct addrinfo *a = ai; a && e != EINTR; a = a->ai_next) {
                 int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                                 a->ai_protocol);
-                if (fd < 0) {
-                        e = errno;
-                        continue;
-                }
-                int rc = connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : -errno;
+                int rc = fd < 0 ? -errno : connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : -errno;
                 if (rc == -EINPROGRESS && (rc = wait_fd(fd, POLLOUT, deadline)) == 0) {
                         socklen_t l = sizeof(e);
-                        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l) < 0)
-                                e = errno;
-                        rc = -e;
+                        rc = getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l) < 0 ? -errno : -e;
                 }
                 if (rc == 0) {
                         freeaddrinfo(ai);
-                        *fd_out = fd;
-                        return 0;
+                        return fd;
                 }
-                close(fd);
+                if (fd >= 0)
+                        close(fd);
                 e = -rc;
-                if (e == EINTR)
-                        break;
         }
         freeaddrinfo(ai);
         if (e == EINTR)
@@ -173,64 +127,50 @@ static int dial(const struct kdev_top_target *t, int64_t deadline, int *fd_out,
                             "running with --metrics-address?)", t->addr, strerror(e));
 }
 
-/* The value of header |name| in the header block |h| (lines after the
- * status line), copied into |out|; false when absent. */
-static bool header(const char *h, const char *name, char *out, size_t size)
+/* The value of header |name| in the header block |h| into |out|; false
+ * when absent. */
+static bool header(const char *h, const char *name, char out[64])
 {
         size_t n = strlen(name);
-        for (const char *l = strchr(h, '\n'); l; l = strchr(l, '\n')) {
-                l++;
-                if (strncasecmp(l, name, n) == 0 && l[n] == ':') {
-                        const char *v = l + n + 1;
-                        v += strspn(v, " \t");
-                        size_t vl = strcspn(v, "\r\n");
-                        snprintf(out, size, "%.*s", (int)vl, v);
+        for (const char *l = strchr(h, '\n'); l; l = strchr(l + 1, '\n'))
+                if (strncasecmp(l + 1, name, n) == 0 && l[n + 1] == ':') {
+                        const char *v = l + n + 2 + strspn(l + n + 2, " \t");
+                        snprintf(out, 64, "%.*s", (int)strcspn(v, "\r\n"), v);
                         return true;
                 }
-        }
         return false;
 }
 
-/* Splits the answer |buf| (|n| bytes, NUL-terminated) into status, headers
- * and body; moves the body to the start of |buf|. */
+/* Checks the answer |buf| (|n| bytes, NUL-terminated): status 200, a whole
+ * body, no chunks; moves the body to the start of |buf|. */
 static int answer(const struct kdev_top_target *t, char *buf, size_t n, size_t *len,
                   struct kdev_err *err)
 {
-        char *end = strstr(buf, "\r\n\r\n");
-        size_t sep = 4;
+        char *end = strstr(buf, "\r\n\r\n"), v[64], status[128];
+        size_t sep = 4, sl = strcspn(buf, "\r\n");
         if (!end && (end = strstr(buf, "\n\n")))
                 sep = 2;
-        size_t sl = strcspn(buf, "\r\n");
+        if (n == 0)
+                return kdev_err_set(err, EPROTO, "kdev-plugin's metrics at %s: empty answer",
+                                    t->addr);
         if (!end || strncmp(buf, "HTTP/1.", 7) != 0 || sl < 12 || buf[8] != ' ')
                 return kdev_err_set(err, EPROTO, "kdev-plugin's metrics at %s: not an HTTP answer",
                                     t->addr);
-        char status[128];
         snprintf(status, sizeof(status), "%.*s", (int)(sl < 127 ? sl : 127), buf);
         for (char *c = status; *c; c++)
-                if (!isprint((unsigned char)*c))
-                        *c = '?';
+                *c = isprint((unsigned char)*c) ? *c : '?';
         *end = '\0';
-        if (strncmp(buf + 9, "200", 3) != 0 || (buf[12] != ' ' && buf[12] != '\r' && buf[12]))
+        if (strncmp(buf + 9, "200", 3) != 0 || isdigit((unsigned char)buf[12]))
                 return kdev_err_set(err, EPROTO, "kdev-plugin's metrics at %s answered \"%s\"",
                                     t->addr, status);
-        char v[64];
-        if (header(buf, "Transfer-Encoding", v, sizeof(v)) && strcasecmp(v, "identity") != 0)
-                return kdev_err_set(err, EPROTO,
-                                    "kdev-plugin's metrics at %s: Transfer-Encoding %s refused "
-                                    "(an HTTP/1.0 request was sent)", t->addr, v);
-        if (header(buf, "Content-Encoding", v, sizeof(v)) && strcasecmp(v, "identity") != 0)
-                return kdev_err_set(err, EPROTO,
-                                    "kdev-plugin's metrics at %s: Content-Encoding %s refused",
-                                    t->addr, v);
+        if (header(buf, "Transfer-Encoding", v) && strcasecmp(v, "identity") != 0)
+                return kdev_err_set(err, EPROTO, "kdev-plugin's metrics at %s: Transfer-Encoding "
+                                    "%s refused (an HTTP/1.0 request was sent)", t->addr, v);
         size_t off = (size_t)(end - buf) + sep, body = n - off;
-        if (header(buf, "Content-Length", v, sizeof(v))) {
-                char *e;
-                unsigned long long want = strtoull(v, &e, 10);
-                if (*e || !*v || want != body)
-                        return kdev_err_set(err, EPROTO,
-                                            "kdev-plugin's metrics at %s: answer truncated (%zu "
-                                            "of %s bytes)", t->addr, body, v);
-        }
+        char *e;
+        if (header(buf, "Content-Length", v) && (strtoull(v, &e, 10) != body || *e || !*v))
+                return kdev_err_set(err, EPROTO, "kdev-plugin's metrics at %s: answer truncated "
+                                    "(%zu of %s bytes)", t->addr, body, v);
         memmove(buf, buf + off, body + 1);
         *len = body;
         return 0;
@@ -242,69 +182,46 @@ int kdev_top_http_get(const struct kdev_top_target *t, int timeout_ms, char **bo
         *body = NULL;
         *len = 0;
         int64_t deadline = now_ms() + timeout_ms;
-        int fd = -1;
-        int rc = dial(t, deadline, &fd, err);
-        if (rc < 0)
-                return rc;
-        char req[1600];
+        int fd = dial(t, deadline, err), rc = 0;
+        if (fd < 0)
+                return fd;
+        char req[1600], *buf = NULL;
         int rl = snprintf(req, sizeof(req),
                           "GET %s HTTP/1.0\r\nHost: %s\r\nUser-Agent: kdevctl/%s\r\n"
                           "Accept: text/plain;version=0.0.4\r\nConnection: close\r\n\r\n",
                           t->path, t->addr, KDEV_VERSION);
-        char *buf = NULL;
-        size_t n = 0, cap = 0;
         for (int off = 0; rc == 0 && off < rl;) {
                 ssize_t w = send(fd, req + off, (size_t)(rl - off), MSG_NOSIGNAL);
-                if (w >= 0)
-                        off += (int)w;
-                else if (errno == EAGAIN)
-                        rc = wait_fd(fd, POLLOUT, deadline);
-                else
-                        rc = -errno;
+                off += w > 0 ? (int)w : 0;
+                rc = w >= 0 ? 0 : errno == EAGAIN ? wait_fd(fd, POLLOUT, deadline) : -errno;
         }
-        while (rc == 0) {
-                if (cap - n < 65536 + 1) {
-                        size_t nc = cap ? cap * 2 : 65536 * 2;
-                        char *nb = realloc(buf, nc);
-                        if (!nb) {
-                                rc = -ENOMEM;
-                                break;
-                        }
-                        buf = nb;
-                        cap = nc;
-                }
-                ssize_t r = recv(fd, buf + n, cap - n - 1, 0);
-                if (r > 0) {
-                        n += (size_t)r;
-                        if (n > KDEV_TOP_MAX_ANSWER) {
-                                rc = -EFBIG;
-                                break;
-                        }
-                } else if (r == 0) {
+        size_t n = 0, cap = 0;
+        for (ssize_t r = 1; rc == 0 && r != 0;) {
+                char *nb = cap - n > 65536 ? buf : realloc(buf, cap = cap ? cap * 2 : 131072);
+                if (!nb) {
+                        rc = -ENOMEM;
                         break;
-                } else if (errno == EAGAIN) {
-                        rc = wait_fd(fd, POLLIN, deadline);
-                } else {
-                        rc = -errno;
                 }
+                buf = nb;
+                r = recv(fd, buf + n, cap - n - 1, 0);
+                n += r > 0 ? (size_t)r : 0;
+                rc = n > KDEV_TOP_MAX_ANSWER ? -EFBIG
+                     : r >= 0                ? 0
+                     : errno == EAGAIN       ? wait_fd(fd, POLLIN, deadline)
+                                             : -errno;
         }
         close(fd);
-        if (rc == 0 && n == 0)
-                rc = -EPROTO;
         if (rc == 0) {
                 buf[n] = '\0';
                 rc = answer(t, buf, n, len, err);
-        } else if (rc == -EINTR) {
-                kdev_err_set(err, EINTR, "interrupted");
         } else if (rc == -ETIMEDOUT) {
-                kdev_err_set(err, ETIMEDOUT,
-                             "kdev-plugin's metrics at %s: no complete answer within %.3g s",
-                             t->addr, timeout_ms / 1000.0);
+                kdev_err_set(err, ETIMEDOUT, "kdev-plugin's metrics at %s: no complete answer "
+                             "within %.3g s", t->addr, timeout_ms / 1000.0);
         } else if (rc == -EFBIG) {
                 kdev_err_set(err, EFBIG, "kdev-plugin's metrics at %s: answer larger than %u MiB",
                              t->addr, KDEV_TOP_MAX_ANSWER / (1024 * 1024));
-        } else if (rc == -EPROTO) {
-                kdev_err_set(err, EPROTO, "kdev-plugin's metrics at %s: empty answer", t->addr);
+        } else if (rc == -EINTR) {
+                kdev_err_set(err, EINTR, "interrupted");
         } else {
                 kdev_err_set(err, -rc, "kdev-plugin's metrics at %s: %s", t->addr,
                              rc == -ENOMEM ? "out of memory" : strerror(-rc));

@@ -390,14 +390,17 @@ static void test_targets(void **state)
         assert_int_equal(kdev_top_parse_url("http://10.0.0.5:9400/metrics", &t, &err), 0);
         assert_string_equal(t.addr, "10.0.0.5:9400");
         assert_string_equal(t.path, "/metrics");
-        assert_int_equal(kdev_top_parse_url("http://node", &t, &err), 0);
+        assert_int_equal(kdev_top_parse_url("http://node:80", &t, &err), 0);
         assert_string_equal(t.addr, "node:80");
         assert_string_equal(t.path, "/");
-        assert_int_equal(kdev_top_parse_url("http://[::1]/m?x=1", &t, &err), 0);
-        assert_string_equal(t.addr, "[::1]:80");
+        assert_int_equal(kdev_top_parse_url("http://[::1]:9400/m?x=1", &t, &err), 0);
+        assert_string_equal(t.addr, "[::1]:9400");
         assert_string_equal(t.path, "/m?x=1");
+        assert_int_equal(kdev_top_parse_url("http://n:1?x", &t, &err), 0);
+        assert_string_equal(t.path, "/?x");
         const char *bad_url[] = {"https://h:1/metrics", "h:1/metrics", "http://", "http:///m",
-                                 "http://h:0/", "http://h:1/a b", "http://h:1/#x"};
+                                 "http://h:0/", "http://h:1/a b", "http://h:1/#x", "http://node/m",
+                                 "http://[::1]/m", "http"};
         for (size_t i = 0; i < sizeof(bad_url) / sizeof(bad_url[0]); i++) {
                 assert_int_equal(kdev_top_parse_url(bad_url[i], &t, &err), -EINVAL);
                 char want[512];
