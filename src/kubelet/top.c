@@ -428,9 +428,18 @@ static json_t *jnum(double x)
                                                                : json_real(x);
 }
 
+/* |s| as a JSON string (NULL: null); text that is not UTF-8 with its
+ * non-ASCII bytes as '?'. */
 static json_t *jstr(const char *s)
 {
-        return s ? json_string(s) : json_null();
+        json_t *j = s ? json_string(s) : json_null();
+        char *c = j ? NULL : strdup(s);
+        for (char *p = c; p && *p; p++)
+                *p = (unsigned char)*p < 0x80 ? *p : '?';
+        if (c)
+                j = json_string(c);
+        free(c);
+        return j;
 }
 
 json_t *kdev_top_json(const struct kdev_top *v)
@@ -443,12 +452,14 @@ json_t *kdev_top_json(const struct kdev_top *v)
                         const struct use *u = &v->uses[k];
                         if (u->dev != i)
                                 continue;
-                        json_t *j = u->lost ? json_pack("{s:s,s:o,s:o}", "reason", u->key[0],
-                                                        "processes", jnum(u->procs),
-                                                        "memoryBytes", jnum(u->used))
-                                            : json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o}",
-                                                        "namespace", u->key[0], "pod", u->key[1],
-                                                        "container", u->key[2], "replicas",
+                        json_t *j = u->lost ? json_pack("{s:o,s:o,s:o}", "reason",
+                                                        jstr(u->key[0]), "processes",
+                                                        jnum(u->procs), "memoryBytes",
+                                                        jnum(u->used))
+                                            : json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+                                                        "namespace", jstr(u->key[0]), "pod",
+                                                        jstr(u->key[1]), "container",
+                                                        jstr(u->key[2]), "replicas",
                                                         jnum(u->replicas), "memoryUsedBytes",
                                                         jnum(u->used), "memoryLimitBytes",
                                                         jnum(u->limit), "computeSharePercent",
@@ -458,7 +469,7 @@ json_t *kdev_top_json(const struct kdev_top *v)
                 }
                 json_t *gi = !d->gi || !*d->gi ? json_null()
                              : d->gi_num >= 0  ? json_integer(d->gi_num)
-                                               : json_string(d->gi);
+                                               : jstr(d->gi);
                 json_t *g = json_pack(
                         "{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "gpu", jstr(d->gpu),
                         "uuid", jstr(d->uuid), "migUuid", jstr(d->mig_uuid), "model",

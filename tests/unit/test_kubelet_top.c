@@ -218,6 +218,11 @@ static void test_unjoined_and_escapes(void **state)
         assert_non_null(strstr(j, "{\"gpu\": \"1\", \"uuid\": \"GPU-b\", \"migUuid\": \"MIG-x\", "
                                   "\"model\": \"M\", \"migProfile\": null, \"gpuInstanceId\": null"));
         free(j);
+        /* not UTF-8: JSON has the non-ASCII bytes as '?' */
+        j = json_of("DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-\xc3\xa9\",modelName=\"A\xff\xc3\"} 1\n"
+                    "kdev_usage_last_sample_timestamp_seconds 1\n");
+        assert_non_null(strstr(j, "\"uuid\": \"GPU-\u00e9\", \"migUuid\": null, \"model\": \"A??\""));
+        free(j);
 }
 
 /* No holder: a MIG UUID joins the one device left whose FB_USED holds its
