@@ -5,7 +5,7 @@
  * elimination, unattributed use, numeric order, label escapes), the view
  * without a usage sample, the address and URL options, and the HTTP GET
  * against a forked one-shot server (200, a status line, a truncated body,
- * a silent server, nobody listening). */
+ * an answer over 16 MiB, a silent server, nobody listening). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -486,6 +486,20 @@ static void test_http_get(void **state)
                 assert_string_equal(err.msg, want);
                 assert_int_equal(waitpid(pid, &st, 0), pid);
         }
+        /* more than 16 MiB */
+        size_t big_n = KDEV_TOP_MAX_ANSWER + 4096;
+        char *big = malloc(big_n);
+        assert_non_null(big);
+        memset(big, 'a', big_n);
+        memcpy(big, "HTTP/1.1 200 OK\r\n\r\n", 19);
+        pid = serve(big, big_n, &t);
+        assert_int_equal(kdev_top_http_get(&t, 5000, &body, &len, &err), -EFBIG);
+        char msg[512];
+        snprintf(msg, sizeof(msg), "kdev-plugin's metrics at %s: answer larger than 16 MiB", t.addr);
+        assert_string_equal(err.msg, msg);
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        free(big);
         /* a server that never answers: the deadline */
         pid = serve(NULL, 0, &t);
         assert_int_equal(kdev_top_http_get(&t, 300, &body, &len, &err), -ETIMEDOUT);
