@@ -147,13 +147,14 @@ static void frame(const struct args *a)
         int rc = fetch(a, &v, &err);
         time_t now = time(NULL);
         double when = 0;
-        char clock[16], sample[64] = "";
+        char clock[16] = "", sample[64] = "", at[16];
         struct tm tm;
-        strftime(clock, sizeof(clock), "%H:%M:%S", localtime_r(&now, &tm));
-        if (rc == 0 && kdev_top_sampled(v, &when)) {
-                time_t w = (time_t)when;
-                char at[16];
-                strftime(at, sizeof(at), "%H:%M:%S", localtime_r(&w, &tm));
+        if (localtime_r(&now, &tm))
+                strftime(clock, sizeof(clock), "%H:%M:%S", &tm);
+        /* a timestamp from the text: only a sane one becomes a time_t */
+        if (rc == 0 && kdev_top_sampled(v, &when) && when >= 0 && when < 1e11 &&
+            localtime_r(&(time_t){(time_t)when}, &tm)) {
+                strftime(at, sizeof(at), "%H:%M:%S", &tm);
                 snprintf(sample, sizeof(sample), ", last sample %s", at);
         }
         fprintf(f, "\033[H\033[2J%s  kdev-plugin's metrics at %s, every %.3g s%s\n\n", clock,

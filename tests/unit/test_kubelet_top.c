@@ -2,7 +2,7 @@
  * (escapes, comments, timestamps, malformed lines with their errors), the
  * view of a fixed kdev-plugin metrics text as its exact table and JSON (a
  * time-sliced GPU, MIG devices joined through their holder and by
- * elimination, unattributed use, numeric order, label escapes), the view
+ * memory, unattributed use, numeric order, label escapes), the view
  * without a usage sample, the address and URL options, and the HTTP GET
  * against a forked one-shot server (200, a status line, a truncated body,
  * an answer over 16 MiB, a silent server, nobody listening). */
