@@ -54,6 +54,7 @@ static const struct command commands[] = {
         {"podresources", kdevctl_cmd_podresources, "call kubelet's PodResources API: list, allocatable, get, device -> pod map"},
         {"schedule", kdevctl_cmd_schedule, "would pods fit a node? extended-resource fit as kube-scheduler checks it"},
         {"quota", kdevctl_cmd_quota, "would ResourceQuota admit pods and claims? as the API server checks it"},
+        {"top", kdevctl_cmd_top, "GPU usage per GPU, MIG device and container from kdev-plugin's metrics"},
         {"version", cmd_version, "print kdevctl's version (also --version)"},
 };
 

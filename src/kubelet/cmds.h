@@ -23,5 +23,6 @@ KDEV_API int kdevctl_cmd_share(int argc, char **argv);      /* share REGION [-o 
 KDEV_API int kdevctl_cmd_podresources(int argc, char **argv); /* podresources [list|...] */
 KDEV_API int kdevctl_cmd_schedule(int argc, char **argv);   /* schedule --node FILE POD_FILE... */
 KDEV_API int kdevctl_cmd_quota(int argc, char **argv);      /* quota --quota FILE OBJECT_FILE... */
+KDEV_API int kdevctl_cmd_top(int argc, char **argv);        /* top [--metrics-address HOST:PORT] [-o json] */
 
 #endif /* KDEV_KUBELET_CMDS_H */
