@@ -141,7 +141,7 @@ static void map_work(uv_work_t *req)
         if (!j->u->podres_socket)
                 return;
         j->map_rc = kdev_podres_list(j->u->podres_socket, PODRES_TIMEOUT_MS, &j->map, &j->map_err);
-        if (j->map_rc == 0) {
+        if (j->map_rc == 0 && j->map.n_devices) { /* no holder: no names to join */
                 kdev_usage_logs_read(j->u->pod_log_dir, &j->logs, &j->logs_err);
                 j->map_rc = build_map(j);
         }
@@ -262,6 +262,7 @@ static void after_map(uv_work_t *req, int status)
         if (j->n_res && !(j->res = calloc(j->n_res, sizeof(*j->res)))) {
                 u->in_flight = false;
                 job_free(j);
+                maybe_free(u);
                 return;
         }
         size_t k = 0;
@@ -276,6 +277,7 @@ static void after_map(uv_work_t *req, int status)
         if (uv_queue_work(u->loop, &j->req, work, after_work) < 0) {
                 u->in_flight = false;
                 job_free(j);
+                maybe_free(u);
         }
 }
 

@@ -19,7 +19,6 @@ import os
 import pty
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +28,11 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 import kdevtest as kt  # noqa: E402
 from kdevtest import FakeKubelet, Plugin, TempDir, wait_for  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))
+# the two-pod node of prometheus_usage.py: its scenario, IDs and topology
+from prometheus_scrape import free_port  # noqa: E402
+from prometheus_usage import (TWO_PODS, UID_A, UID_B, CID_A, CID_B,  # noqa: E402
+                              one_gpu_topology)
 
 KDEVCTL = os.path.join(kt.BUILD_DIR, "kdevctl")
 UUIDS = kt.H100_UUIDS
@@ -45,36 +49,10 @@ sharing:
 usage:
   interval: 1
 """
-TWO_PODS = """wait:
-  timeout: 60
-  resources:
-    nvidia.com/gpu: 2
-pods:
-  - name: train-a
-    containers:
-      - name: main
-        limits: {nvidia.com/gpu: 1}
-  - name: train-b
-    containers:
-      - name: main
-        limits: {nvidia.com/gpu: 1}
-steps:
-  - exec: "touch %s"
-"""
-UID_A, UID_B = "11111111-aaaa-4aaa-8aaa-000000000001", "22222222-bbbb-4bbb-8bbb-000000000002"
-CID_A, CID_B = "a" * 63 + "2", "b" * 63 + "3"
 MIG_TOPO = os.path.join(kt.SOURCE_DIR, "mock", "nvml", "topologies", "mig-a100-40gb.yaml")
 A100 = ["GPU-c1ae70ed-64b5-7842-b2ed-e9039613ae69", "GPU-4603f764-b00c-271e-0980-eda368e40931",
         "GPU-0c8e873f-4cf7-689a-6647-0210cab49901", "GPU-49c5ccb8-7f8c-230b-4fe7-33825480cfa5"]
 MIG_1G10 = "MIG-13018ca6-7bdc-00c0-5fef-20d32e6a3980"  # 1g.10gb, GPU 1, GPU instance 3
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def top(port, *args):
@@ -96,21 +74,6 @@ def gpu(index, uuid, model, used, total, util=0, containers=(), unattributed=(),
             "migProfile": m[1], "gpuInstanceId": m[2], "utilizationPercent": util,
             "memoryUsedMiB": used, "memoryTotalMiB": total, "containers": list(containers),
             "unattributed": list(unattributed)}
-
-
-def one_gpu_topology(path):
-    """The H100 topology with its first GPU only."""
-    out, skip = [], False
-    for line in open(kt.H100_TOPO):
-        if line.startswith("links:"):
-            skip = True
-        elif line and not line[0].isspace():
-            skip = False
-        if skip or (line.startswith("  - {uuid:") and UUIDS[0] not in line):
-            continue
-        out.append(line)
-    with open(path, "w") as f:
-        f.writelines(out)
 
 
 def cgroup(proc, pid, text):
