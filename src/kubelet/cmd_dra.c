@@ -27,6 +27,7 @@
 #include "dra/v1beta1/api.pb-c.h"
 #include "dra_health/v1alpha1/api.pb-c.h"
 #include "kubelet/cli.h"
+#include "kubelet/cmd_dra_internal.h"
 #include "kubelet/cmds.h"
 #include "kubelet/scenario.h"
 #include "pluginregistration/v1/api.pb-c.h"
@@ -100,12 +101,15 @@ static void usage(FILE *f)
                 "healthMessage). Scenario format (YAML), a list of steps:\n"
                 "\n"
                 "  - prepare:                    # NodePrepareResources\n"
-                "      - {namespace: default, name: claim-a, uid: 0a1b-...}\n"
+                "      - {namespace: default, name: claim-a, uid: 0a1b-...,\n"
+                "         pod: train-a, container: main}\n"
                 "      - {namespace: default, name: claim-b, uid: 2c3d-...}\n"
                 "  - unprepare:                  # NodeUnprepareResources\n"
                 "      - {namespace: default, name: claim-a, uid: 0a1b-...}\n"
                 "\n"
-                "Each claim needs uid; namespace and name may be empty. See\n"
+                "Each claim needs uid; namespace and name may be empty; pod and container\n"
+                "(together) name the pod (in the claim's namespace) and container the claim\n"
+                "is prepared for, which PodResources then lists. See\n"
                 "examples/dra-scenario.yaml.\n"
                 "\n"
                 "With --watch SEC it then keeps watching DIR (inotify, plus a pass every\n"
@@ -115,15 +119,22 @@ static void usage(FILE *f)
                 "  deregistered NAME ENDPOINT VERSION SOCKET\n"
                 "(with -o json one compact JSON object per line: event, name, endpoint,\n"
                 "version, socket). A socket removed or replaced (new inode) deregisters its\n"
-                "plugin; a replaced one is registered again. A failed registration is\n"
-                "retried with kubelet's backoff (0.5 s doubling up to 2 min 2 s), each\n"
-                "failure printed to stderr and counted in the exit status.\n"
+                "plugin; a replaced one is registered again. While watching,\n"
+                "--pod-resources-socket PATH serves kubelet's PodResources v1 API there\n"
+                "(List, Get, GetAllocatableResources) as kubelet's DRA manager feeds it:\n"
+                "every pod the scenario prepared a claim for, its containers' claims with\n"
+                "their devices (driver, pool, device, CDI devices), until unprepared. A\n"
+                "failed registration is retried with kubelet's backoff (0.5 s doubling up\n"
+                "to 2 min 2 s), each failure printed to stderr and counted in the exit\n"
+                "status.\n"
                 "\n"
                 "Options:\n"
                 "      --registry DIR     plugin registration directory (required)\n"
                 "      --scenario FILE    prepare/unprepare steps to run (YAML, see above)\n"
                 "      --driver NAME      plugin that receives the scenario's calls\n"
                 "      --watch SEC        keep watching DIR for SEC seconds (0 = until a signal)\n"
+                "      --pod-resources-socket PATH\n"
+                "                         serve PodResources v1 at PATH while watching\n"
                 "  -o, --output FORMAT    table (default) or json\n"
                 "  -h, --help             show this help\n"
                 "\n"
@@ -141,7 +152,7 @@ static void usage(FILE *f)
                 "  kdevctl dra --registry /tmp/dra/plugins_registry --watch 0 -o json\n");
 }
 
-enum { OPT_REGISTRY, OPT_SCENARIO, OPT_DRIVER, OPT_OUTPUT, OPT_WATCH };
+enum { OPT_REGISTRY, OPT_SCENARIO, OPT_DRIVER, OPT_OUTPUT, OPT_WATCH, OPT_PODRES };
 
 struct args {
         const char *registry;
@@ -150,6 +161,7 @@ struct args {
         enum kdev_cli_output output;
         bool watch;
         uint64_t watch_ms;
+        const char *podres;
 };
 
 static int on_arg(int id, const char *value, void *user_data, struct kdev_err *err)
@@ -168,6 +180,9 @@ static int on_arg(int id, const char *value, void *user_data, struct kdev_err *e
                 return 0;
         case OPT_OUTPUT:
                 return kdev_cli_parse_output(value, &a->output, err);
+        case OPT_PODRES:
+                a->podres = value;
+                return 0;
         case OPT_WATCH:
                 a->watch = true;
                 return kdev_cli_parse_seconds(value, "--watch", "until SIGINT or SIGTERM",
@@ -351,6 +366,8 @@ struct watcher {
         uv_timer_t stop;
         uv_signal_t sigint;
         uv_signal_t sigterm;
+        struct dra_podres podres;     /* the claims prepared for pods */
+        const char *podres_path;      /* --pod-resources-socket, NULL: not served */
 };
 
 static void watcher_clear(struct watcher *w)
@@ -361,6 +378,7 @@ static void watcher_clear(struct watcher *w)
         free(w->bad);
         w->bad = NULL;
         w->n_bad = 0;
+        dra_podres_clear(&w->podres);
 }
 
 static void print_event(struct watcher *w, const char *what, const struct plugin *p)
@@ -541,6 +559,7 @@ static void stop_watch(struct watcher *w)
         for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
                 if (!uv_is_closing(hs[i]))
                         uv_close(hs[i], on_close);
+        dra_podres_stop(&w->podres);
 }
 
 static void on_stop(uv_timer_t *h)
@@ -572,8 +591,13 @@ static int watch(struct watcher *w, uint64_t ms)
         uv_signal_init(&w->loop, &w->sigterm);
         w->fs.data = w->tick.data = w->stop.data = w->sigint.data = w->sigterm.data = w;
         rc = uv_fs_event_start(&w->fs, on_fs, w->dir, 0);
+        struct kdev_err err = {0};
         if (rc < 0) {
                 fprintf(stderr, "kdevctl %s: watch %s: %s\n", CMD, w->dir, uv_strerror(rc));
+                stop_watch(w);
+        } else if (w->podres_path &&
+                   (rc = dra_podres_start(&w->podres, &w->loop, w->podres_path, &err)) < 0) {
+                fprintf(stderr, "kdevctl %s: PodResources: %s\n", CMD, err.msg);
                 stop_watch(w);
         } else {
                 uv_timer_start(&w->tick, on_tick, 1000, 1000);
@@ -592,6 +616,7 @@ static int watch(struct watcher *w, uint64_t ms)
 struct step {
         bool prepare;
         Claim **claims;
+        char **pods, **containers; /* per claim: the pod and container it is for, or NULL */
         size_t n;
 };
 
@@ -609,8 +634,12 @@ static void scenario_free(struct scenario *s)
                         free(c->name);
                         free(c->uid);
                         free(c);
+                        free(s->v[i].pods[k]);
+                        free(s->v[i].containers[k]);
                 }
                 free(s->v[i].claims);
+                free(s->v[i].pods);
+                free(s->v[i].containers);
         }
         free(s->v);
 }
@@ -620,11 +649,12 @@ static const char *scalar(yaml_node_t *n)
         return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
-static int parse_claim(yaml_document_t *doc, yaml_node_t *n, Claim *c, struct kdev_err *err)
+static int parse_claim(yaml_document_t *doc, yaml_node_t *n, Claim *c, char **pod,
+                       char **container, struct kdev_err *err)
 {
         if (n->type != YAML_MAPPING_NODE)
                 return kdev_err_set(err, EINVAL, "line %zu: a claim must be a mapping "
-                                                 "{namespace, name, uid}",
+                                                 "{namespace, name, uid[, pod, container]}",
                                     n->start_mark.line + 1);
         for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top;
              p++) {
@@ -638,9 +668,14 @@ static int parse_claim(yaml_document_t *doc, yaml_node_t *n, Claim *c, struct kd
                         dst = &c->name;
                 else if (k && strcmp(k, "uid") == 0)
                         dst = &c->uid;
+                else if (k && strcmp(k, "pod") == 0)
+                        dst = pod;
+                else if (k && strcmp(k, "container") == 0)
+                        dst = container;
                 else
                         return kdev_err_set(err, EINVAL, "line %zu: unknown claim field \"%s\" "
-                                                         "(want namespace, name, uid)",
+                                                         "(want namespace, name, uid, pod, "
+                                                         "container)",
                                             vn->start_mark.line + 1, k ? k : "?");
                 if (!v)
                         return kdev_err_set(err, EINVAL, "line %zu: %s must be a string",
@@ -653,6 +688,11 @@ static int parse_claim(yaml_document_t *doc, yaml_node_t *n, Claim *c, struct kd
         if (!c->uid || !c->uid[0])
                 return kdev_err_set(err, EINVAL, "line %zu: claim without uid",
                                     n->start_mark.line + 1);
+        if ((*pod && **pod) != (*container && **container))
+                return kdev_err_set(err, EINVAL, "line %zu: claim %s: pod and container go "
+                                                 "together (the container of the pod the claim "
+                                                 "is prepared for)",
+                                    n->start_mark.line + 1, c->uid);
         if (!c->namespace_)
                 c->namespace_ = strdup("");
         if (!c->name)
@@ -683,7 +723,9 @@ static int parse_step(yaml_document_t *doc, yaml_node_t *n, struct step *st, str
                                     n->start_mark.line + 1, k);
         size_t cnt = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
         st->claims = calloc(cnt ? cnt : 1, sizeof(Claim *));
-        if (!st->claims)
+        st->pods = calloc(cnt ? cnt : 1, sizeof(char *));
+        st->containers = calloc(cnt ? cnt : 1, sizeof(char *));
+        if (!st->claims || !st->pods || !st->containers)
                 return kdev_err_set(err, ENOMEM, "out of memory");
         for (size_t i = 0; i < cnt; i++) {
                 Claim *c = malloc(sizeof(*c));
@@ -693,7 +735,8 @@ static int parse_step(yaml_document_t *doc, yaml_node_t *n, struct step *st, str
                 c->namespace_ = c->name = c->uid = NULL;
                 st->claims[st->n++] = c;
                 yaml_node_t *cn = yaml_document_get_node(doc, list->data.sequence.items.start[i]);
-                int rc = parse_claim(doc, cn, c, err);
+                int rc = parse_claim(doc, cn, c, &st->pods[st->n - 1],
+                                     &st->containers[st->n - 1], err);
                 if (rc < 0)
                         return rc;
         }
@@ -887,7 +930,7 @@ static void prep_row(struct kdev_cli_table *t, const char *health, const char *u
 }
 
 static int run_step(const struct plugin *p, const struct step *st, enum kdev_cli_output out,
-                    json_t *jsteps)
+                    json_t *jsteps, struct dra_podres *pr)
 {
         const char *call = st->prepare ? "NodePrepareResources" : "NodeUnprepareResources";
         char method[256];
@@ -987,6 +1030,14 @@ static int run_step(const struct plugin *p, const struct step *st, enum kdev_cli
                                 failed = 1;
                                 continue;
                         }
+                        for (size_t k = 0; k < st->n; k++)
+                                if (st->pods[k] && st->pods[k][0] &&
+                                    strcmp(st->claims[k]->uid, uid) == 0)
+                                        dra_podres_prepared(
+                                                pr, p->name, st->claims[k]->namespace_,
+                                                st->claims[k]->name, uid, st->pods[k],
+                                                st->containers[k], v ? v->devices : NULL,
+                                                v ? v->n_devices : 0);
                         json_t *jd = json_array();
                         json_object_set_new(jc, "devices", jd);
                         for (size_t k = 0; v && k < v->n_devices; k++) {
@@ -1061,6 +1112,7 @@ static int run_step(const struct plugin *p, const struct step *st, enum kdev_cli
                                 free(cell);
                                 failed = 1;
                         } else {
+                                dra_podres_unprepared(pr, uid);
                                 kdev_cli_table_add(t, uid, "unprepared");
                         }
                 }
@@ -1092,6 +1144,7 @@ int kdevctl_cmd_dra(int argc, char **argv)
                 {"driver", 0, true, OPT_DRIVER},
                 {"output", 'o', true, OPT_OUTPUT},
                 {"watch", 0, true, OPT_WATCH},
+                {"pod-resources-socket", 0, true, OPT_PODRES},
         };
         struct args a = {0};
         struct kdev_err err = {0};
@@ -1105,6 +1158,11 @@ int kdevctl_cmd_dra(int argc, char **argv)
                 return kdev_cli_usage_error(CMD, "%s", err.msg);
         if (!a.registry)
                 return kdev_cli_usage_error(CMD, "--registry DIR is required");
+        if (a.podres && !a.watch)
+                return kdev_cli_usage_error(CMD, "--pod-resources-socket serves while watching: "
+                                                 "it needs --watch SEC");
+        if (a.podres && !a.podres[0])
+                return kdev_cli_usage_error(CMD, "--pod-resources-socket: empty path");
 
         struct scenario sc = {0};
         if (a.scenario && load_scenario(a.scenario, &sc, &err) < 0) {
@@ -1116,6 +1174,7 @@ int kdevctl_cmd_dra(int argc, char **argv)
         memset(&w, 0, sizeof(w));
         w.dir = a.registry;
         w.output = a.output;
+        w.podres_path = a.podres;
         if (reconcile(&w) < 0) {
                 scenario_free(&sc);
                 watcher_clear(&w);
@@ -1166,7 +1225,8 @@ int kdevctl_cmd_dra(int argc, char **argv)
                         failed++;
                 } else {
                         for (size_t i = 0; i < sc.n; i++)
-                                failed += run_step(target, &sc.v[i], a.output, jsteps);
+                                failed += run_step(target, &sc.v[i], a.output, jsteps,
+                                                   &w.podres);
                 }
         } else {
                 json_decref(jsteps);

@@ -34,10 +34,6 @@
 #define CMD "kubelet"
 #define REGISTER_PATH "/v1beta1.Registration/Register"
 #define DIAL_RETRY_MS 50
-/* PodResources v1 (k8s.io/kubelet pkg/apis/podresources/v1, api_grpc.pb.go) */
-#define PODRES_LIST_PATH "/v1.PodResourcesLister/List"
-#define PODRES_ALLOCATABLE_PATH "/v1.PodResourcesLister/GetAllocatableResources"
-#define PODRES_GET_PATH "/v1.PodResourcesLister/Get"
 /* kubelet's pod-resources socket, relative to its root directory */
 #define PODRES_SOCKET_DEFAULT "pod-resources/kubelet.sock"
 #define PRESTART_TIMEOUT_MS 30000 /* KubeletPreStartContainerRPCTimeoutInSecs */

@@ -20,6 +20,7 @@
  */
 #include "kubelet/cmd_kubelet_internal.h"
 
+#include "kubelet/podres_internal.h"
 #include "podresources/v1/api.pb-c.h"
 
 #define PODRES_NAMESPACE "default"
@@ -115,33 +116,10 @@ static int by_pod_name(const void *x, const void *y)
         return strcmp(a->pod->name, b->pod->name);
 }
 
-/* Packs |m|, answers |call| with it and frees |m| (every part malloc'ed). */
-static void reply_free(struct kdev_rpc_call *call, ProtobufCMessage *m)
-{
-        kdev_rpc_call_reply_pb(call, m);
-        protobuf_c_message_free_unpacked(m, NULL);
-}
-
-/* Unpacks the request of |call| as |desc|; on failure ends the call with
- * INTERNAL (grpc-go's text for an undecodable request) and returns NULL. */
-static ProtobufCMessage *unpack_req(struct kdev_rpc_call *call,
-                                    const ProtobufCMessageDescriptor *desc, const uint8_t *req,
-                                    size_t len)
-{
-        static const uint8_t empty[1];
-        ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, len, len ? req : empty);
-        if (!m) {
-                char *msg = xasprintf("grpc: error unmarshalling request: not a %s", desc->name);
-                kdev_rpc_call_finish(call, KDEV_RPC_INTERNAL, msg);
-                free(msg);
-        }
-        return m;
-}
-
 static void on_list(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
 {
         struct kubelet *k = ud;
-        ProtobufCMessage *in = unpack_req(call, &v1__list_pod_resources_request__descriptor, req,
+        ProtobufCMessage *in = podres_unpack_req(call, &v1__list_pod_resources_request__descriptor, req,
                                           len);
         if (!in)
                 return;
@@ -162,13 +140,13 @@ static void on_list(struct kdev_rpc_call *call, const uint8_t *req, size_t len, 
                         r->pod_resources[r->n_pod_resources++] = pod_resources(k, v[i]);
                 free(v);
         }
-        reply_free(call, &r->base);
+        podres_reply_free(call, &r->base);
 }
 
 static void on_get(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
 {
         struct kubelet *k = ud;
-        V1__GetPodResourcesRequest *in = (V1__GetPodResourcesRequest *)unpack_req(
+        V1__GetPodResourcesRequest *in = (V1__GetPodResourcesRequest *)podres_unpack_req(
                 call, &v1__get_pod_resources_request__descriptor, req, len);
         if (!in)
                 return;
@@ -192,13 +170,13 @@ static void on_get(struct kdev_rpc_call *call, const uint8_t *req, size_t len, v
                 abort();
         v1__get_pod_resources_response__init(r);
         r->pod_resources = pod_resources(k, found);
-        reply_free(call, &r->base);
+        podres_reply_free(call, &r->base);
 }
 
 static void on_allocatable(struct kdev_rpc_call *call, const uint8_t *req, size_t len, void *ud)
 {
         struct kubelet *k = ud;
-        ProtobufCMessage *in = unpack_req(call, &v1__allocatable_resources_request__descriptor,
+        ProtobufCMessage *in = podres_unpack_req(call, &v1__allocatable_resources_request__descriptor,
                                           req, len);
         if (!in)
                 return;
@@ -219,14 +197,47 @@ static void on_allocatable(struct kdev_rpc_call *call, const uint8_t *req, size_
                                           cdev_new(res->name, d->id, true, d->numa[ni]));
                 }
         }
-        reply_free(call, &r->base);
+        podres_reply_free(call, &r->base);
 }
 
 int podres_start(struct kubelet *k, struct kdev_err *err)
 {
         if (!k->podres_path)
                 return 0;
-        char *dir = xstrdup(k->podres_path);
+        k->podres_srv = podres_serve(k->loop, k->podres_path, on_list, on_allocatable, on_get,
+                                     k, err);
+        if (!k->podres_srv)
+                return -(err->code ? err->code : EIO);
+        kdev_log_info("serving PodResources", "socket", k->podres_path);
+        return 0;
+}
+
+/* The helpers both PodResources servers share (podres_internal.h). */
+void podres_reply_free(struct kdev_rpc_call *call, ProtobufCMessage *m)
+{
+        kdev_rpc_call_reply_pb(call, m);
+        protobuf_c_message_free_unpacked(m, NULL);
+}
+
+ProtobufCMessage *podres_unpack_req(struct kdev_rpc_call *call,
+                                    const ProtobufCMessageDescriptor *desc, const uint8_t *req,
+                                    size_t len)
+{
+        static const uint8_t empty[1];
+        ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, len, len ? req : empty);
+        if (!m) {
+                char *msg = xasprintf("grpc: error unmarshalling request: not a %s", desc->name);
+                kdev_rpc_call_finish(call, KDEV_RPC_INTERNAL, msg);
+                free(msg);
+        }
+        return m;
+}
+
+struct kdev_rpc_server *podres_serve(uv_loop_t *loop, const char *path, kdev_rpc_handler_fn list,
+                                     kdev_rpc_handler_fn allocatable, kdev_rpc_handler_fn get,
+                                     void *ud, struct kdev_err *err)
+{
+        char *dir = xstrdup(path);
         char *slash = strrchr(dir, '/');
         int rc = 0;
         if (slash && slash != dir) {
@@ -235,25 +246,20 @@ int podres_start(struct kubelet *k, struct kdev_err *err)
         }
         free(dir);
         if (rc < 0)
-                return rc;
-        rc = 0;
-        unlink(k->podres_path); /* kubelet removes a stale socket before listening */
-        k->podres_srv = kdev_rpc_server_new(k->loop, NULL);
-        if (!k->podres_srv)
+                return NULL;
+        unlink(path); /* kubelet removes a stale socket before listening */
+        struct kdev_rpc_server *srv = kdev_rpc_server_new(loop, NULL);
+        if (!srv)
                 abort();
-        if (kdev_rpc_server_add_method(k->podres_srv, PODRES_LIST_PATH, false, on_list, k) < 0 ||
-            kdev_rpc_server_add_method(k->podres_srv, PODRES_ALLOCATABLE_PATH, false,
-                                       on_allocatable, k) < 0 ||
-            kdev_rpc_server_add_method(k->podres_srv, PODRES_GET_PATH, false, on_get, k) < 0)
+        if (kdev_rpc_server_add_method(srv, PODRES_LIST_PATH, false, list, ud) < 0 ||
+            kdev_rpc_server_add_method(srv, PODRES_ALLOCATABLE_PATH, false, allocatable, ud) < 0 ||
+            kdev_rpc_server_add_method(srv, PODRES_GET_PATH, false, get, ud) < 0)
                 abort();
-        rc = kdev_rpc_server_listen_unix(k->podres_srv, k->podres_path, err);
-        if (rc < 0) {
-                kdev_rpc_server_close(k->podres_srv, NULL, NULL);
-                k->podres_srv = NULL;
-                return rc;
+        if (kdev_rpc_server_listen_unix(srv, path, err) < 0) {
+                kdev_rpc_server_close(srv, NULL, NULL);
+                return NULL;
         }
-        kdev_log_info("serving PodResources", "socket", k->podres_path);
-        return 0;
+        return srv;
 }
 
 void podres_stop(struct kubelet *k)
