@@ -67,6 +67,20 @@ static void usage(FILE *f)
                 "                                  claim operations and their latency, slice\n"
                 "                                  publishes; e.g. 127.0.0.1:9401); off by\n"
                 "                                  default, and an empty value keeps it off\n"
+                "      --usage-interval S          seconds between GPU usage samples for the\n"
+                "                                  metrics (dcgm-exporter's device series and\n"
+                "                                  kdev's per-container ones, with the claims'\n"
+                "                                  dra_* labels), 0..3600; needs\n"
+                "                                  --metrics-address (default 0: off)\n"
+                "      --pod-resources-socket PATH kubelet's PodResources API, asked at each\n"
+                "                                  usage sample which container holds which\n"
+                "                                  claim device (default /var/lib/kubelet/pod-\n"
+                "                                  resources/kubelet.sock; \"\": none, every\n"
+                "                                  use unattributed)\n"
+                "      --pod-log-dir DIR           kubelet's log directory: the names in\n"
+                "                                  DIR/pods and DIR/containers give the pod\n"
+                "                                  UIDs and container IDs of the containers\n"
+                "                                  PodResources names (default /var/log)\n"
                 "      --health-probe-interval S   seconds between recovery probes of an\n"
                 "                                  unhealthy GPU (default 10)\n"
                 "      --health-quiet-period S     seconds without critical XID before an\n"
@@ -93,6 +107,9 @@ static void usage(FILE *f)
                 "                            in-cluster API server address (without --kubeconfig)\n"
                 "  NVIDIA_CDI_HOOK_PATH      default of --nvidia-cdi-hook-path\n"
                 "  KDEV_METRICS_ADDRESS      default of --metrics-address (\"\": off)\n"
+                "  KDEV_USAGE_INTERVAL       default of --usage-interval\n"
+                "  KDEV_POD_RESOURCES_SOCKET default of --pod-resources-socket\n"
+                "  KDEV_POD_LOG_DIR          default of --pod-log-dir\n"
                 "  DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS\n"
                 "                            XIDs that mark a GPU unhealthy, as for kdev-plugin\n"
                 "\n"
@@ -141,6 +158,9 @@ enum {
         OPT_PROBE,
         OPT_QUIET,
         OPT_METRICS_ADDRESS,
+        OPT_USAGE_INTERVAL,
+        OPT_POD_RESOURCES_SOCKET,
+        OPT_POD_LOG_DIR,
 };
 
 static const struct option longopts[] = {
@@ -158,6 +178,9 @@ static const struct option longopts[] = {
         {"health-probe-interval", required_argument, NULL, OPT_PROBE},
         {"health-quiet-period", required_argument, NULL, OPT_QUIET},
         {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
+        {"usage-interval", required_argument, NULL, OPT_USAGE_INTERVAL},
+        {"pod-resources-socket", required_argument, NULL, OPT_POD_RESOURCES_SOCKET},
+        {"pod-log-dir", required_argument, NULL, OPT_POD_LOG_DIR},
         {"log-level", required_argument, NULL, KDEV_FLAG_LOG_LEVEL},
         {"log-format", required_argument, NULL, KDEV_FLAG_LOG_FORMAT},
         {"help", no_argument, NULL, 'h'},
@@ -182,7 +205,11 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                 .proc_root = "/proc",
                 .sysfs_root = "/sys",
                 .metrics_address = getenv("KDEV_METRICS_ADDRESS"),
+                .podres_socket = getenv("KDEV_POD_RESOURCES_SOCKET"), /* NULL: the default */
+                .pod_log_dir = getenv("KDEV_POD_LOG_DIR"),
         };
+        const char *usage_s = getenv("KDEV_USAGE_INTERVAL");
+        bool usage_from_env = usage_s && *usage_s;
         bool metrics_from_env = o->metrics_address && *o->metrics_address;
         while (usage_status < 0 && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
                 switch (c) {
@@ -233,6 +260,16 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                         o->metrics_address = optarg; /* "": off */
                         metrics_from_env = false;
                         break;
+                case OPT_USAGE_INTERVAL:
+                        usage_s = optarg;
+                        usage_from_env = false;
+                        break;
+                case OPT_POD_RESOURCES_SOCKET:
+                        o->podres_socket = optarg; /* "": none */
+                        break;
+                case OPT_POD_LOG_DIR:
+                        o->pod_log_dir = optarg;
+                        break;
                 case OPT_QUIET:
                         o->quiet_s = optarg;
                         if (!flag_seconds("health-quiet-period", optarg))
@@ -255,6 +292,15 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                         o->metrics_address);
                 usage_status = 2;
         }
+        unsigned long long us = 0;
+        if (usage_status < 0 && usage_s && *usage_s &&
+            !kdev_whole_seconds_parse(usage_s, 0, 3600, &us)) {
+                fprintf(stderr, PROG ": invalid %s \"%s\": want whole seconds between 0 and "
+                                "3600\n",
+                        usage_from_env ? "KDEV_USAGE_INTERVAL" : "--usage-interval", usage_s);
+                usage_status = 2;
+        }
+        o->usage_interval_s = (unsigned)us;
         if (usage_status < 0 && (!o->node || !*o->node)) {
                 fprintf(stderr, PROG ": no node name: set --node-name or NODE_NAME\n");
                 usage_status = 2;

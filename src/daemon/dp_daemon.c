@@ -34,9 +34,10 @@
 #include "nvidia/labels.h"
 #include "nvidia/mig.h"
 #include "nvidia/resources.h"
-#include "daemon/usage_internal.h"
+#include "nvidia/usage_loop.h"
 #include "metrics/plugin_metrics.h"
 #include "plugin/runtime.h"
+#include "usage/usage.h"
 
 /* One configuration in force: what it was read from and what it built. A
  * reload builds a new one, swaps it in, and retires the old one once its
@@ -65,7 +66,7 @@ struct kdev_dp_daemon {
         struct dp_gen cur;      /* the configuration in force */
         unsigned retiring;      /* older generations whose backend is stopping */
         struct kdev_plugin_metrics *metrics; /* NULL: metrics off */
-        struct kdev_dp_usage *usage;         /* NULL: usage metering off */
+        struct kdev_nvidia_usage_loop *usage; /* NULL: usage metering off */
         struct kdev_dp_options dpopts;       /* the runtime's options, hooks set */
         uint64_t rediscover_ms;
         /* devices that left the node, of every backend (model/withdrawn.h:
@@ -97,7 +98,36 @@ struct kdev_dp_daemon {
         const struct kdev_dp_daemon_options *opts;
 };
 
-/* Usage metering (daemon/usage_internal.h) with metrics on and the NVIDIA
+/* kdev_nvidia_usage_lookup_fn: the device UUID of device ID |id| of the
+ * map entry's resource in the served set (read at each sample: it changes
+ * at a reload). */
+static bool usage_lookup(void *arg, const struct kdev_usage_container *c, const char *id,
+                         char *uuid)
+{
+        const struct kdev_dp_daemon *d = arg;
+        const struct kdev_resource_set *set = d->cur.set;
+        for (size_t i = 0; set && c->resource && i < set->n_resources; i++) {
+                const struct kdev_resource *r = &set->resources[i];
+                if (strcmp(r->name, c->resource) != 0)
+                        continue;
+                const struct kdev_device *dev = kdev_resource_find(r, id);
+                const struct kdev_nvidia_devinfo *in = dev ? kdev_nvidia_device_info(r, dev) : NULL;
+                if (!in)
+                        return false;
+                snprintf(uuid, KDEV_USAGE_UUID_MAX, "%s", in->uuid);
+                return true;
+        }
+        return false;
+}
+
+static void usage_publish(void *arg, const struct kdev_usage_snapshot *snap,
+                          const struct kdev_usage_pods *pods, const struct kdev_usage_report *rep)
+{
+        struct kdev_dp_daemon *d = arg;
+        kdev_plugin_metrics_set_usage(d->metrics, snap, pods, rep);
+}
+
+/* Usage metering (nvidia/usage_loop.h) with metrics on and the NVIDIA
  * option usage.interval > 0; the Hostname label is $NODE_NAME (the node,
  * as the DaemonSet sets it from spec.nodeName), else the host name. */
 static int start_usage(struct kdev_dp_daemon *d, struct kdev_err *err)
@@ -111,9 +141,12 @@ static int start_usage(struct kdev_dp_daemon *d, struct kdev_err *err)
                 snprintf(host, sizeof(host), "%s", node);
         else if (gethostname(host, sizeof(host) - 1) != 0)
                 host[0] = '\0';
-        d->usage = kdev_dp_usage_start(&d->loop, d->metrics, host, &d->cur.set, nv,
-                                       nv->usage_interval, d->opts->podres_socket,
-                                       d->opts->pod_log_dir, err);
+        struct kdev_nvidia_usage_loop_options o = {
+                .interval_s = nv->usage_interval, .podres_socket = d->opts->podres_socket,
+                .pod_log_dir = d->opts->pod_log_dir, .holders = KDEV_NVIDIA_USAGE_DEVICE_PLUGIN,
+                .lookup = usage_lookup, .publish = usage_publish, .arg = d};
+        if (kdev_plugin_metrics_enable_usage(d->metrics, host, err) == 0)
+                d->usage = kdev_nvidia_usage_loop_start(&d->loop, nv, &o, err);
         if (!d->usage) {
                 d->usage_failed = true;
                 return kdev_err_wrap(err, "usage metering");
@@ -138,7 +171,7 @@ static void on_runtime_stopped(void *arg)
         if (d->inventory_timer_on)
                 uv_close((uv_handle_t *)&d->inventory_timer, NULL);
         d->inventory_timer_on = false;
-        kdev_dp_usage_stop(d->usage);
+        kdev_nvidia_usage_loop_stop(d->usage);
         d->usage = NULL;
         kdev_plugin_metrics_stop(d->metrics, NULL, NULL);
         d->metrics = NULL;
@@ -1140,7 +1173,7 @@ out:
                         kdev_dp_runtime_stop(rt, NULL, NULL);
                 kdev_node_watch_stop(d.watch, NULL, NULL);
                 d.watch = NULL;
-                kdev_dp_usage_stop(d.usage);
+                kdev_nvidia_usage_loop_stop(d.usage);
                 d.usage = NULL;
                 kdev_plugin_metrics_stop(d.metrics, NULL, NULL);
                 d.metrics = NULL;

@@ -27,6 +27,7 @@
 #include "nvidia/dra_backend.h"
 #include "nvidia/driver_files.h"
 #include "nvidia/gpus.h"
+#include "nvidia/usage_loop.h"
 #include "nvidia/xid.h"
 
 #define BACKOFF_FIRST_MS KDEV_DRA_BACKOFF_FIRST_MS
@@ -69,6 +70,7 @@ struct kdev_dra_daemon {
          * one line per window (common/log.h); flushed by sockets_timer */
         struct kdev_log_limiter *claim_log;
         struct kdev_dra_metrics *metrics; /* NULL: metrics off */
+        struct kdev_nvidia_usage_loop *usage; /* NULL: usage metering off */
 };
 
 static void xid_warn(void *arg, const char *msg)
@@ -165,6 +167,8 @@ static void on_claim(void *arg, const struct kdev_dra_claim_event *ev)
  * closed, the loop run until they are. */
 static void abandon_start(struct kdev_dra_daemon *d)
 {
+        kdev_nvidia_usage_loop_stop(d->usage);
+        d->usage = NULL;
         kdev_dra_metrics_stop(d->metrics, NULL, NULL);
         d->metrics = NULL;
         uv_close((uv_handle_t *)&d->sigterm, NULL);
@@ -172,6 +176,64 @@ static void abandon_start(struct kdev_dra_daemon *d)
         uv_close((uv_handle_t *)&d->sockets_timer, NULL);
         uv_close((uv_handle_t *)&d->slices_timer, NULL);
         uv_run(&d->loop, UV_RUN_DEFAULT);
+}
+
+/* kdev_nvidia_usage_lookup_fn: the UUID of claim device |name| of map
+ * entry |c|: a device of this node's pool (the pool is the node name), a
+ * whole GPU (gpu-<minor>) or a MIG device by its DRA name. */
+static bool usage_lookup(void *arg, const struct kdev_usage_container *c, const char *name,
+                         char *uuid)
+{
+        const struct kdev_dra_daemon *d = arg;
+        if (!c->pool || strcmp(c->pool, d->pool.node) != 0)
+                return false;
+        for (size_t i = 0; i < d->gpus->n_gpus; i++) {
+                const struct kdev_nvidia_gpu *g = &d->gpus->gpus[i];
+                if (strcmp(g->dra_name, name) == 0) {
+                        snprintf(uuid, KDEV_USAGE_UUID_MAX, "%s", g->uuid);
+                        return true;
+                }
+                for (size_t k = 0; k < g->n_migs; k++)
+                        if (g->migs[k].dra_name[0] && g->migs[k].uuid[0] &&
+                            strcmp(g->migs[k].dra_name, name) == 0) {
+                                snprintf(uuid, KDEV_USAGE_UUID_MAX, "%s", g->migs[k].uuid);
+                                return true;
+                        }
+        }
+        return false;
+}
+
+static void usage_publish(void *arg, const struct kdev_usage_snapshot *snap,
+                          const struct kdev_usage_pods *pods, const struct kdev_usage_report *rep)
+{
+        struct kdev_dra_daemon *d = arg;
+        kdev_dra_metrics_set_usage(d->metrics, snap, pods, rep);
+}
+
+/* Usage metering with metrics on and --usage-interval > 0: the claims'
+ * devices (PodResources' ClaimResource) attributed as kdev-plugin's; the
+ * Hostname label is the node name. */
+static int start_usage(struct kdev_dra_daemon *d, const struct kdev_dra_daemon_options *o,
+                       const struct kdev_nvidia_config *nv, struct kdev_err *err)
+{
+        if (o->usage_interval_s == 0)
+                return 0;
+        if (!d->metrics) {
+                kdev_log_warn("usage metering needs --metrics-address: not sampled");
+                return 0;
+        }
+        struct kdev_nvidia_usage_loop_options uo = {
+                .interval_s = o->usage_interval_s, .podres_socket = o->podres_socket,
+                .pod_log_dir = o->pod_log_dir, .holders = KDEV_NVIDIA_USAGE_CLAIMS,
+                .driver = o->driver, .library_path = o->nvml_library,
+                .lookup = usage_lookup, .publish = usage_publish, .arg = d};
+        if (kdev_dra_metrics_enable_usage(d->metrics, o->node, err) == 0)
+                d->usage = kdev_nvidia_usage_loop_start(&d->loop, nv, &uo, err);
+        if (!d->usage)
+                return kdev_err_wrap(err, "usage metering");
+        kdev_log_info("sampling GPU usage", KDEV_LOG_UINT("interval", o->usage_interval_s),
+                      "hostname", o->node);
+        return 0;
 }
 
 /* kdev_dra_metrics_prepared_fn: the claims in the checkpoint now. */
@@ -536,6 +598,8 @@ static void check_sockets(uv_timer_t *t)
 static void on_plugin_stopped(void *arg)
 {
         struct kdev_dra_daemon *d = arg;
+        kdev_nvidia_usage_loop_stop(d->usage);
+        d->usage = NULL;
         kdev_dra_metrics_stop(d->metrics, NULL, NULL);
         d->metrics = NULL;
         kdev_nvidia_dra_backend_health_stop(d->nvidia);
@@ -697,7 +761,8 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
          * so an XID carrying GPU/compute instance IDs faults that MIG
          * device only */
         nv.mig_strategy = KDEV_NVIDIA_MIG_MIXED;
-        if (proc_root && kdev_nvidia_config_apply_flag(&nv, "proc-root", proc_root, &err) < 0)
+        if ((proc_root && kdev_nvidia_config_apply_flag(&nv, "proc-root", proc_root, &err) < 0) ||
+            kdev_nvidia_config_apply_flag(&nv, "driver-root", driver_root, &err) < 0)
                 goto out;
         if (kdev_nvidia_config_finish(&nv, false, &err) < 0)
                 goto out;
@@ -789,6 +854,10 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 kdev_log_info("serving metrics", "address", o->metrics_address,
                               KDEV_LOG_UINT("port", kdev_dra_metrics_port(d.metrics)),
                               "path", "/metrics");
+        }
+        if (start_usage(&d, o, &nv, &err) < 0) {
+                abandon_start(&d);
+                goto out;
         }
         if (kdev_dra_plugin_start(d.plugin, &d.loop, dra_sock, reg_sock, &err) < 0) {
                 abandon_start(&d);

@@ -79,6 +79,13 @@ struct kdev_dra_daemon_options {
          * (metrics/http.h); NULL or "": off. A port in use is a start
          * failure. */
         const char *metrics_address;
+        /* usage metering (nvidia/usage_loop.h, claims mode) every that many
+         * seconds with metrics on; 0: off */
+        unsigned usage_interval_s;
+        /* kubelet's PodResources socket (NULL: the default; "": none) and
+         * log directory (NULL: /var/log), for the usage metering */
+        const char *podres_socket;
+        const char *pod_log_dir;
         /* NVML library to load; NULL: libnvidia-ml.so.1 (under driver_root) */
         const char *nvml_library;
         /* claim source of NodePrepareResources; NULL: the API server's

@@ -6,6 +6,7 @@
 
 #include "common/version.h"
 #include "metrics/http.h"
+#include "metrics/usage_metrics_internal.h"
 
 /* Claim operation buckets, seconds: a prepare from the checkpoint takes
  * microseconds, one that reads the claim from the API server and writes
@@ -35,6 +36,7 @@ struct kdev_dra_metrics {
         struct kdev_metric *ops[2][2];     /* [prepare][ok] */
         struct kdev_metric *seconds[2];    /* [prepare] */
         struct kdev_metric *publishes[2];  /* [ok] */
+        struct kdev_plugin_usage_metrics *usage; /* NULL: usage metering off */
         void (*done)(void *arg);
         void *done_arg;
 };
@@ -153,9 +155,32 @@ static void on_http_closed(void *arg)
         void (*done)(void *) = m->done;
         void *done_arg = m->done_arg;
         kdev_metrics_free(m->reg);
+        kdev_plugin_usage_metrics_free(m->usage);
         free(m);
         if (done)
                 done(done_arg);
+}
+
+int kdev_dra_metrics_enable_usage(struct kdev_dra_metrics *m, const char *hostname,
+                                  struct kdev_err *err)
+{
+        if (m->usage)
+                return kdev_err_set(err, EINVAL, "usage metrics enabled twice");
+        struct kdev_err e = {0};
+        m->usage = kdev_plugin_usage_metrics_new(m->reg, hostname, true, &e);
+        if (m->usage)
+                return 0;
+        if (err)
+                *err = e;
+        return -e.code;
+}
+
+void kdev_dra_metrics_set_usage(struct kdev_dra_metrics *m, const struct kdev_usage_snapshot *snap,
+                                const struct kdev_usage_pods *pods,
+                                const struct kdev_usage_report *rep)
+{
+        if (m && m->usage)
+                kdev_plugin_usage_metrics_set(m->usage, snap, pods, rep);
 }
 
 void kdev_dra_metrics_stop(struct kdev_dra_metrics *m, void (*done)(void *arg), void *done_arg)

@@ -17,6 +17,15 @@
  *   kdev_dra_slice_generation                            gauge: the pool generation last
  *                                                        published
  *
+ * With usage metering on (kdev_dra_metrics_enable_usage), kdev-plugin's
+ * usage families (plugin_metrics.h "usage metering") for the claimed
+ * devices: dcgm-exporter's device series and kdev's per-container ones,
+ * each with dcgm-exporter's DRA labels dra_claim_name, dra_claim_namespace,
+ * dra_device_name, dra_driver_name, dra_pool_name (the claim device the
+ * series' container holds; "" on a device series held by none or several),
+ * kdev_container_gpu_replicas without its resource label (it counts claim
+ * devices).
+ *
  * Threading: the loop thread only. */
 #ifndef KDEV_METRICS_DRA_METRICS_H
 #define KDEV_METRICS_DRA_METRICS_H
@@ -29,6 +38,7 @@
 #include "common/err.h"
 #include "common/export.h"
 #include "metrics/metrics.h"
+#include "usage/usage.h"
 
 struct kdev_dra_metrics;
 
@@ -59,6 +69,20 @@ KDEV_API void kdev_dra_metrics_claim(struct kdev_dra_metrics *m, bool prepare, b
 /* One ResourceSlice reconcile finished, |ok| with pool |generation| (ignored
  * when !ok). NULL-safe. */
 KDEV_API void kdev_dra_metrics_publish(struct kdev_dra_metrics *m, bool ok, long long generation);
+
+/* Registers the usage families; |hostname| is the Hostname label (copied).
+ * Returns 0, or -EINVAL (enabled twice) / -ENOMEM with |err|. */
+KDEV_API int kdev_dra_metrics_enable_usage(struct kdev_dra_metrics *m, const char *hostname,
+                                           struct kdev_err *err);
+
+/* Replaces the usage series with those of |snap| attributed by |rep| to the
+ * claim devices of |pods| (nvidia/usage_loop.h, claims mode); |snap| NULL
+ * (a failed sample) counts an error and keeps the series. Nothing when
+ * usage is not enabled; NULL-safe. */
+KDEV_API void kdev_dra_metrics_set_usage(struct kdev_dra_metrics *m,
+                                         const struct kdev_usage_snapshot *snap,
+                                         const struct kdev_usage_pods *pods,
+                                         const struct kdev_usage_report *rep);
 
 /* The registry (for tests rendering it). */
 KDEV_API struct kdev_metrics *kdev_dra_metrics_registry(struct kdev_dra_metrics *m);

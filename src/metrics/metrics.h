@@ -33,8 +33,10 @@
 
 /* Most labels a family may have (le not counted): dcgm-exporter's device
  * labels (gpu, UUID, pci_bus_id, device, modelName, Hostname, GPU_I_PROFILE,
- * GPU_I_ID) and Kubernetes' (namespace, pod, container) fit. */
-#define KDEV_METRICS_MAX_LABELS 12
+ * GPU_I_ID), Kubernetes' (namespace, pod, container) and its DRA ones
+ * (dra_claim_name, dra_claim_namespace, dra_device_name, dra_driver_name,
+ * dra_pool_name) fit. */
+#define KDEV_METRICS_MAX_LABELS 16
 /* Most buckets a histogram may have (+Inf not counted). */
 #define KDEV_METRICS_MAX_BUCKETS 32
 

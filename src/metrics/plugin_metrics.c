@@ -261,7 +261,7 @@ int kdev_plugin_metrics_enable_usage(struct kdev_plugin_metrics *pm, const char 
         if (pm->usage)
                 return kdev_err_set(err, EINVAL, "usage metrics enabled twice");
         struct kdev_err e = {0};
-        pm->usage = kdev_plugin_usage_metrics_new(pm->reg, hostname, &e);
+        pm->usage = kdev_plugin_usage_metrics_new(pm->reg, hostname, false, &e);
         if (pm->usage)
                 return 0;
         if (err)

@@ -3,15 +3,20 @@
 #ifndef KDEV_METRICS_USAGE_METRICS_INTERNAL_H
 #define KDEV_METRICS_USAGE_METRICS_INTERNAL_H
 
+#include <stdbool.h>
+
 #include "common/err.h"
 #include "metrics/metrics.h"
 #include "usage/usage.h"
 
 struct kdev_plugin_usage_metrics;
 
-/* Registers the families in |reg|. NULL with |err| on failure. */
+/* Registers the families in |reg|: kdev-plugin's, or with |dra|
+ * kdev-dra-plugin's (dcgm-exporter's dra_* labels on every family from the
+ * map entry's claim device, no "resource" label). NULL with |err| on
+ * failure. */
 struct kdev_plugin_usage_metrics *kdev_plugin_usage_metrics_new(struct kdev_metrics *reg,
-                                                                const char *hostname,
+                                                                const char *hostname, bool dra,
                                                                 struct kdev_err *err);
 
 /* See kdev_plugin_metrics_set_usage. */

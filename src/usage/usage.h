@@ -215,6 +215,10 @@ struct kdev_usage_container {
         size_t n_device_ids;
         const char *share_dir;         /* the container's share region directory
                                         * (nvidia/share_host.h), NULL: none */
+        /* a DRA claim device (PodResources' ClaimResource), NULL for a
+         * device plugin's devices: the claim, and its device's driver, pool
+         * and name (the one entry of |device_ids|) */
+        const char *claim_namespace, *claim_name, *driver, *pool, *device;
 };
 
 struct kdev_usage_pods {

@@ -1,4 +1,4 @@
-/* kdev-plugin's usage metering loop (src/daemon/usage_internal.h) in the
+/* kdev-plugin's usage metering loop (src/nvidia/usage_loop.h) in the
  * daemon, in-process on the mock NVML: at each sample it asks a
  * PodResources server (here on a thread of the test: List answered with one
  * container holding a time-slicing replica) and reads kubelet's log names

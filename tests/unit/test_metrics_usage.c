@@ -17,6 +17,9 @@
 #include "metrics/plugin_metrics.h"
 #include "metrics_fixture.h"
 
+/* the claim fields of a device plugin's map entry: none */
+#define DEVICE_PLUGIN NULL, NULL, NULL, NULL, NULL
+
 #define MIB (1024ull * 1024)
 
 static struct kdev_usage_device *dev(struct kdev_usage_snapshot *s, const char *uuid,
@@ -75,9 +78,9 @@ static void test_usage_series(void **state)
         const char *ids_a[] = {"GPU-a::0", "GPU-a::3"}, *ids_b[] = {"GPU-a::1"},
                    *ids_m[] = {"MIG-c"};
         struct kdev_usage_container cs[] = {
-                {"ml", "train-0", "trainer", NULL, NULL, "nvidia.com/gpu", ids_a, 2, NULL},
-                {"web", "infer-7", "server", NULL, NULL, "nvidia.com/gpu", ids_b, 1, NULL},
-                {"ml", "mig-0", "main", NULL, NULL, "nvidia.com/mig-3g.20gb", ids_m, 1, "/r"},
+                {"ml", "train-0", "trainer", NULL, NULL, "nvidia.com/gpu", ids_a, 2, NULL, DEVICE_PLUGIN},
+                {"web", "infer-7", "server", NULL, NULL, "nvidia.com/gpu", ids_b, 1, NULL, DEVICE_PLUGIN},
+                {"ml", "mig-0", "main", NULL, NULL, "nvidia.com/mig-3g.20gb", ids_m, 1, "/r", DEVICE_PLUGIN},
         };
         struct kdev_usage_pods pods = {cs, 3};
         struct kdev_usage_row rows[] = {

@@ -21,6 +21,9 @@
 #include "share/region.h"
 #include "usage/usage.h"
 
+/* the claim fields of a device plugin's map entry: none */
+#define DEVICE_PLUGIN NULL, NULL, NULL, NULL, NULL
+
 #define UID "0f5c4ac8-8fd7-4a9c-9d63-4b1f1e2f3a4b"
 #define UID_ "0f5c4ac8_8fd7_4a9c_9d63_4b1f1e2f3a4b"
 #define UID2 "7b1e9c2d-1111-4222-8333-944455566677"
@@ -221,9 +224,9 @@ static void test_time_sliced(void **state)
         const char *ids_b[] = {GPU0 "::1"};
         const char *ids_idle[] = {GPU1 "::0"};
         struct kdev_usage_container cs[] = {
-                {"ml", "train-0", "trainer", UID, CID_A, "nvidia.com/gpu", ids_a, 2, NULL},
-                {"web", "infer-7", "server", UID2, CID_B, "nvidia.com/gpu", ids_b, 1, NULL},
-                {"web", "idle-1", "main", NULL, NULL, "nvidia.com/gpu", ids_idle, 1, NULL},
+                {"ml", "train-0", "trainer", UID, CID_A, "nvidia.com/gpu", ids_a, 2, NULL, DEVICE_PLUGIN},
+                {"web", "infer-7", "server", UID2, CID_B, "nvidia.com/gpu", ids_b, 1, NULL, DEVICE_PLUGIN},
+                {"web", "idle-1", "main", NULL, NULL, "nvidia.com/gpu", ids_idle, 1, NULL, DEVICE_PLUGIN},
         };
         struct kdev_usage_pods pods = {cs, 3};
         struct kdev_usage_attribute_options o = {.proc_root = proc_root(), .resolve = resolve};
@@ -286,9 +289,9 @@ static void test_by_pod_uid(void **state)
         const char *both[] = {GPU1 "::0"};
         const char *both2[] = {GPU1 "::1"};
         struct kdev_usage_container cs[] = {
-                {"ml", "p", "a", UID, NULL, "nvidia.com/gpu", one, 1, NULL},
-                {"ml", "p", "b", UID, NULL, "nvidia.com/gpu", both, 1, NULL},
-                {"ml", "p", "c", UID, NULL, "nvidia.com/gpu", both2, 1, NULL},
+                {"ml", "p", "a", UID, NULL, "nvidia.com/gpu", one, 1, NULL, DEVICE_PLUGIN},
+                {"ml", "p", "b", UID, NULL, "nvidia.com/gpu", both, 1, NULL, DEVICE_PLUGIN},
+                {"ml", "p", "c", UID, NULL, "nvidia.com/gpu", both2, 1, NULL, DEVICE_PLUGIN},
         };
         struct kdev_usage_pods pods = {cs, 3};
         struct kdev_usage_attribute_options o = {.proc_root = proc_root(), .resolve = resolve};
@@ -344,8 +347,8 @@ static void test_region(void **state)
         const char *ids_a[] = {GPU0 "::3"};
         const char *ids_m[] = {MIG0};
         struct kdev_usage_container cs[] = {
-                {"ml", "iso", "main", UID, CID_A, "nvidia.com/gpu.shared", ids_a, 1, dir},
-                {"ml", "mig", "main", UID2, CID_B, "nvidia.com/mig-1g.10gb", ids_m, 1, bad},
+                {"ml", "iso", "main", UID, CID_A, "nvidia.com/gpu.shared", ids_a, 1, dir, DEVICE_PLUGIN},
+                {"ml", "mig", "main", UID2, CID_B, "nvidia.com/mig-1g.10gb", ids_m, 1, bad, DEVICE_PLUGIN},
         };
         struct kdev_usage_pods pods = {cs, 2};
         struct kdev_usage_attribute_options o = {.proc_root = proc_root(), .resolve = resolve};

@@ -1,5 +1,5 @@
-/* kdev-plugin's usage metering loop. See usage_internal.h. */
-#include "daemon/usage_internal.h"
+/* The usage metering loop of both daemons. See usage_loop.h. */
+#include "nvidia/usage_loop.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "nvidia/resources.h"
 #include "nvidia/usage.h"
 #include "podres/client.h"
 #include "usage/usage.h"
@@ -16,10 +15,11 @@
 /* How long one PodResources List may take: kubelet answers from memory. */
 #define PODRES_TIMEOUT_MS 5000
 
-struct kdev_dp_usage {
+struct kdev_nvidia_usage_loop {
         uv_loop_t *loop;
-        struct kdev_plugin_metrics *pm;  /* NULL once stopped */
-        struct kdev_resource_set *const *set;
+        bool stopped;
+        struct kdev_nvidia_usage_loop_options o; /* strings: the copies below */
+        char *driver;
         struct kdev_nvidia_usage *sampler;
         char *proc_root;
         char *podres_socket; /* NULL: none */
@@ -41,7 +41,7 @@ struct resolved {
 
 struct job {
         uv_work_t req;
-        struct kdev_dp_usage *u;
+        struct kdev_nvidia_usage_loop *u;
         /* the container map: PodResources' answer and the log names, owned */
         struct kdev_podres_map map;
         struct kdev_usage_logs logs;
@@ -58,21 +58,67 @@ struct job {
         struct kdev_err err;
 };
 
-static void maybe_free(struct kdev_dp_usage *u)
+static void loop_free(struct kdev_nvidia_usage_loop *u)
 {
-        if (!u->timer_closed || u->in_flight)
-                return;
         kdev_nvidia_usage_free(u->sampler);
         free(u->proc_root);
         free(u->podres_socket);
         free(u->pod_log_dir);
+        free(u->driver);
         free(u);
+}
+
+static void maybe_free(struct kdev_nvidia_usage_loop *u)
+{
+        if (u->timer_closed && !u->in_flight)
+                loop_free(u);
 }
 
 static bool same_container(const struct kdev_usage_container *c, const struct kdev_podres_device *d)
 {
         return strcmp(c->namespace_name, d->namespace_) == 0 && strcmp(c->pod, d->pod) == 0 &&
                strcmp(c->container, d->container) == 0 && strcmp(c->resource, d->resource) == 0;
+}
+
+/* The claims map of |j|: one container entry per claim device of the
+ * driver, in answer order, its one device ID the device name. */
+static int build_claims_map(struct job *j)
+{
+        const struct kdev_podres_map *m = &j->map;
+        if (m->n_claims == 0)
+                return 0;
+        j->containers = calloc(m->n_claims, sizeof(*j->containers));
+        j->ids = calloc(m->n_claims, sizeof(*j->ids));
+        if (!j->containers || !j->ids)
+                return kdev_err_set(&j->map_err, ENOMEM, "out of memory");
+        size_t n = 0;
+        for (size_t i = 0; i < m->n_claims; i++) {
+                const struct kdev_podres_claim_device *d = &m->claims[i];
+                /* kubelet may leave the driver out: then the pool and name
+                 * are checked against the node's devices by lookup */
+                if (d->driver[0] && strcmp(d->driver, j->u->driver) != 0)
+                        continue;
+                struct kdev_usage_container *c = &j->containers[n];
+                c->namespace_name = d->namespace_;
+                c->pod = d->pod;
+                c->container = d->container;
+                c->resource = d->driver[0] ? d->driver : j->u->driver;
+                c->claim_namespace = d->claim_namespace;
+                c->claim_name = d->claim_name;
+                c->driver = c->resource;
+                c->pool = d->pool;
+                c->device = d->device;
+                j->ids[n] = d->device;
+                c->device_ids = &j->ids[n];
+                c->n_device_ids = 1;
+                c->pod_uid = kdev_usage_logs_pod_uid(&j->logs, d->namespace_, d->pod);
+                c->container_id = kdev_usage_logs_container_id(&j->logs, d->namespace_, d->pod,
+                                                               d->container);
+                n++;
+        }
+        j->pods.containers = j->containers;
+        j->pods.n = n;
+        return 0;
 }
 
 /* The map of |j|: one container entry per (pod, container, resource) of
@@ -141,9 +187,11 @@ static void map_work(uv_work_t *req)
         if (!j->u->podres_socket)
                 return;
         j->map_rc = kdev_podres_list(j->u->podres_socket, PODRES_TIMEOUT_MS, &j->map, &j->map_err);
-        if (j->map_rc == 0 && j->map.n_devices) { /* no holder: no names to join */
+        bool claims = j->u->o.holders == KDEV_NVIDIA_USAGE_CLAIMS;
+        if (j->map_rc == 0 && (claims ? j->map.n_claims : j->map.n_devices)) {
+                /* no holder: no names to join */
                 kdev_usage_logs_read(j->u->pod_log_dir, &j->logs, &j->logs_err);
-                j->map_rc = build_map(j);
+                j->map_rc = claims ? build_claims_map(j) : build_map(j);
         }
         if (j->map_rc < 0) {
                 kdev_podres_map_clear(&j->map);
@@ -192,51 +240,33 @@ static void job_free(struct job *j)
 static void after_work(uv_work_t *req, int status)
 {
         struct job *j = req->data;
-        struct kdev_dp_usage *u = j->u;
+        struct kdev_nvidia_usage_loop *u = j->u;
         u->in_flight = false;
-        if (u->pm && status == 0) {
+        if (!u->stopped && status == 0) {
                 if (j->rc < 0) {
                         if (strcmp(u->last_error, j->err.msg) != 0) {
                                 kdev_log_warn("usage sample failed", "error", j->err.msg);
                                 snprintf(u->last_error, sizeof(u->last_error), "%s", j->err.msg);
                         }
-                        kdev_plugin_metrics_set_usage(u->pm, NULL, NULL, NULL);
+                        u->o.publish(u->o.arg, NULL, NULL, NULL);
                 } else {
                         if (u->last_error[0])
                                 kdev_log_info("usage sampling works again");
                         u->last_error[0] = '\0';
-                        kdev_plugin_metrics_set_usage(u->pm, &j->snap, &j->pods, &j->rep);
+                        u->o.publish(u->o.arg, &j->snap, &j->pods, &j->rep);
                 }
         }
         job_free(j);
         maybe_free(u);
 }
 
-/* The device UUID of |id| of resource |name| in the served set. */
-static bool lookup(const struct kdev_resource_set *set, const char *name, const char *id,
-                   char *uuid)
-{
-        for (size_t i = 0; set && name && i < set->n_resources; i++) {
-                const struct kdev_resource *r = &set->resources[i];
-                if (strcmp(r->name, name) != 0)
-                        continue;
-                const struct kdev_device *d = kdev_resource_find(r, id);
-                const struct kdev_nvidia_devinfo *in = d ? kdev_nvidia_device_info(r, d) : NULL;
-                if (!in)
-                        return false;
-                snprintf(uuid, KDEV_USAGE_UUID_MAX, "%s", in->uuid);
-                return true;
-        }
-        return false;
-}
-
 /* Between the jobs, on the loop thread: the map's device IDs resolved
- * against the served set, then the sample queued. */
+ * through the daemon's lookup, then the sample queued. */
 static void after_map(uv_work_t *req, int status)
 {
         struct job *j = req->data;
-        struct kdev_dp_usage *u = j->u;
-        if (status != 0 || !u->pm) {
+        struct kdev_nvidia_usage_loop *u = j->u;
+        if (status != 0 || u->stopped) {
                 u->in_flight = false;
                 job_free(j);
                 maybe_free(u);
@@ -270,8 +300,8 @@ static void after_map(uv_work_t *req, int status)
                 const struct kdev_usage_container *ct = &j->pods.containers[c];
                 for (size_t i = 0; i < ct->n_device_ids; i++, k++) {
                         j->res[k].id = ct->device_ids[i];
-                        j->res[k].found = lookup(*u->set, ct->resource, ct->device_ids[i],
-                                                 j->res[k].uuid);
+                        j->res[k].found = u->o.lookup(u->o.arg, ct, ct->device_ids[i],
+                                                      j->res[k].uuid);
                 }
         }
         if (uv_queue_work(u->loop, &j->req, work, after_work) < 0) {
@@ -283,8 +313,8 @@ static void after_map(uv_work_t *req, int status)
 
 static void on_tick(uv_timer_t *t)
 {
-        struct kdev_dp_usage *u = t->data;
-        if (u->in_flight || !u->pm)
+        struct kdev_nvidia_usage_loop *u = t->data;
+        if (u->in_flight || u->stopped)
                 return; /* the previous sample still runs: this tick is skipped */
         struct job *j = calloc(1, sizeof(*j));
         if (!j)
@@ -298,60 +328,49 @@ static void on_tick(uv_timer_t *t)
         u->in_flight = true;
 }
 
-struct kdev_dp_usage *kdev_dp_usage_start(uv_loop_t *loop, struct kdev_plugin_metrics *pm,
-                                          const char *hostname,
-                                          struct kdev_resource_set *const *set,
-                                          const struct kdev_nvidia_config *nv,
-                                          unsigned interval_s,
-                                          const char *podres_socket,
-                                          const char *pod_log_dir,
-                                          struct kdev_err *err)
+struct kdev_nvidia_usage_loop *kdev_nvidia_usage_loop_start(
+        uv_loop_t *loop, const struct kdev_nvidia_config *nv,
+        const struct kdev_nvidia_usage_loop_options *opts, struct kdev_err *err)
 {
-        struct kdev_dp_usage *u = calloc(1, sizeof(*u));
-        if (!podres_socket)
-                podres_socket = KDEV_PODRES_SOCKET;
+        struct kdev_nvidia_usage_loop *u = calloc(1, sizeof(*u));
+        const char *podres_socket = opts->podres_socket ? opts->podres_socket : KDEV_PODRES_SOCKET;
         if (!u || !(u->proc_root = strdup(nv->proc_root ? nv->proc_root : "/proc")) ||
             (*podres_socket && !(u->podres_socket = strdup(podres_socket))) ||
-            (pod_log_dir && !(u->pod_log_dir = strdup(pod_log_dir)))) {
-                if (u) {
-                        free(u->proc_root);
-                        free(u->podres_socket);
-                        free(u->pod_log_dir);
-                }
-                free(u);
+            (opts->pod_log_dir && !(u->pod_log_dir = strdup(opts->pod_log_dir))) ||
+            !(u->driver = strdup(opts->driver ? opts->driver : ""))) {
+                if (u)
+                        loop_free(u);
                 kdev_err_set(err, ENOMEM, "out of memory");
                 return NULL;
         }
         u->loop = loop;
-        u->pm = pm;
-        u->set = set;
-        if (kdev_nvidia_usage_new(nv, NULL, &u->sampler, err) < 0 ||
-            kdev_plugin_metrics_enable_usage(pm, hostname, err) < 0) {
-                kdev_nvidia_usage_free(u->sampler);
-                free(u->proc_root);
-                free(u->podres_socket);
-                free(u->pod_log_dir);
-                free(u);
+        u->o = *opts;
+        u->o.podres_socket = u->podres_socket;
+        u->o.pod_log_dir = u->pod_log_dir;
+        u->o.driver = u->driver;
+        u->o.library_path = NULL; /* the sampler's copy */
+        if (kdev_nvidia_usage_new(nv, opts->library_path, &u->sampler, err) < 0) {
+                loop_free(u);
                 return NULL;
         }
         uv_timer_init(loop, &u->timer);
         u->timer.data = u;
-        uint64_t ms = (uint64_t)interval_s * 1000;
+        uint64_t ms = (uint64_t)opts->interval_s * 1000;
         uv_timer_start(&u->timer, on_tick, ms, ms);
         return u;
 }
 
 static void on_timer_closed(uv_handle_t *h)
 {
-        struct kdev_dp_usage *u = h->data;
+        struct kdev_nvidia_usage_loop *u = h->data;
         u->timer_closed = true;
         maybe_free(u);
 }
 
-void kdev_dp_usage_stop(struct kdev_dp_usage *u)
+void kdev_nvidia_usage_loop_stop(struct kdev_nvidia_usage_loop *u)
 {
         if (!u)
                 return;
-        u->pm = NULL;
+        u->stopped = true;
         uv_close((uv_handle_t *)&u->timer, on_timer_closed);
 }
