@@ -285,13 +285,9 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                 }
         }
         usage_status = kdev_flag_no_operands(PROG, usage_status, argc, argv, optind);
-        if (usage_status < 0 && o->metrics_address && *o->metrics_address &&
-            !kdev_metrics_address_valid(o->metrics_address)) {
-                fprintf(stderr, PROG ": invalid %s \"%s\": want " KDEV_METRICS_ADDRESS_FORM "\n",
-                        metrics_from_env ? "KDEV_METRICS_ADDRESS" : "--metrics-address",
-                        o->metrics_address);
+        if (usage_status < 0 &&
+            !kdev_metrics_address_flag_ok(PROG, o->metrics_address, metrics_from_env))
                 usage_status = 2;
-        }
         unsigned long long us = 0;
         if (usage_status < 0 && usage_s && *usage_s &&
             !kdev_whole_seconds_parse(usage_s, 0, 3600, &us)) {

@@ -445,13 +445,9 @@ static int parse(int argc, char **argv, struct kdev_dp_daemon_options *o,
                 usage_status = 2;
         /* A malformed metrics address is a usage error (a port in use or a host
          * name that does not resolve is found when listening: exit 1). */
-        if (usage_status < 0 && o->metrics_address && *o->metrics_address &&
-            !kdev_metrics_address_valid(o->metrics_address)) {
-                fprintf(stderr, PROG ": invalid %s \"%s\": want " KDEV_METRICS_ADDRESS_FORM "\n",
-                        metrics_from_env ? "KDEV_METRICS_ADDRESS" : "--metrics-address",
-                        o->metrics_address);
+        if (usage_status < 0 &&
+            !kdev_metrics_address_flag_ok(PROG, o->metrics_address, metrics_from_env))
                 usage_status = 2;
-        }
         usage_status = kdev_flag_no_operands(PROG, usage_status, argc, argv, optind);
         free(longopts);
         return kdev_flag_finish(PROG, usage_status);

@@ -138,6 +138,15 @@ bool kdev_metrics_address_valid(const char *text)
         return text && split_address(text, host, &port, &bracketed);
 }
 
+bool kdev_metrics_address_flag_ok(const char *prog, const char *address, bool from_env)
+{
+        if (!address || !*address || kdev_metrics_address_valid(address))
+                return true;
+        fprintf(stderr, "%s: invalid %s \"%s\": want " KDEV_METRICS_ADDRESS_FORM "\n", prog,
+                from_env ? "KDEV_METRICS_ADDRESS" : "--metrics-address", address);
+        return false;
+}
+
 int kdev_metrics_parse_address(const char *text, void *addr, unsigned *addrlen,
                                struct kdev_err *err)
 {

@@ -58,6 +58,14 @@ struct kdev_metrics_http;
  * parsing. NULL: false. */
 KDEV_API bool kdev_metrics_address_valid(const char *text);
 
+/* The --metrics-address check of both daemons' option parsing: true when
+ * |address| is NULL or "" (metrics off) or valid (kdev_metrics_address_valid);
+ * otherwise prints "<prog>: invalid --metrics-address \"<address>\": want "
+ * KDEV_METRICS_ADDRESS_FORM (KDEV_METRICS_ADDRESS for the flag's name when
+ * |from_env|: the value came from the environment) and a newline to stderr
+ * and returns false (a usage error). */
+KDEV_API bool kdev_metrics_address_flag_ok(const char *prog, const char *address, bool from_env);
+
 /* Parses "HOST:PORT" into a socket address: HOST is an IPv4 address, an IPv6
  * address in brackets ("[::1]:9400"), or a host name resolved with
  * getaddrinfo (first result); an empty HOST (":9400") means every IPv4
