@@ -9,8 +9,11 @@
 #           enabled and no MIG devices, one with MIG disabled, served whole as
 #           nvidia.com/gpu;
 #   node 3: DRA: kdev-dra-plugin publishes 8 mock H100 GPUs as a ResourceSlice
-#           to the stand-in API server (tests/kubeapi/server.py, local only),
-#           kdevctl dra (as kubelet) prepares one allocated ResourceClaim, the
+#           to the stand-in API server (tests/kubeapi/server.py, local only);
+#           kdevctl dra allocate (as the scheduler) allocates the user's
+#           ResourceClaims of examples/demo-dra-claims.json (CEL selectors on
+#           the product and memory) and explains the one no GPU satisfies;
+#           kdevctl dra (as kubelet) prepares the allocated claim, the
 #           claim's CDI spec is printed, then it is unprepared.
 # The mock libnvidia-ml.so.1 is loaded through the same dlopen path as a real
 # driver. For each node it admits a scenario of pods, prints node
@@ -108,9 +111,10 @@ run_node() {
   [ "$kubelet_status" -eq 0 ] && [ "$plugin_status" -eq 0 ] || failed=1
 }
 
-# run_dra_node TITLE TOPOLOGY: the stand-in API server holding a Node and one
-# ResourceClaim allocated to gpu-0 of the node's pool, kdev-dra-plugin on the
-# mock NVML, and kdevctl dra as kubelet preparing and unpreparing the claim.
+# run_dra_node TITLE TOPOLOGY: the stand-in API server holding a Node and the
+# DeviceClass and pending ResourceClaims of examples/demo-dra-claims.json,
+# kdev-dra-plugin on the mock NVML, kdevctl dra allocate as the scheduler and
+# kdevctl dra as kubelet preparing and unpreparing the allocated claim.
 run_dra_node() {
   local title=$1 topology=$2
   local node=$work/dra name=demo-node driver=gpu.nvidia.com token=kdev-demo-token
@@ -119,14 +123,12 @@ run_dra_node() {
   export KDEV_MOCK_NVML_TOPOLOGY="$topology"
   export KDEV_MOCK_NVML_CONTROL="$node/nvml-control"
   : >"$KDEV_MOCK_NVML_CONTROL"
-  cat >"$node/seed.json" <<EOF
-[{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "$name", "uid": "7f3e0b52-demo-node"}},
- {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-  "metadata": {"name": "demo-gpu", "namespace": "default", "uid": "$uid"},
-  "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "$driver"}}]}},
-  "status": {"allocation": {"devices": {"results": [
-    {"request": "gpu", "driver": "$driver", "pool": "$name", "device": "gpu-0"}]}}}}]
-EOF
+  /usr/bin/python3 -c 'import json, sys
+node = {"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": sys.argv[2], "uid": "7f3e0b52-demo-node"}}
+with open(sys.argv[1]) as f:
+    json.dump([node] + json.load(f), sys.stdout)' \
+    "$root/examples/demo-dra-claims.json" "$name" >"$node/seed.json"
 
   echo "######## $title"
   # The server serves until its stdin reaches EOF (or SIGTERM): a FIFO held open.
@@ -165,7 +167,18 @@ contexts:
     user: demo
 EOF
   echo "== stand-in API server (tests/kubeapi/server.py) at $url: Node $name," \
-       "ResourceClaim default/demo-gpu allocated to $driver/$name/gpu-0"
+       "DeviceClass $driver, pending ResourceClaims default/demo-gpu, default/demo-h200" \
+       "(examples/demo-dra-claims.json)"
+  /usr/bin/python3 -c 'import json, sys
+for o in json.load(open(sys.argv[1])):
+    if o["kind"] != "ResourceClaim":
+        continue
+    for r in o["spec"]["devices"]["requests"]:
+        for sel in r["exactly"].get("selectors", []):
+            print("   ResourceClaim %s/%s request %s: class %s, selector %s" % (
+                o["metadata"]["namespace"], o["metadata"]["name"], r["name"],
+                r["exactly"]["deviceClassName"], sel["cel"]["expression"]))' \
+    "$root/examples/demo-dra-claims.json"
   echo "== kdev-dra-plugin on $(basename "$topology" .yaml)"
   ${KDEV_WRAP:-} "$build"/kdev-dra-plugin --node-name "$name" --driver-name "$driver" \
     --plugins-registry "$node/plugins_registry" --plugin-dir "$node/plugins/$driver" \
@@ -174,6 +187,15 @@ EOF
   local dra_status=0 plugin_status=0 slices_status=0
   /usr/bin/python3 "$root/scripts/demo-dra-slices.py" "$url" "$token" "$name" "$driver" 60 \
     || slices_status=$?
+  echo
+  # the scheduler's part: demo-gpu fits (allocated, written to its status),
+  # demo-h200 asks for a product the node does not have (explained, exit 1)
+  echo "== kdevctl dra allocate --node $name (the scheduler's structured allocator)"
+  local alloc_status=0
+  "$build"/kdevctl dra allocate --kubeconfig "$node/kubeconfig" --node "$name" 2>&1 \
+    || alloc_status=$?
+  echo "kdevctl dra allocate exit status: $alloc_status (1: a claim cannot be allocated)"
+  [ "$alloc_status" -eq 1 ] || dra_status=1
   echo
   echo "== kdevctl dra --scenario demo-dra.scenario.yaml (prepare)"
   "$build"/kdevctl dra --registry "$node/plugins_registry" \
@@ -237,7 +259,7 @@ else
   run_node "node 2: 4x A100-40GB with MIG, strategy mixed" \
     "$root/examples/demo-mig.yaml" "$root/examples/demo-mig.scenario.yaml" \
     "$topologies/mig-a100-40gb.yaml"
-  run_dra_node "node 3: DRA: 8x H100 as a ResourceSlice, one ResourceClaim prepared as CDI devices" \
+  run_dra_node "node 3: DRA: 8x H100 as a ResourceSlice, user ResourceClaims allocated, one prepared as CDI devices" \
     "$topologies/h100-80gb-8x-nvswitch.yaml"
 fi
 exit $failed

@@ -5,7 +5,9 @@
 # node 2 (mock A100-40GB, MIG strategy mixed) the MIG resources and their
 # device nodes, and for node 3 (DRA) the ResourceSlice published to the
 # stand-in API server, the prepared claim's CDI device ID and CDI spec, the
-# spec's removal on unprepare and the plugin's log line for each.
+# spec's removal on unprepare and the plugin's log line for each, after
+# kdevctl dra allocate allocated the user's claim and explained the claim no
+# GPU of the node satisfies.
 set -uo pipefail
 out=$(KDEV_BUILD_DIR="$KDEV_BUILD_DIR" timeout 300 "$KDEV_SOURCE_DIR/scripts/demo.sh" 2>&1)
 rc=$?
@@ -44,6 +46,12 @@ row 'nvidia.com/mig-2g.10gb +1 +1 +0 +kdev-nvidia.com_mig-2g.10gb.sock +connecte
 # node 3: DRA
 uid=5e1d3c2a-9b7f-4d61-8a20-0c4e6f8b1d37
 expect "ResourceSlice for demo-node: driver gpu.nvidia.com, pool demo-node (generation 1, 1 slice(s)), 8 devices: gpu-0 gpu-1 gpu-2 gpu-3 gpu-4 gpu-5 gpu-6 gpu-7"
+expect "   ResourceClaim default/demo-gpu request gpu: class gpu.nvidia.com, selector device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100') && device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"
+expect "default/demo-gpu: allocated on node demo-node"
+expect "  gpu: gpu.nvidia.com/demo-node/gpu-0"
+expect "default/demo-h200: cannot allocate all claims on node demo-node"
+expect "  request gpu: no device of class gpu.nvidia.com matches \`device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'\`: 8 devices checked, 8 rejected — productName is \"NVIDIA H100 80GB HBM3\""
+expect "kdevctl dra allocate exit status: 1 (1: a claim cannot be allocated)"
 row "  $uid +demo-node +gpu-0 +gpu +k8s\\.gpu\\.nvidia\\.com/claim=$uid-gpu-0 +Healthy"
 expect "== CDI spec k8s.gpu.nvidia.com-claim_$uid.json"
 expect '  "kind": "k8s.gpu.nvidia.com/claim",'
