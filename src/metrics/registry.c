@@ -13,6 +13,7 @@ struct kdev_metric {
         struct kdev_metric_family *fam;
         struct kdev_metric *next;
         char *values[KDEV_METRICS_MAX_LABELS];
+        uint64_t hash;      /* of |values| (values_hash): compared before the strings */
         double value;       /* counter, gauge; histogram: sum */
         uint64_t count;     /* histogram: observations */
         uint64_t *buckets;  /* histogram: per-bucket (not cumulative) counts */
@@ -184,9 +185,27 @@ oom:
         return NULL;
 }
 
+/* FNV-1a 64 over the |n| label values |values| (NULL: ""), each ended by a
+ * NUL, so that a lookup among many series compares strings only on a
+ * match. */
+static uint64_t values_hash(const char *const *values, size_t n)
+{
+        uint64_t h = 0xcbf29ce484222325ULL;
+        for (size_t i = 0; i < n; i++) {
+                for (const unsigned char *c = (const unsigned char *)(values[i] ? values[i] : "");
+                     *c; c++)
+                        h = (h ^ *c) * 0x100000001b3ULL;
+                h = h * 0x100000001b3ULL; /* the NUL */
+        }
+        return h;
+}
+
 struct kdev_metric *kdev_metric_get(struct kdev_metric_family *fam, const char *const *values)
 {
+        uint64_t h = values_hash(values, fam->n_labels);
         for (struct kdev_metric *s = fam->series; s; s = s->next) {
+                if (s->hash != h)
+                        continue;
                 bool same = true;
                 for (size_t i = 0; i < fam->n_labels && same; i++) {
                         const char *v = values[i] ? values[i] : "";
@@ -199,6 +218,7 @@ struct kdev_metric *kdev_metric_get(struct kdev_metric_family *fam, const char *
         if (!s)
                 return NULL;
         s->fam = fam;
+        s->hash = h;
         for (size_t i = 0; i < fam->n_labels; i++) {
                 s->values[i] = strdup(values[i] ? values[i] : "");
                 if (!s->values[i]) {

@@ -26,6 +26,9 @@ struct kdev_nvidia_usage_loop {
         char *pod_log_dir;
         char podres_error[KDEV_ERR_MSG_MAX]; /* logged once until it changes */
         char logs_error[KDEV_ERR_MSG_MAX];
+        /* kubelet's log names, read again only when their directories
+         * change (kdev_usage_logs_refresh); the job's alone while one runs */
+        struct kdev_usage_logs logs;
         uv_timer_t timer;
         bool timer_closed;
         bool in_flight;
@@ -44,7 +47,7 @@ struct job {
         struct kdev_nvidia_usage_loop *u;
         /* the container map: PodResources' answer and the log names, owned */
         struct kdev_podres_map map;
-        struct kdev_usage_logs logs;
+        const struct kdev_usage_logs *logs; /* the loop's */
         struct kdev_usage_container *containers;
         const char **ids; /* the containers' device IDs, borrowed from |map| */
         struct kdev_usage_pods pods;
@@ -65,6 +68,7 @@ static void loop_free(struct kdev_nvidia_usage_loop *u)
         free(u->podres_socket);
         free(u->pod_log_dir);
         free(u->driver);
+        kdev_usage_logs_clear(&u->logs);
         free(u);
 }
 
@@ -111,8 +115,8 @@ static int build_claims_map(struct job *j)
                 j->ids[n] = d->device;
                 c->device_ids = &j->ids[n];
                 c->n_device_ids = 1;
-                c->pod_uid = kdev_usage_logs_pod_uid(&j->logs, d->namespace_, d->pod);
-                c->container_id = kdev_usage_logs_container_id(&j->logs, d->namespace_, d->pod,
+                c->pod_uid = kdev_usage_logs_pod_uid(j->logs, d->namespace_, d->pod);
+                c->container_id = kdev_usage_logs_container_id(j->logs, d->namespace_, d->pod,
                                                                d->container);
                 n++;
         }
@@ -157,8 +161,8 @@ static int build_map(struct job *j)
                         c->pod = d->pod;
                         c->container = d->container;
                         c->resource = d->resource;
-                        c->pod_uid = kdev_usage_logs_pod_uid(&j->logs, d->namespace_, d->pod);
-                        c->container_id = kdev_usage_logs_container_id(&j->logs, d->namespace_,
+                        c->pod_uid = kdev_usage_logs_pod_uid(j->logs, d->namespace_, d->pod);
+                        c->container_id = kdev_usage_logs_container_id(j->logs, d->namespace_,
                                                                        d->pod, d->container);
                 }
                 group[i] = g;
@@ -190,7 +194,8 @@ static void map_work(uv_work_t *req)
         bool claims = j->u->o.holders == KDEV_NVIDIA_USAGE_CLAIMS;
         if (j->map_rc == 0 && (claims ? j->map.n_claims : j->map.n_devices)) {
                 /* no holder: no names to join */
-                kdev_usage_logs_read(j->u->pod_log_dir, &j->logs, &j->logs_err);
+                kdev_usage_logs_refresh(j->u->pod_log_dir, &j->u->logs, &j->logs_err);
+                j->logs = &j->u->logs;
                 j->map_rc = claims ? build_claims_map(j) : build_map(j);
         }
         if (j->map_rc < 0) {
@@ -228,7 +233,6 @@ static void work(uv_work_t *req)
 static void job_free(struct job *j)
 {
         kdev_podres_map_clear(&j->map);
-        kdev_usage_logs_clear(&j->logs);
         free(j->containers);
         free(j->ids);
         kdev_usage_snapshot_clear(&j->snap);

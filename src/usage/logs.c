@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 
@@ -31,7 +32,10 @@ static int pod_entry(const char *name, struct kdev_usage_pod_log *e)
         e->namespace_name = dup_n(name, (size_t)(a - name));
         e->pod = dup_n(a + 1, (size_t)(b - a - 1));
         e->uid = dup_n(b + 1, 36);
-        return e->namespace_name && e->pod && e->uid ? 0 : -ENOMEM;
+        if (!e->namespace_name || !e->pod || !e->uid)
+                return -ENOMEM;
+        e->key = kdev_usage_logs_key(e->namespace_name, e->pod, NULL);
+        return 0;
 }
 
 /* "<pod>_<namespace>_<container>-<id>.log" into a container entry. */
@@ -56,7 +60,22 @@ static int container_entry(const char *name, struct kdev_usage_container_log *e)
         e->container = dup_n(b + 1, (size_t)(dash - b - 1));
         memcpy(e->container_id, dash + 1, 64);
         e->container_id[64] = '\0';
-        return e->pod && e->namespace_name && e->container ? 0 : -ENOMEM;
+        if (!e->pod || !e->namespace_name || !e->container)
+                return -ENOMEM;
+        e->key = kdev_usage_logs_key(e->namespace_name, e->pod, e->container);
+        return 0;
+}
+
+uint64_t kdev_usage_logs_key(const char *namespace_name, const char *pod, const char *container)
+{
+        const char *parts[] = {namespace_name, pod, container};
+        uint64_t h = 0xcbf29ce484222325ULL;
+        for (size_t i = 0; i < 3 && parts[i]; i++) {
+                for (const unsigned char *c = (const unsigned char *)parts[i]; *c; c++)
+                        h = (h ^ *c) * 0x100000001b3ULL;
+                h *= 0x100000001b3ULL;
+        }
+        return h;
 }
 
 static void pod_free(struct kdev_usage_pod_log *e)
@@ -162,6 +181,39 @@ int kdev_usage_logs_read(const char *log_dir, struct kdev_usage_logs *out, struc
         return rc;
 }
 
+/* The mtime of directory |dir| in ns (lstat: a link is not followed), -1
+ * when it cannot be had. */
+static int64_t dir_mtime(const char *root, const char *name)
+{
+        char path[4096];
+        struct stat st;
+        if ((size_t)snprintf(path, sizeof(path), "%s/%s", root, name) >= sizeof(path) ||
+            lstat(path, &st) != 0)
+                return -1;
+        return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+int kdev_usage_logs_refresh(const char *log_dir, struct kdev_usage_logs *logs,
+                            struct kdev_err *err)
+{
+        const char *root = log_dir && *log_dir ? log_dir : "/var/log";
+        int64_t m[2] = {dir_mtime(root, "pods"), dir_mtime(root, "containers")};
+        if (logs->reusable && m[0] == logs->dir_mtime_ns[0] && m[1] == logs->dir_mtime_ns[1])
+                return 1;
+        kdev_usage_logs_clear(logs);
+        int rc = kdev_usage_logs_read(log_dir, logs, err);
+        if (rc < 0)
+                return rc;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        int64_t now_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+        /* a missing directory (-1) stays missing until it is made: reusable */
+        logs->reusable = now_ns - m[0] >= 2000000000LL && now_ns - m[1] >= 2000000000LL;
+        logs->dir_mtime_ns[0] = m[0];
+        logs->dir_mtime_ns[1] = m[1];
+        return 0;
+}
+
 /* Whether entry time/name (|t|, |name|) is newer than (|bt|, |bname|):
  * the later time, then the greater name (deterministic for equal times). */
 static bool newer(int64_t t, const char *name, int64_t bt, const char *bname)
@@ -173,9 +225,10 @@ const char *kdev_usage_logs_pod_uid(const struct kdev_usage_logs *logs,
                                     const char *namespace_name, const char *pod)
 {
         const struct kdev_usage_pod_log *best = NULL;
+        uint64_t key = namespace_name && pod ? kdev_usage_logs_key(namespace_name, pod, NULL) : 0;
         for (size_t i = 0; logs && namespace_name && pod && i < logs->n_pods; i++) {
                 const struct kdev_usage_pod_log *e = &logs->pods[i];
-                if (strcmp(e->namespace_name, namespace_name) == 0 && strcmp(e->pod, pod) == 0 &&
+                if (e->key == key && strcmp(e->namespace_name, namespace_name) == 0 && strcmp(e->pod, pod) == 0 &&
                     (!best || newer(e->mtime_ns, e->uid, best->mtime_ns, best->uid)))
                         best = e;
         }
@@ -187,10 +240,13 @@ const char *kdev_usage_logs_container_id(const struct kdev_usage_logs *logs,
                                          const char *container)
 {
         const struct kdev_usage_container_log *best = NULL;
+        uint64_t key = namespace_name && pod && container
+                               ? kdev_usage_logs_key(namespace_name, pod, container)
+                               : 0;
         for (size_t i = 0; logs && namespace_name && pod && container && i < logs->n_containers;
              i++) {
                 const struct kdev_usage_container_log *e = &logs->containers[i];
-                if (strcmp(e->namespace_name, namespace_name) == 0 && strcmp(e->pod, pod) == 0 &&
+                if (e->key == key && strcmp(e->namespace_name, namespace_name) == 0 && strcmp(e->pod, pod) == 0 &&
                     strcmp(e->container, container) == 0 &&
                     (!best || newer(e->mtime_ns, e->container_id, best->mtime_ns,
                                     best->container_id)))

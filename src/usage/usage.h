@@ -153,12 +153,14 @@ KDEV_API int kdev_usage_proc_container(const char *proc_root, uint32_t pid,
 struct kdev_usage_pod_log {
         char *namespace_name, *pod, *uid; /* owned */
         int64_t mtime_ns;                 /* the entry's own (lstat) */
+        uint64_t key;                     /* kdev_usage_logs_key(namespace, pod, NULL) */
 };
 
 struct kdev_usage_container_log {
         char *namespace_name, *pod, *container; /* owned */
         char container_id[KDEV_USAGE_CONTAINER_ID_MAX];
         int64_t mtime_ns;
+        uint64_t key;                     /* kdev_usage_logs_key(namespace, pod, container) */
 };
 
 struct kdev_usage_logs {
@@ -166,7 +168,17 @@ struct kdev_usage_logs {
         size_t n_pods;
         struct kdev_usage_container_log *containers;
         size_t n_containers;
+        /* kdev_usage_logs_refresh's: the two directories' mtimes when they
+         * were read, and whether they may be trusted */
+        int64_t dir_mtime_ns[2];
+        bool reusable;
 };
+
+/* The lookup key of a pod (|container| NULL) or a container: FNV-1a 64 of
+ * the names, each ended by a NUL; entries are compared by name only when
+ * their keys match. */
+KDEV_API uint64_t kdev_usage_logs_key(const char *namespace_name, const char *pod,
+                                      const char *container);
 
 /* At most this many entries are read from each directory. */
 #define KDEV_USAGE_LOGS_MAX 65536
@@ -182,6 +194,18 @@ struct kdev_usage_logs {
  * -ENOMEM), |out| then holding what was read before. */
 KDEV_API int kdev_usage_logs_read(const char *log_dir, struct kdev_usage_logs *out,
                                   struct kdev_err *err);
+
+/* kdev_usage_logs_read for a reader that asks again and again (the usage
+ * loop, every sample): when |logs| holds an earlier answer of this function
+ * for the same |log_dir| and neither <log_dir>/pods nor <log_dir>/containers
+ * changed since (their mtimes: an entry added, removed or renamed changes
+ * its directory's), |logs| is kept as it is and 1 is returned (two stat
+ * calls instead of one per entry); otherwise |logs| is cleared and read
+ * again (0, or kdev_usage_logs_read's errors). A directory whose mtime was
+ * less than 2 s old at the read is read again next time, so that a change
+ * within the file system's timestamp granularity is never missed. */
+KDEV_API int kdev_usage_logs_refresh(const char *log_dir, struct kdev_usage_logs *logs,
+                                     struct kdev_err *err);
 
 /* The UID of pod |pod| of |namespace_name| in |logs|, or NULL; of several
  * (a pod deleted and made again under its name, whose old directory is not

@@ -115,6 +115,43 @@ static void test_newest_wins(void **state)
         kdev_usage_logs_clear(&l);
 }
 
+/* kdev_usage_logs_refresh: the names kept while neither directory changes
+ * (a directory's mtime older than 2 s), read again when one does, and read
+ * again every time while a directory's mtime is younger than 2 s. */
+static void test_refresh(void **state)
+{
+        (void)state;
+        sh("mkdir -p %s/pods/ml_train-0_" UID1 " %s/containers", root, root);
+        age("pods", 1000000000);
+        age("containers", 1000000000);
+        struct kdev_usage_logs l = {0};
+        struct kdev_err err = {0};
+        assert_int_equal(kdev_usage_logs_refresh(root, &l, &err), 0);
+        assert_string_equal(kdev_usage_logs_pod_uid(&l, "ml", "train-0"), UID1);
+        assert_true(l.reusable);
+        /* unchanged: kept (the pointer of the entry itself stays) */
+        const char *uid = kdev_usage_logs_pod_uid(&l, "ml", "train-0");
+        assert_int_equal(kdev_usage_logs_refresh(root, &l, &err), 1);
+        assert_ptr_equal(kdev_usage_logs_pod_uid(&l, "ml", "train-0"), uid);
+        /* a container started: containers/ changed, read again; its mtime
+         * is young, so the next call reads again too */
+        sh("cd %s/containers && ln -s /dev/null train-0_ml_trainer-" CID1 ".log", root);
+        assert_int_equal(kdev_usage_logs_refresh(root, &l, &err), 0);
+        assert_string_equal(kdev_usage_logs_container_id(&l, "ml", "train-0", "trainer"), CID1);
+        assert_false(l.reusable);
+        assert_int_equal(kdev_usage_logs_refresh(root, &l, &err), 0);
+        age("containers", 1000000001);
+        assert_int_equal(kdev_usage_logs_refresh(root, &l, &err), 0);
+        assert_int_equal(kdev_usage_logs_refresh(root, &l, &err), 1);
+        /* pods/ removed: read again (no pods), and a missing one stays reusable */
+        sh("rm -rf %s/pods", root);
+        assert_int_equal(kdev_usage_logs_refresh(root, &l, &err), 0);
+        assert_int_equal(l.n_pods, 0);
+        assert_int_equal(l.n_containers, 1);
+        assert_int_equal(kdev_usage_logs_refresh(root, &l, &err), 1);
+        kdev_usage_logs_clear(&l);
+}
+
 static void test_missing_and_bad(void **state)
 {
         (void)state;
@@ -148,6 +185,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_names, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_newest_wins, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_missing_and_bad, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_refresh, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
