@@ -140,7 +140,7 @@ static struct mock_gpu *gpu_by_uuid(const char *uuid, struct mock_mig **mig)
                 if (strcmp(g->uuid, uuid) == 0)
                         return g;
                 for (size_t k = 0; k < g->n_migs; k++) {
-                        if (strcmp(g->migs[k].uuid, uuid) == 0) {
+                        if (g->migs[k].used && strcmp(g->migs[k].uuid, uuid) == 0) {
                                 if (mig)
                                         *mig = &g->migs[k];
                                 return g;
@@ -159,7 +159,7 @@ static bool valid_device(nvmlDevice_t d)
                 if (d == &g->handle)
                         return true;
                 for (size_t k = 0; k < g->n_migs; k++)
-                        if (d == &g->migs[k].handle)
+                        if (d == &g->migs[k].handle && g->migs[k].used)
                                 return true;
         }
         return false;
@@ -171,7 +171,7 @@ __attribute__((unused)) static bool valid_gi(nvmlGpuInstance_t gi)
                 return false;
         for (size_t i = 0; i < g_state->n_gpus; i++)
                 for (size_t k = 0; k < g_state->gpus[i].n_gis; k++)
-                        if (gi == &g_state->gpus[i].gis[k])
+                        if (gi == &g_state->gpus[i].gis[k] && gi->used)
                                 return true;
         return false;
 }
@@ -182,7 +182,7 @@ __attribute__((unused)) static struct mock_mig *mig_of_ci(nvmlComputeInstance_t 
                 return NULL;
         for (size_t i = 0; i < g_state->n_gpus; i++)
                 for (size_t k = 0; k < g_state->gpus[i].n_migs; k++)
-                        if (ci == &g_state->gpus[i].migs[k].ci)
+                        if (ci == &g_state->gpus[i].migs[k].ci && g_state->gpus[i].migs[k].used)
                                 return &g_state->gpus[i].migs[k];
         return NULL;
 }
@@ -1029,7 +1029,8 @@ static nvmlReturn_t m_mig_by_index(nvmlDevice_t d, unsigned index, nvmlDevice_t 
         struct mock_gpu *g = d->gpu;
         if (!out || index >= g->mig_max)
                 return NVML_ERROR_INVALID_ARGUMENT;
-        if (g->mig_mode != NVML_DEVICE_MIG_ENABLE || index >= g->n_migs || g->migs[index].hidden)
+        if (g->mig_mode != NVML_DEVICE_MIG_ENABLE || index >= g->n_migs || !g->migs[index].used ||
+            g->migs[index].hidden)
                 return NVML_ERROR_NOT_FOUND;
         *out = &g->migs[index].handle;
         return NVML_SUCCESS;
@@ -1166,7 +1167,7 @@ static nvmlReturn_t m_gi_by_id(nvmlDevice_t d, unsigned id, nvmlGpuInstance_t *o
         if (g->mig_mode != NVML_DEVICE_MIG_ENABLE)
                 return NVML_ERROR_NOT_SUPPORTED;
         for (size_t k = 0; k < g->n_gis; k++) {
-                if (g->gis[k].id == id) {
+                if (g->gis[k].used && g->gis[k].id == id) {
                         *out = &g->gis[k];
                         return NVML_SUCCESS;
                 }
@@ -1186,7 +1187,7 @@ static nvmlReturn_t m_gi_info(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t *info)
         info->id = gi->id;
         info->profileId = p->info.id;
         info->placement.start = gi->start;
-        info->placement.size = p->placement_size;
+        info->placement.size = gi->size;
         return NVML_SUCCESS;
 }
 
@@ -1211,7 +1212,8 @@ static nvmlReturn_t m_ci_by_id(nvmlGpuInstance_t gi, unsigned id, nvmlComputeIns
                 return r;
         struct mock_gpu *g = gi->gpu;
         for (size_t k = 0; k < g->n_migs; k++) {
-                if (g->migs[k].gi == gi && g->migs[k].ci.id == id && !g->migs[k].hidden) {
+                if (g->migs[k].used && g->migs[k].gi == gi && g->migs[k].ci.id == id &&
+                    !g->migs[k].hidden) {
                         *out = &g->migs[k].ci;
                         return NVML_SUCCESS;
                 }
