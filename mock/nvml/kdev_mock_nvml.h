@@ -34,7 +34,10 @@ typedef nvmlReturn_t kdevMockSetLost_fn(const char *uuid, int lost);
  * close up), nvmlDeviceGetHandleByUUID answers NOT_FOUND for it and a handle
  * to it answers GPU_IS_LOST; a destroyed MIG device's slot answers NOT_FOUND
  * in nvmlDeviceGetMigDeviceHandleByIndex. Topology key `present: 0` starts
- * one absent. */
+ * one absent. A removed MIG device keeps its slot and GPU instance; it comes
+ * back only while its compute instance id and slices are free (else
+ * NVML_ERROR_IN_USE), and not after nvmlGpuInstanceDestroy of its GPU
+ * instance (NVML_ERROR_NOT_FOUND). */
 typedef nvmlReturn_t kdevMockSetPresent_fn(const char *uuid, int on);
 /* MIG mode of GPU |uuid| set to |mode| (0 disabled, 1 enabled; current and
  * pending), as nvidia-smi -mig after the GPU reset. NOT_SUPPORTED for a GPU

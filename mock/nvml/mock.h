@@ -30,9 +30,11 @@ struct nvmlDevice_st {
 
 struct nvmlGpuInstance_st {
         struct mock_gpu *gpu;
+        bool used;              /* the slot holds a GPU instance (else free) */
         unsigned id;
         unsigned profile;       /* GPU-instance profile index */
-        unsigned start;         /* placement start */
+        unsigned start;         /* placement start (memory slice) */
+        unsigned size;          /* placement size (memory slices) */
 };
 
 struct nvmlComputeInstance_st {
@@ -49,12 +51,17 @@ struct mock_profile {
         nvmlGpuInstanceProfileInfo_t info;
 };
 
+/* A MIG device: one compute instance of a GPU instance. Its slot in the
+ * GPU's migs[] is its index for nvmlDeviceGetMigDeviceHandleByIndex. */
 struct mock_mig {
         struct nvmlDevice_st handle;
+        bool used;              /* the slot holds a MIG device (else free) */
         char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
         struct nvmlGpuInstance_st *gi;
         struct nvmlComputeInstance_st ci;
-        bool hidden;            /* destroyed (or not created yet): not enumerated */
+        /* removed with kdevMockSetPresent / `mig-destroy` (or `present: 0`):
+         * not enumerated, its slot kept for its return */
+        bool hidden;
 };
 
 struct mock_link {
@@ -93,9 +100,9 @@ struct mock_gpu {
         unsigned mig_mode, mig_pending, mig_max;
         struct mock_profile profiles[NVML_GPU_INSTANCE_PROFILE_COUNT];
         struct nvmlGpuInstance_st gis[MOCK_MAX_MIGS];
-        size_t n_gis;
+        size_t n_gis;                             /* slots ever used (high-water mark) */
         struct mock_mig migs[MOCK_MAX_MIGS];
-        size_t n_migs;
+        size_t n_migs;                            /* slots ever used (high-water mark) */
         unsigned n_nvlinks;                       /* NVLink ports */
         unsigned next_link;                       /* while loading */
         struct mock_link links[NVML_NVLINK_MAX_LINKS];

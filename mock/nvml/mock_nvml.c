@@ -140,7 +140,7 @@ static struct mock_gpu *gpu_by_uuid(const char *uuid, struct mock_mig **mig)
                 if (strcmp(g->uuid, uuid) == 0)
                         return g;
                 for (size_t k = 0; k < g->n_migs; k++) {
-                        if (strcmp(g->migs[k].uuid, uuid) == 0) {
+                        if (g->migs[k].used && strcmp(g->migs[k].uuid, uuid) == 0) {
                                 if (mig)
                                         *mig = &g->migs[k];
                                 return g;
@@ -159,7 +159,7 @@ static bool valid_device(nvmlDevice_t d)
                 if (d == &g->handle)
                         return true;
                 for (size_t k = 0; k < g->n_migs; k++)
-                        if (d == &g->migs[k].handle)
+                        if (d == &g->migs[k].handle && g->migs[k].used)
                                 return true;
         }
         return false;
@@ -171,7 +171,7 @@ __attribute__((unused)) static bool valid_gi(nvmlGpuInstance_t gi)
                 return false;
         for (size_t i = 0; i < g_state->n_gpus; i++)
                 for (size_t k = 0; k < g_state->gpus[i].n_gis; k++)
-                        if (gi == &g_state->gpus[i].gis[k])
+                        if (gi == &g_state->gpus[i].gis[k] && gi->used)
                                 return true;
         return false;
 }
@@ -182,9 +182,18 @@ __attribute__((unused)) static struct mock_mig *mig_of_ci(nvmlComputeInstance_t 
                 return NULL;
         for (size_t i = 0; i < g_state->n_gpus; i++)
                 for (size_t k = 0; k < g_state->gpus[i].n_migs; k++)
-                        if (ci == &g_state->gpus[i].migs[k].ci)
+                        if (ci == &g_state->gpus[i].migs[k].ci && g_state->gpus[i].migs[k].used)
                                 return &g_state->gpus[i].migs[k];
         return NULL;
+}
+
+/* The compute slices compute instance |ci| occupies in its GPU instance. */
+static unsigned ci_slice_mask(const struct nvmlComputeInstance_st *ci)
+{
+        static const unsigned slices[NVML_COMPUTE_INSTANCE_PROFILE_COUNT] = { 1, 2, 3, 4, 7,
+                                                                              8, 6, 1, 7 };
+        unsigned c = ci->profile < NVML_COMPUTE_INSTANCE_PROFILE_COUNT ? slices[ci->profile] : 0;
+        return ((1u << c) - 1u) << ci->start;
 }
 
 static bool valid_set(nvmlEventSet_t set)
@@ -398,6 +407,17 @@ static nvmlReturn_t set_present_locked(const char *uuid, int on)
         struct mock_gpu *g = gpu_by_uuid(uuid, &mig);
         if (!g)
                 return uuid ? NVML_ERROR_NOT_FOUND : NVML_ERROR_INVALID_ARGUMENT;
+        if (mig && on && mig->hidden) {
+                /* back only while its compute instance id and slices are
+                 * free: another compute instance may have taken them */
+                for (size_t k = 0; k < g->n_migs; k++) {
+                        const struct mock_mig *x = &g->migs[k];
+                        if (x->used && !x->hidden && x->gi == mig->gi &&
+                            (x->ci.id == mig->ci.id ||
+                             (ci_slice_mask(&x->ci) & ci_slice_mask(&mig->ci))))
+                                return NVML_ERROR_IN_USE;
+                }
+        }
         if (mig)
                 mig->hidden = on == 0;
         else
@@ -1029,7 +1049,8 @@ static nvmlReturn_t m_mig_by_index(nvmlDevice_t d, unsigned index, nvmlDevice_t 
         struct mock_gpu *g = d->gpu;
         if (!out || index >= g->mig_max)
                 return NVML_ERROR_INVALID_ARGUMENT;
-        if (g->mig_mode != NVML_DEVICE_MIG_ENABLE || index >= g->n_migs || g->migs[index].hidden)
+        if (g->mig_mode != NVML_DEVICE_MIG_ENABLE || index >= g->n_migs || !g->migs[index].used ||
+            g->migs[index].hidden)
                 return NVML_ERROR_NOT_FOUND;
         *out = &g->migs[index].handle;
         return NVML_SUCCESS;
@@ -1166,7 +1187,7 @@ static nvmlReturn_t m_gi_by_id(nvmlDevice_t d, unsigned id, nvmlGpuInstance_t *o
         if (g->mig_mode != NVML_DEVICE_MIG_ENABLE)
                 return NVML_ERROR_NOT_SUPPORTED;
         for (size_t k = 0; k < g->n_gis; k++) {
-                if (g->gis[k].id == id) {
+                if (g->gis[k].used && g->gis[k].id == id) {
                         *out = &g->gis[k];
                         return NVML_SUCCESS;
                 }
@@ -1186,7 +1207,7 @@ static nvmlReturn_t m_gi_info(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t *info)
         info->id = gi->id;
         info->profileId = p->info.id;
         info->placement.start = gi->start;
-        info->placement.size = p->placement_size;
+        info->placement.size = gi->size;
         return NVML_SUCCESS;
 }
 
@@ -1211,7 +1232,8 @@ static nvmlReturn_t m_ci_by_id(nvmlGpuInstance_t gi, unsigned id, nvmlComputeIns
                 return r;
         struct mock_gpu *g = gi->gpu;
         for (size_t k = 0; k < g->n_migs; k++) {
-                if (g->migs[k].gi == gi && g->migs[k].ci.id == id && !g->migs[k].hidden) {
+                if (g->migs[k].used && g->migs[k].gi == gi && g->migs[k].ci.id == id &&
+                    !g->migs[k].hidden) {
                         *out = &g->migs[k].ci;
                         return NVML_SUCCESS;
                 }
@@ -1233,6 +1255,495 @@ static nvmlReturn_t m_ci_info(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_
         info->profileId = ci->profile;
         info->placement.start = ci->start;
         info->placement.size = ci_slices[ci->profile];
+        return NVML_SUCCESS;
+}
+
+/* --- dynamic MIG: GPU and compute instance creation and destruction ------- */
+
+/* Memory slices of the MIG GPUs the mock models (A100, H100, H200). */
+#define MOCK_MEMORY_SLICES 8
+
+/* GPU-instance placements by GPU-instance profile index, in memory slices
+ * {start, size}, for A100, H100 and H200 (8 memory slices, 7 compute
+ * slices): NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles"
+ * (the placement figures of A100 and H100; `nvidia-smi mig -lgipp`):
+ *   1g (19) and 1g+me (20): {0..6}:1     1g double memory (15): {0,2,4,6}:2
+ *   2g (14): {0,2,4}:2    3g (9): {0,4}:4    4g (5): {0}:4    7g (0): {0}:8
+ * The one placement table of the mock; a profile it lacks (the 8/6-slice,
+ * GFX, NO_ME and ALL_ME profiles of other GPUs) has no placements and
+ * cannot be created. */
+static const struct mock_placements {
+        unsigned size;
+        unsigned n;
+        unsigned starts[7];
+} gi_placements[NVML_GPU_INSTANCE_PROFILE_COUNT] = {
+        [NVML_GPU_INSTANCE_PROFILE_1_SLICE] = { 1, 7, { 0, 1, 2, 3, 4, 5, 6 } },
+        [NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1] = { 1, 7, { 0, 1, 2, 3, 4, 5, 6 } },
+        [NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2] = { 2, 4, { 0, 2, 4, 6 } },
+        [NVML_GPU_INSTANCE_PROFILE_2_SLICE] = { 2, 3, { 0, 2, 4 } },
+        [NVML_GPU_INSTANCE_PROFILE_3_SLICE] = { 4, 2, { 0, 4 } },
+        [NVML_GPU_INSTANCE_PROFILE_4_SLICE] = { 4, 1, { 0 } },
+        [NVML_GPU_INSTANCE_PROFILE_7_SLICE] = { 8, 1, { 0 } },
+};
+
+/* Slices [start, start + size) as a bit mask. */
+static unsigned slice_mask(unsigned start, unsigned size)
+{
+        return size >= 32 ? ~0u : ((1u << size) - 1u) << start;
+}
+
+/* The memory slices the GPU instances of |g| occupy. */
+static unsigned gi_occupied(const struct mock_gpu *g)
+{
+        unsigned m = 0;
+        for (size_t k = 0; k < g->n_gis; k++)
+                if (g->gis[k].used)
+                        m |= slice_mask(g->gis[k].start, g->gis[k].size);
+        return m;
+}
+
+/* The GPU-instance profile index of driver profile id |id| on |g|, or -1. */
+static int gi_profile_index(const struct mock_gpu *g, unsigned id)
+{
+        for (int i = 0; i < NVML_GPU_INSTANCE_PROFILE_COUNT; i++)
+                if (g->profiles[i].present && g->profiles[i].info.id == id)
+                        return i;
+        return -1;
+}
+
+/* GPU instances of profile index |prof| on |g|. */
+static unsigned gi_count(const struct mock_gpu *g, unsigned prof)
+{
+        unsigned n = 0;
+        for (size_t k = 0; k < g->n_gis; k++)
+                n += g->gis[k].used && g->gis[k].profile == prof;
+        return n;
+}
+
+/* How many more GPU instances of profile index |prof| fit on |g|: the free
+ * placements taken in order (optimal, as one profile's placements are
+ * aligned and of one size), at most instanceCount in all. */
+static unsigned gi_remaining(const struct mock_gpu *g, unsigned prof)
+{
+        const struct mock_placements *pl = &gi_placements[prof];
+        unsigned occupied = gi_occupied(g), n = 0;
+        for (unsigned i = 0; i < pl->n; i++) {
+                unsigned m = slice_mask(pl->starts[i], pl->size);
+                if (!(occupied & m)) {
+                        occupied |= m;
+                        n++;
+                }
+        }
+        unsigned have = gi_count(g, prof), cap = g->profiles[prof].info.instanceCount;
+        unsigned left = have >= cap ? 0 : cap - have;
+        return n < left ? n : left;
+}
+
+/* The whole-GPU handle of a MIG-capable GPU for a GPU-instance call, MIG
+ * mode enabled when |enabled|. */
+static nvmlReturn_t gi_call(nvmlDevice_t d, const char *fn, bool enabled)
+{
+        nvmlReturn_t r = mig_parent(d, fn, false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (enabled && d->gpu->mig_mode != NVML_DEVICE_MIG_ENABLE)
+                return NVML_ERROR_NOT_SUPPORTED;
+        return NVML_SUCCESS;
+}
+
+/* nvmlDeviceGetGpuInstancePossiblePlacements_v2: every placement of the
+ * profile, whether MIG is enabled or not (nvml.h); |out| NULL asks for the
+ * count, else *|count| is its room (too small: INSUFFICIENT_SIZE and the
+ * count). */
+static nvmlReturn_t m_gi_placements(nvmlDevice_t d, unsigned profile_id,
+                                    nvmlGpuInstancePlacement_t *out, unsigned *count)
+{
+        nvmlReturn_t r = gi_call(d, "nvmlDeviceGetGpuInstancePossiblePlacements", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!count)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        int prof = gi_profile_index(d->gpu, profile_id);
+        if (prof < 0 || gi_placements[prof].n == 0)
+                return NVML_ERROR_NOT_SUPPORTED;
+        const struct mock_placements *pl = &gi_placements[prof];
+        if (out && *count < pl->n) {
+                *count = pl->n;
+                return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        for (unsigned i = 0; out && i < pl->n; i++)
+                out[i] = (nvmlGpuInstancePlacement_t){ .start = pl->starts[i], .size = pl->size };
+        *count = pl->n;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_gi_remaining(nvmlDevice_t d, unsigned profile_id, unsigned *count)
+{
+        nvmlReturn_t r = gi_call(d, "nvmlDeviceGetGpuInstanceRemainingCapacity", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        int prof = gi_profile_index(d->gpu, profile_id);
+        if (!count || prof < 0)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *count = gi_remaining(d->gpu, (unsigned)prof);
+        return NVML_SUCCESS;
+}
+
+/* A new GPU instance of profile index |prof| on |g|: at |want|, or at the
+ * free placement with the lowest start. Its id is 0 when it spans the whole
+ * GPU and free (the real drivers' full-GPU instance), else the lowest id
+ * from 1 not in use. */
+static nvmlReturn_t gi_create(struct mock_gpu *g, unsigned prof,
+                              const nvmlGpuInstancePlacement_t *want, nvmlGpuInstance_t *out)
+{
+        const struct mock_placements *pl = &gi_placements[prof];
+        if (pl->n == 0)
+                return NVML_ERROR_NOT_SUPPORTED;
+        unsigned occupied = gi_occupied(g);
+        int start = -1;
+        for (unsigned i = 0; i < pl->n && start < 0; i++) {
+                bool avail = !(occupied & slice_mask(pl->starts[i], pl->size));
+                if (want ? want->start == pl->starts[i] && want->size == pl->size : avail)
+                        start = (int)pl->starts[i];
+        }
+        if (want && start < 0)
+                return NVML_ERROR_INVALID_ARGUMENT;   /* not one of the profile's placements */
+        if (start < 0 || (occupied & slice_mask((unsigned)start, pl->size)) ||
+            gi_count(g, prof) >= g->profiles[prof].info.instanceCount)
+                return NVML_ERROR_INSUFFICIENT_RESOURCES;
+        struct nvmlGpuInstance_st *gi = NULL;
+        for (size_t k = 0; k < MOCK_MAX_MIGS && !gi; k++)
+                if (!g->gis[k].used)
+                        gi = &g->gis[k];
+        if (!gi)
+                return NVML_ERROR_INSUFFICIENT_RESOURCES;
+        unsigned id = pl->size == MOCK_MEMORY_SLICES ? 0 : 1;
+        for (bool taken = true; taken;) {
+                taken = false;
+                for (size_t k = 0; k < g->n_gis && !taken; k++)
+                        taken = g->gis[k].used && g->gis[k].id == id;
+                id += taken;
+        }
+        *gi = (struct nvmlGpuInstance_st){ .gpu = g, .used = true, .id = id, .profile = prof,
+                                           .start = (unsigned)start, .size = pl->size };
+        size_t slot = (size_t)(gi - g->gis);
+        if (slot >= g->n_gis)
+                g->n_gis = slot + 1;
+        *out = gi;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_gi_create(nvmlDevice_t d, unsigned profile_id,
+                                const nvmlGpuInstancePlacement_t *want, nvmlGpuInstance_t *out)
+{
+        nvmlReturn_t r = gi_call(d, want ? "nvmlDeviceCreateGpuInstanceWithPlacement"
+                                         : "nvmlDeviceCreateGpuInstance", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        int prof = gi_profile_index(d->gpu, profile_id);
+        if (!out || prof < 0)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        return gi_create(d->gpu, (unsigned)prof, want, out);
+}
+
+/* The GPU instances of a profile, by id. */
+static nvmlReturn_t m_gis(nvmlDevice_t d, unsigned profile_id, nvmlGpuInstance_t *out,
+                          unsigned *count)
+{
+        nvmlReturn_t r = gi_call(d, "nvmlDeviceGetGpuInstances", true);
+        if (r != NVML_SUCCESS)
+                return r;
+        int prof = gi_profile_index(d->gpu, profile_id);
+        if (!out || !count || prof < 0)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct mock_gpu *g = d->gpu;
+        unsigned n = 0;
+        long last = -1;
+        for (;;) {      /* the next larger id, as the ids are distinct */
+                struct nvmlGpuInstance_st *next = NULL;
+                for (size_t k = 0; k < g->n_gis; k++) {
+                        struct nvmlGpuInstance_st *gi = &g->gis[k];
+                        if (gi->used && gi->profile == (unsigned)prof && (long)gi->id > last &&
+                            (!next || gi->id < next->id))
+                                next = gi;
+                }
+                if (!next)
+                        break;
+                out[n++] = next;
+                last = (long)next->id;
+        }
+        *count = n;
+        return NVML_SUCCESS;
+}
+
+/* True when a process runs on a MIG device of |gi| (|ci| NULL) or on the
+ * MIG device |ci|. */
+static bool instance_busy(const struct nvmlGpuInstance_st *gi, const struct mock_mig *ci)
+{
+        const struct mock_gpu *g = gi->gpu;
+        for (size_t i = 0; i < g->n_procs; i++) {
+                int m = g->procs[i].mig;
+                if (m >= 0 && (ci ? &g->migs[m] == ci : g->migs[m].gi == gi))
+                        return true;
+        }
+        return false;
+}
+
+/* nvmlGpuInstanceDestroy: IN_USE while the GPU instance has compute
+ * instances or processes; MIG devices of it removed with kdevMockSetPresent
+ * go with it for good. */
+static nvmlReturn_t m_gi_destroy(nvmlGpuInstance_t gi)
+{
+        if (!valid_gi(gi))
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct mock_gpu *g = gi->gpu;
+        nvmlReturn_t r = gpu_state(g, "nvmlGpuInstanceDestroy", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        for (size_t k = 0; k < g->n_migs; k++)
+                if (g->migs[k].used && g->migs[k].gi == gi && !g->migs[k].hidden)
+                        return NVML_ERROR_IN_USE;
+        if (instance_busy(gi, NULL))
+                return NVML_ERROR_IN_USE;
+        for (size_t k = 0; k < g->n_migs; k++)
+                if (g->migs[k].used && g->migs[k].gi == gi)
+                        memset(&g->migs[k], 0, sizeof(g->migs[k]));
+        memset(gi, 0, sizeof(*gi));
+        return NVML_SUCCESS;
+}
+
+/* Compute-instance placements {start, size} in compute slices inside a GPU
+ * instance of |g| slices, for a compute instance of |c| slices: aligned
+ * starts, except 3 slices of a 7-slice instance at 0 and 4 (as NVIDIA's
+ * go-nvml mock lists them, pkg/nvml/mock/shared/gpus; nvidia-smi mig
+ * -lcipp). Returns the count. */
+static unsigned ci_starts(unsigned g, unsigned c, unsigned starts[8])
+{
+        unsigned n = 0;
+        if (g == 7 && c == 3) {
+                starts[n++] = 0;
+                starts[n++] = 4;
+                return n;
+        }
+        for (unsigned s = 0; c && s + c <= g && n < 8; s += c)
+                starts[n++] = s;
+        return n;
+}
+
+/* The compute slices of |gi| its (present) compute instances occupy. */
+static unsigned ci_occupied(const struct nvmlGpuInstance_st *gi)
+{
+        const struct mock_gpu *g = gi->gpu;
+        unsigned m = 0;
+        for (size_t k = 0; k < g->n_migs; k++) {
+                const struct mock_mig *x = &g->migs[k];
+                if (x->used && !x->hidden && x->gi == gi)
+                        m |= ci_slice_mask(&x->ci);
+        }
+        return m;
+}
+
+/* Free MIG device slots of |g| (below its max_devices). */
+static unsigned mig_slots_free(const struct mock_gpu *g)
+{
+        unsigned n = 0;
+        for (size_t k = 0; k < g->mig_max; k++)
+                n += !g->migs[k].used;
+        return n;
+}
+
+/* The checks of a compute-instance call on |gi| with CI profile |profile|:
+ * its info in *|info| and placements in |starts| (count *|n|). */
+static nvmlReturn_t ci_call(nvmlGpuInstance_t gi, const char *fn, unsigned profile,
+                            nvmlComputeInstanceProfileInfo_t *info, unsigned starts[8],
+                            unsigned *n)
+{
+        if (!valid_gi(gi) || profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        nvmlReturn_t r = gpu_state(gi->gpu, fn, false);
+        if (r != NVML_SUCCESS)
+                return r;
+        const struct mock_profile *p = &gi->gpu->profiles[gi->profile];
+        r = ci_profile(p, profile, info);
+        if (r != NVML_SUCCESS)
+                return r;
+        *n = ci_starts(p->info.sliceCount, info->sliceCount, starts);
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_ci_placements(nvmlGpuInstance_t gi, unsigned profile,
+                                    nvmlComputeInstancePlacement_t *out, unsigned *count)
+{
+        nvmlComputeInstanceProfileInfo_t info;
+        unsigned starts[8], n = 0;
+        nvmlReturn_t r = ci_call(gi, "nvmlGpuInstanceGetComputeInstancePossiblePlacements",
+                                 profile, &info, starts, &n);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!count)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (out && *count < n) {
+                *count = n;
+                return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        for (unsigned i = 0; out && i < n; i++)
+                out[i] = (nvmlComputeInstancePlacement_t){ .start = starts[i],
+                                                           .size = info.sliceCount };
+        *count = n;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t m_ci_remaining(nvmlGpuInstance_t gi, unsigned profile, unsigned *count)
+{
+        nvmlComputeInstanceProfileInfo_t info;
+        unsigned starts[8], n = 0;
+        nvmlReturn_t r = ci_call(gi, "nvmlGpuInstanceGetComputeInstanceRemainingCapacity",
+                                 profile, &info, starts, &n);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!count)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        unsigned occupied = ci_occupied(gi), fit = 0;
+        for (unsigned i = 0; i < n; i++) {
+                unsigned m = slice_mask(starts[i], info.sliceCount);
+                if (!(occupied & m)) {
+                        occupied |= m;
+                        fit++;
+                }
+        }
+        unsigned slots = mig_slots_free(gi->gpu);
+        *count = fit < slots ? fit : slots;
+        return NVML_SUCCESS;
+}
+
+/* The UUID of a new MIG device: "MIG-" and a version-5-style UUID hashed
+ * (two FNV-1a 64) from the parent's UUID and the GI and CI ids, so the
+ * same instance on the same GPU gets the same UUID; a salt is added in the
+ * (unlikely) case it names another device. */
+static void mig_uuid(const struct mock_gpu *g, unsigned gi, unsigned ci, char *out, size_t size)
+{
+        for (unsigned salt = 0;; salt++) {
+                char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE + 48];
+                int len = salt ? snprintf(text, sizeof(text), "%s/%u/%u/%u", g->uuid, gi, ci, salt)
+                               : snprintf(text, sizeof(text), "%s/%u/%u", g->uuid, gi, ci);
+                unsigned long long h[2] = { 0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL };
+                for (int half = 0; half < 2; half++)
+                        for (int i = 0; i < len && i < (int)sizeof(text); i++) {
+                                h[half] ^= (unsigned char)text[i];
+                                h[half] *= 0x100000001b3ULL;
+                        }
+                snprintf(out, size, "MIG-%08llx-%04llx-%04llx-%04llx-%012llx", h[0] >> 32,
+                         (h[0] >> 16) & 0xffffULL, (h[0] & 0x0fffULL) | 0x5000ULL,
+                         ((h[1] >> 48) & 0x3fffULL) | 0x8000ULL, h[1] & 0xffffffffffffULL);
+                if (!gpu_by_uuid(out, NULL))
+                        return;
+        }
+}
+
+/* A new compute instance (MIG device) of CI profile |profile| in |gi|: at
+ * |want|, or at the free placement with the lowest start; the lowest CI id
+ * from 0 not in use in |gi|; the lowest free MIG device slot. */
+static nvmlReturn_t m_ci_create(nvmlGpuInstance_t gi, unsigned profile,
+                                const nvmlComputeInstancePlacement_t *want,
+                                nvmlComputeInstance_t *out)
+{
+        nvmlComputeInstanceProfileInfo_t info;
+        unsigned starts[8], n = 0;
+        nvmlReturn_t r = ci_call(gi, want ? "nvmlGpuInstanceCreateComputeInstanceWithPlacement"
+                                          : "nvmlGpuInstanceCreateComputeInstance",
+                                 profile, &info, starts, &n);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!out)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct mock_gpu *g = gi->gpu;
+        if (g->mig_mode != NVML_DEVICE_MIG_ENABLE)
+                return NVML_ERROR_NOT_SUPPORTED;
+        unsigned occupied = ci_occupied(gi);
+        int start = -1;
+        for (unsigned i = 0; i < n && start < 0; i++) {
+                bool avail = !(occupied & slice_mask(starts[i], info.sliceCount));
+                if (want ? want->start == starts[i] && want->size == info.sliceCount : avail)
+                        start = (int)starts[i];
+        }
+        if (want && start < 0)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (start < 0 || (occupied & slice_mask((unsigned)start, info.sliceCount)))
+                return NVML_ERROR_INSUFFICIENT_RESOURCES;
+        struct mock_mig *m = NULL;
+        for (size_t k = 0; k < g->mig_max && !m; k++)
+                if (!g->migs[k].used)
+                        m = &g->migs[k];
+        if (!m)
+                return NVML_ERROR_INSUFFICIENT_RESOURCES;
+        unsigned id = 0;
+        for (bool taken = true; taken;) {
+                taken = false;
+                for (size_t k = 0; k < g->n_migs && !taken; k++)
+                        taken = g->migs[k].used && !g->migs[k].hidden && g->migs[k].gi == gi &&
+                                g->migs[k].ci.id == id;
+                id += taken;
+        }
+        memset(m, 0, sizeof(*m));
+        mig_uuid(g, gi->id, id, m->uuid, sizeof(m->uuid));
+        m->used = true;
+        m->handle.gpu = g;
+        m->handle.mig = m;
+        m->gi = gi;
+        m->ci = (struct nvmlComputeInstance_st){ .gi = gi, .id = id, .profile = profile,
+                                                 .start = (unsigned)start };
+        size_t slot = (size_t)(m - g->migs);
+        if (slot >= g->n_migs)
+                g->n_migs = slot + 1;
+        *out = &m->ci;
+        return NVML_SUCCESS;
+}
+
+/* The compute instances of a CI profile in |gi|, by id. */
+static nvmlReturn_t m_cis(nvmlGpuInstance_t gi, unsigned profile, nvmlComputeInstance_t *out,
+                          unsigned *count)
+{
+        nvmlComputeInstanceProfileInfo_t info;
+        unsigned starts[8], n = 0;
+        nvmlReturn_t r = ci_call(gi, "nvmlGpuInstanceGetComputeInstances", profile, &info,
+                                 starts, &n);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!out || !count)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct mock_gpu *g = gi->gpu;
+        unsigned k_out = 0;
+        long last = -1;
+        for (;;) {
+                struct mock_mig *next = NULL;
+                for (size_t k = 0; k < g->n_migs; k++) {
+                        struct mock_mig *x = &g->migs[k];
+                        if (x->used && !x->hidden && x->gi == gi && x->ci.profile == profile &&
+                            (long)x->ci.id > last && (!next || x->ci.id < next->ci.id))
+                                next = x;
+                }
+                if (!next)
+                        break;
+                out[k_out++] = &next->ci;
+                last = (long)next->ci.id;
+        }
+        *count = k_out;
+        return NVML_SUCCESS;
+}
+
+/* nvmlComputeInstanceDestroy: IN_USE while a process runs on it; its MIG
+ * device (handle, UUID, slot) is gone. */
+static nvmlReturn_t m_ci_destroy(nvmlComputeInstance_t ci)
+{
+        struct mock_mig *m = mig_of_ci(ci);
+        if (!m || m->hidden)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        nvmlReturn_t r = gpu_state(m->gi->gpu, "nvmlComputeInstanceDestroy", false);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (instance_busy(m->gi, m))
+                return NVML_ERROR_IN_USE;
+        memset(m, 0, sizeof(*m));
         return NVML_SUCCESS;
 }
 #endif /* !KDEV_MOCK_LEGACY */
@@ -1732,6 +2243,78 @@ nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t c, nvmlComputeI
 {
         LOCKED(m_ci_info(c, i));
 }
+MOCK_EXPORT kdev_nvmlDeviceGetGpuInstancePossiblePlacements_fn
+        nvmlDeviceGetGpuInstancePossiblePlacements_v2;
+nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t d, unsigned int p,
+                                                           nvmlGpuInstancePlacement_t *pl,
+                                                           unsigned int *n)
+{
+        LOCKED(m_gi_placements(d, p, pl, n));
+}
+MOCK_EXPORT kdev_nvmlDeviceGetGpuInstanceRemainingCapacity_fn
+        nvmlDeviceGetGpuInstanceRemainingCapacity;
+nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t d, unsigned int p,
+                                                       unsigned int *n)
+{
+        LOCKED(m_gi_remaining(d, p, n));
+}
+MOCK_EXPORT kdev_nvmlDeviceCreateGpuInstance_fn nvmlDeviceCreateGpuInstance;
+nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t d, unsigned int p, nvmlGpuInstance_t *g)
+{
+        LOCKED(m_gi_create(d, p, NULL, g));
+}
+MOCK_EXPORT kdev_nvmlDeviceCreateGpuInstanceWithPlacement_fn
+        nvmlDeviceCreateGpuInstanceWithPlacement;
+nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t d, unsigned int p,
+                                                      const nvmlGpuInstancePlacement_t *pl,
+                                                      nvmlGpuInstance_t *g)
+{
+        LOCKED(pl ? m_gi_create(d, p, pl, g) : NVML_ERROR_INVALID_ARGUMENT);
+}
+MOCK_EXPORT kdev_nvmlDeviceGetGpuInstances_fn nvmlDeviceGetGpuInstances;
+nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t d, unsigned int p, nvmlGpuInstance_t *g,
+                                       unsigned int *n)
+{
+        LOCKED(m_gis(d, p, g, n));
+}
+MOCK_EXPORT kdev_nvmlGpuInstanceDestroy_fn nvmlGpuInstanceDestroy;
+nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t g) { LOCKED(m_gi_destroy(g)); }
+MOCK_EXPORT kdev_nvmlGpuInstanceGetComputeInstancePossiblePlacements_fn
+        nvmlGpuInstanceGetComputeInstancePossiblePlacements;
+nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+        nvmlGpuInstance_t g, unsigned int p, nvmlComputeInstancePlacement_t *pl, unsigned int *n)
+{
+        LOCKED(m_ci_placements(g, p, pl, n));
+}
+MOCK_EXPORT kdev_nvmlGpuInstanceGetComputeInstanceRemainingCapacity_fn
+        nvmlGpuInstanceGetComputeInstanceRemainingCapacity;
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t g,
+                                                                unsigned int p, unsigned int *n)
+{
+        LOCKED(m_ci_remaining(g, p, n));
+}
+MOCK_EXPORT kdev_nvmlGpuInstanceCreateComputeInstance_fn nvmlGpuInstanceCreateComputeInstance;
+nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t g, unsigned int p,
+                                                  nvmlComputeInstance_t *c)
+{
+        LOCKED(m_ci_create(g, p, NULL, c));
+}
+MOCK_EXPORT kdev_nvmlGpuInstanceCreateComputeInstanceWithPlacement_fn
+        nvmlGpuInstanceCreateComputeInstanceWithPlacement;
+nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+        nvmlGpuInstance_t g, unsigned int p, const nvmlComputeInstancePlacement_t *pl,
+        nvmlComputeInstance_t *c)
+{
+        LOCKED(pl ? m_ci_create(g, p, pl, c) : NVML_ERROR_INVALID_ARGUMENT);
+}
+MOCK_EXPORT kdev_nvmlGpuInstanceGetComputeInstances_fn nvmlGpuInstanceGetComputeInstances;
+nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t g, unsigned int p,
+                                                nvmlComputeInstance_t *c, unsigned int *n)
+{
+        LOCKED(m_cis(g, p, c, n));
+}
+MOCK_EXPORT kdev_nvmlComputeInstanceDestroy_fn nvmlComputeInstanceDestroy;
+nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t c) { LOCKED(m_ci_destroy(c)); }
 #endif /* !KDEV_MOCK_LEGACY */
 
 /* --- control interface (kdev_mock_nvml.h) -------------------------------- */

@@ -361,14 +361,17 @@ static int load_mig(struct loader *l, struct mock_gpu *gpu, yaml_node_t *m)
                 if (!gi) {
                         gi = &gpu->gis[gpu->n_gis++];
                         gi->gpu = gpu;
+                        gi->used = true;
                         gi->id = gi_id;
                         gi->profile = prof;
                         gi->start = start;
+                        gi->size = gpu->profiles[prof].placement_size;
                 }
                 for (size_t k = 0; k < gpu->n_migs; k++)
                         if (gpu->migs[k].gi == gi && gpu->migs[k].ci.id == ci_id)
                                 return fail(l, d, "mig device: GI %u CI %u repeated", gi_id,
                                             ci_id);
+                mig->used = true;
                 mig->gi = gi;
                 mig->ci.gi = gi;
                 mig->ci.id = ci_id;

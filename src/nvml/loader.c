@@ -113,7 +113,7 @@ static int resolve(struct kdev_nvml *lib, struct kdev_err *err)
         }
         lib->caps = (KDEV_NVML_CAP_MIG | KDEV_NVML_CAP_CUDA_VERSION | KDEV_NVML_CAP_ARCH |
                      KDEV_NVML_CAP_ROW_REMAP | KDEV_NVML_CAP_BRAND | KDEV_NVML_CAP_USAGE |
-                     KDEV_NVML_CAP_PROC_UTIL) & ~missing_caps;
+                     KDEV_NVML_CAP_PROC_UTIL | KDEV_NVML_CAP_MIG_CONFIG) & ~missing_caps;
         for (size_t i = 0; i < N_SPECS; i++) {
                 if (specs[i].cap & missing_caps) {
                         set_slot(&lib->api, specs[i].offset, NULL);

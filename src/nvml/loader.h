@@ -33,6 +33,7 @@ enum {
         KDEV_NVML_CAP_BRAND = 1u << 4,        /* nvmlDeviceGetBrand */
         KDEV_NVML_CAP_USAGE = 1u << 5,        /* utilization rates, running compute processes */
         KDEV_NVML_CAP_PROC_UTIL = 1u << 6,    /* nvmlDeviceGetProcessUtilization */
+        KDEV_NVML_CAP_MIG_CONFIG = 1u << 7,   /* the 12 dynamic MIG entry points */
 };
 #define KDEV_NVML_REQUIRED 0u                 /* "capability" of required entry points */
 
@@ -115,7 +116,31 @@ enum {
           "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2", \
           NULL)                                                                                \
         X(nvmlDeviceGetProcessUtilization, KDEV_NVML_CAP_PROC_UTIL,                            \
-          "nvmlDeviceGetProcessUtilization", NULL, NULL)
+          "nvmlDeviceGetProcessUtilization", NULL, NULL)                                       \
+        X(nvmlDeviceGetGpuInstancePossiblePlacements, KDEV_NVML_CAP_MIG_CONFIG,                \
+          "nvmlDeviceGetGpuInstancePossiblePlacements_v2", NULL, NULL)                         \
+        X(nvmlDeviceGetGpuInstanceRemainingCapacity, KDEV_NVML_CAP_MIG_CONFIG,                 \
+          "nvmlDeviceGetGpuInstanceRemainingCapacity", NULL, NULL)                             \
+        X(nvmlDeviceCreateGpuInstance, KDEV_NVML_CAP_MIG_CONFIG,                               \
+          "nvmlDeviceCreateGpuInstance", NULL, NULL)                                           \
+        X(nvmlDeviceCreateGpuInstanceWithPlacement, KDEV_NVML_CAP_MIG_CONFIG,                  \
+          "nvmlDeviceCreateGpuInstanceWithPlacement", NULL, NULL)                              \
+        X(nvmlDeviceGetGpuInstances, KDEV_NVML_CAP_MIG_CONFIG,                                 \
+          "nvmlDeviceGetGpuInstances", NULL, NULL)                                             \
+        X(nvmlGpuInstanceDestroy, KDEV_NVML_CAP_MIG_CONFIG,                                    \
+          "nvmlGpuInstanceDestroy", NULL, NULL)                                                \
+        X(nvmlGpuInstanceGetComputeInstancePossiblePlacements, KDEV_NVML_CAP_MIG_CONFIG,       \
+          "nvmlGpuInstanceGetComputeInstancePossiblePlacements", NULL, NULL)                   \
+        X(nvmlGpuInstanceGetComputeInstanceRemainingCapacity, KDEV_NVML_CAP_MIG_CONFIG,        \
+          "nvmlGpuInstanceGetComputeInstanceRemainingCapacity", NULL, NULL)                    \
+        X(nvmlGpuInstanceCreateComputeInstance, KDEV_NVML_CAP_MIG_CONFIG,                      \
+          "nvmlGpuInstanceCreateComputeInstance", NULL, NULL)                                  \
+        X(nvmlGpuInstanceCreateComputeInstanceWithPlacement, KDEV_NVML_CAP_MIG_CONFIG,         \
+          "nvmlGpuInstanceCreateComputeInstanceWithPlacement", NULL, NULL)                     \
+        X(nvmlGpuInstanceGetComputeInstances, KDEV_NVML_CAP_MIG_CONFIG,                        \
+          "nvmlGpuInstanceGetComputeInstances", NULL, NULL)                                    \
+        X(nvmlComputeInstanceDestroy, KDEV_NVML_CAP_MIG_CONFIG,                                \
+          "nvmlComputeInstanceDestroy", NULL, NULL)
 
 /* The typed table. A member is NULL only when its capability flag is clear. */
 struct kdev_nvml_api {

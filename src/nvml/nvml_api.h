@@ -365,6 +365,43 @@ typedef nvmlReturn_t kdev_nvmlGpuInstanceGetComputeInstanceById_fn(
         nvmlGpuInstance_t gpuInstance, unsigned int id, nvmlComputeInstance_t *computeInstance);
 typedef nvmlReturn_t kdev_nvmlComputeInstanceGetInfo_fn(nvmlComputeInstance_t computeInstance,
                                                         nvmlComputeInstanceInfo_t *info);
+/* Dynamic MIG (GPU and compute instance creation and destruction). The
+ * |profileId| arguments are driver profile ids (nvmlGpuInstanceProfileInfo_t
+ * and nvmlComputeInstanceProfileInfo_t .id), not profile indices. */
+/* |placements| NULL asks for the count; otherwise it must hold them all. */
+typedef nvmlReturn_t kdev_nvmlDeviceGetGpuInstancePossiblePlacements_fn(
+        nvmlDevice_t device, unsigned int profileId, nvmlGpuInstancePlacement_t *placements,
+        unsigned int *count);
+typedef nvmlReturn_t kdev_nvmlDeviceGetGpuInstanceRemainingCapacity_fn(nvmlDevice_t device,
+                                                                      unsigned int profileId,
+                                                                      unsigned int *count);
+typedef nvmlReturn_t kdev_nvmlDeviceCreateGpuInstance_fn(nvmlDevice_t device,
+                                                         unsigned int profileId,
+                                                         nvmlGpuInstance_t *gpuInstance);
+typedef nvmlReturn_t kdev_nvmlDeviceCreateGpuInstanceWithPlacement_fn(
+        nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *placement,
+        nvmlGpuInstance_t *gpuInstance);
+/* |gpuInstances| must hold the profile's instanceCount handles. */
+typedef nvmlReturn_t kdev_nvmlDeviceGetGpuInstances_fn(nvmlDevice_t device, unsigned int profileId,
+                                                       nvmlGpuInstance_t *gpuInstances,
+                                                       unsigned int *count);
+typedef nvmlReturn_t kdev_nvmlGpuInstanceDestroy_fn(nvmlGpuInstance_t gpuInstance);
+typedef nvmlReturn_t kdev_nvmlGpuInstanceGetComputeInstancePossiblePlacements_fn(
+        nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+        nvmlComputeInstancePlacement_t *placements, unsigned int *count);
+typedef nvmlReturn_t kdev_nvmlGpuInstanceGetComputeInstanceRemainingCapacity_fn(
+        nvmlGpuInstance_t gpuInstance, unsigned int profileId, unsigned int *count);
+typedef nvmlReturn_t kdev_nvmlGpuInstanceCreateComputeInstance_fn(
+        nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+        nvmlComputeInstance_t *computeInstance);
+typedef nvmlReturn_t kdev_nvmlGpuInstanceCreateComputeInstanceWithPlacement_fn(
+        nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+        const nvmlComputeInstancePlacement_t *placement, nvmlComputeInstance_t *computeInstance);
+/* |computeInstances| must hold the profile's instanceCount handles. */
+typedef nvmlReturn_t kdev_nvmlGpuInstanceGetComputeInstances_fn(
+        nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+        nvmlComputeInstance_t *computeInstances, unsigned int *count);
+typedef nvmlReturn_t kdev_nvmlComputeInstanceDestroy_fn(nvmlComputeInstance_t computeInstance);
 typedef nvmlReturn_t kdev_nvmlEventSetCreate_fn(nvmlEventSet_t *set);
 typedef nvmlReturn_t kdev_nvmlEventSetFree_fn(nvmlEventSet_t set);
 typedef nvmlReturn_t kdev_nvmlEventSetWait_fn(nvmlEventSet_t set, nvmlEventData_t *data,

@@ -51,9 +51,10 @@ static void test_mock_resolves_newest(void **state)
                                                       KDEV_NVML_CAP_ROW_REMAP |
                                                       KDEV_NVML_CAP_BRAND |
                                                       KDEV_NVML_CAP_USAGE |
-                                                      KDEV_NVML_CAP_PROC_UTIL);
+                                                      KDEV_NVML_CAP_PROC_UTIL |
+                                                      KDEV_NVML_CAP_MIG_CONFIG);
         size_t n = kdev_nvml_symbol_count();
-        assert_int_equal(n, 43);
+        assert_int_equal(n, 55);
         const struct kdev_nvml_api *api = kdev_nvml_api(lib);
         for (size_t i = 0; i < n; i++) {
                 struct kdev_nvml_symbol s;

@@ -23,6 +23,8 @@
 #define G1 "GPU-4603f764-b00c-271e-0980-eda368e40931"
 #define M00 "MIG-59bcc04e-5cf6-b753-ab18-f13e8543556f"   /* GPU 0, 3g.20gb, GI 2 CI 0 */
 #define M10 "MIG-fa0a443e-a85c-8cba-33fa-10b94f0ea046"   /* GPU 1, 1g.5gb+me, GI 7 */
+/* the MIG device made on mig-h100-80gb-dynamic.yaml GPU 0 as GI 1, CI 0 */
+#define DYN_UUID_G0_GI1_CI0 "MIG-0203dd0e-c32e-54df-94fa-fe2eda393992"
 
 struct fx {
         struct mock_nvml m;
@@ -771,6 +773,525 @@ static void test_control_xid_storm(void **state)
         unlink(path);
 }
 
+/* --- dynamic MIG (mig-h100-80gb-dynamic.yaml: GPU 0 MIG on and empty, GPU 1
+ * MIG off, GPU 2 not MIG capable) ------------------------------------------ */
+
+#define DYN_G0 "GPU-3e5f7a9b-1c2d-4e3f-8a5b-6c7d8e9f0a1b"
+
+static void dyn_open(struct fx *f, const char *topology)
+{
+        setenv("KDEV_MOCK_NVML_TOPOLOGY", topology, 1);
+        f->m.reset();
+        assert_int_equal(f->n->nvmlInit(), NVML_SUCCESS);
+}
+
+static unsigned gi_left(struct fx *f, nvmlDevice_t d, unsigned profile_id)
+{
+        unsigned c = 99;
+        assert_int_equal(f->n->nvmlDeviceGetGpuInstanceRemainingCapacity(d, profile_id, &c),
+                         NVML_SUCCESS);
+        return c;
+}
+
+static nvmlGpuInstance_t gi_at(struct fx *f, nvmlDevice_t d, unsigned profile_id,
+                               unsigned start, unsigned size)
+{
+        nvmlGpuInstancePlacement_t p = { .start = start, .size = size };
+        nvmlGpuInstance_t gi = NULL;
+        assert_int_equal(f->n->nvmlDeviceCreateGpuInstanceWithPlacement(d, profile_id, &p, &gi),
+                         NVML_SUCCESS);
+        return gi;
+}
+
+static nvmlGpuInstanceInfo_t gi_info(struct fx *f, nvmlGpuInstance_t gi)
+{
+        nvmlGpuInstanceInfo_t in;
+        memset(&in, 0xff, sizeof(in));
+        assert_int_equal(f->n->nvmlGpuInstanceGetInfo(gi, &in), NVML_SUCCESS);
+        return in;
+}
+
+/* Every H100 profile's possible placements (memory slices), the count
+ * query and its size rules; MIG off still answers (nvml.h _v2). */
+static void test_mig_possible_placements(void **state)
+{
+        struct fx *f = *state;
+        const struct kdev_nvml_api *n = f->n;
+        dyn_open(f, TOPO("mig-h100-80gb-dynamic.yaml"));
+        nvmlDevice_t g0 = gpu(f, 0), g1 = gpu(f, 1), g2 = gpu(f, 2);
+        static const struct {
+                unsigned id, size, n, starts[7];
+        } want[] = {
+                { 19, 1, 7, { 0, 1, 2, 3, 4, 5, 6 } },  /* 1g.10gb */
+                { 20, 1, 7, { 0, 1, 2, 3, 4, 5, 6 } },  /* 1g.10gb+me */
+                { 15, 2, 4, { 0, 2, 4, 6 } },           /* 1g.20gb */
+                { 14, 2, 3, { 0, 2, 4 } },              /* 2g.20gb */
+                { 9, 4, 2, { 0, 4 } },                  /* 3g.40gb */
+                { 5, 4, 1, { 0 } },                     /* 4g.40gb */
+                { 0, 8, 1, { 0 } },                     /* 7g.80gb */
+        };
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+                nvmlDevice_t devs[2] = { g0, g1 };
+                for (size_t k = 0; k < 2; k++) {
+                        unsigned c = 0;
+                        assert_int_equal(n->nvmlDeviceGetGpuInstancePossiblePlacements(
+                                                 devs[k], want[i].id, NULL, &c),
+                                         NVML_SUCCESS);
+                        assert_int_equal(c, want[i].n);
+                        nvmlGpuInstancePlacement_t p[8];
+                        memset(p, 0xff, sizeof(p));
+                        c = 8;
+                        assert_int_equal(n->nvmlDeviceGetGpuInstancePossiblePlacements(
+                                                 devs[k], want[i].id, p, &c),
+                                         NVML_SUCCESS);
+                        assert_int_equal(c, want[i].n);
+                        for (unsigned j = 0; j < want[i].n; j++) {
+                                assert_int_equal(p[j].start, want[i].starts[j]);
+                                assert_int_equal(p[j].size, want[i].size);
+                        }
+                        assert_int_equal(p[want[i].n].start, 0xffffffffu); /* no more written */
+                }
+        }
+        /* a buffer smaller than the count: INSUFFICIENT_SIZE with the count */
+        nvmlGpuInstancePlacement_t p[8];
+        unsigned c = 6;
+        assert_int_equal(n->nvmlDeviceGetGpuInstancePossiblePlacements(g0, 19, p, &c),
+                         NVML_ERROR_INSUFFICIENT_SIZE);
+        assert_int_equal(c, 7);
+        c = 0;
+        assert_int_equal(n->nvmlDeviceGetGpuInstancePossiblePlacements(g0, 0, p, &c),
+                         NVML_ERROR_INSUFFICIENT_SIZE);
+        assert_int_equal(c, 1);
+        assert_int_equal(n->nvmlDeviceGetGpuInstancePossiblePlacements(g0, 19, p, NULL),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        /* a profile id the GPU lacks, a GPU without MIG, a MIG handle */
+        c = 8;
+        assert_int_equal(n->nvmlDeviceGetGpuInstancePossiblePlacements(g0, 99, p, &c),
+                         NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(n->nvmlDeviceGetGpuInstancePossiblePlacements(g2, 19, p, &c),
+                         NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(n->nvmlDeviceGetGpuInstancePossiblePlacements(NULL, 19, p, &c),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        /* the remaining capacity of an empty GPU: the instance counts */
+        static const unsigned ids[] = { 19, 20, 15, 14, 9, 5, 0 };
+        static const unsigned empty[] = { 7, 1, 4, 3, 2, 1, 1 };
+        for (size_t i = 0; i < 7; i++)
+                assert_int_equal(gi_left(f, g0, ids[i]), empty[i]);
+}
+
+/* Create with a placement, overlap, the MIG device that a compute instance
+ * makes, destruction order (IN_USE), and the handle gone afterwards. */
+static void test_mig_create_destroy(void **state)
+{
+        struct fx *f = *state;
+        const struct kdev_nvml_api *n = f->n;
+        dyn_open(f, TOPO("mig-h100-80gb-dynamic.yaml"));
+        nvmlDevice_t g0 = gpu(f, 0), d = NULL;
+        /* 3g.40gb at {4, 4}: GI 1 (the lowest id from 1) */
+        nvmlGpuInstance_t gi = gi_at(f, g0, 9, 4, 4);
+        nvmlGpuInstanceInfo_t in = gi_info(f, gi);
+        assert_ptr_equal(in.device, g0);
+        assert_int_equal(in.id, 1);
+        assert_int_equal(in.profileId, 9);
+        assert_int_equal(in.placement.start, 4);
+        assert_int_equal(in.placement.size, 4);
+        nvmlGpuInstance_t by_id = NULL;
+        assert_int_equal(n->nvmlDeviceGetGpuInstanceById(g0, 1, &by_id), NVML_SUCCESS);
+        assert_ptr_equal(by_id, gi);
+        nvmlGpuInstance_t list[8] = { NULL };
+        unsigned c = 0;
+        assert_int_equal(n->nvmlDeviceGetGpuInstances(g0, 9, list, &c), NVML_SUCCESS);
+        assert_int_equal(c, 1);
+        assert_ptr_equal(list[0], gi);
+        assert_int_equal(n->nvmlDeviceGetGpuInstances(g0, 19, list, &c), NVML_SUCCESS);
+        assert_int_equal(c, 0);
+        /* remaining capacity with slices 4..7 taken */
+        assert_int_equal(gi_left(f, g0, 19), 4);
+        assert_int_equal(gi_left(f, g0, 20), 1);
+        assert_int_equal(gi_left(f, g0, 15), 2);
+        assert_int_equal(gi_left(f, g0, 14), 2);
+        assert_int_equal(gi_left(f, g0, 9), 1);
+        assert_int_equal(gi_left(f, g0, 5), 1);
+        assert_int_equal(gi_left(f, g0, 0), 0);
+        /* overlap, and placements not in the profile's list */
+        nvmlGpuInstancePlacement_t p = { .start = 4, .size = 2 };
+        nvmlGpuInstance_t x = NULL;
+        assert_int_equal(n->nvmlDeviceCreateGpuInstanceWithPlacement(g0, 14, &p, &x),
+                         NVML_ERROR_INSUFFICIENT_RESOURCES);
+        p = (nvmlGpuInstancePlacement_t){ .start = 1, .size = 2 };
+        assert_int_equal(n->nvmlDeviceCreateGpuInstanceWithPlacement(g0, 14, &p, &x),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        p = (nvmlGpuInstancePlacement_t){ .start = 0, .size = 4 };
+        assert_int_equal(n->nvmlDeviceCreateGpuInstanceWithPlacement(g0, 14, &p, &x),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlDeviceCreateGpuInstanceWithPlacement(g0, 14, NULL, &x),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlDeviceCreateGpuInstance(g0, 0, &x),
+                         NVML_ERROR_INSUFFICIENT_RESOURCES);
+        assert_null(x);
+        /* a GPU instance alone is no MIG device */
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g0, 0, &d), NVML_ERROR_NOT_FOUND);
+        /* its compute instance: the full 3-slice profile, CI 0, MIG index 0 */
+        assert_int_equal(n->nvmlGpuInstanceGetComputeInstanceRemainingCapacity(
+                                 gi, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, &c),
+                         NVML_SUCCESS);
+        assert_int_equal(c, 1);
+        nvmlComputeInstance_t ci = NULL;
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(
+                                 gi, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, &ci),
+                         NVML_SUCCESS);
+        nvmlComputeInstanceInfo_t cin;
+        assert_int_equal(n->nvmlComputeInstanceGetInfo(ci, &cin), NVML_SUCCESS);
+        assert_ptr_equal(cin.device, g0);
+        assert_ptr_equal(cin.gpuInstance, gi);
+        assert_int_equal(cin.id, 0);
+        assert_int_equal(cin.profileId, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE);
+        assert_int_equal(cin.placement.start, 0);
+        assert_int_equal(cin.placement.size, 3);
+        assert_int_equal(n->nvmlGpuInstanceGetComputeInstanceRemainingCapacity(
+                                 gi, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, &c),
+                         NVML_SUCCESS);
+        assert_int_equal(c, 0);
+        nvmlComputeInstance_t again = NULL;
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(
+                                 gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &again),
+                         NVML_ERROR_INSUFFICIENT_RESOURCES);
+        nvmlComputeInstance_t cis[4] = { NULL };
+        assert_int_equal(n->nvmlGpuInstanceGetComputeInstances(
+                                 gi, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, cis, &c),
+                         NVML_SUCCESS);
+        assert_int_equal(c, 1);
+        assert_ptr_equal(cis[0], ci);
+        unsigned count = 0;
+        assert_int_equal(n->nvmlDeviceGetMaxMigDeviceCount(g0, &count), NVML_SUCCESS);
+        assert_int_equal(count, 7);
+        nvmlDevice_t m = NULL;
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g0, 0, &m), NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g0, 1, &d), NVML_ERROR_NOT_FOUND);
+        char uuid[96], name[96];
+        assert_int_equal(n->nvmlDeviceGetUUID(m, uuid, sizeof(uuid)), NVML_SUCCESS);
+        assert_string_equal(uuid, DYN_UUID_G0_GI1_CI0);
+        assert_ptr_equal(by_uuid(f, uuid), m);
+        assert_int_equal(n->nvmlDeviceGetName(m, name, sizeof(name)), NVML_SUCCESS);
+        assert_string_equal(name, "NVIDIA H100 80GB HBM3 MIG 3g.40gb");
+        unsigned u = 9;
+        assert_int_equal(n->nvmlDeviceGetGpuInstanceId(m, &u), NVML_SUCCESS);
+        assert_int_equal(u, 1);
+        assert_int_equal(n->nvmlDeviceGetComputeInstanceId(m, &u), NVML_SUCCESS);
+        assert_int_equal(u, 0);
+        assert_int_equal(n->nvmlDeviceGetDeviceHandleFromMigDeviceHandle(m, &d), NVML_SUCCESS);
+        assert_ptr_equal(d, g0);
+        nvmlMemory_t mem;
+        assert_int_equal(n->nvmlDeviceGetMemoryInfo(m, &mem), NVML_SUCCESS);
+        assert_true(mem.total == 40448ULL << 20);
+        nvmlDeviceAttributes_t a;
+        assert_int_equal(n->nvmlDeviceGetAttributes(m, &a), NVML_SUCCESS);
+        assert_int_equal(a.multiprocessorCount, 60);
+        assert_int_equal(a.gpuInstanceSliceCount, 3);
+        assert_int_equal(a.computeInstanceSliceCount, 3);
+        assert_int_equal(a.sharedCopyEngineCount, 3);
+        assert_int_equal(a.sharedDecoderCount, 3);
+        assert_true(a.memorySizeMB == 40448);
+        /* the GPU instance is in use while it has a compute instance */
+        assert_int_equal(n->nvmlGpuInstanceDestroy(gi), NVML_ERROR_IN_USE);
+        assert_int_equal(n->nvmlComputeInstanceDestroy(ci), NVML_SUCCESS);
+        assert_int_equal(n->nvmlComputeInstanceDestroy(ci), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g0, 0, &d), NVML_ERROR_NOT_FOUND);
+        assert_int_equal(n->nvmlDeviceGetHandleByUUID(uuid, &d), NVML_ERROR_NOT_FOUND);
+        assert_int_equal(n->nvmlDeviceGetUUID(m, uuid, sizeof(uuid)),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlGpuInstanceDestroy(gi), NVML_SUCCESS);
+        assert_int_equal(n->nvmlGpuInstanceDestroy(gi), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlGpuInstanceGetInfo(gi, &in), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlDeviceGetGpuInstanceById(g0, 1, &by_id), NVML_ERROR_NOT_FOUND);
+        assert_int_equal(gi_left(f, g0, 0), 1);
+        /* the same instance again: the same UUID (derived from GPU, GI, CI) */
+        gi = gi_at(f, g0, 9, 4, 4);
+        assert_int_equal(gi_info(f, gi).id, 1);
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(
+                                 gi, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, &ci),
+                         NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g0, 0, &m), NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceGetUUID(m, uuid, sizeof(uuid)), NVML_SUCCESS);
+        assert_string_equal(uuid, DYN_UUID_G0_GI1_CI0);
+        /* a process on it: IN_USE (nvml.h), until it exits */
+        char path[] = "/tmp/kdev-nvml-control-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        setenv("KDEV_MOCK_NVML_CONTROL", path, 1);
+        char line[160];
+        snprintf(line, sizeof(line), "proc %s 4242 1048576\n", uuid);
+        append(path, line);
+        assert_int_equal(n->nvmlComputeInstanceDestroy(ci), NVML_ERROR_IN_USE);
+        snprintf(line, sizeof(line), "proc-exit %s 4242\n", uuid);
+        append(path, line);
+        assert_int_equal(n->nvmlComputeInstanceDestroy(ci), NVML_SUCCESS);
+        assert_int_equal(n->nvmlGpuInstanceDestroy(gi), NVML_SUCCESS);
+        unsetenv("KDEV_MOCK_NVML_CONTROL");
+        unlink(path);
+}
+
+/* Placement choice without a placement (the lowest free start), ids (lowest
+ * free), per-profile instance limits, compute instances sharing a GI. */
+static void test_mig_create_auto(void **state)
+{
+        struct fx *f = *state;
+        const struct kdev_nvml_api *n = f->n;
+        dyn_open(f, TOPO("mig-h100-80gb-dynamic.yaml"));
+        nvmlDevice_t g0 = gpu(f, 0);
+        nvmlGpuInstance_t gis[8] = { NULL }, x = NULL;
+        for (unsigned i = 0; i < 7; i++) {
+                assert_int_equal(n->nvmlDeviceCreateGpuInstance(g0, 19, &gis[i]), NVML_SUCCESS);
+                nvmlGpuInstanceInfo_t in = gi_info(f, gis[i]);
+                assert_int_equal(in.id, i + 1);
+                assert_int_equal(in.profileId, 19);
+                assert_int_equal(in.placement.start, i);
+                assert_int_equal(in.placement.size, 1);
+        }
+        assert_int_equal(n->nvmlDeviceCreateGpuInstance(g0, 19, &x),
+                         NVML_ERROR_INSUFFICIENT_RESOURCES);
+        assert_int_equal(gi_left(f, g0, 19), 0);
+        assert_int_equal(gi_left(f, g0, 20), 0);
+        assert_int_equal(gi_left(f, g0, 15), 0);    /* slice 7 alone fits no 1g.20gb at 6 */
+        nvmlGpuInstance_t list[7] = { NULL };
+        unsigned c = 0;
+        assert_int_equal(n->nvmlDeviceGetGpuInstances(g0, 19, list, &c), NVML_SUCCESS);
+        assert_int_equal(c, 7);
+        for (unsigned i = 0; i < 7; i++)
+                assert_ptr_equal(list[i], gis[i]);
+        /* the lowest free ids and starts come back after a destruction */
+        assert_int_equal(n->nvmlGpuInstanceDestroy(gis[2]), NVML_SUCCESS);
+        assert_int_equal(n->nvmlGpuInstanceDestroy(gis[4]), NVML_SUCCESS);
+        assert_int_equal(gi_left(f, g0, 19), 2);
+        assert_int_equal(gi_left(f, g0, 20), 1);
+        assert_int_equal(n->nvmlDeviceCreateGpuInstance(g0, 20, &x), NVML_SUCCESS);
+        assert_int_equal(gi_info(f, x).id, 3);
+        assert_int_equal(gi_info(f, x).placement.start, 2);
+        /* one +me instance per GPU */
+        assert_int_equal(gi_left(f, g0, 20), 0);
+        assert_int_equal(gi_left(f, g0, 19), 1);
+        nvmlGpuInstancePlacement_t p = { .start = 4, .size = 1 };
+        nvmlGpuInstance_t y = NULL;
+        assert_int_equal(n->nvmlDeviceCreateGpuInstanceWithPlacement(g0, 20, &p, &y),
+                         NVML_ERROR_INSUFFICIENT_RESOURCES);
+        assert_int_equal(n->nvmlDeviceCreateGpuInstanceWithPlacement(g0, 19, &p, &y),
+                         NVML_SUCCESS);
+        assert_int_equal(gi_info(f, y).id, 5);
+        assert_int_equal(n->nvmlGpuInstanceDestroy(x), NVML_SUCCESS);
+        assert_int_equal(n->nvmlGpuInstanceDestroy(y), NVML_SUCCESS);
+        for (unsigned i = 0; i < 7; i++)
+                if (i != 2 && i != 4)
+                        assert_int_equal(n->nvmlGpuInstanceDestroy(gis[i]), NVML_SUCCESS);
+        /* 7g.80gb: the whole GPU, GI 0; seven 1-slice compute instances */
+        nvmlGpuInstance_t full = NULL;
+        assert_int_equal(n->nvmlDeviceCreateGpuInstance(g0, 0, &full), NVML_SUCCESS);
+        assert_int_equal(gi_info(f, full).id, 0);
+        assert_int_equal(gi_info(f, full).placement.size, 8);
+        nvmlComputeInstancePlacement_t cp[8];
+        c = 8;
+        assert_int_equal(n->nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+                                 full, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, cp, &c),
+                         NVML_SUCCESS);
+        assert_int_equal(c, 2);
+        assert_true(cp[0].start == 0 && cp[0].size == 3 && cp[1].start == 4 && cp[1].size == 3);
+        c = 8;
+        assert_int_equal(n->nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+                                 full, NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE, cp, &c),
+                         NVML_SUCCESS);
+        assert_int_equal(c, 3);
+        assert_true(cp[2].start == 4 && cp[2].size == 2);
+        /* a 3-slice CI at 4, then 1-slice CIs fill slices 0..3 and none more */
+        nvmlComputeInstancePlacement_t at = { .start = 3, .size = 3 };
+        nvmlComputeInstance_t ci = NULL;
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+                                 full, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, &at, &ci),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        at.start = 4;
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+                                 full, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, &at, &ci),
+                         NVML_SUCCESS);
+        assert_int_equal(n->nvmlGpuInstanceGetComputeInstanceRemainingCapacity(
+                                 full, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &c),
+                         NVML_SUCCESS);
+        assert_int_equal(c, 4);
+        nvmlComputeInstance_t small[5] = { NULL };
+        for (unsigned i = 0; i < 4; i++) {
+                assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(
+                                         full, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &small[i]),
+                                 NVML_SUCCESS);
+                nvmlComputeInstanceInfo_t cin;
+                assert_int_equal(n->nvmlComputeInstanceGetInfo(small[i], &cin), NVML_SUCCESS);
+                assert_int_equal(cin.id, i + 1);
+                assert_int_equal(cin.placement.start, i);
+        }
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(
+                                 full, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &small[4]),
+                         NVML_ERROR_INSUFFICIENT_RESOURCES);
+        nvmlComputeInstance_t cis[7];
+        assert_int_equal(n->nvmlGpuInstanceGetComputeInstances(
+                                 full, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, cis, &c),
+                         NVML_SUCCESS);
+        assert_int_equal(c, 4);
+        assert_ptr_equal(cis[0], small[0]);
+        nvmlDevice_t m = NULL;
+        char name[96];
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g0, 1, &m), NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceGetName(m, name, sizeof(name)), NVML_SUCCESS);
+        assert_string_equal(name, "NVIDIA H100 80GB HBM3 MIG 1c.7g.80gb");
+        nvmlDeviceAttributes_t a;
+        assert_int_equal(n->nvmlDeviceGetAttributes(m, &a), NVML_SUCCESS);
+        assert_int_equal(a.multiprocessorCount, 18);        /* 132 * 1 / 7 */
+        assert_int_equal(a.gpuInstanceSliceCount, 7);
+        assert_int_equal(a.computeInstanceSliceCount, 1);
+        assert_true(a.memorySizeMB == 81152);
+        /* CI profiles that do not fit the GI */
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(
+                                 full, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1, &ci),
+                         NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(
+                                 full, NVML_COMPUTE_INSTANCE_PROFILE_COUNT, &ci),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlGpuInstanceDestroy(full), NVML_ERROR_IN_USE);
+}
+
+/* MIG off, no MIG, bad handles and ids, lost GPU. */
+static void test_mig_create_errors(void **state)
+{
+        struct fx *f = *state;
+        const struct kdev_nvml_api *n = f->n;
+        dyn_open(f, TOPO("mig-h100-80gb-dynamic.yaml"));
+        nvmlDevice_t g0 = gpu(f, 0), g1 = gpu(f, 1), g2 = gpu(f, 2);
+        nvmlGpuInstance_t gi = NULL, list[8];
+        nvmlGpuInstancePlacement_t p = { .start = 0, .size = 1 };
+        unsigned c = 0;
+        nvmlDevice_t off[2] = { g1, g2 };     /* MIG off; not MIG capable */
+        for (int k = 0; k < 2; k++) {
+                assert_int_equal(n->nvmlDeviceGetGpuInstanceRemainingCapacity(off[k], 19, &c),
+                                 NVML_ERROR_NOT_SUPPORTED);
+                assert_int_equal(n->nvmlDeviceCreateGpuInstance(off[k], 19, &gi),
+                                 NVML_ERROR_NOT_SUPPORTED);
+                assert_int_equal(n->nvmlDeviceCreateGpuInstanceWithPlacement(off[k], 19, &p, &gi),
+                                 NVML_ERROR_NOT_SUPPORTED);
+                assert_int_equal(n->nvmlDeviceGetGpuInstances(off[k], 19, list, &c),
+                                 NVML_ERROR_NOT_SUPPORTED);
+        }
+        assert_null(gi);
+        /* unknown profile ids, NULL out-pointers, bad handles */
+        assert_int_equal(n->nvmlDeviceGetGpuInstanceRemainingCapacity(g0, 99, &c),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlDeviceGetGpuInstanceRemainingCapacity(g0, 19, NULL),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlDeviceCreateGpuInstance(g0, 99, &gi), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlDeviceCreateGpuInstance(g0, 19, NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlDeviceGetGpuInstances(g0, 19, NULL, &c),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlDeviceGetGpuInstances(g0, 99, list, &c),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlGpuInstanceDestroy(NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlComputeInstanceDestroy(NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(NULL, 0, NULL),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        /* MIG turned off after a GPU instance was made: no compute instance */
+        gi = gi_at(f, g0, 14, 2, 2);
+        nvmlComputeInstance_t ci = NULL;
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(gi, 0, NULL),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(f->m.set_mig_mode(DYN_G0, 0), NVML_SUCCESS);
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(gi, 0, &ci),
+                         NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(f->m.set_mig_mode(DYN_G0, 1), NVML_SUCCESS);
+        /* a lost GPU answers GPU_IS_LOST */
+        assert_int_equal(f->m.set_lost(DYN_G0, 1), NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceCreateGpuInstance(g0, 19, &gi), NVML_ERROR_GPU_IS_LOST);
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(gi, 0, &ci),
+                         NVML_ERROR_GPU_IS_LOST);
+        assert_int_equal(f->m.set_lost(DYN_G0, 0), NVML_SUCCESS);
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(gi, 0, &ci), NVML_SUCCESS);
+        nvmlDevice_t m = NULL;
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g0, 0, &m), NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceCreateGpuInstance(m, 19, &gi), NVML_ERROR_NOT_SUPPORTED);
+}
+
+/* Static topology MIG devices (mig-h100-80gb.yaml GPU 0: 3g.40gb GI 2 at 4,
+ * 2g.20gb GI 3 at 0, 1g.20gb GI 5 at 2) are destroyed like created ones,
+ * and their room taken by new instances. */
+static void test_mig_destroy_static(void **state)
+{
+        struct fx *f = *state;
+        const struct kdev_nvml_api *n = f->n;
+        dyn_open(f, TOPO("mig-h100-80gb.yaml"));
+        nvmlDevice_t g0 = gpu(f, 0), d = NULL;
+        static const unsigned ids[] = { 19, 20, 15, 14, 9, 5, 0 };
+        for (size_t i = 0; i < 7; i++)
+                assert_int_equal(gi_left(f, g0, ids[i]), 0);   /* every slice taken */
+        nvmlGpuInstance_t gi = NULL;
+        assert_int_equal(n->nvmlDeviceGetGpuInstanceById(g0, 3, &gi), NVML_SUCCESS);
+        nvmlComputeInstance_t ci = NULL;
+        assert_int_equal(n->nvmlGpuInstanceGetComputeInstanceById(gi, 0, &ci), NVML_SUCCESS);
+        assert_int_equal(n->nvmlGpuInstanceDestroy(gi), NVML_ERROR_IN_USE);
+        assert_int_equal(n->nvmlComputeInstanceDestroy(ci), NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g0, 1, &d), NVML_ERROR_NOT_FOUND);
+        assert_int_equal(n->nvmlDeviceGetHandleByUUID("MIG-4c0a6e32-9e5c-5fb0-a13c-5e7a9cbd3f41",
+                                                      &d),
+                         NVML_ERROR_NOT_FOUND);
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g0, 0, &d), NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g0, 2, &d), NVML_SUCCESS);
+        assert_int_equal(n->nvmlGpuInstanceDestroy(gi), NVML_SUCCESS);
+        assert_int_equal(gi_left(f, g0, 14), 1);
+        assert_int_equal(gi_left(f, g0, 19), 2);
+        assert_int_equal(gi_left(f, g0, 15), 1);
+        /* two 1g.10gb: GI ids 1 and 3 (2 and 5 are taken), starts 0 and 1 */
+        nvmlGpuInstance_t a = NULL, b = NULL;
+        assert_int_equal(n->nvmlDeviceCreateGpuInstance(g0, 19, &a), NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceCreateGpuInstance(g0, 19, &b), NVML_SUCCESS);
+        assert_int_equal(gi_info(f, a).id, 1);
+        assert_int_equal(gi_info(f, b).id, 3);
+        assert_int_equal(gi_info(f, b).placement.start, 1);
+        /* the new MIG device takes the freed slot 1 */
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(a, 0, &ci), NVML_SUCCESS);
+        nvmlDevice_t m = NULL;
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g0, 1, &m), NVML_SUCCESS);
+        unsigned u = 9;
+        assert_int_equal(n->nvmlDeviceGetGpuInstanceId(m, &u), NVML_SUCCESS);
+        assert_int_equal(u, 1);
+        /* a MIG device removed with kdevMockSetPresent (`mig-destroy`) no
+         * longer holds its GPU instance, which then goes for good */
+        const char *me = "MIG-2b8e4f10-7c3a-5d9e-8f1a-3c5e7a9b1d2f";   /* 3g.40gb, GI 2 */
+        assert_int_equal(n->nvmlDeviceGetGpuInstanceById(g0, 2, &gi), NVML_SUCCESS);
+        assert_int_equal(n->nvmlGpuInstanceDestroy(gi), NVML_ERROR_IN_USE);
+        assert_int_equal(f->m.set_present(me, 0), NVML_SUCCESS);
+        assert_int_equal(n->nvmlGpuInstanceDestroy(gi), NVML_SUCCESS);
+        assert_int_equal(f->m.set_present(me, 1), NVML_ERROR_NOT_FOUND);
+        assert_int_equal(gi_left(f, g0, 9), 1);
+        /* GPU 2's 7g.80gb removed keeps its GPU instance and MIG slot: a new
+         * compute instance takes CI id 0 and its slices, so it cannot come
+         * back until that one is destroyed */
+        const char *full = "MIG-086c2afe-5a18-5f9c-6df8-32547698bad0";
+        nvmlDevice_t g2 = gpu(f, 2);
+        assert_int_equal(f->m.set_present(full, 0), NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceGetGpuInstanceById(g2, 0, &gi), NVML_SUCCESS);
+        assert_int_equal(n->nvmlGpuInstanceGetComputeInstanceById(gi, 0, &ci),
+                         NVML_ERROR_NOT_FOUND);
+        assert_int_equal(n->nvmlGpuInstanceGetComputeInstanceRemainingCapacity(
+                                 gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &u),
+                         NVML_SUCCESS);
+        assert_int_equal(u, 6);         /* 7 slices, 6 free MIG slots */
+        assert_int_equal(n->nvmlGpuInstanceCreateComputeInstance(
+                                 gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &ci),
+                         NVML_SUCCESS);
+        nvmlComputeInstanceInfo_t cin;
+        assert_int_equal(n->nvmlComputeInstanceGetInfo(ci, &cin), NVML_SUCCESS);
+        assert_int_equal(cin.id, 0);
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g2, 1, &m), NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g2, 0, &m), NVML_ERROR_NOT_FOUND);
+        assert_int_equal(f->m.set_present(full, 1), NVML_ERROR_IN_USE);
+        assert_int_equal(n->nvmlComputeInstanceDestroy(ci), NVML_SUCCESS);
+        assert_int_equal(f->m.set_present(full, 1), NVML_SUCCESS);
+        assert_int_equal(n->nvmlDeviceGetMigDeviceHandleByIndex(g2, 0, &m), NVML_SUCCESS);
+        assert_ptr_equal(m, by_uuid(f, full));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -782,6 +1303,11 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_events, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_control_file, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_control_xid_storm, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_mig_possible_placements, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_mig_create_destroy, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_mig_create_auto, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_mig_create_errors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_mig_destroy_static, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
