@@ -1,6 +1,7 @@
 /* kdev DRA daemon (dra/daemon.h): the wiring of kdev-dra-plugin — timers,
  * thread-pool reconciles, health, signals — moved out of its main. */
 #include "dra/daemon.h"
+#include "dra/claim_status.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -71,6 +72,9 @@ struct kdev_dra_daemon {
         struct kdev_log_limiter *claim_log;
         struct kdev_dra_metrics *metrics; /* NULL: metrics off */
         struct kdev_nvidia_usage_loop *usage; /* NULL: usage metering off */
+        /* status.devices of the claims prepared (dra/claim_status.h); NULL
+         * with a claim source other than the API server's */
+        struct kdev_dra_status_writer *status;
 };
 
 static void xid_warn(void *arg, const char *msg)
@@ -161,12 +165,31 @@ static void on_claim(void *arg, const struct kdev_dra_claim_event *ev)
                          "devices", devs ? devs : "?", "cdi_devices", cdis ? cdis : "?", NULL);
         free(devs);
         free(cdis);
+        /* the claim's status.devices: written after a prepare, removed after
+         * an unprepare (a repeat answered from the checkpoint wrote it before) */
+        if (d->status && ev->prepare != ev->recorded)
+                kdev_dra_status_writer_claim(
+                        d->status, ev->ns, ev->name,
+                        ev->prepare ? kdev_dra_claim_status_records(ev->devices, d->gpus) : NULL);
+}
+
+/* A claim's status.devices could not be written (dra/claim_status.h): a
+ * warning, limited as the claim lines; preparation is not affected. */
+static void on_status_error(void *arg, const char *ns, const char *name, const char *msg)
+{
+        struct kdev_dra_daemon *d = arg;
+        char claim[512];
+        snprintf(claim, sizeof(claim), "%s/%s", ns, name);
+        kdev_log_limited(d->claim_log, 1, KDEV_LOG_WARN, "cannot write the claim's device status",
+                         "claim", claim, "error", msg, NULL);
 }
 
 /* A start that failed before serving: the metrics, signals and timers
  * closed, the loop run until they are. */
 static void abandon_start(struct kdev_dra_daemon *d)
 {
+        kdev_dra_status_writer_stop(d->status);
+        d->status = NULL;
         kdev_nvidia_usage_loop_stop(d->usage);
         d->usage = NULL;
         kdev_dra_metrics_stop(d->metrics, NULL, NULL);
@@ -628,6 +651,8 @@ void kdev_dra_daemon_stop(struct kdev_dra_daemon *d, const char *why)
          * retries (a pod's grace period is 30 s by default) */
         if (d->kube_claims)
                 kdev_kube_abort(d->kube_claims);
+        kdev_dra_status_writer_stop(d->status);
+        d->status = NULL;
         kdev_dra_plugin_stop(d->plugin, on_plugin_stopped, d);
 }
 
@@ -842,6 +867,17 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
         d.sigterm.data = d.sigint.data = d.sockets_timer.data = d.slices_timer.data = &d;
         uv_signal_start(&d.sigterm, on_signal, SIGTERM);
         uv_signal_start(&d.sigint, on_signal, SIGINT);
+        if (!o->get_claim) {
+                struct kdev_kube *ks = kdev_kube_new(&kcfg, &slice_opts, &err);
+                if (!ks ||
+                    !(d.status = kdev_dra_status_writer_new(&d.loop, ks, driver, node,
+                                                            on_status_error, &d))) {
+                        if (ks && !err.msg[0])
+                                kdev_err_set(&err, ENOMEM, "out of memory");
+                        abandon_start(&d);
+                        goto out;
+                }
+        }
 
         if (o->metrics_address && *o->metrics_address) {
                 d.metrics = kdev_dra_metrics_new(prepared_claims, &d, &err);

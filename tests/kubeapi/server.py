@@ -23,7 +23,8 @@ real server that a client can observe:
   deleted object), DELETE collection (fieldSelector; returns the deleted items
   as a List). resourceVersion is one counter for the whole store, incremented
   on every write; uid and creationTimestamp are set on create. PUT on the main
-  resource keeps the stored status, PUT on .../status changes only status.
+  resource keeps the stored status, PUT on .../status changes only status;
+  GET on .../status answers the whole object, as the real server does.
   Deleting a Node deletes the objects whose ownerReferences name its uid.
   Errors carry a v1 Status body (kind Status, status Failure, message, reason,
   details, code) like the real server's.
@@ -788,8 +789,7 @@ class ApiHandler(BaseHTTPRequestHandler):
                                "application/strategic-merge-patch+json")
             return 200, to_version(resource, version, store.patch(resource, ns, name, body))
         if method == "GET" and name is not None:
-            if sub:
-                raise ApiError(405, "MethodNotAllowed", "GET on a subresource")
+            # GET on .../status answers the whole object, as Kubernetes does
             return 200, to_version(resource, version, store.get(resource, ns, name))
         if method == "GET":
             sel = parse_selector(resource, one("fieldSelector"))
