@@ -8,9 +8,12 @@ kubelet, metrics on and scraped every SCRAPE_S seconds, three ways: usage off
 (metrics as before), usage every 1 s, usage every 10 s. The mock reports 16
 running processes per GPU (128 in all, from its control file) whose cgroups
 are in a fake /proc (--proc-root): containerd containers under the systemd
-driver, so every sample reads 128 cgroup files. No container map is supplied
-(kdev-plugin has no PodResources client yet), so attribution ends at
-"unknown_container" for each process; the map's own cost is not measured.
+driver, so every sample reads 128 cgroup files. A PodResources server (grpcio,
+on a thread of this script) answers List with 128 pods of one container, each
+holding one replica of the GPU its process runs on, and kubelet's log
+directories (--pod-log-dir) hold their names, so every sample asks
+PodResources, reads 256 log names and attributes each process to its
+container: the whole chain a node runs.
 
 Figures per mode, min / median / max over the runs: CPU (utime + stime of
 the process from /proc/<pid>/stat) over a window of WINDOW seconds after a
@@ -80,6 +83,51 @@ def fake_world(base):
     return ctl, proc
 
 
+def podres_server(sock, ids):
+    """A PodResources v1 server on |sock| whose List gives pod p<g>-<k>
+    (namespace bench, container main) replica ids[g][k]."""
+    from concurrent import futures
+    import importlib
+    import grpc
+    out = tempfile.mkdtemp(prefix="kdev-bench-pb-")
+    subprocess.run(["protoc", "--proto_path=" + os.path.join(SRC, "proto"),
+                    "--python_out=" + out, "podresources/v1/api.proto"], check=True)
+    sys.path.insert(0, out)
+    pr = importlib.import_module("podresources.v1.api_pb2")
+    resp = pr.ListPodResourcesResponse()
+    for g, gpu_ids in enumerate(ids):
+        for k, i in enumerate(gpu_ids[:PROCS_PER_GPU]):
+            pod = resp.pod_resources.add(name="p%d-%d" % (g, k), namespace="bench")
+            c = pod.containers.add(name="main")
+            c.devices.add(resource_name="nvidia.com/gpu", device_ids=[i])
+    answer = resp.SerializeToString()
+    h = grpc.method_handlers_generic_handler("v1.PodResourcesLister", {
+        "List": grpc.unary_unary_rpc_method_handler(
+            lambda req, ctx: answer, request_deserializer=lambda b: b,
+            response_serializer=lambda b: b)})
+    srv = grpc.server(futures.ThreadPoolExecutor(1))
+    srv.add_generic_rpc_handlers((h,))
+    srv.add_insecure_port("unix:" + sock)
+    srv.start()
+    shutil.rmtree(out, ignore_errors=True)
+    return srv
+
+
+def pod_logs(base):
+    """kubelet's log names of the 128 pods (pods/, containers/)."""
+    logs = os.path.join(base, "log")
+    os.makedirs(os.path.join(logs, "containers"))
+    for g in range(len(uuids())):
+        for k in range(PROCS_PER_GPU):
+            uid = "0f5c4ac8-8fd7-4a9c-9d63-%012d" % (g * 100 + k)
+            cid = "%064x" % (g * 100 + k + 1)
+            pdir = os.path.join(logs, "pods", "bench_p%d-%d_%s" % (g, k, uid), "main")
+            os.makedirs(pdir)
+            os.symlink(os.path.join(pdir, "0.log"), os.path.join(
+                logs, "containers", "p%d-%d_bench_main-%s.log" % (g, k, cid)))
+    return logs
+
+
 def free_port():
     import socket
     s = socket.socket()
@@ -120,19 +168,27 @@ def one(build, kt, interval, window, extra_env):
         k = kt.FakeKubelet(d)
         k.start()
         port = free_port()
+        sock = os.path.join(base, "pod-resources.sock")
+        logs = pod_logs(base)
         env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(build, "mock", "nvml"),
                    KDEV_MOCK_NVML_TOPOLOGY=TOPO, KDEV_MOCK_NVML_CONTROL=ctl, **extra_env)
-        log = open(os.path.join(base, "log"), "w", encoding="utf-8")
+        log = open(os.path.join(base, "plugin.log"), "w", encoding="utf-8")
         p = subprocess.Popen([os.path.join(build, "kdev-plugin"), "--config", cfg,
                               "--device-plugin-dir", d, "--cdi-dir", os.path.join(base, "cdi"),
                               "--proc-root", proc, "--metrics-address", "127.0.0.1:%d" % port,
-                              "--usage-interval", str(interval)],
+                              "--usage-interval", str(interval), "--pod-resources-socket", sock,
+                              "--pod-log-dir", logs],
                              env=env, stdout=log, stderr=subprocess.STDOUT)
+        srv = None
         try:
             deadline = time.time() + 60
             while not k.updates.get("nvidia.com/gpu"):
                 assert p.poll() is None and time.time() < deadline, "kdev-plugin did not serve"
                 time.sleep(0.1)
+            listed = [i for i, _ in k.updates["nvidia.com/gpu"][-1]]
+            srv = podres_server(sock, [sorted((i for i in listed if i.startswith(u + "::")),
+                                              key=lambda x: int(x.rsplit("::", 1)[1]))
+                                       for u in uuids()])
             if interval:
                 while 'kdev_usage_samples_total{result="ok"} 0\n' in scrape(port):
                     assert time.time() < deadline, "no usage sample"
@@ -148,8 +204,13 @@ def one(build, kt, interval, window, extra_env):
             rss = status(p.pid, "VmRSS")
             threads = status(p.pid, "Threads")
             if interval:
-                assert 'reason="unknown_container"} 16\n' in text, text
+                attributed = [ln for ln in text.splitlines()
+                              if ln.startswith("kdev_container_gpu_memory_used_bytes{")]
+                assert len(attributed) == 8 * PROCS_PER_GPU, text
+                assert "kdev_gpu_unattributed_processes{" not in text, text
         finally:
+            if srv is not None:
+                srv.stop(0)
             p.terminate()
             p.wait(30)
             log.close()
@@ -178,8 +239,10 @@ def main():
     for _ in range(a.runs):
         for m, interval, e in modes:  # interleaved: every mode sees the same machine
             got[m].append(one(build, kt, interval, a.window, e))
-    lines = ["kdev-plugin usage metering: 8 H100 x 16 replicas, %d processes, scrape every %d s,"
-             " window %g s, %d runs (min / median / max)" % (8 * PROCS_PER_GPU, SCRAPE_S,
+    lines = ["kdev-plugin usage metering: 8 H100 x 16 replicas, %d processes attributed to %d "
+             "containers through PodResources, scrape every %d s,"
+             " window %g s, %d runs (min / median / max)" % (8 * PROCS_PER_GPU,
+                                                             8 * PROCS_PER_GPU, SCRAPE_S,
                                                              a.window, a.runs),
              "%s, %s, %d CPUs, %s" % (datetime.date.today(), platform.machine(), os.cpu_count(),
                                       platform.release()),
