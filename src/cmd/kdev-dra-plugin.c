@@ -81,6 +81,17 @@ static void usage(FILE *f)
                 "                                  DIR/pods and DIR/containers give the pod\n"
                 "                                  UIDs and container IDs of the containers\n"
                 "                                  PodResources names (default /var/log)\n"
+                "      --shareable-gpus            publish each whole GPU shareable by several\n"
+                "                                  claims (allowMultipleAllocations, capacity\n"
+                "                                  memory and compute with request policies;\n"
+                "                                  KEP-5075, Kubernetes 1.34+ with feature gate\n"
+                "                                  DRAConsumableCapacity); each share claim is\n"
+                "                                  limited by libkdev-share.so; needs\n"
+                "                                  --resource-api-version v1 (default off)\n"
+                "      --share-root DIR            share library and claim regions\n"
+                "                                  (default " KDEV_DRA_DEFAULT_SHARE_ROOT ")\n"
+                "      --share-library PATH        libkdev-share.so installed under\n"
+                "                                  --share-root (default: next to the binary)\n"
                 "      --health-probe-interval S   seconds between recovery probes of an\n"
                 "                                  unhealthy GPU (default 10)\n"
                 "      --health-quiet-period S     seconds without critical XID before an\n"
@@ -161,6 +172,9 @@ enum {
         OPT_USAGE_INTERVAL,
         OPT_POD_RESOURCES_SOCKET,
         OPT_POD_LOG_DIR,
+        OPT_SHAREABLE_GPUS,
+        OPT_SHARE_ROOT,
+        OPT_SHARE_LIBRARY,
 };
 
 static const struct option longopts[] = {
@@ -181,6 +195,9 @@ static const struct option longopts[] = {
         {"usage-interval", required_argument, NULL, OPT_USAGE_INTERVAL},
         {"pod-resources-socket", required_argument, NULL, OPT_POD_RESOURCES_SOCKET},
         {"pod-log-dir", required_argument, NULL, OPT_POD_LOG_DIR},
+        {"shareable-gpus", no_argument, NULL, OPT_SHAREABLE_GPUS},
+        {"share-root", required_argument, NULL, OPT_SHARE_ROOT},
+        {"share-library", required_argument, NULL, OPT_SHARE_LIBRARY},
         {"log-level", required_argument, NULL, KDEV_FLAG_LOG_LEVEL},
         {"log-format", required_argument, NULL, KDEV_FLAG_LOG_FORMAT},
         {"help", no_argument, NULL, 'h'},
@@ -270,6 +287,15 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                 case OPT_POD_LOG_DIR:
                         o->pod_log_dir = optarg;
                         break;
+                case OPT_SHAREABLE_GPUS:
+                        o->shareable_gpus = true;
+                        break;
+                case OPT_SHARE_ROOT:
+                        o->share_root = optarg;
+                        break;
+                case OPT_SHARE_LIBRARY:
+                        o->share_library = optarg;
+                        break;
                 case OPT_QUIET:
                         o->quiet_s = optarg;
                         if (!flag_seconds("health-quiet-period", optarg))
@@ -297,6 +323,16 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                 usage_status = 2;
         }
         o->usage_interval_s = (unsigned)us;
+        /* allowMultipleAllocations and requestPolicy are served in
+         * resource.k8s.io/v1 slices only (kdev's v1beta1 shape has neither) */
+        if (usage_status < 0 && o->shareable_gpus && strcmp(o->api_version, "v1") != 0) {
+                fprintf(stderr, PROG ": --shareable-gpus needs --resource-api-version v1 "
+                                "(allowMultipleAllocations and capacity request policies are "
+                                "published in resource.k8s.io/v1 ResourceSlices only), got "
+                                "%s\n",
+                        o->api_version);
+                usage_status = 2;
+        }
         if (usage_status < 0 && (!o->node || !*o->node)) {
                 fprintf(stderr, PROG ": no node name: set --node-name or NODE_NAME\n");
                 usage_status = 2;

@@ -97,6 +97,10 @@ static int check_device_at(const json_t *dev, const char *at, struct kdev_err *e
         if (kdev_json_expect(json_object_get(dev, "adminAccess"), JSON_TRUE, err,
                              "%s.adminAccess", at) < 0)
                 return -EINVAL;
+        /* optional: the device's share (dra/plugin.h "Shares") */
+        if (kdev_json_expect(json_object_get(dev, "share"), JSON_OBJECT, err, "%s.share", at) <
+            0)
+                return -EINVAL;
         /* optional: the claim's applied config (dra/claim_config.h) */
         if (kdev_json_expect(json_object_get(dev, "config"), JSON_OBJECT, err, "%s.config",
                              at) < 0)

@@ -13,6 +13,8 @@
  *                    "cdiDeviceIDs":["k8s.gpu.nvidia.com/claim=<uid>-gpu-0"]}]}}}}
  *   (a device record also has "adminAccess":true when its allocation had it,
  *   and "config":{...} when a class or claim config applies to it,
+ *   "share":{"shareID","memory","compute","uuid","region","policy"} for a
+ *   share (plugin.h "Shares"),
  *   dra/claim_config.h)
  * The checksum is 64-bit FNV-1a over the canonical text of "data"
  * (json_dumps with JSON_COMPACT | JSON_SORT_KEYS), so key order in the file

@@ -58,9 +58,10 @@
  * applied yet, only validated and recorded: the time-slice interval (a
  * setting of the GPU, which NVIDIA's driver sets with nvidia-smi
  * compute-policy), the pinned memory limits and multiUser (settings of an
- * MPS control daemon, which kdev-dra-plugin does not start), a ShareConfig's
- * limits (libkdev-share.so's region and limits file are not yet made for
- * DRA claims). The applied config is kept on the
+ * MPS control daemon, which kdev-dra-plugin does not start), and a
+ * ShareConfig's limits when shares are off (with kdev-dra-plugin
+ * --shareable-gpus they are applied as a share, dra/plugin.h "Shares").
+ * The applied config is kept on the
  * device record (checkpoint) as "config": {"apiVersion", "kind", "source",
  * "parameters" (normalised: interval filled in, pinned limits as "<n>M"
  * strings, memory in bytes)}, so a claim of the checkpoint gets the same spec

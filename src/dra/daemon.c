@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <uv.h>
@@ -28,6 +29,7 @@
 #include "nvidia/dra_backend.h"
 #include "nvidia/driver_files.h"
 #include "nvidia/gpus.h"
+#include "nvidia/share_host.h"
 #include "nvidia/usage_loop.h"
 #include "nvidia/xid.h"
 
@@ -35,6 +37,7 @@
 #define BACKOFF_MAX_MS KDEV_DRA_BACKOFF_MAX_MS
 
 struct kdev_dra_daemon {
+        struct kdev_dra_device_options dev_opts; /* what the slices publish */
         uv_loop_t loop;
         uv_signal_t sigterm;
         uv_signal_t sigint;
@@ -556,7 +559,7 @@ static void on_physical(void *arg, const struct kdev_physical_event *ev, size_t 
         }
         struct kdev_dra_health h = {.unhealthy = bad, .n_unhealthy = nbad};
         publish_health(d); /* the stream kubelet watches: every change at once */
-        int rc = kdev_dra_build_devices(d->gpus, &h, &devs, &err);
+        int rc = kdev_dra_build_devices_opts(d->gpus, &h, &d->dev_opts, &devs, &err);
         if (rc < 0) {
                 kdev_log_error("health update dropped", "error", err.msg);
                 return;
@@ -718,6 +721,7 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
 {
         const char *driver = o->driver, *node = o->node, *registry = o->registry;
         const char *plugin_dir = o->plugin_dir, *cdi_dir = o->cdi_dir;
+        const char *share_root = NULL; /* set with shareable_gpus */
         const char *driver_root = o->driver_root, *proc_root = o->proc_root;
         const char *cdi_hook = o->cdi_hook, *api_version = o->api_version;
         const char *probe_s = o->probe_s, *quiet_s = o->quiet_s;
@@ -761,7 +765,31 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
         if (kdev_nvidia_dra_backend_open(&nopts, &d.nvidia, &err) < 0)
                 goto out;
         const struct kdev_nvidia_gpus *gpus = kdev_nvidia_dra_backend_gpus(d.nvidia);
-        int n = kdev_dra_build_devices(gpus, NULL, &d.devices, &err);
+        d.dev_opts.shareable_gpus = o->shareable_gpus;
+        if (o->shareable_gpus) {
+                /* the share library's host side, as kdev-plugin installs it */
+                char lib[4096], exe[4096];
+                const char *library = o->share_library;
+                ssize_t n_exe = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+                share_root = o->share_root && *o->share_root ? o->share_root
+                                                              : KDEV_DRA_DEFAULT_SHARE_ROOT;
+                if (!library || !*library) {
+                        exe[n_exe > 0 ? n_exe : 0] = '\0';
+                        if (kdev_nvidia_share_library_default(exe, lib, sizeof(lib)) < 0) {
+                                kdev_err_set(&err, ENAMETOOLONG, "share library path too long");
+                                goto out;
+                        }
+                        library = lib;
+                }
+                if (kdev_nvidia_share_install(share_root, library, NULL, NULL, &err) < 0) {
+                        kdev_err_wrap(&err, "--shareable-gpus: share root %s", share_root);
+                        goto out;
+                }
+                kdev_log_info("shareable GPUs on", "share_root", share_root, "share_library",
+                              library);
+        }
+        int n = kdev_dra_build_devices_opts(gpus, NULL, &d.dev_opts, &d.devices, &err);
         if (n < 0)
                 goto out;
         kdev_log_info("GPUs discovered", KDEV_LOG_UINT("gpus", gpus->n_gpus),
@@ -834,6 +862,7 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 .dev_root = driver_root,
                 .proc_root = proc_root,
                 .sysfs_root = o->sysfs_root,
+                .share_root = share_root,
                 .gpus = gpus,
                 .driver_files = &drv,
                 .get_claim = o->get_claim ? o->get_claim : kdev_dra_kube_claim_source,

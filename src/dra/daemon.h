@@ -55,6 +55,10 @@ struct kdev_dra_daemon;
 
 /* What kdev-dra-plugin's flags say, validated by the caller (names are DNS
  * subdomains, paths non-empty). Strings are borrowed for the whole run. */
+/* kdev-dra-plugin's default --share-root: apart from kdev-plugin's
+ * (/var/lib/kdev/share), whose clean-up rule knows only its own regions. */
+#define KDEV_DRA_DEFAULT_SHARE_ROOT "/var/lib/kdev/dra-share"
+
 struct kdev_dra_daemon_options {
         const char *driver;        /* DRA driver name */
         const char *node;          /* node name = pool name */
@@ -86,6 +90,16 @@ struct kdev_dra_daemon_options {
          * log directory (NULL: /var/log), for the usage metering */
         const char *podres_socket;
         const char *pod_log_dir;
+        /* --shareable-gpus: whole GPUs published with allowMultipleAllocations
+         * and memory / compute consumable capacity (dra/slices.h
+         * kdev_dra_build_devices_opts), share claims prepared with the share
+         * library (dra/plugin.h "Shares"); needs api_version "v1" */
+        bool shareable_gpus;
+        /* with shareable_gpus: the share root (NULL: KDEV_DRA_DEFAULT_SHARE_ROOT)
+         * and the library installed there (NULL: next to the binary,
+         * nvidia/share_host.h kdev_nvidia_share_library_default) */
+        const char *share_root;
+        const char *share_library;
         /* NVML library to load; NULL: libnvidia-ml.so.1 (under driver_root) */
         const char *nvml_library;
         /* claim source of NodePrepareResources; NULL: the API server's

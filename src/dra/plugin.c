@@ -20,6 +20,7 @@
 #include "nvidia/container_edits.h"
 #include "nvidia/gpus.h"
 #include "nvidia/mig.h"
+#include "nvidia/share_host.h"
 
 int kdev_dra_kube_claim_source(void *arg, const char *ns, const char *name, json_t **claim,
                                struct kdev_err *err)
@@ -54,6 +55,10 @@ int kdev_dra_plugin_new(const struct kdev_dra_plugin_options *opts, struct kdev_
         p->dev_root = dup_or(opts->dev_root, "/");
         p->proc_root = dup_or(opts->proc_root, "/proc");
         p->o = *opts;
+        if (opts->share_root && !(p->share_root = strdup(opts->share_root))) {
+                kdev_dra_plugin_free(p);
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        }
         pthread_mutex_init(&p->source_lock, NULL);
         if (!p->driver || !p->pool || !p->data_dir || !p->cdi_dir || !p->dev_root ||
             !p->proc_root ||
@@ -155,6 +160,7 @@ void kdev_dra_plugin_free(struct kdev_dra_plugin *p)
         free(p->cdi_dir);
         free(p->dev_root);
         free(p->proc_root);
+        free(p->share_root);
         for (size_t i = 0; i < p->n_unhealthy; i++)
                 free(p->unhealthy[i]);
         free(p->unhealthy);
@@ -251,9 +257,9 @@ int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, c
  * that minor has a recorded fault (withdrawn from the ResourceSlice),
  * -ENODEV "device <dev> is not published by this node (pool <pool>)" when
  * no device of this node has that name. */
-static const struct kdev_nvidia_gpu *find_gpu(const struct kdev_dra_plugin *p, const char *dev,
-                                              const struct kdev_nvidia_mig **mig, int *rc,
-                                              struct kdev_err *err)
+const struct kdev_nvidia_gpu *kdev_dra_find_gpu(const struct kdev_dra_plugin *p, const char *dev,
+                                                const struct kdev_nvidia_mig **mig, int *rc,
+                                                struct kdev_err *err)
 {
         const struct kdev_nvidia_gpus *gpus = p->o.gpus;
         unsigned minor;
@@ -320,7 +326,7 @@ static int check_healthy(const struct kdev_dra_plugin *p, const json_t *devices,
                 const struct kdev_nvidia_mig *m = NULL;
                 struct kdev_err ignored = {0};
                 int rc = 0;
-                const struct kdev_nvidia_gpu *g = find_gpu(p, dev ? dev : "", &m, &rc, &ignored);
+                const struct kdev_nvidia_gpu *g = kdev_dra_find_gpu(p, dev ? dev : "", &m, &rc, &ignored);
 
                 if (!g)
                         continue;
@@ -352,7 +358,7 @@ static int claim_device_edits(const struct kdev_dra_plugin *p,
         struct kdev_nvidia_logical ld = {0};
         char name[600];
         int rc = 0;
-        const struct kdev_nvidia_gpu *g = find_gpu(p, dev, &m, &rc, err);
+        const struct kdev_nvidia_gpu *g = kdev_dra_find_gpu(p, dev, &m, &rc, err);
 
         if (!g)
                 return rc;
@@ -443,6 +449,13 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, json_t *
                         rc = kdev_dra_config_edits(d, &ed, err);
                 if (rc == 0)
                         rc = kdev_nvidia_edits_to_cdi(&ed, kdev_cdi_device_edits(cd), err);
+                /* a share (plugin.h "Shares"): the share library's edits,
+                 * those of kdev-plugin's isolated replicas */
+                const char *region = json_string_value(
+                        json_object_get(json_object_get(d, "share"), "region"));
+                if (rc == 0 && region && p->share_root)
+                        rc = kdev_nvidia_share_claim_cdi_edits(p->share_root, region,
+                                                               kdev_cdi_device_edits(cd), err);
                 if (rc == 0 && answer && json_object_set_new(d, "cdiDeviceIDs", cdi_ids(&ed)) < 0)
                         rc = kdev_err_set(err, ENOMEM, "out of memory");
                 kdev_container_edits_clear(&ed);
@@ -678,6 +691,11 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
                         json_decref(devs);
                         return kdev_err_set(err, ENOMEM, "out of memory");
                 }
+                /* KEP-5075: shareID and consumedCapacity (plugin.h "Shares") */
+                if ((trc = kdev_dra_share_parse(r, i, ns, name, rec, err)) < 0) {
+                        json_decref(devs);
+                        return trc;
+                }
         }
         if (json_array_size(devs) == 0) {
                 json_decref(devs);
@@ -774,7 +792,8 @@ static void forget_claim(struct kdev_dra_plugin *p, const char *uid)
                 if (!p->held || !dev || !pool)
                         continue;
                 named = kdev_nvidia_dra_name_minor(dev, &minor, &mig);
-                if (named && mig) {
+                /* a MIG device's key, like a share's, may have other holders */
+                if ((named && mig) || kdev_dra_share_record(d)) {
                         json_decref(p->held);
                         p->held = NULL;
                         continue;
@@ -818,10 +837,33 @@ static int check_not_held(const struct kdev_dra_plugin *p, const json_t *held, c
                         const json_t *orec = kdev_dra_cp_get(&p->cp, ouid);
                         const char *ons = json_string_value(json_object_get(orec, "namespace"));
                         const char *oname = json_string_value(json_object_get(orec, "name"));
+                        const json_t *od = NULL, *x;
+                        size_t j;
                         char as[128] = "";
 
+                        json_array_foreach(json_object_get(orec, "devices"), j, x) {
+                                if (!strcmp(json_string_value(json_object_get(x, "device")),
+                                            odev))
+                                        od = x;
+                        }
+                        /* shares of one device: the capacity sum decides
+                         * (kdev_dra_share_check) */
+                        if (od && kdev_dra_share_record(od) && kdev_dra_share_record(d) &&
+                            !strcmp(dev, odev))
+                                continue;
                         if (strcmp(dev, odev))
                                 snprintf(as, sizeof(as), " (as %s)", odev);
+                        if (od && kdev_dra_share_record(od))
+                                return kdev_err_set(
+                                        err, EBUSY,
+                                        "device %s is already prepared for claim %s/%s (%s)%s "
+                                        "as a share (shareID %s): this allocation %s",
+                                        dev, ons ? ons : "", oname ? oname : "", ouid, as,
+                                        json_string_value(json_object_get(
+                                                json_object_get(od, "share"), "shareID")),
+                                        kdev_dra_share_record(d)
+                                                ? "is a share of another device overlapping it"
+                                                : "has no shareID and needs the whole device");
                         return kdev_err_set(err, EBUSY,
                                             "device %s is already prepared for claim %s/%s "
                                             "(%s)%s: it is not shareable and this allocation has "
@@ -903,9 +945,13 @@ static int prepare_new(struct kdev_dra_plugin *p, json_t *held,
         json_decref(claim);
         if (rc < 0)
                 goto out;
-        rc = check_healthy(p, devs, err);
+        rc = kdev_dra_share_resolve(p, uid, devs, err);
+        if (rc == 0)
+                rc = check_healthy(p, devs, err);
         if (rc == 0)
                 rc = check_not_held(p, held, uid, devs, err);
+        if (rc == 0)
+                rc = kdev_dra_share_check(p, uid, devs, err);
         if (rc == 0)
                 rc = spec_file_name(uid, fname, sizeof(fname), err);
         if (rc >= 0)
@@ -972,7 +1018,13 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                 if (rec) {
                         it->recorded = true;
                         t0 = now_ns();
-                        rc = ensure_spec(p, it->uid, json_object_get(rec, "devices"), &it->err);
+                        /* a region gone (a reboot, someone's cleanup) is made again */
+                        rc = kdev_dra_share_make_regions(p, it->ns, it->name, it->uid,
+                                                         json_object_get(rec, "devices"), true,
+                                                         &it->err);
+                        if (rc == 0)
+                                rc = ensure_spec(p, it->uid, json_object_get(rec, "devices"),
+                                                 &it->err);
                         p->stats.specs_ns += now_ns() - t0;
                         if (rc < 0)
                                 it->rc = kdev_err_wrap(&it->err, "claim %s/%s (%s)", it->ns,
@@ -1016,10 +1068,18 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
 
                 if (!specs[i])
                         continue;
-                rc = write_spec(p, v[i].uid, specs[i], &v[i].err);
+                const json_t *devs = json_object_get(kdev_dra_cp_get(&p->cp, v[i].uid),
+                                                     "devices");
+
+                /* the share regions before the spec that mounts them */
+                rc = kdev_dra_share_make_regions(p, v[i].ns, v[i].name, v[i].uid, devs, false,
+                                                 &v[i].err);
+                if (rc == 0)
+                        rc = write_spec(p, v[i].uid, specs[i], &v[i].err);
                 kdev_cdi_spec_free(specs[i]);
                 p->stats.spec_writes++;
                 if (rc < 0) {
+                        kdev_dra_share_remove_regions(devs, NULL);
                         /* undone (best effort: a record left by a failed
                          * save makes the next Prepare or Unprepare of the
                          * claim finish the job) */
@@ -1104,6 +1164,12 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
         if (rc < 0) {
                 json_decref(rec);
                 return kdev_err_wrap(err, "claim %s: CDI spec", uid);
+        }
+        /* the share regions, after the spec that mounts them */
+        rc = kdev_dra_share_remove_regions(json_object_get(rec, "devices"), err);
+        if (rc < 0) {
+                json_decref(rec);
+                return kdev_err_wrap(err, "claim %s", uid);
         }
         forget_claim(p, uid);
         rc = kdev_dra_save_checkpoint(p, err);

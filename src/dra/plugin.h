@@ -15,9 +15,9 @@
  *     NodeUnprepareResources, and the health stream (dra/health.h). Both
  *     DRAPlugin versions are answered by one handler with
  *     the v1beta1 messages: v1 differs only by Device.share_id (field 5),
- *     which kdev never sets, so the bytes are identical (kubernetes/kubelet
- *     pkg/apis/dra/v1/api.proto; proto/dra/v1/api.proto says why the field is
- *     not optional there).
+ *     which kdev sets on v1 answers for shares only ("Shares" below)
+ *     (kubernetes/kubelet pkg/apis/dra/v1/api.proto; proto/dra/v1/api.proto
+ *     says why the field is not optional there).
  *
  * Prepare of one claim (kubernetes/dynamic-resource-allocation kubeletplugin
  * getResourceClaims; kubernetes pkg/kubelet/cm/dra/manager.go):
@@ -118,6 +118,31 @@
  * true on the device record) is prepared on a held device and holds
  * nothing itself. adminAccess of another JSON type than boolean fails the
  * claim naming the field.
+ *
+ * Shares (KEP-5075 consumable capacity; options.share_root set, kdev-dra-
+ * plugin --shareable-gpus): a result with a shareID (resource.k8s.io/v1
+ * DeviceRequestAllocationResult.shareID, with consumedCapacity {memory,
+ * compute}) on a whole GPU published with allowMultipleAllocations is a
+ * share: its device record carries "share" {"shareID", "memory" (bytes),
+ * "compute" (percent), "uuid", "region", "policy"?}. Several claims may
+ * hold shares of one device as long as the sum of their consumed memory
+ * and compute stays within the device's (its memory, 100): the claim that
+ * would exceed it fails with -EBUSY naming both figures and the holders
+ * (shares.c kdev_dra_share_check). A share and an allocation without
+ * shareID (the whole device, exclusive) never overlap: -EBUSY "device
+ * <name> is already prepared for claim <ns>/<name> (<uid>) as a share
+ * (shareID <id>): this allocation has no shareID and needs the whole
+ * device" (or the usual text when the holder is exclusive). Each share is
+ * enforced like kdev-plugin's isolated replicas: a region directory
+ * <root>/claims/<uid>-<device> with its limits file ("<uuid> <consumed
+ * bytes> <consumed percent>"), made before the claim's CDI spec is written,
+ * and the share library's mounts, env and hook in the claim's CDI device
+ * (nvidia/share_host.h kdev_nvidia_share_claim_cdi_edits). The v1
+ * NodePrepareResources answer carries the shareID (Device.share_id, field
+ * 5); v1beta1 has no such field. A kdev.io/v1alpha1 ShareConfig on a device
+ * without shareID is applied the same way (its memory, compute and policy).
+ * Unprepare removes the regions; a claim of the checkpoint whose region is
+ * gone gets it made again.
  *
  * State files: the checkpoint and the claim CDI specs are written through
  * file guards (common/file.h): one someone else changed is moved aside and
@@ -221,6 +246,11 @@ struct kdev_dra_plugin_options {
          * spec-level edits (nvidia/driver_files.h); borrowed, must outlive
          * the plugin; NULL: none */
         const struct kdev_nvidia_driver_files *driver_files;
+        /* the share root (nvidia/share_host.h, installed by the caller) under
+         * which share claims get their region directories
+         * (<root>/claims/<uid>-<device>): set, whole GPUs are published
+         * shareable and shares are prepared ("Shares" above); NULL: off */
+        const char *share_root;
         kdev_dra_get_claim_fn get_claim; /* required */
         void *get_claim_arg;
         kdev_dra_status_fn on_status; /* may be NULL */

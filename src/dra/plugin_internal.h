@@ -23,6 +23,7 @@ struct kdev_dra_turn {
 
 struct kdev_dra_plugin {
         char *driver, *pool, *data_dir, *cdi_dir, *dev_root, *proc_root;
+        char *share_root; /* options.share_root copied; NULL: no shares (plugin.h "Shares") */
         char *cp_path;
         char *cp_error; /* checkpoint load failure at creation, or NULL */
         /* the options as given: the GPU records, driver files, claim source
@@ -72,6 +73,71 @@ int kdev_dra_fetch_claim(struct kdev_dra_plugin *p, const char *ns, const char *
 int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const char *name,
                              const char *uid, const struct kdev_dra_fetch *fetched,
                              const json_t **devices, struct kdev_err *err);
+
+/* The directory of the share regions of claims under the share root. */
+#define KDEV_DRA_SHARE_CLAIMS_DIR "claims"
+
+/* The GPU record named |dev| ("gpu-<minor>", *mig NULL) or the MIG device
+ * record whose dra_name is |dev| (*mig set, its parent returned), or NULL
+ * with *rc and |err|: -EIO "device <dev> (<uuid>) is unhealthy: ..." for a
+ * faulted GPU, -ENODEV "device <dev> is not published by this node (pool
+ * <pool>)". Borrowed from options.gpus. (plugin.c) */
+const struct kdev_nvidia_gpu *kdev_dra_find_gpu(const struct kdev_dra_plugin *p, const char *dev,
+                                                const struct kdev_nvidia_mig **mig, int *rc,
+                                                struct kdev_err *err);
+
+/* Shares (plugin.h "Shares"; shares.c). */
+
+/* Result |r| (index |i| of .status.allocation.devices.results of claim
+ * |ns|/|name|): its shareID and consumedCapacity (KEP-5075) onto device
+ * record |rec| as "share": {"shareID", "memory" (bytes), "compute"
+ * (percent)}, the capacities only when consumedCapacity names them. Nothing
+ * without both. Errors (-EPROTO wrong JSON type, -EINVAL): consumedCapacity
+ * without shareID, a capacity kdev does not publish, a memory that is not a
+ * size, a compute outside 1..100, a second share of one device in the claim;
+ * each names the claim and the field. */
+int kdev_dra_share_parse(const json_t *r, size_t i, const char *ns, const char *name,
+                         json_t *rec, struct kdev_err *err);
+
+/* Completes the "share" of each record of |devs| (claim |uid|): memory and
+ * compute not consumed explicitly are the whole device (its memory, 100),
+ * "uuid" the device's, "region" <share root>/claims/<uid>-<device>; and a
+ * record without shareID whose config is a kdev.io/v1alpha1 ShareConfig
+ * (claim_config.h) gets a share from it (its memory, compute, policy; the
+ * whole device for the one not given) when shares are on. -EINVAL "device
+ * <dev>: allocated as a share (shareID <id>), but this node does not
+ * publish shareable GPUs (kdev-dra-plugin --shareable-gpus is off)", or for
+ * a MIG device with a shareID; -ENOMEM. */
+int kdev_dra_share_resolve(const struct kdev_dra_plugin *p, const char *uid, json_t *devs,
+                           struct kdev_err *err);
+
+/* Whether device record |d| is a share of consumable capacity (has a
+ * shareID). */
+bool kdev_dra_share_record(const json_t *d);
+
+/* The capacity sum rule: for each share of |devs| (claim |uid|), the
+ * consumed memory and compute of the shares of the same device that other
+ * claims of the checkpoint hold, plus its own, must not exceed the device's
+ * (its memory, 100). -EBUSY "device <dev>: consumed capacity <memory|compute>
+ * <q> (shareID <id>) exceeds the <left> left of its <total>: <used> held by
+ * claims <ns>/<name> (<uid>), ..." otherwise. */
+int kdev_dra_share_check(const struct kdev_dra_plugin *p, const char *uid, const json_t *devs,
+                         struct kdev_err *err);
+
+/* Makes the region directory of each share of |devs| (claim |uid|,
+ * |ns|/|name|): <share root>/claims (0700) and the region (01777, filled by
+ * nvidia/share_host.h kdev_nvidia_share_region_fill with the limits text
+ * "# kdev-dra-plugin: claim <ns>/<name> (<uid>)", "# device <dev>", "#
+ * share <shareID>", "<uuid> <bytes> <percent>", "policy <p>"). With
+ * |only_missing| a region whose limits file exists is left as it is (a
+ * claim of the checkpoint). Returns 0 or a negative errno with |err|. */
+int kdev_dra_share_make_regions(const struct kdev_dra_plugin *p, const char *ns,
+                                const char *name, const char *uid, const json_t *devs,
+                                bool only_missing, struct kdev_err *err);
+
+/* Removes the region directories of the shares of |devs|. Returns 0 or the
+ * first failure (the others are still tried) with |err|. */
+int kdev_dra_share_remove_regions(const json_t *devs, struct kdev_err *err);
 
 /* Saves the checkpoint through its guard (a file someone else changed is
  * moved aside and reported to on_file_aside). Returns 0 or a negative errno

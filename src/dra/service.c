@@ -1,7 +1,8 @@
 /* kdev DRA plugin gRPC services: registration and DRAPlugin v1/v1beta1 (see
  * plugin.h). v1 requests and answers are handled with the v1beta1 messages:
- * the wire format is the same as long as Device.share_id (v1 field 5) is
- * never set (kubernetes/kubelet pkg/apis/dra/v1/api.proto, v1beta1/api.proto). */
+ * the wire format is the same but for Device.share_id (v1 field 5), which
+ * a v1 answer carries as that field's bytes (fill_devices; kubernetes/kubelet
+ * pkg/apis/dra/v1/api.proto, v1beta1/api.proto). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,10 +95,16 @@ struct prep_slot {
         Device **devp;
         char **reqs;  /* flattened pointer arrays, borrowed strings */
         char **cdis;
+        ProtobufCMessageUnknownField *share_ids; /* v1: Device.share_id, per device */
         struct kdev_err err;
 };
 
-static void fill_devices(struct prep_slot *s, const json_t *devices)
+/* Fills the answer's devices of |s| from the device records |devices|. With
+ * |v1| (the call came on the v1 service), a share's shareID is set as
+ * Device.share_id (v1 field 5, which the v1beta1 message kdev encodes with
+ * lacks): written as that field's bytes (an unknown field of the v1beta1
+ * message, packed as-is by protobuf-c), the same bytes the v1 message gives. */
+static void fill_devices(struct prep_slot *s, const json_t *devices, bool v1)
 {
         size_t n = json_array_size(devices), nreq = 0, ncdi = 0, i, k;
         json_t *d, *v;
@@ -110,7 +117,8 @@ static void fill_devices(struct prep_slot *s, const json_t *devices)
         s->devp = calloc(n ? n : 1, sizeof(*s->devp));
         s->reqs = calloc(nreq ? nreq : 1, sizeof(*s->reqs));
         s->cdis = calloc(ncdi ? ncdi : 1, sizeof(*s->cdis));
-        if (!s->devs || !s->devp || !s->reqs || !s->cdis) {
+        s->share_ids = calloc(n ? n : 1, sizeof(*s->share_ids));
+        if (!s->devs || !s->devp || !s->reqs || !s->cdis || !s->share_ids) {
                 kdev_err_set(&s->err, ENOMEM, "out of memory");
                 s->one.error = s->err.msg;
                 return;
@@ -131,6 +139,32 @@ static void fill_devices(struct prep_slot *s, const json_t *devices)
                 json_array_foreach(json_object_get(d, "cdiDeviceIDs"), k, v)
                         s->cdis[ncdi++] = (char *)json_string_value(v);
                 dv->n_cdi_device_ids = (size_t)(&s->cdis[ncdi] - dv->cdi_device_ids);
+                const char *sid = json_string_value(
+                        json_object_get(json_object_get(d, "share"), "shareID"));
+                if (v1 && sid) {
+                        ProtobufCMessageUnknownField *u = &s->share_ids[i];
+
+                        size_t len = strlen(sid), o = 0;
+                        uint8_t *b = malloc(len + 10);
+
+                        /* a length-delimited unknown field's data is its
+                         * length varint and the bytes (protobuf-c keeps
+                         * them so on unpack and packs them as-is) */
+                        if (b) {
+                                for (size_t q = len; ; q >>= 7) {
+                                        b[o++] = (uint8_t)((q & 0x7f) | (q > 0x7f ? 0x80 : 0));
+                                        if (q <= 0x7f)
+                                                break;
+                                }
+                                memcpy(b + o, sid, len);
+                                u->tag = 5;
+                                u->wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED;
+                                u->len = o + len;
+                                u->data = b;
+                                dv->base.n_unknown_fields = 1;
+                                dv->base.unknown_fields = u;
+                        }
+                }
                 s->devp[i] = dv;
         }
         s->one.devices = s->devp;
@@ -317,7 +351,8 @@ static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call
                 if (it->rc < 0)
                         s->one.error = s->err.msg[0] ? s->err.msg : (char *)"prepare failed";
                 else
-                        fill_devices(s, it->devices);
+                        fill_devices(s, it->devices,
+                                     !strcmp(kdev_rpc_call_method(call), KDEV_DRA_V1_PREPARE));
                 notify_claim(p, true, claims[i], it->recorded, it->devices, s->one.error,
                              op->start_ns);
                 entries[i] = &s->entry;
@@ -333,6 +368,9 @@ static void answer_prepare(struct kdev_dra_plugin *p, struct kdev_rpc_call *call
                 free(slots[i].devp);
                 free(slots[i].reqs);
                 free(slots[i].cdis);
+                for (size_t k = 0; slots[i].share_ids && k < slots[i].one.n_devices; k++)
+                        free(slots[i].share_ids[k].data);
+                free(slots[i].share_ids);
         }
         free(slots);
         free(entries);

@@ -92,6 +92,59 @@ static int cap(json_t *caps, const char *name, unsigned long long v)
         return json_object_set_new(caps, name, json_pack("{s:s}", "value", q)) < 0 ? -ENOMEM : 0;
 }
 
+/* A consumable capacity of a shareable GPU (KEP-5075, resource.k8s.io/v1
+ * DeviceCapacity.requestPolicy): value |v|, default |v| (a claim that asks
+ * for none of it consumes all of it: the whole GPU, as without sharing),
+ * validRange {min |min|, step |step|} (step 0: none). The API's rules,
+ * which the values here keep: min <= value, default within the range and
+ * min + k x step, min + step <= value. The scheduler rounds a request below
+ * min up to min and any other up to min + ceil((req - min) / step) x step
+ * (dynamic-resource-allocation consumable_capacity.go). */
+static int shared_cap(json_t *caps, const char *name, unsigned long long v,
+                      unsigned long long min, unsigned long long step)
+{
+        char q[32], qmin[32], qstep[32];
+        json_t *range;
+
+        kdev_dra_quantity(v, q, sizeof(q));
+        kdev_dra_quantity(min, qmin, sizeof(qmin));
+        range = json_pack("{s:s}", "min", qmin);
+        if (range && step) {
+                kdev_dra_quantity(step, qstep, sizeof(qstep));
+                if (json_object_set_new(range, "step", json_string(qstep)) < 0) {
+                        json_decref(range);
+                        range = NULL;
+                }
+        }
+        if (!range)
+                return -ENOMEM;
+        return json_object_set_new(caps, name,
+                                   json_pack("{s:s,s:{s:s,s:o}}", "value", q, "requestPolicy",
+                                             "default", q, "validRange", range)) < 0
+                       ? -ENOMEM
+                       : 0;
+}
+
+/* The capacities of shareable whole GPU |g| (kdev_dra_device_options):
+ * memory (its bytes; min 1Gi, step 1Mi when the memory is a whole number of
+ * MiB of at least 1Gi + 1Mi, else no step and min the smaller of 1Gi and
+ * the memory) and compute (100 percent; min 1, step 1). */
+static int shared_caps(json_t *c, const struct kdev_nvidia_gpu *g)
+{
+        unsigned long long mem = g->memory_bytes, min = KDEV_DRA_SHARE_MEMORY_MIN, step = 0;
+        int rc = 0;
+
+        if (mem >= min + KDEV_DRA_SHARE_MEMORY_STEP && mem % KDEV_DRA_SHARE_MEMORY_STEP == 0)
+                step = KDEV_DRA_SHARE_MEMORY_STEP;
+        else if (mem < min)
+                min = mem;
+        if (mem > 0)
+                rc = shared_cap(c, KDEV_DRA_CAP_MEMORY, mem, min, step);
+        if (!rc)
+                rc = shared_cap(c, KDEV_DRA_CAP_COMPUTE, KDEV_DRA_SHARE_COMPUTE_TOTAL, 1, 1);
+        return rc;
+}
+
 /* Attributes every device of |g| shares (GPU or MIG parent). */
 static int common_attrs(json_t *a, const struct kdev_nvidia_gpus *gpus,
                         const struct kdev_nvidia_gpu *g)
@@ -142,7 +195,7 @@ static json_t *new_device(const char *name, json_t **attrs, json_t **caps)
 /* Appends the device of whole GPU |g| (|m| NULL) or of its MIG device |m|
  * to |out|. Returns 0, -ENOMEM or the MIG device's dra_name_error. */
 static int add_device(const struct kdev_nvidia_gpus *gpus, const struct kdev_nvidia_gpu *g,
-                      const struct kdev_nvidia_mig *m, json_t *out)
+                      const struct kdev_nvidia_mig *m, bool shareable, json_t *out)
 {
         json_t *a, *c;
 
@@ -162,10 +215,20 @@ static int add_device(const struct kdev_nvidia_gpus *gpus, const struct kdev_nvi
                 rc = common_attrs(a, gpus, g);
         unsigned long long mem = m ? m->memory_bytes : g->memory_bytes;
         unsigned sms = m ? m->multiprocessors : g->multiprocessors;
-        if (!rc && mem > 0)
-                rc = cap(c, "memory", mem);
-        if (!rc && sms > 0)
-                rc = cap(c, "multiprocessors", sms);
+        /* a shareable GPU: with allowMultipleAllocations every capacity is
+         * consumed by each allocation (its requestPolicy default, else all
+         * of it), so multiprocessors, which has no share semantics here, is
+         * left out: a second claim could never be given the GPU */
+        if (!rc && shareable && !m) {
+                rc = shared_caps(c, g);
+                if (!rc && json_object_set_new(d, "allowMultipleAllocations", json_true()) < 0)
+                        rc = -ENOMEM;
+        } else {
+                if (!rc && mem > 0)
+                        rc = cap(c, KDEV_DRA_CAP_MEMORY, mem);
+                if (!rc && sms > 0)
+                        rc = cap(c, "multiprocessors", sms);
+        }
         if (!rc && m)
                 rc = cap(c, "copyEngines", m->copy_engines);
         if (!rc && m)
@@ -194,6 +257,16 @@ int kdev_dra_build_devices(const struct kdev_nvidia_gpus *gpus,
                            const struct kdev_dra_health *health, json_t **devices,
                            struct kdev_err *err)
 {
+        return kdev_dra_build_devices_opts(gpus, health, NULL, devices, err);
+}
+
+int kdev_dra_build_devices_opts(const struct kdev_nvidia_gpus *gpus,
+                                const struct kdev_dra_health *health,
+                                const struct kdev_dra_device_options *opts, json_t **devices,
+                                struct kdev_err *err)
+{
+        bool shareable = opts && opts->shareable_gpus;
+
         *devices = NULL;
         json_t *out = json_array();
         if (!out)
@@ -210,9 +283,9 @@ int kdev_dra_build_devices(const struct kdev_nvidia_gpus *gpus,
                 if (g->mig_enabled) {
                         for (size_t j = 0; j < g->n_migs && rc == 0; j++)
                                 if (!listed(health, g->migs[j].uuid))
-                                        rc = add_device(gpus, g, &g->migs[j], out);
+                                        rc = add_device(gpus, g, &g->migs[j], false, out);
                 } else {
-                        rc = add_device(gpus, g, NULL, out);
+                        rc = add_device(gpus, g, NULL, shareable, out);
                 }
                 if (rc == -ENOMEM)
                         kdev_err_set(err, ENOMEM, "building devices: out of memory");

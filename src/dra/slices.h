@@ -111,6 +111,45 @@ KDEV_API int kdev_dra_build_devices(const struct kdev_nvidia_gpus *gpus,
                            const struct kdev_dra_health *health, json_t **devices,
                            struct kdev_err *err);
 
+/* Consumable capacity of shareable GPUs (KEP-5075; kdev_dra_build_devices_opts):
+ * the capacity names, the compute total (percent) and the memory policy. */
+#define KDEV_DRA_CAP_MEMORY "memory"
+#define KDEV_DRA_CAP_COMPUTE "compute"
+#define KDEV_DRA_SHARE_COMPUTE_TOTAL 100u
+#define KDEV_DRA_SHARE_MEMORY_MIN (1ull << 30)  /* 1Gi */
+#define KDEV_DRA_SHARE_MEMORY_STEP (1ull << 20) /* 1Mi */
+
+/* Options of kdev_dra_build_devices_opts. */
+struct kdev_dra_device_options {
+        /* publish each whole GPU (not MIG devices) as shareable by several
+         * claims (resource.k8s.io/v1 Device.allowMultipleAllocations, KEP-5075
+         * consumable capacity, Kubernetes 1.34+ with the DRAConsumableCapacity
+         * feature gate; kdev-dra-plugin --shareable-gpus) */
+        bool shareable_gpus;
+};
+
+/* kdev_dra_build_devices with options |opts| (NULL: all off). With
+ * shareable_gpus, a whole GPU is published with
+ * "allowMultipleAllocations": true and these capacities instead of memory
+ * and multiprocessors (KEP-5075: on such a device every capacity is
+ * consumed by each allocation, by its requestPolicy default when the claim
+ * does not ask for it; a capacity without policy would be consumed whole,
+ * which is why multiprocessors is left out):
+ *   memory:  {"value": <memory>, "requestPolicy": {"default": <memory>,
+ *             "validRange": {"min": "1Gi", "step": "1Mi"}}}
+ *            (no step when the memory is not a whole number of MiB above
+ *            1Gi; min the memory itself when below 1Gi; left out when the
+ *            memory is unknown)
+ *   compute: {"value": "100", "requestPolicy": {"default": "100",
+ *             "validRange": {"min": "1", "step": "1"}}}   (percent of the GPU)
+ * so a claim asking for no capacity consumes the whole GPU (the usual
+ * exclusivity) and one asking {memory: 20Gi, compute: 25} a share. Returns
+ * as kdev_dra_build_devices. */
+KDEV_API int kdev_dra_build_devices_opts(const struct kdev_nvidia_gpus *gpus,
+                                         const struct kdev_dra_health *health,
+                                         const struct kdev_dra_device_options *opts,
+                                         json_t **devices, struct kdev_err *err);
+
 /* What the pool should look like. */
 struct kdev_dra_pool {
         const char *driver;       /* NULL: KDEV_DRA_DEFAULT_DRIVER */

@@ -87,18 +87,17 @@ int kdev_nvidia_share_limits(const struct kdev_nvidia_isolated_resource *iso, un
         return 0;
 }
 
-char *kdev_nvidia_limits_text(const char *resource, const char *const *ids, size_t n_ids,
-                              const struct kdev_nvidia_share_limit *limits, size_t n_limits,
-                              const char *policy)
+char *kdev_nvidia_share_limits_text(const char *const *comments, size_t n_comments,
+                                    const struct kdev_nvidia_share_limit *limits,
+                                    size_t n_limits, const char *policy)
 {
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
         if (!f)
                 return NULL;
-        fprintf(f, "# kdev-plugin: isolated replicas of %s\n", resource);
-        for (size_t i = 0; i < n_ids; i++)
-                fprintf(f, "# device %s\n", ids[i]);
+        for (size_t i = 0; i < n_comments; i++)
+                fprintf(f, "# %s\n", comments[i]);
         for (size_t i = 0; i < n_limits; i++)
                 fprintf(f, "%s %llu %u\n", limits[i].uuid, limits[i].memory, limits[i].compute);
         if (policy)
@@ -108,6 +107,31 @@ char *kdev_nvidia_limits_text(const char *resource, const char *const *ids, size
                 return NULL;
         }
         return buf;
+}
+
+char *kdev_nvidia_limits_text(const char *resource, const char *const *ids, size_t n_ids,
+                              const struct kdev_nvidia_share_limit *limits, size_t n_limits,
+                              const char *policy)
+{
+        char **comments = calloc(n_ids + 1, sizeof(*comments));
+        char *text = NULL;
+        size_t n = 0;
+
+        if (!comments)
+                return NULL;
+        if (asprintf(&comments[n], "kdev-plugin: isolated replicas of %s", resource) < 0)
+                goto out;
+        n++;
+        for (size_t i = 0; i < n_ids; i++, n++)
+                if (asprintf(&comments[n], "device %s", ids[i]) < 0)
+                        goto out;
+        text = kdev_nvidia_share_limits_text((const char *const *)comments, n, limits, n_limits,
+                                             policy);
+out:
+        for (size_t i = 0; i < n; i++)
+                free(comments[i]);
+        free(comments);
+        return text;
 }
 
 int kdev_nvidia_parse_memory(const char *v, unsigned long long *bytes, struct kdev_err *err)

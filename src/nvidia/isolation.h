@@ -97,6 +97,15 @@ KDEV_API char *kdev_nvidia_limits_text(const char *resource, const char *const *
                                        const struct kdev_nvidia_share_limit *limits,
                                        size_t n_limits, const char *policy);
 
+/* The text of a `limits` file from its comment lines: "# <comment>" per
+ * entry of |comments|, then one "<UUID> <bytes> <percent>" line per limit,
+ * then "policy <name>" when |policy| is not NULL (kdev_nvidia_limits_text is
+ * this with kdev-plugin's comments; kdev-dra-plugin names the claim, device
+ * and shareID). Malloc'ed (caller frees), NULL when out of memory. */
+KDEV_API char *kdev_nvidia_share_limits_text(const char *const *comments, size_t n_comments,
+                                             const struct kdev_nvidia_share_limit *limits,
+                                             size_t n_limits, const char *policy);
+
 /* Parses a memory quantity ("10Gi", "512Mi", "1073741824", "20G"): see the
  * top. Returns 0 with *bytes > 0, or -EINVAL with |err| "must be a size in
  * bytes (e.g. 10Gi, 512Mi, 20G or 1073741824), got \"<v>\"" (also for 0 and

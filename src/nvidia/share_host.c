@@ -423,19 +423,15 @@ static const char preload_hook[] =
         "if [ -d \"$r/etc\" ] && [ ! -L \"$r/etc\" ] && [ -f \"$f\" ] && [ ! -L \"$f\" ]; "
         "then { printf '%s\\n' \"$2\"; head -c 65536 \"$f\"; } > \"$1\"; fi; exit 0";
 
-static int cdi_share_spec(const struct kdev_nvidia_share_rdata *s, const char *id,
-                          const struct share_mount *m, size_t n_m, const char *const *env,
-                          size_t n_env, const char *preload, struct kdev_err *err)
+/* The CDI edits of a container's share: |env|, the mounts |m| (rw or ro,
+ * nosuid, nodev, bind) and, with |preload| (the container's own preload
+ * file on the host), the createRuntime hook preload_hook. */
+static int share_cdi_edits(struct kdev_cdi_edits *e, const struct share_mount *m, size_t n_m,
+                           const char *const *env, size_t n_env, const char *preload,
+                           struct kdev_err *err)
 {
-        struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_SHARE_CDI_KIND, err);
-        if (!spec)
-                return -err->code;
-        /* 0.5.0: a device name may start with a digit (a region ID does) */
-        int rc = kdev_cdi_spec_set_min_version(spec, "0.5.0", err);
-        struct kdev_cdi_device *dev = rc < 0 ? NULL : kdev_cdi_spec_add_device(spec, id, err);
-        if (rc == 0 && !dev)
-                rc = -err->code;
-        struct kdev_cdi_edits *e = dev ? kdev_cdi_device_edits(dev) : NULL;
+        int rc = 0;
+
         for (size_t i = 0; rc == 0 && i < n_env; i++)
                 rc = kdev_cdi_edits_add_env(e, env[i], err);
         for (size_t i = 0; rc == 0 && i < n_m; i++) {
@@ -455,6 +451,101 @@ static int cdi_share_spec(const struct kdev_nvidia_share_rdata *s, const char *i
                                           .n_args = 6};
                 rc = kdev_cdi_edits_add_hook(e, &h, err);
         }
+        return rc;
+}
+
+/* The mounts of a container's share into |m| (5 entries): the library
+ * |lib|, the node's preload file |preload| (not with |env_mode|), the
+ * region directory |dir|, its limits file |limits| and, with |own_preload|,
+ * the container's own preload file |preload| (then <dir>/ld.so.preload) at
+ * <share dir>/ld.so.preload too. Returns how many. */
+static size_t share_mounts(const char *lib, const char *preload, const char *dir,
+                           const char *limits, bool env_mode, bool own_preload,
+                           struct share_mount *m)
+{
+        size_t n_m = 0;
+
+        m[n_m++] = (struct share_mount){lib, KDEV_SHARE_CTR_LIBRARY, true};
+        if (!env_mode)
+                m[n_m++] = (struct share_mount){preload, KDEV_SHARE_CTR_PRELOAD, true};
+        m[n_m++] = (struct share_mount){dir, KDEV_SHARE_CTR_DIR, false};
+        m[n_m++] = (struct share_mount){limits, KDEV_SHARE_CTR_DIR "/limits", true};
+        if (own_preload)
+                m[n_m++] = (struct share_mount){preload, KDEV_SHARE_CTR_DIR "/ld.so.preload",
+                                                true};
+        return n_m;
+}
+
+int kdev_nvidia_share_region_fill(const char *dir, const char *limits_text, bool own_preload,
+                                  struct kdev_err *err)
+{
+        char path[PATH_MAX], tmpl[PATH_MAX], preload[PATH_MAX], ptmpl[PATH_MAX];
+        int rc;
+
+        if ((rc = path_of(path, sizeof(path), err, "%s/limits", dir)) < 0 ||
+            (rc = path_of(tmpl, sizeof(tmpl), err, "%s/.limits.XXXXXX", dir)) < 0 ||
+            (rc = path_of(preload, sizeof(preload), err, "%s/ld.so.preload", dir)) < 0 ||
+            (rc = path_of(ptmpl, sizeof(ptmpl), err, "%s/.ld.so.preload.XXXXXX", dir)) < 0)
+                return rc;
+        /* no fsync (nor below): the region matters only while its container
+         * runs, which a crash of the node ends; the rename keeps a reader
+         * from seeing half a file */
+        if ((rc = kdev_file_write_atomic_flags(path, tmpl, limits_text, strlen(limits_text),
+                                               0444, KDEV_FILE_NO_FSYNC, err)) < 0 ||
+            (rc = make_region(dir, limits_text, path, err)) < 0)
+                return rc;
+        if (own_preload &&
+            (rc = kdev_file_write_atomic_flags(preload, ptmpl, KDEV_SHARE_CTR_LIBRARY "\n",
+                                               strlen(KDEV_SHARE_CTR_LIBRARY "\n"), 0444,
+                                               KDEV_FILE_NO_FSYNC, err)) < 0)
+                return rc;
+        return 0;
+}
+
+int kdev_nvidia_share_claim_cdi_edits(const char *root, const char *dir,
+                                      struct kdev_cdi_edits *e, struct kdev_err *err)
+{
+        char lib[PATH_MAX], preload[PATH_MAX], limits[PATH_MAX];
+        struct share_mount m[5];
+        const char *env[] = {KDEV_SHARE_ENV_DIR "=" KDEV_SHARE_CTR_DIR};
+        int rc;
+
+        if ((rc = path_of(lib, sizeof(lib), err, "%s/lib/" KDEV_SHARE_LIBRARY_NAME, root)) < 0 ||
+            (rc = path_of(preload, sizeof(preload), err, "%s/ld.so.preload", dir)) < 0 ||
+            (rc = path_of(limits, sizeof(limits), err, "%s/limits", dir)) < 0)
+                return rc;
+        /* preload: file with CDI, as kdev-plugin's cdi strategies: the
+         * container's own preload file, completed by the hook */
+        size_t n_m = share_mounts(lib, preload, dir, limits, false, true, m);
+        return share_cdi_edits(e, m, n_m, env, 1, preload, err);
+}
+
+int kdev_nvidia_share_region_remove(const char *dir)
+{
+        struct stat st;
+
+        if (lstat(dir, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        return remove_tree(dir);
+}
+
+static int cdi_share_spec(const struct kdev_nvidia_share_rdata *s, const char *id,
+                          const struct share_mount *m, size_t n_m, const char *const *env,
+                          size_t n_env, const char *preload, struct kdev_err *err)
+{
+        struct kdev_cdi_spec *spec = kdev_cdi_spec_new(KDEV_SHARE_CDI_KIND, err);
+        if (!spec)
+                return -err->code;
+        /* 0.5.0: a device name may start with a digit (a region ID does) */
+        int rc = kdev_cdi_spec_set_min_version(spec, "0.5.0", err);
+        struct kdev_cdi_device *dev = rc < 0 ? NULL : kdev_cdi_spec_add_device(spec, id, err);
+        if (rc == 0 && !dev)
+                rc = -err->code;
+        struct kdev_cdi_edits *e = dev ? kdev_cdi_device_edits(dev) : NULL;
+        if (rc == 0)
+                rc = share_cdi_edits(e, m, n_m, env, n_env, preload, err);
         char file[256];
         if (rc == 0) {
                 int fl = kdev_cdi_transient_file_name(KDEV_SHARE_CDI_KIND, id, file, sizeof(file),
@@ -475,7 +566,7 @@ int kdev_nvidia_share_allocate(const struct kdev_nvidia_rdata *d, const struct k
         struct kdev_nvidia_share_limit *limits = NULL;
         size_t n_limits = 0;
         char *text = NULL;
-        char id[KDEV_SHARE_REGION_ID_MAX], containers[PATH_MAX], dir[PATH_MAX], path[PATH_MAX], tmpl[PATH_MAX];
+        char id[KDEV_SHARE_REGION_ID_MAX], containers[PATH_MAX], dir[PATH_MAX], path[PATH_MAX];
         char lib[PATH_MAX], preload[PATH_MAX];
         bool made = false;
         int rc;
@@ -506,7 +597,6 @@ int kdev_nvidia_share_allocate(const struct kdev_nvidia_rdata *d, const struct k
         } while (rc == 0);
         made = true;
         if ((rc = path_of(path, sizeof(path), err, "%s/limits", dir)) < 0 ||
-            (rc = path_of(tmpl, sizeof(tmpl), err, "%s/.limits.XXXXXX", dir)) < 0 ||
             (rc = path_of(lib, sizeof(lib), err, "%s/lib/" KDEV_SHARE_LIBRARY_NAME, s->root)) <
                     0 ||
             (rc = path_of(preload, sizeof(preload), err, "%s/ld.so.preload", s->root)) < 0)
@@ -515,40 +605,18 @@ int kdev_nvidia_share_allocate(const struct kdev_nvidia_rdata *d, const struct k
                 rc = kdev_err_set(err, ENOMEM, "out of memory");
                 goto out;
         }
-        /* no fsync (nor below): the region matters only while its container
-         * runs, which a crash of the node ends; the rename keeps a reader
-         * from seeing half a file */
-        if ((rc = kdev_file_write_atomic_flags(path, tmpl, text, strlen(text), 0444,
-                                               KDEV_FILE_NO_FSYNC, err)) < 0 ||
-            (rc = make_region(dir, text, path, err)) < 0)
-                goto out;
-
         bool env_mode = s->iso.preload == KDEV_NVIDIA_PRELOAD_ENV;
         bool cdi = d->strategies & KDEV_NVIDIA_LIST_CDI;
         /* With CDI, the container's own preload file, which the CDI hook
          * completes with the image's entries (preload_hook) */
         bool own_preload = cdi && !env_mode;
-        if (own_preload) {
-                char ptmpl[PATH_MAX];
-                if ((rc = path_of(preload, sizeof(preload), err, "%s/ld.so.preload", dir)) < 0 ||
-                    (rc = path_of(ptmpl, sizeof(ptmpl), err, "%s/.ld.so.preload.XXXXXX", dir)) <
-                            0 ||
-                    (rc = kdev_file_write_atomic_flags(preload, ptmpl,
-                                                       KDEV_SHARE_CTR_LIBRARY "\n",
-                                                       strlen(KDEV_SHARE_CTR_LIBRARY "\n"), 0444,
-                                                       KDEV_FILE_NO_FSYNC, err)) < 0)
-                        goto out;
-        }
+        if ((rc = kdev_nvidia_share_region_fill(dir, text, own_preload, err)) < 0)
+                goto out;
+        if (own_preload &&
+            (rc = path_of(preload, sizeof(preload), err, "%s/ld.so.preload", dir)) < 0)
+                goto out;
         struct share_mount m[5];
-        size_t n_m = 0;
-        m[n_m++] = (struct share_mount){lib, KDEV_SHARE_CTR_LIBRARY, true};
-        if (!env_mode)
-                m[n_m++] = (struct share_mount){preload, KDEV_SHARE_CTR_PRELOAD, true};
-        m[n_m++] = (struct share_mount){dir, KDEV_SHARE_CTR_DIR, false};
-        m[n_m++] = (struct share_mount){path, KDEV_SHARE_CTR_DIR "/limits", true};
-        if (own_preload)
-                m[n_m++] = (struct share_mount){preload, KDEV_SHARE_CTR_DIR "/ld.so.preload",
-                                                true};
+        size_t n_m = share_mounts(lib, preload, dir, path, env_mode, own_preload, m);
         const char *env[] = {KDEV_SHARE_ENV_DIR "=" KDEV_SHARE_CTR_DIR,
                              "LD_PRELOAD=" KDEV_SHARE_CTR_LIBRARY};
         size_t n_env = env_mode ? 2 : 1;

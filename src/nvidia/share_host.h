@@ -39,6 +39,7 @@
 #ifndef KDEV_NVIDIA_SHARE_HOST_H
 #define KDEV_NVIDIA_SHARE_HOST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/err.h"
@@ -79,5 +80,42 @@ KDEV_API int kdev_nvidia_share_install(const char *root, const char *library, co
  * directory that cannot be removed is left for the next pass. */
 KDEV_API int kdev_nvidia_share_cleanup(const char *root, const char *cdi_dir, unsigned *removed,
                                        struct kdev_err *err);
+
+/* Fills the new region directory |dir| (made by the caller, mode 01777) of
+ * one container or claim: <dir>/limits with |limits_text| (mode 0444; the
+ * text of kdev_nvidia_limits_text or kdev_nvidia_share_limits_text), the
+ * share region itself (share/region.h, so the first process maps it and
+ * the node reads usage from the start) and, with |own_preload|,
+ * <dir>/ld.so.preload "/usr/lib/kdev/libkdev-share.so\n" (mode 0444), the
+ * container's own preload file that the CDI hook completes with the
+ * image's entries. Written atomically, without fsync (a node crash ends
+ * the container). Used by kdev-plugin's Allocate of isolated replicas and
+ * kdev-dra-plugin's share claims. Returns 0 or a negative errno with |err|
+ * (the write errors of common/file.h, the region's, -ENAMETOOLONG). */
+KDEV_API int kdev_nvidia_share_region_fill(const char *dir, const char *limits_text,
+                                           bool own_preload, struct kdev_err *err);
+
+struct kdev_cdi_edits;
+/* Adds to |e| the CDI edits of a share whose region directory is |dir|
+ * (filled with own_preload) under share root |root|, exactly those of
+ * kdev-plugin's per-container CDI spec of isolated replicas with preload
+ * "file": env KDEV_SHARE_DIR=/var/run/kdev/share; mounts (options rw|ro,
+ * nosuid, nodev, bind) <root>/lib/libkdev-share.so ->
+ * /usr/lib/kdev/libkdev-share.so (ro), <dir>/ld.so.preload ->
+ * /etc/ld.so.preload (ro), <dir> -> /var/run/kdev/share (rw),
+ * <dir>/limits -> /var/run/kdev/share/limits (ro), <dir>/ld.so.preload ->
+ * /var/run/kdev/share/ld.so.preload (ro); the createRuntime hook
+ * "/bin/sh -c <script> kdev-share-preload <dir>/ld.so.preload
+ * /usr/lib/kdev/libkdev-share.so" that adds the image's own
+ * /etc/ld.so.preload. For kdev-dra-plugin's claim CDI specs. Returns 0 or
+ * a negative errno with |err| (-ENAMETOOLONG, -ENOMEM). */
+KDEV_API int kdev_nvidia_share_claim_cdi_edits(const char *root, const char *dir,
+                                               struct kdev_cdi_edits *e, struct kdev_err *err);
+
+/* Removes region directory |dir| with everything in it (never following a
+ * symbolic link or crossing a mount). Returns 0 (also when it does not
+ * exist), -ENOTDIR when |dir| is not a directory, or the negative errno of
+ * the removal. */
+KDEV_API int kdev_nvidia_share_region_remove(const char *dir);
 
 #endif /* KDEV_NVIDIA_SHARE_HOST_H */

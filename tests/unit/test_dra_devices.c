@@ -193,6 +193,54 @@ static void test_memory_slices_capped(void **state)
         json_decref(d);
 }
 
+/* --shareable-gpus: a whole GPU is published with allowMultipleAllocations
+ * and memory and compute as consumable capacity with request policies
+ * (KEP-5075), without multiprocessors; MIG devices stay as they are. */
+static void test_shareable_gpus(void **state)
+{
+        (void)state;
+        struct node n;
+        struct kdev_err err = {0};
+        struct kdev_dra_device_options o = {.shareable_gpus = true};
+        json_t *d = NULL;
+        make_node(&n);
+        assert_int_equal(kdev_dra_build_devices_opts(&n.list, NULL, &o, &d, &err), 3);
+        char *got = json_dumps(json_object_get(json_array_get(d, 0), "capacity"), JSON_COMPACT);
+        assert_string_equal(got, "{\"memory\":{\"value\":\"40Gi\",\"requestPolicy\":"
+                                 "{\"default\":\"40Gi\",\"validRange\":{\"min\":\"1Gi\","
+                                 "\"step\":\"1Mi\"}}},\"compute\":{\"value\":\"100\","
+                                 "\"requestPolicy\":{\"default\":\"100\",\"validRange\":"
+                                 "{\"min\":\"1\",\"step\":\"1\"}}}}");
+        free(got);
+        assert_true(json_is_true(
+                json_object_get(json_array_get(d, 0), "allowMultipleAllocations")));
+        /* MIG devices: unchanged */
+        assert_null(json_object_get(json_array_get(d, 1), "allowMultipleAllocations"));
+        got = json_dumps(json_array_get(d, 1), JSON_COMPACT);
+        assert_string_equal(got, MIG1);
+        free(got);
+        json_decref(d);
+        /* memory not a whole number of MiB: no step; below 1Gi: min = memory */
+        n.gpus[0].memory_bytes = (40ULL << 30) + 1;
+        assert_int_equal(kdev_dra_build_devices_opts(&n.list, NULL, &o, &d, &err), 3);
+        got = json_dumps(json_object_get(json_object_get(json_array_get(d, 0), "capacity"),
+                                         "memory"),
+                         JSON_COMPACT);
+        assert_string_equal(got, "{\"value\":\"42949672961\",\"requestPolicy\":{\"default\":"
+                                 "\"42949672961\",\"validRange\":{\"min\":\"1Gi\"}}}");
+        free(got);
+        json_decref(d);
+        n.gpus[0].memory_bytes = 512ULL << 20;
+        assert_int_equal(kdev_dra_build_devices_opts(&n.list, NULL, &o, &d, &err), 3);
+        got = json_dumps(json_object_get(json_object_get(json_array_get(d, 0), "capacity"),
+                                         "memory"),
+                         JSON_COMPACT);
+        assert_string_equal(got, "{\"value\":\"512Mi\",\"requestPolicy\":{\"default\":"
+                                 "\"512Mi\",\"validRange\":{\"min\":\"512Mi\"}}}");
+        free(got);
+        json_decref(d);
+}
+
 static void test_health_withdraws(void **state)
 {
         (void)state;
@@ -276,6 +324,7 @@ int main(void)
                 cmocka_unit_test(test_devices_of_records),
                 cmocka_unit_test(test_memory_slices_capped),
                 cmocka_unit_test(test_health_withdraws),
+                cmocka_unit_test(test_shareable_gpus),
                 cmocka_unit_test(test_record_errors),
                 cmocka_unit_test(test_records_to_slices),
         };
