@@ -61,7 +61,7 @@ static json_t *entry(const struct kdev_dra_claim_status *s, const json_t *rec)
                 json_decref(data);
                 return NULL;
         }
-        const char *share = str(rec, "shareID");
+        const char *share = str(json_object_get(rec, "share"), "shareID");
         if (share)
                 json_object_set_new(e, "shareID", json_string(share));
         json_object_set_new(e, "conditions", json_pack("[o]", cond));

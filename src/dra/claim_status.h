@@ -30,7 +30,7 @@
 #include "nvidia/gpus.h"
 
 /* What one write sets: |devices| the claim's device records (checkpoint.h:
- * pool, device, cdiDeviceIDs, shareID?, and the uuid and parentUUID that
+ * pool, device, cdiDeviceIDs, share.shareID for a share, and the uuid and parentUUID that
  * kdev_dra_claim_status_records adds; borrowed) after a prepare, NULL after
  * an unprepare (the driver's entries of |pool| removed); |now| the
  * condition's lastTransitionTime (RFC 3339, "2026-12-03T12:00:00Z"). */

@@ -141,6 +141,15 @@ def test_shareable_gpus():
                                             "/usr/lib/kdev/libkdev-share.so"], hook
                 assert [x["path"] for x in edits["deviceNodes"]][:1] == ["/dev/nvidia0"], edits
 
+            # each share's status.devices entry carries its shareID
+            for n in ("c1", "c2"):
+                path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/" + n
+                wait_for(lambda: e.api.req("GET", path)[1].get("status", {}).get("devices"),
+                         timeout=30, what="status.devices of " + n)
+                sd = e.api.req("GET", path)[1]["status"]["devices"]
+                assert [(x["device"], x["shareID"], x["data"]) for x in sd] == [
+                    ("gpu-0", SHARE_IDS[n], {"uuid": gpu0["attributes"]["uuid"]["string"]})], sd
+
             # a third share: 30Gi of the 20119Mi left
             one = prepare(e, "c3").claims[UIDS["c3"]]
             assert one.error == (

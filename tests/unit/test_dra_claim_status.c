@@ -40,7 +40,7 @@ static const char *const records =
         "  \"cdiDeviceIDs\": [\"k8s.gpu.nvidia.com/claim=u-gpu-0\"], \"uuid\": \"GPU-0\"},"
         " {\"pool\": \"node-a\", \"device\": \"gpu-0-mig-1g10gb-19-0\","
         "  \"cdiDeviceIDs\": [\"a\", \"b\"], \"uuid\": \"MIG-1\", \"parentUUID\": \"GPU-1\","
-        "  \"shareID\": \"s-1\"},"
+        "  \"share\": {\"shareID\": \"s-1\"}},"
         " {\"pool\": \"other\", \"device\": \"gpu-9\", \"cdiDeviceIDs\": []}]";
 
 #define OTHER "{\"driver\": \"nic.example.com\", \"pool\": \"node-a\", \"device\": \"eth0\"}"
