@@ -13,8 +13,10 @@
 #           kdevctl dra allocate (as the scheduler) allocates the user's
 #           ResourceClaims of examples/demo-dra-claims.json (CEL selectors on
 #           the product and memory) and explains the one no GPU satisfies;
-#           kdevctl dra (as kubelet) prepares the allocated claim, the
-#           claim's CDI spec is printed, then it is unprepared.
+#           two claims share one GPU (consumable capacity, --shareable-gpus);
+#           kdevctl dra (as kubelet) prepares the allocated claims, the
+#           whole-GPU claim's CDI spec and the shares' limits are printed,
+#           then they are unprepared.
 # The mock libnvidia-ml.so.1 is loaded through the same dlopen path as a real
 # driver. For each node it admits a scenario of pods, prints node
 # capacity/allocatable and each container's allocation, and stops both
@@ -32,7 +34,7 @@ if [ -z "$build" ]; then
   build=build
   scripts/deps.sh
   cmake -S . -B build -G Ninja >/dev/null
-  ninja -C build kdev-plugin kdev-dra-plugin kdevctl kdev_mock_nvml >/dev/null
+  ninja -C build kdev-plugin kdev-dra-plugin kdevctl kdev_mock_nvml kdev-share >/dev/null
 fi
 case "$build" in /*) ;; *) build=$root/$build ;; esac
 
@@ -177,12 +179,19 @@ for o in json.load(open(sys.argv[1])):
         for sel in r["exactly"].get("selectors", []):
             print("   ResourceClaim %s/%s request %s: class %s, selector %s" % (
                 o["metadata"]["namespace"], o["metadata"]["name"], r["name"],
-                r["exactly"]["deviceClassName"], sel["cel"]["expression"]))' \
+                r["exactly"]["deviceClassName"], sel["cel"]["expression"]))
+        cap = r["exactly"].get("capacity", {}).get("requests")
+        if cap:
+            print("   ResourceClaim %s/%s request %s: class %s, a share: capacity %s" % (
+                o["metadata"]["namespace"], o["metadata"]["name"], r["name"],
+                r["exactly"]["deviceClassName"],
+                ", ".join("%s %s" % kv for kv in sorted(cap.items()))))' \
     "$root/examples/demo-dra-claims.json"
   echo "== kdev-dra-plugin on $(basename "$topology" .yaml)"
   ${KDEV_WRAP:-} "$build"/kdev-dra-plugin --node-name "$name" --driver-name "$driver" \
     --plugins-registry "$node/plugins_registry" --plugin-dir "$node/plugins/$driver" \
-    --cdi-dir "$node/cdi" --kubeconfig "$node/kubeconfig" 2>"$node/plugin.log" &
+    --cdi-dir "$node/cdi" --kubeconfig "$node/kubeconfig" \
+    --shareable-gpus --share-root "$node/share" 2>"$node/plugin.log" &
   plugin_pid=$!
   local dra_status=0 plugin_status=0 slices_status=0
   /usr/bin/python3 "$root/scripts/demo-dra-slices.py" "$url" "$token" "$name" "$driver" 60 \
@@ -209,6 +218,13 @@ for o in json.load(open(sys.argv[1])):
   else
     echo "(missing)"; dra_status=1
   fi
+  # the two shares of one GPU: each claim's libkdev-share.so limits
+  local lim
+  for lim in "$node"/share/claims/*/limits; do
+    [ -e "$lim" ] || { echo "(no share limits)"; dra_status=1; break; }
+    echo "== share limits $(basename "$(dirname "$lim")")/limits (GPU UUID, memory bytes, compute %)"
+    grep -v '^#' "$lim"
+  done
   echo
   echo "== kdevctl dra --scenario demo-dra-unprepare.scenario.yaml"
   "$build"/kdevctl dra --registry "$node/plugins_registry" \
@@ -217,6 +233,11 @@ for o in json.load(open(sys.argv[1])):
     echo "CDI spec after unprepare: still there"; dra_status=1
   else
     echo "CDI spec after unprepare: removed"
+  fi
+  if compgen -G "$node/share/claims/*" >/dev/null; then
+    echo "share regions after unprepare: still there"; dra_status=1
+  else
+    echo "share regions after unprepare: removed"
   fi
   kill -TERM "$plugin_pid" 2>/dev/null || true
   wait "$plugin_pid" || plugin_status=$?
@@ -259,7 +280,7 @@ else
   run_node "node 2: 4x A100-40GB with MIG, strategy mixed" \
     "$root/examples/demo-mig.yaml" "$root/examples/demo-mig.scenario.yaml" \
     "$topologies/mig-a100-40gb.yaml"
-  run_dra_node "node 3: DRA: 8x H100 as a ResourceSlice, user ResourceClaims allocated, one prepared as CDI devices" \
+  run_dra_node "node 3: DRA: 8x H100 as a ResourceSlice, user ResourceClaims allocated (a whole GPU, two shares of one), prepared as CDI devices" \
     "$topologies/h100-80gb-8x-nvswitch.yaml"
 fi
 exit $failed

@@ -48,7 +48,11 @@ uid=5e1d3c2a-9b7f-4d61-8a20-0c4e6f8b1d37
 expect "ResourceSlice for demo-node: driver gpu.nvidia.com, pool demo-node (generation 1, 1 slice(s)), 8 devices: gpu-0 gpu-1 gpu-2 gpu-3 gpu-4 gpu-5 gpu-6 gpu-7"
 expect "   ResourceClaim default/demo-gpu request gpu: class gpu.nvidia.com, selector device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100') && device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"
 expect "default/demo-gpu: allocated on node demo-node"
-expect "  gpu: gpu.nvidia.com/demo-node/gpu-0"
+expect "  gpu: gpu.nvidia.com/demo-node/gpu-0 (share e8e54b71-abf6-446c-80d2-edfe1a7e4379)"
+expect "   ResourceClaim default/demo-share-a request gpu: class gpu.nvidia.com, a share: capacity compute 25, memory 20Gi"
+expect "default/demo-share-a: allocated on node demo-node"
+expect "  gpu: gpu.nvidia.com/demo-node/gpu-1 (share f5f5f4c7-70c4-4241-9368-06a474fcbe50)"
+expect "  gpu: gpu.nvidia.com/demo-node/gpu-1 (share 45a03269-9ce2-407f-9fcf-9bf13e8773a4)"
 expect "default/demo-h200: cannot allocate all claims on node demo-node"
 expect "  request gpu: no device of class gpu.nvidia.com matches \`device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'\`: 8 devices checked, 8 rejected — productName is \"NVIDIA H100 80GB HBM3\""
 expect "kdevctl dra allocate exit status: 1 (1: a claim cannot be allocated)"
@@ -58,6 +62,14 @@ expect '  "kind": "k8s.gpu.nvidia.com/claim",'
 expect "      \"name\": \"$uid-gpu-0\","
 expect '            "path": "/dev/nvidia0"'
 row "  $uid +unprepared"
+# two shares of gpu-1, each limited by libkdev-share.so; the whole-GPU claim a
+# share of all of gpu-0
+expect "== share limits 7a3f5e4c-bd91-4f83-8c42-2e6a8b0d3f59-gpu-1/limits (GPU UUID, memory bytes, compute %)"
+expect "GPU-d8cd89cd-fb85-bd29-f5e7-826260cc2255 21474836480 25"
+expect "GPU-d8cd89cd-fb85-bd29-f5e7-826260cc2255 42949672960 50"
+expect "GPU-eb4f6c0b-b381-0e1e-fb4a-cf70a1a2805e 85520809984 100"
+row "  8b4a6f5d-cea2-4094-9d53-3f7b9c1e4a6a +demo-node +gpu-1 +gpu +k8s\\.gpu\\.nvidia\\.com/claim=8b4a6f5d-cea2-4094-9d53-3f7b9c1e4a6a-gpu-1 +Healthy"
+expect "share regions after unprepare: removed"
 expect "CDI spec after unprepare: removed"
 expect "level=info msg=\"claim prepared\" claim=default/demo-gpu uid=$uid devices=gpu-0 cdi_devices=\"k8s.gpu.nvidia.com/claim=$uid-gpu-0\""
 expect "level=info msg=\"claim unprepared\" claim=default/demo-gpu uid=$uid devices=gpu-0 cdi_devices=\"k8s.gpu.nvidia.com/claim=$uid-gpu-0\""
