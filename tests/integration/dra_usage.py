@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import kdevtest as kt  # noqa: E402
 from kdevtest import TempDir, wait_for  # noqa: E402
 from dra_plugin import CLAIM_UID, DRIVER, NODE, Env, metric_lines  # noqa: E402
+from dra_plugin_more import claim_obj as claim  # noqa: E402
 from prometheus_scrape import HAVE_PROMETHEUS, Prometheus, L, free_port  # noqa: E402
 
 KDEVCTL = os.path.join(kt.BUILD_DIR, "kdevctl")
@@ -39,15 +40,6 @@ UID_A, UID_B = "11111111-aaaa-4aaa-8aaa-000000000001", "22222222-bbbb-4bbb-8bbb-
 CID_A, CID_B = "a" * 63 + "2", "b" * 63 + "3"
 CLAIM2_UID = "2c7d5e1f-8f4b-4c1f-8e66-3a2b1d4f0b02"
 CLAIM3_UID = "3d8e6f20-904c-4d20-9f77-4b3c2e5a1c03"
-
-
-def claim(name, uid, device):
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": "default", "uid": uid},
-            "spec": {"devices": {"requests": [
-                {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
-            "status": {"allocation": {"devices": {"results": [
-                {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": device}]}}}}
 
 
 SCENARIO = """- prepare:
