@@ -390,7 +390,9 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
  *    "kubeconfig" (null: in-cluster),"resourceAPIVersion","driverRoot",
  *    "nvidiaCDIHookPath","procRoot",
  *    "health":{"probeInterval","quietPeriod"} (seconds),
- *    "resyncSeconds" (KDEV_DRA_RESYNC_SECONDS)}
+ *    "resyncSeconds" (KDEV_DRA_RESYNC_SECONDS),"metricsAddress" (null: off),
+ *    "usageInterval" (seconds, 0: off),"shareableGPUs","shareRoot" (with
+ *    shareableGPUs only)}
  * Returns a malloc'ed compact JSON text, or NULL when out of memory. */
 static char *config_json(const struct kdev_dra_daemon_options *o)
 {
@@ -413,6 +415,21 @@ static char *config_json(const struct kdev_dra_daemon_options *o)
                 o->api_version, "driverRoot", o->driver_root, "nvidiaCDIHookPath",
                 o->cdi_hook && *o->cdi_hook ? o->cdi_hook : DEFAULT_CDI_HOOK, "procRoot",
                 o->proc_root, "health", health, "resyncSeconds", (double)o->resync_ms / 1000.0);
+        if (root &&
+            (json_object_set_new(root, "metricsAddress",
+                                 o->metrics_address && *o->metrics_address
+                                         ? json_string(o->metrics_address)
+                                         : json_null()) < 0 ||
+             json_object_set_new(root, "usageInterval",
+                                 json_integer((json_int_t)o->usage_interval_s)) < 0 ||
+             json_object_set_new(root, "shareableGPUs", json_boolean(o->shareable_gpus)) < 0 ||
+             (o->shareable_gpus &&
+              json_object_set_new(root, "shareRoot",
+                                  json_string(o->share_root ? o->share_root
+                                                            : KDEV_DRA_DEFAULT_SHARE_ROOT)) < 0))) {
+                json_decref(root);
+                return NULL;
+        }
         char *text = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
         json_decref(root);
         return text;

@@ -303,6 +303,7 @@ def test_dra_plugin_start_line():
             "resourceAPIVersion": "v1", "driverRoot": os.path.join(base, "nodriver"),
             "nvidiaCDIHookPath": "/usr/bin/nvidia-cdi-hook", "procRoot": "/proc",
             "health": {"probeInterval": 10, "quietPeriod": 30}, "resyncSeconds": 2.5,
+            "metricsAddress": None, "usageInterval": 0, "shareableGPUs": False,
         }, first["config"]
 
 
