@@ -10,6 +10,7 @@
 
 #include "common/file.h"
 #include "nvml/discover.h"
+#include "nvml/mig_config.h"
 #include "nvml/nvml_api.h"
 
 unsigned kdev_nvidia_mig_gi_slices(unsigned gi_index)
@@ -135,6 +136,18 @@ int kdev_nvidia_mig_profile_name(unsigned gi_index, unsigned ci_index,
         if (n < 0 || (size_t)n >= size)
                 return kdev_err_set(err, ENOBUFS, "MIG profile name too long");
         return n;
+}
+
+int kdev_nvidia_mig_gi_profile_name(const struct kdev_nvml_mig_profile *p,
+                                    unsigned long long parent_total_bytes, char *buf,
+                                    size_t size, struct kdev_err *err)
+{
+        unsigned g = p->info.sliceCount;
+        for (unsigned c = 0; c < NVML_COMPUTE_INSTANCE_PROFILE_COUNT; c++)
+                if (kdev_nvidia_mig_ci_slices(c) == g)
+                        return kdev_nvidia_mig_profile_name(p->index, c, p->info.memorySizeMB,
+                                                            parent_total_bytes, buf, size, err);
+        return kdev_err_set(err, EINVAL, "no compute instance profile of %u slices", g);
 }
 
 int kdev_nvidia_mig_device_profile(const struct kdev_gpu *parent,

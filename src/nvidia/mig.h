@@ -28,6 +28,7 @@
  * device names and the mig-minors functions without seeing NVML. */
 struct kdev_gpu;
 struct kdev_mig_device;
+struct kdev_nvml_mig_profile;
 
 /* Longest profile name kdev writes ("8c.8g.1234567gb+me.all" fits). */
 #define KDEV_NVIDIA_MIG_PROFILE_MAX 48
@@ -80,6 +81,21 @@ KDEV_API int kdev_nvidia_mig_profile_name(unsigned gi_index, unsigned ci_index,
                                  unsigned long long memory_mib,
                                  unsigned long long parent_total_bytes, char *buf, size_t size,
                                  struct kdev_err *err);
+
+/* The name of a GPU instance of profile |p| (nvml/mig_config.h, from
+ * kdev_nvml_mig_placements) holding one compute instance of its full size,
+ * as nvidia-smi mig -lgip and NVIDIA's DRA driver name the profile
+ * ("1g.10gb", "3g.40gb", "7g.80gb" on H100 80GB; "1g.10gb+me" for index
+ * 0x7): kdev_nvidia_mig_profile_name of |p|->index, the first compute-
+ * instance profile index whose slice count is the GPU instance's (the
+ * full-size CI that kdev_nvml_mig_create makes), |p|->info.memorySizeMB
+ * (MiB) and |parent_total_bytes| (kdev_nvml_mig_placements' memory_total).
+ * Returns the length, or kdev_nvidia_mig_profile_name's errors; -EINVAL
+ * "no compute instance profile of <G> slices" for an unknown slice count.
+ * |err| may be NULL. */
+KDEV_API int kdev_nvidia_mig_gi_profile_name(const struct kdev_nvml_mig_profile *p,
+                                             unsigned long long parent_total_bytes, char *buf,
+                                             size_t size, struct kdev_err *err);
 
 /* The profile name of an existing MIG device |m| of |parent| (go-nvlib
  * GetProfile): its matched GI/CI profile indices, its attributes'
