@@ -122,8 +122,10 @@ void kdev_nvidia_gpus_clear(struct kdev_nvidia_gpus *g)
 {
         if (!g)
                 return;
-        for (size_t i = 0; i < g->n_gpus; i++)
+        for (size_t i = 0; i < g->n_gpus; i++) {
                 free(g->gpus[i].migs);
+                free(g->gpus[i].placements);
+        }
         free(g->gpus);
         memset(g, 0, sizeof(*g));
 }

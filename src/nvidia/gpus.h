@@ -63,6 +63,33 @@ struct kdev_nvidia_mig {
         unsigned placement_start, placement_size;
 };
 
+/* One possible MIG placement of a GPU (dynamic MIG, KEP-4815 partitionable
+ * devices): a GPU instance of one profile at one position, which exists only
+ * once a claim that asks for it is prepared. The records follow what
+ * nvmlDeviceGetGpuInstanceProfileInfo and
+ * nvmlDeviceGetGpuInstancePossiblePlacements_v2 answer (nvml/mig_config.h
+ * kdev_nvml_mig_placements), with a full-size compute instance, as NVIDIA's
+ * DRA driver publishes its partitions (cmd/gpu-kubelet-plugin, DynamicMIG). */
+struct kdev_nvidia_placement {
+        /* The DRA device name (kdev_nvidia_dra_placement_name,
+         * "gpu-0-mig-1g10gb-19-3"), or "" with |dra_name_error| its negative
+         * errno; 0 otherwise. */
+        char dra_name[KDEV_NVIDIA_DRA_NAME_MAX + 1];
+        int dra_name_error;
+        /* The profile as nvidia-smi mig -lgip names it ("1g.10gb",
+         * kdev_nvidia_mig_gi_profile_name). */
+        char profile[KDEV_NVIDIA_MIG_PROFILE_MAX];
+        unsigned gi_profile_id;              /* nvmlGpuInstanceProfileInfo_t.id (19 for 1g.10gb) */
+        /* The memory slices it occupies: start .. start + size - 1
+         * (nvmlGpuInstancePlacement_t); size >= 1. */
+        unsigned placement_start, placement_size;
+        unsigned long long memory_bytes;     /* memorySizeMB x 2^20; 0: unknown */
+        unsigned multiprocessors;            /* multiprocessorCount; 0: unknown */
+        /* Engines of the GPU-instance profile (copyEngineCount, decoderCount,
+         * encoderCount, jpegCount, ofaCount). */
+        unsigned copy_engines, decoders, encoders, jpeg_engines, ofa_engines;
+};
+
 /* One GPU. */
 struct kdev_nvidia_gpu {
         unsigned index;                      /* NVML enumeration index */
@@ -92,6 +119,16 @@ struct kdev_nvidia_gpu {
         bool mig_enabled;                    /* current MIG mode is enabled */
         struct kdev_nvidia_mig *migs;        /* mig_enabled: its MIG devices, NVML order */
         size_t n_migs;
+        /* Dynamic MIG (KEP-4815): the MIG placements the GPU could be
+         * partitioned into, owned by the record (freed by
+         * kdev_nvidia_gpus_clear), and its number of MIG memory slices
+         * (nvmlGpuInstancePlacement_t positions: 8 on A100 / H100). NULL, 0
+         * and 0 unless dynamic MIG is asked for; a GPU with placements is
+         * published as partitionable (dra/slices.h
+         * kdev_dra_build_partitionable). */
+        struct kdev_nvidia_placement *placements;
+        size_t n_placements;
+        unsigned memory_slices;
 };
 
 /* The node's GPUs. */

@@ -421,13 +421,35 @@ static size_t dra_label_part(const char *text, char *seg, size_t size)
         return n;
 }
 
+/* "gpu-<minor>-mig-<seg>-<id>-<start>" into |buf|, the profile part |seg|
+ * (|n| characters, room for the NUL) shortened so that the name is a DNS
+ * label. Returns the length, -ENAMETOOLONG or -EINVAL (no profile left). */
+static int dra_mig_name_of(unsigned minor, char *seg, size_t n, unsigned id, unsigned start,
+                           char *buf, size_t size)
+{
+        /* a DNS label holds at most 63 characters: shorten the profile part */
+        int len = snprintf(NULL, 0, "gpu-%u-mig--%u-%u", minor, id, start);
+        if (len < 0 || len >= KDEV_NVIDIA_DRA_NAME_MAX)
+                return -ENAMETOOLONG;
+        if (n > (size_t)(KDEV_NVIDIA_DRA_NAME_MAX - len))
+                n = (size_t)(KDEV_NVIDIA_DRA_NAME_MAX - len);
+        seg[n] = '\0';
+        while (n > 0 && seg[n - 1] == '-')
+                seg[--n] = '\0';
+        if (n == 0)
+                return -EINVAL;
+        len = snprintf(buf, size, "gpu-%u-mig-%s-%u-%u", minor, seg, id, start);
+        if (len < 0 || (size_t)len >= size)
+                return -ENAMETOOLONG;
+        return len;
+}
+
 int kdev_nvidia_dra_mig_name(const struct kdev_gpu *g, const struct kdev_mig_device *m,
                              char *buf, size_t size)
 {
         const char *prof = strstr(m->name, " MIG ");
         char text[KDEV_GPU_NAME_MAX + 16], seg[64];
         size_t n = 0;
-        int len;
 
         if (prof)
                 n = dra_label_part(prof + 5, seg, sizeof(seg));
@@ -447,23 +469,26 @@ int kdev_nvidia_dra_mig_name(const struct kdev_gpu *g, const struct kdev_mig_dev
                         n += strlen(ci);
                 }
         }
-        /* a DNS label holds at most 63 characters: shorten the profile part */
-        len = snprintf(NULL, 0, "gpu-%u-mig--%u-%u", g->minor, m->gi_profile.id,
-                       m->gi_placement.start);
-        if (len < 0 || len >= KDEV_NVIDIA_DRA_NAME_MAX)
-                return -ENAMETOOLONG;
-        if (n > (size_t)(KDEV_NVIDIA_DRA_NAME_MAX - len))
-                n = (size_t)(KDEV_NVIDIA_DRA_NAME_MAX - len);
-        seg[n] = '\0';
-        while (n > 0 && seg[n - 1] == '-')
-                seg[--n] = '\0';
+        return dra_mig_name_of(g->minor, seg, n, m->gi_profile.id, m->gi_placement.start, buf,
+                               size);
+}
+
+int kdev_nvidia_dra_placement_name(unsigned parent_minor, const char *profile,
+                                   unsigned gi_profile_id, unsigned placement_start, char *buf,
+                                   size_t size)
+{
+        char seg[64];
+        size_t n = profile ? dra_label_part(profile, seg, sizeof(seg)) : 0;
+
         if (n == 0)
                 return -EINVAL;
-        len = snprintf(buf, size, "gpu-%u-mig-%s-%u-%u", g->minor, seg, m->gi_profile.id,
-                       m->gi_placement.start);
-        if (len < 0 || (size_t)len >= size)
-                return -ENAMETOOLONG;
-        return len;
+        return dra_mig_name_of(parent_minor, seg, n, gi_profile_id, placement_start, buf, size);
+}
+
+int kdev_nvidia_dra_counter_set_name(unsigned minor, char *buf, size_t size)
+{
+        int len = snprintf(buf, size, "gpu-%u-counter-set", minor);
+        return len < 0 || (size_t)len >= size ? -ENAMETOOLONG : len;
 }
 
 bool kdev_nvidia_is_plugin_socket_name(const char *file_name)

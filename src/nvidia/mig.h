@@ -210,6 +210,31 @@ KDEV_API bool kdev_nvidia_dra_name_minor(const char *name, unsigned *minor, bool
 KDEV_API int kdev_nvidia_dra_mig_name(const struct kdev_gpu *g, const struct kdev_mig_device *m,
                              char *buf, size_t size);
 
+/* The device name of a possible MIG placement (dynamic MIG, KEP-4815
+ * partitionable devices: a GPU instance that does not exist yet, published so
+ * that a claim may ask for it), NVML-free: NVIDIA's DRA driver's canonical
+ * name as kdev_nvidia_dra_mig_name makes it (same profile spelling, same
+ * shortening), from the parent's minor |parent_minor|, the GPU-instance
+ * profile name |profile| as nvidia-smi mig -lgip spells it ("1g.10gb",
+ * kdev_nvidia_mig_gi_profile_name), the GPU-instance profile id
+ * |gi_profile_id| (nvmlGpuInstanceProfileInfo_t.id) and the placement's first
+ * memory slice |placement_start|: (0, "1g.10gb", 19, 3) ->
+ * "gpu-0-mig-1g10gb-19-3" (k8s-dra-driver-gpu cmd/gpu-kubelet-plugin,
+ * MigSpecTuple.ToCanonicalName). Writes the NUL-terminated name into |buf|
+ * (|size| bytes; KDEV_NVIDIA_DRA_NAME_MAX + 1 suffice). Returns its length,
+ * -EINVAL (|profile| NULL or with nothing left as a label part) or
+ * -ENAMETOOLONG (|buf| too small, or a minor that leaves no room). */
+KDEV_API int kdev_nvidia_dra_placement_name(unsigned parent_minor, const char *profile,
+                                            unsigned gi_profile_id, unsigned placement_start,
+                                            char *buf, size_t size);
+
+/* The name of the shared counter set of the GPU with minor |minor| (KEP-4815
+ * ResourceSlice spec.sharedCounters[].name, a DNS label), as NVIDIA's DRA
+ * driver names it with DynamicMIG: "gpu-<minor>-counter-set". Writes it into
+ * |buf| (|size| bytes; KDEV_NVIDIA_DRA_NAME_MAX + 1 suffice). Returns its
+ * length or -ENAMETOOLONG. */
+KDEV_API int kdev_nvidia_dra_counter_set_name(unsigned minor, char *buf, size_t size);
+
 /* Whether |file_name| (a file name, no directory) is named as NVIDIA's device
  * plugin names its sockets in kubelet's device-plugins directory:
  * "nvidia-<name>.sock", <name> the resource name without "nvidia.com/"
