@@ -301,6 +301,188 @@ int kdev_dra_build_devices_opts(const struct kdev_nvidia_gpus *gpus,
         return (int)json_array_size(out);
 }
 
+/* --- dynamic MIG: partitionable devices ----------------------------------------- */
+
+bool kdev_dra_counters_in_own_slice(unsigned kube_minor)
+{
+        return kube_minor >= 35;
+}
+
+/* The capacity dimensions of a counter set, by counter name (DNS labels, the
+ * capacity names of the MIG devices in that form). */
+enum { DIM_MEMORY, DIM_SMS, DIM_CE, DIM_DEC, DIM_ENC, DIM_JPEG, DIM_OFA, N_DIMS };
+static const char *const dim_names[N_DIMS] = {"memory",   "multiprocessors", "copy-engines",
+                                              "decoders", "encoders",        "jpeg-engines",
+                                              "ofa-engines"};
+
+static void placement_dims(const struct kdev_nvidia_placement *p, unsigned long long v[N_DIMS])
+{
+        v[DIM_MEMORY] = p->memory_bytes;
+        v[DIM_SMS] = p->multiprocessors;
+        v[DIM_CE] = p->copy_engines;
+        v[DIM_DEC] = p->decoders;
+        v[DIM_ENC] = p->encoders;
+        v[DIM_JPEG] = p->jpeg_engines;
+        v[DIM_OFA] = p->ofa_engines;
+}
+
+/* {"counterSet": set, "counters": {}} appended to a new consumesCounters of
+ * |dev|; *counters receives the counters object. */
+static int consumes(json_t *dev, const char *set, json_t **counters)
+{
+        json_t *e = json_pack("[{s:s, s:{}}]", "counterSet", set, "counters");
+        if (!e || json_object_set_new(dev, "consumesCounters", e) < 0)
+                return -ENOMEM;
+        *counters = json_object_get(json_array_get(e, 0), "counters");
+        return 0;
+}
+
+/* Appends the partitionable GPU |g| (n_placements > 0) to |out| and its
+ * counter set to |sets|. Returns 0, -ENOMEM, or a negative errno with |err|. */
+static int add_partitionable(const struct kdev_nvidia_gpus *gpus,
+                             const struct kdev_nvidia_gpu *g, json_t *out, json_t *sets,
+                             struct kdev_err *err)
+{
+        char set[KDEV_NVIDIA_DRA_NAME_MAX + 1], name[48];
+        unsigned long long total[N_DIMS] = {0}, v[N_DIMS];
+        unsigned slices = g->memory_slices;
+
+        for (size_t j = 0; j < g->n_placements; j++) {
+                const struct kdev_nvidia_placement *p = &g->placements[j];
+                placement_dims(p, v);
+                for (unsigned d = 0; d < N_DIMS; d++)
+                        if (v[d] > total[d])
+                                total[d] = v[d];
+                if (g->memory_slices == 0 && p->placement_start + p->placement_size > slices)
+                        slices = p->placement_start + p->placement_size;
+        }
+        for (size_t j = 0; j < g->n_placements; j++) {
+                const struct kdev_nvidia_placement *p = &g->placements[j];
+                if (p->placement_size == 0 || p->placement_start >= slices ||
+                    p->placement_size > slices - p->placement_start)
+                        return kdev_err_set(err, EINVAL,
+                                            "GPU %u: placement %s ends past memory slice %u",
+                                            g->index, p->dra_name[0] ? p->dra_name : "?",
+                                            slices);
+        }
+        if (g->memory_bytes > 0)
+                total[DIM_MEMORY] = g->memory_bytes;
+        if (g->multiprocessors > 0)
+                total[DIM_SMS] = g->multiprocessors;
+        unsigned n_counters = slices;
+        for (unsigned d = 0; d < N_DIMS; d++)
+                n_counters += total[d] > 0;
+        if (n_counters > KDEV_DRA_COUNTER_SET_MAX_COUNTERS)
+                return kdev_err_set(err, E2BIG, "GPU %u: %u counters exceed %d per counter set",
+                                    g->index, n_counters, KDEV_DRA_COUNTER_SET_MAX_COUNTERS);
+        if (kdev_nvidia_dra_counter_set_name(g->minor, set, sizeof(set)) < 0)
+                return kdev_err_set(err, ENAMETOOLONG, "GPU %u: no counter set name", g->index);
+
+        /* the set, and the full GPU consuming all of it */
+        json_t *cs = json_pack("{s:s, s:{}}", "name", set, "counters");
+        if (!cs || json_array_append_new(sets, cs) < 0)
+                return -ENOMEM;
+        json_t *counters = json_object_get(cs, "counters");
+        int rc = 0;
+        for (unsigned d = 0; d < N_DIMS && !rc; d++)
+                if (total[d] > 0)
+                        rc = cap(counters, dim_names[d], total[d]);
+        for (unsigned k = 0; k < slices && !rc; k++) {
+                snprintf(name, sizeof(name), "memory-slice-%u", k);
+                rc = cap(counters, name, 1);
+        }
+        if (!rc)
+                rc = add_device(gpus, g, NULL, false, out);
+        json_t *mine = NULL;
+        if (!rc)
+                rc = consumes(json_array_get(out, json_array_size(out) - 1), set, &mine);
+        if (!rc && json_object_update(mine, counters) < 0)
+                rc = -ENOMEM;
+
+        /* the placements */
+        for (size_t j = 0; j < g->n_placements && !rc; j++) {
+                const struct kdev_nvidia_placement *p = &g->placements[j];
+                if (p->dra_name_error < 0 || !p->dra_name[0]) {
+                        int e = p->dra_name_error < 0 ? -p->dra_name_error : EINVAL;
+                        return kdev_err_set(err, e,
+                                            "GPU %u: a MIG placement has no valid device name",
+                                            g->index);
+                }
+                struct kdev_nvidia_mig m = {
+                        .memory_bytes = p->memory_bytes,
+                        .multiprocessors = p->multiprocessors,
+                        .copy_engines = p->copy_engines,
+                        .decoders = p->decoders,
+                        .encoders = p->encoders,
+                        .jpeg_engines = p->jpeg_engines,
+                        .ofa_engines = p->ofa_engines,
+                        .placement_start = p->placement_start,
+                        .placement_size = p->placement_size,
+                };
+                /* no uuid: attr_str leaves the empty string out */
+                snprintf(m.dra_name, sizeof(m.dra_name), "%s", p->dra_name);
+                snprintf(m.profile, sizeof(m.profile), "%s", p->profile);
+                rc = add_device(gpus, g, &m, false, out);
+                if (!rc)
+                        rc = consumes(json_array_get(out, json_array_size(out) - 1), set,
+                                      &mine);
+                placement_dims(p, v);
+                for (unsigned d = 0; d < N_DIMS && !rc; d++)
+                        if (v[d] > 0 && total[d] > 0)
+                                rc = cap(mine, dim_names[d], v[d]);
+                for (unsigned k = 0; k < p->placement_size && !rc; k++) {
+                        snprintf(name, sizeof(name), "memory-slice-%u", p->placement_start + k);
+                        rc = cap(mine, name, 1);
+                }
+        }
+        return rc;
+}
+
+int kdev_dra_build_partitionable(const struct kdev_nvidia_gpus *gpus,
+                                 const struct kdev_dra_health *health,
+                                 const struct kdev_dra_device_options *opts, json_t **devices,
+                                 json_t **counter_sets, struct kdev_err *err)
+{
+        bool shareable = opts && opts->shareable_gpus;
+
+        *devices = NULL;
+        *counter_sets = NULL;
+        json_t *out = json_array(), *sets = json_array();
+        int rc = out && sets ? 0 : -ENOMEM;
+        for (size_t i = 0; gpus && i < gpus->n_gpus && rc == 0; i++) {
+                const struct kdev_nvidia_gpu *g = &gpus->gpus[i];
+                if (g->faulted || listed(health, g->uuid))
+                        continue;
+                if (!g->uuid[0]) {
+                        rc = kdev_err_set(err, EINVAL, "GPU %u: no UUID", g->index);
+                        break;
+                }
+                if (g->n_placements > 0) {
+                        rc = add_partitionable(gpus, g, out, sets, err);
+                } else if (g->mig_enabled) {
+                        for (size_t j = 0; j < g->n_migs && rc == 0; j++)
+                                if (!listed(health, g->migs[j].uuid))
+                                        rc = add_device(gpus, g, &g->migs[j], false, out);
+                        if (rc < 0 && rc != -ENOMEM)
+                                kdev_err_set(err, -rc,
+                                             "GPU %u: a MIG device has no valid device name",
+                                             g->index);
+                } else {
+                        rc = add_device(gpus, g, NULL, shareable, out);
+                }
+        }
+        if (rc == -ENOMEM)
+                kdev_err_set(err, ENOMEM, "building devices: out of memory");
+        if (rc < 0) {
+                json_decref(out);
+                json_decref(sets);
+                return rc;
+        }
+        *devices = out;
+        *counter_sets = sets;
+        return (int)json_array_size(out);
+}
+
 static const char *driver_of(const struct kdev_dra_pool *pool)
 {
         return pool->driver && *pool->driver ? pool->driver : KDEV_DRA_DEFAULT_DRIVER;
@@ -313,6 +495,179 @@ static size_t per_slice(const struct kdev_dra_pool *pool)
                        : pool->max_per_slice;
 }
 
+/* The spec of one slice: devices [d0, d1) of |devices| and sets [s0, s1) of
+ * |sets| (the key left out when the range is empty and |key_always| is not
+ * set for it). NULL on -ENOMEM. */
+static json_t *slice_spec(const struct kdev_dra_pool *pool, long long generation, size_t count,
+                          const json_t *devices, size_t d0, size_t d1, bool with_devices,
+                          const json_t *sets, size_t s0, size_t s1)
+{
+        json_t *spec = json_pack("{s:s, s:s, s:{s:s, s:I, s:I}}", "driver", driver_of(pool),
+                                 "nodeName", pool->node, "pool", "name", pool->node,
+                                 "generation", (json_int_t)generation, "resourceSliceCount",
+                                 (json_int_t)count);
+        if (!spec)
+                return NULL;
+        if (s1 > s0) {
+                json_t *a = json_array();
+                if (!a || json_object_set_new(spec, "sharedCounters", a) < 0)
+                        goto oom;
+                for (size_t i = s0; i < s1; i++)
+                        if (json_array_append_new(a, json_deep_copy(json_array_get(sets, i))) < 0)
+                                goto oom;
+        }
+        if (with_devices) {
+                json_t *a = json_array();
+                if (!a || json_object_set_new(spec, "devices", a) < 0)
+                        goto oom;
+                for (size_t i = d0; i < d1; i++)
+                        if (json_array_append_new(a, json_deep_copy(json_array_get(devices, i))) <
+                            0)
+                                goto oom;
+        }
+        return spec;
+oom:
+        json_decref(spec);
+        return NULL;
+}
+
+/* The counter set |d| consumes (its first consumesCounters entry), or NULL;
+ * *n_entries the number of entries, *n_counters the counters over them. */
+static const char *consumed_set(const json_t *d, size_t *n_entries, size_t *n_counters)
+{
+        const json_t *cc = json_object_get(d, "consumesCounters");
+        size_t i;
+        const json_t *e;
+        *n_entries = json_array_size(cc);
+        *n_counters = 0;
+        json_array_foreach(cc, i, e)
+                *n_counters += json_object_size(json_object_get(e, "counters"));
+        return json_string_value(json_object_get(json_array_get(cc, 0), "counterSet"));
+}
+
+static long find_set(const json_t *sets, const char *name)
+{
+        size_t i;
+        const json_t *s;
+        json_array_foreach(sets, i, s) {
+                const char *n = json_string_value(json_object_get(s, "name"));
+                if (n && strcmp(n, name) == 0)
+                        return (long)i;
+        }
+        return -1;
+}
+
+/* One slice of the 1.34 layout: devices [d0, d1), and the sets of |order|
+ * [s0, s1) (indices into the pool's sets). */
+struct chunk {
+        size_t d0, d1, s0, s1;
+};
+
+/* The 1.34 layout of |devices| and |sets| (see kdev_dra_split) into
+ * *chunks (*n_chunks) and *order (set indices in slice order). */
+static int inline_layout(const json_t *devices, const json_t *sets, size_t max,
+                         struct chunk **chunks, size_t *n_chunks, size_t **order,
+                         struct kdev_err *err)
+{
+        size_t n = json_array_size(devices), n_sets = json_array_size(sets);
+        struct chunk *c = calloc(n + n_sets + 1, sizeof(*c));
+        size_t *ord = calloc(n_sets + 1, sizeof(*ord));
+        unsigned char *placed = calloc(n_sets + 1, 1);
+        size_t nc = 0, no = 0, cur_dev = 0, cur_cnt = 0, cur_use = 0;
+        int rc = 0;
+        if (!c || !ord || !placed) {
+                rc = kdev_err_set(err, ENOMEM, "ResourceSlice pool: out of memory");
+                goto out;
+        }
+        /* runs: [i, j) consuming set |si| (-1: none), then the unconsumed sets */
+        for (size_t i = 0; i < n || no < n_sets;) {
+                size_t j = i, use = 0, cnt = 0, e, k;
+                long si = -1;
+                const char *dname = NULL, *set = NULL;
+                if (i < n) {
+                        const json_t *d = json_array_get(devices, i);
+                        dname = json_string_value(json_object_get(d, "name"));
+                        set = consumed_set(d, &e, &k);
+                        if (e > 1) {
+                                rc = kdev_err_set(err, EINVAL,
+                                                  "device %s: consumes more than one counter set",
+                                                  dname ? dname : "?");
+                                goto out;
+                        }
+                        if (set && (si = find_set(sets, set)) < 0) {
+                                rc = kdev_err_set(err, EINVAL,
+                                                  "device %s: consumes counter set %s, which "
+                                                  "the pool does not have",
+                                                  dname ? dname : "?", set);
+                                goto out;
+                        }
+                        if (si >= 0 && placed[si]) {
+                                rc = kdev_err_set(err, EINVAL,
+                                                  "counter set %s: its devices are not "
+                                                  "consecutive",
+                                                  set);
+                                goto out;
+                        }
+                        for (j = i; j < n; j++) {
+                                const char *s2 = consumed_set(json_array_get(devices, j), &e, &k);
+                                if (j > i && (si < 0 || !s2 || strcmp(s2, set) != 0))
+                                        break;
+                                if (e > 1)
+                                        break; /* reported when its run starts */
+                                use += k;
+                        }
+                } else {
+                        for (si = 0; placed[si]; si++)
+                                ;
+                        set = json_string_value(
+                                json_object_get(json_array_get(sets, (size_t)si), "name"));
+                }
+                if (si >= 0)
+                        cnt = json_object_size(
+                                json_object_get(json_array_get(sets, (size_t)si), "counters"));
+                size_t nd = j - i;
+                if (nd > max || cnt > KDEV_DRA_SLICE_MAX_COUNTERS_INLINE ||
+                    use > KDEV_DRA_SLICE_MAX_CONSUMED_COUNTERS) {
+                        rc = kdev_err_set(err, E2BIG,
+                                          "counter set %s: %zu devices and %zu counters do not "
+                                          "fit in one ResourceSlice",
+                                          set ? set : "?", nd, cnt);
+                        goto out;
+                }
+                if (nc == 0 || cur_dev + nd > max ||
+                    cur_cnt + cnt > KDEV_DRA_SLICE_MAX_COUNTERS_INLINE ||
+                    cur_use + use > KDEV_DRA_SLICE_MAX_CONSUMED_COUNTERS) {
+                        c[nc].d0 = c[nc].d1 = i;
+                        c[nc].s0 = c[nc].s1 = no;
+                        nc++;
+                        cur_dev = cur_cnt = cur_use = 0;
+                }
+                c[nc - 1].d1 = j;
+                if (si >= 0) {
+                        placed[si] = 1;
+                        ord[no++] = (size_t)si;
+                        c[nc - 1].s1 = no;
+                }
+                cur_dev += nd;
+                cur_cnt += cnt;
+                cur_use += use;
+                i = j;
+        }
+        if (nc == 0)
+                nc = 1; /* no devices, no sets: one empty slice */
+out:
+        free(placed);
+        if (rc < 0) {
+                free(c);
+                free(ord);
+                return rc;
+        }
+        *chunks = c;
+        *n_chunks = nc;
+        *order = ord;
+        return 0;
+}
+
 int kdev_dra_split(const struct kdev_dra_pool *pool, const json_t *devices, long long generation,
                    json_t **specs, struct kdev_err *err)
 {
@@ -321,29 +676,70 @@ int kdev_dra_split(const struct kdev_dra_pool *pool, const json_t *devices, long
                 return kdev_err_set(err, EINVAL, "ResourceSlice pool: no node name");
         if (!json_is_array(devices))
                 return kdev_err_set(err, EINVAL, "ResourceSlice pool: devices is not an array");
+        const json_t *sets = pool->shared_counters;
         size_t n = json_array_size(devices), max = per_slice(pool);
-        size_t count = n == 0 ? 1 : (n + max - 1) / max;
-        json_t *out = json_array();
-        if (!out)
-                return kdev_err_set(err, ENOMEM, "ResourceSlice pool: out of memory");
-        for (size_t s = 0; s < count; s++) {
-                json_t *devs = json_array();
-                for (size_t i = s * max; devs && i < n && i < (s + 1) * max; i++)
-                        if (json_array_append_new(devs, json_deep_copy(json_array_get(devices,
-                                                                                      i))) < 0) {
-                                json_decref(devs);
-                                devs = NULL;
+        size_t n_sets = json_is_array(sets) ? json_array_size(sets) : 0;
+        bool counters = n_sets > 0;
+        for (size_t i = 0; i < n && !counters; i++)
+                counters = json_object_get(json_array_get(devices, i), "consumesCounters");
+        if (counters && max > KDEV_DRA_SLICE_MAX_DEVICES_COUNTERS)
+                max = KDEV_DRA_SLICE_MAX_DEVICES_COUNTERS;
+
+        struct chunk *chunks = NULL;
+        size_t *order = NULL, n_chunks = 0, count, set_slices = 0, dev_slices;
+        json_t *ordered = NULL;
+        if (n_sets > 0 && !pool->counters_in_own_slice) {
+                int rc = inline_layout(devices, sets, max, &chunks, &n_chunks, &order, err);
+                if (rc < 0)
+                        return rc;
+                count = n_chunks;
+                ordered = json_array();
+                for (size_t i = 0; ordered && i < n_sets; i++)
+                        if (json_array_append(ordered, json_array_get(sets, order[i])) < 0) {
+                                json_decref(ordered);
+                                ordered = NULL;
                         }
-                json_t *spec = devs ? json_pack("{s:s, s:s, s:{s:s, s:I, s:I}, s:o}", "driver",
-                                                driver_of(pool), "nodeName", pool->node, "pool",
-                                                "name", pool->node, "generation",
-                                                (json_int_t)generation, "resourceSliceCount",
-                                                (json_int_t)count, "devices", devs)
-                                    : NULL;
-                if (!spec || json_array_append_new(out, spec) < 0) {
-                        json_decref(out);
+                free(order);
+                if (!ordered) {
+                        free(chunks);
                         return kdev_err_set(err, ENOMEM, "ResourceSlice pool: out of memory");
                 }
+        } else {
+                if (n_sets > 0)
+                        set_slices = (n_sets + KDEV_DRA_SLICE_MAX_COUNTER_SETS - 1) /
+                                     KDEV_DRA_SLICE_MAX_COUNTER_SETS;
+                dev_slices = (n + max - 1) / max;
+                if (dev_slices == 0 && set_slices == 0)
+                        dev_slices = 1;
+                count = set_slices + dev_slices;
+        }
+        json_t *out = json_array();
+        bool oom = !out;
+        for (size_t s = 0; s < count && !oom; s++) {
+                json_t *spec;
+                if (chunks)
+                        spec = slice_spec(pool, generation, count, devices, chunks[s].d0,
+                                          chunks[s].d1, true, ordered, chunks[s].s0,
+                                          chunks[s].s1);
+                else if (s < set_slices)
+                        spec = slice_spec(pool, generation, count, devices, 0, 0, false, sets,
+                                          s * KDEV_DRA_SLICE_MAX_COUNTER_SETS,
+                                          (s + 1) * KDEV_DRA_SLICE_MAX_COUNTER_SETS < n_sets
+                                                  ? (s + 1) * KDEV_DRA_SLICE_MAX_COUNTER_SETS
+                                                  : n_sets);
+                else {
+                        size_t d = s - set_slices;
+                        spec = slice_spec(pool, generation, count, devices, d * max,
+                                          (d + 1) * max < n ? (d + 1) * max : n, true, NULL, 0,
+                                          0);
+                }
+                oom = !spec || json_array_append_new(out, spec) < 0;
+        }
+        free(chunks);
+        json_decref(ordered);
+        if (oom) {
+                json_decref(out);
+                return kdev_err_set(err, ENOMEM, "ResourceSlice pool: out of memory");
         }
         *specs = out;
         return (int)count;

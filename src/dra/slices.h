@@ -150,6 +150,68 @@ KDEV_API int kdev_dra_build_devices_opts(const struct kdev_nvidia_gpus *gpus,
                                          const struct kdev_dra_device_options *opts,
                                          json_t **devices, struct kdev_err *err);
 
+/* --- dynamic MIG: partitionable devices (KEP-4815) ----------------------
+ * NVIDIA's DRA driver's DynamicMIG model (k8s-dra-driver-gpu
+ * cmd/gpu-kubelet-plugin, partitions.go; KEP-4815 "Putting it all together
+ * for the MIG use-case"): one shared counter set per GPU, the full GPU
+ * consuming all of it, each possible MIG placement its profile's share and
+ * its memory slices, so that overlapping placements and the full GPU exclude
+ * each other in the scheduler. */
+
+/* API limits (k8s.io/api resource/v1 types.go, 1.34 and 1.35). */
+#define KDEV_DRA_SLICE_MAX_DEVICES_COUNTERS 64   /* devices per slice when any consumes counters */
+#define KDEV_DRA_COUNTER_SET_MAX_COUNTERS 32     /* counters per set / per consumption entry */
+#define KDEV_DRA_SLICE_MAX_COUNTER_SETS 8        /* sets per counter slice (1.35+) */
+#define KDEV_DRA_SLICE_MAX_COUNTERS_INLINE 32    /* counters summed over a slice's sets (1.34) */
+#define KDEV_DRA_SLICE_MAX_CONSUMED_COUNTERS 1024 /* consumed counters per slice (1.34) */
+#define KDEV_DRA_DEVICE_MAX_CONSUMPTIONS 2       /* consumesCounters entries per device (1.35+) */
+
+/* Whether Kubernetes 1.<|kube_minor|> wants counter sets in slices of their
+ * own (1.35 and later: a slice has devices or sharedCounters, not both) or
+ * beside the devices (1.34). */
+KDEV_API bool kdev_dra_counters_in_own_slice(unsigned kube_minor);
+
+/* The devices and counter sets of a node whose GPUs are partitionable
+ * (dynamic MIG). A GPU record without placements (nvidia/gpus.h
+ * n_placements 0) is published as kdev_dra_build_devices_opts does (whole, or
+ * its static MIG devices); one with placements, whatever its MIG mode and
+ * existing MIG devices, as
+ *   - a counter set "gpu-<minor>-counter-set"
+ *     (kdev_nvidia_dra_counter_set_name) appended to *counter_sets:
+ *     {"name": ..., "counters": {<counter>: {"value": <quantity>}}} with the
+ *     counters (DNS-label forms of the capacity names)
+ *       memory          the GPU's memory_bytes (else the largest placement's)
+ *       multiprocessors the GPU's multiprocessors (else the largest placement's)
+ *       copy-engines, decoders, encoders, jpeg-engines, ofa-engines
+ *                       the largest count of any placement
+ *     each left out when 0, and memory-slice-0 .. memory-slice-<N-1> = 1,
+ *     N the GPU's memory_slices (0: the end of its last placement);
+ *   - the full GPU device, as kdev_dra_build_devices publishes it (never
+ *     shareable), with "consumesCounters": [{"counterSet": <set>,
+ *     "counters": <every counter of the set at its value>}];
+ *   - one device per placement, in record order, named by its dra_name,
+ *     with the attributes and capacity of kdev's static MIG devices but no
+ *     uuid (the GPU instance does not exist until a claim is prepared):
+ *     type "mig", parentUUID, profile, the parent's common attributes,
+ *     capacity memory, multiprocessors (when > 0), copyEngines, decoders,
+ *     encoders, jpegEngines, ofaEngines, memorySlice<start..start+size-1> =
+ *     1; and "consumesCounters": [{"counterSet": <set>, "counters": its
+ *     memory, multiprocessors and engines (those > 0 and in the set) and
+ *     memory-slice-<i> = 1 for i in [start, start + size)}].
+ * A faulted or unhealthy GPU (|health|) publishes none of it. With |opts|
+ * shareable_gpus, GPUs with placements are still published whole-exclusive.
+ * *devices and *counter_sets receive new JSON arrays (caller json_decref's).
+ * Returns the number of devices, or with |err|: kdev_dra_build_devices'
+ * errors; -EINVAL "GPU <index>: placement <name> ends past memory slice <N>",
+ * "GPU <index>: a MIG placement has no valid device name" (the errno of its
+ * dra_name_error); -E2BIG "GPU <index>: <c> counters exceed 32 per counter
+ * set". */
+KDEV_API int kdev_dra_build_partitionable(const struct kdev_nvidia_gpus *gpus,
+                                          const struct kdev_dra_health *health,
+                                          const struct kdev_dra_device_options *opts,
+                                          json_t **devices, json_t **counter_sets,
+                                          struct kdev_err *err);
+
 /* What the pool should look like. */
 struct kdev_dra_pool {
         const char *driver;       /* NULL: KDEV_DRA_DEFAULT_DRIVER */
@@ -159,13 +221,44 @@ struct kdev_dra_pool {
          * when the Node does not exist). */
         const json_t *owner_ref;
         size_t max_per_slice;     /* 0: KDEV_DRA_SLICE_MAX_DEVICES (larger values too) */
+        /* Dynamic MIG (KEP-4815): the counter sets of the pool
+         * (kdev_dra_build_partitionable's *counter_sets; NULL or empty:
+         * none), and where they go: true (Kubernetes 1.35+,
+         * kdev_dra_counters_in_own_slice) in slices of their own, false
+         * (1.34) in the slice of the devices that consume them. */
+        const json_t *shared_counters;
+        bool counters_in_own_slice;
 };
 
 /* Splits |devices| (a JSON array, v1 devices) into the specs of the pool's
  * slices at |generation|: ceil(n / max_per_slice) specs (one with no devices
  * when |devices| is empty), each {driver, nodeName, pool{name, generation,
  * resourceSliceCount}, devices}, devices in order. *specs receives a new
- * JSON array. Returns the number of specs, -EINVAL (no node) or -ENOMEM. */
+ * JSON array. Returns the number of specs, -EINVAL (no node) or -ENOMEM.
+ *
+ * Partitionable devices (KEP-4815; API limits of k8s.io/api resource/v1
+ * types.go and validation, dra-control-plane §5.1): when any device has
+ * consumesCounters, at most KDEV_DRA_SLICE_MAX_DEVICES_COUNTERS (64)
+ * devices go in a slice (the 1.35+ rule, kept on 1.34 too). With
+ * |pool|->shared_counters:
+ *   counters_in_own_slice (1.35+): first ceil(sets / 8) slices
+ *     {driver, nodeName, pool, sharedCounters: [<= 8 sets]} in set order,
+ *     then the devices in slices of at most 64 (none when there are no
+ *     devices); resourceSliceCount counts both kinds.
+ *   otherwise (1.34): each counter set travels with the devices that
+ *     consume it (a run of consecutive devices whose consumesCounters name
+ *     it; a device that consumes none is a run of its own; a set no device
+ *     consumes travels alone, after them), and runs are packed in order into
+ *     slices {..., sharedCounters, devices} holding at most 64 devices,
+ *     KDEV_DRA_SLICE_MAX_COUNTERS_INLINE (32) counters summed over their
+ *     sets and KDEV_DRA_SLICE_MAX_CONSUMED_COUNTERS (1024) counters summed
+ *     over their devices' consumesCounters; a slice without sets has no
+ *     sharedCounters key.
+ * Further errors: -EINVAL "device <name>: consumes counter set <set>, which
+ * the pool does not have" / "... consumes more than one counter set" (1.34
+ * only) / "counter set <set>: its devices are not consecutive" (1.34 only);
+ * -E2BIG "counter set <set>: <n> devices and <c> counters do not fit in one
+ * ResourceSlice" (1.34). */
 KDEV_API int kdev_dra_split(const struct kdev_dra_pool *pool, const json_t *devices, long long generation,
                    json_t **specs, struct kdev_err *err);
 
