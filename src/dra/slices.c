@@ -265,40 +265,18 @@ int kdev_dra_build_devices_opts(const struct kdev_nvidia_gpus *gpus,
                                 const struct kdev_dra_device_options *opts, json_t **devices,
                                 struct kdev_err *err)
 {
-        bool shareable = opts && opts->shareable_gpus;
-
-        *devices = NULL;
-        json_t *out = json_array();
-        if (!out)
-                return kdev_err_set(err, ENOMEM, "building devices: out of memory");
-        int rc = 0;
-        for (size_t i = 0; gpus && i < gpus->n_gpus && rc == 0; i++) {
-                const struct kdev_nvidia_gpu *g = &gpus->gpus[i];
-                if (g->faulted || listed(health, g->uuid))
-                        continue;
-                if (!g->uuid[0]) {
-                        rc = kdev_err_set(err, EINVAL, "GPU %u: no UUID", g->index);
-                        break;
-                }
-                if (g->mig_enabled) {
-                        for (size_t j = 0; j < g->n_migs && rc == 0; j++)
-                                if (!listed(health, g->migs[j].uuid))
-                                        rc = add_device(gpus, g, &g->migs[j], false, out);
-                } else {
-                        rc = add_device(gpus, g, NULL, shareable, out);
-                }
-                if (rc == -ENOMEM)
-                        kdev_err_set(err, ENOMEM, "building devices: out of memory");
-                else if (rc < 0)
-                        kdev_err_set(err, -rc, "GPU %u: a MIG device has no valid device name",
-                                     g->index);
+        json_t *sets = NULL;
+        int n = kdev_dra_build_partitionable(gpus, health, opts, devices, &sets, err);
+        if (n >= 0 && json_array_size(sets) > 0) {
+                /* placement devices consume counters only the other builder
+                 * returns: publishing them without would make the pool invalid */
+                json_decref(*devices);
+                *devices = NULL;
+                n = kdev_err_set(err, EINVAL, "GPUs with MIG placements need their counter "
+                                              "sets: kdev_dra_build_partitionable");
         }
-        if (rc < 0) {
-                json_decref(out);
-                return rc;
-        }
-        *devices = out;
-        return (int)json_array_size(out);
+        json_decref(sets);
+        return n;
 }
 
 /* --- dynamic MIG: partitionable devices ----------------------------------------- */

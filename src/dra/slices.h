@@ -144,7 +144,9 @@ struct kdev_dra_device_options {
  *             "validRange": {"min": "1", "step": "1"}}}   (percent of the GPU)
  * so a claim asking for no capacity consumes the whole GPU (the usual
  * exclusivity) and one asking {memory: 20Gi, compute: 25} a share. Returns
- * as kdev_dra_build_devices. */
+ * as kdev_dra_build_devices; -EINVAL for GPUs with MIG placements, whose
+ * devices consume counter sets only kdev_dra_build_partitionable returns
+ * (this is that builder without the counter sets). */
 KDEV_API int kdev_dra_build_devices_opts(const struct kdev_nvidia_gpus *gpus,
                                          const struct kdev_dra_health *health,
                                          const struct kdev_dra_device_options *opts,
