@@ -101,6 +101,9 @@ static int check_device_at(const json_t *dev, const char *at, struct kdev_err *e
         if (kdev_json_expect(json_object_get(dev, "share"), JSON_OBJECT, err, "%s.share", at) <
             0)
                 return -EINVAL;
+        /* optional: the device's MIG placement (dra/plugin.h "Dynamic MIG") */
+        if (kdev_json_expect(json_object_get(dev, "mig"), JSON_OBJECT, err, "%s.mig", at) < 0)
+                return -EINVAL;
         /* optional: the claim's applied config (dra/claim_config.h) */
         if (kdev_json_expect(json_object_get(dev, "config"), JSON_OBJECT, err, "%s.config",
                              at) < 0)
@@ -126,7 +129,8 @@ static int check_record(const char *uid, const json_t *rec, struct kdev_err *err
         if (kdev_json_expect(rec, JSON_OBJECT, err, "%s", at) < 0 ||
             kdev_json_member(rec, "namespace", JSON_STRING, NULL, NULL, at, err) < 0 ||
             kdev_json_member(rec, "name", JSON_STRING, NULL, NULL, at, err) < 0 ||
-            kdev_json_member(rec, "devices", JSON_ARRAY, NULL, NULL, at, err) < 0)
+            kdev_json_member(rec, "devices", JSON_ARRAY, NULL, NULL, at, err) < 0 ||
+            kdev_json_member(rec, "migPending", JSON_TRUE, NULL, NULL, at, err) < 0)
                 return -EINVAL;
         if (!json_object_get(rec, "namespace") || !json_object_get(rec, "name"))
                 return kdev_err_set(err, EINVAL, "claim %s: namespace or name missing", uid);
@@ -569,6 +573,11 @@ int kdev_dra_cp_restore(struct kdev_dra_cp *cp, const char *uid, json_t *rec)
 {
         json_object_del(cp->texts, uid);
         return json_object_set(cp->claims, uid, rec) < 0 ? -ENOMEM : 0;
+}
+
+void kdev_dra_cp_touch(struct kdev_dra_cp *cp, const char *uid)
+{
+        json_object_del(cp->texts, uid);
 }
 
 int kdev_dra_cp_remove(struct kdev_dra_cp *cp, const char *uid)

@@ -14,7 +14,10 @@
  *   (a device record also has "adminAccess":true when its allocation had it,
  *   and "config":{...} when a class or claim config applies to it,
  *   "share":{"shareID","memory","compute","uuid","region","policy"} for a
- *   share (plugin.h "Shares"),
+ *   share (plugin.h "Shares"), "mig":{"gpu","profileId","start","size",
+ *   "giId","ciId","uuid"} for a MIG placement (plugin.h "Dynamic MIG"; the
+ *   ids and uuid once the instance is made); a claim record has
+ *   "migPending":true while its MIG instances are being made or undone),
  *   dra/claim_config.h)
  * The checksum is 64-bit FNV-1a over the canonical text of "data"
  * (json_dumps with JSON_COMPACT | JSON_SORT_KEYS), so key order in the file
@@ -44,7 +47,8 @@ struct kdev_dra_cp {
         json_t *claims; /* object: claim uid -> record (see above) */
         /* each claim's canonical text as last saved (checkpoint.c): a save
          * formats only the records that changed. Records are replaced
-         * (kdev_dra_cp_put, kdev_dra_cp_restore), never changed in place. */
+         * (kdev_dra_cp_put, kdev_dra_cp_restore) or changed in place and
+         * marked (kdev_dra_cp_touch). */
         json_t *texts;
 };
 
@@ -150,6 +154,10 @@ KDEV_API int kdev_dra_cp_put(struct kdev_dra_cp *cp, const char *uid, const char
  * kdev_dra_cp_get returned, taken out with kdev_dra_cp_remove; a reference
  * is added). Returns 0 or -ENOMEM. */
 KDEV_API int kdev_dra_cp_restore(struct kdev_dra_cp *cp, const char *uid, json_t *rec);
+
+/* Marks the record of |uid| changed in place (its saved text is dropped,
+ * so the next save formats it again). */
+KDEV_API void kdev_dra_cp_touch(struct kdev_dra_cp *cp, const char *uid);
 
 /* Removes the record of |uid|. Returns 1 when removed, 0 when absent. */
 KDEV_API int kdev_dra_cp_remove(struct kdev_dra_cp *cp, const char *uid);

@@ -258,14 +258,16 @@ int kdev_dra_claim_spec_path(const struct kdev_dra_plugin *p, const char *uid, c
  * -ENODEV "device <dev> is not published by this node (pool <pool>)" when
  * no device of this node has that name. */
 const struct kdev_nvidia_gpu *kdev_dra_find_gpu(const struct kdev_dra_plugin *p, const char *dev,
-                                                const struct kdev_nvidia_mig **mig, int *rc,
-                                                struct kdev_err *err)
+                                                const struct kdev_nvidia_mig **mig,
+                                                const struct kdev_nvidia_placement **placement,
+                                                int *rc, struct kdev_err *err)
 {
         const struct kdev_nvidia_gpus *gpus = p->o.gpus;
         unsigned minor;
         bool want_mig;
 
         *mig = NULL;
+        *placement = NULL;
         if (kdev_nvidia_dra_name_minor(dev, &minor, &want_mig)) {
                 for (size_t i = 0; i < gpus->n_gpus; i++) {
                         const struct kdev_nvidia_gpu *g = &gpus->gpus[i];
@@ -281,6 +283,17 @@ const struct kdev_nvidia_gpu *kdev_dra_find_gpu(const struct kdev_dra_plugin *p,
                         }
                         if (g->faulted || !g->uuid[0])
                                 continue;
+                        /* a partitionable GPU (dynamic MIG) is published
+                         * whole and as its placements, whatever its MIG
+                         * mode (dra/slices.h kdev_dra_build_partitionable) */
+                        if (g->n_placements > 0) {
+                                if (!want_mig)
+                                        return g;
+                                *placement = kdev_dra_placement_of(g, dev);
+                                if (*placement)
+                                        return g;
+                                continue;
+                        }
                         if (!want_mig) {
                                 if (g->mig_enabled)
                                         continue; /* published as its MIG devices */
@@ -324,9 +337,11 @@ static int check_healthy(const struct kdev_dra_plugin *p, const json_t *devices,
         json_array_foreach(devices, i, d) {
                 const char *dev = json_string_value(json_object_get(d, "device"));
                 const struct kdev_nvidia_mig *m = NULL;
+                const struct kdev_nvidia_placement *pl = NULL;
                 struct kdev_err ignored = {0};
                 int rc = 0;
-                const struct kdev_nvidia_gpu *g = kdev_dra_find_gpu(p, dev ? dev : "", &m, &rc, &ignored);
+                const struct kdev_nvidia_gpu *g =
+                        kdev_dra_find_gpu(p, dev ? dev : "", &m, &pl, &rc, &ignored);
 
                 if (!g)
                         continue;
@@ -350,18 +365,34 @@ static int check_healthy(const struct kdev_dra_plugin *p, const json_t *devices,
  * find_gpu, -ENOENT for a missing mig-minors line, -ENOMEM). */
 static int claim_device_edits(const struct kdev_dra_plugin *p,
                               const struct kdev_nvidia_roots *roots, const char *uid,
-                              const char *dev, struct kdev_nvidia_mig_minors *minors,
+                              const json_t *rec, struct kdev_nvidia_mig_minors *minors,
                               bool *minors_read, struct kdev_container_edits *out,
                               struct kdev_err *err)
 {
+        const char *dev = json_string_value(json_object_get(rec, "device"));
+        const json_t *made = json_object_get(rec, "mig");
         const struct kdev_nvidia_mig *m;
+        const struct kdev_nvidia_placement *pl;
         struct kdev_nvidia_logical ld = {0};
+        unsigned gi_id = 0, ci_id = 0;
         char name[600];
         int rc = 0;
-        const struct kdev_nvidia_gpu *g = kdev_dra_find_gpu(p, dev, &m, &rc, err);
+        const struct kdev_nvidia_gpu *g = kdev_dra_find_gpu(p, dev ? dev : "", &m, &pl, &rc, err);
 
         if (!g)
                 return rc;
+        if (pl) {
+                /* a placement: the instance its claim made (dynamic_mig.c) */
+                if (!json_is_integer(json_object_get(made, "giId")) ||
+                    !json_is_integer(json_object_get(made, "ciId")))
+                        return kdev_err_set(err, ENODEV,
+                                            "device %s: its MIG instance has not been made", dev);
+                gi_id = (unsigned)json_integer_value(json_object_get(made, "giId"));
+                ci_id = (unsigned)json_integer_value(json_object_get(made, "ciId"));
+        } else if (m) {
+                gi_id = m->gi_id;
+                ci_id = m->ci_id;
+        }
         ld.minor = g->minor;
         /* a whole GPU's DRM nodes, as nvcdi gives NVIDIA's DRA driver
          * (GetDeviceSpecsByID), from the host's /sys */
@@ -371,14 +402,14 @@ static int claim_device_edits(const struct kdev_dra_plugin *p,
                 ld.hook_path = p->o.driver_files->hook_path;
                 ld.disabled_hooks = p->o.driver_files->disabled_hooks;
         }
-        if (m) {
+        if (m || pl) {
                 if (!*minors_read) {
                         rc = kdev_nvidia_mig_minors_read(p->proc_root, minors, err);
                         if (rc < 0)
                                 return rc;
                         *minors_read = true;
                 }
-                rc = kdev_nvidia_mig_caps(minors, g->minor, m->gi_id, m->ci_id, &ld.gi_cap,
+                rc = kdev_nvidia_mig_caps(minors, g->minor, gi_id, ci_id, &ld.gi_cap,
                                           &ld.ci_cap, err);
                 if (rc < 0)
                         return kdev_err_wrap(err, "device %s", dev);
@@ -432,12 +463,10 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, json_t *
                 return rc < 0 ? rc : -(err && err->code ? err->code : ENOMEM);
         }
         json_array_foreach(devices, i, d) {
-                const char *dev = json_string_value(json_object_get(d, "device"));
                 struct kdev_container_edits ed = {0};
                 struct kdev_cdi_device *cd = NULL;
 
-                rc = claim_device_edits(p, &roots, uid, dev ? dev : "", &minors, &minors_read,
-                                        &ed, err);
+                rc = claim_device_edits(p, &roots, uid, d, &minors, &minors_read, &ed, err);
                 /* the CDI device is named by the part after "<kind>=" */
                 if (rc == 0) {
                         cd = kdev_cdi_spec_add_device(
@@ -909,11 +938,56 @@ static uint64_t now_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The checkpoint record of |uid|, changeable in place (mark it with
+ * kdev_dra_cp_touch), or NULL. */
+static json_t *cp_record(struct kdev_dra_plugin *p, const char *uid)
+{
+        return (json_t *)kdev_dra_cp_get(&p->cp, uid);
+}
+
+static bool has_mig(const json_t *devs)
+{
+        size_t i;
+        json_t *d;
+
+        json_array_foreach(devs, i, d) {
+                if (kdev_dra_mig_record(d))
+                        return true;
+        }
+        return false;
+}
+
+/* Forgets claim |uid|, which is being prepared or was left "migPending":
+ * its MIG instances (dynamic MIG) are destroyed first. One that cannot be
+ * keeps the claim recorded as "migPending" (the next save keeps the intent
+ * for the next Prepare or kdev_dra_plugin_reconcile_mig) and the destroy's
+ * error is returned. */
+static int drop_new_claim(struct kdev_dra_plugin *p, const char *uid, struct kdev_err *err)
+{
+        json_t *rec = cp_record(p, uid);
+        json_t *devs = json_object_get(rec, "devices");
+
+        if (rec && has_mig(devs)) {
+                int rc = kdev_dra_mig_destroy(p, devs, false, NULL, err);
+
+                if (rc < 0) {
+                        json_object_set_new(rec, "migPending", json_true());
+                        kdev_dra_cp_touch(&p->cp, uid);
+                        return rc;
+                }
+        }
+        forget_claim(p, uid);
+        return 0;
+}
+
 /* First phase of a claim not in the checkpoint: read (or take the read
  * claim), check, build its spec into *spec and record it in memory (not yet
- * saved). Returns 0 or a negative errno with it->err. */
+ * saved). A claim with MIG placements (dynamic MIG) is recorded
+ * "migPending", without a spec, and *mig set: its instances are made after
+ * the intent is saved (kdev_dra_prepare_many). Returns 0 or a negative
+ * errno with it->err. */
 static int prepare_new(struct kdev_dra_plugin *p, json_t *held,
-                       struct kdev_dra_prepare_item *it, struct kdev_cdi_spec **spec)
+                       struct kdev_dra_prepare_item *it, struct kdev_cdi_spec **spec, bool *mig)
 {
         const char *ns = it->ns, *name = it->name, *uid = it->uid;
         struct kdev_err *err = &it->err;
@@ -952,9 +1026,12 @@ static int prepare_new(struct kdev_dra_plugin *p, json_t *held,
                 rc = check_not_held(p, held, uid, devs, err);
         if (rc == 0)
                 rc = kdev_dra_share_check(p, uid, devs, err);
+        int n_mig = 0;
         if (rc == 0)
-                rc = spec_file_name(uid, fname, sizeof(fname), err);
+                rc = n_mig = kdev_dra_mig_resolve(p, ns, name, uid, devs, err);
         if (rc >= 0)
+                rc = spec_file_name(uid, fname, sizeof(fname), err);
+        if (rc >= 0 && n_mig == 0)
                 rc = build_spec(p, uid, devs, true, spec, err);
         if (rc < 0) {
                 json_decref(devs);
@@ -968,6 +1045,10 @@ static int prepare_new(struct kdev_dra_plugin *p, json_t *held,
         if (rc == 0 && held_add(held, uid, json_object_get(kdev_dra_cp_get(&p->cp, uid),
                                                            "devices")) < 0)
                 rc = kdev_err_set(err, ENOMEM, "out of memory");
+        if (rc == 0 && n_mig > 0 &&
+            json_object_set_new(cp_record(p, uid), "migPending", json_true()) < 0)
+                rc = kdev_err_set(err, ENOMEM, "out of memory");
+        *mig = rc == 0 && n_mig > 0;
         if (rc < 0) {
                 kdev_cdi_spec_free(*spec);
                 *spec = NULL;
@@ -983,15 +1064,17 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
 {
         struct kdev_cdi_spec **specs = calloc(n ? n : 1, sizeof(*specs));
         size_t *same = calloc(n ? n : 1, sizeof(*same)); /* index + 1 of an earlier item */
-        size_t i, n_new = 0, failed = 0;
+        bool *mig = calloc(n ? n : 1, sizeof(*mig)); /* MIG instances to make */
+        size_t i, n_new = 0, n_mig = 0, failed = 0;
         struct kdev_err serr = {0};
         bool undone = false;
         uint64_t t0;
         int rc;
 
-        if (!specs || !same) {
+        if (!specs || !same || !mig) {
                 free(specs);
                 free(same);
+                free(mig);
                 for (i = 0; i < n; i++)
                         v[i].rc = kdev_err_set(&v[i].err, ENOMEM, "out of memory");
                 return (int)n;
@@ -1015,6 +1098,20 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                 if (same[i])
                         continue;
                 rec = kdev_dra_cp_get(&p->cp, it->uid);
+                /* left "migPending" by a destroy that failed: undone
+                 * first, then prepared anew */
+                if (rec && json_is_true(json_object_get(rec, "migPending"))) {
+                        undone = true;
+                        it->rc = drop_new_claim(p, it->uid, &it->err);
+                        if (it->rc < 0) {
+                                kdev_err_wrap(&it->err,
+                                              "claim %s/%s (%s): the MIG instances of an "
+                                              "earlier prepare cannot be destroyed",
+                                              it->ns, it->name, it->uid);
+                                continue;
+                        }
+                        rec = NULL;
+                }
                 if (rec) {
                         it->recorded = true;
                         t0 = now_ns();
@@ -1040,8 +1137,46 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                         it->rc = kdev_err_set(&it->err, ENOMEM, "out of memory");
                         continue;
                 }
-                it->rc = prepare_new(p, p->held, it, &specs[i]);
+                it->rc = prepare_new(p, p->held, it, &specs[i], &mig[i]);
                 n_new += it->rc == 0;
+                n_mig += mig[i];
+        }
+        /* 1b: dynamic MIG (plugin.h): the intent saved, then the instances
+         * made and those claims' specs built */
+        if (n_mig > 0) {
+                t0 = now_ns();
+                rc = kdev_dra_save_checkpoint(p, &serr);
+                p->stats.checkpoint_ns += now_ns() - t0;
+                p->stats.checkpoint_writes++;
+                for (i = 0; i < n; i++) {
+                        if (!mig[i])
+                                continue;
+                        json_t *rec = cp_record(p, v[i].uid);
+                        json_t *devs = json_object_get(rec, "devices");
+                        int r = rc;
+
+                        if (r < 0) {
+                                v[i].err = serr;
+                                kdev_err_wrap(&v[i].err, "checkpoint");
+                        }
+                        if (r == 0)
+                                r = kdev_dra_mig_create(p, devs, &v[i].err);
+                        if (r == 0)
+                                r = build_spec(p, v[i].uid, devs, true, &specs[i], &v[i].err);
+                        if (r < 0) {
+                                struct kdev_err derr = {0};
+
+                                if (drop_new_claim(p, v[i].uid, &derr) < 0)
+                                        kdev_err_wrap(&v[i].err, "and %s", derr.msg);
+                                v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s)", v[i].ns,
+                                                        v[i].name, v[i].uid);
+                                n_new--;
+                                undone = true;
+                                continue;
+                        }
+                        json_object_del(rec, "migPending");
+                        kdev_dra_cp_touch(&p->cp, v[i].uid);
+                }
         }
         /* 2: one checkpoint write for every claim recorded above, before any
          * of their specs is written */
@@ -1055,7 +1190,7 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                                 continue;
                         kdev_cdi_spec_free(specs[i]);
                         specs[i] = NULL;
-                        forget_claim(p, v[i].uid);
+                        drop_new_claim(p, v[i].uid, NULL);
                         v[i].err = serr;
                         v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s): checkpoint",
                                                 v[i].ns, v[i].name, v[i].uid);
@@ -1085,7 +1220,7 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                          * claim finish the job) */
                         if (spec_file_name(v[i].uid, fname, sizeof(fname), NULL) >= 0)
                                 remove_spec(p, fname, NULL);
-                        forget_claim(p, v[i].uid);
+                        drop_new_claim(p, v[i].uid, NULL);
                         undone = true;
                         v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s)", v[i].ns,
                                                 v[i].name, v[i].uid);
@@ -1113,6 +1248,7 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
         }
         free(specs);
         free(same);
+        free(mig);
         return (int)failed;
 }
 
@@ -1167,6 +1303,12 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
         }
         /* the share regions, after the spec that mounts them */
         rc = kdev_dra_share_remove_regions(json_object_get(rec, "devices"), err);
+        /* the MIG instances the claim made (dynamic MIG): one that cannot be
+         * destroyed (a process still runs on it) keeps the claim for
+         * kubelet's retry */
+        if (rc == 0)
+                rc = kdev_dra_mig_destroy(p, json_object_get(rec, "devices"), false, NULL,
+                                          err);
         if (rc < 0) {
                 json_decref(rec);
                 return kdev_err_wrap(err, "claim %s", uid);
@@ -1182,4 +1324,128 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
         }
         json_decref(rec);
         return 0;
+}
+
+/* Whether GPU instance |gi_id| of placement record |m| is among |have|
+ * with the recorded profile and start. */
+static const struct kdev_nvidia_mig_made *mig_find(const struct kdev_nvidia_mig_made *have,
+                                                   size_t n, const json_t *m)
+{
+        unsigned gi = (unsigned)json_integer_value(json_object_get(m, "giId"));
+        unsigned prof = (unsigned)json_integer_value(json_object_get(m, "profileId"));
+        unsigned start = (unsigned)json_integer_value(json_object_get(m, "start"));
+
+        for (size_t k = 0; k < n; k++)
+                if (have[k].gi_id == gi && have[k].gi_profile_id == prof &&
+                    have[k].placement_start == start)
+                        return &have[k];
+        return NULL;
+}
+
+/* A prepared claim's placements whose instance is gone are made again and
+ * its spec rewritten (kdev_dra_plugin_reconcile_mig). Returns 1 when it
+ * changed, 0 when every instance is there, or a negative errno with |err|. */
+static int mig_remake(struct kdev_dra_plugin *p, const char *uid, json_t *devs,
+                      kdev_dra_mig_report_fn fn, void *arg, struct kdev_err *err)
+{
+        struct kdev_nvidia_mig_made have[64];
+        bool gone_any = false;
+        size_t i;
+        json_t *d;
+        int rc;
+
+        json_array_foreach(devs, i, d) {
+                json_t *m = json_object_get(d, "mig");
+                size_t n = 0;
+
+                if (!json_is_object(m))
+                        continue;
+                rc = p->o.mig->list(p->o.mig->arg, json_string_value(json_object_get(m, "gpu")),
+                                    have, 64, &n, err);
+                if (rc < 0)
+                        return kdev_err_wrap(err, "device %s",
+                                             json_string_value(json_object_get(d, "device")));
+                if (json_object_get(m, "giId") && mig_find(have, n, m))
+                        continue;
+                json_object_del(m, "giId");
+                json_object_del(m, "ciId");
+                json_object_del(m, "uuid");
+                gone_any = true;
+        }
+        if (!gone_any)
+                return 0;
+        kdev_dra_cp_touch(&p->cp, uid);
+        rc = kdev_dra_mig_create(p, devs, err);
+        if (rc < 0)
+                return rc;
+        json_array_foreach(devs, i, d) {
+                if (kdev_dra_mig_record(d) && fn)
+                        fn(arg, "recreated", uid,
+                           json_string_value(json_object_get(d, "device")), NULL);
+        }
+        return 1;
+}
+
+int kdev_dra_plugin_reconcile_mig(struct kdev_dra_plugin *p, kdev_dra_mig_report_fn fn,
+                                  void *arg, struct kdev_err *err)
+{
+        json_t *uids = json_array();
+        const char *key;
+        json_t *rec, *u;
+        size_t i;
+        int acted = 0;
+        bool changed = false;
+
+        if (!p->o.mig) {
+                json_decref(uids);
+                return 0;
+        }
+        if (!uids)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        json_object_foreach(p->cp.claims, key, rec) {
+                if (has_mig(json_object_get(rec, "devices")) &&
+                    json_array_append_new(uids, json_string(key)) < 0) {
+                        json_decref(uids);
+                        return kdev_err_set(err, ENOMEM, "out of memory");
+                }
+        }
+        json_array_foreach(uids, i, u) {
+                const char *uid = json_string_value(u);
+                struct kdev_err e = {0};
+                unsigned destroyed = 0;
+                int rc;
+
+                rec = cp_record(p, uid);
+                json_t *devs = json_object_get(rec, "devices");
+
+                acted++;
+                if (json_is_true(json_object_get(rec, "migPending"))) {
+                        /* the kill came before the claim was prepared */
+                        rc = kdev_dra_mig_destroy(p, devs, true, &destroyed, &e);
+                        if (rc < 0) {
+                                if (fn)
+                                        fn(arg, "failed", uid, NULL, e.msg);
+                                continue;
+                        }
+                        if (fn)
+                                fn(arg, destroyed ? "destroyed" : "forgotten", uid, NULL, NULL);
+                        forget_claim(p, uid);
+                        changed = true;
+                        continue;
+                }
+                rc = mig_remake(p, uid, devs, fn, arg, &e);
+                if (rc == 0) {
+                        acted--;
+                        continue;
+                }
+                changed = true;
+                if (rc > 0)
+                        rc = ensure_spec(p, uid, devs, &e);
+                if (rc < 0 && fn)
+                        fn(arg, "failed", uid, NULL, e.msg);
+        }
+        json_decref(uids);
+        if (changed && kdev_dra_save_checkpoint(p, err) < 0)
+                return kdev_err_wrap(err, "dynamic MIG reconcile: checkpoint");
+        return acted;
 }

@@ -144,6 +144,43 @@
  * Unprepare removes the regions; a claim of the checkpoint whose region is
  * gone gets it made again.
  *
+ * Dynamic MIG (KEP-4815 partitionable devices; options.mig set,
+ * kdev-dra-plugin --dynamic-mig): a device name that is one of a GPU
+ * record's placements (nvidia/gpus.h, published by dra/slices.h
+ * kdev_dra_build_partitionable) is a MIG device that exists only while a
+ * claim holds it. Before anything is made, the placement is checked: its
+ * memory slices must not overlap those of a placement another claim of the
+ * checkpoint (or an earlier device of the same claim) holds, -EBUSY "device
+ * <name> overlaps device <other> of claim <ns>/<name> (<uid>): memory
+ * slices <a>-<b> and <c>-<d>", nor an instance on the GPU that kdev did not
+ * make, -EBUSY "device <name>: memory slices <a>-<b> are taken by GPU
+ * instance <id> (<MIG uuid>), which kdev-dra-plugin did not create"; the
+ * whole GPU and its placements exclude each other as a GPU and its MIG
+ * devices do (above). A placement with adminAccess fails with -EINVAL
+ * (there is no device to watch until a claim makes it). Then, crash-safe:
+ *   1. the claim is recorded with "migPending": true and each placement's
+ *      "mig" {"gpu", "profileId", "start", "size"} and the checkpoint saved
+ *      (the intent: what kdev is about to make);
+ *   2. each GPU instance is made at its placement with a compute instance
+ *      of its full size (options.mig create, nvml/mig_config.h
+ *      kdev_nvml_mig_create) and "giId", "ciId", "uuid" recorded; a
+ *      failure destroys what the claim made and fails it with the NVML
+ *      error ("claim <ns>/<name> (<uid>): device <name>: GPU 0 (GPU-...):
+ *      create GPU instance profile 9 placement 4: Insufficient Resources");
+ *   3. the spec is built (the parent's node and the MIG capability nodes of
+ *      the new GI/CI ids), "migPending" dropped, and the claims of the call
+ *      saved with the usual one save; the specs written.
+ * Unprepare destroys the claim's instances after removing its spec and
+ * before forgetting it (a destroy that fails, e.g. NVML In use while a
+ * process runs, fails the Unprepare and keeps the record for kubelet's
+ * retry). kdev_dra_plugin_reconcile_mig, called once after creation,
+ * finishes what a kill left: a claim recorded "migPending" has its
+ * instances destroyed (by their ids, or the instance of the recorded
+ * profile at the recorded placement when the kill came before the ids were
+ * saved) and is forgotten; a prepared claim whose instance is gone (a
+ * reboot, a driver reload) gets it made again at the same placement and its
+ * spec rewritten. Instances kdev has no record of are never touched.
+ *
  * State files: the checkpoint and the claim CDI specs are written through
  * file guards (common/file.h): one someone else changed is moved aside and
  * reported to on_file_aside before kdev writes it again from memory (on
@@ -226,6 +263,27 @@ typedef void (*kdev_dra_claim_fn)(void *arg, const struct kdev_dra_claim_event *
 typedef void (*kdev_dra_file_aside_fn)(void *arg, const char *path, const char *aside,
                                        bool rebuilt);
 
+/* MIG instance operations for dynamic MIG ("Dynamic MIG" above), called on
+ * the loop thread with |arg|; each returns 0 or a negative errno with
+ * |err|. kdev-dra-plugin binds them to the NVIDIA backend
+ * (nvidia/dra_backend.h kdev_nvidia_dra_backend_mig_*). */
+struct kdev_dra_mig_ops {
+        /* Makes a GPU instance of driver profile id |gi_profile_id| at memory
+         * slice |start| on GPU |gpu_uuid| and one compute instance of its
+         * full size; fills *out. */
+        int (*create)(void *arg, const char *gpu_uuid, unsigned gi_profile_id, unsigned start,
+                      struct kdev_nvidia_mig_made *out, struct kdev_err *err);
+        /* Destroys compute instance |ci_id| of GPU instance |gi_id| and the
+         * GPU instance; *gone (may be NULL) true when it did not exist. */
+        int (*destroy)(void *arg, const char *gpu_uuid, unsigned gi_id, unsigned ci_id,
+                       bool *gone, struct kdev_err *err);
+        /* The MIG devices on GPU |gpu_uuid| now (at most |cap| into |out|,
+         * *n set; -E2BIG beyond). */
+        int (*list)(void *arg, const char *gpu_uuid, struct kdev_nvidia_mig_made *out,
+                    size_t cap, size_t *n, struct kdev_err *err);
+        void *arg;
+};
+
 struct kdev_dra_plugin_options {
         const char *driver;   /* NULL: KDEV_DRA_PLUGIN_DEFAULT_DRIVER */
         const char *pool;     /* pool name = node name; required */
@@ -251,6 +309,10 @@ struct kdev_dra_plugin_options {
          * (<root>/claims/<uid>-<device>): set, whole GPUs are published
          * shareable and shares are prepared ("Shares" above); NULL: off */
         const char *share_root;
+        /* Dynamic MIG ("Dynamic MIG" above): the MIG instance operations,
+         * borrowed, must outlive the plugin; NULL: off (a placement device
+         * then fails the claim) */
+        const struct kdev_dra_mig_ops *mig;
         kdev_dra_get_claim_fn get_claim; /* required */
         void *get_claim_arg;
         kdev_dra_status_fn on_status; /* may be NULL */
@@ -299,6 +361,23 @@ KDEV_API int kdev_dra_plugin_remove_stale_temps(struct kdev_dra_plugin *p, kdev_
 
 /* The message of the checkpoint load failure at creation, or NULL. */
 KDEV_API const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plugin *p);
+
+/* What kdev_dra_plugin_reconcile_mig did for one claim, for the caller's
+ * log: |action| "destroyed" (an instance of a claim left "migPending"),
+ * "forgotten" (such a claim, its instances gone), "recreated" (a prepared
+ * claim's instance made again) or "failed" (|error| says why); the
+ * device may be NULL. All borrowed for the call. */
+typedef void (*kdev_dra_mig_report_fn)(void *arg, const char *action, const char *uid,
+                                       const char *device, const char *error);
+
+/* Finishes the dynamic MIG work a kill left ("Dynamic MIG" above) with
+ * options.mig (nothing without it). Call once after kdev_dra_plugin_new,
+ * before serving; loop thread. Returns the number of claims acted on, or a
+ * negative errno with |err| when the checkpoint cannot be saved afterwards
+ * (an instance that cannot be destroyed or made is reported "failed" and
+ * its claim kept as it was, not an error). */
+KDEV_API int kdev_dra_plugin_reconcile_mig(struct kdev_dra_plugin *p, kdev_dra_mig_report_fn fn,
+                                           void *arg, struct kdev_err *err);
 
 /* Sets the devices currently withdrawn from the ResourceSlices as unhealthy:
  * |uuids| ("GPU-…" or "MIG-…"; copied, replacing the previous list; n 0

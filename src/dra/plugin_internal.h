@@ -83,8 +83,44 @@ int kdev_dra_prepare_fetched(struct kdev_dra_plugin *p, const char *ns, const ch
  * faulted GPU, -ENODEV "device <dev> is not published by this node (pool
  * <pool>)". Borrowed from options.gpus. (plugin.c) */
 const struct kdev_nvidia_gpu *kdev_dra_find_gpu(const struct kdev_dra_plugin *p, const char *dev,
-                                                const struct kdev_nvidia_mig **mig, int *rc,
-                                                struct kdev_err *err);
+                                                const struct kdev_nvidia_mig **mig,
+                                                const struct kdev_nvidia_placement **placement,
+                                                int *rc, struct kdev_err *err);
+
+/* Dynamic MIG (plugin.h "Dynamic MIG"; dynamic_mig.c). */
+
+/* The placement of GPU record |g| whose dra_name is |dev|, or NULL. */
+const struct kdev_nvidia_placement *kdev_dra_placement_of(const struct kdev_nvidia_gpu *g,
+                                                          const char *dev);
+
+/* Whether device record |d| is a MIG placement (has "mig"). */
+bool kdev_dra_mig_record(const json_t *d);
+
+/* Sets "mig" {"gpu", "profileId", "start", "size"} on each record of |devs|
+ * (claim |ns|/|name| (|uid|)) that names a placement of the GPU records,
+ * after the overlap checks of plugin.h (the checkpoint's other claims, the
+ * claim's earlier devices, instances on the GPU no claim records: the MIG
+ * operations' list). Returns the number of placements (0..n) or a negative
+ * errno with |err| (-EBUSY, -EINVAL dynamic MIG off or adminAccess, the list
+ * operation's errors). */
+int kdev_dra_mig_resolve(const struct kdev_dra_plugin *p, const char *ns, const char *name,
+                         const char *uid, json_t *devs, struct kdev_err *err);
+
+/* Makes the instance of each placement record of |devs| that has no
+ * "giId" yet and records "giId", "ciId", "uuid" (changed in place). On a
+ * failure the instances this call made are destroyed again and the
+ * create's error returned, "device <name>: ...". 0 without MIG operations. */
+int kdev_dra_mig_create(const struct kdev_dra_plugin *p, json_t *devs, struct kdev_err *err);
+
+/* Destroys the instance of each placement record of |devs| by its ids (they
+ * stay recorded); a record without ids, with |by_placement|, by the
+ * instance of its profile at its start that no claim records (a kill came
+ * before the ids were saved; never in-process: a failed create made none);
+ * *destroyed (may be NULL) counts the instances that existed.
+ * Every record is tried; returns 0 or the first error, "device <name>:
+ * ...". Nothing without MIG operations. */
+int kdev_dra_mig_destroy(const struct kdev_dra_plugin *p, json_t *devs, bool by_placement,
+                         unsigned *destroyed, struct kdev_err *err);
 
 /* Shares (plugin.h "Shares"; shares.c). */
 

@@ -122,6 +122,7 @@ int kdev_dra_share_resolve(const struct kdev_dra_plugin *p, const char *uid, jso
                                                     : "",
                                             "ShareConfig");
                 const struct kdev_nvidia_mig *m = NULL;
+                const struct kdev_nvidia_placement *pl = NULL;
                 struct kdev_err ignored = {0};
                 int frc = 0;
                 char dir[PATH_MAX];
@@ -135,14 +136,21 @@ int kdev_dra_share_resolve(const struct kdev_dra_plugin *p, const char *uid, jso
                                             "(kdev-dra-plugin --shareable-gpus is off)",
                                             dev,
                                             json_string_value(json_object_get(share, "shareID")));
-                const struct kdev_nvidia_gpu *g = kdev_dra_find_gpu(p, dev, &m, &frc, &ignored);
+                const struct kdev_nvidia_gpu *g =
+                        kdev_dra_find_gpu(p, dev, &m, &pl, &frc, &ignored);
 
                 if (!g)
                         continue; /* build_spec names the device */
-                if (share && m)
+                if (share && (m || pl))
                         return kdev_err_set(err, EINVAL,
                                             "device %s: a MIG device is not published with "
                                             "allowMultipleAllocations; no share of it",
+                                            dev);
+                if (pl)
+                        return kdev_err_set(err, EINVAL,
+                                            "device %s: a ShareConfig does not apply to a MIG "
+                                            "placement (its MIG device is made when the claim "
+                                            "is prepared)",
                                             dev);
                 if (!share) {
                         share = json_object();
@@ -220,12 +228,14 @@ int kdev_dra_share_check(const struct kdev_dra_plugin *p, const char *uid, const
                 const char *pool = json_string_value(json_object_get(d, "pool"));
                 const json_t *share = json_object_get(d, "share");
                 const struct kdev_nvidia_mig *m = NULL;
+                const struct kdev_nvidia_placement *pl = NULL;
                 struct kdev_err ignored = {0};
                 int frc = 0;
 
                 if (!is_capacity_share(d))
                         continue;
-                const struct kdev_nvidia_gpu *g = kdev_dra_find_gpu(p, dev, &m, &frc, &ignored);
+                const struct kdev_nvidia_gpu *g =
+                        kdev_dra_find_gpu(p, dev, &m, &pl, &frc, &ignored);
 
                 if (!g)
                         continue;

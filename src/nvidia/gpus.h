@@ -90,6 +90,14 @@ struct kdev_nvidia_placement {
         unsigned copy_engines, decoders, encoders, jpeg_engines, ofa_engines;
 };
 
+/* A MIG device (GPU instance + compute instance) on a GPU. */
+struct kdev_nvidia_mig_made {
+        unsigned gi_id, ci_id;              /* GPU / compute instance ids */
+        unsigned gi_profile_id;             /* nvmlGpuInstanceProfileInfo_t.id */
+        unsigned placement_start, placement_size; /* memory slices */
+        char uuid[KDEV_NVIDIA_UUID_MAX];    /* "MIG-..." ("" when NVML shows none) */
+};
+
 /* One GPU. */
 struct kdev_nvidia_gpu {
         unsigned index;                      /* NVML enumeration index */
