@@ -1038,10 +1038,19 @@ static int prepare_new(struct kdev_dra_plugin *p, json_t *held,
                 rc = kdev_err_wrap(err, "claim %s/%s (%s)", ns, name, uid);
                 goto out;
         }
+        /* a claim whose MIG instances are still to be made has no CDI
+         * device IDs yet (build_spec sets them once they are) */
+        for (size_t k = 0; n_mig > 0 && k < json_array_size(devs); k++)
+                if (json_object_set_new(json_array_get(devs, k), "cdiDeviceIDs",
+                                        json_array()) < 0)
+                        rc = kdev_err_set(err, ENOMEM, "out of memory");
         /* recorded before the spec is written: every spec kdev writes
          * belongs to a claim the checkpoint holds, so Unprepare removes only
          * those */
-        rc = kdev_dra_cp_put(&p->cp, uid, ns, name, devs, err);
+        if (rc >= 0)
+                rc = kdev_dra_cp_put(&p->cp, uid, ns, name, devs, err);
+        else
+                json_decref(devs);
         if (rc == 0 && held_add(held, uid, json_object_get(kdev_dra_cp_get(&p->cp, uid),
                                                            "devices")) < 0)
                 rc = kdev_err_set(err, ENOMEM, "out of memory");

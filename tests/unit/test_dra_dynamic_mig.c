@@ -1,0 +1,553 @@
+/* Dynamic MIG in the DRA plugin (dra/plugin.h "Dynamic MIG") with NVML-free
+ * GPU records and fake MIG operations whose instance table lives in shared
+ * memory, so that a child killed with SIGKILL between making an instance
+ * and recording it leaves the instance for the parent to reconcile. Exact
+ * checkpoint records, CDI device nodes and error texts. */
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cdi/cdi.h"
+#include "dra/checkpoint.h"
+#include "dra/plugin.h"
+
+#define UID1 "0b6a1c9e-1111-4c2e-9a43-aaaaaaaaaaaa"
+#define UID2 "0b6a1c9e-2222-4c2e-9a43-bbbbbbbbbbbb"
+#define UID3 "0b6a1c9e-3333-4c2e-9a43-cccccccccccc"
+#define GPU0 "GPU-00000000-0000-0000-0000-000000000000"
+
+/* The fake GPU's instances (shared with a forked child). */
+struct table {
+        struct kdev_nvidia_mig_made v[8];
+        bool used[8];
+        unsigned creates, destroys;
+        bool kill_after_create; /* SIGKILL once an instance is made */
+        bool fail_destroy;      /* destroy answers In use */
+        bool fail_create;       /* create answers Insufficient Resources */
+};
+
+struct fix {
+        char root[256], data[300], cdi[300], proc[300];
+        struct kdev_nvidia_gpus gpus;
+        struct kdev_nvidia_gpu gpu;
+        struct kdev_nvidia_placement pl[4];
+        struct table *t;
+        struct kdev_dra_mig_ops ops;
+        json_t *claims;
+        struct kdev_dra_plugin *p;
+};
+
+static int fake_create(void *arg, const char *gpu, unsigned profile, unsigned start,
+                       struct kdev_nvidia_mig_made *out, struct kdev_err *err)
+{
+        struct table *t = arg;
+        unsigned size = profile == 0 ? 8 : profile == 9 ? 4 : 1;
+        size_t free_slot = 8;
+
+        assert_string_equal(gpu, GPU0);
+        if (t->fail_create)
+                return kdev_err_set(err, EIO,
+                                    "GPU 0 (%s): create GPU instance profile %u placement %u: "
+                                    "Insufficient Resources",
+                                    gpu, profile, start);
+        for (size_t i = 0; i < 8; i++) {
+                if (!t->used[i]) {
+                        if (free_slot == 8)
+                                free_slot = i;
+                        continue;
+                }
+                if (start < t->v[i].placement_start + t->v[i].placement_size &&
+                    t->v[i].placement_start < start + size)
+                        return kdev_err_set(err, EIO,
+                                            "GPU 0 (%s): create GPU instance profile %u "
+                                            "placement %u: Insufficient Resources",
+                                            gpu, profile, start);
+        }
+        t->used[free_slot] = true;
+        t->v[free_slot] = (struct kdev_nvidia_mig_made){
+                .gi_id = (unsigned)free_slot + 1, .ci_id = 0, .gi_profile_id = profile,
+                .placement_start = start, .placement_size = size};
+        snprintf(t->v[free_slot].uuid, sizeof(t->v[free_slot].uuid), "MIG-fake-%zu",
+                 free_slot + 1);
+        t->creates++;
+        if (t->kill_after_create)
+                raise(SIGKILL);
+        *out = t->v[free_slot];
+        return 0;
+}
+
+static int fake_destroy(void *arg, const char *gpu, unsigned gi, unsigned ci, bool *gone,
+                        struct kdev_err *err)
+{
+        struct table *t = arg;
+
+        (void)ci;
+        if (t->fail_destroy)
+                return kdev_err_set(err, EBUSY,
+                                    "GPU 0 (%s): destroy compute instance 0 of GPU instance %u: "
+                                    "In use by another client",
+                                    gpu, gi);
+        if (gone)
+                *gone = true;
+        for (size_t i = 0; i < 8; i++) {
+                if (t->used[i] && t->v[i].gi_id == gi) {
+                        t->used[i] = false;
+                        t->destroys++;
+                        if (gone)
+                                *gone = false;
+                }
+        }
+        return 0;
+}
+
+static int fake_list(void *arg, const char *gpu, struct kdev_nvidia_mig_made *out, size_t cap,
+                     size_t *n, struct kdev_err *err)
+{
+        struct table *t = arg;
+
+        (void)gpu;
+        (void)err;
+        *n = 0;
+        for (size_t i = 0; i < 8; i++)
+                if (t->used[i] && *n < cap)
+                        out[(*n)++] = t->v[i];
+        return 0;
+}
+
+static int fake_source(void *arg, const char *ns, const char *name, json_t **claim,
+                       struct kdev_err *err)
+{
+        struct fix *f = arg;
+        char key[256];
+        json_t *c;
+
+        snprintf(key, sizeof(key), "%s/%s", ns, name);
+        c = json_object_get(f->claims, key);
+        if (!c)
+                return kdev_err_set(err, ENOENT, "GET %s: 404 Not Found", key);
+        *claim = json_deep_copy(c);
+        return 0;
+}
+
+/* Claim |ns|/|name| (|uid|) allocated |dev1| and, when not NULL, |dev2|. */
+static void add_claim(struct fix *f, const char *name, const char *uid, const char *dev1,
+                      const char *dev2)
+{
+        json_t *results = json_array();
+        const char *devs[2] = {dev1, dev2};
+
+        for (int i = 0; i < 2 && devs[i]; i++)
+                json_array_append_new(results,
+                                      json_pack("{s:s,s:s,s:s,s:s}", "request", "mig", "driver",
+                                                "gpu.nvidia.com", "pool", "node1", "device",
+                                                devs[i]));
+        json_t *c = json_pack("{s:{s:s,s:s,s:s},s:{s:{s:{s:o}}}}", "metadata", "name", name,
+                              "namespace", "ns", "uid", uid, "status", "allocation", "devices",
+                              "results", results);
+        char key[256];
+
+        assert_non_null(c);
+        snprintf(key, sizeof(key), "ns/%s", name);
+        json_object_set_new(f->claims, key, c);
+}
+
+static void placement(struct kdev_nvidia_placement *p, const char *name, const char *profile,
+                      unsigned id, unsigned start, unsigned size)
+{
+        snprintf(p->dra_name, sizeof(p->dra_name), "%s", name);
+        snprintf(p->profile, sizeof(p->profile), "%s", profile);
+        p->gi_profile_id = id;
+        p->placement_start = start;
+        p->placement_size = size;
+        p->memory_bytes = (unsigned long long)size * 10 << 30;
+}
+
+static void new_plugin(struct fix *f)
+{
+        struct kdev_dra_plugin_options o = {
+                .pool = "node1",
+                .data_dir = f->data,
+                .cdi_dir = f->cdi,
+                .dev_root = f->root,
+                .proc_root = f->proc,
+                .gpus = &f->gpus,
+                .mig = &f->ops,
+                .get_claim = fake_source,
+                .get_claim_arg = f,
+        };
+        struct kdev_err err = {0};
+
+        assert_int_equal(kdev_dra_plugin_new(&o, &f->p, &err), 0);
+}
+
+static int setup(void **state)
+{
+        struct fix *f = calloc(1, sizeof(*f));
+        char path[400];
+        FILE *fp;
+
+        strcpy(f->root, "/tmp/kdev-dra-dynmig-XXXXXX");
+        assert_non_null(mkdtemp(f->root));
+        snprintf(f->data, sizeof(f->data), "%s/data", f->root);
+        snprintf(f->cdi, sizeof(f->cdi), "%s/cdi", f->root);
+        snprintf(f->proc, sizeof(f->proc), "%s/proc", f->root);
+        snprintf(path, sizeof(path), "%s/driver", f->proc);
+        assert_int_equal(mkdir(f->proc, 0755), 0);
+        assert_int_equal(mkdir(path, 0755), 0);
+        snprintf(path, sizeof(path), "%s/driver/nvidia-caps", f->proc);
+        assert_int_equal(mkdir(path, 0755), 0);
+        snprintf(path, sizeof(path), "%s/driver/nvidia-caps/mig-minors", f->proc);
+        fp = fopen(path, "w");
+        assert_non_null(fp);
+        /* the real driver's numbering for GPU 0 (mock/nvml/README.md) */
+        fprintf(fp, "config 1\nmonitor 2\n");
+        for (unsigned gi = 0; gi < 15; gi++) {
+                fprintf(fp, "gpu0/gi%u/access %u\n", gi, 3 + 9 * gi);
+                for (unsigned ci = 0; ci < 8; ci++)
+                        fprintf(fp, "gpu0/gi%u/ci%u/access %u\n", gi, ci, 3 + 9 * gi + 1 + ci);
+        }
+        fclose(fp);
+        f->t = mmap(NULL, sizeof(*f->t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                    0);
+        assert_true(f->t != MAP_FAILED);
+        memset(f->t, 0, sizeof(*f->t));
+        f->ops = (struct kdev_dra_mig_ops){.create = fake_create, .destroy = fake_destroy,
+                                           .list = fake_list, .arg = f->t};
+        f->gpu.minor = 0;
+        snprintf(f->gpu.uuid, sizeof(f->gpu.uuid), GPU0);
+        snprintf(f->gpu.dra_name, sizeof(f->gpu.dra_name), "gpu-0");
+        f->gpu.mig_enabled = true;
+        f->gpu.memory_bytes = 80ull << 30;
+        placement(&f->pl[0], "gpu-0-mig-1g10gb-19-3", "1g.10gb", 19, 3, 1);
+        placement(&f->pl[1], "gpu-0-mig-3g40gb-9-0", "3g.40gb", 9, 0, 4);
+        placement(&f->pl[2], "gpu-0-mig-3g40gb-9-4", "3g.40gb", 9, 4, 4);
+        placement(&f->pl[3], "gpu-0-mig-7g80gb-0-0", "7g.80gb", 0, 0, 8);
+        f->gpu.placements = f->pl;
+        f->gpu.n_placements = 4;
+        f->gpu.memory_slices = 8;
+        f->gpus.gpus = &f->gpu;
+        f->gpus.n_gpus = 1;
+        f->claims = json_object();
+        add_claim(f, "c1", UID1, "gpu-0-mig-3g40gb-9-4", NULL);
+        add_claim(f, "c2", UID2, "gpu-0-mig-1g10gb-19-3", NULL); /* overlaps c3 */
+        add_claim(f, "c3", UID3, "gpu-0-mig-3g40gb-9-0", NULL);
+        new_plugin(f);
+        *state = f;
+        return 0;
+}
+
+static void rm_tree(const char *path)
+{
+        DIR *d = opendir(path);
+        struct dirent *e;
+        char p[1024];
+
+        if (!d) {
+                unlink(path);
+                return;
+        }
+        while ((e = readdir(d))) {
+                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
+                rm_tree(p);
+        }
+        closedir(d);
+        rmdir(path);
+}
+
+static int teardown(void **state)
+{
+        struct fix *f = *state;
+
+        kdev_dra_plugin_free(f->p);
+        json_decref(f->claims);
+        munmap(f->t, sizeof(*f->t));
+        rm_tree(f->root);
+        free(f);
+        return 0;
+}
+
+static void assert_json(const json_t *got, const char *want_text)
+{
+        json_error_t je;
+        json_t *want = json_loads(want_text, 0, &je);
+
+        assert_non_null(want);
+        if (!json_equal(want, (json_t *)got)) {
+                char *s = json_dumps(got, JSON_SORT_KEYS);
+                fail_msg("got %s\nwant %s", s, want_text);
+        }
+        json_decref(want);
+}
+
+static size_t instances(const struct fix *f)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < 8; i++)
+                n += f->t->used[i];
+        return n;
+}
+
+/* Prepare makes the instance at the allocated placement, records it and
+ * writes the spec with the MIG capability nodes of its GI/CI; Unprepare
+ * destroys it. */
+static void test_prepare_unprepare(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+        char path[1024], want[256];
+        struct kdev_cdi_spec *s = NULL;
+
+        int rc = kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err);
+        if (rc)
+                fail_msg("%d %s", rc, err.msg);
+        assert_int_equal(instances(f), 1);
+        assert_int_equal(f->t->v[0].placement_start, 4);
+        assert_int_equal(f->t->v[0].gi_profile_id, 9);
+        assert_json(devs, "[{\"requestNames\":[\"mig\"],\"pool\":\"node1\","
+                          "\"device\":\"gpu-0-mig-3g40gb-9-4\","
+                          "\"mig\":{\"gpu\":\"" GPU0 "\",\"profileId\":9,\"start\":4,"
+                          "\"size\":4,\"giId\":1,\"ciId\":0,\"uuid\":\"MIG-fake-1\"},"
+                          "\"cdiDeviceIDs\":[\"k8s.gpu.nvidia.com/claim=" UID1
+                          "-gpu-0-mig-3g40gb-9-4\"]}]");
+        assert_true(kdev_dra_claim_spec_path(f->p, UID1, path, sizeof(path), NULL) > 0);
+        assert_int_equal(kdev_cdi_spec_read(path, &s, &err), 0);
+        snprintf(want, sizeof(want), "%s-gpu-0-mig-3g40gb-9-4", UID1);
+        const struct kdev_cdi_device *d = kdev_cdi_spec_find_device(s, want);
+        assert_non_null(d);
+        assert_int_equal(d->edits.n_device_nodes, 3);
+        assert_string_equal(d->edits.device_nodes[0].path, "/dev/nvidia0");
+        /* gi 1: 3 + 9 = 12, ci 0: 13 */
+        assert_string_equal(d->edits.device_nodes[1].path, "/dev/nvidia-caps/nvidia-cap12");
+        assert_string_equal(d->edits.device_nodes[2].path, "/dev/nvidia-caps/nvidia-cap13");
+        kdev_cdi_spec_free(s);
+        /* a retry answers from the checkpoint and makes nothing */
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
+        assert_int_equal(f->t->creates, 1);
+        /* after a restart the claim is still prepared, its instance kept */
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, NULL, NULL, &err), 0);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_int_equal(instances(f), 0);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        assert_int_equal(access(path, F_OK), -1);
+}
+
+/* Overlapping placements: the second claim fails before anything is
+ * made, naming both; the whole GPU and a placement exclude each other. */
+static void test_overlap(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c3", UID3, NULL, &err), 0);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -EBUSY);
+        assert_string_equal(err.msg,
+                            "claim ns/c2 (" UID2 "): device gpu-0-mig-1g10gb-19-3 overlaps "
+                            "device gpu-0-mig-3g40gb-9-0 of claim ns/c3 (" UID3 "): memory "
+                            "slices 3-3 and 0-3");
+        assert_int_equal(f->t->creates, 1);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        add_claim(f, "whole", UID2, "gpu-0", NULL);
+        err = (struct kdev_err){0};
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "whole", UID2, NULL, &err), -EBUSY);
+        assert_string_equal(err.msg,
+                            "claim ns/whole (" UID2 "): device gpu-0 is already prepared for "
+                            "claim ns/c3 (" UID3 ") (as gpu-0-mig-3g40gb-9-0): it is not "
+                            "shareable and this allocation has no adminAccess");
+        /* two overlapping placements in one claim */
+        add_claim(f, "both", UID1, "gpu-0-mig-3g40gb-9-4", "gpu-0-mig-7g80gb-0-0");
+        err = (struct kdev_err){0};
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "both", UID1, NULL, &err), -EBUSY);
+        assert_string_equal(err.msg,
+                            "claim ns/both (" UID1 "): device gpu-0-mig-7g80gb-0-0 overlaps "
+                            "device gpu-0-mig-3g40gb-9-0 of claim ns/c3 (" UID3 "): memory "
+                            "slices 0-7 and 0-3");
+        assert_int_equal(instances(f), 1);
+}
+
+/* An instance kdev did not make is never touched: a placement over it
+ * fails, naming it. */
+static void test_foreign_instance(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct kdev_nvidia_mig_made m;
+
+        assert_int_equal(fake_create(f->t, GPU0, 19, 5, &m, &err), 0);
+        add_claim(f, "c4", UID2, "gpu-0-mig-3g40gb-9-4", NULL);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c4", UID2, NULL, &err), -EBUSY);
+        assert_string_equal(err.msg,
+                            "claim ns/c4 (" UID2 "): device gpu-0-mig-3g40gb-9-4: memory "
+                            "slices 4-7 are taken by GPU instance 1 (MIG-fake-1), which "
+                            "kdev-dra-plugin did not create");
+        /* a restart does not touch it either */
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, NULL, NULL, &err), 0);
+        assert_int_equal(instances(f), 1);
+        assert_int_equal(f->t->destroys, 0);
+}
+
+struct report {
+        char lines[4][256];
+        int n;
+};
+
+static void on_report(void *arg, const char *action, const char *uid, const char *device,
+                      const char *error)
+{
+        struct report *r = arg;
+        if (r->n < 4)
+                snprintf(r->lines[r->n++], 256, "%s %s %s %s", action, uid,
+                         device ? device : "-", error ? error : "-");
+}
+
+/* kill -9 between making the instance and recording it: the restart finds
+ * the claim "migPending" and destroys the instance at its placement. */
+static void test_kill_between_create_and_checkpoint(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct report r = {0};
+        int status = 0;
+        pid_t pid;
+
+        f->t->kill_after_create = true;
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err);
+                _exit(0); /* not reached */
+        }
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), SIGKILL);
+        f->t->kill_after_create = false;
+        assert_int_equal(instances(f), 1);
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+        /* the intent is on disk */
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 1);
+        assert_string_equal(r.lines[0], "destroyed " UID1 " - -");
+        assert_int_equal(instances(f), 0);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        /* and saved: a second restart has nothing to do */
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, NULL, NULL, &err), 0);
+        /* the claim prepares again */
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        assert_int_equal(instances(f), 1);
+}
+
+/* A prepared claim whose instance is gone after a restart (a reboot) gets
+ * it made again at the same placement, and its spec follows the new ids. */
+static void test_recreate_after_reboot(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct report r = {0};
+        struct kdev_nvidia_mig_made m;
+        char path[1024], want[256];
+        struct kdev_cdi_spec *s = NULL;
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        memset(f->t, 0, sizeof(*f->t)); /* the reboot */
+        /* someone made an instance meanwhile: GI id 1 is taken */
+        assert_int_equal(fake_create(f->t, GPU0, 19, 0, &m, &err), 0);
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 1);
+        assert_string_equal(r.lines[0], "recreated " UID1 " gpu-0-mig-3g40gb-9-4 -");
+        assert_int_equal(instances(f), 2);
+        assert_int_equal(f->t->v[1].gi_id, 2);
+        assert_int_equal(f->t->v[1].placement_start, 4);
+        assert_true(kdev_dra_claim_spec_path(f->p, UID1, path, sizeof(path), NULL) > 0);
+        assert_int_equal(kdev_cdi_spec_read(path, &s, &err), 0);
+        snprintf(want, sizeof(want), "%s-gpu-0-mig-3g40gb-9-4", UID1);
+        const struct kdev_cdi_device *d = kdev_cdi_spec_find_device(s, want);
+        assert_non_null(d);
+        /* gi 2: 3 + 18 = 21, ci 0: 22 */
+        assert_string_equal(d->edits.device_nodes[1].path, "/dev/nvidia-caps/nvidia-cap21");
+        assert_string_equal(d->edits.device_nodes[2].path, "/dev/nvidia-caps/nvidia-cap22");
+        kdev_cdi_spec_free(s);
+}
+
+/* A destroy that fails keeps the claim for kubelet's retry. */
+static void test_unprepare_in_use(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        f->t->fail_destroy = true;
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), -EBUSY);
+        assert_string_equal(err.msg,
+                            "claim " UID1 ": device gpu-0-mig-3g40gb-9-4: GPU 0 (" GPU0 "): "
+                            "destroy compute instance 0 of GPU instance 1: In use by another "
+                            "client");
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        f->t->fail_destroy = false;
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_int_equal(instances(f), 0);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
+/* A create that fails fails the claim with NVML's error; nothing stays
+ * recorded, now or after a restart. */
+static void test_create_fails(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+
+        f->t->fail_create = true;
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), -EIO);
+        assert_string_equal(err.msg,
+                            "claim ns/c1 (" UID1 "): device gpu-0-mig-3g40gb-9-4: GPU 0 (" GPU0
+                            "): create GPU instance profile 9 placement 4: Insufficient "
+                            "Resources");
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        f->t->fail_create = false;
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        assert_int_equal(instances(f), 1);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_prepare_unprepare, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_overlap, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_foreign_instance, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_kill_between_create_and_checkpoint, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_recreate_after_reboot, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unprepare_in_use, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_create_fails, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
