@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,20 @@ static struct nvmlEventSet_st *g_sets;
 static char g_ctl_path[PATH_MAX];
 static off_t g_ctl_off;
 static char g_state_error[1024];
+
+/* `crash-after` (kdevMockCrashAfter): the entry points that change
+ * instances, and for each how many more successful calls until the one that
+ * kills the process (0: none armed). */
+static const char *const g_crash_fns[] = {
+        "nvmlDeviceCreateGpuInstance",
+        "nvmlDeviceCreateGpuInstanceWithPlacement",
+        "nvmlGpuInstanceCreateComputeInstance",
+        "nvmlGpuInstanceCreateComputeInstanceWithPlacement",
+        "nvmlComputeInstanceDestroy",
+        "nvmlGpuInstanceDestroy",
+};
+#define MOCK_CRASH_FNS (sizeof(g_crash_fns) / sizeof(g_crash_fns[0]))
+static unsigned g_crash_after[MOCK_CRASH_FNS];
 
 /* XID storms from the control file's `xid-storm` lines: event i (from 0) is
  * due |i / rate| seconds after the line was applied; due events are queued on
@@ -100,8 +115,9 @@ static void state_apply_locked(void)
         g_state_error[0] = '\0';
 }
 
-/* After a change of instances or MIG mode, by NVML entry point |fn| (NULL:
- * a control): the state file written when $KDEV_MOCK_NVML_STATE is set. */
+/* After a change of instances or MIG mode: the state file written (when
+ * $KDEV_MOCK_NVML_STATE is set), then, for a change by NVML entry point
+ * |fn| (NULL: a control), the process killed when `crash-after` says so. */
 static void changed_locked(const char *fn)
 {
         const char *path = getenv("KDEV_MOCK_NVML_STATE");
@@ -114,7 +130,10 @@ static void changed_locked(const char *fn)
                         g_state_error[0] = '\0';
                 }
         }
-        (void)fn;
+        for (size_t i = 0; fn && i < MOCK_CRASH_FNS; i++)
+                if (strcmp(g_crash_fns[i], fn) == 0 && g_crash_after[i] &&
+                    --g_crash_after[i] == 0)
+                        raise(SIGKILL);   /* kill -9 before the call returns */
 }
 
 /* Loads (or reloads, when the file name, size or mtime changed) the
@@ -594,6 +613,26 @@ static nvmlReturn_t ctl_mig_mode(char **w, const unsigned long long *num, int ar
         return set_mig_mode_locked(w[1], (unsigned)num[0]);
 }
 
+static nvmlReturn_t crash_after_locked(const char *fn, unsigned long long count)
+{
+        if (!fn || count > UINT_MAX)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        for (size_t i = 0; i < MOCK_CRASH_FNS; i++) {
+                if (strcmp(g_crash_fns[i], fn) == 0) {
+                        g_crash_after[i] = (unsigned)count;
+                        return NVML_SUCCESS;
+                }
+        }
+        return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* `crash-after <nvmlFunction> [<count>]` */
+static nvmlReturn_t ctl_crash_after(char **w, const unsigned long long *num, int arg)
+{
+        (void)arg;
+        return crash_after_locked(w[1], num[0]);
+}
+
 static nvmlReturn_t ctl_init_error(char **w, const unsigned long long *num, int arg)
 {
         (void)w;
@@ -698,6 +737,7 @@ static const struct control_cmd {
         { "mig-create", 1, 0, false, { 0 }, 0, ctl_present, CTL_ADD | CTL_MIG },
         { "mig-destroy", 1, 0, false, { 0 }, 0, ctl_present, CTL_MIG },
         { "mig-mode", 2, 0, true, { 0 }, 0, ctl_mig_mode, 0 },
+        { "crash-after", 1, 1, true, { 1 }, 0, ctl_crash_after, 0 },
         { "init-error", 1, 0, false, { 0 }, 1, ctl_init_error, 0 },
         { "error", 3, 0, false, { 0 }, 3, ctl_error, 0 },
         { "util", 2, 1, true, { 0 }, 0, ctl_util, 0 },
@@ -2535,7 +2575,14 @@ void kdevMockReset(void)
         g_ctl_off = 0;
         g_n_storms = 0;
         g_state_error[0] = '\0';
+        memset(g_crash_after, 0, sizeof(g_crash_after));
         pthread_mutex_unlock(&g_lock);
+}
+
+MOCK_EXPORT kdevMockCrashAfter_fn kdevMockCrashAfter;
+nvmlReturn_t kdevMockCrashAfter(const char *function, unsigned count)
+{
+        CONTROL(crash_after_locked(function, count));
 }
 
 MOCK_EXPORT kdevMockLastStateError_fn kdevMockLastStateError;
