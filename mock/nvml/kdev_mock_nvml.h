@@ -65,8 +65,26 @@ typedef nvmlReturn_t kdevMockWriteSysfs_fn(const char *root);
  * and compute instance c = 0..7: "gpu<g>/gi<i>/access <3 + 135g + 9i>" and
  * "gpu<g>/gi<i>/ci<c>/access <3 + 135g + 9i + 1 + c>". Creates directories. */
 typedef nvmlReturn_t kdevMockWriteProc_fn(const char *root);
-/* Forgets the loaded topology, injected conditions, the init error and the
- * control-file position (the init count is kept). */
+/* Kills the calling process with SIGKILL (raise) in the |count|-th next
+ * successful call of NVML entry point |function| (an un-suffixed name:
+ * nvmlDeviceCreateGpuInstance, nvmlDeviceCreateGpuInstanceWithPlacement,
+ * nvmlGpuInstanceCreateComputeInstance,
+ * nvmlGpuInstanceCreateComputeInstanceWithPlacement,
+ * nvmlComputeInstanceDestroy or nvmlGpuInstanceDestroy), right after its
+ * change is made and written to $KDEV_MOCK_NVML_STATE, before the call
+ * returns: kill -9 of a caller between making an instance and recording it.
+ * |count| 0 disarms it. INVALID_ARGUMENT for another name. */
+typedef nvmlReturn_t kdevMockCrashAfter_fn(const char *function, unsigned count);
+/* The outcome of the last read or write of the state file
+ * $KDEV_MOCK_NVML_STATE: "" when it went well (or there was no file), else
+ * the message also written to stderr: "<file>:<line>: <message>" for a file
+ * that was ignored (malformed, or for another topology), "<file>: ..." for
+ * one that could not be read or written. */
+typedef const char *kdevMockLastStateError_fn(void);
+/* Forgets the loaded topology, injected conditions, the init error, the
+ * control-file position, armed crash-after calls and the last state-file
+ * error (the init count is kept; the state file stays, and is applied
+ * again when the topology is loaded next). */
 typedef void kdevMockReset_fn(void);
 /* The last topology load error ("<file>:<line>:<col>: <message>"), or "". */
 typedef const char *kdevMockLastError_fn(void);

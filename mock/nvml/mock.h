@@ -145,6 +145,28 @@ struct mock_state *mock_topology_load(const char *path, char *msg, size_t msg_si
 /* Frees a state (NULL-safe). */
 void mock_state_free(struct mock_state *s);
 
+/* Largest state file read (bytes): kind "state file". */
+#define MOCK_STATE_FILE_MAX (1024 * 1024)
+
+/* Writes the instance state of |s| (every GPU's MIG mode, GPU instances and
+ * compute instances; format in README.md, KDEV_MOCK_NVML_STATE) to |path|
+ * atomically: a temporary file in its directory, fsync'ed and renamed over
+ * it. Returns 0, or -1 with "<path>: <reason>" in |msg|. */
+int mock_instances_write(const struct mock_state *s, const char *path, char *msg,
+                         size_t msg_size);
+
+/* Applies the state file |path| to |s|: each GPU it names gets exactly the
+ * MIG mode and instances the file lists (what mock_instances_write wrote).
+ * Returns 1 when applied, 0 when there is no such file, or -1 with nothing
+ * changed and "<path>:<line>: <message>" (or the reader's message, as for
+ * the topology) in |msg|. */
+int mock_instances_apply(struct mock_state *s, const char *path, char *msg, size_t msg_size);
+
+/* The compute slices of compute-instance profile index |ci| in a GPU
+ * instance of |gi_slices| compute slices when it fits (README
+ * "Compute-instance profiles"), else 0. */
+unsigned mock_ci_fit(unsigned gi_slices, unsigned ci);
+
 /* Parses an NVML return code name ("NO_PERMISSION", "NVML_ERROR_NO_PERMISSION")
  * or number. Returns 0 or -1. */
 int mock_parse_return(const char *text, nvmlReturn_t *out);

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,21 @@ static char g_last_error[1024];
 static struct nvmlEventSet_st *g_sets;
 static char g_ctl_path[PATH_MAX];
 static off_t g_ctl_off;
+static char g_state_error[1024];
+
+/* `crash-after` (kdevMockCrashAfter): the entry points that change
+ * instances, and for each how many more successful calls until the one that
+ * kills the process (0: none armed). */
+static const char *const g_crash_fns[] = {
+        "nvmlDeviceCreateGpuInstance",
+        "nvmlDeviceCreateGpuInstanceWithPlacement",
+        "nvmlGpuInstanceCreateComputeInstance",
+        "nvmlGpuInstanceCreateComputeInstanceWithPlacement",
+        "nvmlComputeInstanceDestroy",
+        "nvmlGpuInstanceDestroy",
+};
+#define MOCK_CRASH_FNS (sizeof(g_crash_fns) / sizeof(g_crash_fns[0]))
+static unsigned g_crash_after[MOCK_CRASH_FNS];
 
 /* XID storms from the control file's `xid-storm` lines: event i (from 0) is
  * due |i / rate| seconds after the line was applied; due events are queued on
@@ -83,11 +99,52 @@ static void clear_sets_locked(void)
         }
 }
 
-/* Loads (or reloads, when the file name, size or mtime changed) the topology. */
+/* $KDEV_MOCK_NVML_STATE, when set: applied over the topology (the file's
+ * error on stderr and in g_state_error; the topology's instances stay). */
+static void state_apply_locked(void)
+{
+        const char *path = getenv("KDEV_MOCK_NVML_STATE");
+        if (!path || !path[0] || !g_state)
+                return;
+        char msg[sizeof(g_state_error)];
+        if (mock_instances_apply(g_state, path, msg, sizeof(msg)) < 0) {
+                snprintf(g_state_error, sizeof(g_state_error), "%s", msg);
+                fprintf(stderr, "kdev mock nvml: %s\n", msg);
+                return;
+        }
+        g_state_error[0] = '\0';
+}
+
+/* After a change of instances or MIG mode: the state file written (when
+ * $KDEV_MOCK_NVML_STATE is set), then, for a change by NVML entry point
+ * |fn| (NULL: a control), the process killed when `crash-after` says so. */
+static void changed_locked(const char *fn)
+{
+        const char *path = getenv("KDEV_MOCK_NVML_STATE");
+        if (path && path[0] && g_state) {
+                char msg[sizeof(g_state_error)];
+                if (mock_instances_write(g_state, path, msg, sizeof(msg)) < 0) {
+                        snprintf(g_state_error, sizeof(g_state_error), "%s", msg);
+                        fprintf(stderr, "kdev mock nvml: %s\n", msg);
+                } else {
+                        g_state_error[0] = '\0';
+                }
+        }
+        for (size_t i = 0; fn && i < MOCK_CRASH_FNS; i++)
+                if (strcmp(g_crash_fns[i], fn) == 0 && g_crash_after[i] &&
+                    --g_crash_after[i] == 0)
+                        raise(SIGKILL);   /* kill -9 before the call returns */
+}
+
+/* Loads (or reloads, when the file name, size or mtime changed) the
+ * topology, with the state file over it; *|loaded| (may be NULL) tells
+ * whether it did. */
 static nvmlReturn_t write_proc_locked(const char *root);
 
-static nvmlReturn_t load_locked(void)
+static nvmlReturn_t load_locked(bool *loaded)
 {
+        if (loaded)
+                *loaded = false;
         const char *path = getenv("KDEV_MOCK_NVML_TOPOLOGY");
         if (!path || !path[0]) {
                 snprintf(g_last_error, sizeof(g_last_error),
@@ -114,6 +171,9 @@ static nvmlReturn_t load_locked(void)
         clear_sets_locked();
         mock_state_free(g_state);
         g_state = s;
+        if (loaded)
+                *loaded = true;
+        state_apply_locked();
         /* out-of-process users (kdev-plugin --proc-root): mig-minors on load */
         const char *proc = getenv("KDEV_MOCK_NVML_PROC");
         if (proc && proc[0] && write_proc_locked(proc) != NVML_SUCCESS)
@@ -124,7 +184,7 @@ static nvmlReturn_t load_locked(void)
 
 static nvmlReturn_t ensure_loaded_locked(void)
 {
-        return g_state ? NVML_SUCCESS : load_locked();
+        return g_state ? NVML_SUCCESS : load_locked(NULL);
 }
 
 /* --- lookups ------------------------------------------------------------- */
@@ -194,6 +254,16 @@ static unsigned ci_slice_mask(const struct nvmlComputeInstance_st *ci)
                                                                               8, 6, 1, 7 };
         unsigned c = ci->profile < NVML_COMPUTE_INSTANCE_PROFILE_COUNT ? slices[ci->profile] : 0;
         return ((1u << c) - 1u) << ci->start;
+}
+
+unsigned mock_ci_fit(unsigned g, unsigned index)
+{
+        static const unsigned slices[NVML_COMPUTE_INSTANCE_PROFILE_COUNT] = { 1, 2, 3, 4, 7,
+                                                                              8, 6, 0, 0 };
+        unsigned c = index < NVML_COMPUTE_INSTANCE_PROFILE_COUNT ? slices[index] : 0;
+        bool ok = c != 0 && c <= g &&
+                  (c <= 2 || c == g || (g == 7 && (c == 3 || c == 4)) || (g == 8 && c == 4));
+        return ok ? c : 0;
 }
 
 static bool valid_set(nvmlEventSet_t set)
@@ -418,10 +488,12 @@ static nvmlReturn_t set_present_locked(const char *uuid, int on)
                                 return NVML_ERROR_IN_USE;
                 }
         }
-        if (mig)
+        if (mig) {
                 mig->hidden = on == 0;
-        else
+                changed_locked(NULL);
+        } else {
                 g->hidden = on == 0;
+        }
         return NVML_SUCCESS;
 }
 
@@ -440,6 +512,7 @@ static nvmlReturn_t set_mig_mode_locked(const char *uuid, unsigned mode)
         if (mode > 1)
                 return NVML_ERROR_INVALID_ARGUMENT;
         g->mig_mode = g->mig_pending = mode;
+        changed_locked(NULL);
         return NVML_SUCCESS;
 }
 
@@ -538,6 +611,26 @@ static nvmlReturn_t ctl_mig_mode(char **w, const unsigned long long *num, int ar
 {
         (void)arg;
         return set_mig_mode_locked(w[1], (unsigned)num[0]);
+}
+
+static nvmlReturn_t crash_after_locked(const char *fn, unsigned long long count)
+{
+        if (!fn || count > UINT_MAX)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        for (size_t i = 0; i < MOCK_CRASH_FNS; i++) {
+                if (strcmp(g_crash_fns[i], fn) == 0) {
+                        g_crash_after[i] = (unsigned)count;
+                        return NVML_SUCCESS;
+                }
+        }
+        return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* `crash-after <nvmlFunction> [<count>]` */
+static nvmlReturn_t ctl_crash_after(char **w, const unsigned long long *num, int arg)
+{
+        (void)arg;
+        return crash_after_locked(w[1], num[0]);
 }
 
 static nvmlReturn_t ctl_init_error(char **w, const unsigned long long *num, int arg)
@@ -644,6 +737,7 @@ static const struct control_cmd {
         { "mig-create", 1, 0, false, { 0 }, 0, ctl_present, CTL_ADD | CTL_MIG },
         { "mig-destroy", 1, 0, false, { 0 }, 0, ctl_present, CTL_MIG },
         { "mig-mode", 2, 0, true, { 0 }, 0, ctl_mig_mode, 0 },
+        { "crash-after", 1, 1, true, { 1 }, 0, ctl_crash_after, 0 },
         { "init-error", 1, 0, false, { 0 }, 1, ctl_init_error, 0 },
         { "error", 3, 0, false, { 0 }, 3, ctl_error, 0 },
         { "util", 2, 1, true, { 0 }, 0, ctl_util, 0 },
@@ -767,8 +861,13 @@ static nvmlReturn_t m_init(void)
         pthread_mutex_lock(&g_lock);
         poll_control_locked();
         nvmlReturn_t r = g_init_error;
-        if (r == NVML_SUCCESS && g_refs == 0)
-                r = load_locked();
+        if (r == NVML_SUCCESS && g_refs == 0) {
+                /* the instances another process (or an earlier one) left */
+                bool loaded = false;
+                r = load_locked(&loaded);
+                if (r == NVML_SUCCESS && !loaded)
+                        state_apply_locked();
+        }
         if (r == NVML_SUCCESS)
                 g_refs++;
         pthread_mutex_unlock(&g_lock);
@@ -1110,10 +1209,8 @@ static const unsigned ci_slices[NVML_COMPUTE_INSTANCE_PROFILE_COUNT] = { 1, 2, 3
 static nvmlReturn_t ci_profile(const struct mock_profile *p, unsigned index,
                                nvmlComputeInstanceProfileInfo_t *out)
 {
-        unsigned g = p->info.sliceCount, c = ci_slices[index];
-        bool ok = c != 0 && c <= g &&
-                  (c <= 2 || c == g || (g == 7 && (c == 3 || c == 4)) || (g == 8 && c == 4));
-        if (!ok)
+        unsigned g = p->info.sliceCount, c = mock_ci_fit(g, index);
+        if (!c)
                 return NVML_ERROR_NOT_SUPPORTED;
         memset(out, 0, sizeof(*out));
         out->id = index;
@@ -1443,7 +1540,11 @@ static nvmlReturn_t m_gi_create(nvmlDevice_t d, unsigned profile_id,
         int prof = gi_profile_index(d->gpu, profile_id);
         if (!out || prof < 0)
                 return NVML_ERROR_INVALID_ARGUMENT;
-        return gi_create(d->gpu, (unsigned)prof, want, out);
+        r = gi_create(d->gpu, (unsigned)prof, want, out);
+        if (r == NVML_SUCCESS)
+                changed_locked(want ? "nvmlDeviceCreateGpuInstanceWithPlacement"
+                                    : "nvmlDeviceCreateGpuInstance");
+        return r;
 }
 
 /* The GPU instances of a profile, by id. */
@@ -1509,6 +1610,7 @@ static nvmlReturn_t m_gi_destroy(nvmlGpuInstance_t gi)
                 if (g->migs[k].used && g->migs[k].gi == gi)
                         memset(&g->migs[k], 0, sizeof(g->migs[k]));
         memset(gi, 0, sizeof(*gi));
+        changed_locked("nvmlGpuInstanceDestroy");
         return NVML_SUCCESS;
 }
 
@@ -1696,6 +1798,8 @@ static nvmlReturn_t m_ci_create(nvmlGpuInstance_t gi, unsigned profile,
         if (slot >= g->n_migs)
                 g->n_migs = slot + 1;
         *out = &m->ci;
+        changed_locked(want ? "nvmlGpuInstanceCreateComputeInstanceWithPlacement"
+                            : "nvmlGpuInstanceCreateComputeInstance");
         return NVML_SUCCESS;
 }
 
@@ -1744,6 +1848,7 @@ static nvmlReturn_t m_ci_destroy(nvmlComputeInstance_t ci)
         if (instance_busy(m->gi, m))
                 return NVML_ERROR_IN_USE;
         memset(m, 0, sizeof(*m));
+        changed_locked("nvmlComputeInstanceDestroy");
         return NVML_SUCCESS;
 }
 #endif /* !KDEV_MOCK_LEGACY */
@@ -2469,7 +2574,21 @@ void kdevMockReset(void)
         g_ctl_path[0] = '\0';
         g_ctl_off = 0;
         g_n_storms = 0;
+        g_state_error[0] = '\0';
+        memset(g_crash_after, 0, sizeof(g_crash_after));
         pthread_mutex_unlock(&g_lock);
+}
+
+MOCK_EXPORT kdevMockCrashAfter_fn kdevMockCrashAfter;
+nvmlReturn_t kdevMockCrashAfter(const char *function, unsigned count)
+{
+        CONTROL(crash_after_locked(function, count));
+}
+
+MOCK_EXPORT kdevMockLastStateError_fn kdevMockLastStateError;
+const char *kdevMockLastStateError(void)
+{
+        return g_state_error;
 }
 
 MOCK_EXPORT kdevMockLastError_fn kdevMockLastError;

@@ -43,6 +43,8 @@ struct mock_nvml {
         kdevMockLastError_fn *last_error;
         kdevMockSetPresent_fn *set_present;
         kdevMockSetMigMode_fn *set_mig_mode;
+        kdevMockCrashAfter_fn *crash_after;
+        kdevMockLastStateError_fn *state_error;
 };
 
 #define MOCK_NVML_SYM(m, field, name) \
@@ -78,9 +80,12 @@ static inline int mock_nvml_open(struct mock_nvml *m)
         MOCK_NVML_SYM(m, last_error, "kdevMockLastError");
         MOCK_NVML_SYM(m, set_present, "kdevMockSetPresent");
         MOCK_NVML_SYM(m, set_mig_mode, "kdevMockSetMigMode");
+        MOCK_NVML_SYM(m, crash_after, "kdevMockCrashAfter");
+        MOCK_NVML_SYM(m, state_error, "kdevMockLastStateError");
         if (!m->reset || !m->write_sysfs || !m->write_proc || !m->set_lost || !m->set_reset ||
             !m->set_remap || !m->set_error || !m->set_init_error || !m->xid || !m->event ||
-            !m->count || !m->last_error || !m->set_present || !m->set_mig_mode) {
+            !m->count || !m->last_error || !m->set_present || !m->set_mig_mode ||
+            !m->crash_after || !m->state_error) {
                 dlclose(m->h);
                 kdev_nvml_close(m->lib);
                 return -1;
