@@ -94,7 +94,7 @@ class Env:
     """Stand-in API server + kdev-dra-plugin in a temp dir."""
 
     def __init__(self, root, extra=(), before_start=None, topology=None, env_extra=None,
-                 objects=None):
+                 objects=None, server_args=()):
         self.root = root
         self.registry = os.path.join(root, "plugins_registry")
         self.plugin_dir = os.path.join(root, "plugins", DRIVER)
@@ -102,7 +102,8 @@ class Env:
         seed = os.path.join(root, "seed.json")
         with open(seed, "w") as f:
             json.dump(seed_objects() + list(objects or ()), f)
-        self.server = subprocess.Popen([sys.executable, SERVER, "--token", TOKEN, "--seed", seed],
+        self.server = subprocess.Popen([sys.executable, SERVER, "--token", TOKEN, "--seed", seed,
+                                        *server_args],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.info = json.loads(self.server.stdout.readline())
         self.api = Api(self.info)

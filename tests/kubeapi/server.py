@@ -10,6 +10,7 @@ real server that a client can observe:
   /apis/resource.k8s.io/VER/deviceclasses[/NAME]               (cluster scoped)
   /apis/resource.k8s.io/VER/resourceclaims                     (LIST, all namespaces)
   /apis/resource.k8s.io/VER/namespaces/NS/resourceclaims[/NAME[/status]]
+  /version                                                     (GET: --kube-version)
 
   VER is one of --versions (default v1,v1beta1); objects are stored in the v1
   shape and converted on the way in and out (v1beta1 wraps device fields in
@@ -500,6 +501,7 @@ class State:
         self.waiting = 0  # requests held now
         self.requests = []
         self.versions = [v for v in args.versions.split(",") if v]
+        self.kube_minor = int(args.kube_version.split(".")[1])
         self.down = False
         self.api = None
         self.api_thread = None
@@ -507,6 +509,40 @@ class State:
         self.ssl_ctx = None
         self.timer = None
         self.conns = set()
+
+
+def validate_slice(state, obj):
+    """The ResourceSlice validation rules kdev's slices meet (k8s.io/api
+    resource/v1 types.go limits; 1.35+: a slice holds devices or
+    sharedCounters, not both; partitionable devices: at most 64 per slice,
+    their counter sets in the same slice on 1.34)."""
+    spec = obj.get("spec") or {}
+    bad = "ResourceSlice.resource.k8s.io is invalid: "
+    devices = spec.get("devices") or []
+    sets = spec.get("sharedCounters") or []
+    if not spec.get("driver"):
+        raise ApiError(422, "Invalid", bad + "spec.driver: Required value")
+    if len(devices) > 128:
+        raise ApiError(422, "Invalid", bad + "spec.devices: Too many: %d: must have at most "
+                       "128 items" % len(devices))
+    counting = [d for d in devices if d.get("consumesCounters")]
+    if counting and len(devices) > 64:
+        raise ApiError(422, "Invalid", bad + "spec.devices: Too many: %d: must have at most "
+                       "64 items when devices consume counters" % len(devices))
+    if len(sets) > 8:
+        raise ApiError(422, "Invalid", bad + "spec.sharedCounters: Too many: %d: must have "
+                       "at most 8 items" % len(sets))
+    if state.kube_minor >= 35 and devices and sets:
+        raise ApiError(422, "Invalid", bad + "spec: Invalid value: only one of devices or "
+                       "sharedCounters may be set")
+    if state.kube_minor < 35:
+        names = {c.get("name") for c in sets}
+        for d in counting:
+            for c in d["consumesCounters"]:
+                if c.get("counterSet") not in names:
+                    raise ApiError(422, "Invalid", bad + "spec.devices[%s].consumesCounters: "
+                                   "Invalid value: %r: counter set not in this slice"
+                                   % (d.get("name"), c.get("counterSet")))
 
 
 def route(state, path):
@@ -762,6 +798,9 @@ class ApiHandler(BaseHTTPRequestHandler):
 
     def dispatch(self, method, path, q, body):
         st = self.server.state
+        if path == "/version" and method == "GET":
+            return 200, {"major": "1", "minor": str(st.kube_minor),
+                         "gitVersion": "v1.%d.0" % st.kube_minor, "platform": "linux/amd64"}
         resource, version, ns, name, sub = route(st, path)
         store = st.store
         one = lambda k: (q.get(k) or [""])[0]  # noqa: E731
@@ -829,14 +868,7 @@ class ApiHandler(BaseHTTPRequestHandler):
                                % (kind, RESOURCES[resource][2]))
             obj = from_version(resource, version, body)
             if resource == "resourceslices":
-                spec = obj.get("spec") or {}
-                if not spec.get("driver"):
-                    raise ApiError(422, "Invalid", "ResourceSlice.resource.k8s.io is invalid: "
-                                   "spec.driver: Required value")
-                if len(spec.get("devices") or []) > 128:
-                    raise ApiError(422, "Invalid", "ResourceSlice.resource.k8s.io is invalid: "
-                                   "spec.devices: Too many: %d: must have at most 128 items"
-                                   % len(spec["devices"]))
+                validate_slice(st, obj)
             return 201, to_version(resource, version, store.create(resource, ns, obj))
         if method == "PUT":
             if name is None:
@@ -844,6 +876,8 @@ class ApiHandler(BaseHTTPRequestHandler):
             if not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", "PUT needs an object body")
             obj = from_version(resource, version, body)
+            if resource == "resourceslices" and not sub:
+                validate_slice(st, obj)
             return 200, to_version(resource, version, store.update(resource, ns, name, obj, sub))
         if method == "DELETE" and name is not None:
             pre = (body or {}).get("preconditions") if isinstance(body, dict) else None
@@ -1092,6 +1126,9 @@ def main():
     ap.add_argument("--client-cert-auth", action="store_true",
                     help="with --tls and no --token: require a client certificate")
     ap.add_argument("--versions", default="v1,v1beta1", help="served resource.k8s.io versions")
+    ap.add_argument("--kube-version", default="1.35",
+                    help="Kubernetes version GET /version answers (1.<minor>); 1.35+ "
+                    "refuses slices with both devices and sharedCounters")
     ap.add_argument("--seed", help="JSON file: a list of objects to store at start")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--verbose", action="store_true")
