@@ -5,16 +5,19 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/log.h"
 #include "nvidia/health.h"
 #include "nvidia/resources.h"
 #include "nvml/discover.h"
 #include "nvml/loader.h"
+#include "nvml/mig_config.h"
 
 struct kdev_nvidia_dra_backend {
         struct kdev_nvml *lib;
         char sysfs_root[256];           /* "": "/sys" */
+        bool dynamic_mig;               /* placements read, mig_* calls allowed */
         struct kdev_gpu_set *set;       /* NVML's discovery */
         struct kdev_nvidia_gpus gpus;   /* its NVML-free records */
         struct kdev_resource_set watched; /* the physical devices of the monitor */
@@ -34,6 +37,42 @@ struct kdev_nvidia_dra_backend {
         void *changed_arg;
 };
 
+/* Dynamic MIG: the placement records of every GPU of |gpus| that is not
+ * faulted and in MIG mode, read through |lib|. A GPU whose MIG mode NVML
+ * answers off or unsupported by now gets none; any other error is
+ * returned (|gpus| then holds what was filled; the caller clears it). */
+static int fill_placements(struct kdev_nvml *lib, struct kdev_nvidia_gpus *gpus,
+                           struct kdev_err *err)
+{
+        struct kdev_nvml_mig_placements *p = malloc(sizeof(*p));
+        if (!p)
+                return kdev_err_set(err, ENOMEM, "MIG placements: out of memory");
+        bool have_config = (kdev_nvml_caps(lib) & KDEV_NVML_CAP_MIG_CONFIG) &&
+                           (kdev_nvml_caps(lib) & KDEV_NVML_CAP_MIG);
+        int rc = 0;
+        for (size_t i = 0; rc == 0 && i < gpus->n_gpus; i++) {
+                struct kdev_nvidia_gpu *g = &gpus->gpus[i];
+                if (g->faulted || !g->mig_enabled)
+                        continue;
+                char index[16];
+                snprintf(index, sizeof(index), "%u", g->index);
+                struct kdev_err e = {0};
+                rc = kdev_nvml_mig_placements(lib, g->uuid[0] ? g->uuid : index, p, &e);
+                if (rc == -EOPNOTSUPP && have_config) {
+                        rc = 0; /* MIG turned off (or gone) since discovery */
+                        continue;
+                }
+                if (rc < 0) {
+                        if (err)
+                                *err = e;
+                        break;
+                }
+                rc = kdev_nvidia_gpu_placements_from(p, g, err);
+        }
+        free(p);
+        return rc;
+}
+
 int kdev_nvidia_dra_backend_open(const struct kdev_nvidia_dra_backend_options *opts,
                                  struct kdev_nvidia_dra_backend **out, struct kdev_err *err)
 {
@@ -51,6 +90,9 @@ int kdev_nvidia_dra_backend_open(const struct kdev_nvidia_dra_backend_options *o
                 rc = kdev_nvml_discover(b->lib, &dopts, &b->set, err);
         if (rc == 0)
                 rc = kdev_nvidia_gpus_from_set(b->set, &b->gpus, err);
+        b->dynamic_mig = opts->dynamic_mig;
+        if (rc == 0 && b->dynamic_mig)
+                rc = fill_placements(b->lib, &b->gpus, err);
         if (rc < 0) {
                 kdev_nvidia_dra_backend_free(b);
                 return rc;
@@ -133,6 +175,8 @@ int kdev_nvidia_dra_backend_rediscover(struct kdev_nvidia_dra_backend *b, struct
         int rc = kdev_nvml_discover(b->lib, &dopts, &set, err);
         if (rc == 0)
                 rc = kdev_nvidia_gpus_from_set(set, &gpus, err);
+        if (rc == 0 && b->dynamic_mig)
+                rc = fill_placements(b->lib, &gpus, err);
         if (rc == 0 && b->health_ready) {
                 rc = kdev_nvidia_build(set, b->cfg, NULL, &watched, err);
                 if (rc == 0)
@@ -208,6 +252,73 @@ int kdev_nvidia_dra_backend_health_start(struct kdev_nvidia_dra_backend *b, uv_l
         int rc = kdev_nvidia_health_start(b->health, err);
         if (rc < 0)
                 kdev_nvidia_dra_backend_health_stop(b);
+        return rc;
+}
+
+static int dynamic_mig_on(const struct kdev_nvidia_dra_backend *b, struct kdev_err *err)
+{
+        return b->dynamic_mig ? 0 : kdev_err_set(err, EINVAL, "dynamic MIG is off");
+}
+
+static void made_record(const struct kdev_nvml_mig_instance *m, struct kdev_nvidia_mig_made *out)
+{
+        memset(out, 0, sizeof(*out));
+        out->gi_id = m->gi_id;
+        out->ci_id = m->ci_id;
+        out->gi_profile_id = m->gi_profile_id;
+        out->placement_start = m->gi_placement.start;
+        out->placement_size = m->gi_placement.size;
+        snprintf(out->uuid, sizeof(out->uuid), "%s", m->uuid);
+}
+
+int kdev_nvidia_dra_backend_mig_create(struct kdev_nvidia_dra_backend *b, const char *gpu_uuid,
+                                       unsigned gi_profile_id, unsigned start,
+                                       struct kdev_nvidia_mig_made *out, struct kdev_err *err)
+{
+        int rc = dynamic_mig_on(b, err);
+        if (rc < 0)
+                return rc;
+        struct kdev_nvml_mig_instance m;
+        rc = kdev_nvml_mig_create(b->lib, gpu_uuid, gi_profile_id, start, &m, err);
+        if (rc == 0)
+                made_record(&m, out);
+        return rc;
+}
+
+int kdev_nvidia_dra_backend_mig_destroy(struct kdev_nvidia_dra_backend *b, const char *gpu_uuid,
+                                        unsigned gi_id, unsigned ci_id, bool *gone,
+                                        struct kdev_err *err)
+{
+        int rc = dynamic_mig_on(b, err);
+        return rc < 0 ? rc : kdev_nvml_mig_destroy(b->lib, gpu_uuid, gi_id, ci_id, gone, err);
+}
+
+int kdev_nvidia_dra_backend_mig_list(struct kdev_nvidia_dra_backend *b, const char *gpu_uuid,
+                                     struct kdev_nvidia_mig_made *out, size_t cap, size_t *n,
+                                     struct kdev_err *err)
+{
+        int rc = dynamic_mig_on(b, err);
+        if (rc < 0)
+                return rc;
+        struct kdev_nvml_mig_instances *l = malloc(sizeof(*l));
+        if (!l)
+                return kdev_err_set(err, ENOMEM, "MIG devices: out of memory");
+        rc = kdev_nvml_mig_instances(b->lib, gpu_uuid, l, err);
+        if (rc == 0) {
+                size_t k = 0;
+                for (size_t i = 0; i < l->n && i < KDEV_NVML_MIG_INSTANCES_MAX; i++) {
+                        if (l->items[i].ci_id == KDEV_NVML_NO_INSTANCE)
+                                continue;
+                        if (k < cap)
+                                made_record(&l->items[i], &out[k]);
+                        k++;
+                }
+                *n = k;
+                if (k > cap)
+                        rc = kdev_err_set(err, E2BIG, "GPU %s: %zu MIG devices, room for %zu",
+                                          gpu_uuid, k, cap);
+        }
+        free(l);
         return rc;
 }
 

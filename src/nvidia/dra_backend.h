@@ -43,14 +43,29 @@ struct kdev_nvidia_dra_backend_options {
         /* The sysfs tree discovery reads (NUMA node, PCIe root; copied);
          * NULL: "/sys". */
         const char *sysfs_root;
+        /* Dynamic MIG (KEP-4815 partitionable devices): open and every
+         * rediscovery also read the possible MIG placements of each GPU in
+         * MIG mode into its records (struct kdev_nvidia_gpu placements,
+         * memory_slices), and the kdev_nvidia_dra_backend_mig_* calls make
+         * and destroy MIG devices. false: no placements, and those calls
+         * answer -EINVAL. */
+        bool dynamic_mig;
 };
 
 /* Loads NVML and discovers the GPUs (GPUs and MIG devices, no NVLink
  * topology, sysfs under opts->sysfs_root), then turns them into the records of
- * kdev_nvidia_dra_backend_gpus(). Returns 0 with *out set, or a negative
- * errno with |err| and *out NULL: the loader's error unchanged (e.g.
- * -EOPNOTSUPP "NVML library <path> not found: ...", nvml/loader.h), the
- * discovery's (nvml/discover.h), -ENOMEM. Nothing stays open on error. */
+ * kdev_nvidia_dra_backend_gpus(). With opts->dynamic_mig, each GPU record
+ * that is not faulted and whose current MIG mode is enabled also gets its
+ * placement records from kdev_nvml_mig_placements(<its UUID>)
+ * (nvml/mig_config.h; converted by kdev_nvidia_gpu_placements_from,
+ * nvidia/gpus.h); a GPU with MIG off or not MIG capable gets none, and so
+ * does one whose MIG mode NVML reports off or unsupported by then. Returns 0
+ * with *out set, or a negative errno with |err| and *out NULL: the loader's
+ * error unchanged (e.g. -EOPNOTSUPP "NVML library <path> not found: ...",
+ * nvml/loader.h), the discovery's (nvml/discover.h), the other errors of
+ * kdev_nvml_mig_placements unchanged (e.g. -EOPNOTSUPP "NVML library <path>
+ * lacks the dynamic MIG entry points" when a GPU is in MIG mode), -ENOMEM.
+ * Nothing stays open on error. */
 KDEV_API int kdev_nvidia_dra_backend_open(const struct kdev_nvidia_dra_backend_options *opts,
                                  struct kdev_nvidia_dra_backend **out, struct kdev_err *err);
 
@@ -118,7 +133,8 @@ KDEV_API int kdev_nvidia_dra_backend_watch_start(struct kdev_nvidia_dra_backend 
                                                  kdev_nvidia_dra_inventory_fn changed, void *arg,
                                                  struct kdev_err *err);
 
-/* Reads the GPUs again (as open does) and, on success, refills the records
+/* Reads the GPUs again (as open does, placements included with dynamic
+ * MIG) and, on success, refills the records
  * in place (the pointer of kdev_nvidia_dra_backend_gpus stays valid; a
  * prepare reads the new ones), rebuilds the watched physical devices (those
  * Unhealthy before stay Unhealthy, adopted and probed by the new monitor,
@@ -126,10 +142,64 @@ KDEV_API int kdev_nvidia_dra_backend_watch_start(struct kdev_nvidia_dra_backend 
  * monitor that ran (same policy and callback) and resumes the inventory
  * watch. Physical devices and IDs borrowed before are invalid afterwards.
  * Returns 0, or a negative errno with |err| and everything as it was (the
- * watch resumed): the discovery's errors, kdev_nvidia_build's, -ENOMEM; a
+ * watch resumed): the discovery's errors, kdev_nvml_mig_placements' (as
+ * for open), kdev_nvidia_build's, -ENOMEM; a
  * monitor that cannot be restarted is logged, not an error. Loop thread. */
 KDEV_API int kdev_nvidia_dra_backend_rediscover(struct kdev_nvidia_dra_backend *b,
                                                 struct kdev_err *err);
+
+/* Dynamic MIG: MIG devices made and destroyed on a GPU in MIG mode for the
+ * DRA front end (NVML-free; nvml/mig_config.h does the work). |gpu_uuid| is
+ * the GPU's UUID ("GPU-...", struct kdev_nvidia_gpu uuid). They may run on
+ * the loop thread while the health monitor runs: each call takes and drops
+ * its own NVML init reference on the backend's library handle (serialised by
+ * the loader, nvml/loader.h) and NVML itself is thread-safe; calls that
+ * change the same GPU must not race each other (nvml/mig_config.h), which
+ * one loop thread ensures. The records of kdev_nvidia_dra_backend_gpus are
+ * not changed: the inventory watch sees the new layout ("MIG devices of GPU
+ * <uuid> changed") and kdev_nvidia_dra_backend_rediscover refills them.
+ * Every call answers -EINVAL "dynamic MIG is off" (|*out|, |*gone|, |*n|
+ * untouched) when the backend was opened without dynamic_mig. Loop thread. */
+
+/* Creates a MIG device on |gpu_uuid|: a GPU instance of driver profile id
+ * |gi_profile_id| (nvmlGpuInstanceProfileInfo_t.id, struct
+ * kdev_nvidia_placement gi_profile_id) at the placement starting at memory
+ * slice |start|, with one compute instance spanning it (kdev_nvml_mig_create).
+ * Fills |*out| (caller's storage) with its GPU / compute instance ids,
+ * profile id, placement and MIG UUID. Returns 0, or a negative errno with
+ * |err|: kdev_nvml_mig_create's errors unchanged (e.g. -EIO "GPU 0 (GPU-...):
+ * create GPU instance profile 19 placement 5: Ran out of critical
+ * resources, other than memory" for an overlap, -EINVAL "GPU 0 (GPU-...):
+ * GPU instance profile 9 has no placement at 5"). */
+KDEV_API int kdev_nvidia_dra_backend_mig_create(struct kdev_nvidia_dra_backend *b,
+                                                const char *gpu_uuid, unsigned gi_profile_id,
+                                                unsigned start,
+                                                struct kdev_nvidia_mig_made *out,
+                                                struct kdev_err *err);
+
+/* Destroys compute instance |ci_id| of GPU instance |gi_id| on |gpu_uuid|,
+ * then the GPU instance (kdev_nvml_mig_destroy): idempotent, |*gone| (may
+ * be NULL) true when the GPU instance no longer existed, false when it was
+ * destroyed now. Returns 0, or kdev_nvml_mig_destroy's negative errno with
+ * |err| (-EBUSY "... destroy compute instance 0 of GPU instance 1: In use
+ * by another client" while a process runs on it). */
+KDEV_API int kdev_nvidia_dra_backend_mig_destroy(struct kdev_nvidia_dra_backend *b,
+                                                 const char *gpu_uuid, unsigned gi_id,
+                                                 unsigned ci_id, bool *gone,
+                                                 struct kdev_err *err);
+
+/* The MIG devices on |gpu_uuid| now (kdev_nvml_mig_instances): the GPU
+ * instances that have a compute instance, each (GPU instance, compute
+ * instance) pair once, in its order (by GPU instance id, then compute
+ * instance id), into |out| (|cap| entries, caller's storage; may be NULL
+ * when |cap| is 0). Sets |*n| to how many there are. Returns 0, or a
+ * negative errno with |err|: kdev_nvml_mig_instances' errors unchanged;
+ * -E2BIG "GPU <uuid>: <n> MIG devices, room for <cap>" when there are more
+ * than |cap| (|out| then holds the first |cap|). */
+KDEV_API int kdev_nvidia_dra_backend_mig_list(struct kdev_nvidia_dra_backend *b,
+                                              const char *gpu_uuid,
+                                              struct kdev_nvidia_mig_made *out, size_t cap,
+                                              size_t *n, struct kdev_err *err);
 
 /* Stops the inventory watch (NULL-safe, and when none runs): no |changed|
  * call after the return; its timer closes on the loop (run it out before

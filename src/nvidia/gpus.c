@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nvml/discover.h"
+#include "nvml/mig_config.h"
 
 _Static_assert(KDEV_NVIDIA_UUID_MAX == KDEV_GPU_UUID_MAX, "UUID buffer of nvml/discover.h");
 _Static_assert(KDEV_NVIDIA_PRODUCT_MAX == KDEV_GPU_NAME_MAX, "name buffer of nvml/discover.h");
@@ -115,6 +116,80 @@ int kdev_nvidia_gpus_from_set(const struct kdev_gpu_set *set, struct kdev_nvidia
                         return kdev_err_set(err, ENOMEM, "GPU records: out of memory");
                 }
         }
+        return 0;
+}
+
+/* The counts of |p| within its arrays. */
+static size_t n_profiles(const struct kdev_nvml_mig_placements *p)
+{
+        size_t cap = sizeof(p->profiles) / sizeof(p->profiles[0]);
+        return p->n_profiles < cap ? p->n_profiles : cap;
+}
+
+static unsigned n_placements(const struct kdev_nvml_mig_profile *p)
+{
+        return p->n_placements < KDEV_NVML_MIG_PLACEMENTS_MAX ? p->n_placements
+                                                              : KDEV_NVML_MIG_PLACEMENTS_MAX;
+}
+
+static void placement_record(const struct kdev_nvml_mig_profile *prof,
+                             const nvmlGpuInstancePlacement_t *pl, unsigned minor,
+                             unsigned long long parent_total, struct kdev_nvidia_placement *out)
+{
+        if (kdev_nvidia_mig_gi_profile_name(prof, parent_total, out->profile,
+                                            sizeof(out->profile), NULL) < 0)
+                out->profile[0] = '\0';
+        out->gi_profile_id = prof->info.id;
+        out->placement_start = pl->start;
+        out->placement_size = pl->size;
+        out->memory_bytes = (unsigned long long)prof->info.memorySizeMB << 20;
+        out->multiprocessors = prof->info.multiprocessorCount;
+        out->copy_engines = prof->info.copyEngineCount;
+        out->decoders = prof->info.decoderCount;
+        out->encoders = prof->info.encoderCount;
+        out->jpeg_engines = prof->info.jpegCount;
+        out->ofa_engines = prof->info.ofaCount;
+        int rc = kdev_nvidia_dra_placement_name(minor, out->profile, out->gi_profile_id,
+                                                out->placement_start, out->dra_name,
+                                                sizeof(out->dra_name));
+        if (rc < 0) {
+                out->dra_name[0] = '\0';
+                out->dra_name_error = rc;
+        }
+}
+
+int kdev_nvidia_gpu_placements_from(const struct kdev_nvml_mig_placements *p,
+                                    struct kdev_nvidia_gpu *g, struct kdev_err *err)
+{
+        free(g->placements);
+        g->placements = NULL;
+        g->n_placements = 0;
+        g->memory_slices = 0;
+        size_t n = 0;
+        for (size_t i = 0; i < n_profiles(p); i++)
+                n += n_placements(&p->profiles[i]);
+        if (n == 0)
+                return 0;
+        struct kdev_nvidia_placement *r = calloc(n, sizeof(*r));
+        if (!r)
+                return kdev_err_set(err, ENOMEM, "MIG placement records: out of memory");
+        unsigned long long total = p->memory_ret == NVML_SUCCESS && p->memory_total > 0
+                                           ? p->memory_total
+                                           : g->memory_bytes;
+        unsigned slices = 0;
+        size_t k = 0;
+        for (size_t i = 0; i < n_profiles(p); i++) {
+                const struct kdev_nvml_mig_profile *prof = &p->profiles[i];
+                for (unsigned j = 0; j < n_placements(prof); j++) {
+                        const nvmlGpuInstancePlacement_t *pl = &prof->placements[j];
+                        placement_record(prof, pl, g->minor, total, &r[k++]);
+                        if (pl->start + pl->size > slices)
+                                slices = pl->start + pl->size;
+                }
+        }
+        g->placements = r;
+        g->n_placements = n;
+        g->memory_slices = slices;
         return 0;
 }
 

@@ -90,7 +90,10 @@ struct kdev_nvidia_placement {
         unsigned copy_engines, decoders, encoders, jpeg_engines, ofa_engines;
 };
 
-/* A MIG device (GPU instance + compute instance) on a GPU. */
+/* A MIG device (GPU instance + compute instance) on a GPU, as dynamic MIG
+ * makes, destroys and lists them (nvidia/dra_backend.h
+ * kdev_nvidia_dra_backend_mig_create / _mig_list; the numbers of
+ * nvml/mig_config.h struct kdev_nvml_mig_instance). */
 struct kdev_nvidia_mig_made {
         unsigned gi_id, ci_id;              /* GPU / compute instance ids */
         unsigned gi_profile_id;             /* nvmlGpuInstanceProfileInfo_t.id */
@@ -161,6 +164,29 @@ struct kdev_gpu_set;
  * kdev_nvidia_gpus_clear(). */
 KDEV_API int kdev_nvidia_gpus_from_set(const struct kdev_gpu_set *set, struct kdev_nvidia_gpus *out,
                               struct kdev_err *err);
+
+/* One GPU's GPU-instance profiles and their possible placements as
+ * nvml/mig_config.h reads them (kdev_nvml_mig_placements); only the NVIDIA
+ * backend makes or reads one. */
+struct kdev_nvml_mig_placements;
+
+/* Replaces the placement records of |g| (freeing any it had) with one
+ * struct kdev_nvidia_placement per (profile, placement) of |p|: profiles in
+ * |p|'s order (NVML profile index order), each profile's placements in
+ * NVML's order. profile: kdev_nvidia_mig_gi_profile_name of the profile
+ * with |p|->memory_total (bytes), or with |g|->memory_bytes when NVML gave
+ * no total; "" when it cannot be named. gi_profile_id: info.id;
+ * placement_start/size: the placement (memory slices); memory_bytes:
+ * info.memorySizeMB x 2^20; multiprocessors: info.multiprocessorCount;
+ * the engines: info.copyEngineCount, decoderCount, encoderCount, jpegCount,
+ * ofaCount. dra_name: kdev_nvidia_dra_placement_name(|g|->minor, profile,
+ * id, start), or "" with dra_name_error its negative errno (-EINVAL for a
+ * profile without a name). |g|->memory_slices: the largest start + size of
+ * any placement (0 when there is none). The records are owned by |g| (freed
+ * by kdev_nvidia_gpus_clear). Returns 0, or -ENOMEM with |err| (|g| then
+ * has no placements). */
+KDEV_API int kdev_nvidia_gpu_placements_from(const struct kdev_nvml_mig_placements *p,
+                                             struct kdev_nvidia_gpu *g, struct kdev_err *err);
 
 /* Frees what |g| owns and zeroes it (NULL-safe). */
 KDEV_API void kdev_nvidia_gpus_clear(struct kdev_nvidia_gpus *g);

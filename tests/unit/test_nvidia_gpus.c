@@ -19,6 +19,7 @@
 #include "nvidia/dra_backend.h"
 #include "nvidia/gpus.h"
 #include "nvml/discover.h"
+#include "nvml/mig_config.h"
 
 /* GPU 0: a whole A100 (minor 3); GPU 1: lost during discovery; GPU 2: in
  * MIG mode (minor 5) with a 3g.20gb MIG device named by NVML and a 1g MIG
@@ -197,6 +198,85 @@ static void test_records_from_set(void **state)
         assert_null(r.gpus);
 }
 
+/* Placement records from a hand-made kdev_nvml_mig_placements: a 3g.20gb
+ * profile of an A100-40GB at two placements, and one whose slice count no
+ * compute-instance profile has (no name); NVML gave no memory total, so the
+ * GPU record's is used. */
+static void test_placements_from(void **state)
+{
+        (void)state;
+        struct kdev_nvml_mig_placements p;
+        struct kdev_nvidia_gpu g;
+        struct kdev_err err = {0};
+
+        memset(&p, 0, sizeof(p));
+        memset(&g, 0, sizeof(g));
+        g.minor = 5;
+        g.memory_bytes = 40ULL << 30;
+        p.memory_ret = NVML_ERROR_NO_PERMISSION;
+        p.n_profiles = 2;
+        p.profiles[0].index = NVML_GPU_INSTANCE_PROFILE_3_SLICE;
+        p.profiles[0].info.id = 9;
+        p.profiles[0].info.sliceCount = 3;
+        p.profiles[0].info.memorySizeMB = 19968;
+        p.profiles[0].info.multiprocessorCount = 42;
+        p.profiles[0].info.copyEngineCount = 3;
+        p.profiles[0].info.decoderCount = 2;
+        p.profiles[0].info.encoderCount = 1;
+        p.profiles[0].info.jpegCount = 4;
+        p.profiles[0].info.ofaCount = 5;
+        p.profiles[0].n_placements = 2;
+        p.profiles[0].placements[0] = (nvmlGpuInstancePlacement_t){.start = 4, .size = 4};
+        p.profiles[0].placements[1] = (nvmlGpuInstancePlacement_t){.start = 0, .size = 4};
+        p.profiles[1].index = NVML_GPU_INSTANCE_PROFILE_1_SLICE;
+        p.profiles[1].info.id = 19;
+        p.profiles[1].info.sliceCount = 5;
+        p.profiles[1].info.memorySizeMB = 4864;
+        p.profiles[1].n_placements = 1;
+        p.profiles[1].placements[0] = (nvmlGpuInstancePlacement_t){.start = 6, .size = 1};
+
+        assert_int_equal(kdev_nvidia_gpu_placements_from(&p, &g, &err), 0);
+        assert_int_equal(g.n_placements, 3);
+        assert_int_equal(g.memory_slices, 8);
+        const struct kdev_nvidia_placement *a = &g.placements[0];
+        assert_string_equal(a->dra_name, "gpu-5-mig-3g20gb-9-4");
+        assert_int_equal(a->dra_name_error, 0);
+        assert_string_equal(a->profile, "3g.20gb");
+        assert_int_equal(a->gi_profile_id, 9);
+        assert_int_equal(a->placement_start, 4);
+        assert_int_equal(a->placement_size, 4);
+        assert_true(a->memory_bytes == 19968ULL << 20);
+        assert_int_equal(a->multiprocessors, 42);
+        assert_int_equal(a->copy_engines, 3);
+        assert_int_equal(a->decoders, 2);
+        assert_int_equal(a->encoders, 1);
+        assert_int_equal(a->jpeg_engines, 4);
+        assert_int_equal(a->ofa_engines, 5);
+        assert_string_equal(g.placements[1].dra_name, "gpu-5-mig-3g20gb-9-0");
+        assert_int_equal(g.placements[1].placement_start, 0);
+        const struct kdev_nvidia_placement *c = &g.placements[2];
+        assert_string_equal(c->profile, "");
+        assert_string_equal(c->dra_name, "");
+        assert_int_equal(c->dra_name_error, -EINVAL);
+        assert_int_equal(c->gi_profile_id, 19);
+        assert_int_equal(c->placement_start, 6);
+        assert_int_equal(c->placement_size, 1);
+        assert_true(c->memory_bytes == 4864ULL << 20);
+
+        /* called again: replaced, not added to; no placement: none */
+        p.n_profiles = 1;
+        p.profiles[0].n_placements = 1;
+        assert_int_equal(kdev_nvidia_gpu_placements_from(&p, &g, &err), 0);
+        assert_int_equal(g.n_placements, 1);
+        assert_int_equal(g.memory_slices, 8);
+        assert_string_equal(g.placements[0].dra_name, "gpu-5-mig-3g20gb-9-4");
+        p.n_profiles = 0;
+        assert_int_equal(kdev_nvidia_gpu_placements_from(&p, &g, &err), 0);
+        assert_null(g.placements);
+        assert_int_equal(g.n_placements, 0);
+        assert_int_equal(g.memory_slices, 0);
+}
+
 /* kdev-dra-plugin's backend on the mock: 4x A100-40GB, GPUs 0-2 in MIG mode. */
 static void test_dra_backend_mock(void **state)
 {
@@ -261,11 +341,177 @@ static void test_dra_backend_mock(void **state)
         unsetenv("KDEV_MOCK_NVML_TOPOLOGY");
 }
 
+#define DYN_GPU0 "GPU-3e5f7a9b-1c2d-4e3f-8a5b-6c7d8e9f0a1b"
+#define DYN_MIG_3G_AT_4 "MIG-0203dd0e-c32e-54df-94fa-fe2eda393992"
+
+/* The 25 placements of an H100 80GB HBM3 in the mock (mock/nvml README,
+ * "Placements"), profile index order: 1g.10gb (0x0) at 0..6, 2g.20gb (0x1)
+ * at 0, 2, 4, 3g.40gb (0x2) at 0, 4, 4g.40gb (0x3) and 7g.80gb (0x4) at 0,
+ * 1g.10gb+me (0x7) at 0..6, 1g.20gb (0x9) at 0, 2, 4, 6. */
+static const char *const dyn_placements[] = {
+        "gpu-0-mig-1g10gb-19-0",    "gpu-0-mig-1g10gb-19-1",    "gpu-0-mig-1g10gb-19-2",
+        "gpu-0-mig-1g10gb-19-3",    "gpu-0-mig-1g10gb-19-4",    "gpu-0-mig-1g10gb-19-5",
+        "gpu-0-mig-1g10gb-19-6",    "gpu-0-mig-2g20gb-14-0",    "gpu-0-mig-2g20gb-14-2",
+        "gpu-0-mig-2g20gb-14-4",    "gpu-0-mig-3g40gb-9-0",     "gpu-0-mig-3g40gb-9-4",
+        "gpu-0-mig-4g40gb-5-0",     "gpu-0-mig-7g80gb-0-0",     "gpu-0-mig-1g10gb-me-20-0",
+        "gpu-0-mig-1g10gb-me-20-1", "gpu-0-mig-1g10gb-me-20-2", "gpu-0-mig-1g10gb-me-20-3",
+        "gpu-0-mig-1g10gb-me-20-4", "gpu-0-mig-1g10gb-me-20-5", "gpu-0-mig-1g10gb-me-20-6",
+        "gpu-0-mig-1g20gb-15-0",    "gpu-0-mig-1g20gb-15-2",    "gpu-0-mig-1g20gb-15-4",
+        "gpu-0-mig-1g20gb-15-6",
+};
+
+static void check_dyn_placements(const struct kdev_nvidia_gpus *r)
+{
+        assert_int_equal(r->n_gpus, 3);
+        const struct kdev_nvidia_gpu *g = &r->gpus[0];
+        assert_string_equal(g->uuid, DYN_GPU0);
+        assert_true(g->mig_enabled);
+        assert_int_equal(g->n_placements, 25);
+        assert_int_equal(g->memory_slices, 8);
+        for (size_t i = 0; i < 25; i++) {
+                assert_string_equal(g->placements[i].dra_name, dyn_placements[i]);
+                assert_int_equal(g->placements[i].dra_name_error, 0);
+        }
+        const struct kdev_nvidia_placement *a = &g->placements[0];
+        assert_string_equal(a->profile, "1g.10gb");
+        assert_int_equal(a->gi_profile_id, 19);
+        assert_int_equal(a->placement_start, 0);
+        assert_int_equal(a->placement_size, 1);
+        assert_true(a->memory_bytes == 9984ULL << 20);
+        assert_int_equal(a->multiprocessors, 16);
+        assert_int_equal(a->copy_engines, 1);
+        assert_int_equal(a->decoders, 1);
+        assert_int_equal(a->encoders, 0);
+        assert_int_equal(a->jpeg_engines, 1);
+        assert_int_equal(a->ofa_engines, 0);
+        const struct kdev_nvidia_placement *w = &g->placements[13];
+        assert_string_equal(w->profile, "7g.80gb");
+        assert_int_equal(w->gi_profile_id, 0);
+        assert_int_equal(w->placement_size, 8);
+        assert_int_equal(w->multiprocessors, 132);
+        assert_int_equal(w->copy_engines, 8);
+        assert_int_equal(w->ofa_engines, 1);
+        assert_string_equal(g->placements[14].profile, "1g.10gb+me");
+        assert_int_equal(g->placements[14].decoders, 7);
+        const struct kdev_nvidia_placement *z = &g->placements[24];
+        assert_string_equal(z->profile, "1g.20gb");
+        assert_int_equal(z->gi_profile_id, 15);
+        assert_int_equal(z->placement_start, 6);
+        assert_int_equal(z->placement_size, 2);
+        assert_true(z->memory_bytes == 20096ULL << 20);
+        assert_int_equal(z->multiprocessors, 26);
+        assert_int_equal(z->copy_engines, 1);
+        assert_int_equal(z->decoders, 1);
+        assert_int_equal(z->encoders, 0);
+        assert_int_equal(z->jpeg_engines, 1);
+        assert_int_equal(z->ofa_engines, 0);
+        /* MIG off, not MIG capable: none */
+        for (size_t i = 1; i < 3; i++) {
+                assert_false(r->gpus[i].mig_enabled);
+                assert_null(r->gpus[i].placements);
+                assert_int_equal(r->gpus[i].n_placements, 0);
+                assert_int_equal(r->gpus[i].memory_slices, 0);
+        }
+}
+
+/* The mock on mig-h100-80gb-dynamic.yaml (GPU 0 MIG on and empty, GPU 1
+ * MIG off, GPU 2 not MIG capable), and backend options on it. */
+struct dyn_fx {
+        struct mock_nvml m;
+        char sysfs[64];
+        struct kdev_nvidia_dra_backend_options o;
+};
+
+static void dyn_open(struct dyn_fx *f)
+{
+        assert_int_equal(mock_nvml_open(&f->m), 0);
+        assert_int_equal(mock_tmpdir(f->sysfs, sizeof(f->sysfs), "kdev-nvidia-dynmig"), 0);
+        mock_nvml_load(&f->m, TOPO("mig-h100-80gb-dynamic.yaml"), f->sysfs);
+        f->o = (struct kdev_nvidia_dra_backend_options){.nvml_library = KDEV_MOCK_NVML_LIB,
+                                                        .sysfs_root = f->sysfs};
+}
+
+static void dyn_close(struct dyn_fx *f)
+{
+        mock_rmtree(f->sysfs);
+        mock_nvml_close(&f->m);
+        unsetenv("KDEV_MOCK_NVML_TOPOLOGY");
+}
+
+/* Placement records: none without dynamic MIG; with it, GPU 0's after open
+ * and every rediscovery; a failing placement read fails open and
+ * rediscover (the records as they were); MIG turned off: none. */
+static void test_dra_backend_dynamic_placements(void **state)
+{
+        (void)state;
+        struct dyn_fx f;
+        struct kdev_nvidia_dra_backend *b = NULL;
+        struct kdev_err err = {0};
+        dyn_open(&f);
+
+        assert_int_equal(kdev_nvidia_dra_backend_open(&f.o, &b, &err), 0);
+        const struct kdev_nvidia_gpus *r = kdev_nvidia_dra_backend_gpus(b);
+        assert_int_equal(r->n_gpus, 3);
+        assert_true(r->gpus[0].mig_enabled);
+        for (int pass = 0; pass < 2; pass++) {
+                for (size_t i = 0; i < r->n_gpus; i++) {
+                        assert_null(r->gpus[i].placements);
+                        assert_int_equal(r->gpus[i].n_placements, 0);
+                        assert_int_equal(r->gpus[i].memory_slices, 0);
+                }
+                assert_int_equal(kdev_nvidia_dra_backend_rediscover(b, &err), 0);
+        }
+        kdev_nvidia_dra_backend_free(b);
+
+        f.o.dynamic_mig = true;
+        assert_int_equal(kdev_nvidia_dra_backend_open(&f.o, &b, &err), 0);
+        r = kdev_nvidia_dra_backend_gpus(b);
+        check_dyn_placements(r);
+        assert_int_equal(kdev_nvidia_dra_backend_rediscover(b, &err), 0);
+        assert_ptr_equal(kdev_nvidia_dra_backend_gpus(b), r);
+        check_dyn_placements(r);
+
+        /* a placement read that fails: rediscover fails, the records stay */
+        assert_int_equal(f.m.set_error(DYN_GPU0, "nvmlDeviceGetGpuInstancePossiblePlacements",
+                                       NVML_ERROR_NO_PERMISSION),
+                         NVML_SUCCESS);
+        assert_int_equal(kdev_nvidia_dra_backend_rediscover(b, &err), -EACCES);
+        assert_string_equal(err.msg, "GPU 0 (" DYN_GPU0 "): "
+                                     "nvmlDeviceGetGpuInstancePossiblePlacements(19): "
+                                     "Insufficient Permissions");
+        check_dyn_placements(r);
+        /* ... and open, with nothing left open */
+        struct kdev_nvidia_dra_backend *b2 = (void *)1;
+        err = (struct kdev_err){0};
+        assert_int_equal(kdev_nvidia_dra_backend_open(&f.o, &b2, &err), -EACCES);
+        assert_null(b2);
+        assert_string_equal(err.msg, "GPU 0 (" DYN_GPU0 "): "
+                                     "nvmlDeviceGetGpuInstancePossiblePlacements(19): "
+                                     "Insufficient Permissions");
+        assert_int_equal(f.m.set_error(DYN_GPU0, "nvmlDeviceGetGpuInstancePossiblePlacements",
+                                       NVML_SUCCESS),
+                         NVML_SUCCESS);
+
+        /* GPU 0's MIG mode turned off: a rediscovery gives it none */
+        assert_int_equal(f.m.set_mig_mode(DYN_GPU0, 0), NVML_SUCCESS);
+        assert_int_equal(kdev_nvidia_dra_backend_rediscover(b, &err), 0);
+        for (size_t i = 0; i < r->n_gpus; i++) {
+                assert_false(r->gpus[i].mig_enabled);
+                assert_null(r->gpus[i].placements);
+                assert_int_equal(r->gpus[i].n_placements, 0);
+                assert_int_equal(r->gpus[i].memory_slices, 0);
+        }
+        kdev_nvidia_dra_backend_free(b);
+        dyn_close(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_records_from_set),
+                cmocka_unit_test(test_placements_from),
                 cmocka_unit_test(test_dra_backend_mock),
+                cmocka_unit_test(test_dra_backend_dynamic_placements),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
