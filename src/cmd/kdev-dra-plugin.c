@@ -88,6 +88,15 @@ static void usage(FILE *f)
                 "                                  DRAConsumableCapacity); each share claim is\n"
                 "                                  limited by libkdev-share.so; needs\n"
                 "                                  --resource-api-version v1 (default off)\n"
+                "      --dynamic-mig               publish each GPU in MIG mode as partitionable\n"
+                "                                  devices: the GPU and every possible MIG\n"
+                "                                  placement, consuming its shared counters\n"
+                "                                  (KEP-4815, Kubernetes 1.34+ with feature\n"
+                "                                  gate DRAPartitionableDevices); a claim's\n"
+                "                                  MIG device is made at prepare and\n"
+                "                                  destroyed at unprepare. It changes the\n"
+                "                                  GPUs' MIG layout: never on a GPU others\n"
+                "                                  partition (default off)\n"
                 "      --share-root DIR            share library and claim regions\n"
                 "                                  (default " KDEV_DRA_DEFAULT_SHARE_ROOT ")\n"
                 "      --share-library PATH        libkdev-share.so installed under\n"
@@ -173,6 +182,7 @@ enum {
         OPT_POD_RESOURCES_SOCKET,
         OPT_POD_LOG_DIR,
         OPT_SHAREABLE_GPUS,
+        OPT_DYNAMIC_MIG,
         OPT_SHARE_ROOT,
         OPT_SHARE_LIBRARY,
 };
@@ -196,6 +206,7 @@ static const struct option longopts[] = {
         {"pod-resources-socket", required_argument, NULL, OPT_POD_RESOURCES_SOCKET},
         {"pod-log-dir", required_argument, NULL, OPT_POD_LOG_DIR},
         {"shareable-gpus", no_argument, NULL, OPT_SHAREABLE_GPUS},
+        {"dynamic-mig", no_argument, NULL, OPT_DYNAMIC_MIG},
         {"share-root", required_argument, NULL, OPT_SHARE_ROOT},
         {"share-library", required_argument, NULL, OPT_SHARE_LIBRARY},
         {"log-level", required_argument, NULL, KDEV_FLAG_LOG_LEVEL},
@@ -289,6 +300,9 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
                         break;
                 case OPT_SHAREABLE_GPUS:
                         o->shareable_gpus = true;
+                        break;
+                case OPT_DYNAMIC_MIG:
+                        o->dynamic_mig = true;
                         break;
                 case OPT_SHARE_ROOT:
                         o->share_root = optarg;
@@ -392,7 +406,7 @@ static int parse(int argc, char **argv, struct kdev_dra_daemon_options *o,
  *    "health":{"probeInterval","quietPeriod"} (seconds),
  *    "resyncSeconds" (KDEV_DRA_RESYNC_SECONDS),"metricsAddress" (null: off),
  *    "usageInterval" (seconds, 0: off),"shareableGPUs","shareRoot" (with
- *    shareableGPUs only)}
+ *    shareableGPUs only),"dynamicMIG"}
  * Returns a malloc'ed compact JSON text, or NULL when out of memory. */
 static char *config_json(const struct kdev_dra_daemon_options *o)
 {
@@ -423,6 +437,7 @@ static char *config_json(const struct kdev_dra_daemon_options *o)
              json_object_set_new(root, "usageInterval",
                                  json_integer((json_int_t)o->usage_interval_s)) < 0 ||
              json_object_set_new(root, "shareableGPUs", json_boolean(o->shareable_gpus)) < 0 ||
+             json_object_set_new(root, "dynamicMIG", json_boolean(o->dynamic_mig)) < 0 ||
              (o->shareable_gpus &&
               json_object_set_new(root, "shareRoot",
                                   json_string(o->share_root ? o->share_root

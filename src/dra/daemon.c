@@ -78,6 +78,14 @@ struct kdev_dra_daemon {
         /* status.devices of the claims prepared (dra/claim_status.h); NULL
          * with a claim source other than the API server's */
         struct kdev_dra_status_writer *status;
+        /* dynamic MIG (--dynamic-mig): the counter sets published with the
+         * devices (dra/slices.h), the MIG operations given to the plugin
+         * and the API server's Kubernetes minor version (0 until read),
+         * which decides where the counter sets go */
+        bool dynamic_mig;
+        json_t *counter_sets;
+        struct kdev_dra_mig_ops mig_ops;
+        unsigned kube_minor;
 };
 
 static void xid_warn(void *arg, const char *msg)
@@ -263,6 +271,38 @@ static int start_usage(struct kdev_dra_daemon *d, const struct kdev_dra_daemon_o
 }
 
 /* kdev_dra_metrics_prepared_fn: the claims in the checkpoint now. */
+/* The MIG operations of the plugin (dra/plugin.h kdev_dra_mig_ops) on the
+ * NVIDIA backend. */
+static int mig_create(void *arg, const char *gpu, unsigned profile, unsigned start,
+                      struct kdev_nvidia_mig_made *out, struct kdev_err *err)
+{
+        return kdev_nvidia_dra_backend_mig_create(arg, gpu, profile, start, out, err);
+}
+
+static int mig_destroy(void *arg, const char *gpu, unsigned gi_id, unsigned ci_id, bool *gone,
+                       struct kdev_err *err)
+{
+        return kdev_nvidia_dra_backend_mig_destroy(arg, gpu, gi_id, ci_id, gone, err);
+}
+
+static int mig_list(void *arg, const char *gpu, struct kdev_nvidia_mig_made *out, size_t cap,
+                    size_t *n, struct kdev_err *err)
+{
+        return kdev_nvidia_dra_backend_mig_list(arg, gpu, out, cap, n, err);
+}
+
+static void on_mig_reconciled(void *arg, const char *action, const char *uid,
+                              const char *device, const char *error)
+{
+        (void)arg;
+        if (error)
+                kdev_log_error("dynamic MIG: a claim's MIG instances could not be reconciled",
+                               "claim_uid", uid, "error", error);
+        else
+                kdev_log_info("dynamic MIG: reconciled after a restart", "action", action,
+                              "claim_uid", uid, "device", device ? device : "");
+}
+
 static size_t prepared_claims(void *arg)
 {
         struct kdev_dra_daemon *d = arg;
@@ -298,6 +338,12 @@ struct reconcile_job {
         uv_work_t work;
         struct kdev_dra_daemon *d;
         json_t *devices;
+        /* the pool as of the job's start: its counter sets are the job's
+         * copy (the loop may replace the daemon's meanwhile) */
+        struct kdev_dra_pool pool;
+        json_t *counter_sets;
+        bool dynamic_mig;
+        unsigned kube_minor;           /* 0: read /version first */
         struct kdev_dra_reconcile_result res;
         struct kdev_err err;
         int rc;
@@ -305,10 +351,46 @@ struct reconcile_job {
 
 static void start_reconcile(uv_timer_t *t);
 
+/* The Kubernetes minor version of the API server (GET /version, "minor":
+ * "35" or "35+"), or 0 with |err|. Worker thread. */
+static unsigned kube_minor(struct kdev_kube *k, struct kdev_err *err)
+{
+        json_t *v = NULL;
+        unsigned minor = 0;
+
+        if (kdev_kube_request(k, "GET", "/version", NULL, &v, err) < 0) {
+                kdev_err_wrap(err, "the Kubernetes version (where the counter sets of "
+                                   "partitionable devices go)");
+                return 0;
+        }
+        const char *major = json_string_value(json_object_get(v, "major"));
+        const char *m = json_string_value(json_object_get(v, "minor"));
+        char *end = NULL;
+        unsigned long n = m ? strtoul(m, &end, 10) : 0;
+
+        if (!major || strcmp(major, "1") || !m || end == m || n == 0 || n > 1000 ||
+            (*end && strcmp(end, "+")))
+                kdev_err_set(err, EPROTO, "GET /version: no Kubernetes 1.<minor> version in "
+                                          "the answer (major %s, minor %s)",
+                             major ? major : "missing", m ? m : "missing");
+        else
+                minor = (unsigned)n;
+        json_decref(v);
+        return minor;
+}
+
 static void reconcile_work(uv_work_t *w)
 {
         struct reconcile_job *job = w->data;
-        job->rc = kdev_dra_slices_reconcile(job->d->kube_slices, &job->d->pool, job->devices,
+        if (job->dynamic_mig && job->kube_minor == 0) {
+                job->kube_minor = kube_minor(job->d->kube_slices, &job->err);
+                if (job->kube_minor == 0) {
+                        job->rc = -(job->err.code ? job->err.code : EPROTO);
+                        return;
+                }
+        }
+        job->pool.counters_in_own_slice = kdev_dra_counters_in_own_slice(job->kube_minor);
+        job->rc = kdev_dra_slices_reconcile(job->d->kube_slices, &job->pool, job->devices,
                                             &job->res, &job->err);
 }
 
@@ -321,6 +403,16 @@ static void reconcile_done(uv_work_t *w, int status)
         d->job = NULL;
         if (status == UV_ECANCELED || d->stopping)
                 goto out;
+        if (job->kube_minor && !d->kube_minor) {
+                char v[16];
+                snprintf(v, sizeof(v), "1.%u", job->kube_minor);
+                d->kube_minor = job->kube_minor;
+                kdev_log_info("partitionable devices: counter sets placed for the API server",
+                              "kubernetes", v, "counter_sets",
+                              kdev_dra_counters_in_own_slice(job->kube_minor)
+                                      ? "own slices (1.35+)"
+                                      : "with their devices (1.34)");
+        }
         d->reconciles++;
         kdev_dra_metrics_publish(d->metrics, job->rc >= 0, job->res.generation);
         if (job->rc < 0) {
@@ -357,6 +449,7 @@ static void reconcile_done(uv_work_t *w, int status)
         uv_timer_start(&d->slices_timer, start_reconcile, next, 0);
 out:
         json_decref(job->devices);
+        json_decref(job->counter_sets);
         free(job);
 }
 
@@ -379,12 +472,19 @@ static void start_reconcile(uv_timer_t *t)
                 job->d = d;
                 job->work.data = job;
                 job->devices = json_deep_copy(d->devices);
-                if (job->devices)
+                job->pool = d->pool;
+                job->dynamic_mig = d->dynamic_mig;
+                job->kube_minor = d->kube_minor;
+                job->counter_sets = d->counter_sets ? json_deep_copy(d->counter_sets) : NULL;
+                job->pool.shared_counters = job->counter_sets;
+                if (job->devices && (job->counter_sets || !d->counter_sets))
                         r = uv_queue_work(&d->loop, &job->work, reconcile_work, reconcile_done);
         }
         if (r < 0) {
-                if (job)
+                if (job) {
                         json_decref(job->devices);
+                        json_decref(job->counter_sets);
+                }
                 free(job);
                 kdev_log_error("cannot start a ResourceSlice reconcile", "error", uv_strerror(r));
                 uv_timer_start(&d->slices_timer, start_reconcile, d->backoff_ms, 0);
@@ -471,7 +571,7 @@ static void publish_health(struct kdev_dra_daemon *d)
         size_t n = 0, cap = 0;
         struct kdev_err err = {0};
         for (size_t i = 0; i < gpus->n_gpus; i++)
-                cap += gpus->gpus[i].mig_enabled ? gpus->gpus[i].n_migs : 1;
+                cap += (gpus->gpus[i].mig_enabled ? gpus->gpus[i].n_migs : 0) + 1;
         struct kdev_dra_device_health *v = calloc(cap ? cap : 1, sizeof(*v));
         if (!v) {
                 kdev_log_error("device health not updated: out of memory");
@@ -479,7 +579,10 @@ static void publish_health(struct kdev_dra_daemon *d)
         }
         for (size_t i = 0; i < gpus->n_gpus; i++) {
                 const struct kdev_nvidia_gpu *g = &gpus->gpus[i];
-                if (!g->mig_enabled) {
+                /* a partitionable GPU (dynamic MIG) is published whole
+                 * too, and its MIG devices are the claims' (named as the
+                 * placements they were made at) */
+                if (!g->mig_enabled || g->n_placements > 0) {
                         if (!g->dra_name[0])
                                 continue;
                         v[n].device = g->dra_name;
@@ -490,7 +593,8 @@ static void publish_health(struct kdev_dra_daemon *d)
                                                "from the ResourceSlice)";
                         }
                         n++;
-                        continue;
+                        if (!g->mig_enabled)
+                                continue;
                 }
                 for (size_t j = 0; j < g->n_migs; j++) {
                         if (g->migs[j].dra_name_error < 0 || !g->migs[j].dra_name[0])
@@ -536,6 +640,19 @@ static int track_physical(struct kdev_dra_daemon *d, const struct kdev_physical_
 /* Physical events of the health monitor (GPU UUIDs: the GPUs are whole
  * devices here): withdraw or return those GPUs, rebuild the devices and,
  * when they differ, reconcile the slices now. */
+/* The devices to publish into *devs and, with dynamic MIG, the GPUs'
+ * counter sets into *sets (else NULL): dra/slices.h
+ * kdev_dra_build_partitionable or kdev_dra_build_devices_opts. Returns the
+ * number of devices or a negative errno with |err|. */
+static int build_devices(const struct kdev_dra_daemon *d, const struct kdev_dra_health *h,
+                         json_t **devs, json_t **sets, struct kdev_err *err)
+{
+        *sets = NULL;
+        if (!d->dynamic_mig)
+                return kdev_dra_build_devices_opts(d->gpus, h, &d->dev_opts, devs, err);
+        return kdev_dra_build_partitionable(d->gpus, h, &d->dev_opts, devs, sets, err);
+}
+
 static void on_physical(void *arg, const struct kdev_physical_event *ev, size_t n)
 {
         struct kdev_dra_daemon *d = arg;
@@ -559,19 +676,25 @@ static void on_physical(void *arg, const struct kdev_physical_event *ev, size_t 
         }
         struct kdev_dra_health h = {.unhealthy = bad, .n_unhealthy = nbad};
         publish_health(d); /* the stream kubelet watches: every change at once */
-        int rc = kdev_dra_build_devices_opts(d->gpus, &h, &d->dev_opts, &devs, &err);
+        json_t *sets = NULL;
+        int rc = build_devices(d, &h, &devs, &sets, &err);
         if (rc < 0) {
                 kdev_log_error("health update dropped", "error", err.msg);
                 return;
         }
-        if (json_equal(devs, d->devices)) {
+        if (json_equal(devs, d->devices) &&
+            (sets == d->counter_sets || (sets && d->counter_sets &&
+                                         json_equal(sets, d->counter_sets)))) {
                 json_decref(devs);
+                json_decref(sets);
                 return;
         }
         kdev_log_info("device health changed", KDEV_LOG_UINT("unhealthy_gpus", nbad),
                       KDEV_LOG_INT("devices", rc));
         json_decref(d->devices);
         d->devices = devs;
+        json_decref(d->counter_sets);
+        d->counter_sets = sets;
         d->backoff_ms = BACKOFF_FIRST_MS;
         uv_timer_start(&d->slices_timer, start_reconcile, 0, 0);
 }
@@ -761,7 +884,8 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
         /* GPUs, through the NVIDIA backend */
         struct kdev_nvidia_dra_backend_options nopts = {.driver_root = driver_root,
                                                         .nvml_library = o->nvml_library,
-                                                        .sysfs_root = o->sysfs_root};
+                                                        .sysfs_root = o->sysfs_root,
+                                                        .dynamic_mig = o->dynamic_mig};
         if (kdev_nvidia_dra_backend_open(&nopts, &d.nvidia, &err) < 0)
                 goto out;
         const struct kdev_nvidia_gpus *gpus = kdev_nvidia_dra_backend_gpus(d.nvidia);
@@ -789,13 +913,27 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 kdev_log_info("shareable GPUs on", "share_root", share_root, "share_library",
                               library);
         }
-        int n = kdev_dra_build_devices_opts(gpus, NULL, &d.dev_opts, &d.devices, &err);
+        d.gpus = gpus;
+        d.dynamic_mig = o->dynamic_mig;
+        int n = build_devices(&d, NULL, &d.devices, &d.counter_sets, &err);
         if (n < 0)
                 goto out;
+        if (o->dynamic_mig) {
+                size_t parts = 0, pgpus = 0;
+                for (size_t i = 0; i < gpus->n_gpus; i++) {
+                        parts += gpus->gpus[i].n_placements;
+                        pgpus += gpus->gpus[i].n_placements > 0;
+                }
+                kdev_log_info("dynamic MIG on", KDEV_LOG_UINT("partitionable_gpus", pgpus),
+                              KDEV_LOG_UINT("mig_placements", parts));
+                d.mig_ops = (struct kdev_dra_mig_ops){.create = mig_create,
+                                                      .destroy = mig_destroy,
+                                                      .list = mig_list,
+                                                      .arg = d.nvidia};
+        }
         kdev_log_info("GPUs discovered", KDEV_LOG_UINT("gpus", gpus->n_gpus),
                       KDEV_LOG_INT("devices", n), "driver_version",
                       gpus->driver_version);
-        d.gpus = gpus;
         if (driver_files_find(driver_root, gpus->driver_version,
                               cdi_hook && *cdi_hook ? cdi_hook : KDEV_DRA_DEFAULT_CDI_HOOK, &drv, &err) < 0)
                 goto out;
@@ -863,6 +1001,7 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 .proc_root = proc_root,
                 .sysfs_root = o->sysfs_root,
                 .share_root = share_root,
+                .mig = o->dynamic_mig ? &d.mig_ops : NULL,
                 .gpus = gpus,
                 .driver_files = &drv,
                 .get_claim = o->get_claim ? o->get_claim : kdev_dra_kube_claim_source,
@@ -882,6 +1021,9 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 kdev_log_warn("cannot clean up stale temporary files", "error", err.msg);
                 err = (struct kdev_err){0};
         }
+        /* what a kill between making a MIG instance and recording it left */
+        if (kdev_dra_plugin_reconcile_mig(d.plugin, on_mig_reconciled, NULL, &err) < 0)
+                goto out;
 
         int r = uv_loop_init(&d.loop);
         if (r < 0) {
@@ -968,6 +1110,7 @@ out:
         kdev_kube_free(d.kube_slices);
         kdev_kube_config_free(&kcfg);
         json_decref(d.devices);
+        json_decref(d.counter_sets);
         free(d.unhealthy);
         for (size_t i = 0; i < d.n_phys; i++) {
                 free(d.phys[i].id);

@@ -95,6 +95,10 @@ struct kdev_dra_daemon_options {
          * kdev_dra_build_devices_opts), share claims prepared with the share
          * library (dra/plugin.h "Shares"); needs api_version "v1" */
         bool shareable_gpus;
+        /* --dynamic-mig: GPUs in MIG mode published as partitionable
+         * devices (dra/slices.h kdev_dra_build_partitionable), their MIG
+         * devices made at prepare (dra/plugin.h "Dynamic MIG") */
+        bool dynamic_mig;
         /* with shareable_gpus: the share root (NULL: KDEV_DRA_DEFAULT_SHARE_ROOT)
          * and the library installed there (NULL: next to the binary,
          * nvidia/share_host.h kdev_nvidia_share_library_default) */

@@ -304,6 +304,7 @@ def test_dra_plugin_start_line():
             "nvidiaCDIHookPath": "/usr/bin/nvidia-cdi-hook", "procRoot": "/proc",
             "health": {"probeInterval": 10, "quietPeriod": 30}, "resyncSeconds": 2.5,
             "metricsAddress": None, "usageInterval": 0, "shareableGPUs": False,
+            "dynamicMIG": False,
         }, first["config"]
 
 
