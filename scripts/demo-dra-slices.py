@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """For scripts/demo.sh (node 3): waits until the stand-in API server at URL
-holds a ResourceSlice of DRIVER for NODE and prints one line per slice: its
-pool, generation, slice count and device names. Exit 1 after TIMEOUT seconds
-without one.
+holds every ResourceSlice of the pool of DRIVER for NODE and prints one line
+per slice: its pool, generation, slice count and device names (or counter-set
+names). Exit 1 after TIMEOUT seconds without the whole pool.
 Usage: demo-dra-slices.py URL TOKEN NODE DRIVER [TIMEOUT]"""
 import json
 import sys
@@ -27,7 +27,10 @@ def main():
     deadline = time.monotonic() + (float(sys.argv[5]) if len(sys.argv) == 6 else 30)
     while True:
         found = slices(url, token, node, driver)
-        if found:
+        # the whole pool: every slice of its newest generation written
+        gen = max((x["spec"]["pool"]["generation"] for x in found), default=0)
+        found = [x for x in found if x["spec"]["pool"]["generation"] == gen]
+        if found and len(found) == found[0]["spec"]["pool"]["resourceSliceCount"]:
             break
         if time.monotonic() > deadline:
             sys.stderr.write("no ResourceSlice for node %s, driver %s\n" % (node, driver))
@@ -36,9 +39,15 @@ def main():
     for s in sorted(found, key=lambda x: x["metadata"]["name"]):
         pool = s["spec"]["pool"]
         names = [d["name"] for d in s["spec"].get("devices", [])]
-        print("ResourceSlice for %s: driver %s, pool %s (generation %d, %d slice(s)), "
-              "%d devices: %s" % (node, driver, pool["name"], pool["generation"],
-                                  pool["resourceSliceCount"], len(names), " ".join(names)))
+        sets = [c["name"] for c in s["spec"].get("sharedCounters", [])]
+        what = "%d devices: %s" % (len(names), " ".join(names))
+        if sets and not names:
+            what = "counter sets: %s" % " ".join(sets)
+        elif sets:
+            what += "; counter sets: %s" % " ".join(sets)
+        print("ResourceSlice for %s: driver %s, pool %s (generation %d, %d slice(s)), %s"
+              % (node, driver, pool["name"], pool["generation"], pool["resourceSliceCount"],
+                 what))
     return 0
 
 

@@ -14,6 +14,9 @@
 #           ResourceClaims of examples/demo-dra-claims.json (CEL selectors on
 #           the product and memory) and explains the one no GPU satisfies;
 #           two claims share one GPU (consumable capacity, --shareable-gpus);
+#           gpu-7 is in MIG mode and published as partitionable devices
+#           (--dynamic-mig): a claim for a 3g.40gb MIG device gets one made
+#           at prepare and destroyed at unprepare;
 #           kdevctl dra (as kubelet) prepares the allocated claims, the
 #           whole-GPU claim's CDI spec and the shares' limits are printed,
 #           then they are unprepared.
@@ -117,6 +120,29 @@ run_node() {
 # DeviceClass and pending ResourceClaims of examples/demo-dra-claims.json,
 # kdev-dra-plugin on the mock NVML, kdevctl dra allocate as the scheduler and
 # kdevctl dra as kubelet preparing and unpreparing the allocated claim.
+# mig_instances WHEN: the MIG devices the mock driver holds (its state file,
+# mock/nvml/README.md), one line each.
+mig_instances() {
+  /usr/bin/python3 -c 'import os, sys
+gpu, gis, out = None, {}, []
+path = sys.argv[1]
+for line in (open(path) if os.path.exists(path) else []):
+    w = line.split()
+    if w and w[0] == "gpu":
+        gpu = w[1]
+    elif w and w[0] in ("gi", "ci"):
+        kv = dict(zip(w[1::2], w[2::2]))
+        if w[0] == "gi":
+            gis[kv["id"]] = (int(kv["start"]), int(kv["size"]))
+        elif kv.get("present") == "1":
+            s, n = gis[kv["gi"]]
+            out.append("%s GPU instance %s (memory slices %d-%d), compute instance %s: %s"
+                       % (gpu, kv["gi"], s, s + n - 1, kv["id"], kv["uuid"]))
+print("MIG devices in the driver %s: %s" % (sys.argv[2], len(out) or "none"))
+for o in out:
+    print("   " + o)' "$KDEV_MOCK_NVML_STATE" "$1"
+}
+
 run_dra_node() {
   local title=$1 topology=$2
   local node=$work/dra name=demo-node driver=gpu.nvidia.com token=kdev-demo-token
@@ -124,7 +150,14 @@ run_dra_node() {
   mkdir -p "$node/plugins_registry" "$node/plugins" "$node/cdi"
   export KDEV_MOCK_NVML_TOPOLOGY="$topology"
   export KDEV_MOCK_NVML_CONTROL="$node/nvml-control"
-  : >"$KDEV_MOCK_NVML_CONTROL"
+  # gpu-7 in MIG mode with no MIG devices: with --dynamic-mig it is published
+  # whole and as its possible MIG placements, and a claim's MIG device is
+  # made at prepare (the mock writes the MIG capability minors under proc/)
+  echo "mig-mode GPU-c64278a1-b3c9-975f-f3b4-2ad25c978906 1" >"$KDEV_MOCK_NVML_CONTROL"
+  export KDEV_MOCK_NVML_PROC="$node/proc"
+  # the mock driver's MIG instances, kept where the demo can show them
+  export KDEV_MOCK_NVML_STATE="$node/nvml-state"
+  mkdir -p "$node/proc"
   /usr/bin/python3 -c 'import json, sys
 node = {"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": sys.argv[2], "uid": "7f3e0b52-demo-node"}}
@@ -169,7 +202,8 @@ contexts:
     user: demo
 EOF
   echo "== stand-in API server (tests/kubeapi/server.py) at $url: Node $name," \
-       "DeviceClass $driver, pending ResourceClaims default/demo-gpu, default/demo-h200" \
+       "DeviceClasses $driver, mig.nvidia.com, pending ResourceClaims default/demo-gpu," \
+       "default/demo-h200, default/demo-share-a, default/demo-share-b, default/demo-mig" \
        "(examples/demo-dra-claims.json)"
   /usr/bin/python3 -c 'import json, sys
 for o in json.load(open(sys.argv[1])):
@@ -191,7 +225,8 @@ for o in json.load(open(sys.argv[1])):
   ${KDEV_WRAP:-} "$build"/kdev-dra-plugin --node-name "$name" --driver-name "$driver" \
     --plugins-registry "$node/plugins_registry" --plugin-dir "$node/plugins/$driver" \
     --cdi-dir "$node/cdi" --kubeconfig "$node/kubeconfig" \
-    --shareable-gpus --share-root "$node/share" 2>"$node/plugin.log" &
+    --shareable-gpus --share-root "$node/share" --dynamic-mig --proc-root "$node/proc" \
+    2>"$node/plugin.log" &
   plugin_pid=$!
   local dra_status=0 plugin_status=0 slices_status=0
   /usr/bin/python3 "$root/scripts/demo-dra-slices.py" "$url" "$token" "$name" "$driver" 60 \
@@ -225,6 +260,18 @@ for o in json.load(open(sys.argv[1])):
     echo "== share limits $(basename "$(dirname "$lim")")/limits (GPU UUID, memory bytes, compute %)"
     grep -v '^#' "$lim"
   done
+  # the dynamic MIG claim: the MIG device made for it, its capability nodes
+  local mig_spec=$node/cdi/k8s.$driver-claim_9c5b7a6e-dfb3-41a5-8e64-4a8c0d2f5b7b.json
+  echo "== dynamic MIG claim default/demo-mig: CDI device nodes"
+  if [ -e "$mig_spec" ]; then
+    /usr/bin/python3 -c 'import json, sys
+for d in json.load(open(sys.argv[1]))["devices"]:
+    print("   %s: %s" % (d["name"], " ".join(
+        n["path"] for n in d["containerEdits"]["deviceNodes"])))' "$mig_spec"
+  else
+    echo "(missing)"; dra_status=1
+  fi
+  mig_instances "after prepare"
   echo
   echo "== kdevctl dra --scenario demo-dra-unprepare.scenario.yaml"
   "$build"/kdevctl dra --registry "$node/plugins_registry" \
@@ -234,6 +281,7 @@ for o in json.load(open(sys.argv[1])):
   else
     echo "CDI spec after unprepare: removed"
   fi
+  mig_instances "after unprepare"
   if compgen -G "$node/share/claims/*" >/dev/null; then
     echo "share regions after unprepare: still there"; dra_status=1
   else
@@ -280,7 +328,7 @@ else
   run_node "node 2: 4x A100-40GB with MIG, strategy mixed" \
     "$root/examples/demo-mig.yaml" "$root/examples/demo-mig.scenario.yaml" \
     "$topologies/mig-a100-40gb.yaml"
-  run_dra_node "node 3: DRA: 8x H100 as a ResourceSlice, user ResourceClaims allocated (a whole GPU, two shares of one), prepared as CDI devices" \
+  run_dra_node "node 3: DRA: 8x H100 as ResourceSlices, user ResourceClaims allocated (a whole GPU, two shares of one, a MIG device made on demand), prepared as CDI devices" \
     "$topologies/h100-80gb-8x-nvswitch.yaml"
 fi
 exit $failed

@@ -571,7 +571,8 @@ static void publish_health(struct kdev_dra_daemon *d)
         size_t n = 0, cap = 0;
         struct kdev_err err = {0};
         for (size_t i = 0; i < gpus->n_gpus; i++)
-                cap += (gpus->gpus[i].mig_enabled ? gpus->gpus[i].n_migs : 0) + 1;
+                cap += (gpus->gpus[i].mig_enabled ? gpus->gpus[i].n_migs : 0) +
+                       gpus->gpus[i].n_placements + 1;
         struct kdev_dra_device_health *v = calloc(cap ? cap : 1, sizeof(*v));
         if (!v) {
                 kdev_log_error("device health not updated: out of memory");
@@ -596,6 +597,21 @@ static void publish_health(struct kdev_dra_daemon *d)
                         if (!g->mig_enabled)
                                 continue;
                 }
+                /* a placement: its MIG device's health once a claim made it
+                 * (the MIG device has the placement's name), else its GPU's */
+                for (size_t j = 0; j < g->n_placements; j++) {
+                        const char *uuid = NULL;
+                        if (!g->placements[j].dra_name[0])
+                                continue;
+                        for (size_t k = 0; k < g->n_migs; k++)
+                                if (!strcmp(g->migs[k].dra_name, g->placements[j].dra_name))
+                                        uuid = g->migs[k].uuid;
+                        v[n].device = g->placements[j].dra_name;
+                        device_health(d, uuid, g->uuid, &v[n]);
+                        n++;
+                }
+                if (g->n_placements > 0)
+                        continue;
                 for (size_t j = 0; j < g->n_migs; j++) {
                         if (g->migs[j].dra_name_error < 0 || !g->migs[j].dra_name[0])
                                 continue;

@@ -45,7 +45,10 @@ row 'nvidia.com/mig-1g.5gb +6 +6 +2 +kdev-nvidia.com_mig-1g.5gb.sock +connected'
 row 'nvidia.com/mig-2g.10gb +1 +1 +0 +kdev-nvidia.com_mig-2g.10gb.sock +connected'
 # node 3: DRA
 uid=5e1d3c2a-9b7f-4d61-8a20-0c4e6f8b1d37
-expect "ResourceSlice for demo-node: driver gpu.nvidia.com, pool demo-node (generation 1, 1 slice(s)), 8 devices: gpu-0 gpu-1 gpu-2 gpu-3 gpu-4 gpu-5 gpu-6 gpu-7"
+# gpu-7 in MIG mode, published with --dynamic-mig: its counter set in a slice
+# of its own (the stand-in answers Kubernetes 1.35), then every device
+expect "ResourceSlice for demo-node: driver gpu.nvidia.com, pool demo-node (generation 1, 2 slice(s)), counter sets: gpu-7-counter-set"
+expect "ResourceSlice for demo-node: driver gpu.nvidia.com, pool demo-node (generation 1, 2 slice(s)), 33 devices: gpu-0 gpu-1 gpu-2 gpu-3 gpu-4 gpu-5 gpu-6 gpu-7 gpu-7-mig-1g10gb-19-0 gpu-7-mig-1g10gb-19-1 gpu-7-mig-1g10gb-19-2 gpu-7-mig-1g10gb-19-3 gpu-7-mig-1g10gb-19-4 gpu-7-mig-1g10gb-19-5 gpu-7-mig-1g10gb-19-6 gpu-7-mig-2g20gb-14-0 gpu-7-mig-2g20gb-14-2 gpu-7-mig-2g20gb-14-4 gpu-7-mig-3g40gb-9-0 gpu-7-mig-3g40gb-9-4 gpu-7-mig-4g40gb-5-0 gpu-7-mig-7g80gb-0-0 gpu-7-mig-1g10gb-me-20-0 gpu-7-mig-1g10gb-me-20-1 gpu-7-mig-1g10gb-me-20-2 gpu-7-mig-1g10gb-me-20-3 gpu-7-mig-1g10gb-me-20-4 gpu-7-mig-1g10gb-me-20-5 gpu-7-mig-1g10gb-me-20-6 gpu-7-mig-1g20gb-15-0 gpu-7-mig-1g20gb-15-2 gpu-7-mig-1g20gb-15-4 gpu-7-mig-1g20gb-15-6"
 expect "   ResourceClaim default/demo-gpu request gpu: class gpu.nvidia.com, selector device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100') && device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"
 expect "default/demo-gpu: allocated on node demo-node"
 expect "  gpu: gpu.nvidia.com/demo-node/gpu-0 (share e8e54b71-abf6-446c-80d2-edfe1a7e4379)"
@@ -54,8 +57,21 @@ expect "default/demo-share-a: allocated on node demo-node"
 expect "  gpu: gpu.nvidia.com/demo-node/gpu-1 (share f5f5f4c7-70c4-4241-9368-06a474fcbe50)"
 expect "  gpu: gpu.nvidia.com/demo-node/gpu-1 (share 45a03269-9ce2-407f-9fcf-9bf13e8773a4)"
 expect "default/demo-h200: cannot allocate all claims on node demo-node"
-expect "  request gpu: no device of class gpu.nvidia.com matches \`device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'\`: 8 devices checked, 8 rejected — productName is \"NVIDIA H100 80GB HBM3\""
+expect "  request gpu: no device of class gpu.nvidia.com matches \`device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'\`: 33 devices checked, 33 rejected (25 by the class's selectors) — productName is \"NVIDIA H100 80GB HBM3\""
 expect "kdevctl dra allocate exit status: 1 (1: a claim cannot be allocated)"
+# the dynamic MIG claim: a 3g.40gb placement of gpu-7, its MIG device made at
+# prepare (GPU instance 1: capability minors 3 + 135*7 + 9 = 957 and 958),
+# destroyed at unprepare
+expect "   ResourceClaim default/demo-mig request mig: class mig.nvidia.com, selector device.attributes['gpu.nvidia.com'].profile == '3g.40gb'"
+expect "default/demo-mig: allocated on node demo-node"
+expect "  mig: gpu.nvidia.com/demo-node/gpu-7-mig-3g40gb-9-0"
+mig=9c5b7a6e-dfb3-41a5-8e64-4a8c0d2f5b7b
+row "  $mig +demo-node +gpu-7-mig-3g40gb-9-0 +mig +k8s\\.gpu\\.nvidia\\.com/claim=$mig-gpu-7-mig-3g40gb-9-0 +Healthy"
+expect "   $mig-gpu-7-mig-3g40gb-9-0: /dev/nvidia7 /dev/nvidia-caps/nvidia-cap957 /dev/nvidia-caps/nvidia-cap958"
+expect "MIG devices in the driver after prepare: 1"
+expect "   GPU-c64278a1-b3c9-975f-f3b4-2ad25c978906 GPU instance 1 (memory slices 0-3), compute instance 0: MIG-acc8f7bb-2945-5872-9d2d-cd5f6b969dd7"
+expect "MIG devices in the driver after unprepare: none"
+row "  $mig +unprepared"
 row "  $uid +demo-node +gpu-0 +gpu +k8s\\.gpu\\.nvidia\\.com/claim=$uid-gpu-0 +Healthy"
 expect "== CDI spec k8s.gpu.nvidia.com-claim_$uid.json"
 expect '  "kind": "k8s.gpu.nvidia.com/claim",'
