@@ -260,6 +260,9 @@ static int dynamic_mig_on(const struct kdev_nvidia_dra_backend *b, struct kdev_e
         return b->dynamic_mig ? 0 : kdev_err_set(err, EINVAL, "dynamic MIG is off");
 }
 
+_Static_assert(KDEV_NVIDIA_NO_INSTANCE == KDEV_NVML_NO_INSTANCE,
+               "gpus.h and nvml_api.h name no instance alike");
+
 static void made_record(const struct kdev_nvml_mig_instance *m, struct kdev_nvidia_mig_made *out)
 {
         memset(out, 0, sizeof(*out));
@@ -307,8 +310,6 @@ int kdev_nvidia_dra_backend_mig_list(struct kdev_nvidia_dra_backend *b, const ch
         if (rc == 0) {
                 size_t k = 0;
                 for (size_t i = 0; i < l->n && i < KDEV_NVML_MIG_INSTANCES_MAX; i++) {
-                        if (l->items[i].ci_id == KDEV_NVML_NO_INSTANCE)
-                                continue;
                         if (k < cap)
                                 made_record(&l->items[i], &out[k]);
                         k++;

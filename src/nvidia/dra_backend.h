@@ -188,10 +188,11 @@ KDEV_API int kdev_nvidia_dra_backend_mig_destroy(struct kdev_nvidia_dra_backend 
                                                  unsigned ci_id, bool *gone,
                                                  struct kdev_err *err);
 
-/* The MIG devices on |gpu_uuid| now (kdev_nvml_mig_instances): the GPU
- * instances that have a compute instance, each (GPU instance, compute
- * instance) pair once, in its order (by GPU instance id, then compute
- * instance id), into |out| (|cap| entries, caller's storage; may be NULL
+/* The MIG devices on |gpu_uuid| now (kdev_nvml_mig_instances): each (GPU
+ * instance, compute instance) pair once, and a GPU instance without compute
+ * instance (a kill between the two creations leaves one) once with ci_id
+ * KDEV_NVIDIA_NO_INSTANCE and uuid "", in its order (by GPU instance id,
+ * then compute instance id), into |out| (|cap| entries, caller's storage; may be NULL
  * when |cap| is 0). Sets |*n| to how many there are. Returns 0, or a
  * negative errno with |err|: kdev_nvml_mig_instances' errors unchanged;
  * -E2BIG "GPU <uuid>: <n> MIG devices, room for <cap>" when there are more

@@ -94,6 +94,7 @@ struct kdev_nvidia_placement {
  * makes, destroys and lists them (nvidia/dra_backend.h
  * kdev_nvidia_dra_backend_mig_create / _mig_list; the numbers of
  * nvml/mig_config.h struct kdev_nvml_mig_instance). */
+#define KDEV_NVIDIA_NO_INSTANCE 0xFFFFFFFFu /* ci_id of a GPU instance without one */
 struct kdev_nvidia_mig_made {
         unsigned gi_id, ci_id;              /* GPU / compute instance ids */
         unsigned gi_profile_id;             /* nvmlGpuInstanceProfileInfo_t.id */

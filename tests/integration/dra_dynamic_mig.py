@@ -12,7 +12,9 @@ them), against the stand-in API server:
   - two claims whose placements overlap: the second fails, naming both;
   - kill -9 between making the instance and recording it (the mock kills
     the plugin right after nvmlGpuInstanceCreateComputeInstance): the
-    restarted plugin destroys the instance and the claim prepares again."""
+    restarted plugin destroys the instance and the claim prepares again;
+    the same for a kill between the GPU instance and its compute instance
+    (a GPU instance alone, found by its placement)."""
 import json
 import os
 import sys
@@ -68,7 +70,8 @@ PROFILE_ID = {0x0: 19, 0x7: 20, 0x9: 15, 0x1: 14, 0x2: 9, 0x3: 5, 0x4: 0}
 def instances(state):
     """The MIG devices of GPU 0 as the mock keeps them for every process
     (its state file, mock/nvml/README.md KDEV_MOCK_NVML_STATE):
-    [(GI id, GI profile id, placement start, size, CI id, MIG UUID)]."""
+    [(GI id, GI profile id, placement start, size, CI id, MIG UUID)], a GPU
+    instance without compute instance with CI id None."""
     if not os.path.exists(state):
         return []
     gpu, gis, out = None, {}, []
@@ -88,7 +91,9 @@ def instances(state):
                 if kv.get("present") == "1":
                     gi = int(kv["gi"])
                     out.append((gi, *gis[gi], int(kv["id"]), kv["uuid"]))
-    return sorted(out)
+    with_ci = {o[0] for o in out}
+    out += [(gi, *v, None, "") for gi, v in gis.items() if gi not in with_ci]
+    return sorted(out, key=lambda o: (o[0], -1 if o[4] is None else o[4]))
 
 
 def env_for(root, state, extra=(), server_args=(), objects=None):
@@ -240,6 +245,32 @@ def test_dynamic_mig():
             resp = unprepare(e, "c1")
             assert resp.claims[UIDS["c1"]].error == "", resp
             assert instances(state) == []
+
+            # kill -9 between the GPU instance and its compute instance: a
+            # GPU instance alone is left, and found by its placement
+            with open(os.path.join(e.root, "control"), "a") as f:
+                f.write("crash-after nvmlDeviceCreateGpuInstanceWithPlacement\n")
+            try:
+                prepare(e, "c3")
+                raise AssertionError("the plugin answered")
+            except Exception as ex:
+                if isinstance(ex, AssertionError):
+                    raise
+            e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
+            assert e.proc.returncode == -9, e.proc.returncode
+            left = instances(state)
+            assert [(m[1], m[2], m[4]) for m in left] == [(19, 0, None)], left
+            e.close()
+        os.makedirs(os.path.join(root, "c"))
+        e = env_for(os.path.join(root, "c"), state,
+                    extra=["--plugin-dir", plugin_dir, "--cdi-dir", cdi])
+        e.plugin_dir, e.cdi = plugin_dir, cdi
+        with kt.logged(e):
+            e.register()
+            assert instances(state) == []
+            line = ('msg="dynamic MIG: reconciled after a restart" action=destroyed '
+                    'claim_uid=%s' % UIDS["c3"])
+            wait_for(lambda: line in e.logtext(), what="the reconcile line")
             e.stop()
 
 
