@@ -30,34 +30,18 @@ CONSUMED = {"c1": {"memory": "20Gi", "compute": "25"},
 
 
 def claim(name):
-    result = {"request": "gpu", "driver": dp.DRIVER, "pool": dp.NODE, "device": "gpu-0"}
+    extra = None
     if name in SHARE_IDS:
-        result["shareID"] = SHARE_IDS[name]
-        result["consumedCapacity"] = CONSUMED[name]
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": "default", "uid": UIDS[name]},
-            "spec": {"devices": {"requests": [
-                {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
-            "status": {"allocation": {"devices": {"results": [result]}}}}
-
-
-def req(cls, *names):
-    r = cls()
-    for n in names:
-        c = r.claims.add()
-        c.namespace, c.uid, c.name = "default", UIDS[n], n
-    return r
+        extra = {"shareID": SHARE_IDS[name], "consumedCapacity": CONSUMED[name]}
+    return dp.allocated_claim(name, UIDS[name], "gpu", "gpu.nvidia.com", extra)
 
 
 def prepare(e, *names):
-    return e.call(e.dra_sock(), dp.PREPARE, req(dp.dra_pb.NodePrepareResourcesRequest, *names),
-                  dp.dra_pb.NodePrepareResourcesResponse)
+    return dp.prepare_named(e, UIDS, *names)
 
 
 def unprepare(e, *names):
-    return e.call(e.dra_sock(), dp.UNPREPARE,
-                  req(dp.dra_pb.NodeUnprepareResourcesRequest, *names),
-                  dp.dra_pb.NodeUnprepareResourcesResponse)
+    return dp.unprepare_named(e, UIDS, *names)
 
 
 def expected_share_edits(share_root, region):

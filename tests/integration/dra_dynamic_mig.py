@@ -35,31 +35,44 @@ DEVICE = {"c1": "gpu-0-mig-3g40gb-9-4",    # memory slices 4-7
 
 
 def claim(name):
-    result = {"request": "mig", "driver": dp.DRIVER, "pool": dp.NODE, "device": DEVICE[name]}
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": "default", "uid": UIDS[name]},
-            "spec": {"devices": {"requests": [
-                {"name": "mig", "exactly": {"deviceClassName": "mig.nvidia.com"}}]}},
-            "status": {"allocation": {"devices": {"results": [result]}}}}
-
-
-def req(cls, *names):
-    r = cls()
-    for n in names:
-        c = r.claims.add()
-        c.namespace, c.uid, c.name = "default", UIDS[n], n
-    return r
+    return dp.allocated_claim(name, UIDS[name], "mig", "mig.nvidia.com", device=DEVICE[name])
 
 
 def prepare(e, *names):
-    return e.call(e.dra_sock(), dp.PREPARE, req(dp.dra_pb.NodePrepareResourcesRequest, *names),
-                  dp.dra_pb.NodePrepareResourcesResponse)
+    return dp.prepare_named(e, UIDS, *names)
 
 
 def unprepare(e, *names):
-    return e.call(e.dra_sock(), dp.UNPREPARE,
-                  req(dp.dra_pb.NodeUnprepareResourcesRequest, *names),
-                  dp.dra_pb.NodeUnprepareResourcesResponse)
+    return dp.unprepare_named(e, UIDS, *names)
+
+
+def killed_in(e, function, name):
+    """Arms the mock to kill the plugin right after |function| succeeds,
+    prepares claim |name| and waits for the SIGKILL."""
+    with open(os.path.join(e.root, "control"), "a") as f:
+        f.write("crash-after %s\n" % function)
+    try:
+        prepare(e, name)
+        raise AssertionError("the plugin answered")
+    except Exception as ex:  # grpc.RpcError: the peer died
+        if isinstance(ex, AssertionError):
+            raise
+    e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
+    assert e.proc.returncode == -9, e.proc.returncode
+
+
+def restarted(root, state, plugin_dir, cdi):
+    """kdev-dra-plugin again on the first one's plugin and CDI dirs."""
+    os.makedirs(root)
+    e = env_for(root, state, extra=["--plugin-dir", plugin_dir, "--cdi-dir", cdi])
+    e.plugin_dir, e.cdi = plugin_dir, cdi
+    return e
+
+
+def reconciled(e, uid):
+    line = ('msg="dynamic MIG: reconciled after a restart" action=destroyed '
+            'claim_uid=%s' % uid)
+    wait_for(lambda: line in e.logtext(), what="the reconcile line")
 
 
 GPU0 = "GPU-3e5f7a9b-1c2d-4e3f-8a5b-6c7d8e9f0a1b"
@@ -215,30 +228,16 @@ def test_dynamic_mig():
 
             # kill -9 right after the compute instance is made, before the
             # claim's ids are recorded
-            with open(os.path.join(e.root, "control"), "a") as f:
-                f.write("crash-after nvmlGpuInstanceCreateComputeInstance\n")
-            try:
-                prepare(e, "c1")
-                raise AssertionError("the plugin answered")
-            except Exception as ex:  # grpc.RpcError: the peer died
-                if isinstance(ex, AssertionError):
-                    raise
-            e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
-            assert e.proc.returncode == -9, e.proc.returncode
+            killed_in(e, "nvmlGpuInstanceCreateComputeInstance", "c1")
             left = instances(state)
             assert [(m[1], m[2]) for m in left] == [(9, 4)], left
             e.close()
         plugin_dir, cdi = e.plugin_dir, e.cdi
-        os.makedirs(os.path.join(root, "b"))
-        e = env_for(os.path.join(root, "b"), state,
-                    extra=["--plugin-dir", plugin_dir, "--cdi-dir", cdi])
-        e.plugin_dir, e.cdi = plugin_dir, cdi
+        e = restarted(os.path.join(root, "b"), state, plugin_dir, cdi)
         with kt.logged(e):
             e.register()
             assert instances(state) == []
-            line = ('msg="dynamic MIG: reconciled after a restart" action=destroyed '
-                    'claim_uid=%s' % UIDS["c1"])
-            wait_for(lambda: line in e.logtext(), what="the reconcile line")
+            reconciled(e, UIDS["c1"])
             one = prepare(e, "c1").claims[UIDS["c1"]]
             assert one.error == "", one
             assert [(m[1], m[2]) for m in instances(state)] == [(9, 4)]
@@ -248,29 +247,15 @@ def test_dynamic_mig():
 
             # kill -9 between the GPU instance and its compute instance: a
             # GPU instance alone is left, and found by its placement
-            with open(os.path.join(e.root, "control"), "a") as f:
-                f.write("crash-after nvmlDeviceCreateGpuInstanceWithPlacement\n")
-            try:
-                prepare(e, "c3")
-                raise AssertionError("the plugin answered")
-            except Exception as ex:
-                if isinstance(ex, AssertionError):
-                    raise
-            e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
-            assert e.proc.returncode == -9, e.proc.returncode
+            killed_in(e, "nvmlDeviceCreateGpuInstanceWithPlacement", "c3")
             left = instances(state)
             assert [(m[1], m[2], m[4]) for m in left] == [(19, 0, None)], left
             e.close()
-        os.makedirs(os.path.join(root, "c"))
-        e = env_for(os.path.join(root, "c"), state,
-                    extra=["--plugin-dir", plugin_dir, "--cdi-dir", cdi])
-        e.plugin_dir, e.cdi = plugin_dir, cdi
+        e = restarted(os.path.join(root, "c"), state, plugin_dir, cdi)
         with kt.logged(e):
             e.register()
             assert instances(state) == []
-            line = ('msg="dynamic MIG: reconciled after a restart" action=destroyed '
-                    'claim_uid=%s' % UIDS["c3"])
-            wait_for(lambda: line in e.logtext(), what="the reconcile line")
+            reconciled(e, UIDS["c3"])
             e.stop()
 
 

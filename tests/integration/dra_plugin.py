@@ -206,6 +206,41 @@ PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
 UNPREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources"
 
 
+def allocated_claim(name, uid, request, device_class, result_extra=None, device="gpu-0"):
+    """A ResourceClaim default/|name| allocated |device| of this node's pool
+    for request |request| of class |device_class| (resource.k8s.io/v1);
+    |result_extra| is merged into the allocation result."""
+    result = {"request": request, "driver": DRIVER, "pool": NODE, "device": device}
+    result.update(result_extra or {})
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default", "uid": uid},
+            "spec": {"devices": {"requests": [
+                {"name": request, "exactly": {"deviceClassName": device_class}}]}},
+            "status": {"allocation": {"devices": {"results": [result]}}}}
+
+
+def named_req(cls, uids, *names):
+    """A NodePrepare/NodeUnprepare request for claims default/<name> with
+    their UIDs from |uids|."""
+    r = cls()
+    for n in names:
+        c = r.claims.add()
+        c.namespace, c.uid, c.name = "default", uids[n], n
+    return r
+
+
+def prepare_named(e, uids, *names):
+    return e.call(e.dra_sock(), PREPARE,
+                  named_req(dra_pb.NodePrepareResourcesRequest, uids, *names),
+                  dra_pb.NodePrepareResourcesResponse)
+
+
+def unprepare_named(e, uids, *names):
+    return e.call(e.dra_sock(), UNPREPARE,
+                  named_req(dra_pb.NodeUnprepareResourcesRequest, uids, *names),
+                  dra_pb.NodeUnprepareResourcesResponse)
+
+
 def pool_slices(api, down_ok=False):
     if down_ok:
         try:

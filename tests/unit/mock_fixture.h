@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "kdev_mock_nvml.h"
+#include "tmptree.h"
 #include "nvml/discover.h"
 #include "nvml/loader.h"
 
@@ -109,19 +110,10 @@ static inline int mock_tmpdir(char *dir, size_t size, const char *prefix)
         return mkdtemp(dir) ? 0 : -1;
 }
 
-static inline int mock_rm_cb(const char *path, const struct stat *sb, int flag,
-                             struct FTW *ftw)
-{
-        (void)sb;
-        (void)flag;
-        (void)ftw;
-        return remove(path);
-}
-
 /* Removes |dir| and everything below it (links are not followed). */
 static inline void mock_rmtree(const char *dir)
 {
-        nftw(dir, mock_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+        tmptree_remove(dir);
 }
 
 /* Creates the empty file |dir|/|name| (mode 0644); fails the test if it cannot. */

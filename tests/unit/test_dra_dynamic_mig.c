@@ -3,7 +3,6 @@
  * memory, so that a child killed with SIGKILL between making an instance
  * and recording it leaves the instance for the parent to reconcile. Exact
  * checkpoint records, CDI device nodes and error texts. */
-#include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -23,6 +22,7 @@
 #include "cdi/cdi.h"
 #include "dra/checkpoint.h"
 #include "dra/plugin.h"
+#include "tmptree.h"
 
 #define UID1 "0b6a1c9e-1111-4c2e-9a43-aaaaaaaaaaaa"
 #define UID2 "0b6a1c9e-2222-4c2e-9a43-bbbbbbbbbbbb"
@@ -249,26 +249,6 @@ static int setup(void **state)
         return 0;
 }
 
-static void rm_tree(const char *path)
-{
-        DIR *d = opendir(path);
-        struct dirent *e;
-        char p[1024];
-
-        if (!d) {
-                unlink(path);
-                return;
-        }
-        while ((e = readdir(d))) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                        continue;
-                snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-                rm_tree(p);
-        }
-        closedir(d);
-        rmdir(path);
-}
-
 static int teardown(void **state)
 {
         struct fix *f = *state;
@@ -276,7 +256,7 @@ static int teardown(void **state)
         kdev_dra_plugin_free(f->p);
         json_decref(f->claims);
         munmap(f->t, sizeof(*f->t));
-        rm_tree(f->root);
+        tmptree_remove(f->root);
         free(f);
         return 0;
 }
