@@ -893,6 +893,17 @@ static int check_not_held(const struct kdev_dra_plugin *p, const json_t *held, c
                                         kdev_dra_share_record(d)
                                                 ? "is a share of another device overlapping it"
                                                 : "has no shareID and needs the whole device");
+                        /* a share beside a claim that holds the device
+                         * whole: the device is shareable, its holder is not */
+                        if (od && kdev_dra_share_record(d) && !as[0])
+                                return kdev_err_set(
+                                        err, EBUSY,
+                                        "device %s is already prepared for claim %s/%s (%s), "
+                                        "which holds it whole (no shareID): this allocation is "
+                                        "a share (shareID %s) and cannot be prepared beside it",
+                                        dev, ons ? ons : "", oname ? oname : "", ouid,
+                                        json_string_value(json_object_get(
+                                                json_object_get(d, "share"), "shareID")));
                         return kdev_err_set(err, EBUSY,
                                             "device %s is already prepared for claim %s/%s "
                                             "(%s)%s: it is not shareable and this allocation has "

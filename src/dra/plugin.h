@@ -132,7 +132,13 @@
  * shareID (the whole device, exclusive) never overlap: -EBUSY "device
  * <name> is already prepared for claim <ns>/<name> (<uid>) as a share
  * (shareID <id>): this allocation has no shareID and needs the whole
- * device" (or the usual text when the holder is exclusive). Each share is
+ * device"; a share of a device another claim holds whole, -EBUSY "device
+ * <name> is already prepared for claim <ns>/<name> (<uid>), which holds it
+ * whole (no shareID): this allocation is a share (shareID <id>) and cannot
+ * be prepared beside it". A share larger than the whole device, with no
+ * other holder, fails with -EBUSY "device <dev>: consumed capacity <memory|
+ * compute> <q> (shareID <id>) exceeds its <total> (no other claim holds a
+ * share of it)". Each share is
  * enforced like kdev-plugin's isolated replicas: a region directory
  * <root>/claims/<uid>-<device> with its limits file ("<uuid> <consumed
  * bytes> <consumed percent>"), made before the claim's CDI spec is written,

@@ -130,7 +130,8 @@ int kdev_dra_mig_destroy(const struct kdev_dra_plugin *p, json_t *devs, bool by_
  * (percent)}, the capacities only when consumedCapacity names them. Nothing
  * without both. Errors (-EPROTO wrong JSON type, -EINVAL): consumedCapacity
  * without shareID, a capacity kdev does not publish, a memory that is not a
- * size, a compute outside 1..100, a second share of one device in the claim;
+ * size (or above 2^63 - 1 bytes), a compute outside 1..100, a second share
+ * of one device in the claim;
  * each names the claim and the field. */
 int kdev_dra_share_parse(const json_t *r, size_t i, const char *ns, const char *name,
                          json_t *rec, struct kdev_err *err);
@@ -156,7 +157,9 @@ bool kdev_dra_share_record(const json_t *d);
  * claims of the checkpoint hold, plus its own, must not exceed the device's
  * (its memory, 100). -EBUSY "device <dev>: consumed capacity <memory|compute>
  * <q> (shareID <id>) exceeds the <left> left of its <total>: <used> held by
- * claims <ns>/<name> (<uid>), ..." otherwise. */
+ * claims <ns>/<name> (<uid>), ..." otherwise, or "... exceeds its <total>
+ * (no other claim holds a share of it)" when no other claim holds a share
+ * of the device. */
 int kdev_dra_share_check(const struct kdev_dra_plugin *p, const char *uid, const json_t *devs,
                          struct kdev_err *err);
 

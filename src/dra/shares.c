@@ -34,6 +34,14 @@ static int parse_consumed(const char *cap, const json_t *v, const char *at, cons
                         return kdev_err_set(err, EINVAL, "claim %s/%s: %s: %s", ns, name, at,
                                             qerr.msg);
                 *out = 0;
+        } else if (!strcmp(cap, KDEV_DRA_CAP_MEMORY) && *out > (unsigned long long)LLONG_MAX) {
+                /* kdev_nvidia_parse_memory reads up to 2^63 bytes, one more
+                 * than the record's JSON integer (json_int_t) holds: cast to
+                 * it, 2^63 turned negative and the share was refused as "its
+                 * memory is unknown" */
+                return kdev_err_set(err, EINVAL,
+                                    "claim %s/%s: %s: must be at most %lld bytes, got \"%s\"",
+                                    ns, name, at, LLONG_MAX, json_string_value(v));
         }
         if (!strcmp(cap, KDEV_DRA_CAP_COMPUTE) && (*out < 1 || *out > KDEV_DRA_SHARE_COMPUTE_TOTAL))
                 return kdev_err_set(err, EINVAL,
@@ -288,6 +296,15 @@ int kdev_dra_share_check(const struct kdev_dra_plugin *p, const char *uid, const
                                     sizeof(ql));
                         quantity_of(caps[c], total[c], qt, sizeof(qt));
                         quantity_of(caps[c], used, qu, sizeof(qu));
+                        /* more than the whole device: nobody else to name */
+                        if (o == 0)
+                                return kdev_err_set(
+                                        err, EBUSY,
+                                        "device %s: consumed capacity %s %s (shareID %s) "
+                                        "exceeds its %s (no other claim holds a share of it)",
+                                        dev, caps[c], qm,
+                                        json_string_value(json_object_get(share, "shareID")),
+                                        qt);
                         return kdev_err_set(err, EBUSY,
                                             "device %s: consumed capacity %s %s (shareID %s) "
                                             "exceeds the %s left of its %s: %s held by claims %s",
