@@ -1,6 +1,7 @@
 /* Opaque device configuration of DRA claims (see claim_config.h). */
 #include "dra/claim_config.h"
 
+#include <limits.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -269,6 +270,12 @@ static int share_config(const struct where *w, const json_t *p, json_t *norm,
         if (mem) {
                 if (kdev_nvidia_parse_memory(json_string_value(mem), &bytes, &qerr) < 0)
                         return fail(w, err, "parameters.memory: %s", qerr.msg);
+                /* the record's JSON integer holds 2^63 - 1 bytes at most,
+                 * one less than the parser reads (as shares.c) */
+                if (bytes > (unsigned long long)LLONG_MAX)
+                        return fail(w, err, "parameters.memory: must be at most %lld bytes, "
+                                            "got \"%s\"",
+                                    LLONG_MAX, json_string_value(mem));
                 json_object_set_new(norm, "memory", json_integer((json_int_t)bytes));
         }
         if (cpu) {

@@ -485,6 +485,16 @@ static int build_spec(const struct kdev_dra_plugin *p, const char *uid, json_t *
                 if (rc == 0 && region && p->share_root)
                         rc = kdev_nvidia_share_claim_cdi_edits(p->share_root, region,
                                                                kdev_cdi_device_edits(cd), err);
+                /* a share of the checkpoint while shares are off: its spec
+                 * without the share library would drop its limits */
+                else if (rc == 0 && region)
+                        rc = kdev_err_set(err, EINVAL,
+                                          "device %s was prepared as a share (region %s), "
+                                          "but shares are off now (kdev-dra-plugin "
+                                          "--shareable-gpus); its spec is not written "
+                                          "without the share's limits",
+                                          json_string_value(json_object_get(d, "device")),
+                                          region);
                 if (rc == 0 && answer && json_object_set_new(d, "cdiDeviceIDs", cdi_ids(&ed)) < 0)
                         rc = kdev_err_set(err, ENOMEM, "out of memory");
                 kdev_container_edits_clear(&ed);

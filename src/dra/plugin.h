@@ -148,7 +148,10 @@
  * 5); v1beta1 has no such field. A kdev.io/v1alpha1 ShareConfig on a device
  * without shareID is applied the same way (its memory, compute and policy).
  * Unprepare removes the regions; a claim of the checkpoint whose region is
- * gone gets it made again.
+ * gone gets it made again. A share of the checkpoint prepared again while
+ * shares are off (options.share_root NULL) fails with -EINVAL "device <dev>
+ * was prepared as a share (region <dir>), but shares are off now ...":
+ * its spec is never rewritten without the share's limits.
  *
  * Dynamic MIG (KEP-4815 partitionable devices; options.mig set,
  * kdev-dra-plugin --dynamic-mig): a device name that is one of a GPU

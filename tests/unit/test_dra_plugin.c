@@ -704,6 +704,11 @@ static void test_claim_config_errors(void **state)
                                      "ShareConfig", "compute", 0)),
                  "request gpu: config 0 (FromClaim): parameters.compute: must be a percentage "
                  "of the device, 1 to 100 (e.g. 25 or \"25%\"), got 0"},
+                {cfg_entry("FromClaim", NULL, "gpu.nvidia.com",
+                           json_pack("{s:s,s:s,s:s}", "apiVersion", "kdev.io/v1alpha1", "kind",
+                                     "ShareConfig", "memory", "8192Pi")),
+                 "request gpu: config 0 (FromClaim): parameters.memory: must be at most "
+                 "9223372036854775807 bytes, got \"8192Pi\""},
                 {cfg_entry("FromSomewhere", NULL, "gpu.nvidia.com", json_object()),
                  "config 0: invalid config source: FromSomewhere"},
         };

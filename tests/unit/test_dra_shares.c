@@ -759,6 +759,29 @@ static void test_region_remade(void **state)
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
 }
 
+/* A share of the checkpoint after a restart with shares off: its spec is
+ * not rewritten without the share library (which would drop its limits). */
+static void test_share_after_shares_off(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        char region[1024], want[1400];
+
+        add_claim(f, "s1", UID1, json_pack("[o]", share_result("gpu-4", SID1, "20Gi", "25")));
+        prepare_ok(f, "s1", UID1);
+        region_path(f, UID1, "gpu-4", region, sizeof(region));
+        f->no_share_root = true;
+        restart(f);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "s1", UID1, NULL, &err), -EINVAL);
+        snprintf(want, sizeof(want),
+                 "claim ns/s1 (" UID1 "): device gpu-4 was prepared as a share (region %s), "
+                 "but shares are off now (kdev-dra-plugin --shareable-gpus); its spec is not "
+                 "written without the share's limits",
+                 region);
+        assert_string_equal(err.msg, want);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -790,6 +813,7 @@ int main(void)
                 T(test_whole_then_share),
                 T(test_region),
                 T(test_region_remade),
+                T(test_share_after_shares_off),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
