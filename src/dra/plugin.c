@@ -712,6 +712,22 @@ static int devices_of_claim(const struct kdev_dra_plugin *p, const json_t *claim
                         if (!strcmp(json_string_value(json_object_get(d, "device")), dev))
                                 rec = d;
                 }
+                /* one device both whole and as a share: neither can be
+                 * prepared (KEP-5075 gives a device to a request whole or as
+                 * a share, never both) */
+                const char *sid = json_string_value(json_object_get(r, "shareID"));
+                if (rec && (sid != NULL) != kdev_dra_share_record(rec)) {
+                        kdev_err_set(err, EINVAL,
+                                     "claim %s/%s: .status.allocation.devices.results[%zu]: "
+                                     "device %s is allocated both whole and as a share "
+                                     "(shareID %s)",
+                                     ns, name, i, dev,
+                                     sid ? sid
+                                         : json_string_value(json_object_get(
+                                                   json_object_get(rec, "share"), "shareID")));
+                        json_decref(devs); /* |rec| is one of them */
+                        return -EINVAL;
+                }
                 /* cdiDeviceIDs follow from the device's container edits
                  * (build_spec) */
                 if (!rec) {

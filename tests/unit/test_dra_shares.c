@@ -424,6 +424,23 @@ static void test_second_share_of_device(void **state)
                     "share: not supported");
 }
 
+/* One device both whole and as a share in one claim, in both orders. */
+static void test_whole_and_share_of_device(void **state)
+{
+        struct fix *f = *state;
+
+        add_claim(f, "s1", UID1,
+                  json_pack("[o,o]", result("gpu-4"), share_result("gpu-4", SID1, "1Gi", "10")));
+        expect_fail(f, "s1", UID1, "gpu-4", -EINVAL,
+                    "claim ns/s1: .status.allocation.devices.results[1]: device gpu-4 is "
+                    "allocated both whole and as a share (shareID " SID1 ")");
+        add_claim(f, "s1", UID1,
+                  json_pack("[o,o]", share_result("gpu-4", SID1, "1Gi", "10"), result("gpu-4")));
+        expect_fail(f, "s1", UID1, "gpu-4", -EINVAL,
+                    "claim ns/s1: .status.allocation.devices.results[1]: device gpu-4 is "
+                    "allocated both whole and as a share (shareID " SID1 ")");
+}
+
 /* Resolve errors (kdev_dra_share_resolve): one case each. */
 
 /* GPU minor 5 in MIG mode with MIG device GI 1 / CI 0 (3g.20gb, GI profile
@@ -798,6 +815,7 @@ int main(void)
                 T(test_consumed_capacity_not_an_object),
                 T(test_capacity_not_a_string),
                 T(test_second_share_of_device),
+                T(test_whole_and_share_of_device),
                 T(test_share_of_mig_device),
                 T(test_share_without_share_root),
                 T(test_memory_unknown),
