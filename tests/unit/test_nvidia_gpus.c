@@ -2,7 +2,9 @@
  * field from a hand-made discovery result, the DRA device names computed
  * at conversion, lookups; and kdev-dra-plugin's NVIDIA backend
  * (src/nvidia/dra_backend.c) on the mock NVML: discovery into records, the
- * whole GPUs the health monitor watches, the loader's error. */
+ * whole GPUs the health monitor watches, the loader's error; dynamic MIG:
+ * placement records (by hand and from the mock's H100 profile table) and MIG
+ * devices made, listed and destroyed through the backend. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -342,6 +344,7 @@ static void test_dra_backend_mock(void **state)
 }
 
 #define DYN_GPU0 "GPU-3e5f7a9b-1c2d-4e3f-8a5b-6c7d8e9f0a1b"
+#define DYN_GPU1 "GPU-5a7b9c1d-3e4f-4a5b-9c6d-7e8f9a0b1c2d"
 #define DYN_MIG_3G_AT_4 "MIG-0203dd0e-c32e-54df-94fa-fe2eda393992"
 
 /* The 25 placements of an H100 80GB HBM3 in the mock (mock/nvml README,
@@ -505,6 +508,151 @@ static void test_dra_backend_dynamic_placements(void **state)
         dyn_close(&f);
 }
 
+/* MIG devices made, listed, seen by a rediscovery and destroyed through the
+ * backend; the dynamic-MIG-off error. */
+static void test_dra_backend_dynamic_mig_ops(void **state)
+{
+        (void)state;
+        struct dyn_fx f;
+        struct kdev_nvidia_dra_backend *b = NULL;
+        struct kdev_err err = {0};
+        struct kdev_nvidia_mig_made made = {.gi_id = 77};
+        struct kdev_nvidia_mig_made list[4];
+        size_t n = 99;
+        bool gone = false;
+        dyn_open(&f);
+
+        /* opened without dynamic MIG: every call refused, nothing touched */
+        assert_int_equal(kdev_nvidia_dra_backend_open(&f.o, &b, &err), 0);
+        assert_int_equal(kdev_nvidia_dra_backend_mig_create(b, DYN_GPU0, 9, 4, &made, &err),
+                         -EINVAL);
+        assert_string_equal(err.msg, "dynamic MIG is off");
+        assert_int_equal(made.gi_id, 77);
+        err = (struct kdev_err){0};
+        assert_int_equal(kdev_nvidia_dra_backend_mig_destroy(b, DYN_GPU0, 1, 0, &gone, &err),
+                         -EINVAL);
+        assert_string_equal(err.msg, "dynamic MIG is off");
+        assert_false(gone);
+        err = (struct kdev_err){0};
+        assert_int_equal(kdev_nvidia_dra_backend_mig_list(b, DYN_GPU0, list, 4, &n, &err),
+                         -EINVAL);
+        assert_string_equal(err.msg, "dynamic MIG is off");
+        assert_int_equal(n, 99);
+        kdev_nvidia_dra_backend_free(b);
+
+        f.o.dynamic_mig = true;
+        assert_int_equal(kdev_nvidia_dra_backend_open(&f.o, &b, &err), 0);
+        const struct kdev_nvidia_gpus *r = kdev_nvidia_dra_backend_gpus(b);
+        assert_int_equal(r->gpus[0].n_migs, 0);
+        assert_int_equal(kdev_nvidia_dra_backend_mig_list(b, DYN_GPU0, list, 4, &n, &err), 0);
+        assert_int_equal(n, 0);
+
+        /* 3g.40gb (id 9) at memory slice 4 */
+        assert_int_equal(kdev_nvidia_dra_backend_mig_create(b, DYN_GPU0, 9, 4, &made, &err), 0);
+        assert_int_equal(made.gi_id, 1);
+        assert_int_equal(made.ci_id, 0);
+        assert_int_equal(made.gi_profile_id, 9);
+        assert_int_equal(made.placement_start, 4);
+        assert_int_equal(made.placement_size, 4);
+        assert_string_equal(made.uuid, DYN_MIG_3G_AT_4);
+        memset(list, 0xa5, sizeof(list));
+        assert_int_equal(kdev_nvidia_dra_backend_mig_list(b, DYN_GPU0, list, 4, &n, &err), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(list[0].gi_id, 1);
+        assert_int_equal(list[0].ci_id, 0);
+        assert_int_equal(list[0].gi_profile_id, 9);
+        assert_int_equal(list[0].placement_start, 4);
+        assert_int_equal(list[0].placement_size, 4);
+        assert_string_equal(list[0].uuid, DYN_MIG_3G_AT_4);
+        assert_memory_equal(&list[0], &made, sizeof(made));
+        /* no room: the count, -E2BIG */
+        n = 0;
+        assert_int_equal(kdev_nvidia_dra_backend_mig_list(b, DYN_GPU0, NULL, 0, &n, &err),
+                         -E2BIG);
+        assert_int_equal(n, 1);
+        assert_string_equal(err.msg, "GPU " DYN_GPU0 ": 1 MIG devices, room for 0");
+        /* an overlap, no such placement: kdev_nvml_mig_create's errors unchanged */
+        struct kdev_nvidia_mig_made other;
+        assert_int_equal(kdev_nvidia_dra_backend_mig_create(b, DYN_GPU0, 19, 5, &other, &err),
+                         -EIO);
+        assert_string_equal(err.msg, "GPU 0 (" DYN_GPU0 "): create GPU instance profile 19 "
+                                     "placement 5: Ran out of critical resources, other "
+                                     "than memory");
+        assert_int_equal(kdev_nvidia_dra_backend_mig_create(b, DYN_GPU0, 9, 5, &other, &err),
+                         -EINVAL);
+        assert_string_equal(err.msg,
+                            "GPU 0 (" DYN_GPU0 "): GPU instance profile 9 has no placement at 5");
+
+        /* the records refilled: placements as before, the new MIG device */
+        assert_int_equal(r->gpus[0].n_migs, 0);
+        assert_int_equal(kdev_nvidia_dra_backend_rediscover(b, &err), 0);
+        assert_ptr_equal(kdev_nvidia_dra_backend_gpus(b), r);
+        check_dyn_placements(r);
+        assert_int_equal(r->gpus[0].n_migs, 1);
+        const struct kdev_nvidia_mig *mg = &r->gpus[0].migs[0];
+        assert_string_equal(mg->uuid, DYN_MIG_3G_AT_4);
+        assert_string_equal(mg->dra_name, "gpu-0-mig-3g40gb-9-4");
+        assert_string_equal(mg->profile, "3g.40gb");
+        assert_int_equal(mg->gi_id, 1);
+        assert_int_equal(mg->ci_id, 0);
+        assert_int_equal(mg->placement_start, 4);
+        assert_int_equal(mg->placement_size, 4);
+
+        /* destroy, destroy again, none left */
+        gone = true;
+        assert_int_equal(kdev_nvidia_dra_backend_mig_destroy(b, DYN_GPU0, made.gi_id,
+                                                             made.ci_id, &gone, &err),
+                         0);
+        assert_false(gone);
+        assert_int_equal(kdev_nvidia_dra_backend_mig_destroy(b, DYN_GPU0, made.gi_id,
+                                                             made.ci_id, &gone, &err),
+                         0);
+        assert_true(gone);
+        assert_int_equal(kdev_nvidia_dra_backend_mig_list(b, DYN_GPU0, list, 4, &n, &err), 0);
+        assert_int_equal(n, 0);
+        assert_int_equal(kdev_nvidia_dra_backend_rediscover(b, &err), 0);
+        assert_int_equal(r->gpus[0].n_migs, 0);
+        assert_int_equal(r->gpus[0].n_placements, 25);
+
+        /* a GPU instance without compute instance (a kill between the two
+         * creations): listed with KDEV_NVIDIA_NO_INSTANCE, destroyed alone */
+        {
+                const struct kdev_nvml_api *nv = kdev_nvml_api(f.m.lib);
+                nvmlDevice_t g0;
+                nvmlGpuInstance_t gi;
+                nvmlGpuInstancePlacement_t pl = {.start = 0, .size = 1};
+
+                assert_int_equal(nv->nvmlInit(), NVML_SUCCESS);
+                assert_int_equal(nv->nvmlDeviceGetHandleByIndex(0, &g0), NVML_SUCCESS);
+                assert_int_equal(nv->nvmlDeviceCreateGpuInstanceWithPlacement(g0, 19, &pl, &gi),
+                                 NVML_SUCCESS);
+                assert_int_equal(nv->nvmlShutdown(), NVML_SUCCESS);
+        }
+        assert_int_equal(kdev_nvidia_dra_backend_mig_list(b, DYN_GPU0, list, 4, &n, &err), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(list[0].gi_id, 1);
+        assert_int_equal(list[0].ci_id, KDEV_NVIDIA_NO_INSTANCE);
+        assert_int_equal(list[0].gi_profile_id, 19);
+        assert_int_equal(list[0].placement_start, 0);
+        assert_int_equal(list[0].placement_size, 1);
+        assert_string_equal(list[0].uuid, "");
+        assert_int_equal(kdev_nvidia_dra_backend_mig_destroy(b, DYN_GPU0, 1,
+                                                             KDEV_NVIDIA_NO_INSTANCE, &gone,
+                                                             &err),
+                         0);
+        assert_false(gone);
+        assert_int_equal(kdev_nvidia_dra_backend_mig_list(b, DYN_GPU0, list, 4, &n, &err), 0);
+        assert_int_equal(n, 0);
+
+        /* GPU 1 (MIG off): kdev_nvml's error unchanged */
+        assert_int_equal(kdev_nvidia_dra_backend_mig_list(b, DYN_GPU1, list, 4, &n, &err),
+                         -EOPNOTSUPP);
+        assert_string_equal(err.msg, "GPU 1 (" DYN_GPU1 "): MIG mode is disabled");
+
+        kdev_nvidia_dra_backend_free(b);
+        dyn_close(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -512,6 +660,7 @@ int main(void)
                 cmocka_unit_test(test_placements_from),
                 cmocka_unit_test(test_dra_backend_mock),
                 cmocka_unit_test(test_dra_backend_dynamic_placements),
+                cmocka_unit_test(test_dra_backend_dynamic_mig_ops),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
