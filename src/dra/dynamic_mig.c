@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -78,9 +79,23 @@ static int check_against(const char *dev, const json_t *m, const char *ons, cons
         return 0;
 }
 
-/* Whether GPU |gpu| instance |gi_id| is recorded by a claim of the
- * checkpoint. */
-static bool recorded_instance(const struct kdev_dra_plugin *p, const char *gpu, unsigned gi_id)
+/* Whether listed instance |h| is the one placement record |m| names: its
+ * recorded "giId" with the recorded profile and start and, when both are
+ * known, the recorded MIG uuid (a GPU instance id is reused once destroyed;
+ * a GPU instance whose compute instance is gone lists no uuid). */
+static bool same_instance(const json_t *m, const struct kdev_nvidia_mig_made *h)
+{
+        const char *uuid = str(m, "uuid");
+
+        return json_is_integer(json_object_get(m, "giId")) && num(m, "giId") == h->gi_id &&
+               num(m, "profileId") == h->gi_profile_id && num(m, "start") == h->placement_start &&
+               (!uuid || !uuid[0] || !h->uuid[0] || !strcmp(uuid, h->uuid));
+}
+
+/* Whether instance |h| of GPU |gpu| is the one a claim of the checkpoint
+ * records (same_instance). */
+static bool recorded_instance(const struct kdev_dra_plugin *p, const char *gpu,
+                              const struct kdev_nvidia_mig_made *h)
 {
         const char *uid;
         json_t *rec, *d;
@@ -90,12 +105,37 @@ static bool recorded_instance(const struct kdev_dra_plugin *p, const char *gpu, 
                 json_array_foreach(json_object_get(rec, "devices"), i, d) {
                         const json_t *m = json_object_get(d, "mig");
 
-                        if (json_is_object(m) && json_object_get(m, "giId") &&
-                            !strcmp(str(m, "gpu"), gpu) && num(m, "giId") == gi_id)
+                        if (json_is_object(m) && !strcmp(str(m, "gpu"), gpu) &&
+                            same_instance(m, h))
                                 return true;
                 }
         }
         return false;
+}
+
+/* The instance among |have| (|n|) that record |m| names by its ids, or
+ * NULL. */
+static const struct kdev_nvidia_mig_made *find_recorded(const struct kdev_nvidia_mig_made *have,
+                                                        size_t n, const json_t *m)
+{
+        for (size_t k = 0; k < n; k++)
+                if (same_instance(m, &have[k]))
+                        return &have[k];
+        return NULL;
+}
+
+/* The instance among |have| (|n|) of record |m|'s profile at its start that
+ * no claim records (what a kill before the ids were saved left), or NULL. */
+static const struct kdev_nvidia_mig_made *find_unrecorded(const struct kdev_dra_plugin *p,
+                                                          const struct kdev_nvidia_mig_made *have,
+                                                          size_t n, const json_t *m)
+{
+        for (size_t k = 0; k < n; k++)
+                if (have[k].gi_profile_id == num(m, "profileId") &&
+                    have[k].placement_start == num(m, "start") &&
+                    !recorded_instance(p, str(m, "gpu"), &have[k]))
+                        return &have[k];
+        return NULL;
 }
 
 int kdev_dra_mig_resolve(const struct kdev_dra_plugin *p, const char *ns, const char *name,
@@ -169,7 +209,7 @@ int kdev_dra_mig_resolve(const struct kdev_dra_plugin *p, const char *ns, const 
 
                         if (!overlap(pl->placement_start, pl->placement_size,
                                      h->placement_start, h->placement_size) ||
-                            recorded_instance(p, g->uuid, h->gi_id))
+                            recorded_instance(p, g->uuid, h))
                                 continue;
                         return kdev_err_set(err, EBUSY,
                                             "device %s: memory slices %u-%u are taken by GPU "
@@ -184,36 +224,33 @@ int kdev_dra_mig_resolve(const struct kdev_dra_plugin *p, const char *ns, const 
         return count;
 }
 
-/* Destroys the instance of placement |m|: by its ids, or, without them, the
- * instance of the recorded profile at the recorded start (a kill before the
- * ids were saved). *gone true when there was none. */
+/* Destroys the instance of placement |m|: the one its ids name (checked
+ * against the GPU's list first: an id NVML reused for someone else's
+ * instance is not destroyed), or, without ids and with |by_placement|, the
+ * unrecorded instance of the recorded profile at the recorded start (a kill
+ * before the ids were saved). *gone true when there was none. */
 static int destroy_one(const struct kdev_dra_plugin *p, json_t *m, bool by_placement,
                        bool *gone, struct kdev_err *err)
 {
+        struct kdev_nvidia_mig_made have[MIG_LIST_MAX];
+        const struct kdev_nvidia_mig_made *h = NULL;
         const char *gpu = str(m, "gpu");
+        bool ids = json_object_get(m, "giId") != NULL;
+        size_t n = 0;
         int rc;
 
-        *gone = false;
-        if (json_object_get(m, "giId"))
-                return p->o.mig->destroy(p->o.mig->arg, gpu, num(m, "giId"), num(m, "ciId"),
-                                         gone, err);
         *gone = true;
-        if (!by_placement)
+        if (!ids && !by_placement)
                 return 0;
-        struct kdev_nvidia_mig_made have[MIG_LIST_MAX];
-        size_t n = 0;
-
         rc = p->o.mig->list(p->o.mig->arg, gpu, have, MIG_LIST_MAX, &n, err);
         if (rc < 0)
                 return rc;
-        for (size_t k = 0; k < n; k++) {
-                if (have[k].gi_profile_id == num(m, "profileId") &&
-                    have[k].placement_start == num(m, "start") &&
-                    !recorded_instance(p, gpu, have[k].gi_id))
-                        return p->o.mig->destroy(p->o.mig->arg, gpu, have[k].gi_id,
-                                                 have[k].ci_id, gone, err);
-        }
-        return 0;
+        h = ids ? find_recorded(have, n, m) : find_unrecorded(p, have, n, m);
+        if (!h)
+                return 0;
+        *gone = false;
+        return p->o.mig->destroy(p->o.mig->arg, gpu, h->gi_id,
+                                 ids ? num(m, "ciId") : h->ci_id, gone, err);
 }
 
 int kdev_dra_mig_destroy(const struct kdev_dra_plugin *p, json_t *devs, bool by_placement,
@@ -269,13 +306,19 @@ int kdev_dra_mig_create(const struct kdev_dra_plugin *p, json_t *devs, struct kd
                         continue;
                 int rc = p->o.mig->create(p->o.mig->arg, str(m, "gpu"), num(m, "profileId"),
                                           num(m, "start"), &made, err);
-                /* listed first: a record whose ids could not be set is
-                 * destroyed by its placement */
-                if (rc == 0 && (json_array_append(made_here, d) < 0 ||
-                                json_object_set_new(m, "giId", json_integer(made.gi_id)) < 0 ||
+
+                if (rc == 0 && (json_object_set_new(m, "giId", json_integer(made.gi_id)) < 0 ||
                                 json_object_set_new(m, "ciId", json_integer(made.ci_id)) < 0 ||
-                                json_object_set_new(m, "uuid", json_string(made.uuid)) < 0))
+                                json_object_set_new(m, "uuid", json_string(made.uuid)) < 0 ||
+                                json_array_append(made_here, d) < 0)) {
+                        /* not recorded: destroyed by the ids it was made with */
+                        json_object_del(m, "giId");
+                        json_object_del(m, "ciId");
+                        json_object_del(m, "uuid");
+                        p->o.mig->destroy(p->o.mig->arg, str(m, "gpu"), made.gi_id, made.ci_id,
+                                          NULL, NULL);
                         rc = kdev_err_set(err, ENOMEM, "out of memory");
+                }
                 if (rc < 0) {
                         kdev_err_wrap(err, "device %s", str(d, "device"));
                         /* what this call made goes again */
@@ -286,4 +329,114 @@ int kdev_dra_mig_create(const struct kdev_dra_plugin *p, json_t *devs, struct kd
         }
         json_decref(made_here);
         return 0;
+}
+
+/* What kdev_dra_mig_remake does with one placement record. */
+struct remake {
+        enum { REMAKE_KEEP, REMAKE_ADOPT, REMAKE_MAKE } action;
+        struct kdev_nvidia_mig_made found; /* ADOPT: the instance; MAKE: a lone GPU instance */
+        bool lone;                         /* MAKE: |found| is destroyed first */
+        json_t *old;                       /* MAKE: the record as it was */
+};
+
+static void report_each(const json_t *devs, const struct remake *v, const char *uid,
+                        kdev_dra_mig_report_fn fn, void *arg)
+{
+        size_t i;
+        json_t *d;
+
+        json_array_foreach(devs, i, d) {
+                if (fn && v[i].action != REMAKE_KEEP)
+                        fn(arg, v[i].action == REMAKE_ADOPT ? "adopted" : "recreated", uid,
+                           str(d, "device"), NULL);
+        }
+}
+
+int kdev_dra_mig_remake(const struct kdev_dra_plugin *p, const char *uid, json_t *devs,
+                        kdev_dra_mig_report_fn fn, void *arg, struct kdev_err *err)
+{
+        size_t nd = json_array_size(devs), i;
+        struct remake *v = calloc(nd ? nd : 1, sizeof(*v));
+        bool act = false;
+        int rc = 0;
+        json_t *d;
+
+        if (!v)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        /* 1: what each record needs, nothing changed yet */
+        json_array_foreach(devs, i, d) {
+                const json_t *m = json_object_get(d, "mig");
+                struct kdev_nvidia_mig_made have[MIG_LIST_MAX];
+                const struct kdev_nvidia_mig_made *h;
+                size_t n = 0;
+
+                if (!json_is_object(m))
+                        continue;
+                rc = p->o.mig->list(p->o.mig->arg, str(m, "gpu"), have, MIG_LIST_MAX, &n, err);
+                if (rc < 0) {
+                        kdev_err_wrap(err, "device %s", str(d, "device"));
+                        goto out;
+                }
+                h = find_recorded(have, n, m);
+                if (h && h->ci_id != KDEV_NVIDIA_NO_INSTANCE)
+                        continue;
+                act = true;
+                if (!h) {
+                        h = find_unrecorded(p, have, n, m);
+                        v[i].action = h && h->ci_id != KDEV_NVIDIA_NO_INSTANCE ? REMAKE_ADOPT
+                                                                              : REMAKE_MAKE;
+                } else {
+                        v[i].action = REMAKE_MAKE;
+                }
+                v[i].lone = h && h->ci_id == KDEV_NVIDIA_NO_INSTANCE;
+                if (h)
+                        v[i].found = *h;
+        }
+        if (!act)
+                goto out;
+        /* 2: adopted (a kill after a make, before its ids were saved) or
+         * made again; a failed make restores the records as they were */
+        json_array_foreach(devs, i, d) {
+                json_t *m = json_object_get(d, "mig");
+                const struct kdev_nvidia_mig_made *h = &v[i].found;
+
+                if (v[i].action == REMAKE_ADOPT &&
+                    (json_object_set_new(m, "giId", json_integer(h->gi_id)) < 0 ||
+                     json_object_set_new(m, "ciId", json_integer(h->ci_id)) < 0 ||
+                     json_object_set_new(m, "uuid", json_string(h->uuid)) < 0))
+                        rc = kdev_err_set(err, ENOMEM, "out of memory");
+                if (v[i].action != REMAKE_MAKE || rc < 0)
+                        continue;
+                v[i].old = json_deep_copy(m);
+                if (!v[i].old) {
+                        rc = kdev_err_set(err, ENOMEM, "out of memory");
+                        continue;
+                }
+                json_object_del(m, "giId");
+                json_object_del(m, "ciId");
+                json_object_del(m, "uuid");
+                /* a GPU instance left without its compute instance (a kill
+                 * inside a make) is destroyed before the make */
+                if (v[i].lone)
+                        rc = p->o.mig->destroy(p->o.mig->arg, str(m, "gpu"), h->gi_id,
+                                               KDEV_NVIDIA_NO_INSTANCE, NULL, err);
+                if (rc < 0)
+                        kdev_err_wrap(err, "device %s", str(d, "device"));
+        }
+        if (rc == 0)
+                rc = kdev_dra_mig_create(p, devs, err);
+        if (rc < 0) {
+                json_array_foreach(devs, i, d) {
+                        if (v[i].old)
+                                json_object_update(json_object_get(d, "mig"), v[i].old);
+                }
+                goto out;
+        }
+        report_each(devs, v, uid, fn, arg);
+        rc = 1;
+out:
+        for (i = 0; i < nd; i++)
+                json_decref(v[i].old);
+        free(v);
+        return rc;
 }

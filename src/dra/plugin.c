@@ -1005,7 +1005,10 @@ static int drop_new_claim(struct kdev_dra_plugin *p, const char *uid, struct kde
         json_t *devs = json_object_get(rec, "devices");
 
         if (rec && has_mig(devs)) {
-                int rc = kdev_dra_mig_destroy(p, devs, false, NULL, err);
+                /* a record without ids was saved before its make (or a kill
+                 * came before they were): its instance is found by placement */
+                int rc = kdev_dra_mig_destroy(
+                        p, devs, json_is_true(json_object_get(rec, "migPending")), NULL, err);
 
                 if (rc < 0) {
                         json_object_set_new(rec, "migPending", json_true());
@@ -1237,6 +1240,7 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                         kdev_cdi_spec_free(specs[i]);
                         specs[i] = NULL;
                         drop_new_claim(p, v[i].uid, NULL);
+                        undone = true; /* 1b may have saved it "migPending" */
                         v[i].err = serr;
                         v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s): checkpoint",
                                                 v[i].ns, v[i].name, v[i].uid);
@@ -1349,12 +1353,29 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
         }
         /* the share regions, after the spec that mounts them */
         rc = kdev_dra_share_remove_regions(json_object_get(rec, "devices"), err);
-        /* the MIG instances the claim made (dynamic MIG): one that cannot be
-         * destroyed (a process still runs on it) keeps the claim for
-         * kubelet's retry */
-        if (rc == 0)
-                rc = kdev_dra_mig_destroy(p, json_object_get(rec, "devices"), false, NULL,
-                                          err);
+        /* the MIG instances the claim made (dynamic MIG), once the claim is
+         * saved "migPending" (a kill during the destroys leaves a record
+         * that kdev_dra_plugin_reconcile_mig destroys and forgets, not one
+         * it would make again): one that cannot be destroyed (a process
+         * still runs on it) keeps the claim for kubelet's retry */
+        if (rc == 0 && has_mig(json_object_get(rec, "devices"))) {
+                bool by_placement = json_is_true(json_object_get(rec, "migPending"));
+
+                if (!by_placement) {
+                        rc = json_object_set_new(rec, "migPending", json_true());
+                        kdev_dra_cp_touch(&p->cp, uid);
+                        rc = rc < 0 ? kdev_err_set(err, ENOMEM, "out of memory")
+                                    : kdev_dra_save_checkpoint(p, err);
+                        if (rc < 0) {
+                                json_object_del(rec, "migPending");
+                                kdev_dra_cp_touch(&p->cp, uid);
+                                json_decref(rec);
+                                return kdev_err_wrap(err, "claim %s: checkpoint", uid);
+                        }
+                }
+                rc = kdev_dra_mig_destroy(p, json_object_get(rec, "devices"), by_placement,
+                                          NULL, err);
+        }
         if (rc < 0) {
                 json_decref(rec);
                 return kdev_err_wrap(err, "claim %s", uid);
@@ -1370,66 +1391,6 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
         }
         json_decref(rec);
         return 0;
-}
-
-/* Whether GPU instance |gi_id| of placement record |m| is among |have|
- * with the recorded profile and start. */
-static const struct kdev_nvidia_mig_made *mig_find(const struct kdev_nvidia_mig_made *have,
-                                                   size_t n, const json_t *m)
-{
-        unsigned gi = (unsigned)json_integer_value(json_object_get(m, "giId"));
-        unsigned prof = (unsigned)json_integer_value(json_object_get(m, "profileId"));
-        unsigned start = (unsigned)json_integer_value(json_object_get(m, "start"));
-
-        for (size_t k = 0; k < n; k++)
-                if (have[k].gi_id == gi && have[k].gi_profile_id == prof &&
-                    have[k].placement_start == start)
-                        return &have[k];
-        return NULL;
-}
-
-/* A prepared claim's placements whose instance is gone are made again and
- * its spec rewritten (kdev_dra_plugin_reconcile_mig). Returns 1 when it
- * changed, 0 when every instance is there, or a negative errno with |err|. */
-static int mig_remake(struct kdev_dra_plugin *p, const char *uid, json_t *devs,
-                      kdev_dra_mig_report_fn fn, void *arg, struct kdev_err *err)
-{
-        struct kdev_nvidia_mig_made have[64];
-        bool gone_any = false;
-        size_t i;
-        json_t *d;
-        int rc;
-
-        json_array_foreach(devs, i, d) {
-                json_t *m = json_object_get(d, "mig");
-                size_t n = 0;
-
-                if (!json_is_object(m))
-                        continue;
-                rc = p->o.mig->list(p->o.mig->arg, json_string_value(json_object_get(m, "gpu")),
-                                    have, 64, &n, err);
-                if (rc < 0)
-                        return kdev_err_wrap(err, "device %s",
-                                             json_string_value(json_object_get(d, "device")));
-                if (json_object_get(m, "giId") && mig_find(have, n, m))
-                        continue;
-                json_object_del(m, "giId");
-                json_object_del(m, "ciId");
-                json_object_del(m, "uuid");
-                gone_any = true;
-        }
-        if (!gone_any)
-                return 0;
-        kdev_dra_cp_touch(&p->cp, uid);
-        rc = kdev_dra_mig_create(p, devs, err);
-        if (rc < 0)
-                return rc;
-        json_array_foreach(devs, i, d) {
-                if (kdev_dra_mig_record(d) && fn)
-                        fn(arg, "recreated", uid,
-                           json_string_value(json_object_get(d, "device")), NULL);
-        }
-        return 1;
 }
 
 int kdev_dra_plugin_reconcile_mig(struct kdev_dra_plugin *p, kdev_dra_mig_report_fn fn,
@@ -1479,11 +1440,12 @@ int kdev_dra_plugin_reconcile_mig(struct kdev_dra_plugin *p, kdev_dra_mig_report
                         changed = true;
                         continue;
                 }
-                rc = mig_remake(p, uid, devs, fn, arg, &e);
+                rc = kdev_dra_mig_remake(p, uid, devs, fn, arg, &e);
                 if (rc == 0) {
                         acted--;
                         continue;
                 }
+                kdev_dra_cp_touch(&p->cp, uid); /* adopted records stay on a failure */
                 changed = true;
                 if (rc > 0)
                         rc = ensure_spec(p, uid, devs, &e);

@@ -179,16 +179,21 @@
  *   3. the spec is built (the parent's node and the MIG capability nodes of
  *      the new GI/CI ids), "migPending" dropped, and the claims of the call
  *      saved with the usual one save; the specs written.
- * Unprepare destroys the claim's instances after removing its spec and
- * before forgetting it (a destroy that fails, e.g. NVML In use while a
- * process runs, fails the Unprepare and keeps the record for kubelet's
- * retry). kdev_dra_plugin_reconcile_mig, called once after creation,
- * finishes what a kill left: a claim recorded "migPending" has its
- * instances destroyed (by their ids, or the instance of the recorded
- * profile at the recorded placement when the kill came before the ids were
- * saved) and is forgotten; a prepared claim whose instance is gone (a
- * reboot, a driver reload) gets it made again at the same placement and its
- * spec rewritten. Instances kdev has no record of are never touched.
+ * Unprepare removes the claim's spec, saves the claim "migPending" again
+ * and then destroys its instances before forgetting it (a destroy that
+ * fails, e.g. NVML In use while a process runs, fails the Unprepare and
+ * keeps the record for kubelet's retry). An instance is destroyed by its
+ * recorded ids only when the GPU's list shows it with the recorded
+ * profile, start and MIG uuid (NVML reuses GPU instance ids).
+ * kdev_dra_plugin_reconcile_mig, called once after creation, finishes what
+ * a kill left: a claim recorded "migPending" has its instances destroyed
+ * (by their ids, or the unrecorded instance of the recorded profile at the
+ * recorded placement when the kill came before the ids were saved) and is
+ * forgotten; a prepared claim whose instance is gone (a reboot, a driver
+ * reload) adopts an unrecorded instance at its placement (a kill during
+ * the previous remake) or gets it made again there, and its spec is
+ * rewritten; a remake that fails leaves the records as they were.
+ * Instances kdev has no record of are never touched otherwise.
  *
  * State files: the checkpoint and the claim CDI specs are written through
  * file guards (common/file.h): one someone else changed is moved aside and
@@ -374,7 +379,8 @@ KDEV_API const char *kdev_dra_plugin_checkpoint_error(const struct kdev_dra_plug
 /* What kdev_dra_plugin_reconcile_mig did for one claim, for the caller's
  * log: |action| "destroyed" (an instance of a claim left "migPending"),
  * "forgotten" (such a claim, its instances gone), "recreated" (a prepared
- * claim's instance made again) or "failed" (|error| says why); the
+ * claim's instance made again), "adopted" (the instance a kill left at a
+ * prepared claim's placement recorded) or "failed" (|error| says why); the
  * device may be NULL. All borrowed for the call. */
 typedef void (*kdev_dra_mig_report_fn)(void *arg, const char *action, const char *uid,
                                        const char *device, const char *error);

@@ -113,14 +113,30 @@ int kdev_dra_mig_resolve(const struct kdev_dra_plugin *p, const char *ns, const 
 int kdev_dra_mig_create(const struct kdev_dra_plugin *p, json_t *devs, struct kdev_err *err);
 
 /* Destroys the instance of each placement record of |devs| by its ids (they
- * stay recorded); a record without ids, with |by_placement|, by the
- * instance of its profile at its start that no claim records (a kill came
- * before the ids were saved; never in-process: a failed create made none);
- * *destroyed (may be NULL) counts the instances that existed.
- * Every record is tried; returns 0 or the first error, "device <name>:
- * ...". Nothing without MIG operations. */
+ * stay recorded), once the GPU's list shows that instance (same GPU
+ * instance id, profile, start and MIG uuid: an id NVML gave to someone
+ * else's instance since is left alone); a record without ids, with
+ * |by_placement|, by the instance of its profile at its start that no claim
+ * records (a kill came before the ids were saved). *destroyed (may be NULL)
+ * counts the instances that existed. Every record is tried; returns 0 or
+ * the first error, "device <name>: ...". Nothing without MIG operations. */
 int kdev_dra_mig_destroy(const struct kdev_dra_plugin *p, json_t *devs, bool by_placement,
                          unsigned *destroyed, struct kdev_err *err);
+
+/* Makes prepared claim |uid|'s instances that are gone ("Dynamic MIG" in
+ * plugin.h: a reboot, a driver reload) again at their placements, changing
+ * |devs| in place: a record whose instance the GPU's list shows with its
+ * compute instance is kept; an unrecorded instance of its profile at its
+ * start with a compute instance (a kill after a make, before the ids were
+ * saved) is adopted; otherwise a GPU instance there without a compute
+ * instance (a kill inside a make, or someone's destroy) is destroyed and
+ * the instance made (kdev_dra_mig_create). Each adopted or made record is
+ * reported to |fn| (may be NULL) "adopted" or "recreated". Every list is
+ * read before anything changes. Returns 1 when a record changed, 0 when
+ * none needed to, or a negative errno with |err| ("device <name>: ...");
+ * then the records to be made are as they were (adopted ones stay). */
+int kdev_dra_mig_remake(const struct kdev_dra_plugin *p, const char *uid, json_t *devs,
+                        kdev_dra_mig_report_fn fn, void *arg, struct kdev_err *err);
 
 /* Shares (plugin.h "Shares"; shares.c). */
 

@@ -34,10 +34,30 @@ struct table {
         struct kdev_nvidia_mig_made v[8];
         bool used[8];
         unsigned creates, destroys;
+        unsigned lists;
         bool kill_after_create; /* SIGKILL once an instance is made */
+        unsigned kill_at_create; /* SIGKILL once the create with this count is made */
+        bool kill_after_destroy; /* SIGKILL once an instance is destroyed */
         bool fail_destroy;      /* destroy answers In use */
         bool fail_create;       /* create answers Insufficient Resources */
+        unsigned fail_create_at; /* the create with this count (1: the next) fails so */
+        unsigned fail_list_at;  /* the list with this count fails */
+        unsigned fail_alloc_at; /* jansson's next allocation after the create with this
+                                 * count fails */
 };
+
+/* jansson's allocator: fails once after a create that asked it to (an out
+ * of memory between making an instance and recording it). */
+static bool alloc_fails;
+
+static void *test_alloc(size_t n)
+{
+        if (alloc_fails) {
+                alloc_fails = false;
+                return NULL;
+        }
+        return malloc(n);
+}
 
 struct fix {
         char root[256], data[300], cdi[300], proc[300];
@@ -58,7 +78,7 @@ static int fake_create(void *arg, const char *gpu, unsigned profile, unsigned st
         size_t free_slot = 8;
 
         assert_string_equal(gpu, GPU0);
-        if (t->fail_create)
+        if (t->fail_create || (t->fail_create_at && t->creates + 1 == t->fail_create_at))
                 return kdev_err_set(err, EIO,
                                     "GPU 0 (%s): create GPU instance profile %u placement %u: "
                                     "Insufficient Resources",
@@ -83,9 +103,10 @@ static int fake_create(void *arg, const char *gpu, unsigned profile, unsigned st
         snprintf(t->v[free_slot].uuid, sizeof(t->v[free_slot].uuid), "MIG-fake-%zu",
                  free_slot + 1);
         t->creates++;
-        if (t->kill_after_create)
+        if (t->kill_after_create || t->kill_at_create == t->creates)
                 raise(SIGKILL);
         *out = t->v[free_slot];
+        alloc_fails = t->fail_alloc_at == t->creates;
         return 0;
 }
 
@@ -106,6 +127,8 @@ static int fake_destroy(void *arg, const char *gpu, unsigned gi, unsigned ci, bo
                 if (t->used[i] && t->v[i].gi_id == gi) {
                         t->used[i] = false;
                         t->destroys++;
+                        if (t->kill_after_destroy)
+                                raise(SIGKILL);
                         if (gone)
                                 *gone = false;
                 }
@@ -119,8 +142,10 @@ static int fake_list(void *arg, const char *gpu, struct kdev_nvidia_mig_made *ou
         struct table *t = arg;
 
         (void)gpu;
-        (void)err;
         *n = 0;
+        if (++t->lists == t->fail_list_at)
+                return kdev_err_set(err, EIO, "GPU 0 (%s): nvmlDeviceGetGpuInstances: Unknown "
+                                              "Error", gpu);
         for (size_t i = 0; i < 8; i++)
                 if (t->used[i] && *n < cap)
                         out[(*n)++] = t->v[i];
@@ -517,6 +542,257 @@ static void test_create_fails(void **state)
         assert_int_equal(instances(f), 1);
 }
 
+/* The two-device claim "pair" (UID1) as recorded: gpu-0-mig-3g40gb-9-4
+ * (GI |g1|, |u1|) and gpu-0-mig-1g10gb-19-3 (GI |g2|, |u2|). */
+#define PAIR(g1, u1, g2, u2)                                                                     \
+        "[{\"requestNames\":[\"mig\"],\"pool\":\"node1\",\"device\":\"gpu-0-mig-3g40gb-9-4\","   \
+        "\"mig\":{\"gpu\":\"" GPU0 "\",\"profileId\":9,\"start\":4,\"size\":4,\"giId\":" #g1      \
+        ",\"ciId\":0,\"uuid\":\"" u1 "\"},\"cdiDeviceIDs\":[\"k8s.gpu.nvidia.com/claim=" UID1     \
+        "-gpu-0-mig-3g40gb-9-4\"]},"                                                             \
+        "{\"requestNames\":[\"mig\"],\"pool\":\"node1\",\"device\":\"gpu-0-mig-1g10gb-19-3\","   \
+        "\"mig\":{\"gpu\":\"" GPU0 "\",\"profileId\":19,\"start\":3,\"size\":1,\"giId\":" #g2     \
+        ",\"ciId\":0,\"uuid\":\"" u2 "\"},\"cdiDeviceIDs\":[\"k8s.gpu.nvidia.com/claim=" UID1     \
+        "-gpu-0-mig-1g10gb-19-3\"]}]"
+
+/* Prepares "pair" and checks its records against |want|. */
+static void prepare_pair(struct fix *f, const char *want)
+{
+        struct kdev_err err = {0};
+        const json_t *devs = NULL;
+
+        if (!json_object_get(f->claims, "ns/pair"))
+                add_claim(f, "pair", UID1, "gpu-0-mig-3g40gb-9-4", "gpu-0-mig-1g10gb-19-3");
+        int rc = kdev_dra_prepare_claim(f->p, "ns", "pair", UID1, &devs, &err);
+        if (rc)
+                fail_msg("%d %s", rc, err.msg);
+        assert_json(devs, want);
+}
+
+static void restart(struct fix *f)
+{
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+}
+
+/* An instance NVML made for someone else under a GPU instance id a claim
+ * recorded (its own were destroyed by a driver reload) is not destroyed by
+ * the claim's Unprepare: the listed profile, start and MIG uuid must match
+ * the record too. */
+static void test_reused_instance_id_is_not_destroyed(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct kdev_nvidia_mig_made m;
+
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        memset(f->t, 0, sizeof(*f->t)); /* the reload */
+        /* at the same placement as the record, and at another */
+        assert_int_equal(fake_create(f->t, GPU0, 9, 4, &m, &err), 0);
+        snprintf(f->t->v[0].uuid, sizeof(f->t->v[0].uuid), "MIG-someone-1");
+        assert_int_equal(fake_create(f->t, GPU0, 19, 0, &m, &err), 0);
+        snprintf(f->t->v[1].uuid, sizeof(f->t->v[1].uuid), "MIG-someone-2");
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_int_equal(f->t->destroys, 0);
+        assert_int_equal(instances(f), 2);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
+/* A child prepares "pair" and is killed once create number |at| made its
+ * instance; the plugin is then made again from the checkpoint. */
+static void kill_in_prepare(struct fix *f, unsigned at)
+{
+        struct kdev_err err = {0};
+        int status = 0;
+        pid_t pid;
+
+        if (!json_object_get(f->claims, "ns/pair"))
+                add_claim(f, "pair", UID1, "gpu-0-mig-3g40gb-9-4", "gpu-0-mig-1g10gb-19-3");
+        f->t->kill_at_create = at;
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                kdev_dra_prepare_claim(f->p, "ns", "pair", UID1, NULL, &err);
+                _exit(0); /* not reached */
+        }
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+        f->t->kill_at_create = 0;
+        restart(f);
+}
+
+/* A claim left "migPending" before any id was saved (a kill after both
+ * makes) whose destroy failed at the restart: the next Prepare destroys
+ * its instances by their placements and prepares it anew; an Unprepare of
+ * such a claim destroys them too. */
+static void test_pending_claim_without_ids(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct report r = {0};
+
+        kill_in_prepare(f, 2);
+        assert_int_equal(instances(f), 2);
+        f->t->fail_destroy = true;
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 1);
+        assert_string_equal(r.lines[0], "failed " UID1 " - device gpu-0-mig-3g40gb-9-4: GPU 0 (" GPU0
+                                        "): destroy compute instance 0 of GPU instance 1: In "
+                                        "use by another client");
+        f->t->fail_destroy = false;
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        assert_int_equal(f->t->destroys, 2);
+        assert_int_equal(f->t->creates, 4);
+        assert_int_equal(instances(f), 2);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_int_equal(instances(f), 0);
+        /* Unprepare of a claim loaded "migPending" without ids */
+        kill_in_prepare(f, 6);
+        assert_int_equal(instances(f), 2);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_int_equal(instances(f), 0);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
+/* The restart's remake of a prepared claim's gone instances: a make that
+ * fails destroys what it made and leaves both records as they were (on
+ * disk too); the next restart makes them. */
+static void test_remake_fails_keeps_the_records(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct report r = {0};
+
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        memset(f->t, 0, sizeof(*f->t)); /* the reboot */
+        restart(f);
+        f->t->fail_create_at = 2;
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 1);
+        assert_string_equal(r.lines[0], "failed " UID1 " - device gpu-0-mig-1g10gb-19-3: GPU 0 (" GPU0
+                                        "): create GPU instance profile 19 placement 3: "
+                                        "Insufficient Resources");
+        assert_int_equal(instances(f), 0);
+        assert_int_equal(f->t->destroys, 1);
+        restart(f);
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        f->t->fail_create_at = 0;
+        r = (struct report){0};
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 2);
+        assert_string_equal(r.lines[0], "recreated " UID1 " gpu-0-mig-3g40gb-9-4 -");
+        assert_string_equal(r.lines[1], "recreated " UID1 " gpu-0-mig-1g10gb-19-3 -");
+        assert_int_equal(instances(f), 2);
+}
+
+/* A list that fails while the remake reads the GPUs changes nothing: the
+ * first record keeps its ids although its instance is gone. */
+static void test_remake_list_fails_changes_nothing(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct report r = {0};
+
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        memset(f->t, 0, sizeof(*f->t));
+        restart(f);
+        f->t->fail_list_at = 2;
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 1);
+        assert_string_equal(r.lines[0], "failed " UID1 " - device gpu-0-mig-1g10gb-19-3: GPU 0 (" GPU0
+                                        "): nvmlDeviceGetGpuInstances: Unknown Error");
+        assert_int_equal(f->t->creates, 0);
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        restart(f);
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+}
+
+/* What a kill inside the remake's make left: an unrecorded instance with
+ * its compute instance at the first placement is adopted (its ids and MIG
+ * uuid recorded, nothing made); the recorded GPU instance of the second,
+ * without its compute instance, is destroyed and made again. */
+static void test_remake_adopts_and_replaces(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct report r = {0};
+        struct kdev_nvidia_mig_made m;
+
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        memset(f->t, 0, sizeof(*f->t));
+        assert_int_equal(fake_create(f->t, GPU0, 9, 4, &m, &err), 0);
+        snprintf(f->t->v[0].uuid, sizeof(f->t->v[0].uuid), "MIG-new-1");
+        assert_int_equal(fake_create(f->t, GPU0, 19, 3, &m, &err), 0);
+        f->t->v[1].ci_id = KDEV_NVIDIA_NO_INSTANCE;
+        f->t->v[1].uuid[0] = '\0';
+        restart(f);
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 2);
+        assert_string_equal(r.lines[0], "adopted " UID1 " gpu-0-mig-3g40gb-9-4 -");
+        assert_string_equal(r.lines[1], "recreated " UID1 " gpu-0-mig-1g10gb-19-3 -");
+        assert_int_equal(f->t->creates, 3);
+        assert_int_equal(f->t->destroys, 1);
+        assert_int_equal(instances(f), 2);
+        assert_string_equal(f->t->v[1].uuid, "MIG-fake-2");
+        restart(f);
+        prepare_pair(f, PAIR(1, "MIG-new-1", 2, "MIG-fake-2"));
+        /* and nothing more to do */
+        r = (struct report){0};
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 0);
+        assert_int_equal(r.n, 0);
+}
+
+/* kill -9 inside an Unprepare, after the first of two destroys: the claim
+ * was saved "migPending" before, so the restart destroys the other
+ * instance and forgets the claim instead of making the first again. */
+static void test_kill_during_unprepare(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct report r = {0};
+        int status = 0;
+        pid_t pid;
+
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        f->t->kill_after_destroy = true;
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                kdev_dra_unprepare_claim(f->p, UID1, &err);
+                _exit(0); /* not reached */
+        }
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+        f->t->kill_after_destroy = false;
+        assert_int_equal(instances(f), 1);
+        restart(f);
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 1);
+        assert_string_equal(r.lines[0], "destroyed " UID1 " - -");
+        assert_int_equal(instances(f), 0);
+        assert_int_equal(f->t->creates, 2);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
+/* Out of memory between making an instance and recording it: that
+ * instance is destroyed by the ids it was made with, the claim's other
+ * one too, and nothing stays recorded. */
+static void test_out_of_memory_after_a_make(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+
+        add_claim(f, "pair", UID1, "gpu-0-mig-3g40gb-9-4", "gpu-0-mig-1g10gb-19-3");
+        f->t->fail_alloc_at = 2;
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "pair", UID1, NULL, &err), -ENOMEM);
+        assert_string_equal(err.msg, "claim ns/pair (" UID1 "): device gpu-0-mig-1g10gb-19-3: "
+                                     "out of memory");
+        assert_int_equal(f->t->creates, 2);
+        assert_int_equal(f->t->destroys, 2);
+        assert_int_equal(instances(f), 0);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -528,6 +804,17 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_recreate_after_reboot, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unprepare_in_use, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_create_fails, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reused_instance_id_is_not_destroyed, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_pending_claim_without_ids, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_remake_fails_keeps_the_records, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_remake_list_fails_changes_nothing, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_remake_adopts_and_replaces, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_kill_during_unprepare, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_out_of_memory_after_a_make, setup, teardown),
         };
+        json_set_alloc_funcs(test_alloc, free);
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
