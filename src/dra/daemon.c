@@ -270,7 +270,6 @@ static int start_usage(struct kdev_dra_daemon *d, const struct kdev_dra_daemon_o
         return 0;
 }
 
-/* kdev_dra_metrics_prepared_fn: the claims in the checkpoint now. */
 /* The MIG operations of the plugin (dra/plugin.h kdev_dra_mig_ops) on the
  * NVIDIA backend. */
 static int mig_create(void *arg, const char *gpu, unsigned profile, unsigned start,

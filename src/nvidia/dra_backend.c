@@ -274,6 +274,17 @@ static void made_record(const struct kdev_nvml_mig_instance *m, struct kdev_nvid
         snprintf(out->uuid, sizeof(out->uuid), "%s", m->uuid);
 }
 
+/* The records and the watched MIG devices follow a layout kdev changed:
+ * the inventory watch's |changed| at once (nothing before watch_start). */
+static void layout_changed(struct kdev_nvidia_dra_backend *b, const char *gpu_uuid,
+                           unsigned gi_id, const char *what)
+{
+        char why[160];
+        snprintf(why, sizeof(why), "MIG devices of GPU %s changed: GPU instance %u %s",
+                 gpu_uuid, gi_id, what);
+        kdev_nvidia_inventory_watch_now(b->watch, why);
+}
+
 int kdev_nvidia_dra_backend_mig_create(struct kdev_nvidia_dra_backend *b, const char *gpu_uuid,
                                        unsigned gi_profile_id, unsigned start,
                                        struct kdev_nvidia_mig_made *out, struct kdev_err *err)
@@ -283,8 +294,10 @@ int kdev_nvidia_dra_backend_mig_create(struct kdev_nvidia_dra_backend *b, const 
                 return rc;
         struct kdev_nvml_mig_instance m;
         rc = kdev_nvml_mig_create(b->lib, gpu_uuid, gi_profile_id, start, &m, err);
-        if (rc == 0)
+        if (rc == 0) {
                 made_record(&m, out);
+                layout_changed(b, gpu_uuid, m.gi_id, "made");
+        }
         return rc;
 }
 
@@ -292,8 +305,15 @@ int kdev_nvidia_dra_backend_mig_destroy(struct kdev_nvidia_dra_backend *b, const
                                         unsigned gi_id, unsigned ci_id, bool *gone,
                                         struct kdev_err *err)
 {
+        bool was_gone = false;
         int rc = dynamic_mig_on(b, err);
-        return rc < 0 ? rc : kdev_nvml_mig_destroy(b->lib, gpu_uuid, gi_id, ci_id, gone, err);
+        if (rc == 0)
+                rc = kdev_nvml_mig_destroy(b->lib, gpu_uuid, gi_id, ci_id, &was_gone, err);
+        if (rc == 0 && !was_gone)
+                layout_changed(b, gpu_uuid, gi_id, "destroyed");
+        if (rc == 0 && gone)
+                *gone = was_gone;
+        return rc;
 }
 
 int kdev_nvidia_dra_backend_mig_list(struct kdev_nvidia_dra_backend *b, const char *gpu_uuid,

@@ -156,8 +156,11 @@ KDEV_API int kdev_nvidia_dra_backend_rediscover(struct kdev_nvidia_dra_backend *
  * the loader, nvml/loader.h) and NVML itself is thread-safe; calls that
  * change the same GPU must not race each other (nvml/mig_config.h), which
  * one loop thread ensures. The records of kdev_nvidia_dra_backend_gpus are
- * not changed: the inventory watch sees the new layout ("MIG devices of GPU
- * <uuid> changed") and kdev_nvidia_dra_backend_rediscover refills them.
+ * not changed by the call: a create or destroy that changed the layout asks
+ * the inventory watch, once started, to call its |changed| from the loop
+ * at once ("MIG devices of GPU <uuid> changed: GPU instance <id> made" or
+ * "... destroyed"), and kdev_nvidia_dra_backend_rediscover then refills
+ * them and watches the new MIG devices' health.
  * Every call answers -EINVAL "dynamic MIG is off" (|*out|, |*gone|, |*n|
  * untouched) when the backend was opened without dynamic_mig. Loop thread. */
 

@@ -14,7 +14,10 @@ them), against the stand-in API server:
     the plugin right after nvmlGpuInstanceCreateComputeInstance): the
     restarted plugin destroys the instance and the claim prepares again;
     the same for a kill between the GPU instance and its compute instance
-    (a GPU instance alone, found by its placement)."""
+    (a GPU instance alone, found by its placement);
+  - the MIG device a claim made is watched for health at once: a critical
+    XID carrying its GPU instance streams UNHEALTHY for that placement
+    only, then HEALTHY after the quiet period."""
 import json
 import os
 import sys
@@ -283,8 +286,56 @@ def test_kubernetes_134_v1beta1():
             e.stop()
 
 
+def test_health_of_a_made_mig_device():
+    """The MIG device a claim made is watched at once (its create asks for a
+    re-read of the GPUs): a critical XID carrying its GPU instance streams
+    UNHEALTHY for that placement only, then HEALTHY after the quiet period;
+    once the claim is unprepared the re-read drops it again."""
+    import dra_health_stream as hs
+    with TempDir() as d:
+        root = os.path.dirname(d)
+        e = env_for(root, os.path.join(root, "nvml-state"),
+                    extra=["--health-probe-interval", "1", "--health-quiet-period", "2"])
+        with kt.logged(e):
+            e.register()
+            wait_for(lambda: complete(e.api), what="the pool's slices")
+            ch, stream = hs.watch(e.dra_sock())
+            first = hs.table(next(stream))
+            assert len(first) == N_PLACEMENTS + 3, first
+            assert set(first.values()) == {("HEALTHY", "")}, first
+            one = prepare(e, "c1").claims[UIDS["c1"]]
+            assert one.error == "", one
+            gi = instances(os.path.join(root, "nvml-state"))[0][0]
+            applied = 'msg="GPU inventory applied" gpus=3 mig_devices=1'
+            wait_for(lambda: applied in e.logtext(), what="the re-read after the make")
+            assert ('why="MIG devices of GPU %s changed: GPU instance %d made"' % (GPU0, gi)
+                    in e.logtext()), e.logtext()
+            with open(os.path.join(e.root, "control"), "a") as f:
+                f.write("xid %s 48 %d 0\n" % (GPU0, gi))
+            want_bad = dict(first)
+            want_bad[DEVICE["c1"]] = (
+                "UNHEALTHY", "critical XID 48 (GPU instance %d, compute instance 0)" % gi)
+            got = hs.table(next(stream))
+            while got == first:  # a resend before the event
+                got = hs.table(next(stream))
+            assert got == want_bad, {k: v for k, v in got.items() if v != ("HEALTHY", "")}
+            want_ok = dict(first)
+            want_ok[DEVICE["c1"]] = ("HEALTHY", "no critical event for 2000 ms and probe passed")
+            got = hs.table(next(stream))
+            while got == want_bad:
+                got = hs.table(next(stream))
+            assert got == want_ok, {k: v for k, v in got.items() if v != ("HEALTHY", "")}
+            stream.cancel()
+            ch.close()
+            resp = unprepare(e, "c1")
+            assert resp.claims[UIDS["c1"]].error == "", resp
+            wait_for(lambda: 'msg="GPU inventory applied" gpus=3 mig_devices=0' in e.logtext(),
+                     what="the re-read after the destroy")
+            e.stop()
+
+
 if __name__ == "__main__":
     if not os.path.exists(dp.EXE):
         print("SKIP: %s not built" % dp.EXE)
         sys.exit(kt.SKIP)
-    kt.run_tests([test_dynamic_mig, test_kubernetes_134_v1beta1])
+    kt.run_tests([test_dynamic_mig, test_kubernetes_134_v1beta1, test_health_of_a_made_mig_device])
