@@ -230,15 +230,15 @@ static int add_device(const struct kdev_nvidia_gpus *gpus, const struct kdev_nvi
                         rc = cap(c, "multiprocessors", sms);
         }
         if (!rc && m)
-                rc = cap(c, "copyEngines", m->copy_engines);
+                rc = cap(c, "copyEngines", m->engines.copy_engines);
         if (!rc && m)
-                rc = cap(c, "decoders", m->decoders);
+                rc = cap(c, "decoders", m->engines.decoders);
         if (!rc && m)
-                rc = cap(c, "encoders", m->encoders);
+                rc = cap(c, "encoders", m->engines.encoders);
         if (!rc && m)
-                rc = cap(c, "jpegEngines", m->jpeg_engines);
+                rc = cap(c, "jpegEngines", m->engines.jpeg_engines);
         if (!rc && m)
-                rc = cap(c, "ofaEngines", m->ofa_engines);
+                rc = cap(c, "ofaEngines", m->engines.ofa_engines);
         /* NVIDIA's DRA driver: one capacity per memory slice the GPU
          * instance occupies, value 1 (MigDeviceInfo.GetDevice) */
         for (unsigned k = 0; !rc && m && k < m->placement_size && k < KDEV_DRA_MEMORY_SLICES_MAX;
@@ -297,11 +297,11 @@ static void placement_dims(const struct kdev_nvidia_placement *p, unsigned long 
 {
         v[DIM_MEMORY] = p->memory_bytes;
         v[DIM_SMS] = p->multiprocessors;
-        v[DIM_CE] = p->copy_engines;
-        v[DIM_DEC] = p->decoders;
-        v[DIM_ENC] = p->encoders;
-        v[DIM_JPEG] = p->jpeg_engines;
-        v[DIM_OFA] = p->ofa_engines;
+        v[DIM_CE] = p->engines.copy_engines;
+        v[DIM_DEC] = p->engines.decoders;
+        v[DIM_ENC] = p->engines.encoders;
+        v[DIM_JPEG] = p->engines.jpeg_engines;
+        v[DIM_OFA] = p->engines.ofa_engines;
 }
 
 /* {"counterSet": set, "counters": {}} appended to a new consumesCounters of
@@ -389,11 +389,7 @@ static int add_partitionable(const struct kdev_nvidia_gpus *gpus,
                 struct kdev_nvidia_mig m = {
                         .memory_bytes = p->memory_bytes,
                         .multiprocessors = p->multiprocessors,
-                        .copy_engines = p->copy_engines,
-                        .decoders = p->decoders,
-                        .encoders = p->encoders,
-                        .jpeg_engines = p->jpeg_engines,
-                        .ofa_engines = p->ofa_engines,
+                        .engines = p->engines,
                         .placement_start = p->placement_start,
                         .placement_size = p->placement_size,
                 };

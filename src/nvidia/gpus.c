@@ -39,6 +39,17 @@ static void copy_str(char *dst, size_t size, const char *src)
         snprintf(dst, size, "%s", src);
 }
 
+static struct kdev_nvidia_engines engines_of(const nvmlGpuInstanceProfileInfo_t *p)
+{
+        return (struct kdev_nvidia_engines){
+                .copy_engines = p->copyEngineCount,
+                .decoders = p->decoderCount,
+                .encoders = p->encoderCount,
+                .jpeg_engines = p->jpegCount,
+                .ofa_engines = p->ofaCount,
+        };
+}
+
 static void mig_record(const struct kdev_gpu *g, const struct kdev_mig_device *m,
                        struct kdev_nvidia_mig *out)
 {
@@ -57,11 +68,7 @@ static void mig_record(const struct kdev_gpu *g, const struct kdev_mig_device *m
                                     ? m->memory_total
                                     : m->gi_profile.memorySizeMB * 1024ULL * 1024ULL;
         out->multiprocessors = m->ci_profile.multiprocessorCount;
-        out->copy_engines = m->gi_profile.copyEngineCount;
-        out->decoders = m->gi_profile.decoderCount;
-        out->encoders = m->gi_profile.encoderCount;
-        out->jpeg_engines = m->gi_profile.jpegCount;
-        out->ofa_engines = m->gi_profile.ofaCount;
+        out->engines = engines_of(&m->gi_profile);
         out->placement_start = m->gi_placement.start;
         out->placement_size = m->gi_placement.size;
 }
@@ -144,11 +151,7 @@ static void placement_record(const struct kdev_nvml_mig_profile *prof,
         out->placement_size = pl->size;
         out->memory_bytes = (unsigned long long)prof->info.memorySizeMB << 20;
         out->multiprocessors = prof->info.multiprocessorCount;
-        out->copy_engines = prof->info.copyEngineCount;
-        out->decoders = prof->info.decoderCount;
-        out->encoders = prof->info.encoderCount;
-        out->jpeg_engines = prof->info.jpegCount;
-        out->ofa_engines = prof->info.ofaCount;
+        out->engines = engines_of(&prof->info);
         int rc = kdev_nvidia_dra_placement_name(minor, out->profile, out->gi_profile_id,
                                                 out->placement_start, out->dra_name,
                                                 sizeof(out->dra_name));

@@ -33,6 +33,12 @@
 #define KDEV_NVIDIA_BUS_ID_MAX 32
 #define KDEV_NVIDIA_DRIVER_VERSION_MAX 80
 
+/* The engines of a GPU-instance profile (nvmlGpuInstanceProfileInfo_t
+ * copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount). */
+struct kdev_nvidia_engines {
+        unsigned copy_engines, decoders, encoders, jpeg_engines, ofa_engines;
+};
+
 /* One MIG device (a compute instance in a GPU instance) of a GPU in MIG
  * mode. */
 struct kdev_nvidia_mig {
@@ -54,9 +60,7 @@ struct kdev_nvidia_mig {
          * memorySizeMB x 2^20; 0 when neither is known. */
         unsigned long long memory_bytes;
         unsigned multiprocessors;            /* CI profile multiprocessorCount; 0: unknown */
-        /* Engines of the GPU-instance profile (nvmlGpuInstanceProfileInfo_t
-         * copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount). */
-        unsigned copy_engines, decoders, encoders, jpeg_engines, ofa_engines;
+        struct kdev_nvidia_engines engines;  /* of the GPU-instance profile */
         /* The GPU instance's placement (nvmlGpuInstanceInfo_t placement):
          * the memory slices it occupies are start .. start + size - 1;
          * size 0: unknown. */
@@ -85,9 +89,7 @@ struct kdev_nvidia_placement {
         unsigned placement_start, placement_size;
         unsigned long long memory_bytes;     /* memorySizeMB x 2^20; 0: unknown */
         unsigned multiprocessors;            /* multiprocessorCount; 0: unknown */
-        /* Engines of the GPU-instance profile (copyEngineCount, decoderCount,
-         * encoderCount, jpegCount, ofaCount). */
-        unsigned copy_engines, decoders, encoders, jpeg_engines, ofa_engines;
+        struct kdev_nvidia_engines engines;  /* of the GPU-instance profile */
 };
 
 /* A MIG device (GPU instance + compute instance) on a GPU, as dynamic MIG

@@ -81,8 +81,8 @@ static void make_node(struct node *n)
         m->gi_id = 2;
         m->memory_bytes = 19968ULL << 20;
         m->multiprocessors = 42;
-        m->copy_engines = 3;
-        m->decoders = 2;
+        m->engines.copy_engines = 3;
+        m->engines.decoders = 2;
         m->placement_start = 4; /* memory slices 4..7 */
         m->placement_size = 4;
 
@@ -90,7 +90,7 @@ static void make_node(struct node *n)
         strcpy(m->uuid, "MIG-2");
         strcpy(m->dra_name, "gpu-5-mig-1g5gb-19-0");
         m->gi_id = 9;
-        m->copy_engines = 1;
+        m->engines.copy_engines = 1;
 }
 
 #define GPU3                                                                                   \

@@ -72,10 +72,10 @@ static void fill_gpu(struct kdev_nvidia_gpu *g, unsigned i)
                         p->placement_size = f->size;
                         p->memory_bytes = f->mib * MIB;
                         p->multiprocessors = f->sms;
-                        p->copy_engines = f->ce;
-                        p->decoders = f->dec;
-                        p->jpeg_engines = f->jpeg;
-                        p->ofa_engines = f->ofa;
+                        p->engines.copy_engines = f->ce;
+                        p->engines.decoders = f->dec;
+                        p->engines.jpeg_engines = f->jpeg;
+                        p->engines.ofa_engines = f->ofa;
                         int rc = kdev_nvidia_dra_placement_name(i, f->name, f->id,
                                                                 f->starts[s], p->dra_name,
                                                                 sizeof(p->dra_name));

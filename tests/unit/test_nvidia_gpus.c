@@ -158,11 +158,11 @@ static void test_records_from_set(void **state)
         assert_int_equal(m0->ci_id, 0);
         assert_true(m0->memory_bytes == 19968ULL << 20);
         assert_int_equal(m0->multiprocessors, 42);
-        assert_int_equal(m0->copy_engines, 3);
-        assert_int_equal(m0->decoders, 2);
-        assert_int_equal(m0->encoders, 1);
-        assert_int_equal(m0->jpeg_engines, 4);
-        assert_int_equal(m0->ofa_engines, 5);
+        assert_int_equal(m0->engines.copy_engines, 3);
+        assert_int_equal(m0->engines.decoders, 2);
+        assert_int_equal(m0->engines.encoders, 1);
+        assert_int_equal(m0->engines.jpeg_engines, 4);
+        assert_int_equal(m0->engines.ofa_engines, 5);
         /* no profile in the NVML name: named from the profiles (4864 MiB of
          * a 40 GiB parent is 1g.5gb); memory from the GI profile */
         assert_string_equal(m1->uuid, "MIG-2");
@@ -249,11 +249,11 @@ static void test_placements_from(void **state)
         assert_int_equal(a->placement_size, 4);
         assert_true(a->memory_bytes == 19968ULL << 20);
         assert_int_equal(a->multiprocessors, 42);
-        assert_int_equal(a->copy_engines, 3);
-        assert_int_equal(a->decoders, 2);
-        assert_int_equal(a->encoders, 1);
-        assert_int_equal(a->jpeg_engines, 4);
-        assert_int_equal(a->ofa_engines, 5);
+        assert_int_equal(a->engines.copy_engines, 3);
+        assert_int_equal(a->engines.decoders, 2);
+        assert_int_equal(a->engines.encoders, 1);
+        assert_int_equal(a->engines.jpeg_engines, 4);
+        assert_int_equal(a->engines.ofa_engines, 5);
         assert_string_equal(g.placements[1].dra_name, "gpu-5-mig-3g20gb-9-0");
         assert_int_equal(g.placements[1].placement_start, 0);
         const struct kdev_nvidia_placement *c = &g.placements[2];
@@ -382,20 +382,20 @@ static void check_dyn_placements(const struct kdev_nvidia_gpus *r)
         assert_int_equal(a->placement_size, 1);
         assert_true(a->memory_bytes == 9984ULL << 20);
         assert_int_equal(a->multiprocessors, 16);
-        assert_int_equal(a->copy_engines, 1);
-        assert_int_equal(a->decoders, 1);
-        assert_int_equal(a->encoders, 0);
-        assert_int_equal(a->jpeg_engines, 1);
-        assert_int_equal(a->ofa_engines, 0);
+        assert_int_equal(a->engines.copy_engines, 1);
+        assert_int_equal(a->engines.decoders, 1);
+        assert_int_equal(a->engines.encoders, 0);
+        assert_int_equal(a->engines.jpeg_engines, 1);
+        assert_int_equal(a->engines.ofa_engines, 0);
         const struct kdev_nvidia_placement *w = &g->placements[13];
         assert_string_equal(w->profile, "7g.80gb");
         assert_int_equal(w->gi_profile_id, 0);
         assert_int_equal(w->placement_size, 8);
         assert_int_equal(w->multiprocessors, 132);
-        assert_int_equal(w->copy_engines, 8);
-        assert_int_equal(w->ofa_engines, 1);
+        assert_int_equal(w->engines.copy_engines, 8);
+        assert_int_equal(w->engines.ofa_engines, 1);
         assert_string_equal(g->placements[14].profile, "1g.10gb+me");
-        assert_int_equal(g->placements[14].decoders, 7);
+        assert_int_equal(g->placements[14].engines.decoders, 7);
         const struct kdev_nvidia_placement *z = &g->placements[24];
         assert_string_equal(z->profile, "1g.20gb");
         assert_int_equal(z->gi_profile_id, 15);
@@ -403,11 +403,11 @@ static void check_dyn_placements(const struct kdev_nvidia_gpus *r)
         assert_int_equal(z->placement_size, 2);
         assert_true(z->memory_bytes == 20096ULL << 20);
         assert_int_equal(z->multiprocessors, 26);
-        assert_int_equal(z->copy_engines, 1);
-        assert_int_equal(z->decoders, 1);
-        assert_int_equal(z->encoders, 0);
-        assert_int_equal(z->jpeg_engines, 1);
-        assert_int_equal(z->ofa_engines, 0);
+        assert_int_equal(z->engines.copy_engines, 1);
+        assert_int_equal(z->engines.decoders, 1);
+        assert_int_equal(z->engines.encoders, 0);
+        assert_int_equal(z->engines.jpeg_engines, 1);
+        assert_int_equal(z->engines.ofa_engines, 0);
         /* MIG off, not MIG capable: none */
         for (size_t i = 1; i < 3; i++) {
                 assert_false(r->gpus[i].mig_enabled);
