@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "cdi/cdi.h"
+#include "tmptree.h"
 
 #define GPU_KIND "k8s.device-plugin.nvidia.com/gpu"
 
@@ -93,19 +94,6 @@ static struct kdev_cdi_spec *gpu_spec(unsigned n_gpus, bool index_names)
         return s;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-        (void)st;
-        (void)flag;
-        (void)ftw;
-        return remove(path);
-}
-
-static void rm_rf(const char *dir)
-{
-        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static char *read_text(const char *path)
 {
         FILE *f = fopen(path, "r");
@@ -152,7 +140,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-        rm_rf(*state);
+        tmptree_remove(*state);
         free(*state);
         return 0;
 }

@@ -23,6 +23,7 @@
 #include "dra/plugin.h"
 #include "kube/kube.h"
 #include "nvml/discover.h"
+#include "tmptree.h"
 
 #define PY "/usr/bin/python3"
 #define SERVER KDEV_SOURCE_DIR "/tests/kubeapi/server.py"
@@ -72,26 +73,6 @@ static int start_server(void)
         return info ? 0 : -1;
 }
 
-static void rm_tree(const char *path)
-{
-        DIR *d = opendir(path);
-        struct dirent *e;
-        char p[1024];
-
-        if (!d) {
-                unlink(path);
-                return;
-        }
-        while ((e = readdir(d))) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                        continue;
-                snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-                rm_tree(p);
-        }
-        closedir(d);
-        rmdir(path);
-}
-
 static int group_setup(void **state)
 {
         (void)state;
@@ -113,7 +94,7 @@ static int group_teardown(void **state)
         }
         json_decref(info);
         if (root[0])
-                rm_tree(root);
+                tmptree_remove(root);
         return 0;
 }
 

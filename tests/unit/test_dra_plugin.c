@@ -18,6 +18,7 @@
 #include "dra/checkpoint.h"
 #include "dra/plugin.h"
 #include "nvml/discover.h"
+#include "tmptree.h"
 
 #define UID1 "0b6a1c9e-1111-4c2e-9a43-aaaaaaaaaaaa"
 #define UID2 "0b6a1c9e-2222-4c2e-9a43-bbbbbbbbbbbb"
@@ -121,26 +122,6 @@ static int setup(void **state)
         return 0;
 }
 
-static void rm_tree(const char *path)
-{
-        DIR *d = opendir(path);
-        struct dirent *e;
-        char p[1024];
-
-        if (!d) {
-                unlink(path);
-                return;
-        }
-        while ((e = readdir(d))) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                        continue;
-                snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-                rm_tree(p);
-        }
-        closedir(d);
-        rmdir(path);
-}
-
 static int teardown(void **state)
 {
         struct fix *f = *state;
@@ -148,7 +129,7 @@ static int teardown(void **state)
         kdev_dra_plugin_free(f->p);
         kdev_nvidia_gpus_clear(&f->recs);
         json_decref(f->claims);
-        rm_tree(f->root);
+        tmptree_remove(f->root);
         free(f);
         return 0;
 }
@@ -889,7 +870,7 @@ static void test_cdi_wiped(void **state)
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
         spec_path(f, UID1, path, sizeof(path));
         /* reboot wiped /var/run/cdi: the directory is gone */
-        rm_tree(f->cdi);
+        tmptree_remove(f->cdi);
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
         check_spec(f, UID1);
         /* a spec that lost a device node is rewritten too */
@@ -903,7 +884,7 @@ static void test_cdi_wiped(void **state)
         check_spec(f, UID1);
         assert_int_equal(f->calls, 1);
         /* after a restart too, and when the GPU is gone it fails, never succeeds */
-        rm_tree(f->cdi);
+        tmptree_remove(f->cdi);
         kdev_dra_plugin_free(f->p);
         f->set.n_gpus = 1; /* gpu-5 lost */
         new_plugin(f);

@@ -26,6 +26,7 @@
 #include "nvml/discover.h"
 #include "pluginregistration/v1/api.pb-c.h"
 #include "rpc/rpc.h"
+#include "tmptree.h"
 
 #define UID1 "9d2e6f7a-1111-4c2e-9a43-aaaaaaaaaaaa"
 #define UID2 "9d2e6f7a-2222-4c2e-9a43-bbbbbbbbbbbb"
@@ -248,26 +249,6 @@ static int setup_socket_dirs(void **state)
         return r;
 }
 
-static void rm_tree(const char *path)
-{
-        DIR *d = opendir(path);
-        struct dirent *e;
-        char p[1024];
-
-        if (!d) {
-                unlink(path);
-                return;
-        }
-        while ((e = readdir(d))) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                        continue;
-                snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-                rm_tree(p);
-        }
-        closedir(d);
-        rmdir(path);
-}
-
 static void stop(struct fix *f)
 {
         if (f->stopped)
@@ -297,7 +278,7 @@ static int teardown(void **state)
         kdev_nvidia_gpus_clear(&f->recs);
         json_decref(f->claim);
         json_decref(f->more);
-        rm_tree(f->root);
+        tmptree_remove(f->root);
         free(f);
         return 0;
 }

@@ -21,6 +21,7 @@
 #include "dra/checkpoint.h"
 #include "dra/plugin.h"
 #include "nvml/discover.h"
+#include "tmptree.h"
 
 #define UID1 "0b6a1c9e-1111-4c2e-9a43-aaaaaaaaaaaa"
 #define UID2 "0b6a1c9e-2222-4c2e-9a43-bbbbbbbbbbbb"
@@ -167,26 +168,6 @@ static int setup(void **state)
         return 0;
 }
 
-static void rm_tree(const char *path)
-{
-        DIR *d = opendir(path);
-        struct dirent *e;
-        char p[1024];
-
-        if (!d) {
-                unlink(path);
-                return;
-        }
-        while ((e = readdir(d))) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                        continue;
-                snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-                rm_tree(p);
-        }
-        closedir(d);
-        rmdir(path);
-}
-
 static int teardown(void **state)
 {
         struct fix *f = *state;
@@ -194,7 +175,7 @@ static int teardown(void **state)
         kdev_dra_plugin_free(f->p);
         kdev_nvidia_gpus_clear(&f->recs);
         json_decref(f->claims);
-        rm_tree(f->root);
+        tmptree_remove(f->root);
         free(f);
         return 0;
 }
@@ -753,7 +734,7 @@ static void test_region_remade(void **state)
         snprintf(limits, sizeof(limits), "%s/limits", region);
         snprintf(claims, sizeof(claims), "%s/claims", f->share);
 
-        rm_tree(region);
+        tmptree_remove(region);
         assert_false(exists(region));
         prepare_ok(f, "s1", UID1);
         expect_region(f, "s1", UID1, SID1, "gpu-4", "GPU-00000000", "21474836480", 25);
@@ -768,7 +749,7 @@ static void test_region_remade(void **state)
         assert_int_equal(mode_of(limits), S_IFREG | 0644);
         assert_int_equal(chmod(limits, 0444), 0);
 
-        rm_tree(claims);
+        tmptree_remove(claims);
         restart(f);
         prepare_ok(f, "s1", UID1);
         expect_region(f, "s1", UID1, SID1, "gpu-4", "GPU-00000000", "21474836480", 25);

@@ -21,6 +21,7 @@
 
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "rpc/rpc.h"
+#include "tmptree.h"
 
 /* UTF-8, a percent sign and a newline: all need percent-encoding */
 #define FAIL_MSG "bad thing: 100% \xc3\xbc" "n\xc3\xaf" "code\n"
@@ -285,23 +286,6 @@ static void close_server(struct env *e)
         assert_true(run_until(e, &e->srv_closed, 5000));
 }
 
-static void rm_rf(const char *dir)
-{
-        DIR *d = opendir(dir);
-        if (!d)
-                return;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                char p[512];
-                snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-                unlink(p);
-        }
-        closedir(d);
-        rmdir(dir);
-}
-
 static int teardown(void **state)
 {
         struct env *e = *state;
@@ -309,7 +293,7 @@ static int teardown(void **state)
         uv_close((uv_handle_t *)&e->tick, NULL);
         uv_run(&e->loop, UV_RUN_DEFAULT);
         int rv = uv_loop_close(&e->loop);
-        rm_rf(e->dir);
+        tmptree_remove(e->dir);
         free(e);
         assert_int_equal(rv, 0); /* every handle was released */
         return 0;
