@@ -176,8 +176,9 @@ static int parse(const char *text, json_t **claims, struct kdev_err *err)
             kdev_json_member(root, "data", JSON_OBJECT, &data, NULL, "", err) < 0 ||
             kdev_json_member(data, "claims", JSON_OBJECT, &cl, NULL, ".data", err) < 0)
                 goto out;
-        if (!json_is_integer(ver) || json_integer_value(ver) != KDEV_DRA_CP_VERSION) {
-                kdev_err_set(err, EBADMSG, "unsupported version (want %d)", KDEV_DRA_CP_VERSION);
+        if (!json_is_integer(ver) || json_integer_value(ver) < KDEV_DRA_CP_VERSION_1) {
+                kdev_err_set(err, EBADMSG, "unsupported version (want %d to %d)",
+                             KDEV_DRA_CP_VERSION_1, KDEV_DRA_CP_VERSION);
                 goto out;
         }
         if (!json_is_string(sum) || !json_is_object(data) || !json_is_object(cl)) {
@@ -374,9 +375,9 @@ int kdev_dra_cp_load_guarded(struct kdev_dra_cp *cp, const char *path,
         if (rc == -ENOTSUP)
                 return kdev_err_set(err, ENOTSUP,
                                     "checkpoint %s was written by a newer kdev (version %s, this "
-                                    "one reads %d); refusing to start so prepared claims are not "
-                                    "forgotten",
-                                    path, why.msg, KDEV_DRA_CP_VERSION);
+                                    "one reads %d to %d); refusing to start so prepared claims "
+                                    "are not forgotten",
+                                    path, why.msg, KDEV_DRA_CP_VERSION_1, KDEV_DRA_CP_VERSION);
         if (kdev_dra_cp_init(cp) < 0) {
                 free(text);
                 json_decref(claims);
@@ -435,7 +436,21 @@ static int cmp_str(const void *a, const void *b)
  * them), built from each claim's cached "<key>":<record> text (cp->texts:
  * uid -> [text, the record's address]; made again when the record is
  * another object). Malloc'ed, NULL when out of memory. */
-static char *data_text(const struct kdev_dra_cp *cp)
+static bool needs_v2(const json_t *rec)
+{
+        const json_t *d;
+        size_t i;
+
+        if (json_object_get(rec, "migPending"))
+                return true;
+        json_array_foreach(json_object_get(rec, "devices"), i, d) {
+                if (json_object_get(d, "share") || json_object_get(d, "mig"))
+                        return true;
+        }
+        return false;
+}
+
+static char *data_text(const struct kdev_dra_cp *cp, int *version)
 {
         size_t n = json_object_size(cp->claims), i = 0, len = 0, o;
         const char **keys = calloc(n ? n : 1, sizeof(*keys));
@@ -450,12 +465,15 @@ static char *data_text(const struct kdev_dra_cp *cp)
         json_object_foreach(cp->claims, uid, rec)
                 keys[i++] = uid;
         qsort(keys, n, sizeof(*keys), cmp_str);
+        *version = KDEV_DRA_CP_VERSION_1;
         for (i = 0; i < n; i++) {
                 const json_t *c = json_object_get(cp->texts, keys[i]);
+                bool v2;
 
                 rec = json_object_get(cp->claims, keys[i]);
                 if (c && (json_int_t)(intptr_t)rec == json_integer_value(json_array_get(c, 1))) {
                         parts[i] = json_string_value(json_array_get(c, 0));
+                        v2 = json_is_true(json_array_get(c, 2));
                 } else {
                         json_t *k = json_string(keys[i]);
                         char *kt = k ? json_dumps(k, JSON_ENCODE_ANY) : NULL;
@@ -469,11 +487,14 @@ static char *data_text(const struct kdev_dra_cp *cp)
                         if (!made[i])
                                 goto out;
                         parts[i] = made[i];
+                        v2 = needs_v2(rec);
                         if (cp->texts)
                                 json_object_set_new(cp->texts, keys[i],
-                                                    json_pack("[s,I]", made[i],
-                                                              (json_int_t)(intptr_t)rec));
+                                                    json_pack("[s,I,b]", made[i],
+                                                              (json_int_t)(intptr_t)rec, v2));
                 }
+                if (v2)
+                        *version = KDEV_DRA_CP_VERSION;
                 len += strlen(parts[i]) + 1;
         }
         out = malloc(len + 16);
@@ -522,12 +543,14 @@ int kdev_dra_cp_save_guarded(const struct kdev_dra_cp *cp, const char *path,
          * would give; each claim's part is kept from the last save (its
          * record is replaced, never changed in place), so a save formats
          * only the claims that changed */
-        dtext = data_text(cp);
+        int version;
+
+        dtext = data_text(cp, &version);
         if (!dtext)
                 goto nomem;
         snprintf(sum, sizeof(sum), "fnv1a64:%016" PRIx64, kdev_dra_fnv1a64(dtext, strlen(dtext)));
         if (asprintf(&text, "{\"checksum\":\"%s\",\"data\":%s,\"version\":%d}", sum, dtext,
-                     KDEV_DRA_CP_VERSION) < 0) {
+                     version) < 0) {
                 text = NULL;
                 goto nomem;
         }

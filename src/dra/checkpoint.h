@@ -5,7 +5,10 @@
  * own restart, and they must be idempotent: kubernetes/dynamic-resource-
  * allocation kubeletplugin/draplugin.go; kubernetes pkg/kubelet/cm/dra/manager.go).
  *
- * File format (version 1), written compactly:
+ * File format, written compactly (version 2 once a record holds a share, a
+ * MIG placement or "migPending", which a kdev that reads only version 1
+ * would take for exclusive holds of devices or not know at all, so it
+ * refuses the file instead; version 1 otherwise; both read):
  *   {"version":1,
  *    "checksum":"fnv1a64:<16 lower-case hex digits>",
  *    "data":{"claims":{"<claim uid>":{"namespace":"ns","name":"c",
@@ -35,7 +38,8 @@
 #include "common/err.h"
 #include "common/file.h"
 
-#define KDEV_DRA_CP_VERSION 1
+#define KDEV_DRA_CP_VERSION 2   /* the newest format read and written */
+#define KDEV_DRA_CP_VERSION_1 1 /* the oldest read, written without shares or MIG */
 #define KDEV_DRA_CP_FILE "dra-claims.json"
 /* Largest checkpoint read (bytes): kind "claim checkpoint". A record is
  * about 300 bytes, so this holds some 50 000 prepared claims. */
@@ -62,14 +66,14 @@ KDEV_API int kdev_dra_cp_init(struct kdev_dra_cp *cp);
 /* Releases what |cp| holds (NULL-safe); |cp| is then empty-but-invalid. */
 KDEV_API void kdev_dra_cp_free(struct kdev_dra_cp *cp);
 
-/* Loads |path| into |cp| (initialised or not; its previous content is
- * dropped). Returns:
+/* Loads |path| into |cp| (zeroed, initialised or freed, never garbage;
+ * its previous content is dropped). Returns:
  *   0   loaded, or the file does not exist (|cp| empty);
  *   -ENOTSUP  the file is a JSON object whose "version" is an integer above
  *        KDEV_DRA_CP_VERSION: written by a newer kdev, whose claims this one
  *        cannot read but must not forget either. The file is left alone, |cp|
  *        is empty, and |err| says "checkpoint <path> was written by a newer
- *        kdev (version <v>, this one reads 1); refusing to start so prepared
+ *        kdev (version <v>, this one reads 1 to 2); refusing to start so prepared
  *        claims are not forgotten". The caller does not serve;
  *   -EINVAL, -EISDIR  |path| is not a regular file (a FIFO, a device, a
  *        symbolic link to one, a socket, a directory; read through

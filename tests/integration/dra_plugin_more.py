@@ -543,7 +543,7 @@ def test_stale_temp_files_removed_at_start():
 def test_newer_checkpoint_refuses_start():
     """A checkpoint written by a newer kdev: exit 1 with the exact message,
     the file left as it was, nothing moved aside, no sockets."""
-    text = '{"checksum":"fnv1a64:0123456789abcdef","data":{},"version":2}'
+    text = '{"checksum":"fnv1a64:0123456789abcdef","data":{},"version":3}'
 
     def plant(env):
         os.makedirs(env.plugin_dir)
@@ -557,8 +557,8 @@ def test_newer_checkpoint_refuses_start():
             assert rc == 1, (rc, e.logtext())
             cp = os.path.join(os.path.realpath(e.plugin_dir), "dra-claims.json")
             want = ('level=error msg="cannot start" error="checkpoint %s was written by a newer '
-                    'kdev (version 2, this one reads 1); refusing to start so prepared claims '
-                    'are not forgotten"' % cp)
+                    'kdev (version 3, this one reads 1 to 2); refusing to start so prepared '
+                    'claims are not forgotten"' % cp)
             assert log_events(e, ("cannot start",)) == [want], e.logtext()
             with open(cp) as f:
                 assert f.read() == text

@@ -207,6 +207,62 @@ static void test_file_format(void **state)
         kdev_dra_cp_free(&cp);
 }
 
+static int saved_version(struct fix *f)
+{
+        json_t *root = json_load_file(f->path, 0, NULL);
+        int v;
+
+        assert_non_null(root);
+        v = (int)json_integer_value(json_object_get(root, "version"));
+        json_decref(root);
+        return v;
+}
+
+/* The file is version 2 while a record holds a share, a MIG placement or
+ * "migPending" (touched in place or put), version 1 otherwise; both load. */
+static void test_version_follows_records(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_dra_cp cp, back = {0};
+        struct kdev_err err = {0};
+        json_t *devs;
+
+        assert_int_equal(kdev_dra_cp_init(&cp), 0);
+        assert_int_equal(kdev_dra_cp_put(&cp, "u1", "ns", "c1", one_device("gpu-0"), &err), 0);
+        assert_int_equal(kdev_dra_cp_save(&cp, f->path, &err), 0);
+        assert_int_equal(saved_version(f), 1);
+        devs = one_device("gpu-1");
+        json_object_set_new(json_array_get(devs, 0), "share",
+                            json_pack("{s:s,s:I,s:i}", "shareID", "s-1", "memory",
+                                      (json_int_t)1 << 30, "compute", 25));
+        assert_int_equal(kdev_dra_cp_put(&cp, "u2", "ns", "c2", devs, &err), 0);
+        assert_int_equal(kdev_dra_cp_save(&cp, f->path, &err), 0);
+        assert_int_equal(saved_version(f), 2);
+        assert_int_equal(kdev_dra_cp_load(&back, f->path, &err), 0);
+        assert_int_equal(kdev_dra_cp_count(&back), 2);
+        kdev_dra_cp_free(&back);
+        assert_int_equal(kdev_dra_cp_remove(&cp, "u2"), 1);
+        assert_int_equal(kdev_dra_cp_save(&cp, f->path, &err), 0);
+        assert_int_equal(saved_version(f), 1);
+        /* changed in place and touched */
+        json_object_set_new((json_t *)kdev_dra_cp_get(&cp, "u1"), "migPending", json_true());
+        kdev_dra_cp_touch(&cp, "u1");
+        assert_int_equal(kdev_dra_cp_save(&cp, f->path, &err), 0);
+        assert_int_equal(saved_version(f), 2);
+        json_object_del((json_t *)kdev_dra_cp_get(&cp, "u1"), "migPending");
+        json_object_set_new(json_array_get(json_object_get(kdev_dra_cp_get(&cp, "u1"), "devices"),
+                                           0),
+                            "mig", json_pack("{s:s,s:i,s:i,s:i}", "gpu", "GPU-x", "profileId", 9,
+                                             "start", 4, "size", 4));
+        kdev_dra_cp_touch(&cp, "u1");
+        assert_int_equal(kdev_dra_cp_save(&cp, f->path, &err), 0);
+        assert_int_equal(saved_version(f), 2);
+        assert_int_equal(kdev_dra_cp_load(&back, f->path, &err), 0);
+        assert_int_equal(kdev_dra_cp_count(&back), 1);
+        kdev_dra_cp_free(&back);
+        kdev_dra_cp_free(&cp);
+}
+
 static void expect_corrupt(struct fix *f, const char *text, const char *msg_part)
 {
         struct kdev_dra_cp cp = {0};
@@ -353,7 +409,7 @@ static void test_corrupt_version(void **state)
 
         /* versions that are no integer >= 1: corrupt, moved aside as before */
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-                expect_corrupt(f, bad[i], "unsupported version (want 1)");
+                expect_corrupt(f, bad[i], "unsupported version (want 1 to 2)");
                 setup(state);
                 f = *state;
         }
@@ -430,10 +486,10 @@ static void test_newer_version_refused(void **state)
 {
         struct fix *f = *state;
         static const char *const newer[] = {
-                "{\"checksum\":\"fnv1a64:0000000000000000\",\"data\":{},\"version\":2}",
+                "{\"checksum\":\"fnv1a64:0000000000000000\",\"data\":{},\"version\":3}",
                 "{\"version\":17,\"data\":{\"claims\":{\"u\":{\"new\":true}}}}",
         };
-        static const char *const ver[] = {"2", "17"};
+        static const char *const ver[] = {"3", "17"};
 
         for (size_t i = 0; i < 2; i++) {
                 struct kdev_dra_cp cp = {0};
@@ -447,7 +503,7 @@ static void test_newer_version_refused(void **state)
                 assert_int_equal(err.code, ENOTSUP);
                 snprintf(want, sizeof(want),
                          "checkpoint %s was written by a newer kdev (version %s, this one reads "
-                         "1); refusing to start so prepared claims are not forgotten",
+                         "1 to 2); refusing to start so prepared claims are not forgotten",
                          f->path, ver[i]);
                 assert_string_equal(err.msg, want);
                 assert_int_equal(kdev_dra_cp_count(&cp), 0);
@@ -692,6 +748,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cached_text_canonical, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_file_format, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_version_follows_records, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_json, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_not_regular_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_oversized_refused, setup, teardown),

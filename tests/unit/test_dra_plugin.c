@@ -1205,7 +1205,7 @@ static void test_newer_checkpoint_refused(void **state)
         struct kdev_dra_plugin *p = (void *)1;
         char cp[600], want[1024];
         static const char text[] = "{\"checksum\":\"fnv1a64:0123456789abcdef\",\"data\":{},"
-                                   "\"version\":2}";
+                                   "\"version\":3}";
         struct kdev_dra_plugin_options o = {
                 .pool = "node1",
                 .data_dir = f->data,
@@ -1223,8 +1223,8 @@ static void test_newer_checkpoint_refused(void **state)
         assert_int_equal(kdev_dra_plugin_new(&o, &p, &err), -ENOTSUP);
         assert_null(p);
         snprintf(want, sizeof(want),
-                 "checkpoint %s was written by a newer kdev (version 2, this one reads 1); "
-                 "refusing to start so prepared claims are not forgotten",
+                 "checkpoint %s was written by a newer kdev (version 3, this one reads 1 to "
+                 "2); refusing to start so prepared claims are not forgotten",
                  cp);
         assert_string_equal(err.msg, want);
         FILE *fp = fopen(cp, "r");
