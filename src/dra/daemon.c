@@ -716,6 +716,15 @@ static void on_physical(void *arg, const struct kdev_physical_event *ev, size_t 
 
 /* The unhealthy list again from the backend's physical devices (after a
  * rediscovery replaced them), then the devices, as on_physical does. */
+/* The MIG devices of the GPU records. */
+static size_t mig_devices(const struct kdev_nvidia_gpus *gpus)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < gpus->n_gpus; i++)
+                n += gpus->gpus[i].n_migs;
+        return n;
+}
+
 static void on_inventory(void *arg, const char *why)
 {
         struct kdev_dra_daemon *d = arg;
@@ -736,11 +745,8 @@ static void on_inventory(void *arg, const char *why)
                         kdev_log_error("health update dropped: out of memory");
         }
         const struct kdev_nvidia_gpus *gpus = d->gpus;
-        size_t migs = 0;
-        for (size_t i = 0; i < gpus->n_gpus; i++)
-                migs += gpus->gpus[i].n_migs;
         kdev_log_info("GPU inventory applied", KDEV_LOG_UINT("gpus", gpus->n_gpus),
-                      KDEV_LOG_UINT("mig_devices", migs),
+                      KDEV_LOG_UINT("mig_devices", mig_devices(gpus)),
                       KDEV_LOG_UINT("unhealthy_gpus", d->n_unhealthy));
         on_physical(d, NULL, 0); /* the devices and, when they differ, the slices */
 }
@@ -1037,8 +1043,22 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
                 err = (struct kdev_err){0};
         }
         /* what a kill between making a MIG instance and recording it left */
-        if (kdev_dra_plugin_reconcile_mig(d.plugin, on_mig_reconciled, NULL, &err) < 0)
+        int acted = kdev_dra_plugin_reconcile_mig(d.plugin, on_mig_reconciled, NULL, &err);
+        if (acted < 0)
                 goto out;
+        /* instances made or destroyed: the records and the health watch
+         * follow the new MIG layout before serving */
+        if (acted > 0) {
+                if (kdev_nvidia_dra_backend_rediscover(d.nvidia, &err) < 0) {
+                        kdev_log_warn("cannot read the GPUs again after the dynamic MIG "
+                                      "reconcile, the inventory watch will",
+                                      "error", err.msg);
+                        err = (struct kdev_err){0};
+                } else {
+                        kdev_log_info("GPUs read again after the dynamic MIG reconcile",
+                                      KDEV_LOG_UINT("mig_devices", mig_devices(d.gpus)));
+                }
+        }
 
         int r = uv_loop_init(&d.loop);
         if (r < 0) {

@@ -14,7 +14,8 @@ them), against the stand-in API server:
     the plugin right after nvmlGpuInstanceCreateComputeInstance): the
     restarted plugin destroys the instance and the claim prepares again;
     the same for a kill between the GPU instance and its compute instance
-    (a GPU instance alone, found by its placement);
+    (a GPU instance alone, found by its placement); a prepared claim whose
+    instance a reboot took gets it made again at the restart;
   - the MIG device a claim made is watched for health at once: a critical
     XID carrying its GPU instance streams UNHEALTHY for that placement
     only, then HEALTHY after the quiet period."""
@@ -259,6 +260,33 @@ def test_dynamic_mig():
             e.register()
             assert instances(state) == []
             reconciled(e, UIDS["c3"])
+            # a prepared claim, then a reboot (the driver keeps no instance)
+            one = prepare(e, "c1").claims[UIDS["c1"]]
+            assert one.error == "", one
+            e.proc.kill()
+            e.proc.wait(timeout=30 * kt.TIMEOUT_SCALE)
+            os.remove(state)
+            e.close()
+        e = restarted(os.path.join(root, "d"), state, plugin_dir, cdi)
+        with kt.logged(e):
+            e.register()
+            made = instances(state)
+            assert [(m[1], m[2], m[3], m[4]) for m in made] == [(9, 4, 4, 0)], made
+            line = ('msg="dynamic MIG: reconciled after a restart" action=recreated '
+                    'claim_uid=%s device=%s' % (UIDS["c1"], DEVICE["c1"]))
+            assert line in e.logtext(), e.logtext()
+            # read again before serving: its health is watched from the start
+            assert ('msg="GPUs read again after the dynamic MIG reconcile" mig_devices=1'
+                    in e.logtext()), e.logtext()
+            with open(os.path.join(cdi, "k8s.gpu.nvidia.com-claim_%s.json" % UIDS["c1"])) as f:
+                nodes = [x["path"] for x in json.load(f)["devices"][0]["containerEdits"]
+                         ["deviceNodes"]]
+            gi = made[0][0]
+            assert nodes == ["/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap%d" % (3 + 9 * gi),
+                             "/dev/nvidia-caps/nvidia-cap%d" % (3 + 9 * gi + 1)], nodes
+            resp = unprepare(e, "c1")
+            assert resp.claims[UIDS["c1"]].error == "", resp
+            assert instances(state) == []
             e.stop()
 
 
