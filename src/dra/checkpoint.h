@@ -19,7 +19,8 @@
  *   "share":{"shareID","memory","compute","uuid","region","policy"} for a
  *   share (plugin.h "Shares"), "mig":{"gpu","profileId","start","size",
  *   "giId","ciId","uuid"} for a MIG placement (plugin.h "Dynamic MIG"; the
- *   ids and uuid once the instance is made); a claim record has
+ *   ids and uuid once the instance is made; "remaking":true, without them,
+ *   while a restart makes it again); a claim record has
  *   "migPending":true while its MIG instances are being made or undone),
  *   dra/claim_config.h)
  * The checksum is 64-bit FNV-1a over the canonical text of "data"

@@ -32,9 +32,13 @@ bool kdev_dra_mig_record(const json_t *d)
         return json_is_object(json_object_get(d, "mig"));
 }
 
+/* The string |key| of |o|, "" when it is none (a checkpoint record is
+ * checksummed, not checked field by field). */
 static const char *str(const json_t *o, const char *key)
 {
-        return json_string_value(json_object_get(o, key));
+        const char *v = json_string_value(json_object_get(o, key));
+
+        return v ? v : "";
 }
 
 static unsigned num(const json_t *o, const char *key)
@@ -80,16 +84,14 @@ static int check_against(const char *dev, const json_t *m, const char *ons, cons
 }
 
 /* Whether listed instance |h| is the one placement record |m| names: its
- * recorded "giId" with the recorded profile and start and, when both are
- * known, the recorded MIG uuid (a GPU instance id is reused once destroyed;
- * a GPU instance whose compute instance is gone lists no uuid). */
+ * recorded "giId" with the recorded profile, start and MIG uuid (a GPU
+ * instance id is reused once destroyed; a GPU instance without compute
+ * instance lists no uuid, so it is never taken for a recorded one). */
 static bool same_instance(const json_t *m, const struct kdev_nvidia_mig_made *h)
 {
-        const char *uuid = str(m, "uuid");
-
         return json_is_integer(json_object_get(m, "giId")) && num(m, "giId") == h->gi_id &&
                num(m, "profileId") == h->gi_profile_id && num(m, "start") == h->placement_start &&
-               (!uuid || !uuid[0] || !h->uuid[0] || !strcmp(uuid, h->uuid));
+               !strcmp(str(m, "uuid"), h->uuid);
 }
 
 /* Whether instance |h| of GPU |gpu| is the one a claim of the checkpoint
@@ -136,6 +138,28 @@ static const struct kdev_nvidia_mig_made *find_unrecorded(const struct kdev_dra_
                     !recorded_instance(p, str(m, "gpu"), &have[k]))
                         return &have[k];
         return NULL;
+}
+
+/* -EBUSY when an instance among |have| (|n|) that no claim records
+ * overlaps memory slices [start, start + size) of device |dev| on GPU
+ * |gpu|: not kdev's. */
+static int check_foreign(const struct kdev_dra_plugin *p, const char *dev, const char *gpu,
+                         unsigned start, unsigned size, const struct kdev_nvidia_mig_made *have,
+                         size_t n, struct kdev_err *err)
+{
+        for (size_t k = 0; k < n; k++) {
+                const struct kdev_nvidia_mig_made *h = &have[k];
+
+                if (!overlap(start, size, h->placement_start, h->placement_size) ||
+                    recorded_instance(p, gpu, h))
+                        continue;
+                return kdev_err_set(err, EBUSY,
+                                    "device %s: memory slices %u-%u are taken by GPU instance %u "
+                                    "(%s), which kdev-dra-plugin did not create",
+                                    dev, start, start + size - 1, h->gi_id,
+                                    h->uuid[0] ? h->uuid : "no MIG device");
+        }
+        return 0;
 }
 
 int kdev_dra_mig_resolve(const struct kdev_dra_plugin *p, const char *ns, const char *name,
@@ -204,21 +228,10 @@ int kdev_dra_mig_resolve(const struct kdev_dra_plugin *p, const char *ns, const 
                 rc = p->o.mig->list(p->o.mig->arg, g->uuid, have, MIG_LIST_MAX, &n, err);
                 if (rc < 0)
                         return kdev_err_wrap(err, "device %s", dev);
-                for (size_t k = 0; k < n; k++) {
-                        const struct kdev_nvidia_mig_made *h = &have[k];
-
-                        if (!overlap(pl->placement_start, pl->placement_size,
-                                     h->placement_start, h->placement_size) ||
-                            recorded_instance(p, g->uuid, h))
-                                continue;
-                        return kdev_err_set(err, EBUSY,
-                                            "device %s: memory slices %u-%u are taken by GPU "
-                                            "instance %u (%s), which kdev-dra-plugin did not "
-                                            "create",
-                                            dev, pl->placement_start,
-                                            pl->placement_start + pl->placement_size - 1,
-                                            h->gi_id, h->uuid[0] ? h->uuid : "no MIG device");
-                }
+                rc = check_foreign(p, dev, g->uuid, pl->placement_start, pl->placement_size,
+                                   have, n, err);
+                if (rc < 0)
+                        return rc;
                 count++;
         }
         return count;
@@ -267,9 +280,13 @@ int kdev_dra_mig_destroy(const struct kdev_dra_plugin *p, json_t *devs, bool by_
                 struct kdev_err e = {0};
                 bool gone = false;
 
-                if (!json_is_object(m) || !p->o.mig)
+                if (!json_is_object(m))
                         continue;
-                int rc = destroy_one(p, m, by_placement, &gone, &e);
+                int rc = p->o.mig ? destroy_one(p, m, by_placement, &gone, &e)
+                                  : kdev_err_set(&e, ENOTSUP,
+                                                 "its MIG instance is not destroyed: dynamic MIG "
+                                                 "is off on this node (kdev-dra-plugin "
+                                                 "--dynamic-mig)");
 
                 if (rc < 0) {
                         if (!first) {
@@ -339,6 +356,31 @@ struct remake {
         json_t *old;                       /* MAKE: the record as it was */
 };
 
+/* Plans record |m| (device |dev|) from the GPU's list |have| (|n|). */
+static int remake_plan(const struct kdev_dra_plugin *p, const char *dev, const json_t *m,
+                       const struct kdev_nvidia_mig_made *have, size_t n, struct remake *v,
+                       struct kdev_err *err)
+{
+        const struct kdev_nvidia_mig_made *h = find_recorded(have, n, m);
+
+        if (h && h->ci_id != KDEV_NVIDIA_NO_INSTANCE)
+                return 0; /* KEEP */
+        v->action = REMAKE_MAKE;
+        if (!json_is_true(json_object_get(m, "remaking")))
+                /* nothing of kdev's can be at the placement: whatever is
+                 * there is someone else's */
+                return check_foreign(p, dev, str(m, "gpu"), num(m, "start"), num(m, "size"), have,
+                                     n, err);
+        /* a kill during the last remake, after the marker was saved */
+        h = find_unrecorded(p, have, n, m);
+        if (h && h->ci_id != KDEV_NVIDIA_NO_INSTANCE)
+                v->action = REMAKE_ADOPT;
+        v->lone = h && h->ci_id == KDEV_NVIDIA_NO_INSTANCE;
+        if (h)
+                v->found = *h;
+        return 0;
+}
+
 static void report_each(const json_t *devs, const struct remake *v, const char *uid,
                         kdev_dra_mig_report_fn fn, void *arg)
 {
@@ -352,12 +394,12 @@ static void report_each(const json_t *devs, const struct remake *v, const char *
         }
 }
 
-int kdev_dra_mig_remake(const struct kdev_dra_plugin *p, const char *uid, json_t *devs,
+int kdev_dra_mig_remake(struct kdev_dra_plugin *p, const char *uid, json_t *devs,
                         kdev_dra_mig_report_fn fn, void *arg, struct kdev_err *err)
 {
         size_t nd = json_array_size(devs), i;
         struct remake *v = calloc(nd ? nd : 1, sizeof(*v));
-        bool act = false;
+        bool act = false, make = false;
         int rc = 0;
         json_t *d;
 
@@ -367,35 +409,25 @@ int kdev_dra_mig_remake(const struct kdev_dra_plugin *p, const char *uid, json_t
         json_array_foreach(devs, i, d) {
                 const json_t *m = json_object_get(d, "mig");
                 struct kdev_nvidia_mig_made have[MIG_LIST_MAX];
-                const struct kdev_nvidia_mig_made *h;
                 size_t n = 0;
 
                 if (!json_is_object(m))
                         continue;
                 rc = p->o.mig->list(p->o.mig->arg, str(m, "gpu"), have, MIG_LIST_MAX, &n, err);
+                if (rc == 0)
+                        rc = remake_plan(p, str(d, "device"), m, have, n, &v[i], err);
                 if (rc < 0) {
                         kdev_err_wrap(err, "device %s", str(d, "device"));
                         goto out;
                 }
-                h = find_recorded(have, n, m);
-                if (h && h->ci_id != KDEV_NVIDIA_NO_INSTANCE)
-                        continue;
-                act = true;
-                if (!h) {
-                        h = find_unrecorded(p, have, n, m);
-                        v[i].action = h && h->ci_id != KDEV_NVIDIA_NO_INSTANCE ? REMAKE_ADOPT
-                                                                              : REMAKE_MAKE;
-                } else {
-                        v[i].action = REMAKE_MAKE;
-                }
-                v[i].lone = h && h->ci_id == KDEV_NVIDIA_NO_INSTANCE;
-                if (h)
-                        v[i].found = *h;
+                act |= v[i].action != REMAKE_KEEP;
+                make |= v[i].action == REMAKE_MAKE;
         }
         if (!act)
                 goto out;
-        /* 2: adopted (a kill after a make, before its ids were saved) or
-         * made again; a failed make restores the records as they were */
+        /* 2: adopted; the records to make marked "remaking" and saved
+         * before anything is made, so that what a kill leaves at their
+         * placements is known for kdev's */
         json_array_foreach(devs, i, d) {
                 json_t *m = json_object_get(d, "mig");
                 const struct kdev_nvidia_mig_made *h = &v[i].found;
@@ -405,35 +437,53 @@ int kdev_dra_mig_remake(const struct kdev_dra_plugin *p, const char *uid, json_t
                      json_object_set_new(m, "ciId", json_integer(h->ci_id)) < 0 ||
                      json_object_set_new(m, "uuid", json_string(h->uuid)) < 0))
                         rc = kdev_err_set(err, ENOMEM, "out of memory");
+                if (v[i].action == REMAKE_ADOPT)
+                        json_object_del(m, "remaking");
                 if (v[i].action != REMAKE_MAKE || rc < 0)
                         continue;
                 v[i].old = json_deep_copy(m);
-                if (!v[i].old) {
+                if (!v[i].old || json_object_set_new(m, "remaking", json_true()) < 0) {
                         rc = kdev_err_set(err, ENOMEM, "out of memory");
                         continue;
                 }
+                json_object_del(v[i].old, "remaking");
                 json_object_del(m, "giId");
                 json_object_del(m, "ciId");
                 json_object_del(m, "uuid");
-                /* a GPU instance left without its compute instance (a kill
-                 * inside a make) is destroyed before the make */
+        }
+        kdev_dra_cp_touch(&p->cp, uid);
+        if (rc == 0 && make)
+                rc = kdev_dra_save_checkpoint(p, err);
+        /* 3: a GPU instance a kill left without its compute instance is
+         * destroyed, then the instances made */
+        json_array_foreach(devs, i, d) {
+                json_t *m = json_object_get(d, "mig");
+
+                if (rc < 0)
+                        break;
                 if (v[i].lone)
-                        rc = p->o.mig->destroy(p->o.mig->arg, str(m, "gpu"), h->gi_id,
+                        rc = p->o.mig->destroy(p->o.mig->arg, str(m, "gpu"), v[i].found.gi_id,
                                                KDEV_NVIDIA_NO_INSTANCE, NULL, err);
                 if (rc < 0)
                         kdev_err_wrap(err, "device %s", str(d, "device"));
         }
         if (rc == 0)
                 rc = kdev_dra_mig_create(p, devs, err);
-        if (rc < 0) {
-                json_array_foreach(devs, i, d) {
-                        if (v[i].old)
-                                json_object_update(json_object_get(d, "mig"), v[i].old);
-                }
-                goto out;
+        /* the marks go: made, or (nothing of the call left) as they were */
+        json_array_foreach(devs, i, d) {
+                json_t *m = json_object_get(d, "mig");
+
+                if (v[i].action != REMAKE_MAKE)
+                        continue;
+                json_object_del(m, "remaking");
+                if (rc < 0 && v[i].old)
+                        json_object_update(m, v[i].old);
         }
-        report_each(devs, v, uid, fn, arg);
-        rc = 1;
+        kdev_dra_cp_touch(&p->cp, uid);
+        if (rc == 0) {
+                report_each(devs, v, uid, fn, arg);
+                rc = 1;
+        }
 out:
         for (i = 0; i < nd; i++)
                 json_decref(v[i].old);

@@ -995,29 +995,59 @@ static bool has_mig(const json_t *devs)
 }
 
 /* Forgets claim |uid|, which is being prepared or was left "migPending":
- * its MIG instances (dynamic MIG) are destroyed first. One that cannot be
- * keeps the claim recorded as "migPending" (the next save keeps the intent
- * for the next Prepare or kdev_dra_plugin_reconcile_mig) and the destroy's
- * error is returned. */
-static int drop_new_claim(struct kdev_dra_plugin *p, const char *uid, struct kdev_err *err)
+ * its MIG instances (dynamic MIG) are destroyed first, by their ids, and
+ * with |by_placement| (a claim loaded "migPending": a kill may have come
+ * before the ids were saved) a record without ids by its placement. With
+ * |save_first| (the checkpoint says the claim is prepared) the claim is
+ * saved "migPending" before any destroy, so that a kill during them does
+ * not make the instances again. A destroy (or that save) that fails keeps
+ * the claim recorded "migPending", its records without ids no longer
+ * placements (in-process, nothing was made for them), for the next Prepare,
+ * Unprepare or kdev_dra_plugin_reconcile_mig, and its error is returned. */
+static int drop_new_claim(struct kdev_dra_plugin *p, const char *uid, bool by_placement,
+                          bool save_first, struct kdev_err *err)
 {
         json_t *rec = cp_record(p, uid);
         json_t *devs = json_object_get(rec, "devices");
+        int rc = 0;
 
-        if (rec && has_mig(devs)) {
-                /* a record without ids was saved before its make (or a kill
-                 * came before they were): its instance is found by placement */
-                int rc = kdev_dra_mig_destroy(
-                        p, devs, json_is_true(json_object_get(rec, "migPending")), NULL, err);
+        if (!rec || !has_mig(devs)) {
+                forget_claim(p, uid);
+                return 0;
+        }
+        if (json_object_set_new(rec, "migPending", json_true()) < 0)
+                return kdev_err_set(err, ENOMEM, "out of memory");
+        kdev_dra_cp_touch(&p->cp, uid);
+        if (save_first)
+                rc = kdev_dra_save_checkpoint(p, err);
+        if (rc == 0)
+                rc = kdev_dra_mig_destroy(p, devs, by_placement, NULL, err);
+        if (rc == 0) {
+                forget_claim(p, uid);
+                return 0;
+        }
+        if (!by_placement) {
+                size_t i;
+                json_t *d;
 
-                if (rc < 0) {
-                        json_object_set_new(rec, "migPending", json_true());
-                        kdev_dra_cp_touch(&p->cp, uid);
-                        return rc;
+                json_array_foreach(devs, i, d) {
+                        json_t *m = json_object_get(d, "mig");
+
+                        if (json_is_object(m) && !json_object_get(m, "giId"))
+                                json_object_del(d, "mig");
                 }
         }
-        forget_claim(p, uid);
-        return 0;
+        return rc;
+}
+
+/* |first| (a failed step's error) and, when the undo failed too, |undo|'s
+ * message after it, as |first|. */
+static void with_undo_error(struct kdev_err *first, const struct kdev_err *undo)
+{
+        struct kdev_err e = *first;
+
+        if (undo->code)
+                kdev_err_set(first, e.code, "%s; undoing it: %s", e.msg, undo->msg);
 }
 
 /* First phase of a claim not in the checkpoint: read (or take the read
@@ -1151,11 +1181,11 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                  * first, then prepared anew */
                 if (rec && json_is_true(json_object_get(rec, "migPending"))) {
                         undone = true;
-                        it->rc = drop_new_claim(p, it->uid, &it->err);
+                        it->rc = drop_new_claim(p, it->uid, true, false, &it->err);
                         if (it->rc < 0) {
                                 kdev_err_wrap(&it->err,
-                                              "claim %s/%s (%s): the MIG instances of an "
-                                              "earlier prepare cannot be destroyed",
+                                              "claim %s/%s (%s): the MIG instances it still "
+                                              "holds from an earlier call cannot be destroyed",
                                               it->ns, it->name, it->uid);
                                 continue;
                         }
@@ -1215,8 +1245,8 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                         if (r < 0) {
                                 struct kdev_err derr = {0};
 
-                                if (drop_new_claim(p, v[i].uid, &derr) < 0)
-                                        kdev_err_wrap(&v[i].err, "and %s", derr.msg);
+                                drop_new_claim(p, v[i].uid, false, false, &derr);
+                                with_undo_error(&v[i].err, &derr);
                                 v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s)", v[i].ns,
                                                         v[i].name, v[i].uid);
                                 n_new--;
@@ -1239,7 +1269,7 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                                 continue;
                         kdev_cdi_spec_free(specs[i]);
                         specs[i] = NULL;
-                        drop_new_claim(p, v[i].uid, NULL);
+                        drop_new_claim(p, v[i].uid, false, false, NULL);
                         undone = true; /* 1b may have saved it "migPending" */
                         v[i].err = serr;
                         v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s): checkpoint",
@@ -1270,7 +1300,12 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                          * claim finish the job) */
                         if (spec_file_name(v[i].uid, fname, sizeof(fname), NULL) >= 0)
                                 remove_spec(p, fname, NULL);
-                        drop_new_claim(p, v[i].uid, NULL);
+                        /* saved prepared by 2: "migPending" before its
+                         * instances are destroyed */
+                        struct kdev_err derr = {0};
+
+                        drop_new_claim(p, v[i].uid, false, true, &derr);
+                        with_undo_error(&v[i].err, &derr);
                         undone = true;
                         v[i].rc = kdev_err_wrap(&v[i].err, "claim %s/%s (%s)", v[i].ns,
                                                 v[i].name, v[i].uid);
@@ -1361,7 +1396,7 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
         if (rc == 0 && has_mig(json_object_get(rec, "devices"))) {
                 bool by_placement = json_is_true(json_object_get(rec, "migPending"));
 
-                if (!by_placement) {
+                if (!by_placement && p->o.mig) {
                         rc = json_object_set_new(rec, "migPending", json_true());
                         kdev_dra_cp_touch(&p->cp, uid);
                         rc = rc < 0 ? kdev_err_set(err, ENOMEM, "out of memory")
@@ -1445,7 +1480,6 @@ int kdev_dra_plugin_reconcile_mig(struct kdev_dra_plugin *p, kdev_dra_mig_report
                         acted--;
                         continue;
                 }
-                kdev_dra_cp_touch(&p->cp, uid); /* adopted records stay on a failure */
                 changed = true;
                 if (rc > 0)
                         rc = ensure_spec(p, uid, devs, &e);

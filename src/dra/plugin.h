@@ -163,7 +163,8 @@
  * <name> overlaps device <other> of claim <ns>/<name> (<uid>): memory
  * slices <a>-<b> and <c>-<d>", nor an instance on the GPU that kdev did not
  * make, -EBUSY "device <name>: memory slices <a>-<b> are taken by GPU
- * instance <id> (<MIG uuid>), which kdev-dra-plugin did not create"; the
+ * instance <id> (<MIG uuid>, or "no MIG device" for a GPU instance without
+ * compute instance), which kdev-dra-plugin did not create"; the
  * whole GPU and its placements exclude each other as a GPU and its MIG
  * devices do (above). A placement with adminAccess fails with -EINVAL
  * (there is no device to watch until a claim makes it). Then, crash-safe:
@@ -179,21 +180,32 @@
  *   3. the spec is built (the parent's node and the MIG capability nodes of
  *      the new GI/CI ids), "migPending" dropped, and the claims of the call
  *      saved with the usual one save; the specs written.
- * Unprepare removes the claim's spec, saves the claim "migPending" again
- * and then destroys its instances before forgetting it (a destroy that
- * fails, e.g. NVML In use while a process runs, fails the Unprepare and
- * keeps the record for kubelet's retry). An instance is destroyed by its
- * recorded ids only when the GPU's list shows it with the recorded
- * profile, start and MIG uuid (NVML reuses GPU instance ids).
- * kdev_dra_plugin_reconcile_mig, called once after creation, finishes what
- * a kill left: a claim recorded "migPending" has its instances destroyed
- * (by their ids, or the unrecorded instance of the recorded profile at the
- * recorded placement when the kill came before the ids were saved) and is
- * forgotten; a prepared claim whose instance is gone (a reboot, a driver
- * reload) adopts an unrecorded instance at its placement (a kill during
- * the previous remake) or gets it made again there, and its spec is
- * rewritten; a remake that fails leaves the records as they were.
- * Instances kdev has no record of are never touched otherwise.
+ * A failure after step 1 destroys what the call made, by the ids it
+ * recorded (never by placement: an instance someone made there since the
+ * check is not kdev's), the claim saved "migPending" first when it was
+ * already saved prepared (a spec that cannot be written); an undo that
+ * fails adds "; undoing it: <its error>" and keeps the claim "migPending"
+ * for the next call. Unprepare removes the claim's spec, saves the claim
+ * "migPending" again and then destroys its instances before forgetting it
+ * (a destroy that fails, e.g. NVML In use while a process runs, fails the
+ * Unprepare and keeps the record for kubelet's retry; with dynamic MIG off
+ * it fails -ENOTSUP "... dynamic MIG is off on this node (kdev-dra-plugin
+ * --dynamic-mig)" and keeps the claim rather than leave an instance no
+ * record names). An instance is destroyed by its recorded ids only when the
+ * GPU's list shows it with the recorded profile, start and MIG uuid (NVML
+ * reuses GPU instance ids). kdev_dra_plugin_reconcile_mig, called once
+ * after creation, finishes what a kill left: a claim recorded "migPending"
+ * has its instances destroyed (by their ids, or the unrecorded instance of
+ * the recorded profile at the recorded placement when the kill came before
+ * the ids were saved) and is forgotten; a prepared claim whose instance is
+ * gone (a reboot, a driver reload) gets it made again at the same
+ * placement (the record saved "remaking" first, so that what a kill during
+ * that make leaves is adopted, or destroyed when it has no compute
+ * instance, by the next restart) and its spec rewritten; an instance that
+ * no claim records overlapping the placement fails the remake instead (the
+ * "taken by GPU instance" text above), and a failed remake leaves the
+ * records as they were. Instances kdev has no record of are never touched
+ * otherwise.
  *
  * State files: the checkpoint and the claim CDI specs are written through
  * file guards (common/file.h): one someone else changed is moved aside and

@@ -119,23 +119,31 @@ int kdev_dra_mig_create(const struct kdev_dra_plugin *p, json_t *devs, struct kd
  * |by_placement|, by the instance of its profile at its start that no claim
  * records (a kill came before the ids were saved). *destroyed (may be NULL)
  * counts the instances that existed. Every record is tried; returns 0 or
- * the first error, "device <name>: ...". Nothing without MIG operations. */
+ * the first error, "device <name>: ..."; without MIG operations a
+ * placement record fails it with -ENOTSUP "device <name>: its MIG instance
+ * is not destroyed: dynamic MIG is off on this node (kdev-dra-plugin
+ * --dynamic-mig)", and nothing is destroyed. */
 int kdev_dra_mig_destroy(const struct kdev_dra_plugin *p, json_t *devs, bool by_placement,
                          unsigned *destroyed, struct kdev_err *err);
 
 /* Makes prepared claim |uid|'s instances that are gone ("Dynamic MIG" in
  * plugin.h: a reboot, a driver reload) again at their placements, changing
- * |devs| in place: a record whose instance the GPU's list shows with its
- * compute instance is kept; an unrecorded instance of its profile at its
- * start with a compute instance (a kill after a make, before the ids were
- * saved) is adopted; otherwise a GPU instance there without a compute
- * instance (a kill inside a make, or someone's destroy) is destroyed and
- * the instance made (kdev_dra_mig_create). Each adopted or made record is
- * reported to |fn| (may be NULL) "adopted" or "recreated". Every list is
- * read before anything changes. Returns 1 when a record changed, 0 when
- * none needed to, or a negative errno with |err| ("device <name>: ...");
- * then the records to be made are as they were (adopted ones stay). */
-int kdev_dra_mig_remake(const struct kdev_dra_plugin *p, const char *uid, json_t *devs,
+ * |devs| in place: a record whose instance the GPU's list shows (ids,
+ * profile, start, MIG uuid) with its compute instance is kept. Any other
+ * is made again, once an instance no claim records that overlaps its
+ * placement has failed it (-EBUSY, the text of kdev_dra_mig_resolve):
+ * before the make the record is saved marked "remaking" without ids, so
+ * that at the next remake an unrecorded instance of its profile at its
+ * start (a kill after the make, before the ids were saved) is adopted and
+ * a GPU instance there without compute instance (a kill inside the make)
+ * destroyed first; the mark goes with the make. Every list is read before
+ * anything changes. On success each adopted or made record is reported to
+ * |fn| (may be NULL), "adopted" or "recreated", and 1 returned; 0 when no
+ * record needed it; else a negative errno with |err| ("device <name>:
+ * ..."), the records to make as they were (adopted ones recorded), the
+ * instances this call made destroyed again. Records are touched; the
+ * caller saves. */
+int kdev_dra_mig_remake(struct kdev_dra_plugin *p, const char *uid, json_t *devs,
                         kdev_dra_mig_report_fn fn, void *arg, struct kdev_err *err);
 
 /* Shares (plugin.h "Shares"; shares.c). */

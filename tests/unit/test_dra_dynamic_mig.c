@@ -37,6 +37,10 @@ struct table {
         unsigned lists;
         bool kill_after_create; /* SIGKILL once an instance is made */
         unsigned kill_at_create; /* SIGKILL once the create with this count is made */
+        unsigned lone_at_create; /* the create with this count makes the GPU instance
+                                  * only, then SIGKILL (a kill inside a make) */
+        bool foreign_at_create;  /* someone makes an instance at the placement just
+                                  * before kdev's create (a race with nvidia-smi) */
         bool kill_after_destroy; /* SIGKILL once an instance is destroyed */
         bool fail_destroy;      /* destroy answers In use */
         bool fail_create;       /* create answers Insufficient Resources */
@@ -78,6 +82,14 @@ static int fake_create(void *arg, const char *gpu, unsigned profile, unsigned st
         size_t free_slot = 8;
 
         assert_string_equal(gpu, GPU0);
+        if (t->foreign_at_create) {
+                t->foreign_at_create = false;
+                t->used[7] = true;
+                t->v[7] = (struct kdev_nvidia_mig_made){
+                        .gi_id = 8, .ci_id = 0, .gi_profile_id = profile,
+                        .placement_start = start, .placement_size = size};
+                snprintf(t->v[7].uuid, sizeof(t->v[7].uuid), "MIG-someone-8");
+        }
         if (t->fail_create || (t->fail_create_at && t->creates + 1 == t->fail_create_at))
                 return kdev_err_set(err, EIO,
                                     "GPU 0 (%s): create GPU instance profile %u placement %u: "
@@ -103,6 +115,11 @@ static int fake_create(void *arg, const char *gpu, unsigned profile, unsigned st
         snprintf(t->v[free_slot].uuid, sizeof(t->v[free_slot].uuid), "MIG-fake-%zu",
                  free_slot + 1);
         t->creates++;
+        if (t->lone_at_create == t->creates) {
+                t->v[free_slot].ci_id = KDEV_NVIDIA_NO_INSTANCE;
+                t->v[free_slot].uuid[0] = '\0';
+                raise(SIGKILL);
+        }
         if (t->kill_after_create || t->kill_at_create == t->creates)
                 raise(SIGKILL);
         *out = t->v[free_slot];
@@ -707,11 +724,67 @@ static void test_remake_list_fails_changes_nothing(void **state)
         prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
 }
 
-/* What a kill inside the remake's make left: an unrecorded instance with
- * its compute instance at the first placement is adopted (its ids and MIG
- * uuid recorded, nothing made); the recorded GPU instance of the second,
- * without its compute instance, is destroyed and made again. */
-static void test_remake_adopts_and_replaces(void **state)
+/* A child's reconcile remakes "pair" after a reboot and is killed: at
+ * create |kill_at| after the instance is made, or at |lone_at| after the
+ * GPU instance only. The plugin is then made again from the checkpoint. */
+static void kill_in_remake(struct fix *f, unsigned kill_at, unsigned lone_at)
+{
+        struct kdev_err err = {0};
+        int status = 0;
+        pid_t pid;
+
+        f->t->kill_at_create = kill_at;
+        f->t->lone_at_create = lone_at;
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                kdev_dra_plugin_reconcile_mig(f->p, NULL, NULL, &err);
+                _exit(0); /* not reached */
+        }
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+        f->t->kill_at_create = f->t->lone_at_create = 0;
+        restart(f);
+}
+
+/* What a kill inside the remake left: the records were saved marked
+ * "remaking" before the makes, so the next restart adopts the instance
+ * made for the first (its compute instance there, not recorded) and
+ * destroys the GPU instance the second's make left alone before making it
+ * again. */
+static void test_remake_killed_then_adopted(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct report r = {0};
+
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        memset(f->t, 0, sizeof(*f->t)); /* the reboot */
+        restart(f);
+        kill_in_remake(f, 0, 2);
+        assert_int_equal(instances(f), 2);
+        assert_int_equal(f->t->v[1].ci_id, KDEV_NVIDIA_NO_INSTANCE);
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 2);
+        assert_string_equal(r.lines[0], "adopted " UID1 " gpu-0-mig-3g40gb-9-4 -");
+        assert_string_equal(r.lines[1], "recreated " UID1 " gpu-0-mig-1g10gb-19-3 -");
+        assert_int_equal(f->t->creates, 3);
+        assert_int_equal(f->t->destroys, 1);
+        assert_int_equal(instances(f), 2);
+        restart(f);
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        /* the marks are gone: nothing more to do */
+        r = (struct report){0};
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 0);
+        assert_int_equal(r.n, 0);
+}
+
+/* After a reboot someone (nvidia-mig-manager, an admin) made an instance
+ * at a prepared claim's placement before kdev started: it is not adopted
+ * (no remake of kdev's was under way), the claim's remake fails naming
+ * it, and the claim's Unprepare leaves it alone. The same for a GPU
+ * instance without compute instance that NVML gave the recorded id. */
+static void test_remake_leaves_foreign_instances(void **state)
 {
         struct fix *f = *state;
         struct kdev_err err = {0};
@@ -721,25 +794,135 @@ static void test_remake_adopts_and_replaces(void **state)
         prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
         memset(f->t, 0, sizeof(*f->t));
         assert_int_equal(fake_create(f->t, GPU0, 9, 4, &m, &err), 0);
-        snprintf(f->t->v[0].uuid, sizeof(f->t->v[0].uuid), "MIG-new-1");
+        snprintf(f->t->v[0].uuid, sizeof(f->t->v[0].uuid), "MIG-someone-1");
         assert_int_equal(fake_create(f->t, GPU0, 19, 3, &m, &err), 0);
         f->t->v[1].ci_id = KDEV_NVIDIA_NO_INSTANCE;
         f->t->v[1].uuid[0] = '\0';
         restart(f);
         assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
-        assert_int_equal(r.n, 2);
-        assert_string_equal(r.lines[0], "adopted " UID1 " gpu-0-mig-3g40gb-9-4 -");
-        assert_string_equal(r.lines[1], "recreated " UID1 " gpu-0-mig-1g10gb-19-3 -");
-        assert_int_equal(f->t->creates, 3);
+        assert_int_equal(r.n, 1);
+        assert_string_equal(r.lines[0], "failed " UID1 " - device gpu-0-mig-3g40gb-9-4: device "
+                                        "gpu-0-mig-3g40gb-9-4: memory slices 4-7 are taken by "
+                                        "GPU instance 1 (MIG-someone-1), which kdev-dra-plugin "
+                                        "did not create");
+        assert_int_equal(f->t->creates, 2);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_int_equal(f->t->destroys, 0);
+        assert_int_equal(instances(f), 2);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
+/* A create that fails because someone made an instance at the placement
+ * since the overlap check: the undo destroys only what the call made
+ * (the claim's first instance), never the other one at the placement. */
+static void test_failed_make_leaves_a_racing_instance(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+
+        add_claim(f, "pair", UID1, "gpu-0-mig-3g40gb-9-4", "gpu-0-mig-1g10gb-19-3");
+        f->t->fail_create_at = 2;
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "pair", UID1, NULL, &err), -EIO);
+        assert_int_equal(f->t->destroys, 1);
+        assert_int_equal(instances(f), 0);
+        memset(f->t, 0, sizeof(*f->t));
+        f->t->foreign_at_create = true;
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), -EIO);
+        assert_string_equal(err.msg, "claim ns/c1 (" UID1 "): device gpu-0-mig-3g40gb-9-4: GPU 0 "
+                                     "(" GPU0 "): create GPU instance profile 9 placement 4: "
+                                     "Insufficient Resources");
+        assert_int_equal(f->t->destroys, 0);
+        assert_int_equal(instances(f), 1);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+}
+
+/* A failed make whose undo fails too: both errors, the make's first; the
+ * claim is kept "migPending" for the next call, which destroys it. */
+static void test_failed_undo_error_text(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+
+        add_claim(f, "pair", UID1, "gpu-0-mig-3g40gb-9-4", "gpu-0-mig-1g10gb-19-3");
+        f->t->fail_create_at = 2;
+        f->t->fail_destroy = true;
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "pair", UID1, NULL, &err), -EIO);
+        assert_string_equal(err.msg,
+                            "claim ns/pair (" UID1 "): device gpu-0-mig-1g10gb-19-3: GPU 0 (" GPU0
+                            "): create GPU instance profile 19 placement 3: Insufficient "
+                            "Resources; undoing it: device gpu-0-mig-3g40gb-9-4: GPU 0 (" GPU0
+                            "): destroy compute instance 0 of GPU instance 1: In use by another "
+                            "client");
+        assert_int_equal(instances(f), 1);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        f->t->fail_destroy = false;
+        f->t->fail_create_at = 0;
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
         assert_int_equal(f->t->destroys, 1);
         assert_int_equal(instances(f), 2);
-        assert_string_equal(f->t->v[1].uuid, "MIG-fake-2");
+}
+
+/* With dynamic MIG off after a restart, the Unprepare of a MIG claim fails
+ * and keeps the claim, instead of forgetting an instance it cannot
+ * destroy; with it on again the retry destroys it. */
+static void test_unprepare_with_dynamic_mig_off(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        kdev_dra_plugin_free(f->p);
+        struct kdev_dra_plugin_options o = {
+                .pool = "node1", .data_dir = f->data, .cdi_dir = f->cdi, .dev_root = f->root,
+                .proc_root = f->proc, .gpus = &f->gpus, .get_claim = fake_source,
+                .get_claim_arg = f,
+        };
+        assert_int_equal(kdev_dra_plugin_new(&o, &f->p, &err), 0);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), -ENOTSUP);
+        assert_string_equal(err.msg, "claim " UID1 ": device gpu-0-mig-3g40gb-9-4: its MIG "
+                                     "instance is not destroyed: dynamic MIG is off on this node "
+                                     "(kdev-dra-plugin --dynamic-mig)");
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        assert_int_equal(instances(f), 1);
         restart(f);
-        prepare_pair(f, PAIR(1, "MIG-new-1", 2, "MIG-fake-2"));
-        /* and nothing more to do */
-        r = (struct report){0};
-        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 0);
-        assert_int_equal(r.n, 0);
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_int_equal(instances(f), 0);
+}
+
+/* A spec write that fails after the claim was saved prepared: the claim is
+ * saved "migPending" before its instance is destroyed, so a kill right
+ * after the destroy leaves nothing for the restart to make again. */
+static void test_spec_failure_saves_pending_first(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct report r = {0};
+        int status = 0;
+        pid_t pid;
+
+        tmptree_remove(f->cdi);
+        FILE *fp = fopen(f->cdi, "w"); /* the CDI directory is a file */
+        assert_non_null(fp);
+        fclose(fp);
+        f->t->kill_after_destroy = true;
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err);
+                _exit(0); /* not reached */
+        }
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+        f->t->kill_after_destroy = false;
+        assert_int_equal(instances(f), 0);
+        assert_int_equal(unlink(f->cdi), 0);
+        restart(f);
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 1);
+        assert_string_equal(r.lines[0], "forgotten " UID1 " - -");
+        assert_int_equal(instances(f), 0);
+        assert_int_equal(f->t->creates, 1);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
 }
 
 /* kill -9 inside an Unprepare, after the first of two destroys: the claim
@@ -811,7 +994,16 @@ int main(void)
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_remake_list_fails_changes_nothing, setup,
                                                 teardown),
-                cmocka_unit_test_setup_teardown(test_remake_adopts_and_replaces, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_remake_killed_then_adopted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_remake_leaves_foreign_instances, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_failed_make_leaves_a_racing_instance, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_failed_undo_error_text, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unprepare_with_dynamic_mig_off, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_spec_failure_saves_pending_first, setup,
+                                                teardown),
                 cmocka_unit_test_setup_teardown(test_kill_during_unprepare, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_out_of_memory_after_a_make, setup, teardown),
         };
