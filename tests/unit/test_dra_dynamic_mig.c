@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "claim_source.h"
 #include "cdi/cdi.h"
 #include "dra/checkpoint.h"
 #include "dra/plugin.h"
@@ -70,7 +71,7 @@ struct fix {
         struct kdev_nvidia_placement pl[4];
         struct table *t;
         struct kdev_dra_mig_ops ops;
-        json_t *claims;
+        struct claim_source src;      /* the claims the plugin reads */
         struct kdev_dra_plugin *p;
 };
 
@@ -169,21 +170,6 @@ static int fake_list(void *arg, const char *gpu, struct kdev_nvidia_mig_made *ou
         return 0;
 }
 
-static int fake_source(void *arg, const char *ns, const char *name, json_t **claim,
-                       struct kdev_err *err)
-{
-        struct fix *f = arg;
-        char key[256];
-        json_t *c;
-
-        snprintf(key, sizeof(key), "%s/%s", ns, name);
-        c = json_object_get(f->claims, key);
-        if (!c)
-                return kdev_err_set(err, ENOENT, "GET %s: 404 Not Found", key);
-        *claim = json_deep_copy(c);
-        return 0;
-}
-
 /* Claim |ns|/|name| (|uid|) allocated |dev1| and, when not NULL, |dev2|. */
 static void add_claim(struct fix *f, const char *name, const char *uid, const char *dev1,
                       const char *dev2)
@@ -203,7 +189,7 @@ static void add_claim(struct fix *f, const char *name, const char *uid, const ch
 
         assert_non_null(c);
         snprintf(key, sizeof(key), "ns/%s", name);
-        json_object_set_new(f->claims, key, c);
+        json_object_set_new(f->src.claims, key, c);
 }
 
 static void placement(struct kdev_nvidia_placement *p, const char *name, const char *profile,
@@ -227,8 +213,8 @@ static void new_plugin(struct fix *f)
                 .proc_root = f->proc,
                 .gpus = &f->gpus,
                 .mig = &f->ops,
-                .get_claim = fake_source,
-                .get_claim_arg = f,
+                .get_claim = claim_source_get,
+                .get_claim_arg = &f->src,
         };
         struct kdev_err err = {0};
 
@@ -282,7 +268,7 @@ static int setup(void **state)
         f->gpu.memory_slices = 8;
         f->gpus.gpus = &f->gpu;
         f->gpus.n_gpus = 1;
-        f->claims = json_object();
+        f->src.claims = json_object();
         add_claim(f, "c1", UID1, "gpu-0-mig-3g40gb-9-4", NULL);
         add_claim(f, "c2", UID2, "gpu-0-mig-1g10gb-19-3", NULL); /* overlaps c3 */
         add_claim(f, "c3", UID3, "gpu-0-mig-3g40gb-9-0", NULL);
@@ -296,7 +282,7 @@ static int teardown(void **state)
         struct fix *f = *state;
 
         kdev_dra_plugin_free(f->p);
-        json_decref(f->claims);
+        json_decref(f->src.claims);
         munmap(f->t, sizeof(*f->t));
         tmptree_remove(f->root);
         free(f);
@@ -577,7 +563,7 @@ static void prepare_pair(struct fix *f, const char *want)
         struct kdev_err err = {0};
         const json_t *devs = NULL;
 
-        if (!json_object_get(f->claims, "ns/pair"))
+        if (!json_object_get(f->src.claims, "ns/pair"))
                 add_claim(f, "pair", UID1, "gpu-0-mig-3g40gb-9-4", "gpu-0-mig-1g10gb-19-3");
         int rc = kdev_dra_prepare_claim(f->p, "ns", "pair", UID1, &devs, &err);
         if (rc)
@@ -622,7 +608,7 @@ static void kill_in_prepare(struct fix *f, unsigned at)
         int status = 0;
         pid_t pid;
 
-        if (!json_object_get(f->claims, "ns/pair"))
+        if (!json_object_get(f->src.claims, "ns/pair"))
                 add_claim(f, "pair", UID1, "gpu-0-mig-3g40gb-9-4", "gpu-0-mig-1g10gb-19-3");
         f->t->kill_at_create = at;
         pid = fork();
@@ -874,8 +860,8 @@ static void test_unprepare_with_dynamic_mig_off(void **state)
         kdev_dra_plugin_free(f->p);
         struct kdev_dra_plugin_options o = {
                 .pool = "node1", .data_dir = f->data, .cdi_dir = f->cdi, .dev_root = f->root,
-                .proc_root = f->proc, .gpus = &f->gpus, .get_claim = fake_source,
-                .get_claim_arg = f,
+                .proc_root = f->proc, .gpus = &f->gpus, .get_claim = claim_source_get,
+                .get_claim_arg = &f->src,
         };
         assert_int_equal(kdev_dra_plugin_new(&o, &f->p, &err), 0);
         assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), -ENOTSUP);

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "claim_source.h"
 #include "cdi/cdi.h"
 #include "dra/checkpoint.h"
 #include "dra/plugin.h"
@@ -30,26 +31,9 @@ struct fix {
         /* |set| as the NVIDIA backend's records, which the plugin reads
          * (refilled in place by sync_gpus after each change of |set|) */
         struct kdev_nvidia_gpus recs;
-        json_t *claims; /* "ns/name" -> claim */
-        unsigned calls;
+        struct claim_source src;      /* the claims the plugin reads */
         struct kdev_dra_plugin *p;
 };
-
-static int fake_source(void *arg, const char *ns, const char *name, json_t **claim,
-                       struct kdev_err *err)
-{
-        struct fix *f = arg;
-        char key[256];
-        json_t *c;
-
-        f->calls++;
-        snprintf(key, sizeof(key), "%s/%s", ns, name);
-        c = json_object_get(f->claims, key);
-        if (!c)
-                return kdev_err_set(err, ENOENT, "GET %s: 404 Not Found", key);
-        *claim = json_deep_copy(c);
-        return 0;
-}
 
 static void add_claim(struct fix *f, const char *ns, const char *name, const char *uid,
                       json_t *results)
@@ -61,7 +45,7 @@ static void add_claim(struct fix *f, const char *ns, const char *name, const cha
 
         assert_non_null(c);
         snprintf(key, sizeof(key), "%s/%s", ns, name);
-        json_object_set_new(f->claims, key, c);
+        json_object_set_new(f->src.claims, key, c);
 }
 
 static json_t *result(const char *req, const char *driver, const char *pool, const char *dev)
@@ -87,8 +71,8 @@ static void new_plugin(struct fix *f)
                 .dev_root = f->root, /* no control nodes there */
                 .proc_root = f->proc,
                 .gpus = &f->recs,
-                .get_claim = fake_source,
-                .get_claim_arg = f,
+                .get_claim = claim_source_get,
+                .get_claim_arg = &f->src,
         };
         struct kdev_err err = {0};
 
@@ -112,7 +96,7 @@ static int setup(void **state)
         }
         f->set.gpus = f->gpus;
         f->set.n_gpus = 2;
-        f->claims = json_object();
+        f->src.claims = json_object();
         add_claim(f, "ns", "c1", UID1,
                   json_pack("[o,o,o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4"),
                             result("pair/sub", "gpu.nvidia.com", "node1", "gpu-5"),
@@ -128,7 +112,7 @@ static int teardown(void **state)
 
         kdev_dra_plugin_free(f->p);
         kdev_nvidia_gpus_clear(&f->recs);
-        json_decref(f->claims);
+        json_decref(f->src.claims);
         tmptree_remove(f->root);
         free(f);
         return 0;
@@ -201,7 +185,7 @@ static void test_prepare(void **state)
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
         check_devices(devs);
         check_spec(f, UID1);
-        assert_int_equal(f->calls, 1);
+        assert_int_equal(f->src.calls, 1);
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
         /* the checkpoint on disk has it */
         struct kdev_dra_cp c = {0};
@@ -224,7 +208,7 @@ static void test_idempotent(void **state)
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
         check_devices(devs);
-        assert_int_equal(f->calls, 1); /* second answered from the checkpoint */
+        assert_int_equal(f->src.calls, 1); /* second answered from the checkpoint */
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
         spec_path(f, UID1, path, sizeof(path));
         assert_true(exists(path));
@@ -280,7 +264,7 @@ static void test_unprepare_only_recorded(void **state)
         assert_int_equal(kdev_dra_unprepare_claim(f->p, UID2, &err), 0);
         read_file(path, got, sizeof(got));
         assert_string_equal(got, "theirs");
-        assert_int_equal(f->calls, 1);
+        assert_int_equal(f->src.calls, 1);
 }
 
 static void test_claim_uid_rules(void **state)
@@ -341,7 +325,7 @@ static void test_claim_uid_rules(void **state)
                          -EINVAL);
         assert_string_equal(err.msg, "claim ns/slash: UID \"a/b\" refused: character 2 ('/') "
                                      "is not an ASCII letter, digit or '-'");
-        assert_int_equal(f->calls, 0);
+        assert_int_equal(f->src.calls, 0);
         assert_int_equal(kdev_dra_unprepare_claim(f->p, "a/b", &err), -EINVAL);
         assert_string_equal(err.msg, "claim UID \"a/b\" refused: character 2 ('/') is not an "
                                      "ASCII letter, digit or '-'");
@@ -417,7 +401,7 @@ static void test_prepare_many(void **state)
         /* the repeated UID gets the first item's answer */
         assert_int_equal(v[3].rc, 0);
         assert_ptr_equal(v[3].devices, v[0].devices);
-        assert_int_equal(f->calls, 3);
+        assert_int_equal(f->src.calls, 3);
         spec_path(f, UID2, path, sizeof(path));
         assert_false(exists(path));
         /* on disk: c1 only */
@@ -486,7 +470,7 @@ static void add_c1_config(struct fix *f, json_t *cfg)
                   json_pack("[o,o]", result("gpu", "gpu.nvidia.com", "node1", "gpu-4"),
                             result("pair/sub", "gpu.nvidia.com", "node1", "gpu-5")));
         json_object_set_new(json_object_get(json_object_get(json_object_get(
-                                    json_object_get(f->claims, "ns/c1"), "status"),
+                                    json_object_get(f->src.claims, "ns/c1"), "status"),
                                     "allocation"), "devices"),
                             "config", cfg);
 }
@@ -592,9 +576,9 @@ static void test_claim_config(void **state)
         new_plugin(f);
         spec_path(f, UID1, path, sizeof(path));
         assert_int_equal(unlink(path), 0);
-        f->calls = 0;
+        f->src.calls = 0;
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
-        assert_int_equal(f->calls, 0);
+        assert_int_equal(f->src.calls, 0);
         expect_env(f, "gpu-5", json_pack("[s]", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"));
 }
 
@@ -730,7 +714,7 @@ static void test_crash_before_spec(void **state)
         add_claim(f, "ns", "c2", UID2, json_pack("[o]", r2));
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), 0);
-        assert_int_equal(f->calls, 2);
+        assert_int_equal(f->src.calls, 2);
         spec_path(f, UID1, path, sizeof(path));
         assert_int_equal(unlink(path), 0);
         spec_path(f, UID2, path, sizeof(path));
@@ -743,9 +727,9 @@ static void test_crash_before_spec(void **state)
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
         spec_path(f, UID1, path, sizeof(path));
         assert_false(exists(path));
-        json_object_clear(f->claims); /* the API server is not needed */
+        json_object_clear(f->src.claims); /* the API server is not needed */
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), 0);
-        assert_int_equal(f->calls, 2);
+        assert_int_equal(f->src.calls, 2);
         spec_path(f, UID2, path, sizeof(path));
         assert_true(exists(path));
         kdev_dra_plugin_free(f->p);
@@ -794,7 +778,7 @@ static void test_claim_json_types(void **state)
                 json_t *c = json_loads(cases[i].json, 0, NULL);
 
                 assert_non_null(c);
-                json_object_set_new(f->claims, "ns/t", c);
+                json_object_set_new(f->src.claims, "ns/t", c);
                 assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "t", UID2, NULL, &err),
                                  -EPROTO);
                 assert_string_equal(err.msg, cases[i].msg);
@@ -815,12 +799,12 @@ static void test_prepare_after_unprepare(void **state)
         assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
         /* claim still allocated: prepared again from the API server */
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
-        assert_int_equal(f->calls, 2);
+        assert_int_equal(f->src.calls, 2);
         check_devices(devs);
         assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
         assert_false(exists(path));
         /* claim deleted meanwhile: a late Prepare fails and reserves nothing */
-        json_object_del(f->claims, "ns/c1");
+        json_object_del(f->src.claims, "ns/c1");
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), -ENOENT);
         assert_non_null(strstr(err.msg, "404"));
         assert_false(exists(path));
@@ -843,12 +827,12 @@ static void test_restart(void **state)
 
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
         kdev_dra_plugin_free(f->p);
-        json_object_clear(f->claims); /* the API server is unreachable: not needed */
+        json_object_clear(f->src.claims); /* the API server is unreachable: not needed */
         new_plugin(f);
         assert_null(kdev_dra_plugin_checkpoint_error(f->p));
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
-        assert_int_equal(f->calls, 1);
+        assert_int_equal(f->src.calls, 1);
         check_devices(devs);
         check_spec(f, UID1);
         assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
@@ -882,7 +866,7 @@ static void test_cdi_wiped(void **state)
         fclose(fp);
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, &devs, &err), 0);
         check_spec(f, UID1);
-        assert_int_equal(f->calls, 1);
+        assert_int_equal(f->src.calls, 1);
         /* after a restart too, and when the GPU is gone it fails, never succeeds */
         tmptree_remove(f->cdi);
         kdev_dra_plugin_free(f->p);
@@ -904,7 +888,7 @@ static void test_claim_errors(void **state)
         spec_path(f, UID2, path, sizeof(path));
         /* not allocated */
         add_claim(f, "ns", "c2", UID2, json_array());
-        c = json_object_get(f->claims, "ns/c2");
+        c = json_object_get(f->src.claims, "ns/c2");
         json_object_del(json_object_get(c, "status"), "allocation");
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c2", UID2, NULL, &err), -ENODATA);
         assert_non_null(strstr(err.msg, "not allocated"));
@@ -1075,7 +1059,7 @@ static void test_claim_config_mig(void **state)
                   json_pack("[o,o]",
                             result("a", "gpu.nvidia.com", "node1", "gpu-5-mig-3g20gb-9-0"),
                             result("b", "gpu.nvidia.com", "node1", "gpu-5-mig-2g10gb-14-4")));
-        c = json_object_get(json_object_get(json_object_get(f->claims, "ns/m"), "status"),
+        c = json_object_get(json_object_get(json_object_get(f->src.claims, "ns/m"), "status"),
                             "allocation");
         json_object_set_new(
                 json_object_get(c, "devices"), "config",
@@ -1193,7 +1177,7 @@ static void test_corrupt_checkpoint_at_start(void **state)
         assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
         /* and prepare re-verifies against the API server */
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
-        assert_int_equal(f->calls, 2);
+        assert_int_equal(f->src.calls, 2);
 }
 
 /* A checkpoint of a newer kdev: creation refused with the exact message,
@@ -1211,8 +1195,8 @@ static void test_newer_checkpoint_refused(void **state)
                 .data_dir = f->data,
                 .cdi_dir = f->cdi,
                 .gpus = &f->recs,
-                .get_claim = fake_source,
-                .get_claim_arg = f,
+                .get_claim = claim_source_get,
+                .get_claim_arg = &f->src,
         };
 
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);

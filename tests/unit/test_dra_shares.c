@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "claim_source.h"
 #include "cdi/cdi.h"
 #include "dra/checkpoint.h"
 #include "dra/plugin.h"
@@ -39,27 +40,10 @@ struct fix {
         struct kdev_gpu gpus[2];
         struct kdev_gpu_set set;
         struct kdev_nvidia_gpus recs; /* |set| as the NVIDIA backend's records */
-        json_t *claims;               /* "ns/name" -> claim */
-        unsigned calls;
+        struct claim_source src;      /* the claims the plugin reads */
         bool no_share_root; /* new_plugin: options.share_root NULL */
         struct kdev_dra_plugin *p;
 };
-
-static int fake_source(void *arg, const char *ns, const char *name, json_t **claim,
-                       struct kdev_err *err)
-{
-        struct fix *f = arg;
-        char key[256];
-        json_t *c;
-
-        f->calls++;
-        snprintf(key, sizeof(key), "%s/%s", ns, name);
-        c = json_object_get(f->claims, key);
-        if (!c)
-                return kdev_err_set(err, ENOENT, "GET %s: 404 Not Found", key);
-        *claim = json_deep_copy(c);
-        return 0;
-}
 
 static void add_claim(struct fix *f, const char *name, const char *uid, json_t *results)
 {
@@ -70,7 +54,7 @@ static void add_claim(struct fix *f, const char *name, const char *uid, json_t *
 
         assert_non_null(c);
         snprintf(key, sizeof(key), "ns/%s", name);
-        json_object_set_new(f->claims, key, c);
+        json_object_set_new(f->src.claims, key, c);
 }
 
 static json_t *result(const char *dev)
@@ -125,8 +109,8 @@ static void new_plugin(struct fix *f)
                 .proc_root = f->proc,
                 .gpus = &f->recs,
                 .share_root = f->no_share_root ? NULL : f->share,
-                .get_claim = fake_source,
-                .get_claim_arg = f,
+                .get_claim = claim_source_get,
+                .get_claim_arg = &f->src,
         };
         struct kdev_err err = {0};
 
@@ -162,7 +146,7 @@ static int setup(void **state)
         }
         f->set.gpus = f->gpus;
         f->set.n_gpus = 2;
-        f->claims = json_object();
+        f->src.claims = json_object();
         new_plugin(f);
         *state = f;
         return 0;
@@ -174,7 +158,7 @@ static int teardown(void **state)
 
         kdev_dra_plugin_free(f->p);
         kdev_nvidia_gpus_clear(&f->recs);
-        json_decref(f->claims);
+        json_decref(f->src.claims);
         tmptree_remove(f->root);
         free(f);
         return 0;
@@ -729,7 +713,7 @@ static void test_region_remade(void **state)
 
         add_claim(f, "s1", UID1, json_pack("[o]", share_result("gpu-4", SID1, "20Gi", "25")));
         prepare_ok(f, "s1", UID1);
-        calls = f->calls;
+        calls = f->src.calls;
         region_path(f, UID1, "gpu-4", region, sizeof(region));
         snprintf(limits, sizeof(limits), "%s/limits", region);
         snprintf(claims, sizeof(claims), "%s/claims", f->share);
@@ -753,7 +737,7 @@ static void test_region_remade(void **state)
         restart(f);
         prepare_ok(f, "s1", UID1);
         expect_region(f, "s1", UID1, SID1, "gpu-4", "GPU-00000000", "21474836480", 25);
-        assert_int_equal(f->calls, calls);
+        assert_int_equal(f->src.calls, calls);
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
 }
 
