@@ -428,6 +428,39 @@ static void on_report(void *arg, const char *action, const char *uid, const char
                          device ? device : "-", error ? error : "-");
 }
 
+/* What a killed child runs. */
+enum step { PREPARE_C1, PREPARE_PAIR, UNPREPARE_UID1, RECONCILE };
+
+/* Runs |step| in a child that the fake operations kill with SIGKILL (as
+ * the caller armed them), disarms them and makes the plugin again from
+ * the checkpoint, as a restart would. */
+static void killed_during(struct fix *f, enum step step)
+{
+        struct kdev_err err = {0};
+        int status = 0;
+        pid_t pid = fork();
+
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                if (step == PREPARE_C1)
+                        kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err);
+                else if (step == PREPARE_PAIR)
+                        kdev_dra_prepare_claim(f->p, "ns", "pair", UID1, NULL, &err);
+                else if (step == UNPREPARE_UID1)
+                        kdev_dra_unprepare_claim(f->p, UID1, &err);
+                else
+                        kdev_dra_plugin_reconcile_mig(f->p, NULL, NULL, &err);
+                _exit(0); /* not reached */
+        }
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), SIGKILL);
+        f->t->kill_after_create = f->t->kill_after_destroy = false;
+        f->t->kill_at_create = f->t->lone_at_create = 0;
+        kdev_dra_plugin_free(f->p);
+        new_plugin(f);
+}
+
 /* kill -9 between making the instance and recording it: the restart finds
  * the claim "migPending" and destroys the instance at its placement. */
 static void test_kill_between_create_and_checkpoint(void **state)
@@ -435,23 +468,10 @@ static void test_kill_between_create_and_checkpoint(void **state)
         struct fix *f = *state;
         struct kdev_err err = {0};
         struct report r = {0};
-        int status = 0;
-        pid_t pid;
 
         f->t->kill_after_create = true;
-        pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err);
-                _exit(0); /* not reached */
-        }
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        assert_true(WIFSIGNALED(status));
-        assert_int_equal(WTERMSIG(status), SIGKILL);
-        f->t->kill_after_create = false;
+        killed_during(f, PREPARE_C1);
         assert_int_equal(instances(f), 1);
-        kdev_dra_plugin_free(f->p);
-        new_plugin(f);
         /* the intent is on disk */
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
         assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
@@ -604,23 +624,10 @@ static void test_reused_instance_id_is_not_destroyed(void **state)
  * instance; the plugin is then made again from the checkpoint. */
 static void kill_in_prepare(struct fix *f, unsigned at)
 {
-        struct kdev_err err = {0};
-        int status = 0;
-        pid_t pid;
-
         if (!json_object_get(f->src.claims, "ns/pair"))
                 add_claim(f, "pair", UID1, "gpu-0-mig-3g40gb-9-4", "gpu-0-mig-1g10gb-19-3");
         f->t->kill_at_create = at;
-        pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                kdev_dra_prepare_claim(f->p, "ns", "pair", UID1, NULL, &err);
-                _exit(0); /* not reached */
-        }
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        assert_true(WIFSIGNALED(status));
-        f->t->kill_at_create = 0;
-        restart(f);
+        killed_during(f, PREPARE_PAIR);
 }
 
 /* A claim left "migPending" before any id was saved (a kill after both
@@ -715,22 +722,9 @@ static void test_remake_list_fails_changes_nothing(void **state)
  * GPU instance only. The plugin is then made again from the checkpoint. */
 static void kill_in_remake(struct fix *f, unsigned kill_at, unsigned lone_at)
 {
-        struct kdev_err err = {0};
-        int status = 0;
-        pid_t pid;
-
         f->t->kill_at_create = kill_at;
         f->t->lone_at_create = lone_at;
-        pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                kdev_dra_plugin_reconcile_mig(f->p, NULL, NULL, &err);
-                _exit(0); /* not reached */
-        }
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        assert_true(WIFSIGNALED(status));
-        f->t->kill_at_create = f->t->lone_at_create = 0;
-        restart(f);
+        killed_during(f, RECONCILE);
 }
 
 /* What a kill inside the remake left: the records were saved marked
@@ -883,23 +877,13 @@ static void test_spec_failure_saves_pending_first(void **state)
         struct fix *f = *state;
         struct kdev_err err = {0};
         struct report r = {0};
-        int status = 0;
-        pid_t pid;
 
         tmptree_remove(f->cdi);
         FILE *fp = fopen(f->cdi, "w"); /* the CDI directory is a file */
         assert_non_null(fp);
         fclose(fp);
         f->t->kill_after_destroy = true;
-        pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err);
-                _exit(0); /* not reached */
-        }
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        assert_true(WIFSIGNALED(status));
-        f->t->kill_after_destroy = false;
+        killed_during(f, PREPARE_C1);
         assert_int_equal(instances(f), 0);
         assert_int_equal(unlink(f->cdi), 0);
         restart(f);
@@ -919,22 +903,11 @@ static void test_kill_during_unprepare(void **state)
         struct fix *f = *state;
         struct kdev_err err = {0};
         struct report r = {0};
-        int status = 0;
-        pid_t pid;
 
         prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
         f->t->kill_after_destroy = true;
-        pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                kdev_dra_unprepare_claim(f->p, UID1, &err);
-                _exit(0); /* not reached */
-        }
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        assert_true(WIFSIGNALED(status));
-        f->t->kill_after_destroy = false;
+        killed_during(f, UNPREPARE_UID1);
         assert_int_equal(instances(f), 1);
-        restart(f);
         assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
         assert_int_equal(r.n, 1);
         assert_string_equal(r.lines[0], "destroyed " UID1 " - -");
