@@ -714,8 +714,6 @@ static void on_physical(void *arg, const struct kdev_physical_event *ev, size_t 
         uv_timer_start(&d->slices_timer, start_reconcile, 0, 0);
 }
 
-/* The unhealthy list again from the backend's physical devices (after a
- * rediscovery replaced them), then the devices, as on_physical does. */
 /* The MIG devices of the GPU records. */
 static size_t mig_devices(const struct kdev_nvidia_gpus *gpus)
 {
@@ -724,6 +722,9 @@ static size_t mig_devices(const struct kdev_nvidia_gpus *gpus)
                 n += gpus->gpus[i].n_migs;
         return n;
 }
+
+/* The unhealthy list again from the backend's physical devices (after a
+ * rediscovery replaced them), then the devices, as on_physical does. */
 
 static void on_inventory(void *arg, const char *why)
 {
@@ -1051,7 +1052,7 @@ int kdev_dra_daemon_run(const struct kdev_dra_daemon_options *o, struct kdev_err
         if (acted > 0) {
                 if (kdev_nvidia_dra_backend_rediscover(d.nvidia, &err) < 0) {
                         kdev_log_warn("cannot read the GPUs again after the dynamic MIG "
-                                      "reconcile, the inventory watch will",
+                                      "reconcile; the inventory watch reads them later",
                                       "error", err.msg);
                         err = (struct kdev_err){0};
                 } else {

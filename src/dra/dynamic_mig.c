@@ -237,11 +237,30 @@ int kdev_dra_mig_resolve(const struct kdev_dra_plugin *p, const char *ns, const 
         return count;
 }
 
+/* The GPU instance among |have| (|n|) with record |m|'s id, profile and
+ * start but no compute instance (so no MIG uuid to match): what a destroy
+ * that removed only the compute instance left (the GPU instance's destroy
+ * failed, or a kill came between the two). */
+static const struct kdev_nvidia_mig_made *find_lone(const struct kdev_nvidia_mig_made *have,
+                                                    size_t n, const json_t *m)
+{
+        for (size_t k = 0; k < n; k++)
+                if (have[k].ci_id == KDEV_NVIDIA_NO_INSTANCE && !have[k].uuid[0] &&
+                    json_is_integer(json_object_get(m, "giId")) && have[k].gi_id == num(m, "giId") &&
+                    have[k].gi_profile_id == num(m, "profileId") &&
+                    have[k].placement_start == num(m, "start"))
+                        return &have[k];
+        return NULL;
+}
+
 /* Destroys the instance of placement |m|: the one its ids name (checked
  * against the GPU's list first: an id NVML reused for someone else's
- * instance is not destroyed), or, without ids and with |by_placement|, the
- * unrecorded instance of the recorded profile at the recorded start (a kill
- * before the ids were saved). *gone true when there was none. */
+ * instance is not destroyed). With |by_placement| (the claim is saved as
+ * being made or undone) or on a record marked "remaking" also: a record
+ * without ids, the unrecorded instance of the recorded profile at the
+ * recorded start (a kill before the ids were saved); a record with ids,
+ * its GPU instance left without compute instance by a destroy that did
+ * not finish. *gone true when there was none. */
 static int destroy_one(const struct kdev_dra_plugin *p, json_t *m, bool by_placement,
                        bool *gone, struct kdev_err *err)
 {
@@ -249,16 +268,23 @@ static int destroy_one(const struct kdev_dra_plugin *p, json_t *m, bool by_place
         const struct kdev_nvidia_mig_made *h = NULL;
         const char *gpu = str(m, "gpu");
         bool ids = json_object_get(m, "giId") != NULL;
+        bool placement = by_placement || json_is_true(json_object_get(m, "remaking"));
         size_t n = 0;
         int rc;
 
         *gone = true;
-        if (!ids && !by_placement)
+        if (!ids && !placement)
                 return 0;
         rc = p->o.mig->list(p->o.mig->arg, gpu, have, MIG_LIST_MAX, &n, err);
         if (rc < 0)
                 return rc;
-        h = ids ? find_recorded(have, n, m) : find_unrecorded(p, have, n, m);
+        if (ids) {
+                h = find_recorded(have, n, m);
+                if (!h && placement)
+                        h = find_lone(have, n, m);
+        } else {
+                h = find_unrecorded(p, have, n, m);
+        }
         if (!h)
                 return 0;
         *gone = false;
@@ -381,6 +407,22 @@ static int remake_plan(const struct kdev_dra_plugin *p, const char *dev, const j
         return 0;
 }
 
+/* Whether the GPU of record |m| lists an instance of its profile at its
+ * start (true when the list fails: the mark is kept). */
+static bool left_at_placement(const struct kdev_dra_plugin *p, const json_t *m)
+{
+        struct kdev_nvidia_mig_made have[MIG_LIST_MAX];
+        size_t n = 0;
+
+        if (p->o.mig->list(p->o.mig->arg, str(m, "gpu"), have, MIG_LIST_MAX, &n, NULL) < 0)
+                return true;
+        for (size_t k = 0; k < n; k++)
+                if (have[k].gi_profile_id == num(m, "profileId") &&
+                    have[k].placement_start == num(m, "start"))
+                        return true;
+        return false;
+}
+
 static void report_each(const json_t *devs, const struct remake *v, const char *uid,
                         kdev_dra_mig_report_fn fn, void *arg)
 {
@@ -414,12 +456,13 @@ int kdev_dra_mig_remake(struct kdev_dra_plugin *p, const char *uid, json_t *devs
                 if (!json_is_object(m))
                         continue;
                 rc = p->o.mig->list(p->o.mig->arg, str(m, "gpu"), have, MIG_LIST_MAX, &n, err);
-                if (rc == 0)
-                        rc = remake_plan(p, str(d, "device"), m, have, n, &v[i], err);
                 if (rc < 0) {
                         kdev_err_wrap(err, "device %s", str(d, "device"));
                         goto out;
                 }
+                rc = remake_plan(p, str(d, "device"), m, have, n, &v[i], err);
+                if (rc < 0)
+                        goto out;
                 act |= v[i].action != REMAKE_KEEP;
                 make |= v[i].action == REMAKE_MAKE;
         }
@@ -469,12 +512,21 @@ int kdev_dra_mig_remake(struct kdev_dra_plugin *p, const char *uid, json_t *devs
         }
         if (rc == 0)
                 rc = kdev_dra_mig_create(p, devs, err);
-        /* the marks go: made, or (nothing of the call left) as they were */
+        /* the marks go once made; after a failure a record is as it was
+         * unless something is left at its placement (an undo or the lone
+         * GPU instance's destroy that failed: kdev's, to adopt or destroy
+         * by the mark) */
         json_array_foreach(devs, i, d) {
                 json_t *m = json_object_get(d, "mig");
 
                 if (v[i].action != REMAKE_MAKE)
                         continue;
+                if (rc < 0 && left_at_placement(p, m)) {
+                        json_object_del(m, "giId");
+                        json_object_del(m, "ciId");
+                        json_object_del(m, "uuid");
+                        continue;
+                }
                 json_object_del(m, "remaking");
                 if (rc < 0 && v[i].old)
                         json_object_update(m, v[i].old);

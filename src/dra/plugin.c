@@ -1192,12 +1192,21 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                         rec = NULL;
                 }
                 if (rec) {
+                        json_t *devs = json_object_get(rec, "devices");
+
                         it->recorded = true;
                         t0 = now_ns();
                         /* a region gone (a reboot, someone's cleanup) is made again */
-                        rc = kdev_dra_share_make_regions(p, it->ns, it->name, it->uid,
-                                                         json_object_get(rec, "devices"), true,
+                        rc = kdev_dra_share_make_regions(p, it->ns, it->name, it->uid, devs,
+                                                         true, &it->err);
+                        /* and a MIG instance gone (a driver reload), as at a
+                         * restart: the spec never names another's instance */
+                        if (rc == 0 && p->o.mig && has_mig(devs)) {
+                                rc = kdev_dra_mig_remake(p, it->uid, devs, NULL, NULL,
                                                          &it->err);
+                                undone |= rc != 0;
+                                rc = rc < 0 ? rc : 0;
+                        }
                         if (rc == 0)
                                 rc = ensure_spec(p, it->uid, json_object_get(rec, "devices"),
                                                  &it->err);
@@ -1394,9 +1403,10 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
          * it would make again): one that cannot be destroyed (a process
          * still runs on it) keeps the claim for kubelet's retry */
         if (rc == 0 && has_mig(json_object_get(rec, "devices"))) {
-                bool by_placement = json_is_true(json_object_get(rec, "migPending"));
+                /* an earlier Unprepare's destroy that did not finish */
+                bool again = json_is_true(json_object_get(rec, "migPending"));
 
-                if (!by_placement && p->o.mig) {
+                if (!again && p->o.mig) {
                         rc = json_object_set_new(rec, "migPending", json_true());
                         kdev_dra_cp_touch(&p->cp, uid);
                         rc = rc < 0 ? kdev_err_set(err, ENOMEM, "out of memory")
@@ -1408,8 +1418,7 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
                                 return kdev_err_wrap(err, "claim %s: checkpoint", uid);
                         }
                 }
-                rc = kdev_dra_mig_destroy(p, json_object_get(rec, "devices"), by_placement,
-                                          NULL, err);
+                rc = kdev_dra_mig_destroy(p, json_object_get(rec, "devices"), again, NULL, err);
         }
         if (rc < 0) {
                 json_decref(rec);

@@ -191,9 +191,11 @@
  * Unprepare and keeps the record for kubelet's retry; with dynamic MIG off
  * it fails -ENOTSUP "... dynamic MIG is off on this node (kdev-dra-plugin
  * --dynamic-mig)" and keeps the claim rather than leave an instance no
- * record names). An instance is destroyed by its recorded ids only when the
- * GPU's list shows it with the recorded profile, start and MIG uuid (NVML
- * reuses GPU instance ids). kdev_dra_plugin_reconcile_mig, called once
+ * record names; its retry, the claim saved pending, also destroys the GPU
+ * instance a destroy that removed only the compute instance left). An
+ * instance is destroyed by its recorded ids only when the GPU's list shows
+ * it with the recorded profile, start and MIG uuid (NVML reuses GPU
+ * instance ids). kdev_dra_plugin_reconcile_mig, called once
  * after creation, finishes what a kill left: a claim recorded "migPending"
  * has its instances destroyed (by their ids, or the unrecorded instance of
  * the recorded profile at the recorded placement when the kill came before
@@ -204,8 +206,11 @@
  * instance, by the next restart) and its spec rewritten; an instance that
  * no claim records overlapping the placement fails the remake instead (the
  * "taken by GPU instance" text above), and a failed remake leaves the
- * records as they were. Instances kdev has no record of are never touched
- * otherwise.
+ * records as they were, except one whose instance it could not undo, which
+ * stays "remaking". A Prepare of a claim already recorded (kubelet repeats
+ * them) checks and remakes its instances the same way before it answers,
+ * so a spec never names an instance that is not the claim's. Instances kdev
+ * has no record of are never touched otherwise.
  *
  * State files: the checkpoint and the claim CDI specs are written through
  * file guards (common/file.h): one someone else changed is moved aside and

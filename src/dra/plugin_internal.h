@@ -115,9 +115,12 @@ int kdev_dra_mig_create(const struct kdev_dra_plugin *p, json_t *devs, struct kd
 /* Destroys the instance of each placement record of |devs| by its ids (they
  * stay recorded), once the GPU's list shows that instance (same GPU
  * instance id, profile, start and MIG uuid: an id NVML gave to someone
- * else's instance since is left alone); a record without ids, with
- * |by_placement|, by the instance of its profile at its start that no claim
- * records (a kill came before the ids were saved). *destroyed (may be NULL)
+ * else's instance since is left alone). With |by_placement| (the claim was
+ * saved as being made or undone before this call) or on a record marked
+ * "remaking" also: a record without ids by the instance of its profile at
+ * its start that no claim records (a kill came before the ids were saved),
+ * a record with ids by its GPU instance left without compute instance (a
+ * destroy that did not finish). *destroyed (may be NULL)
  * counts the instances that existed. Every record is tried; returns 0 or
  * the first error, "device <name>: ..."; without MIG operations a
  * placement record fails it with -ENOTSUP "device <name>: its MIG instance
@@ -140,9 +143,10 @@ int kdev_dra_mig_destroy(const struct kdev_dra_plugin *p, json_t *devs, bool by_
  * anything changes. On success each adopted or made record is reported to
  * |fn| (may be NULL), "adopted" or "recreated", and 1 returned; 0 when no
  * record needed it; else a negative errno with |err| ("device <name>:
- * ..."), the records to make as they were (adopted ones recorded), the
- * instances this call made destroyed again. Records are touched; the
- * caller saves. */
+ * ..."), the instances this call made destroyed again and the records to
+ * make as they were (adopted ones recorded), except one with an instance
+ * left at its placement (an undo that failed), which keeps "remaking"
+ * without ids. Records are touched; the caller saves. */
 int kdev_dra_mig_remake(struct kdev_dra_plugin *p, const char *uid, json_t *devs,
                         kdev_dra_mig_report_fn fn, void *arg, struct kdev_err *err);
 

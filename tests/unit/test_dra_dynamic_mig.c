@@ -44,6 +44,8 @@ struct table {
                                   * before kdev's create (a race with nvidia-smi) */
         bool kill_after_destroy; /* SIGKILL once an instance is destroyed */
         bool fail_destroy;      /* destroy answers In use */
+        bool fail_gi_destroy;   /* destroy removes the compute instance, then the GPU
+                                 * instance's destroy answers In use */
         bool fail_create;       /* create answers Insufficient Resources */
         unsigned fail_create_at; /* the create with this count (1: the next) fails so */
         unsigned fail_list_at;  /* the list with this count fails */
@@ -134,6 +136,18 @@ static int fake_destroy(void *arg, const char *gpu, unsigned gi, unsigned ci, bo
         struct table *t = arg;
 
         (void)ci;
+        if (t->fail_gi_destroy) {
+                for (size_t i = 0; i < 8; i++) {
+                        if (t->used[i] && t->v[i].gi_id == gi) {
+                                t->v[i].ci_id = KDEV_NVIDIA_NO_INSTANCE;
+                                t->v[i].uuid[0] = '\0';
+                        }
+                }
+                return kdev_err_set(err, EBUSY,
+                                    "GPU 0 (%s): destroy GPU instance %u: In use by another "
+                                    "client",
+                                    gpu, gi);
+        }
         if (t->fail_destroy)
                 return kdev_err_set(err, EBUSY,
                                     "GPU 0 (%s): destroy compute instance 0 of GPU instance %u: "
@@ -591,6 +605,23 @@ static void prepare_pair(struct fix *f, const char *want)
         assert_json(devs, want);
 }
 
+/* Checks claim |uid|'s device records in the saved checkpoint. */
+static void assert_saved(const struct fix *f, const char *uid, const char *want)
+{
+        char path[400];
+        json_t *root;
+
+        snprintf(path, sizeof(path), "%s/" KDEV_DRA_CP_FILE, f->data);
+        root = json_load_file(path, 0, NULL);
+        assert_non_null(root);
+        assert_json(json_object_get(json_object_get(json_object_get(json_object_get(root, "data"),
+                                                                    "claims"),
+                                                    uid),
+                                    "devices"),
+                    want);
+        json_decref(root);
+}
+
 static void restart(struct fix *f)
 {
         kdev_dra_plugin_free(f->p);
@@ -684,8 +715,8 @@ static void test_remake_fails_keeps_the_records(void **state)
                                         "Insufficient Resources");
         assert_int_equal(instances(f), 0);
         assert_int_equal(f->t->destroys, 1);
+        assert_saved(f, UID1, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
         restart(f);
-        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
         f->t->fail_create_at = 0;
         r = (struct report){0};
         assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
@@ -712,9 +743,7 @@ static void test_remake_list_fails_changes_nothing(void **state)
         assert_string_equal(r.lines[0], "failed " UID1 " - device gpu-0-mig-1g10gb-19-3: GPU 0 (" GPU0
                                         "): nvmlDeviceGetGpuInstances: Unknown Error");
         assert_int_equal(f->t->creates, 0);
-        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
-        restart(f);
-        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        assert_saved(f, UID1, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
 }
 
 /* A child's reconcile remakes "pair" after a reboot and is killed: at
@@ -781,10 +810,9 @@ static void test_remake_leaves_foreign_instances(void **state)
         restart(f);
         assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
         assert_int_equal(r.n, 1);
-        assert_string_equal(r.lines[0], "failed " UID1 " - device gpu-0-mig-3g40gb-9-4: device "
-                                        "gpu-0-mig-3g40gb-9-4: memory slices 4-7 are taken by "
-                                        "GPU instance 1 (MIG-someone-1), which kdev-dra-plugin "
-                                        "did not create");
+        assert_string_equal(r.lines[0], "failed " UID1 " - device gpu-0-mig-3g40gb-9-4: memory "
+                                        "slices 4-7 are taken by GPU instance 1 (MIG-someone-1), "
+                                        "which kdev-dra-plugin did not create");
         assert_int_equal(f->t->creates, 2);
         assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
         assert_int_equal(f->t->destroys, 0);
@@ -935,6 +963,148 @@ static void test_out_of_memory_after_a_make(void **state)
         assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
 }
 
+/* A recorded claim's Prepare (kubelet repeats it) checks its instance as
+ * the restart does: one gone while kdev ran (a driver reload) is made
+ * again and the spec follows it; one whose placement someone else took
+ * fails the claim naming that instance, and the spec is not written. */
+static void test_prepare_again_checks_the_instance(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct kdev_nvidia_mig_made m;
+        char path[1024];
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        memset(f->t, 0, sizeof(*f->t)); /* the reload */
+        assert_int_equal(fake_create(f->t, GPU0, 19, 0, &m, &err), 0); /* GI 1 now */
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        assert_int_equal(instances(f), 2);
+        assert_int_equal(f->t->v[1].gi_id, 2);
+        assert_saved(f, UID1,
+                     "[{\"requestNames\":[\"mig\"],\"pool\":\"node1\","
+                     "\"device\":\"gpu-0-mig-3g40gb-9-4\",\"mig\":{\"gpu\":\"" GPU0 "\","
+                     "\"profileId\":9,\"start\":4,\"size\":4,\"giId\":2,\"ciId\":0,"
+                     "\"uuid\":\"MIG-fake-2\"},\"cdiDeviceIDs\":[\"k8s.gpu.nvidia.com/claim=" UID1
+                     "-gpu-0-mig-3g40gb-9-4\"]}]");
+        /* gi 2: 3 + 18 = 21 */
+        assert_true(kdev_dra_claim_spec_path(f->p, UID1, path, sizeof(path), NULL) > 0);
+        struct kdev_cdi_spec *spec = NULL;
+        assert_int_equal(kdev_cdi_spec_read(path, &spec, &err), 0);
+        const struct kdev_cdi_device *cd =
+                kdev_cdi_spec_find_device(spec, UID1 "-gpu-0-mig-3g40gb-9-4");
+        assert_non_null(cd);
+        assert_string_equal(cd->edits.device_nodes[1].path, "/dev/nvidia-caps/nvidia-cap21");
+        kdev_cdi_spec_free(spec);
+        /* someone's instance over the placement */
+        memset(f->t, 0, sizeof(*f->t));
+        tmptree_remove(f->cdi);
+        assert_int_equal(fake_create(f->t, GPU0, 14, 4, &m, &err), 0);
+        snprintf(f->t->v[0].uuid, sizeof(f->t->v[0].uuid), "MIG-someone-1");
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), -EBUSY);
+        assert_string_equal(err.msg, "claim ns/c1 (" UID1 "): device gpu-0-mig-3g40gb-9-4: memory "
+                                     "slices 4-7 are taken by GPU instance 1 (MIG-someone-1), "
+                                     "which kdev-dra-plugin did not create");
+        assert_int_equal(access(path, F_OK), -1);
+        assert_int_equal(f->t->destroys, 0);
+}
+
+/* A destroy that removed the compute instance but not the GPU instance
+ * fails the Unprepare; kubelet's retry destroys the GPU instance left
+ * without compute instance (the claim was saved pending) instead of
+ * taking it for someone else's. */
+static void test_unprepare_retry_after_half_a_destroy(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        f->t->fail_gi_destroy = true;
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), -EBUSY);
+        assert_string_equal(err.msg, "claim " UID1 ": device gpu-0-mig-3g40gb-9-4: GPU 0 (" GPU0
+                                     "): destroy GPU instance 1: In use by another client");
+        assert_int_equal(instances(f), 1);
+        assert_int_equal(f->t->v[0].ci_id, KDEV_NVIDIA_NO_INSTANCE);
+        f->t->fail_gi_destroy = false;
+        restart(f); /* or not: the pending claim is on disk */
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_int_equal(instances(f), 0);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 0);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+}
+
+/* A remake killed after its first make leaves both records "remaking";
+ * when the next restart's remake cannot read the GPU, an Unprepare still
+ * destroys the instance the killed remake made (found by the mark). */
+static void test_unprepare_of_a_remaking_claim(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct report r = {0};
+
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        memset(f->t, 0, sizeof(*f->t));
+        restart(f);
+        kill_in_remake(f, 1, 0);
+        assert_int_equal(instances(f), 1);
+        f->t->fail_list_at = f->t->lists + 1;
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 1);
+        assert_string_equal(r.lines[0], "failed " UID1 " - device gpu-0-mig-3g40gb-9-4: GPU 0 (" GPU0
+                                        "): nvmlDeviceGetGpuInstances: Unknown Error");
+        f->t->fail_list_at = 0;
+        assert_int_equal(kdev_dra_unprepare_claim(f->p, UID1, &err), 0);
+        assert_int_equal(instances(f), 0);
+        assert_int_equal(f->t->destroys, 1);
+}
+
+/* A failed remake whose undo fails too keeps that record "remaking"
+ * (without the stale ids), so the next restart adopts kdev's instance
+ * instead of taking it for someone else's; the other record, with nothing
+ * at its placement, is as it was and made. */
+static void test_failed_remake_undo_keeps_the_mark(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct report r = {0};
+        struct kdev_nvidia_mig_made m;
+
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+        memset(f->t, 0, sizeof(*f->t));
+        assert_int_equal(fake_create(f->t, GPU0, 19, 0, &m, &err), 0); /* GI 1 */
+        snprintf(f->t->v[0].uuid, sizeof(f->t->v[0].uuid), "MIG-someone-1");
+        restart(f);
+        f->t->fail_create_at = f->t->creates + 2;
+        f->t->fail_destroy = true;
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 1);
+        assert_string_equal(r.lines[0], "failed " UID1 " - device gpu-0-mig-1g10gb-19-3: GPU 0 (" GPU0
+                                        "): create GPU instance profile 19 placement 3: "
+                                        "Insufficient Resources");
+        assert_int_equal(instances(f), 2);
+        assert_saved(f, UID1,
+                     "[{\"requestNames\":[\"mig\"],\"pool\":\"node1\","
+                     "\"device\":\"gpu-0-mig-3g40gb-9-4\",\"mig\":{\"gpu\":\"" GPU0 "\","
+                     "\"profileId\":9,\"start\":4,\"size\":4,\"remaking\":true},"
+                     "\"cdiDeviceIDs\":[\"k8s.gpu.nvidia.com/claim=" UID1
+                     "-gpu-0-mig-3g40gb-9-4\"]},"
+                     "{\"requestNames\":[\"mig\"],\"pool\":\"node1\","
+                     "\"device\":\"gpu-0-mig-1g10gb-19-3\",\"mig\":{\"gpu\":\"" GPU0 "\","
+                     "\"profileId\":19,\"start\":3,\"size\":1,\"giId\":2,\"ciId\":0,"
+                     "\"uuid\":\"MIG-fake-2\"},\"cdiDeviceIDs\":[\"k8s.gpu.nvidia.com/claim=" UID1
+                     "-gpu-0-mig-1g10gb-19-3\"]}]");
+        f->t->fail_destroy = false;
+        f->t->fail_create_at = 0;
+        restart(f);
+        r = (struct report){0};
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 2);
+        assert_string_equal(r.lines[0], "adopted " UID1 " gpu-0-mig-3g40gb-9-4 -");
+        assert_string_equal(r.lines[1], "recreated " UID1 " gpu-0-mig-1g10gb-19-3 -");
+        assert_saved(f, UID1, PAIR(2, "MIG-fake-2", 3, "MIG-fake-3"));
+        assert_int_equal(instances(f), 3);
+        assert_int_equal(f->t->destroys, 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -962,6 +1132,14 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_unprepare_with_dynamic_mig_off, setup,
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_spec_failure_saves_pending_first, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_prepare_again_checks_the_instance, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_unprepare_retry_after_half_a_destroy, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_unprepare_of_a_remaking_claim, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_failed_remake_undo_keeps_the_mark, setup,
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_kill_during_unprepare, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_out_of_memory_after_a_make, setup, teardown),
