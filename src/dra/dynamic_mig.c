@@ -253,22 +253,22 @@ static const struct kdev_nvidia_mig_made *find_lone(const struct kdev_nvidia_mig
         return NULL;
 }
 
-/* Destroys the instance of placement |m|: the one its ids name (checked
- * against the GPU's list first: an id NVML reused for someone else's
- * instance is not destroyed). With |by_placement| (the claim is saved as
- * being made or undone) or on a record marked "remaking" also: a record
- * without ids, the unrecorded instance of the recorded profile at the
- * recorded start (a kill before the ids were saved); a record with ids,
- * its GPU instance left without compute instance by a destroy that did
- * not finish. *gone true when there was none. */
-static int destroy_one(const struct kdev_dra_plugin *p, json_t *m, bool by_placement,
+/* Destroys the instance of placement |m| (plugin_internal.h enum
+ * kdev_dra_mig_match): the one its ids name (checked against the GPU's
+ * list first: an id NVML reused for someone else's instance is not
+ * destroyed); from KDEV_DRA_MIG_OURS on also its GPU instance left without
+ * compute instance; with KDEV_DRA_MIG_PLACEMENT, or on a record marked
+ * "remaking", also a record without ids by the unrecorded instance of its
+ * profile at its start. *gone true when there was none. */
+static int destroy_one(const struct kdev_dra_plugin *p, json_t *m, enum kdev_dra_mig_match match,
                        bool *gone, struct kdev_err *err)
 {
         struct kdev_nvidia_mig_made have[MIG_LIST_MAX];
         const struct kdev_nvidia_mig_made *h = NULL;
         const char *gpu = str(m, "gpu");
         bool ids = json_object_get(m, "giId") != NULL;
-        bool placement = by_placement || json_is_true(json_object_get(m, "remaking"));
+        bool placement = match == KDEV_DRA_MIG_PLACEMENT ||
+                         json_is_true(json_object_get(m, "remaking"));
         size_t n = 0;
         int rc;
 
@@ -280,7 +280,7 @@ static int destroy_one(const struct kdev_dra_plugin *p, json_t *m, bool by_place
                 return rc;
         if (ids) {
                 h = find_recorded(have, n, m);
-                if (!h && placement)
+                if (!h && (placement || match == KDEV_DRA_MIG_OURS))
                         h = find_lone(have, n, m);
         } else {
                 h = find_unrecorded(p, have, n, m);
@@ -292,8 +292,8 @@ static int destroy_one(const struct kdev_dra_plugin *p, json_t *m, bool by_place
                                  ids ? num(m, "ciId") : h->ci_id, gone, err);
 }
 
-int kdev_dra_mig_destroy(const struct kdev_dra_plugin *p, json_t *devs, bool by_placement,
-                         unsigned *destroyed, struct kdev_err *err)
+int kdev_dra_mig_destroy(const struct kdev_dra_plugin *p, json_t *devs,
+                         enum kdev_dra_mig_match match, unsigned *destroyed, struct kdev_err *err)
 {
         int first = 0;
         size_t i;
@@ -308,7 +308,7 @@ int kdev_dra_mig_destroy(const struct kdev_dra_plugin *p, json_t *devs, bool by_
 
                 if (!json_is_object(m))
                         continue;
-                int rc = p->o.mig ? destroy_one(p, m, by_placement, &gone, &e)
+                int rc = p->o.mig ? destroy_one(p, m, match, &gone, &e)
                                   : kdev_err_set(&e, ENOTSUP,
                                                  "its MIG instance is not destroyed: dynamic MIG "
                                                  "is off on this node (kdev-dra-plugin "
@@ -354,18 +354,21 @@ int kdev_dra_mig_create(const struct kdev_dra_plugin *p, json_t *devs, struct kd
                                 json_object_set_new(m, "ciId", json_integer(made.ci_id)) < 0 ||
                                 json_object_set_new(m, "uuid", json_string(made.uuid)) < 0 ||
                                 json_array_append(made_here, d) < 0)) {
-                        /* not recorded: destroyed by the ids it was made with */
-                        json_object_del(m, "giId");
-                        json_object_del(m, "ciId");
-                        json_object_del(m, "uuid");
-                        p->o.mig->destroy(p->o.mig->arg, str(m, "gpu"), made.gi_id, made.ci_id,
-                                          NULL, NULL);
+                        /* not recorded: destroyed by the ids it was made with
+                         * (kept as far as they were set if that fails too) */
+                        if (p->o.mig->destroy(p->o.mig->arg, str(m, "gpu"), made.gi_id,
+                                              made.ci_id, NULL, NULL) == 0) {
+                                json_object_del(m, "giId");
+                                json_object_del(m, "ciId");
+                                json_object_del(m, "uuid");
+                        }
                         rc = kdev_err_set(err, ENOMEM, "out of memory");
                 }
                 if (rc < 0) {
                         kdev_err_wrap(err, "device %s", str(d, "device"));
-                        /* what this call made goes again */
-                        kdev_dra_mig_destroy(p, made_here, false, NULL, NULL);
+                        /* what this call made goes again (what cannot stays
+                         * recorded, for the caller's own undo to report) */
+                        kdev_dra_mig_destroy(p, made_here, KDEV_DRA_MIG_OURS, NULL, NULL);
                         json_decref(made_here);
                         return rc;
                 }
@@ -407,17 +410,23 @@ static int remake_plan(const struct kdev_dra_plugin *p, const char *dev, const j
         return 0;
 }
 
-/* Whether the GPU of record |m| lists an instance of its profile at its
- * start (true when the list fails: the mark is kept). */
-static bool left_at_placement(const struct kdev_dra_plugin *p, const json_t *m)
+/* Whether a failed remake left something of its own at record |m|'s
+ * placement (|v| its plan): the instance it made there (the record has the
+ * ids of this call's make) or the lone GPU instance it could not destroy;
+ * true when the list fails (the mark is kept). Someone else's instance
+ * there (a race with the make) is not. */
+static bool ours_left(const struct kdev_dra_plugin *p, const json_t *m, const struct remake *v)
 {
         struct kdev_nvidia_mig_made have[MIG_LIST_MAX];
         size_t n = 0;
 
         if (p->o.mig->list(p->o.mig->arg, str(m, "gpu"), have, MIG_LIST_MAX, &n, NULL) < 0)
                 return true;
-        for (size_t k = 0; k < n; k++)
-                if (have[k].gi_profile_id == num(m, "profileId") &&
+        if (json_object_get(m, "giId") && (find_recorded(have, n, m) || find_lone(have, n, m)))
+                return true;
+        for (size_t k = 0; v->lone && k < n; k++)
+                if (have[k].gi_id == v->found.gi_id &&
+                    have[k].gi_profile_id == num(m, "profileId") &&
                     have[k].placement_start == num(m, "start"))
                         return true;
         return false;
@@ -521,12 +530,15 @@ int kdev_dra_mig_remake(struct kdev_dra_plugin *p, const char *uid, json_t *devs
 
                 if (v[i].action != REMAKE_MAKE)
                         continue;
-                if (rc < 0 && left_at_placement(p, m)) {
+                bool keep = rc < 0 && ours_left(p, m, &v[i]);
+
+                if (rc < 0) {
                         json_object_del(m, "giId");
                         json_object_del(m, "ciId");
                         json_object_del(m, "uuid");
-                        continue;
                 }
+                if (keep)
+                        continue;
                 json_object_del(m, "remaking");
                 if (rc < 0 && v[i].old)
                         json_object_update(m, v[i].old);

@@ -1021,7 +1021,9 @@ static int drop_new_claim(struct kdev_dra_plugin *p, const char *uid, bool by_pl
         if (save_first)
                 rc = kdev_dra_save_checkpoint(p, err);
         if (rc == 0)
-                rc = kdev_dra_mig_destroy(p, devs, by_placement, NULL, err);
+                rc = kdev_dra_mig_destroy(p, devs,
+                                          by_placement ? KDEV_DRA_MIG_PLACEMENT : KDEV_DRA_MIG_OURS,
+                                          NULL, err);
         if (rc == 0) {
                 forget_claim(p, uid);
                 return 0;
@@ -1038,6 +1040,18 @@ static int drop_new_claim(struct kdev_dra_plugin *p, const char *uid, bool by_pl
                 }
         }
         return rc;
+}
+
+/* Removes the CDI spec of prepared claim |uid| whose MIG instance is gone
+ * and could not be made again: it names capability nodes that may be
+ * someone else's instance now (a later Prepare that remakes it writes it
+ * again). Best effort. */
+static void drop_mig_spec(struct kdev_dra_plugin *p, const char *uid)
+{
+        char fname[512];
+
+        if (spec_file_name(uid, fname, sizeof(fname), NULL) >= 0)
+                remove_spec(p, fname, NULL);
 }
 
 /* |first| (a failed step's error) and, when the undo failed too, |undo|'s
@@ -1205,6 +1219,8 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                                 rc = kdev_dra_mig_remake(p, it->uid, devs, NULL, NULL,
                                                          &it->err);
                                 undone |= rc != 0;
+                                if (rc < 0)
+                                        drop_mig_spec(p, it->uid);
                                 rc = rc < 0 ? rc : 0;
                         }
                         if (rc == 0)
@@ -1418,7 +1434,9 @@ int kdev_dra_unprepare_claim(struct kdev_dra_plugin *p, const char *uid, struct 
                                 return kdev_err_wrap(err, "claim %s: checkpoint", uid);
                         }
                 }
-                rc = kdev_dra_mig_destroy(p, json_object_get(rec, "devices"), again, NULL, err);
+                rc = kdev_dra_mig_destroy(p, json_object_get(rec, "devices"),
+                                          again ? KDEV_DRA_MIG_PLACEMENT : KDEV_DRA_MIG_EXACT,
+                                          NULL, err);
         }
         if (rc < 0) {
                 json_decref(rec);
@@ -1472,7 +1490,8 @@ int kdev_dra_plugin_reconcile_mig(struct kdev_dra_plugin *p, kdev_dra_mig_report
                 acted++;
                 if (json_is_true(json_object_get(rec, "migPending"))) {
                         /* the kill came before the claim was prepared */
-                        rc = kdev_dra_mig_destroy(p, devs, true, &destroyed, &e);
+                        rc = kdev_dra_mig_destroy(p, devs, KDEV_DRA_MIG_PLACEMENT, &destroyed,
+                                                  &e);
                         if (rc < 0) {
                                 if (fn)
                                         fn(arg, "failed", uid, NULL, e.msg);
@@ -1492,6 +1511,8 @@ int kdev_dra_plugin_reconcile_mig(struct kdev_dra_plugin *p, kdev_dra_mig_report
                 changed = true;
                 if (rc > 0)
                         rc = ensure_spec(p, uid, devs, &e);
+                else
+                        drop_mig_spec(p, uid);
                 if (rc < 0 && fn)
                         fn(arg, "failed", uid, NULL, e.msg);
         }

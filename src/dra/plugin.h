@@ -208,9 +208,11 @@
  * "taken by GPU instance" text above), and a failed remake leaves the
  * records as they were, except one whose instance it could not undo, which
  * stays "remaking". A Prepare of a claim already recorded (kubelet repeats
- * them) checks and remakes its instances the same way before it answers,
- * so a spec never names an instance that is not the claim's. Instances kdev
- * has no record of are never touched otherwise.
+ * them) checks and remakes its instances the same way before it answers;
+ * a claim whose instance cannot be made again (at the restart or such a
+ * Prepare) has its spec removed and the Prepare fails, so a spec never
+ * names an instance that is not the claim's. Instances kdev has no record
+ * of are never touched otherwise.
  *
  * State files: the checkpoint and the claim CDI specs are written through
  * file guards (common/file.h): one someone else changed is moved aside and

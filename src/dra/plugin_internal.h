@@ -112,22 +112,32 @@ int kdev_dra_mig_resolve(const struct kdev_dra_plugin *p, const char *ns, const 
  * create's error returned, "device <name>: ...". 0 without MIG operations. */
 int kdev_dra_mig_create(const struct kdev_dra_plugin *p, json_t *devs, struct kdev_err *err);
 
-/* Destroys the instance of each placement record of |devs| by its ids (they
- * stay recorded), once the GPU's list shows that instance (same GPU
- * instance id, profile, start and MIG uuid: an id NVML gave to someone
- * else's instance since is left alone). With |by_placement| (the claim was
- * saved as being made or undone before this call) or on a record marked
- * "remaking" also: a record without ids by the instance of its profile at
- * its start that no claim records (a kill came before the ids were saved),
- * a record with ids by its GPU instance left without compute instance (a
- * destroy that did not finish). *destroyed (may be NULL)
- * counts the instances that existed. Every record is tried; returns 0 or
- * the first error, "device <name>: ..."; without MIG operations a
- * placement record fails it with -ENOTSUP "device <name>: its MIG instance
- * is not destroyed: dynamic MIG is off on this node (kdev-dra-plugin
+/* Which instances kdev_dra_mig_destroy takes for a record's. */
+enum kdev_dra_mig_match {
+        /* the one the record's ids name, listed with the recorded profile,
+         * start and MIG uuid (an id NVML gave to someone else's instance
+         * since is left alone) */
+        KDEV_DRA_MIG_EXACT,
+        /* also its GPU instance left without compute instance (so without
+         * MIG uuid) by a destroy that did not finish: for instances this
+         * process made, or a claim saved as being undone */
+        KDEV_DRA_MIG_OURS,
+        /* also, for a record without ids, the instance of its profile at
+         * its start that no claim records (a kill came before the ids were
+         * saved): for a claim saved "migPending" before this process */
+        KDEV_DRA_MIG_PLACEMENT,
+};
+
+/* Destroys the instance of each placement record of |devs| that |match|
+ * (a record marked "remaking" as with KDEV_DRA_MIG_PLACEMENT) finds on its
+ * GPU; the ids stay recorded. *destroyed (may be NULL) counts the
+ * instances that existed. Every record is tried; returns 0 or the first
+ * error, "device <name>: ..."; without MIG operations a placement record
+ * fails it with -ENOTSUP "device <name>: its MIG instance is not
+ * destroyed: dynamic MIG is off on this node (kdev-dra-plugin
  * --dynamic-mig)", and nothing is destroyed. */
-int kdev_dra_mig_destroy(const struct kdev_dra_plugin *p, json_t *devs, bool by_placement,
-                         unsigned *destroyed, struct kdev_err *err);
+int kdev_dra_mig_destroy(const struct kdev_dra_plugin *p, json_t *devs,
+                         enum kdev_dra_mig_match match, unsigned *destroyed, struct kdev_err *err);
 
 /* Makes prepared claim |uid|'s instances that are gone ("Dynamic MIG" in
  * plugin.h: a reboot, a driver reload) again at their placements, changing

@@ -995,10 +995,11 @@ static void test_prepare_again_checks_the_instance(void **state)
         assert_non_null(cd);
         assert_string_equal(cd->edits.device_nodes[1].path, "/dev/nvidia-caps/nvidia-cap21");
         kdev_cdi_spec_free(spec);
-        /* someone's instance over the placement */
+        /* someone's instance over the placement: the spec, which names
+         * nvidia-cap21 (GI 2, the other's now), goes */
         memset(f->t, 0, sizeof(*f->t));
-        tmptree_remove(f->cdi);
         assert_int_equal(fake_create(f->t, GPU0, 14, 4, &m, &err), 0);
+        assert_int_equal(fake_create(f->t, GPU0, 19, 0, &m, &err), 0); /* GI 2 */
         snprintf(f->t->v[0].uuid, sizeof(f->t->v[0].uuid), "MIG-someone-1");
         assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), -EBUSY);
         assert_string_equal(err.msg, "claim ns/c1 (" UID1 "): device gpu-0-mig-3g40gb-9-4: memory "
@@ -1006,6 +1007,7 @@ static void test_prepare_again_checks_the_instance(void **state)
                                      "which kdev-dra-plugin did not create");
         assert_int_equal(access(path, F_OK), -1);
         assert_int_equal(f->t->destroys, 0);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
 }
 
 /* A destroy that removed the compute instance but not the GPU instance
@@ -1105,6 +1107,72 @@ static void test_failed_remake_undo_keeps_the_mark(void **state)
         assert_int_equal(f->t->destroys, 0);
 }
 
+/* A failed make whose undo removes the compute instance but not the GPU
+ * instance: the claim stays "migPending" with both errors, and the restart
+ * destroys that GPU instance (kdev's, by its recorded id) instead of
+ * leaving it to look like someone else's. */
+static void test_failed_make_with_half_an_undo(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        struct report r = {0};
+
+        add_claim(f, "pair", UID1, "gpu-0-mig-3g40gb-9-4", "gpu-0-mig-1g10gb-19-3");
+        f->t->fail_create_at = 2;
+        f->t->fail_gi_destroy = true;
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "pair", UID1, NULL, &err), -EIO);
+        assert_string_equal(err.msg,
+                            "claim ns/pair (" UID1 "): device gpu-0-mig-1g10gb-19-3: GPU 0 (" GPU0
+                            "): create GPU instance profile 19 placement 3: Insufficient "
+                            "Resources; undoing it: device gpu-0-mig-3g40gb-9-4: GPU 0 (" GPU0
+                            "): destroy GPU instance 1: In use by another client");
+        assert_int_equal(instances(f), 1);
+        assert_int_equal(kdev_dra_plugin_prepared(f->p), 1);
+        f->t->fail_gi_destroy = false;
+        f->t->fail_create_at = 0;
+        restart(f);
+        assert_int_equal(kdev_dra_plugin_reconcile_mig(f->p, on_report, &r, &err), 1);
+        assert_int_equal(r.n, 1);
+        assert_string_equal(r.lines[0], "destroyed " UID1 " - -");
+        assert_int_equal(instances(f), 0);
+        prepare_pair(f, PAIR(1, "MIG-fake-1", 2, "MIG-fake-2"));
+}
+
+/* A repeated Prepare's remake that loses the placement to someone's
+ * instance made between its check and its make (a race with nvidia-smi):
+ * the make fails, nothing of kdev's is left, so the record is as it was
+ * (not "remaking") and the next Prepare refuses that instance instead of
+ * adopting it. */
+static void test_remake_race_is_not_adopted(void **state)
+{
+        struct fix *f = *state;
+        struct kdev_err err = {0};
+        char path[1024];
+
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), 0);
+        memset(f->t, 0, sizeof(*f->t)); /* a driver reload */
+        f->t->foreign_at_create = true;
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), -EIO);
+        assert_string_equal(err.msg, "claim ns/c1 (" UID1 "): device gpu-0-mig-3g40gb-9-4: GPU 0 "
+                                     "(" GPU0 "): create GPU instance profile 9 placement 4: "
+                                     "Insufficient Resources");
+        assert_int_equal(f->t->creates, 0);
+        assert_saved(f, UID1,
+                     "[{\"requestNames\":[\"mig\"],\"pool\":\"node1\","
+                     "\"device\":\"gpu-0-mig-3g40gb-9-4\",\"mig\":{\"gpu\":\"" GPU0 "\","
+                     "\"profileId\":9,\"start\":4,\"size\":4,\"giId\":1,\"ciId\":0,"
+                     "\"uuid\":\"MIG-fake-1\"},\"cdiDeviceIDs\":[\"k8s.gpu.nvidia.com/claim=" UID1
+                     "-gpu-0-mig-3g40gb-9-4\"]}]");
+        assert_true(kdev_dra_claim_spec_path(f->p, UID1, path, sizeof(path), NULL) > 0);
+        assert_int_equal(access(path, F_OK), -1);
+        assert_int_equal(kdev_dra_prepare_claim(f->p, "ns", "c1", UID1, NULL, &err), -EBUSY);
+        assert_string_equal(err.msg, "claim ns/c1 (" UID1 "): device gpu-0-mig-3g40gb-9-4: memory "
+                                     "slices 4-7 are taken by GPU instance 8 (MIG-someone-8), "
+                                     "which kdev-dra-plugin did not create");
+        assert_int_equal(f->t->destroys, 0);
+        assert_int_equal(instances(f), 1);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1141,6 +1209,9 @@ int main(void)
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_failed_remake_undo_keeps_the_mark, setup,
                                                 teardown),
+                cmocka_unit_test_setup_teardown(test_failed_make_with_half_an_undo, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_remake_race_is_not_adopted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_kill_during_unprepare, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_out_of_memory_after_a_make, setup, teardown),
         };
