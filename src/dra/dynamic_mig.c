@@ -83,6 +83,30 @@ static int check_against(const char *dev, const json_t *m, const char *ons, cons
         return 0;
 }
 
+/* Whether listed instance |h| is of record |m|'s profile at its start. */
+static bool at_placement(const json_t *m, const struct kdev_nvidia_mig_made *h)
+{
+        return h->gi_profile_id == num(m, "profileId") && h->placement_start == num(m, "start");
+}
+
+/* Records instance |h|'s ids and MIG uuid on placement record |m|.
+ * Returns 0 or -1 (out of memory; what was set stays). */
+static int record_ids(json_t *m, const struct kdev_nvidia_mig_made *h)
+{
+        if (json_object_set_new(m, "giId", json_integer(h->gi_id)) < 0 ||
+            json_object_set_new(m, "ciId", json_integer(h->ci_id)) < 0 ||
+            json_object_set_new(m, "uuid", json_string(h->uuid)) < 0)
+                return -1;
+        return 0;
+}
+
+static void drop_ids(json_t *m)
+{
+        json_object_del(m, "giId");
+        json_object_del(m, "ciId");
+        json_object_del(m, "uuid");
+}
+
 /* Whether listed instance |h| is the one placement record |m| names: its
  * recorded "giId" with the recorded profile, start and MIG uuid (a GPU
  * instance id is reused once destroyed; a GPU instance without compute
@@ -90,8 +114,7 @@ static int check_against(const char *dev, const json_t *m, const char *ons, cons
 static bool same_instance(const json_t *m, const struct kdev_nvidia_mig_made *h)
 {
         return json_is_integer(json_object_get(m, "giId")) && num(m, "giId") == h->gi_id &&
-               num(m, "profileId") == h->gi_profile_id && num(m, "start") == h->placement_start &&
-               !strcmp(str(m, "uuid"), h->uuid);
+               at_placement(m, h) && !strcmp(str(m, "uuid"), h->uuid);
 }
 
 /* Whether instance |h| of GPU |gpu| is the one a claim of the checkpoint
@@ -133,9 +156,7 @@ static const struct kdev_nvidia_mig_made *find_unrecorded(const struct kdev_dra_
                                                           size_t n, const json_t *m)
 {
         for (size_t k = 0; k < n; k++)
-                if (have[k].gi_profile_id == num(m, "profileId") &&
-                    have[k].placement_start == num(m, "start") &&
-                    !recorded_instance(p, str(m, "gpu"), &have[k]))
+                if (at_placement(m, &have[k]) && !recorded_instance(p, str(m, "gpu"), &have[k]))
                         return &have[k];
         return NULL;
 }
@@ -247,8 +268,7 @@ static const struct kdev_nvidia_mig_made *find_lone(const struct kdev_nvidia_mig
         for (size_t k = 0; k < n; k++)
                 if (have[k].ci_id == KDEV_NVIDIA_NO_INSTANCE && !have[k].uuid[0] &&
                     json_is_integer(json_object_get(m, "giId")) && have[k].gi_id == num(m, "giId") &&
-                    have[k].gi_profile_id == num(m, "profileId") &&
-                    have[k].placement_start == num(m, "start"))
+                    at_placement(m, &have[k]))
                         return &have[k];
         return NULL;
 }
@@ -350,18 +370,12 @@ int kdev_dra_mig_create(const struct kdev_dra_plugin *p, json_t *devs, struct kd
                 int rc = p->o.mig->create(p->o.mig->arg, str(m, "gpu"), num(m, "profileId"),
                                           num(m, "start"), &made, err);
 
-                if (rc == 0 && (json_object_set_new(m, "giId", json_integer(made.gi_id)) < 0 ||
-                                json_object_set_new(m, "ciId", json_integer(made.ci_id)) < 0 ||
-                                json_object_set_new(m, "uuid", json_string(made.uuid)) < 0 ||
-                                json_array_append(made_here, d) < 0)) {
+                if (rc == 0 && (record_ids(m, &made) < 0 || json_array_append(made_here, d) < 0)) {
                         /* not recorded: destroyed by the ids it was made with
                          * (kept as far as they were set if that fails too) */
                         if (p->o.mig->destroy(p->o.mig->arg, str(m, "gpu"), made.gi_id,
-                                              made.ci_id, NULL, NULL) == 0) {
-                                json_object_del(m, "giId");
-                                json_object_del(m, "ciId");
-                                json_object_del(m, "uuid");
-                        }
+                                              made.ci_id, NULL, NULL) == 0)
+                                drop_ids(m);
                         rc = kdev_err_set(err, ENOMEM, "out of memory");
                 }
                 if (rc < 0) {
@@ -425,9 +439,7 @@ static bool ours_left(const struct kdev_dra_plugin *p, const json_t *m, const st
         if (json_object_get(m, "giId") && (find_recorded(have, n, m) || find_lone(have, n, m)))
                 return true;
         for (size_t k = 0; v->lone && k < n; k++)
-                if (have[k].gi_id == v->found.gi_id &&
-                    have[k].gi_profile_id == num(m, "profileId") &&
-                    have[k].placement_start == num(m, "start"))
+                if (have[k].gi_id == v->found.gi_id && at_placement(m, &have[k]))
                         return true;
         return false;
 }
@@ -484,10 +496,7 @@ int kdev_dra_mig_remake(struct kdev_dra_plugin *p, const char *uid, json_t *devs
                 json_t *m = json_object_get(d, "mig");
                 const struct kdev_nvidia_mig_made *h = &v[i].found;
 
-                if (v[i].action == REMAKE_ADOPT &&
-                    (json_object_set_new(m, "giId", json_integer(h->gi_id)) < 0 ||
-                     json_object_set_new(m, "ciId", json_integer(h->ci_id)) < 0 ||
-                     json_object_set_new(m, "uuid", json_string(h->uuid)) < 0))
+                if (v[i].action == REMAKE_ADOPT && record_ids(m, h) < 0)
                         rc = kdev_err_set(err, ENOMEM, "out of memory");
                 if (v[i].action == REMAKE_ADOPT)
                         json_object_del(m, "remaking");
@@ -499,9 +508,7 @@ int kdev_dra_mig_remake(struct kdev_dra_plugin *p, const char *uid, json_t *devs
                         continue;
                 }
                 json_object_del(v[i].old, "remaking");
-                json_object_del(m, "giId");
-                json_object_del(m, "ciId");
-                json_object_del(m, "uuid");
+                drop_ids(m);
         }
         kdev_dra_cp_touch(&p->cp, uid);
         if (rc == 0 && make)
@@ -532,11 +539,8 @@ int kdev_dra_mig_remake(struct kdev_dra_plugin *p, const char *uid, json_t *devs
                         continue;
                 bool keep = rc < 0 && ours_left(p, m, &v[i]);
 
-                if (rc < 0) {
-                        json_object_del(m, "giId");
-                        json_object_del(m, "ciId");
-                        json_object_del(m, "uuid");
-                }
+                if (rc < 0)
+                        drop_ids(m);
                 if (keep)
                         continue;
                 json_object_del(m, "remaking");

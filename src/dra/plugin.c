@@ -1042,11 +1042,11 @@ static int drop_new_claim(struct kdev_dra_plugin *p, const char *uid, bool by_pl
         return rc;
 }
 
-/* Removes the CDI spec of prepared claim |uid| whose MIG instance is gone
- * and could not be made again: it names capability nodes that may be
- * someone else's instance now (a later Prepare that remakes it writes it
- * again). Best effort. */
-static void drop_mig_spec(struct kdev_dra_plugin *p, const char *uid)
+/* Removes the CDI spec of claim |uid|, best effort: one half written, or
+ * one of a prepared claim whose MIG instance is gone and could not be made
+ * again (it names capability nodes that may be someone else's instance
+ * now; a later Prepare that remakes it writes it again). */
+static void drop_spec(struct kdev_dra_plugin *p, const char *uid)
 {
         char fname[512];
 
@@ -1220,7 +1220,7 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                                                          &it->err);
                                 undone |= rc != 0;
                                 if (rc < 0)
-                                        drop_mig_spec(p, it->uid);
+                                        drop_spec(p, it->uid);
                                 rc = rc < 0 ? rc : 0;
                         }
                         if (rc == 0)
@@ -1304,8 +1304,6 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
         /* 3: the specs of the claims now on disk */
         t0 = now_ns();
         for (i = 0; i < n; i++) {
-                char fname[512];
-
                 if (!specs[i])
                         continue;
                 const json_t *devs = json_object_get(kdev_dra_cp_get(&p->cp, v[i].uid),
@@ -1323,8 +1321,7 @@ int kdev_dra_prepare_many(struct kdev_dra_plugin *p, struct kdev_dra_prepare_ite
                         /* undone (best effort: a record left by a failed
                          * save makes the next Prepare or Unprepare of the
                          * claim finish the job) */
-                        if (spec_file_name(v[i].uid, fname, sizeof(fname), NULL) >= 0)
-                                remove_spec(p, fname, NULL);
+                        drop_spec(p, v[i].uid);
                         /* saved prepared by 2: "migPending" before its
                          * instances are destroyed */
                         struct kdev_err derr = {0};
@@ -1512,7 +1509,7 @@ int kdev_dra_plugin_reconcile_mig(struct kdev_dra_plugin *p, kdev_dra_mig_report
                 if (rc > 0)
                         rc = ensure_spec(p, uid, devs, &e);
                 else
-                        drop_mig_spec(p, uid);
+                        drop_spec(p, uid);
                 if (rc < 0 && fn)
                         fn(arg, "failed", uid, NULL, e.msg);
         }
